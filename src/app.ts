@@ -1,0 +1,154 @@
+import type { Writable } from "node:stream";
+import cookie from "@fastify/cookie";
+import helmet from "@fastify/helmet";
+import rateLimit from "@fastify/rate-limit";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
+import pino, { type Logger } from "pino";
+import { createAuditWriter } from "./audit/audit.writer.ts";
+import { createAccessGuard } from "./core/access.ts";
+import { createAuth } from "./core/auth.ts";
+import { systemClock, type Clock } from "./core/clock.ts";
+import type { Config } from "./core/config.ts";
+import { loadKeyring, type Keyring } from "./core/crypto.ts";
+import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
+import { registerErrorHandling } from "./core/errors.ts";
+import { createVault } from "./core/vault.ts";
+import { createProjectsRepo } from "./projects/projects.repo.ts";
+import { registerProjectRoutes } from "./projects/projects.routes.ts";
+import { createProjectsService } from "./projects/projects.service.ts";
+import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
+import { registerUiRoutes } from "./ui/ui.routes.ts";
+import { createUsersRepo } from "./users/users.repo.ts";
+
+export interface AppOptions {
+  clock?: Clock;
+  /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
+  logStream?: Writable;
+}
+
+export interface App {
+  app: FastifyInstance;
+  db: Db;
+  config: Config;
+  clock: Clock;
+  keyring: Keyring;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+/** Fields that must never reach a log line, wherever they appear in a logged object. */
+export const LOG_REDACTIONS = [
+  "req.headers.authorization",
+  "req.headers.cookie",
+  'res.headers["set-cookie"]',
+  "*.authorization",
+  "*.cookie",
+  "*.value",
+  "*.token",
+  "*.refreshToken",
+  "*.accessToken",
+  "*.deviceCode",
+  "*.password",
+  "*.deployHookUrl",
+];
+
+export function createLogger(config: Pick<Config, "logLevel">, stream?: Writable): Logger {
+  return pino(
+    {
+      level: config.logLevel,
+      redact: { paths: LOG_REDACTIONS, censor: "[redacted]" },
+      serializers: {
+        // The path only: query strings can carry codes (the CLI approval page's ?code=).
+        req: (req: FastifyRequest) => ({ method: req.method, url: req.url.split("?")[0], remoteAddress: req.ip }),
+      },
+    },
+    stream ?? process.stdout,
+  );
+}
+
+/** Opens the database, wires every module by hand and returns the (not yet listening) server. */
+export async function buildApp(config: Config, options: AppOptions = {}): Promise<App> {
+  const clock = options.clock ?? systemClock;
+  const log = createLogger(config, options.logStream);
+  const keyring = loadKeyring(config, log);
+  const db = openDatabase(config);
+  try {
+    checkMasterKeys(db, keyring, clock.now());
+  } catch (error) {
+    db.$client.close();
+    throw error;
+  }
+
+  const app = Fastify({
+    loggerInstance: log as FastifyBaseLogger,
+    bodyLimit: 1024 * 1024,
+    // A hop count is valid for Fastify, but its types only list the other forms.
+    trustProxy: config.trustProxy as boolean | string | string[],
+    // The UI is served at every path the API does not claim; keep /x and /x/ the same.
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+
+  await app.register(cookie);
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'", "data:"],
+        fontSrc: ["'self'"],
+        connectSrc: ["'self'"],
+        objectSrc: ["'none'"],
+        baseUri: ["'none'"],
+        frameAncestors: ["'none'"],
+        formAction: ["'self'"],
+      },
+    },
+    hsts: config.isProduction,
+  });
+
+  const auth = createAuth(db, config, clock);
+  auth.register(app);
+
+  await app.register(rateLimit, {
+    global: true,
+    max: config.rateLimitPerMinute,
+    timeWindow: 60_000,
+    // After the credential is resolved, so limits count per user rather than per address.
+    hook: "preHandler",
+    keyGenerator: (req) => (req.caller ? `user:${req.caller.userId}` : `ip:${req.ip}`),
+    errorResponseBuilder: (_req, context) => ({
+      statusCode: 429,
+      message: `Too many requests. Try again in ${Math.max(1, Math.ceil(context.ttl / 1000))} seconds.`,
+    }),
+  });
+
+  const users = createUsersRepo(db);
+  const access = createAccessGuard(db);
+  const audit = createAuditWriter(db, clock);
+  const vault = createVault(db, keyring);
+  const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+
+  app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
+  registerSignInRoutes(app, { auth, config, clock, users });
+  registerProjectRoutes(app, { auth, access, projects });
+  registerUiRoutes(app);
+
+  return {
+    app,
+    db,
+    config,
+    clock,
+    keyring,
+    log,
+    async close() {
+      await app.close();
+      db.$client.close();
+    },
+  };
+}

@@ -1,0 +1,54 @@
+// Every audit action, its category and the only metadata keys it may carry. The
+// allow-list is what keeps values, tokens and keys out of the log: record() refuses
+// any other key.
+
+export const AUDIT_CATEGORIES = ["secrets", "access", "project", "integrations"] as const;
+export type AuditCategory = (typeof AUDIT_CATEGORIES)[number];
+
+const SECRET_PLACE = ["key", "environment", "via"] as const;
+
+export const AUDIT_ACTIONS = {
+  "secret.created": { category: "secrets", metadata: [...SECRET_PLACE, "version"] },
+  "secret.updated": {
+    category: "secrets",
+    metadata: [...SECRET_PLACE, "previousKey", "keyChanged", "valueChanged", "version"],
+  },
+  "secret.deleted": { category: "secrets", metadata: [...SECRET_PLACE, "version"] },
+  "secret.rolled_back": { category: "secrets", metadata: [...SECRET_PLACE, "restoredFromVersion", "version"] },
+  "secret.revealed": { category: "secrets", metadata: [...SECRET_PLACE, "version"] },
+  "secret.version_revealed": { category: "secrets", metadata: [...SECRET_PLACE, "versionNumber"] },
+  "secrets.exported": { category: "secrets", metadata: ["environment", "via", "count", "format"] },
+  "secrets.imported": {
+    category: "secrets",
+    metadata: ["environment", "via", "created", "updated", "unchanged", "skipped", "failed"],
+  },
+  "member.role_changed": { category: "access", metadata: ["email", "from", "to"] },
+  "member.removed": { category: "access", metadata: ["email", "role"] },
+  "member.left": { category: "access", metadata: ["email", "role"] },
+  "invitation.created": { category: "access", metadata: ["email", "role", "environments", "delivery"] },
+  "invitation.revoked": { category: "access", metadata: ["email", "role"] },
+  "invitation.accepted": { category: "access", metadata: ["email", "role", "environments", "invitationId"] },
+  "environment_access.granted": { category: "access", metadata: ["email", "environment"] },
+  "environment_access.revoked": { category: "access", metadata: ["email", "environment"] },
+  "project.created": { category: "project", metadata: ["name", "environments"] },
+  "project.updated": { category: "project", metadata: ["name", "previousName", "descriptionChanged"] },
+  "project.deleted": { category: "project", metadata: ["name"] },
+  "integration.connected": { category: "integrations", metadata: ["provider", "teamId"] },
+  "integration.updated": {
+    category: "integrations",
+    metadata: ["hostProjectId", "hostProjectName", "teamId", "mappings", "conflictPolicy", "autoRedeploy", "hookConfigured"],
+  },
+  "integration.disconnected": { category: "integrations", metadata: ["provider"] },
+  "integration.synced": {
+    category: "integrations",
+    metadata: ["trigger", "created", "updated", "unchanged", "skipped", "failed"],
+  },
+  "integration.sync_failed": { category: "integrations", metadata: ["trigger", "error"] },
+  "integration.redeployed": { category: "integrations", metadata: ["trigger", "jobId", "state"] },
+} as const satisfies Record<string, { category: AuditCategory; metadata: readonly string[] }>;
+
+export type AuditAction = keyof typeof AUDIT_ACTIONS;
+
+export function isAuditAction(value: string): value is AuditAction {
+  return Object.hasOwn(AUDIT_ACTIONS, value);
+}

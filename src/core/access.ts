@@ -1,0 +1,141 @@
+import type { FastifyRequest } from "fastify";
+import type { Db } from "./db.ts";
+import { HttpError } from "./errors.ts";
+
+export const ROLES = ["owner", "admin", "member", "viewer"] as const;
+export type Role = (typeof ROLES)[number];
+
+export const ENVIRONMENTS = ["development", "staging", "production"] as const;
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+export const PERMISSIONS = [
+  "project:read",
+  "project:update",
+  "project:delete",
+  "members:read",
+  "members:update_role",
+  "members:remove",
+  "members:invite",
+  "invitations:read",
+  "invitations:revoke",
+  "environments:manage",
+  "secrets:read",
+  "secrets:create",
+  "secrets:update",
+  "secrets:delete",
+  "audit:read",
+  "integrations:manage",
+] as const;
+export type Permission = (typeof PERMISSIONS)[number];
+
+const SECRET_PERMISSIONS: Permission[] = ["secrets:read", "secrets:create", "secrets:update", "secrets:delete"];
+
+/** operations.md's table, the only place roles become permissions. */
+export const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
+  owner: PERMISSIONS,
+  admin: PERMISSIONS.filter((p) => p !== "project:delete"),
+  member: ["project:read", "members:read", ...SECRET_PERMISSIONS],
+  viewer: ["project:read", "members:read", "secrets:read"],
+};
+
+export function permissionsOf(role: Role): Permission[] {
+  return [...ROLE_PERMISSIONS[role]];
+}
+
+export function secretPermissionsOf(role: Role): Permission[] {
+  return ROLE_PERMISSIONS[role].filter((p) => p.startsWith("secrets:"));
+}
+
+/** Owners and admins reach every environment; members and viewers only those granted. */
+export function hasImplicitEnvironmentAccess(role: Role): boolean {
+  return role === "owner" || role === "admin";
+}
+
+export function isEnvironment(value: string): value is Environment {
+  return (ENVIRONMENTS as readonly string[]).includes(value);
+}
+
+export interface ProjectAccess {
+  projectId: string;
+  userId: string;
+  role: Role;
+  permissions: Permission[];
+  /** The project's environments in canonical order. */
+  projectEnvironments: Environment[];
+  /** The environments this caller may use, in canonical order. */
+  environments: Environment[];
+  /** Set when the guard was asked about an environment in the path. */
+  environment?: Environment;
+}
+
+export const PROJECT_NOT_FOUND = "Project not found.";
+
+export type AccessGuard = ReturnType<typeof createAccessGuard>;
+
+/**
+ * The one guard of every project-scoped request. Read fresh from the database on every
+ * call, so a role change or revoked grant counts on the very next request.
+ */
+export function createAccessGuard(db: Db) {
+  const sqlite = db.$client;
+  const findRole = sqlite.prepare("SELECT role FROM memberships WHERE project_id = ? AND user_id = ?").pluck();
+  const findEnvironments = sqlite.prepare("SELECT slug FROM project_environments WHERE project_id = ?").pluck();
+  const findGrants = sqlite
+    .prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ?")
+    .pluck();
+
+  function load(userId: string, projectId: string): ProjectAccess | undefined {
+    const role = findRole.get(projectId, userId) as Role | undefined;
+    if (!role) return undefined;
+    const projectEnvs = findEnvironments.all(projectId) as string[];
+    const ordered = ENVIRONMENTS.filter((e) => projectEnvs.includes(e));
+    let environments = ordered;
+    if (!hasImplicitEnvironmentAccess(role)) {
+      const granted = new Set(findGrants.all(projectId, userId) as string[]);
+      environments = ordered.filter((e) => granted.has(e));
+    }
+    return { projectId, userId, role, permissions: permissionsOf(role), projectEnvironments: ordered, environments };
+  }
+
+  return {
+    /** Membership, or undefined; for listings that must not throw. */
+    find: load,
+
+    require: requireAccess,
+
+    /**
+     * preHandler form of require(), for project-scoped routes: runs after the credential
+     * check and before the body is parsed, so a non-member learns nothing, not even
+     * whether the body was valid. Reads :projectId and, when given, :env from the path.
+     */
+    route(permission?: Permission, options: { environment?: boolean } = {}) {
+      return async (req: FastifyRequest): Promise<void> => {
+        const params = req.params as Record<string, string | undefined>;
+        if (!req.caller) throw new HttpError(401, "not signed in");
+        requireAccess(req.caller.userId, params.projectId ?? "", permission, options.environment ? (params.env ?? "") : undefined);
+      };
+    },
+  };
+
+  /**
+   * Membership first (404, so ids can't be probed), then the permission (403), then,
+   * when the path names one, the environment: unknown to the project 404, not granted 403.
+   */
+  function requireAccess(userId: string, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
+    const access = load(userId, projectId);
+    if (!access) throw new HttpError(404, PROJECT_NOT_FOUND);
+    if (permission && !access.permissions.includes(permission)) {
+      throw new HttpError(403, "You do not have permission to do this in this project.");
+    }
+    if (environment !== undefined) {
+      if (!isEnvironment(environment) || !access.projectEnvironments.includes(environment)) {
+        throw new HttpError(404, "Environment not found.");
+      }
+      if (!access.environments.includes(environment)) {
+        throw new HttpError(403, `You do not have access to the ${environment} environment of this project.`);
+      }
+      access.environment = environment;
+    }
+    return access;
+  }
+}

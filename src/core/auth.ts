@@ -1,0 +1,174 @@
+import crypto from "node:crypto";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Caller } from "./caller.ts";
+import type { Clock } from "./clock.ts";
+import type { Config } from "./config.ts";
+import { hashToken, randomToken } from "./crypto.ts";
+import type { Db } from "./db.ts";
+import { HttpError } from "./errors.ts";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** Resolved from the request's credential before any handler runs; null when signed out. */
+    caller: Caller | null;
+    /** True when an Authorization header was sent but did not name a live CLI token. */
+    badBearer: boolean;
+  }
+}
+
+/** Sliding browser session: 7 days from the last use, never more than 30 days from sign-in. */
+export const SESSION_IDLE_DAYS = 7;
+export const SESSION_MAX_DAYS = 30;
+const DAY_MS = 24 * 60 * 60 * 1000;
+// Writing last-use on every request would make every read a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60 * 1000;
+
+export const NOT_SIGNED_IN = "not signed in";
+export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
+export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
+
+const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+export function sessionCookieName(config: Pick<Config, "isProduction">): string {
+  // __Host- binds the cookie to this exact origin over https, with no Domain attribute.
+  return config.isProduction ? "__Host-secrets_session" : "secrets_session";
+}
+
+interface UserRow {
+  id: string;
+  email: string | null;
+  name: string | null;
+  email_verified: number;
+}
+
+export type Auth = ReturnType<typeof createAuth>;
+
+export function createAuth(db: Db, config: Config, clock: Clock) {
+  const sqlite = db.$client;
+  const cookieName = sessionCookieName(config);
+
+  const findBrowserSession = sqlite.prepare(
+    `SELECT s.id AS session_id, s.created_at, s.last_seen_at, s.expires_at, u.id, u.email, u.name, u.email_verified
+     FROM browser_sessions s JOIN users u ON u.id = s.user_id
+     WHERE s.token_hash = ? AND u.disabled_at IS NULL`,
+  );
+  const touchBrowserSession = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ?");
+  const insertBrowserSession = sqlite.prepare(
+    "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+  );
+  const deleteBrowserSession = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
+  const findAccessToken = sqlite.prepare(
+    `SELECT c.id AS session_id, c.last_used_at, u.id, u.email, u.name, u.email_verified
+     FROM cli_tokens t JOIN cli_sessions c ON c.id = t.session_id JOIN users u ON u.id = c.user_id
+     WHERE t.token_hash = ? AND t.kind = 'access' AND t.expires_at > ? AND c.revoked_at IS NULL
+       AND c.expires_at > ? AND u.disabled_at IS NULL`,
+  );
+  const touchCliSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ?");
+
+  function toCaller(row: UserRow, via: Caller["via"], sessionId: string): Caller {
+    return { userId: row.id, email: row.email, name: row.name, emailVerified: row.email_verified === 1, via, sessionId };
+  }
+
+  function resolveBearer(header: string): Caller | null {
+    const match = header.match(/^Bearer\s+(svc_at_[A-Za-z0-9_-]{20,200})$/);
+    if (!match) return null;
+    const nowIso = clock.now().toISOString();
+    const row = findAccessToken.get(hashToken(match[1]!), nowIso, nowIso) as (UserRow & { session_id: string; last_used_at: string }) | undefined;
+    if (!row) return null;
+    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) touchCliSession.run(nowIso, row.session_id);
+    return toCaller(row, "cli", row.session_id);
+  }
+
+  function resolveCookie(token: string): Caller | null {
+    if (token.length < 20 || token.length > 200) return null;
+    const row = findBrowserSession.get(hashToken(token)) as
+      | (UserRow & { session_id: string; created_at: string; last_seen_at: string; expires_at: string })
+      | undefined;
+    if (!row) return null;
+    const now = clock.now();
+    if (Date.parse(row.expires_at) <= now.getTime()) return null;
+    if (now.getTime() - Date.parse(row.last_seen_at) > TOUCH_INTERVAL_MS) {
+      const cap = Date.parse(row.created_at) + SESSION_MAX_DAYS * DAY_MS;
+      const expiresAt = new Date(Math.min(now.getTime() + SESSION_IDLE_DAYS * DAY_MS, cap));
+      touchBrowserSession.run(now.toISOString(), expiresAt.toISOString(), row.session_id);
+    }
+    return toCaller(row, "browser", row.session_id);
+  }
+
+  function requireBrowser(req: FastifyRequest): Caller {
+    if (req.caller?.via === "cli") throw new HttpError(403, BROWSER_ONLY);
+    if (req.badBearer) throw new HttpError(401, CLI_SESSION_ENDED);
+    if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
+    return req.caller;
+  }
+
+  function requireBrowserOrCli(req: FastifyRequest): Caller {
+    if (req.badBearer) throw new HttpError(401, CLI_SESSION_ENDED);
+    if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
+    return req.caller;
+  }
+
+  return {
+    cookieName,
+
+    /** Resolves the credential of every request once. */
+    register(app: FastifyInstance): void {
+      app.decorateRequest("caller", null);
+      app.decorateRequest("badBearer", false);
+      app.addHook("onRequest", async (req) => {
+        const authorization = req.headers.authorization;
+        if (authorization !== undefined) {
+          // A request with an Authorization header is a CLI request: its cookie is ignored,
+          // so a browser-only endpoint can never be reached with a token plus a cookie.
+          req.caller = resolveBearer(authorization);
+          req.badBearer = req.caller === null;
+          return;
+        }
+        // Cross-site request forgery: a browser always sends Origin on these methods
+        // from another site; "null" (sandboxed frames, some redirects) is not our origin.
+        const origin = req.headers.origin;
+        if (STATE_CHANGING.has(req.method) && origin !== undefined && origin !== config.appOrigin) {
+          throw new HttpError(403, "Cross-origin request refused.");
+        }
+        const token = req.cookies[cookieName];
+        if (token) req.caller = resolveCookie(token);
+      });
+    },
+
+    /** preHandler of browser-only routes. */
+    browser: async (req: FastifyRequest): Promise<void> => {
+      requireBrowser(req);
+    },
+    /** preHandler of routes the spec marks CLI (browser session or CLI token). */
+    browserOrCli: async (req: FastifyRequest): Promise<void> => {
+      requireBrowserOrCli(req);
+    },
+
+    /** The caller of a route guarded by `browser` or `browserOrCli`. */
+    caller(req: FastifyRequest): Caller {
+      if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
+      return req.caller;
+    },
+
+    /** Starts a browser session for a user and sets its cookie. Only the hash is stored. */
+    startBrowserSession(reply: FastifyReply, userId: string): void {
+      const token = randomToken(32);
+      const now = clock.now();
+      const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
+      insertBrowserSession.run(crypto.randomUUID(), userId, hashToken(token), now.toISOString(), now.toISOString(), expiresAt.toISOString());
+      void reply.setCookie(cookieName, token, {
+        path: "/",
+        httpOnly: true,
+        sameSite: "lax",
+        secure: config.isProduction,
+        maxAge: SESSION_MAX_DAYS * 24 * 60 * 60,
+      });
+    },
+
+    endBrowserSession(req: FastifyRequest, reply: FastifyReply): void {
+      const token = req.cookies[cookieName];
+      if (token) deleteBrowserSession.run(hashToken(token));
+      void reply.clearCookie(cookieName, { path: "/", httpOnly: true, sameSite: "lax", secure: config.isProduction });
+    },
+  };
+}

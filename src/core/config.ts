@@ -1,0 +1,198 @@
+import path from "node:path";
+import { envSchema } from "env-schema";
+
+// Every variable of operations.md, plus the few this server adds (documented in the README).
+const schema = {
+  type: "object",
+  required: [],
+  properties: {
+    NODE_ENV: { type: "string", enum: ["development", "production", "test"], default: "development" },
+    HOST: { type: "string", minLength: 1, default: "127.0.0.1" },
+    PORT: { type: "integer", minimum: 0, maximum: 65535, default: 8080 },
+    APP_URL: { type: "string", minLength: 1 },
+    DATA_DIR: { type: "string", minLength: 1, default: "./data" },
+    MASTER_KEY: { type: "string", minLength: 1 },
+    MASTER_KEY_VERSION: { type: "integer", minimum: 1, maximum: 1_000_000, default: 1 },
+    MASTER_KEYS_PREVIOUS: { type: "string" },
+    AUTH_PROVIDER: { type: "string", enum: ["dev", "oidc", "local"] },
+    OIDC_ISSUER: { type: "string", minLength: 1 },
+    OIDC_CLIENT_ID: { type: "string", minLength: 1 },
+    OIDC_CLIENT_SECRET: { type: "string", minLength: 1 },
+    OIDC_ALLOWED_DOMAINS: { type: "string" },
+    VERCEL_API_URL: { type: "string", minLength: 1, default: "https://api.vercel.com" },
+    LOG_LEVEL: {
+      type: "string",
+      enum: ["fatal", "error", "warn", "info", "debug", "trace", "silent"],
+      default: "info",
+    },
+    SQLITE_SYNCHRONOUS: { type: "string", enum: ["full", "normal"], default: "full" },
+    TRUST_PROXY: { type: "string" },
+    SMTP_URL: { type: "string", minLength: 1 },
+    SMTP_FROM: { type: "string", minLength: 3 },
+    RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
+  },
+} as const;
+
+interface RawEnv {
+  NODE_ENV: "development" | "production" | "test";
+  HOST: string;
+  PORT: number;
+  APP_URL?: string;
+  DATA_DIR: string;
+  MASTER_KEY?: string;
+  MASTER_KEY_VERSION: number;
+  MASTER_KEYS_PREVIOUS?: string;
+  AUTH_PROVIDER?: "dev" | "oidc" | "local";
+  OIDC_ISSUER?: string;
+  OIDC_CLIENT_ID?: string;
+  OIDC_CLIENT_SECRET?: string;
+  OIDC_ALLOWED_DOMAINS?: string;
+  VERCEL_API_URL: string;
+  LOG_LEVEL: string;
+  SQLITE_SYNCHRONOUS: "full" | "normal";
+  TRUST_PROXY?: string;
+  SMTP_URL?: string;
+  SMTP_FROM?: string;
+  RATE_LIMIT_PER_MINUTE: number;
+}
+
+export type AuthProvider = "dev" | "oidc" | "local";
+
+export interface Config {
+  isProduction: boolean;
+  host: string;
+  port: number;
+  /** Public base URL without a trailing slash. */
+  appUrl: string;
+  appOrigin: string;
+  dataDir: string;
+  /** Base64 text as configured; decoded and checked by the keyring. */
+  masterKey?: string;
+  masterKeyVersion: number;
+  previousMasterKeys: string;
+  authProvider: AuthProvider;
+  oidc?: { issuer: string; clientId: string; clientSecret: string; allowedDomains: string[] };
+  vercelApiUrl: string;
+  logLevel: string;
+  sqliteSynchronous: "full" | "normal";
+  trustProxy: boolean | number | string[];
+  smtp?: { url: string; from: string };
+  rateLimitPerMinute: number;
+}
+
+/** A configuration problem: the process prints the message as one line and exits. */
+export class ConfigError extends Error {}
+
+const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  let raw: RawEnv;
+  try {
+    // Unset and empty are the same thing for an operator editing an EnvironmentFile.
+    const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+    raw = envSchema<RawEnv>({ schema, data, dotenv: false });
+  } catch (error) {
+    throw new ConfigError(describeSchemaError(error));
+  }
+
+  const isProduction = raw.NODE_ENV === "production";
+  const appUrl = parseAppUrl(raw.APP_URL ?? `http://localhost:${raw.PORT}`, isProduction);
+  const vercelApiUrl = parseHttpUrl("VERCEL_API_URL", raw.VERCEL_API_URL).replace(/\/+$/, "");
+
+  const authProvider = raw.AUTH_PROVIDER ?? (isProduction ? undefined : "dev");
+  if (!authProvider) {
+    throw new ConfigError("AUTH_PROVIDER is required in production: set it to oidc or local.");
+  }
+  if (authProvider === "dev" && isProduction) {
+    throw new ConfigError("AUTH_PROVIDER=dev is not allowed in production: set it to oidc or local.");
+  }
+  if (isProduction && !raw.MASTER_KEY) {
+    throw new ConfigError("MASTER_KEY is required in production: base64 of 32 random bytes (openssl rand -base64 32).");
+  }
+
+  let oidc: Config["oidc"];
+  if (authProvider === "oidc") {
+    for (const name of ["OIDC_ISSUER", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET"] as const) {
+      if (!raw[name]) throw new ConfigError(`${name} is required when AUTH_PROVIDER=oidc.`);
+    }
+    oidc = {
+      issuer: parseHttpUrl("OIDC_ISSUER", raw.OIDC_ISSUER!),
+      clientId: raw.OIDC_CLIENT_ID!,
+      clientSecret: raw.OIDC_CLIENT_SECRET!,
+      allowedDomains: (raw.OIDC_ALLOWED_DOMAINS ?? "")
+        .split(",")
+        .map((d) => d.trim().toLowerCase())
+        .filter(Boolean),
+    };
+  }
+
+  let smtp: Config["smtp"];
+  if (raw.SMTP_URL) {
+    if (!/^smtps?:\/\//.test(raw.SMTP_URL)) {
+      throw new ConfigError("SMTP_URL must start with smtp:// or smtps://.");
+    }
+    smtp = { url: raw.SMTP_URL, from: raw.SMTP_FROM ?? `secrets-server <no-reply@${new URL(appUrl).hostname}>` };
+  }
+
+  return {
+    isProduction,
+    host: raw.HOST,
+    port: raw.PORT,
+    appUrl,
+    appOrigin: new URL(appUrl).origin,
+    dataDir: path.resolve(raw.DATA_DIR),
+    masterKey: raw.MASTER_KEY,
+    masterKeyVersion: raw.MASTER_KEY_VERSION,
+    previousMasterKeys: raw.MASTER_KEYS_PREVIOUS ?? "",
+    authProvider,
+    oidc,
+    vercelApiUrl,
+    logLevel: raw.LOG_LEVEL,
+    sqliteSynchronous: raw.SQLITE_SYNCHRONOUS,
+    trustProxy: parseTrustProxy(raw.TRUST_PROXY),
+    smtp,
+    rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
+  };
+}
+
+function parseHttpUrl(name: string, value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, for example https://example.com.`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new ConfigError(`${name} must be an absolute http(s) URL, for example https://example.com.`);
+  }
+  return value;
+}
+
+function parseAppUrl(value: string, isProduction: boolean): string {
+  const url = new URL(parseHttpUrl("APP_URL", value));
+  // Session cookies are Secure in production, so plain http only works on loopback.
+  if (isProduction && url.protocol !== "https:" && !LOOPBACK_HOSTS.has(url.hostname)) {
+    throw new ConfigError("APP_URL must use https in production (plain http is allowed only for localhost).");
+  }
+  return url.origin + url.pathname.replace(/\/+$/, "");
+}
+
+function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
+  if (value === undefined) return false;
+  if (value === "true") return true;
+  if (/^\d+$/.test(value)) return Number(value);
+  const list = value.split(",").map((s) => s.trim()).filter(Boolean);
+  if (list.length === 0) throw new ConfigError("TRUST_PROXY must be a hop count or a comma-separated list of proxy addresses.");
+  return list;
+}
+
+function describeSchemaError(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  // ajv says "env/PORT must be <= 65535" or "env must have required property 'X'".
+  const first = message.split(/,\s*(?=env)/)[0] ?? message;
+  const named = first.match(/^env\/(\w+) (.*)$/);
+  if (named) return `${named[1]} ${named[2]}.`;
+  const required = first.match(/required property '(\w+)'/);
+  if (required) return `${required[1]} is required.`;
+  return `Invalid configuration: ${first}`;
+}

@@ -1,0 +1,117 @@
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { drizzle, type BetterSQLite3Database } from "drizzle-orm/better-sqlite3";
+import { readMigrationFiles, type MigrationMeta } from "drizzle-orm/migrator";
+import { ConfigError, type Config } from "./config.ts";
+import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
+import type { Keyring } from "./crypto.ts";
+import { safeEqual } from "./crypto.ts";
+import * as schema from "./schema.ts";
+
+export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
+
+export const DATABASE_FILE = "secrets.db";
+
+/** Opens (creating if needed) the database under DATA_DIR, sets the pragmas and applies migrations. */
+export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">): Db {
+  fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  const sqlite = new Database(path.join(config.dataDir, DATABASE_FILE), {
+    // The loaded addon object is accepted at run time; the typings only know the path form.
+    nativeBinding: (isSingleExecutable() ? loadBundledAddon(config.dataDir) : undefined) as string | undefined,
+  });
+  sqlite.pragma("journal_mode = WAL");
+  // FULL by default: an acknowledged secret write must survive a power cut. better-sqlite3
+  // is built to run WAL at NORMAL, so this has to be said explicitly.
+  sqlite.pragma(`synchronous = ${config.sqliteSynchronous === "normal" ? "NORMAL" : "FULL"}`);
+  sqlite.pragma("foreign_keys = ON");
+  sqlite.pragma("busy_timeout = 5000");
+  const db = drizzle(sqlite, { schema }) as Db;
+  migrate(db);
+  return db;
+}
+
+function loadMigrations(): MigrationMeta[] {
+  if (isSingleExecutable()) return JSON.parse(readAsset("migrations.json").toString("utf8")) as MigrationMeta[];
+  return readMigrationFiles({ migrationsFolder: path.join(sourceRoot(), "migrations") });
+}
+
+export function migrate(db: Db): void {
+  // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
+  const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): void }; session: unknown };
+  internals.dialect.migrate(loadMigrations(), internals.session, {});
+}
+
+/**
+ * The executable carries better-sqlite3's addon as an asset. dlopen needs a file, so it
+ * is written once to DATA_DIR/.cache under a name holding its content hash (a new
+ * version never loads an old addon), via a temporary file and an atomic rename.
+ */
+function loadBundledAddon(dataDir: string): unknown {
+  const bytes = readAsset("better_sqlite3.node");
+  const digest = crypto.createHash("sha256").update(bytes).digest("hex").slice(0, 16);
+  const cacheDir = path.join(dataDir, ".cache");
+  const file = path.join(cacheDir, `better_sqlite3-${digest}.node`);
+  if (!fs.existsSync(file)) {
+    fs.mkdirSync(cacheDir, { recursive: true, mode: 0o700 });
+    const temporary = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(temporary, bytes, { mode: 0o500 });
+    fs.renameSync(temporary, file);
+  }
+  const module = { exports: {} as unknown };
+  process.dlopen(module, file);
+  return module.exports;
+}
+
+/**
+ * Records a verifier of each configured master key the first time it is seen, and refuses
+ * to start when a key does not match the verifier stored for its version: a wrong key
+ * would otherwise only show up later as every read failing.
+ */
+export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
+  const sqlite = db.$client;
+  const stored = new Map(
+    (sqlite.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]).map(
+      (r) => [r.version, r.check_value],
+    ),
+  );
+  for (const version of keyring.versions()) {
+    const expected = stored.get(version);
+    const actual = keyring.checkValue(version);
+    const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
+    if (expected === undefined) {
+      sqlite
+        .prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)")
+        .run(version, actual, now.toISOString());
+    } else if (!safeEqual(expected, actual)) {
+      throw new ConfigError(
+        `${name} does not match the key version ${version} this database was encrypted with. Start with the right key; nothing was changed.`,
+      );
+    }
+  }
+  const missing = (
+    sqlite
+      .prepare(
+        `SELECT key_version AS v FROM project_keys GROUP BY key_version
+         UNION SELECT key_version FROM secret_versions GROUP BY key_version`,
+      )
+      .all() as { v: number }[]
+  )
+    .map((r) => r.v)
+    .filter((v) => !keyring.has(v));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `Records are encrypted with master key version ${missing.join(", ")}, which is not configured. Add it to MASTER_KEYS_PREVIOUS as <version>:<base64>.`,
+    );
+  }
+}
+
+/**
+ * Runs fn in one IMMEDIATE transaction: the write lock is taken up front, so two writers
+ * (the server and a CLI command on the same file) queue on busy_timeout instead of
+ * failing on a lock upgrade. Statements made through `db` inside fn are part of it.
+ */
+export function writeTransaction<T>(db: Db, fn: () => T): T {
+  return db.$client.transaction(fn).immediate();
+}

@@ -1,0 +1,346 @@
+// The whole database in one place. Timestamps are ISO 8601 UTC text with milliseconds,
+// which sorts correctly as text; ids are UUIDs. Migrations are generated from this file
+// by drizzle-kit (`npm run db:generate`) into migrations/.
+import {
+  foreignKey,
+  index,
+  integer,
+  primaryKey,
+  sqliteTable,
+  text,
+  blob,
+  uniqueIndex,
+} from "drizzle-orm/sqlite-core";
+
+/** Verifier of each master key version, so a wrong key refuses to start. */
+export const keyChecks = sqliteTable("key_checks", {
+  version: integer("version").primaryKey(),
+  checkValue: text("check_value").notNull(),
+  createdAt: text("created_at").notNull(),
+});
+
+export const users = sqliteTable(
+  "users",
+  {
+    id: text("id").primaryKey(),
+    email: text("email"),
+    emailVerified: integer("email_verified", { mode: "boolean" }).notNull().default(false),
+    name: text("name"),
+    // Who vouches for this identity: "dev", "local", or an OIDC issuer URL; subject is
+    // the e-mail for dev/local and the `sub` claim for OIDC.
+    authIssuer: text("auth_issuer").notNull(),
+    authSubject: text("auth_subject").notNull(),
+    passwordHash: text("password_hash"),
+    disabledAt: text("disabled_at"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("users_identity").on(t.authIssuer, t.authSubject), index("users_email").on(t.email)],
+);
+
+export const browserSessions = sqliteTable(
+  "browser_sessions",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    tokenHash: text("token_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    lastSeenAt: text("last_seen_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [uniqueIndex("browser_sessions_token").on(t.tokenHash), index("browser_sessions_user").on(t.userId)],
+);
+
+/** One-time links of local accounts: first-run setup, `users add`, password reset. */
+export const accountLinks = sqliteTable(
+  "account_links",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull(),
+    purpose: text("purpose", { enum: ["setup", "invite", "reset"] }).notNull(),
+    email: text("email").notNull(),
+    userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    usedAt: text("used_at"),
+  },
+  (t) => [uniqueIndex("account_links_token").on(t.tokenHash)],
+);
+
+export const projects = sqliteTable(
+  "projects",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    description: text("description"),
+    createdBy: text("created_by").references(() => users.id, { onDelete: "set null" }),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("projects_updated").on(t.updatedAt)],
+);
+
+export const projectEnvironments = sqliteTable(
+  "project_environments",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    slug: text("slug", { enum: ["development", "staging", "production"] }).notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.slug] })],
+);
+
+/** Envelope encryption: one random data key per project and master key version, wrapped by that master key. */
+export const projectKeys = sqliteTable(
+  "project_keys",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    keyVersion: integer("key_version").notNull(),
+    wrappedKey: blob("wrapped_key", { mode: "buffer" }).notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.keyVersion] })],
+);
+
+export const memberships = sqliteTable(
+  "memberships",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    role: text("role", { enum: ["owner", "admin", "member", "viewer"] }).notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.userId] }), index("memberships_user").on(t.userId)],
+);
+
+/** Per-environment grants of members and viewers; they go with the membership. */
+export const environmentGrants = sqliteTable(
+  "environment_grants",
+  {
+    projectId: text("project_id").notNull(),
+    userId: text("user_id").notNull(),
+    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
+    grantedBy: text("granted_by"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.userId, t.environment] }),
+    foreignKey({ columns: [t.projectId, t.userId], foreignColumns: [memberships.projectId, memberships.userId] }).onDelete(
+      "cascade",
+    ),
+    foreignKey({
+      columns: [t.projectId, t.environment],
+      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
+    }).onDelete("cascade"),
+  ],
+);
+
+export const secrets = sqliteTable(
+  "secrets",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
+    key: text("key").notNull(),
+    /** The current version number; its value lives in secret_versions. */
+    version: integer("version").notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
+    index("secrets_env_updated").on(t.projectId, t.environment, t.updatedAt),
+    foreignKey({
+      columns: [t.projectId, t.environment],
+      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
+    }).onDelete("cascade"),
+  ],
+);
+
+/** Every value a secret has had, the current one included, each encrypted on its own. */
+export const secretVersions = sqliteTable(
+  "secret_versions",
+  {
+    secretId: text("secret_id")
+      .notNull()
+      .references(() => secrets.id, { onDelete: "cascade" }),
+    versionNumber: integer("version_number").notNull(),
+    projectId: text("project_id").notNull(),
+    key: text("key").notNull(),
+    changeType: text("change_type", { enum: ["CREATED", "UPDATED", "ROLLED_BACK", "BASELINE"] }).notNull(),
+    restoredFromVersion: integer("restored_from_version"),
+    /** nonce (12 bytes) | ciphertext | GCM tag (16 bytes), with AAD binding it to this row. */
+    ciphertext: blob("ciphertext", { mode: "buffer" }).notNull(),
+    keyVersion: integer("key_version").notNull(),
+    changedBy: text("changed_by"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.secretId, t.versionNumber] }),
+    index("secret_versions_key_version").on(t.keyVersion),
+    index("secret_versions_project").on(t.projectId),
+  ],
+);
+
+export const deviceRequests = sqliteTable(
+  "cli_device_requests",
+  {
+    id: text("id").primaryKey(),
+    deviceCodeHash: text("device_code_hash").notNull(),
+    userCodeHash: text("user_code_hash").notNull(),
+    deviceName: text("device_name").notNull(),
+    status: text("status", { enum: ["pending", "approved", "denied", "consumed"] }).notNull(),
+    approvedBy: text("approved_by").references(() => users.id, { onDelete: "cascade" }),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    lastPolledAt: text("last_polled_at"),
+  },
+  (t) => [uniqueIndex("cli_device_requests_device").on(t.deviceCodeHash), index("cli_device_requests_user").on(t.userCodeHash)],
+);
+
+/** A CLI sign-in: groups a token pair and all the pairs that refreshing it produced. */
+export const cliSessions = sqliteTable(
+  "cli_sessions",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    deviceName: text("device_name").notNull(),
+    createdAt: text("created_at").notNull(),
+    lastUsedAt: text("last_used_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [index("cli_sessions_user").on(t.userId)],
+);
+
+export const cliTokens = sqliteTable(
+  "cli_tokens",
+  {
+    id: text("id").primaryKey(),
+    sessionId: text("session_id")
+      .notNull()
+      .references(() => cliSessions.id, { onDelete: "cascade" }),
+    kind: text("kind", { enum: ["access", "refresh"] }).notNull(),
+    tokenHash: text("token_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    /** Set when a refresh token has been exchanged; presenting it again revokes the session. */
+    usedAt: text("used_at"),
+  },
+  (t) => [uniqueIndex("cli_tokens_hash").on(t.tokenHash), index("cli_tokens_session").on(t.sessionId)],
+);
+
+export const invitations = sqliteTable(
+  "invitations",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    email: text("email").notNull(),
+    role: text("role", { enum: ["admin", "member", "viewer"] }).notNull(),
+    /** JSON array of environment slugs granted on acceptance. */
+    environments: text("environments").notNull().default("[]"),
+    tokenHash: text("token_hash").notNull(),
+    invitedBy: text("invited_by"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    acceptedAt: text("accepted_at"),
+    acceptedBy: text("accepted_by"),
+    /** "not_configured", "sent" or "failed": whether the e-mail reached the mail server. */
+    deliveryStatus: text("delivery_status").notNull().default("not_configured"),
+  },
+  (t) => [
+    uniqueIndex("invitations_token").on(t.tokenHash),
+    index("invitations_project").on(t.projectId),
+    index("invitations_email").on(t.email),
+  ],
+);
+
+/**
+ * Append-only and hash-chained (hash = SHA-256 of prev_hash and the event's content).
+ * No foreign key on project_id: events outlive the project they describe.
+ */
+export const auditEvents = sqliteTable(
+  "audit_events",
+  {
+    seq: integer("seq").primaryKey({ autoIncrement: true }),
+    id: text("id").notNull(),
+    projectId: text("project_id"),
+    at: text("at").notNull(),
+    action: text("action").notNull(),
+    category: text("category").notNull(),
+    actorUserId: text("actor_user_id"),
+    targetType: text("target_type").notNull(),
+    targetId: text("target_id").notNull(),
+    metadata: text("metadata").notNull().default("{}"),
+    prevHash: text("prev_hash").notNull(),
+    hash: text("hash").notNull(),
+  },
+  (t) => [
+    uniqueIndex("audit_events_id").on(t.id),
+    index("audit_events_project_at").on(t.projectId, t.at, t.id),
+    index("audit_events_project_category_at").on(t.projectId, t.category, t.at, t.id),
+    index("audit_events_project_action_at").on(t.projectId, t.action, t.at, t.id),
+    index("audit_events_project_actor_at").on(t.projectId, t.actorUserId, t.at, t.id),
+  ],
+);
+
+/** The Vercel connection of a project. The token and deploy hook are encrypted like values. */
+export const integrations = sqliteTable("integrations", {
+  projectId: text("project_id")
+    .primaryKey()
+    .references(() => projects.id, { onDelete: "cascade" }),
+  provider: text("provider").notNull().default("vercel"),
+  status: text("status", { enum: ["connected", "active", "attention"] }).notNull(),
+  tokenCiphertext: blob("token_ciphertext", { mode: "buffer" }).notNull(),
+  tokenKeyVersion: integer("token_key_version").notNull(),
+  teamId: text("team_id"),
+  hostProjectId: text("host_project_id"),
+  hostProjectName: text("host_project_name"),
+  /** JSON object: environment slug to target. */
+  mappings: text("mappings").notNull().default("{}"),
+  conflictPolicy: text("conflict_policy", { enum: ["skip", "overwrite"] }).notNull().default("skip"),
+  autoRedeploy: integer("auto_redeploy", { mode: "boolean" }).notNull().default(false),
+  hookCiphertext: blob("hook_ciphertext", { mode: "buffer" }),
+  hookKeyVersion: integer("hook_key_version"),
+  lastSyncAt: text("last_sync_at"),
+  lastSyncStatus: text("last_sync_status"),
+  lastError: text("last_error"),
+  /** Set while a sync runs: the database, not memory, decides that only one runs. */
+  syncStartedAt: text("sync_started_at"),
+  pending: integer("pending").notNull().default(0),
+  /** JSON: the last run and the last deployment, documented in the README. */
+  lastRun: text("last_run"),
+  lastDeployment: text("last_deployment"),
+  createdAt: text("created_at").notNull(),
+  updatedAt: text("updated_at").notNull(),
+});
+
+/** Env vars this server created at Vercel, so it can tell its own from others'. */
+export const integrationVars = sqliteTable(
+  "integration_vars",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    target: text("target").notNull(),
+    key: text("key").notNull(),
+    hostEnvId: text("host_env_id").notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.target, t.key] })],
+);

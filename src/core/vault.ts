@@ -1,0 +1,102 @@
+import crypto from "node:crypto";
+import { and, eq } from "drizzle-orm";
+import type { Db } from "./db.ts";
+import { open, seal, type Keyring } from "./crypto.ts";
+import { projectKeys } from "./schema.ts";
+
+/** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */
+export class DecryptError extends Error {}
+
+export interface Sealed {
+  ciphertext: Buffer;
+  keyVersion: number;
+}
+
+export type Vault = ReturnType<typeof createVault>;
+
+/** AAD of a secret value: a ciphertext copied into any other row fails to open. */
+export function secretValueAad(projectId: string, environment: string, secretId: string, versionNumber: number): string {
+  return `secret-value|${projectId}|${environment}|${secretId}|${versionNumber}`;
+}
+
+/** AAD of an integration credential (`token` or `deploy-hook`). */
+export function integrationAad(projectId: string, field: "token" | "deploy-hook"): string {
+  return `integration|${projectId}|${field}`;
+}
+
+/**
+ * Envelope encryption. Each project has a random 256-bit data key per master key version,
+ * wrapped by that master key; values are sealed with the project's data key of the
+ * current version and carry that version, so rotation can move them one by one.
+ */
+export function createVault(db: Db, keyring: Keyring) {
+  // Unwrapped data keys, so a read costs one AES-GCM open and not two.
+  const dataKeys = new Map<string, Buffer>();
+
+  function wrapAad(projectId: string, keyVersion: number): string {
+    return `project-data-key|${projectId}|${keyVersion}`;
+  }
+
+  function dataKey(projectId: string, keyVersion: number, createIfMissing: boolean): Buffer {
+    const cacheKey = `${projectId}:${keyVersion}`;
+    const cached = dataKeys.get(cacheKey);
+    if (cached) return cached;
+    const row = db
+      .select({ wrappedKey: projectKeys.wrappedKey })
+      .from(projectKeys)
+      .where(and(eq(projectKeys.projectId, projectId), eq(projectKeys.keyVersion, keyVersion)))
+      .get();
+    let key: Buffer;
+    if (row) {
+      try {
+        key = open(keyring.key(keyVersion), row.wrappedKey, wrapAad(projectId, keyVersion));
+      } catch {
+        throw new DecryptError("project data key does not open");
+      }
+    } else if (createIfMissing) {
+      key = crypto.randomBytes(32);
+      db.insert(projectKeys)
+        .values({
+          projectId,
+          keyVersion,
+          wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
+          createdAt: new Date().toISOString(),
+        })
+        .run();
+    } else {
+      throw new DecryptError("project data key missing");
+    }
+    dataKeys.set(cacheKey, key);
+    return key;
+  }
+
+  return {
+    currentKeyVersion: keyring.currentVersion,
+
+    /** Call inside the caller's transaction when a project is created. */
+    createProjectKey(projectId: string): void {
+      dataKey(projectId, keyring.currentVersion, true);
+    },
+
+    seal(projectId: string, aad: string, plaintext: string): Sealed {
+      const key = dataKey(projectId, keyring.currentVersion, true);
+      return { ciphertext: seal(key, Buffer.from(plaintext, "utf8"), aad), keyVersion: keyring.currentVersion };
+    },
+
+    /** Throws DecryptError, never a partial or wrong value. */
+    open(projectId: string, aad: string, sealed: Sealed): string {
+      if (!keyring.has(sealed.keyVersion)) throw new DecryptError("master key version not configured");
+      const key = dataKey(projectId, sealed.keyVersion, false);
+      try {
+        return open(key, sealed.ciphertext, aad).toString("utf8");
+      } catch {
+        throw new DecryptError("value does not open");
+      }
+    },
+
+    /** Drops cached data keys of a project (after deletion or rotation). */
+    forget(projectId: string): void {
+      for (const cacheKey of dataKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) dataKeys.delete(cacheKey);
+    },
+  };
+}

@@ -1,0 +1,81 @@
+import { buildApp } from "./app.ts";
+import { ConfigError, loadConfig } from "./core/config.ts";
+import { openDatabase } from "./core/db.ts";
+
+export const VERSION = "0.1.0";
+
+const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one executable.
+
+Server commands:
+  serve            Start the server (the default when no command is given)
+  migrate          Apply database migrations and exit
+  version          Print the version
+  help             Show this help
+
+Configuration comes from environment variables; see the README.
+`;
+
+type Command = (args: string[]) => Promise<number>;
+
+const commands: Record<string, Command> = {
+  serve: serve,
+  migrate: async () => {
+    const config = loadConfig();
+    openDatabase(config).$client.close();
+    console.log(`Database in ${config.dataDir} is up to date.`);
+    return 0;
+  },
+  version: async () => {
+    console.log(VERSION);
+    return 0;
+  },
+  help: async () => {
+    process.stdout.write(HELP);
+    return 0;
+  },
+};
+
+async function serve(): Promise<number> {
+  const config = loadConfig();
+  const server = await buildApp(config);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    server.log.info({ signal }, "shutting down");
+    server.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  await server.app.listen({ host: config.host, port: config.port });
+  server.log.info(
+    { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
+    "secrets-server is ready",
+  );
+  return -1; // keep running
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [name = "serve", ...args] = argv;
+  const command = commands[name === "--help" || name === "-h" ? "help" : name === "--version" ? "version" : name];
+  if (!command) {
+    process.stderr.write(`Unknown command "${name}". Run "secrets-server help" for the list.\n`);
+    process.exit(2);
+  }
+  try {
+    const code = await command(args);
+    if (code >= 0) process.exit(code);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      // One clear line naming the variable, no stack trace.
+      process.stderr.write(`secrets-server: configuration error: ${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+void main(process.argv.slice(2));

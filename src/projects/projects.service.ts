@@ -1,0 +1,129 @@
+import crypto from "node:crypto";
+import type { AccessGuard, Environment, Permission, ProjectAccess, Role } from "../core/access.ts";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Caller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { Vault } from "../core/vault.ts";
+import type { ProjectRow, ProjectsRepo } from "./projects.repo.ts";
+
+export interface ProjectView {
+  id: string;
+  role: Role;
+  permissions: Permission[];
+  name: string;
+  description?: string;
+  environments: Environment[];
+  secretCounts: Record<string, number>;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export const NAME_TAKEN = "A project with this name already exists.";
+
+interface Deps {
+  db: Db;
+  repo: ProjectsRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  vault: Vault;
+  clock: Clock;
+  /** Called after a project is deleted, so other features can drop what they hold in memory. */
+  onDeleted?: (projectId: string) => void;
+}
+
+export function createProjectsService({ db, repo, access, audit, vault, clock, onDeleted }: Deps) {
+  function toView(row: ProjectRow, projectAccess: ProjectAccess): ProjectView {
+    return {
+      id: row.id,
+      role: projectAccess.role,
+      permissions: projectAccess.permissions,
+      name: row.name,
+      ...(row.description ? { description: row.description } : {}),
+      environments: projectAccess.environments,
+      secretCounts: repo.secretCounts(row.id, projectAccess.environments),
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+    };
+  }
+
+  function view(caller: Caller, projectId: string): ProjectView {
+    const projectAccess = access.require(caller.userId, projectId, "project:read");
+    return toView(repo.findById(projectId)!, projectAccess);
+  }
+
+  return {
+    list(caller: Caller): ProjectView[] {
+      return repo.listForUser(caller.userId).flatMap((row) => {
+        const projectAccess = access.find(caller.userId, row.id);
+        return projectAccess ? [toView(row, projectAccess)] : [];
+      });
+    },
+
+    get: view,
+
+    create(caller: Caller, input: { name: string; description?: string; environments: Environment[] }): ProjectView {
+      const id = crypto.randomUUID();
+      writeTransaction(db, () => {
+        if (repo.isNameTakenForUser(caller.userId, input.name)) throw new HttpError(409, NAME_TAKEN);
+        const now = clock.now().toISOString();
+        repo.insert(
+          { id, name: input.name, description: input.description || null, createdBy: caller.userId, createdAt: now, updatedAt: now },
+          input.environments,
+          caller.userId,
+        );
+        vault.createProjectKey(id);
+        audit.record(caller, {
+          projectId: id,
+          action: "project.created",
+          targetType: "project",
+          targetId: id,
+          metadata: { name: input.name, environments: input.environments },
+        });
+      });
+      return view(caller, id);
+    },
+
+    update(caller: Caller, projectId: string, input: { name?: string; description?: string | null }): ProjectView {
+      writeTransaction(db, () => {
+        access.require(caller.userId, projectId, "project:update");
+        const row = repo.findById(projectId)!;
+        const name = input.name ?? row.name;
+        const description = input.description === undefined ? row.description : input.description || null;
+        const nameChanged = name !== row.name;
+        const descriptionChanged = description !== row.description;
+        if (!nameChanged && !descriptionChanged) return;
+        if (nameChanged && repo.isNameTakenForUser(caller.userId, name, projectId)) throw new HttpError(409, NAME_TAKEN);
+        repo.update(projectId, { name, description, updatedAt: clock.now().toISOString() });
+        audit.record(caller, {
+          projectId,
+          action: "project.updated",
+          targetType: "project",
+          targetId: projectId,
+          metadata: { name, previousName: nameChanged ? row.name : undefined, descriptionChanged },
+        });
+      });
+      return view(caller, projectId);
+    },
+
+    delete(caller: Caller, projectId: string): void {
+      writeTransaction(db, () => {
+        access.require(caller.userId, projectId, "project:delete");
+        const row = repo.findById(projectId)!;
+        repo.delete(projectId);
+        audit.record(caller, {
+          projectId,
+          action: "project.deleted",
+          targetType: "project",
+          targetId: projectId,
+          metadata: { name: row.name },
+        });
+      });
+      vault.forget(projectId);
+      onDeleted?.(projectId);
+    },
+  };
+}
+
+export type ProjectsService = ReturnType<typeof createProjectsService>;

@@ -1,0 +1,62 @@
+import crypto from "node:crypto";
+import { and, eq } from "drizzle-orm";
+import type { Db } from "../core/db.ts";
+import { users } from "../core/schema.ts";
+
+export type UserRow = typeof users.$inferSelect;
+
+export interface Identity {
+  issuer: string;
+  subject: string;
+  email: string | null;
+  emailVerified: boolean;
+  name: string | null;
+}
+
+export function createUsersRepo(db: Db) {
+  return {
+    findById(id: string): UserRow | undefined {
+      return db.select().from(users).where(eq(users.id, id)).get();
+    },
+
+    findByIdentity(issuer: string, subject: string): UserRow | undefined {
+      return db
+        .select()
+        .from(users)
+        .where(and(eq(users.authIssuer, issuer), eq(users.authSubject, subject)))
+        .get();
+    },
+
+    /** Creates the user of an identity, or refreshes e-mail and name of the existing one. */
+    upsertIdentity(identity: Identity, now: Date): UserRow {
+      const nowIso = now.toISOString();
+      const existing = this.findByIdentity(identity.issuer, identity.subject);
+      if (existing) {
+        db.update(users)
+          .set({ email: identity.email, emailVerified: identity.emailVerified, name: identity.name ?? existing.name, updatedAt: nowIso })
+          .where(eq(users.id, existing.id))
+          .run();
+        return this.findById(existing.id)!;
+      }
+      const row = {
+        id: crypto.randomUUID(),
+        email: identity.email,
+        emailVerified: identity.emailVerified,
+        name: identity.name,
+        authIssuer: identity.issuer,
+        authSubject: identity.subject,
+        createdAt: nowIso,
+        updatedAt: nowIso,
+      };
+      db.insert(users).values(row).run();
+      return this.findById(row.id)!;
+    },
+  };
+}
+
+export type UsersRepo = ReturnType<typeof createUsersRepo>;
+
+/** The public shape of a user in sign-in responses. */
+export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
+  return { id: user.id, email: user.email, name: user.name };
+}

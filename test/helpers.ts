@@ -1,0 +1,247 @@
+// Test helpers: a real server (buildApp + listen on a free port) on a real SQLite file in
+// a fresh temporary DATA_DIR, and HTTP clients that use only the public API.
+import { spawn } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Writable } from "node:stream";
+import type { TestContext } from "node:test";
+import { buildApp, type App } from "../src/app.ts";
+import { ManualClock } from "../src/core/clock.ts";
+import { loadConfig } from "../src/core/config.ts";
+
+export const ROOT = path.resolve(import.meta.dirname, "..");
+
+/** Every log line any test server wrote, for scans that prove no secret was logged. */
+export const allLogLines: string[] = [];
+
+export function makeTempDir(prefix = "secrets-test-"): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export function randomMasterKey(): string {
+  return crypto.randomBytes(32).toString("base64");
+}
+
+export interface ServerOptions {
+  env?: Record<string, string | undefined>;
+  dataDir?: string;
+  clock?: ManualClock;
+}
+
+export interface TestServer {
+  url: string;
+  origin: string;
+  dataDir: string;
+  clock: ManualClock;
+  app: App;
+  env: Record<string, string>;
+  /** Log lines of this server. */
+  logs: string[];
+  client(): Client;
+  /** Signs in with the development provider and returns a client holding the session cookie. */
+  signIn(email: string, name?: string): Promise<Client>;
+  /** Stops the server, keeping its data folder. */
+  stop(): Promise<void>;
+  /** Starts a new server on the same data folder (and the same env unless overridden). */
+  restart(env?: Record<string, string | undefined>): Promise<TestServer>;
+}
+
+/** Starts a server; it is stopped and its folder removed when the test ends. */
+export async function startServer(t: TestContext | undefined, options: ServerOptions = {}): Promise<TestServer> {
+  const dataDir = options.dataDir ?? makeTempDir();
+  const env: Record<string, string> = {
+    NODE_ENV: "development",
+    HOST: "127.0.0.1",
+    PORT: "0",
+    DATA_DIR: dataDir,
+    MASTER_KEY: randomMasterKey(),
+    LOG_LEVEL: "info",
+    RATE_LIMIT_PER_MINUTE: "100000",
+  };
+  for (const [k, v] of Object.entries(options.env ?? {})) {
+    if (v === undefined) delete env[k];
+    else env[k] = v;
+  }
+  const clock = options.clock ?? new ManualClock();
+  const logs: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _enc, done) {
+      for (const line of String(chunk).split("\n")) {
+        if (line) {
+          logs.push(line);
+          allLogLines.push(line);
+        }
+      }
+      done();
+    },
+  });
+
+  // The port is only known after listen, but APP_URL (Origin check, links) needs it:
+  // reserve a free port first and pass it in.
+  const port = env.PORT === "0" ? await freePort() : Number(env.PORT);
+  env.PORT = String(port);
+  if (!options.env?.APP_URL) env.APP_URL = `http://127.0.0.1:${port}`;
+  const config = loadConfig(env);
+  const app = await buildApp(config, { clock, logStream });
+  await app.app.listen({ host: "127.0.0.1", port });
+  const url = `http://127.0.0.1:${port}`;
+
+  let stopped = false;
+  const server: TestServer = {
+    url,
+    origin: new URL(config.appUrl).origin,
+    dataDir,
+    clock,
+    app,
+    env,
+    logs,
+    client: () => new Client(url, config.appUrl),
+    async signIn(email, name) {
+      const client = new Client(url, config.appUrl);
+      const res = await client.post("/api/auth/dev/sign-in", { email, ...(name ? { name } : {}) });
+      if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${await res.text()}`);
+      client.user = ((await res.json()) as { user: SignedInUser }).user;
+      return client;
+    },
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await app.close();
+    },
+    async restart(overrides) {
+      await server.stop();
+      const nextEnv: Record<string, string | undefined> = { ...env, ...overrides };
+      return startServer(undefined, { env: nextEnv, dataDir, clock });
+    },
+  };
+  t?.after(async () => {
+    await server.stop();
+    if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  return server;
+}
+
+export async function freePort(): Promise<number> {
+  const net = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export interface SignedInUser {
+  id: string;
+  email: string;
+  name: string | null;
+}
+
+/** An HTTP client with a cookie jar (browser) or a Bearer token (CLI). */
+export class Client {
+  cookies = new Map<string, string>();
+  bearer?: string;
+  user?: SignedInUser;
+  /** Sent as Origin on every request unless a test overrides it per request. */
+  origin: string;
+
+  constructor(
+    readonly baseUrl: string,
+    appUrl: string,
+  ) {
+    this.origin = new URL(appUrl).origin;
+  }
+
+  /** A client that sends only a Bearer token (a CLI). */
+  withBearer(token: string): Client {
+    const client = new Client(this.baseUrl, this.origin);
+    client.bearer = token;
+    return client;
+  }
+
+  async request(method: string, urlPath: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
+    const h: Record<string, string> = { ...headers };
+    if (body !== undefined && typeof body !== "string") h["content-type"] ??= "application/json";
+    if (this.bearer) h.authorization ??= `Bearer ${this.bearer}`;
+    else if (method !== "GET" && method !== "HEAD" && !("origin" in h)) h.origin = this.origin;
+    if (this.cookies.size > 0 && !("cookie" in h)) {
+      h.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+    }
+    const res = await fetch(this.baseUrl + urlPath, {
+      method,
+      headers: h,
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+      redirect: "manual",
+    });
+    for (const line of res.headers.getSetCookie()) {
+      const [pair, ...attributes] = line.split(";");
+      const eq = pair!.indexOf("=");
+      const name = pair!.slice(0, eq).trim();
+      const value = pair!.slice(eq + 1).trim();
+      const expired = attributes.some((a) => /max-age=0|expires=thu, 01 jan 1970/i.test(a.trim()));
+      if (!value || expired) this.cookies.delete(name);
+      else this.cookies.set(name, value);
+    }
+    return res;
+  }
+
+  get(p: string, headers?: Record<string, string>) {
+    return this.request("GET", p, undefined, headers);
+  }
+  post(p: string, body?: unknown, headers?: Record<string, string>) {
+    return this.request("POST", p, body, headers);
+  }
+  put(p: string, body?: unknown, headers?: Record<string, string>) {
+    return this.request("PUT", p, body, headers);
+  }
+  patch(p: string, body?: unknown, headers?: Record<string, string>) {
+    return this.request("PATCH", p, body, headers);
+  }
+  delete(p: string, headers?: Record<string, string>) {
+    return this.request("DELETE", p, undefined, headers);
+  }
+
+  /** Requests and parses JSON, returning status and body together. */
+  async json<T = any>(method: string, p: string, body?: unknown): Promise<{ status: number; body: T; headers: Headers }> {
+    const res = await this.request(method, p, body);
+    const text = await res.text();
+    return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T, headers: res.headers };
+  }
+
+  async createProject(input: { name: string; description?: string; environments: string[] }): Promise<any> {
+    const { status, body } = await this.json("POST", "/api/projects", input);
+    if (status !== 201) throw new Error(`createProject failed: ${status} ${JSON.stringify(body)}`);
+    return body.project;
+  }
+}
+
+/** Runs the server's entry point as a process (for start-up failures and CLI commands). */
+export function runMain(
+  args: string[],
+  env: Record<string, string | undefined>,
+  options: { timeoutMs?: number; cwd?: string; input?: string } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], {
+      cwd: options.cwd ?? ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } as NodeJS.ProcessEnv,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    if (options.input !== undefined) child.stdin.end(options.input);
+    else child.stdin.end();
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 20_000);
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
