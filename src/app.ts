@@ -14,6 +14,11 @@ import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { registerErrorHandling } from "./core/errors.ts";
 import { createVault } from "./core/vault.ts";
+import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
+import { createInvitationsService } from "./members/invitations.service.ts";
+import { createMembersRepo } from "./members/members.repo.ts";
+import { registerMemberRoutes } from "./members/members.routes.ts";
+import { createMembersService } from "./members/members.service.ts";
 import { createProjectsRepo } from "./projects/projects.repo.ts";
 import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
@@ -133,10 +138,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const audit = createAuditWriter(db, clock);
   const vault = createVault(db, keyring);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const membersRepo = createMembersRepo(db);
+  const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
+  const invitations = createInvitationsService({ db, repo: membersRepo, access, audit, clock, config });
+  const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
 
   app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
   registerSignInRoutes(app, { auth, config, clock, users });
   registerProjectRoutes(app, { auth, access, projects });
+  registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerUiRoutes(app);
 
   return {

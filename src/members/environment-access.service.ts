@@ -1,0 +1,111 @@
+import {
+  hasImplicitEnvironmentAccess,
+  secretPermissionsOf,
+  type AccessGuard,
+  type Environment,
+  type Permission,
+  type Role,
+} from "../core/access.ts";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Caller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { MembersRepo } from "./members.repo.ts";
+import { MEMBER_NOT_FOUND } from "./members.service.ts";
+
+export type EnvironmentAccessLevel = "implicit" | "granted" | "none";
+
+export interface AccessMatrix {
+  environments: Environment[];
+  members: {
+    userId: string;
+    email?: string;
+    role: Role;
+    isYou: boolean;
+    secretPermissions: Permission[];
+    access: Record<string, EnvironmentAccessLevel>;
+  }[];
+}
+
+export const IMPLICIT_ACCESS = "Owners and admins already have access to every environment.";
+
+interface Deps {
+  db: Db;
+  repo: MembersRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  clock: Clock;
+}
+
+export function createEnvironmentAccessService({ db, repo, access, audit, clock }: Deps) {
+  /**
+   * Grant and revoke share their checks: environments:manage, an environment of the
+   * project (404), a member (404), and one whose access is not implicit (400).
+   */
+  function requireGrantable(caller: Caller, projectId: string, environment: string, userId: string) {
+    const projectAccess = access.require(caller.userId, projectId, "environments:manage", environment);
+    const member = repo.findMember(projectId, userId);
+    if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
+    if (hasImplicitEnvironmentAccess(member.role)) throw new HttpError(400, IMPLICIT_ACCESS);
+    return { member, environment: projectAccess.environment! };
+  }
+
+  return {
+    matrix(caller: Caller, projectId: string): AccessMatrix {
+      const projectAccess = access.require(caller.userId, projectId, "environments:manage");
+      const environments = projectAccess.projectEnvironments;
+      const grants = repo.listGrants(projectId);
+      return {
+        environments,
+        members: repo.listMembers(projectId).map((member) => {
+          const granted = grants.get(member.userId);
+          const implicit = hasImplicitEnvironmentAccess(member.role);
+          return {
+            userId: member.userId,
+            ...(member.email ? { email: member.email } : {}),
+            role: member.role,
+            isYou: member.userId === caller.userId,
+            secretPermissions: secretPermissionsOf(member.role),
+            access: Object.fromEntries(
+              environments.map((e) => [e, implicit ? "implicit" : granted?.has(e) ? "granted" : "none"]),
+            ) as Record<string, EnvironmentAccessLevel>,
+          };
+        }),
+      };
+    },
+
+    /** Idempotent: granting twice leaves one grant and writes one audit event. */
+    grant(caller: Caller, projectId: string, environment: string, userId: string): void {
+      writeTransaction(db, () => {
+        const target = requireGrantable(caller, projectId, environment, userId);
+        const now = clock.now().toISOString();
+        if (!repo.insertGrant(projectId, userId, target.environment, caller.userId, now)) return;
+        audit.record(caller, {
+          projectId,
+          action: "environment_access.granted",
+          targetType: "member",
+          targetId: userId,
+          metadata: { email: target.member.email ?? undefined, environment: target.environment },
+        });
+      });
+    },
+
+    /** Takes effect on the member's next request: the access guard reads grants on every call. */
+    revoke(caller: Caller, projectId: string, environment: string, userId: string): void {
+      writeTransaction(db, () => {
+        const target = requireGrantable(caller, projectId, environment, userId);
+        if (!repo.deleteGrant(projectId, userId, target.environment)) return;
+        audit.record(caller, {
+          projectId,
+          action: "environment_access.revoked",
+          targetType: "member",
+          targetId: userId,
+          metadata: { email: target.member.email ?? undefined, environment: target.environment },
+        });
+      });
+    },
+  };
+}
+
+export type EnvironmentAccessService = ReturnType<typeof createEnvironmentAccessService>;

@@ -1,0 +1,207 @@
+import crypto from "node:crypto";
+import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Caller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import type { Config } from "../core/config.ts";
+import { hashToken, randomToken } from "../core/crypto.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { InvitationRow, MembersRepo } from "./members.repo.ts";
+import type { AssignableRole } from "./members.service.ts";
+
+export interface InvitationView {
+  id: string;
+  email: string;
+  role: AssignableRole;
+  environments: Environment[];
+  createdAt: string;
+  expiresAt: string;
+  expired: boolean;
+}
+
+export interface NewInvitation {
+  /** Already trimmed and lower-cased. */
+  email: string;
+  role: AssignableRole;
+  environments?: Environment[];
+}
+
+export const INVITATION_LIFETIME_DAYS = 7;
+const DAY_MS = 24 * 60 * 60 * 1000;
+// 32 random bytes: the token is the only thing standing between a link and a membership.
+const TOKEN_BYTES = 32;
+
+export const INVITATION_NOT_FOUND = "Invitation not found.";
+export const INVITATION_UNUSABLE = "This invitation is invalid, expired, or already used.";
+export const INVITATION_OTHER_EMAIL = "This invitation was sent to a different email address.";
+export const ALREADY_MEMBER_ON_ACCEPT = "You are already a member of this project.";
+
+interface Deps {
+  db: Db;
+  repo: MembersRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  clock: Clock;
+  config: Pick<Config, "isProduction" | "appUrl">;
+}
+
+function environmentsOf(row: InvitationRow): Environment[] {
+  const stored = JSON.parse(row.environments) as string[];
+  return ENVIRONMENTS.filter((e) => stored.includes(e));
+}
+
+export function createInvitationsService({ db, repo, access, audit, clock, config }: Deps) {
+  function isExpired(row: InvitationRow): boolean {
+    return Date.parse(row.expiresAt) <= clock.now().getTime();
+  }
+
+  function toView(row: InvitationRow): InvitationView {
+    return {
+      id: row.id,
+      email: row.email,
+      role: row.role,
+      environments: environmentsOf(row),
+      createdAt: row.createdAt,
+      expiresAt: row.expiresAt,
+      expired: isExpired(row),
+    };
+  }
+
+  /**
+   * THE acceptance of an invitation, whatever route found the row (the token link today, an
+   * invitation id from the caller's own list later). All the rules live here: the caller's
+   * verified e-mail must be the invited one, the invitation must still exist, be unused and
+   * unexpired, and the membership, its grants, the used mark and the audit event are written
+   * in one transaction.
+   */
+  function acceptInvitation(caller: Caller, invitation: InvitationRow): { projectId: string; role: AssignableRole } {
+    return writeTransaction(db, () => {
+      // The e-mail check comes first: someone else learns nothing about the invitation's state.
+      const callerEmail = caller.email?.trim().toLowerCase();
+      if (!caller.emailVerified || !callerEmail || callerEmail !== invitation.email.toLowerCase()) {
+        throw new HttpError(403, INVITATION_OTHER_EMAIL);
+      }
+      // Read again inside the write lock: a concurrent accept or a revoke may have won.
+      const row = repo.findInvitation(invitation.id);
+      if (!row || row.acceptedAt !== null || isExpired(row)) throw new HttpError(410, INVITATION_UNUSABLE);
+      // An invitation never changes an existing membership (it could otherwise demote the owner).
+      if (repo.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
+
+      const now = clock.now().toISOString();
+      if (!repo.markInvitationAccepted(row.id, caller.userId, now)) throw new HttpError(410, INVITATION_UNUSABLE);
+      repo.insertMember(row.projectId, caller.userId, row.role, now);
+      const environments = row.role === "admin" ? [] : environmentsOf(row);
+      const projectEnvironments = access.find(caller.userId, row.projectId)?.projectEnvironments ?? [];
+      const granted = environments.filter((e) => projectEnvironments.includes(e));
+      for (const environment of granted) {
+        repo.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
+      }
+      audit.record(caller, {
+        projectId: row.projectId,
+        action: "invitation.accepted",
+        targetType: "member",
+        targetId: caller.userId,
+        metadata: { email: row.email, role: row.role, environments: granted, invitationId: row.id },
+      });
+      return { projectId: row.projectId, role: row.role };
+    });
+  }
+
+  return {
+    list(caller: Caller, projectId: string): InvitationView[] {
+      access.require(caller.userId, projectId, "invitations:read");
+      return repo.listOpenInvitations(projectId).map(toView);
+    },
+
+    /**
+     * Creates a pending invitation. The token exists in plain text only in what this returns
+     * (devAcceptUrl outside production); the database keeps its hash.
+     */
+    create(caller: Caller, projectId: string, input: NewInvitation): { invitation: InvitationView; devAcceptUrl?: string } {
+      const token = randomToken(TOKEN_BYTES);
+      const row = writeTransaction(db, () => {
+        const projectAccess = access.require(caller.userId, projectId, "members:invite");
+        const environments = input.environments ?? [];
+        if (environments.length > 0) {
+          access.require(caller.userId, projectId, "environments:manage");
+          if (input.role === "admin") {
+            throw new HttpError(400, "Admins already have access to every environment. Invite them without environments.");
+          }
+          if (environments.some((e) => !projectAccess.projectEnvironments.includes(e))) {
+            throw new HttpError(404, "Environment not found.");
+          }
+        }
+        if (repo.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
+        const open = repo.listOpenInvitationsForEmail(projectId, input.email);
+        if (open.some((r) => !isExpired(r))) throw new HttpError(409, "An invitation for this email is already pending.");
+        // An expired invitation for the same address is replaced, so the list shows one entry per person.
+        for (const expired of open) repo.deleteInvitation(expired.id);
+
+        const now = clock.now();
+        const inserted: InvitationRow = {
+          id: crypto.randomUUID(),
+          projectId,
+          email: input.email,
+          role: input.role,
+          environments: JSON.stringify(ENVIRONMENTS.filter((e) => environments.includes(e))),
+          tokenHash: hashToken(token),
+          invitedBy: caller.userId,
+          createdAt: now.toISOString(),
+          expiresAt: new Date(now.getTime() + INVITATION_LIFETIME_DAYS * DAY_MS).toISOString(),
+          acceptedAt: null,
+          acceptedBy: null,
+          deliveryStatus: "not_configured",
+        };
+        repo.insertInvitation(inserted);
+        // Never the token: the audit log is readable by every admin.
+        audit.record(caller, {
+          projectId,
+          action: "invitation.created",
+          targetType: "invitation",
+          targetId: inserted.id,
+          metadata: { email: inserted.email, role: inserted.role, environments: environmentsOf(inserted) },
+        });
+        return inserted;
+      });
+      const invitation = toView(row);
+      // In production the link is never returned: only the invitee's mailbox may see it.
+      if (config.isProduction) return { invitation };
+      return { invitation, devAcceptUrl: `${config.appUrl}/invite#${token}` };
+    },
+
+    revoke(caller: Caller, projectId: string, invitationId: string): void {
+      writeTransaction(db, () => {
+        access.require(caller.userId, projectId, "invitations:revoke");
+        const row = repo.findInvitation(invitationId);
+        if (!row || row.projectId !== projectId || row.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
+        repo.deleteInvitation(row.id);
+        audit.record(caller, {
+          projectId,
+          action: "invitation.revoked",
+          targetType: "invitation",
+          targetId: row.id,
+          metadata: { email: row.email, role: row.role },
+        });
+      });
+    },
+
+    /** POST /api/invitations/accept: the token from the link's fragment. */
+    acceptToken(caller: Caller, token: string): { projectId: string; role: AssignableRole } {
+      const row = repo.findInvitationByTokenHash(hashToken(token));
+      if (!row) throw new HttpError(410, INVITATION_UNUSABLE);
+      return acceptInvitation(caller, row);
+    },
+
+    acceptInvitation,
+
+    /** An invitation by id, for routes that accept by id; undefined when there is none. */
+    findInvitation(invitationId: string): InvitationRow | undefined {
+      return repo.findInvitation(invitationId);
+    },
+
+    toView,
+  };
+}
+
+export type InvitationsService = ReturnType<typeof createInvitationsService>;
