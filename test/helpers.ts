@@ -26,6 +26,8 @@ export function randomMasterKey(): string {
 
 export interface ServerOptions {
   env?: Record<string, string | undefined>;
+  /** Use `env` as the whole environment instead of overriding the test defaults (restarts). */
+  exactEnv?: boolean;
   dataDir?: string;
   clock?: ManualClock;
 }
@@ -51,7 +53,7 @@ export interface TestServer {
 /** Starts a server; it is stopped and its folder removed when the test ends. */
 export async function startServer(t: TestContext | undefined, options: ServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? makeTempDir();
-  const env: Record<string, string> = {
+  const env: Record<string, string> = options.exactEnv ? {} : {
     NODE_ENV: "development",
     HOST: "127.0.0.1",
     PORT: "0",
@@ -113,7 +115,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
     async restart(overrides) {
       await server.stop();
       const nextEnv: Record<string, string | undefined> = { ...env, ...overrides };
-      return startServer(undefined, { env: nextEnv, dataDir, clock });
+      return startServer(undefined, { env: nextEnv, exactEnv: true, dataDir, clock });
     },
   };
   t?.after(async () => {

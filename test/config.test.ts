@@ -1,0 +1,173 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { ConfigError, loadConfig } from "../src/core/config.ts";
+import { makeTempDir, randomMasterKey, runMain, startServer } from "./helpers.ts";
+
+function configError(env: Record<string, string>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
+    return error.message;
+  }
+  assert.fail(`expected ${JSON.stringify(env)} to be refused`);
+}
+
+test("defaults come up in development on ./data with the dev sign-in", () => {
+  const config = loadConfig({});
+  assert.equal(config.isProduction, false);
+  assert.equal(config.host, "127.0.0.1");
+  assert.equal(config.port, 8080);
+  assert.equal(config.appUrl, "http://localhost:8080");
+  assert.equal(config.dataDir, path.resolve("data"));
+  assert.equal(config.authProvider, "dev");
+  assert.equal(config.vercelApiUrl, "https://api.vercel.com");
+  assert.equal(config.sqliteSynchronous, "full");
+  assert.equal(config.trustProxy, false);
+});
+
+test("each invalid variable is refused with its name in the message", () => {
+  const cases: [Record<string, string>, string][] = [
+    [{ NODE_ENV: "staging" }, "NODE_ENV"],
+    [{ PORT: "http" }, "PORT"],
+    [{ PORT: "70000" }, "PORT"],
+    [{ APP_URL: "not a url" }, "APP_URL"],
+    [{ APP_URL: "ftp://example.com" }, "APP_URL"],
+    [{ AUTH_PROVIDER: "saml" }, "AUTH_PROVIDER"],
+    [{ AUTH_PROVIDER: "oidc" }, "OIDC_ISSUER"],
+    [{ AUTH_PROVIDER: "oidc", OIDC_ISSUER: "https://id.example.com" }, "OIDC_CLIENT_ID"],
+    [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+    [{ SQLITE_SYNCHRONOUS: "off" }, "SQLITE_SYNCHRONOUS"],
+    [{ VERCEL_API_URL: "api.vercel.com" }, "VERCEL_API_URL"],
+    [{ MASTER_KEY_VERSION: "0" }, "MASTER_KEY_VERSION"],
+    [{ SMTP_URL: "mail.example.com" }, "SMTP_URL"],
+    [{ TRUST_PROXY: " , " }, "TRUST_PROXY"],
+  ];
+  for (const [env, name] of cases) {
+    const message = configError(env);
+    assert.match(message, new RegExp(name), `${JSON.stringify(env)} → ${message}`);
+    assert.doesNotMatch(message, /\n/);
+  }
+});
+
+test("production requires MASTER_KEY, a real sign-in provider and https", () => {
+  const key = randomMasterKey();
+  assert.match(configError({ NODE_ENV: "production", AUTH_PROVIDER: "local" }), /MASTER_KEY is required/);
+  assert.match(configError({ NODE_ENV: "production", MASTER_KEY: key }), /AUTH_PROVIDER/);
+  assert.match(configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "dev" }), /AUTH_PROVIDER=dev/);
+  assert.match(
+    configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: "http://secrets.example.com" }),
+    /APP_URL must use https/,
+  );
+  for (const appUrl of ["http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080", "https://secrets.example.com/"]) {
+    const config = loadConfig({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl });
+    assert.equal(config.isProduction, true);
+    assert.equal(config.appUrl, appUrl.replace(/\/$/, ""));
+  }
+});
+
+test("TRUST_PROXY takes true, a hop count, or a list of addresses", () => {
+  assert.equal(loadConfig({ TRUST_PROXY: "true" }).trustProxy, true);
+  assert.equal(loadConfig({ TRUST_PROXY: "2" }).trustProxy, 2);
+  assert.deepEqual(loadConfig({ TRUST_PROXY: "10.0.0.1, 10.0.0.2" }).trustProxy, ["10.0.0.1", "10.0.0.2"]);
+});
+
+test("the process stops with one clear line naming a bad variable", async () => {
+  const dataDir = makeTempDir();
+  try {
+    const result = await runMain(["serve"], { DATA_DIR: dataDir, PORT: "99999" });
+    assert.equal(result.code, 1);
+    assert.equal(result.stderr.trim().split("\n").length, 1, result.stderr);
+    assert.match(result.stderr, /^secrets-server: configuration error: PORT /);
+
+    const production = await runMain(["serve"], { DATA_DIR: dataDir, NODE_ENV: "production", AUTH_PROVIDER: "local" });
+    assert.equal(production.code, 1);
+    assert.match(production.stderr, /MASTER_KEY is required in production/);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("MASTER_KEY must decode to 32 bytes", async () => {
+  const dataDir = makeTempDir();
+  try {
+    const short = Buffer.alloc(16, 1).toString("base64");
+    const result = await runMain(["serve"], { DATA_DIR: dataDir, MASTER_KEY: short });
+    assert.equal(result.code, 1);
+    assert.match(result.stderr, /MASTER_KEY must decode to 32 bytes/);
+    assert.ok(!result.stderr.includes(short), "the key itself is never printed");
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("a different MASTER_KEY against an existing database refuses to start and changes nothing", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  await alice.createProject({ name: "api", environments: ["production"] });
+  await server.stop();
+
+  const wrongKey = randomMasterKey();
+  await assert.rejects(server.restart({ MASTER_KEY: wrongKey }), (error: unknown) => {
+    assert.ok(error instanceof ConfigError);
+    assert.match(error.message, /MASTER_KEY does not match the key version 1/);
+    assert.ok(!error.message.includes(wrongKey));
+    return true;
+  });
+  const result = await runMain(["serve"], { ...server.env, MASTER_KEY: wrongKey });
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /configuration error: MASTER_KEY does not match/);
+
+  // The right key still works and the data is intact.
+  const again = await server.restart();
+  t.after(() => again.stop());
+  const client = await again.signIn("alice@example.test");
+  const { body } = await client.json("GET", "/api/projects");
+  assert.deepEqual(
+    body.projects.map((p: { name: string }) => p.name),
+    ["api"],
+  );
+});
+
+test("in development without MASTER_KEY a key file is generated once with mode 0600", async (t) => {
+  const server = await startServer(t, { env: { MASTER_KEY: undefined } });
+  const file = path.join(server.dataDir, "master.key");
+  const stat = fs.statSync(file);
+  assert.equal(stat.mode & 0o777, 0o600);
+  const first = fs.readFileSync(file, "utf8");
+  assert.equal(Buffer.from(first.trim(), "base64").length, 32);
+  assert.ok(server.logs.some((l) => l.includes("MASTER_KEY is not set")), "a warning is logged");
+  assert.ok(!server.logs.some((l) => l.includes(first.trim())), "the key is never logged");
+  const again = await server.restart();
+  t.after(() => again.stop());
+  assert.equal(fs.readFileSync(file, "utf8"), first);
+});
+
+test("the database runs in WAL mode with synchronous FULL by default, NORMAL when asked", async (t) => {
+  const server = await startServer(t);
+  const sqlite = server.app.db.$client;
+  assert.equal(sqlite.pragma("journal_mode", { simple: true }), "wal");
+  assert.equal(sqlite.pragma("synchronous", { simple: true }), 2);
+  assert.equal(sqlite.pragma("foreign_keys", { simple: true }), 1);
+  const relaxed = await server.restart({ SQLITE_SYNCHRONOUS: "normal" });
+  t.after(() => relaxed.stop());
+  assert.equal(relaxed.app.db.$client.pragma("synchronous", { simple: true }), 1);
+});
+
+test("migrate applies the migrations and exits", async () => {
+  const dataDir = makeTempDir();
+  try {
+    const result = await runMain(["migrate"], { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() });
+    assert.equal(result.code, 0, result.stderr);
+    assert.ok(fs.existsSync(path.join(dataDir, "secrets.db")));
+    const version = await runMain(["version"], {});
+    assert.match(version.stdout, /^\d+\.\d+\.\d+/);
+    const unknown = await runMain(["frobnicate"], {});
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /Unknown command "frobnicate"/);
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,323 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { PERMISSIONS } from "../src/core/access.ts";
+import { startServer, type Client, type TestServer } from "./helpers.ts";
+
+const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+function count(server: TestServer, table: string): number {
+  return server.app.db.$client.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
+}
+
+/** Adds a user to a project with a role, straight in the database (the members API has its own tests). */
+function addMember(server: TestServer, projectId: string, client: Client, role: string, grants: string[] = []): void {
+  const now = new Date().toISOString();
+  const sqlite = server.app.db.$client;
+  sqlite
+    .prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
+    .run(projectId, client.user!.id, role, now, now);
+  for (const env of grants) {
+    sqlite
+      .prepare("INSERT INTO environment_grants (project_id, user_id, environment, created_at) VALUES (?, ?, ?, ?)")
+      .run(projectId, client.user!.id, env, now);
+  }
+}
+
+test("create answers 201 with the full project shape; the caller is owner", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const res = await alice.json("POST", "/api/projects", {
+    name: "  billing-api  ",
+    description: "Payments",
+    environments: ["production", "development"],
+  });
+  assert.equal(res.status, 201);
+  const project = res.body.project;
+  assert.match(project.id, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  assert.deepEqual(Object.keys(project).sort(), [
+    "createdAt",
+    "description",
+    "environments",
+    "id",
+    "name",
+    "permissions",
+    "role",
+    "secretCounts",
+    "updatedAt",
+  ]);
+  assert.equal(project.name, "billing-api", "trimmed");
+  assert.equal(project.description, "Payments");
+  assert.equal(project.role, "owner");
+  assert.deepEqual(project.permissions, [...PERMISSIONS]);
+  assert.equal(project.permissions.length, 16);
+  assert.deepEqual(project.environments, ["development", "production"]);
+  assert.deepEqual(project.secretCounts, { development: 0, production: 0 });
+  assert.match(project.createdAt, ISO_MS);
+  assert.match(project.updatedAt, ISO_MS);
+
+  const get = await alice.json("GET", `/api/projects/${project.id}`);
+  assert.equal(get.status, 200);
+  assert.deepEqual(get.body, { project });
+});
+
+test("an empty description is omitted", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", description: "", environments: ["staging"] });
+  assert.equal("description" in project, false);
+});
+
+test("invalid create bodies answer 400 invalid fields and write nothing", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bodies: unknown[] = [
+    {},
+    { name: "api" },
+    { environments: ["production"] },
+    { name: "", environments: ["production"] },
+    { name: "   ", environments: ["production"] },
+    { name: "x".repeat(61), environments: ["production"] },
+    { name: 12, environments: ["production"] },
+    { name: "api", environments: [] },
+    { name: "api", environments: ["prod"] },
+    { name: "api", environments: ["production", "production"] },
+    { name: "api", environments: "production" },
+    { name: "api", description: "d".repeat(281), environments: ["production"] },
+    { name: "api", description: 5, environments: ["production"] },
+    { name: "api", environments: ["production"], extra: { nested: [1, 2] } },
+    ["api"],
+    "api",
+    null,
+  ];
+  for (const body of bodies) {
+    const res = await alice.json("POST", "/api/projects", body === null ? "null" : body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.deepEqual(res.body, { error: "invalid fields" }, JSON.stringify(body));
+  }
+  assert.equal(count(server, "projects"), 0);
+  assert.equal(count(server, "memberships"), 0);
+  assert.equal(count(server, "audit_events"), 0);
+});
+
+test("names are 1 to 60 characters after trimming, descriptions up to 280", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const long = await alice.createProject({ name: "n".repeat(60), description: "d".repeat(280), environments: ["production"] });
+  assert.equal(long.name.length, 60);
+  assert.equal(long.description.length, 280);
+  const padded = await alice.createProject({ name: `  ${"m".repeat(60)}  `, environments: ["production"] });
+  assert.equal(padded.name, "m".repeat(60));
+});
+
+test("names are unique among the caller's projects, ignoring case", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  await alice.createProject({ name: "Billing", environments: ["production"] });
+  const clash = await alice.json("POST", "/api/projects", { name: "billing", environments: ["staging"] });
+  assert.equal(clash.status, 409);
+  assert.deepEqual(clash.body, { error: "A project with this name already exists." });
+  assert.equal(count(server, "projects"), 1);
+  // Another user's projects do not count.
+  await bob.createProject({ name: "BILLING", environments: ["production"] });
+
+  const other = await alice.createProject({ name: "Other", environments: ["production"] });
+  const rename = await alice.json("PATCH", `/api/projects/${other.id}`, { name: "BILLING " });
+  assert.equal(rename.status, 409);
+  assert.deepEqual(rename.body, { error: "A project with this name already exists." });
+  // Renaming to its own name in another case is fine.
+  const recase = await alice.json("PATCH", `/api/projects/${other.id}`, { name: "OTHER" });
+  assert.equal(recase.status, 200);
+  assert.equal(recase.body.project.name, "OTHER");
+});
+
+test("the list holds only the caller's projects, most recently updated first", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const a = await alice.createProject({ name: "a", environments: ["production"] });
+  server.clock.advance(1000);
+  const b = await alice.createProject({ name: "b", environments: ["production"] });
+  server.clock.advance(1000);
+  await bob.createProject({ name: "bobs", environments: ["production"] });
+  server.clock.advance(1000);
+  let list = await alice.json("GET", "/api/projects");
+  assert.equal(list.status, 200);
+  assert.deepEqual(
+    list.body.projects.map((p: { name: string }) => p.name),
+    ["b", "a"],
+  );
+  await alice.json("PATCH", `/api/projects/${a.id}`, { description: "touched" });
+  list = await alice.json("GET", "/api/projects");
+  assert.deepEqual(
+    list.body.projects.map((p: { id: string }) => p.id),
+    [a.id, b.id],
+  );
+  assert.ok(list.body.projects[0].updatedAt > list.body.projects[0].createdAt);
+});
+
+test("PATCH: at least one field, name rules, description cleared by empty string or null", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", description: "first", environments: ["production"] });
+  const path = `/api/projects/${project.id}`;
+
+  for (const body of [{}, { unknown: 1 }]) {
+    const res = await alice.json("PATCH", path, body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+  }
+  assert.deepEqual((await alice.json("PATCH", path, {})).body, { error: "Nothing to update." });
+  for (const body of [{ name: "" }, { name: "x".repeat(61) }, { name: 5 }, { description: "d".repeat(281) }, { description: 7 }]) {
+    const res = await alice.json("PATCH", path, body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.deepEqual(res.body, { error: "invalid fields" });
+  }
+  assert.equal((await alice.json("GET", path)).body.project.description, "first");
+
+  const renamed = await alice.json("PATCH", path, { name: " api-v2 ", description: "second" });
+  assert.equal(renamed.status, 200);
+  assert.equal(renamed.body.project.name, "api-v2");
+  assert.equal(renamed.body.project.description, "second");
+
+  const cleared = await alice.json("PATCH", path, { description: "" });
+  assert.equal(cleared.status, 200);
+  assert.equal("description" in cleared.body.project, false);
+  await alice.json("PATCH", path, { description: "again" });
+  const nulled = await alice.json("PATCH", path, { description: null });
+  assert.equal("description" in nulled.body.project, false);
+});
+
+test("permissions per role follow the operations table exactly", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
+  const expected: Record<string, string[]> = {
+    admin: PERMISSIONS.filter((p) => p !== "project:delete"),
+    member: ["project:read", "members:read", "secrets:read", "secrets:create", "secrets:update", "secrets:delete"],
+    viewer: ["project:read", "members:read", "secrets:read"],
+  };
+  for (const role of ["admin", "member", "viewer"]) {
+    const client = await server.signIn(`${role}@example.test`);
+    addMember(server, project.id, client, role, role === "admin" ? [] : ["production"]);
+    const { status, body } = await client.json("GET", `/api/projects/${project.id}`);
+    assert.equal(status, 200);
+    assert.equal(body.project.role, role);
+    assert.deepEqual(body.project.permissions, expected[role]);
+    // Members and viewers see only granted environments, and counts only for those.
+    const environments = role === "admin" ? ["development", "production"] : ["production"];
+    assert.deepEqual(body.project.environments, environments);
+    assert.deepEqual(Object.keys(body.project.secretCounts), environments);
+  }
+});
+
+test("the permissions array follows a role change on the very next request", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["production"] });
+  const carol = await server.signIn("carol@example.test");
+  addMember(server, project.id, carol, "viewer");
+  assert.equal((await carol.json("GET", `/api/projects/${project.id}`)).body.project.permissions.length, 3);
+  server.app.db.$client.prepare("UPDATE memberships SET role = 'admin' WHERE user_id = ?").run(carol.user!.id);
+  const after = await carol.json("GET", `/api/projects/${project.id}`);
+  assert.equal(after.body.project.role, "admin");
+  assert.equal(after.body.project.permissions.length, 15);
+});
+
+test("a non-member gets 404 Project not found. on every project route, whatever the body", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const mallory = await server.signIn("mallory@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  const missing = "00000000-0000-4000-8000-000000000000";
+  for (const id of [project.id, missing, "not-a-uuid"]) {
+    for (const [method, body] of [
+      ["GET", undefined],
+      ["PATCH", { name: "stolen" }],
+      ["PATCH", {}],
+      ["PATCH", { name: 5 }],
+      ["DELETE", undefined],
+    ] as const) {
+      const res = await mallory.json(method, `/api/projects/${id}`, body);
+      assert.equal(res.status, 404, `${method} ${id} ${JSON.stringify(body)}`);
+      assert.deepEqual(res.body, { error: "Project not found." });
+    }
+  }
+  assert.equal((await alice.json("GET", `/api/projects/${project.id}`)).body.project.name, "api");
+});
+
+test("only admin and owner may update; only the owner may delete", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["production"] });
+  const path = `/api/projects/${project.id}`;
+  const clients: Record<string, Client> = {};
+  for (const role of ["admin", "member", "viewer"]) {
+    clients[role] = await server.signIn(`${role}@example.test`);
+    addMember(server, project.id, clients[role]!, role);
+  }
+  for (const role of ["member", "viewer"]) {
+    const res = await clients[role]!.json("PATCH", path, { name: "nope" });
+    assert.equal(res.status, 403, role);
+    assert.equal(typeof res.body.error, "string");
+  }
+  assert.equal((await clients.admin!.json("PATCH", path, { description: "by admin" })).status, 200);
+  for (const role of ["admin", "member", "viewer"]) {
+    const res = await clients[role]!.json("DELETE", path);
+    assert.equal(res.status, 403, role);
+  }
+  assert.equal(count(server, "projects"), 1);
+});
+
+test("delete removes everything of the project in one go; audit entries stay", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const viewer = await server.signIn("viewer@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
+  const keep = await owner.createProject({ name: "keep", environments: ["production"] });
+  addMember(server, project.id, viewer, "viewer", ["production"]);
+  const auditBefore = count(server, "audit_events");
+
+  const res = await owner.json("DELETE", `/api/projects/${project.id}`);
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body, { ok: true });
+  assert.equal((await owner.json("GET", `/api/projects/${project.id}`)).status, 404);
+  assert.equal((await viewer.json("GET", `/api/projects/${project.id}`)).status, 404);
+
+  const sqlite = server.app.db.$client;
+  for (const table of ["project_environments", "memberships", "environment_grants", "project_keys", "secrets", "invitations", "integrations"]) {
+    const left = sqlite.prepare(`SELECT count(*) FROM ${table} WHERE project_id = ?`).pluck().get(project.id);
+    assert.equal(left, 0, table);
+  }
+  assert.equal(sqlite.prepare("SELECT count(*) FROM projects WHERE id = ?").pluck().get(keep.id), 1);
+  assert.equal(count(server, "audit_events"), auditBefore + 1);
+  const actions = sqlite.prepare("SELECT action FROM audit_events WHERE project_id = ? ORDER BY seq").pluck().all(project.id);
+  assert.deepEqual(actions, ["project.created", "project.deleted"]);
+});
+
+test("project changes are audited with category project and no more than names", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", description: "secret plans", environments: ["production"] });
+  await owner.json("PATCH", `/api/projects/${project.id}`, { name: "api2" });
+  const rows = server.app.db.$client
+    .prepare("SELECT action, category, actor_user_id, target_type, target_id, metadata FROM audit_events ORDER BY seq")
+    .all() as { action: string; category: string; actor_user_id: string; target_type: string; target_id: string; metadata: string }[];
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.category, r.actor_user_id, r.target_type, r.target_id]),
+    [
+      ["project.created", "project", owner.user!.id, "project", project.id],
+      ["project.updated", "project", owner.user!.id, "project", project.id],
+    ],
+  );
+  assert.deepEqual(JSON.parse(rows[1]!.metadata), { name: "api2", previousName: "api", descriptionChanged: false });
+});
+
+test("a CLI-only credential cannot create, update or delete projects", async (t) => {
+  const server = await startServer(t);
+  const res = await server.client().withBearer("svc_at_" + "x".repeat(43)).json("POST", "/api/projects", { name: "x", environments: ["production"] });
+  assert.equal(res.status, 401);
+  assert.equal(count(server, "projects"), 0);
+  const anonymous = await server.client().json("POST", "/api/projects", { name: "x", environments: ["production"] });
+  assert.equal(anonymous.status, 401);
+  assert.deepEqual(anonymous.body, { error: "not signed in" });
+});
