@@ -30,6 +30,8 @@ const schema = {
     SMTP_URL: { type: "string", minLength: 1 },
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
+    SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
+    VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
   },
 } as const;
 
@@ -54,6 +56,8 @@ interface RawEnv {
   SMTP_URL?: string;
   SMTP_FROM?: string;
   RATE_LIMIT_PER_MINUTE: number;
+  SYNC_DEBOUNCE_MS: number;
+  VERCEL_RETRY_BASE_MS: number;
 }
 
 export type AuthProvider = "dev" | "oidc" | "local";
@@ -78,6 +82,10 @@ export interface Config {
   trustProxy: boolean | number | string[];
   smtp?: { url: string; from: string };
   rateLimitPerMinute: number;
+  /** Delay between a secret change and the automatic Vercel sync it schedules. */
+  syncDebounceMs: number;
+  /** First back-off step of Vercel retries; it doubles on each attempt. */
+  vercelRetryBaseMs: number;
 }
 
 /** A configuration problem: the process prints the message as one line and exits. */
@@ -152,6 +160,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: parseTrustProxy(raw.TRUST_PROXY),
     smtp,
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
+    syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
+    vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,
   };
 }
 
