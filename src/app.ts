@@ -5,8 +5,14 @@ import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
 import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
 import pino, { type Logger } from "pino";
+import { createAuditRepo } from "./audit/audit.repo.ts";
+import { registerAuditRoutes } from "./audit/audit.routes.ts";
+import { createAuditService } from "./audit/audit.service.ts";
 import { createAuditWriter } from "./audit/audit.writer.ts";
 import { createAccessGuard } from "./core/access.ts";
+import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
+import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
+import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
 import { createAuth } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
@@ -23,6 +29,8 @@ import { createProjectsRepo } from "./projects/projects.repo.ts";
 import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
+import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
+import { createOidcService, type OidcService } from "./sign-in/oidc.service.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 
@@ -134,6 +142,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
 
   const users = createUsersRepo(db);
+  let oidc: OidcService | undefined;
+  try {
+    // Discovery at start: a production server with a wrong issuer refuses to start.
+    if (config.authProvider === "oidc") oidc = await createOidcService({ config, clock, users, log });
+  } catch (error) {
+    db.$client.close();
+    throw error;
+  }
   const access = createAccessGuard(db);
   const audit = createAuditWriter(db, clock);
   const vault = createVault(db, keyring);
@@ -142,11 +158,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
   const invitations = createInvitationsService({ db, repo: membersRepo, access, audit, clock, config });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
+  const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
 
   app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
   registerSignInRoutes(app, { auth, config, clock, users });
+  if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   registerProjectRoutes(app, { auth, access, projects });
+  registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
+  registerCliAuthRoutes(app, { auth, cliAuth });
   registerUiRoutes(app);
 
   return {

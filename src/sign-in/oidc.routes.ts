@@ -1,0 +1,78 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { Logger } from "pino";
+import type { Auth } from "../core/auth.ts";
+import type { Config } from "../core/config.ts";
+import type { Keyring } from "../core/crypto.ts";
+import { OIDC_SIGN_IN_SECONDS, SignInFailure, type OidcService, type PendingSignIn } from "./oidc.service.ts";
+import { createSealedCookie } from "./sign-in-cookie.ts";
+
+/** The UI page that shows a failed sign-in; it reads `?error=<code>`. */
+export const SIGN_IN_PAGE = "/sign-in";
+
+interface Deps {
+  auth: Auth;
+  config: Config;
+  keyring: Keyring;
+  oidc: OidcService;
+  log: Pick<Logger, "warn">;
+}
+
+/**
+ * Only a path of this server: an absolute or protocol-relative URL (//evil.test,
+ * /\evil.test) would turn the sign-in into an open redirect. API paths make no sense
+ * to land on, so they fall back to the home page too.
+ */
+export function safeReturnTo(value: unknown, appOrigin: string): string {
+  if (typeof value !== "string" || !value.startsWith("/") || value.startsWith("//") || value.startsWith("/\\")) return "/";
+  if (value.length > 1000 || /[\u0000-\u001f\\]/.test(value)) return "/";
+  let url: URL;
+  try {
+    url = new URL(value, appOrigin);
+  } catch {
+    return "/";
+  }
+  if (url.origin !== appOrigin || url.pathname.startsWith("/api/")) return "/";
+  return url.pathname + url.search + url.hash;
+}
+
+export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring, oidc, log }: Deps): void {
+  const cookie = createSealedCookie<PendingSignIn>(keyring, config, "oidc");
+  // Per address: a start costs nothing at the provider, but nobody needs more than this.
+  const perAddress = { max: 30, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `oidc:${req.ip}` };
+
+  function fail(reply: FastifyReply, failure: SignInFailure) {
+    return reply.header("cache-control", "no-store").redirect(`${SIGN_IN_PAGE}?error=${failure.code}`, 302);
+  }
+
+  app.get("/api/auth/oidc/start", { config: { rateLimit: perAddress } }, async (req, reply) => {
+    const returnTo = safeReturnTo((req.query as Record<string, unknown>).returnTo, config.appOrigin);
+    let started: Awaited<ReturnType<OidcService["start"]>>;
+    try {
+      started = await oidc.start(returnTo);
+    } catch (error) {
+      if (!(error instanceof SignInFailure)) throw error;
+      log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in could not start");
+      return fail(reply, error);
+    }
+    void reply.setCookie(cookie.name, cookie.seal(started.pending), cookie.options(OIDC_SIGN_IN_SECONDS));
+    return reply.header("cache-control", "no-store").redirect(started.url, 302);
+  });
+
+  app.get("/api/auth/oidc/callback", { config: { rateLimit: perAddress } }, async (req, reply) => {
+    const pending = cookie.open(req.cookies[cookie.name]);
+    // One attempt per started sign-in, whatever the outcome.
+    void reply.clearCookie(cookie.name, cookie.options(0));
+    const query = Object.fromEntries(
+      Object.entries(req.query as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === "string"),
+    );
+    try {
+      const user = await oidc.finish(query, pending);
+      auth.startBrowserSession(reply, user.id);
+      return reply.header("cache-control", "no-store").redirect(pending!.returnTo, 302);
+    } catch (error) {
+      if (!(error instanceof SignInFailure)) throw error;
+      log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in failed");
+      return fail(reply, error);
+    }
+  });
+}

@@ -1,0 +1,260 @@
+import assert from "node:assert/strict";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { test, type TestContext } from "node:test";
+import { Browser, startProvider, type TestAccount, type TestProvider } from "./oidc-fixture.ts";
+import { Client, freePort, makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
+
+const ACCOUNTS: Record<string, TestAccount> = {
+  "alice-sub": { email: "Alice@Example.com", email_verified: true, name: "Alice Liddell" },
+  "bob-sub": { email: "bob@example.com", email_verified: false, name: "Bob" },
+  "carol-sub": { email: "carol@elsewhere.test", email_verified: true, name: "Carol" },
+};
+
+async function setup(t: TestContext, env: Record<string, string> = {}, accounts = ACCOUNTS) {
+  const port = await freePort();
+  const provider = await startProvider(t, `http://127.0.0.1:${port}/api/auth/oidc/callback`, structuredClone(accounts));
+  const server = await startServer(t, { env: { ...productionOidcEnv(provider), PORT: String(port), ...env } });
+  return { provider, server };
+}
+
+function productionOidcEnv(provider: TestProvider): Record<string, string> {
+  return {
+    NODE_ENV: "production",
+    AUTH_PROVIDER: "oidc",
+    OIDC_ISSUER: provider.issuer,
+    OIDC_CLIENT_ID: provider.clientId,
+    OIDC_CLIENT_SECRET: provider.clientSecret,
+  };
+}
+
+/** Runs the whole dance; returns where the server finally sent the browser. */
+async function signIn(server: TestServer, browser: Browser, returnTo = "/projects"): Promise<string> {
+  const { location } = await browser.follow(
+    `${server.url}/api/auth/oidc/start?returnTo=${encodeURIComponent(returnTo)}`,
+    (next) => next.origin === server.origin && !next.pathname.startsWith("/api/"),
+  );
+  assert.ok(location, "the dance ends with a redirect into the UI");
+  return location;
+}
+
+/** Runs the dance up to (not including) the callback and returns the callback URL. */
+async function untilCallback(server: TestServer, browser: Browser): Promise<URL> {
+  const { location } = await browser.follow(`${server.url}/api/auth/oidc/start`, (next) => next.pathname === "/api/auth/oidc/callback");
+  assert.ok(location);
+  return new URL(location);
+}
+
+/** A test-helper client holding the browser's session cookie, for the JSON API. */
+function apiClient(server: TestServer, browser: Browser): Client {
+  const client = server.client();
+  for (const [name, value] of browser.cookies) if (name.startsWith("__Host-secrets_session")) client.cookies.set(name, value);
+  return client;
+}
+
+function sessions(server: TestServer): number {
+  return server.app.db.$client.prepare("SELECT count(*) FROM browser_sessions").pluck().get() as number;
+}
+
+test("OIDC: the whole redirect dance signs in, in production mode, and refreshes e-mail and name", async (t) => {
+  const { provider, server } = await setup(t);
+  const browser = new Browser();
+
+  const start = await browser.get(`${server.url}/api/auth/oidc/start?returnTo=${encodeURIComponent("/projects?tab=1")}`);
+  assert.equal(start.status, 302);
+  const authorize = new URL(start.headers.get("location")!);
+  assert.equal(authorize.origin, provider.issuer);
+  assert.equal(authorize.searchParams.get("client_id"), provider.clientId);
+  assert.equal(authorize.searchParams.get("scope"), "openid email profile");
+  assert.equal(authorize.searchParams.get("code_challenge_method"), "S256");
+  assert.equal(authorize.searchParams.get("redirect_uri"), `${server.origin}/api/auth/oidc/callback`);
+  assert.ok(authorize.searchParams.get("state"));
+  assert.ok(authorize.searchParams.get("nonce"));
+  const stateCookie = start.headers.getSetCookie().find((c) => c.startsWith("__Host-secrets_oidc="))!;
+  assert.match(stateCookie, /HttpOnly/i);
+  assert.match(stateCookie, /Secure/i);
+  assert.match(stateCookie, /SameSite=Lax/i);
+  assert.match(stateCookie, /Path=\//);
+  // Sealed: neither the state, the nonce nor the verifier can be read from it.
+  assert.ok(!stateCookie.includes(authorize.searchParams.get("state")!));
+
+  const { location } = await browser.follow(authorize.href, (next) => next.origin === server.origin && !next.pathname.startsWith("/api/"));
+  assert.equal(location, `${server.origin}/projects?tab=1`);
+  assert.ok(!browser.cookies.has("__Host-secrets_oidc"), "the state cookie is single-use");
+  assert.ok(browser.cookies.has("__Host-secrets_session"), "the session cookie is __Host- prefixed in production");
+
+  const me = await apiClient(server, browser).json("GET", "/api/auth/me");
+  assert.equal(me.status, 200);
+  assert.equal(me.body.user.email, "alice@example.com");
+  assert.equal(me.body.user.name, "Alice Liddell");
+  const row = server.app.db.$client.prepare("SELECT * FROM users").get() as Record<string, unknown>;
+  assert.equal(row.auth_issuer, provider.issuer);
+  assert.equal(row.auth_subject, "alice-sub");
+  assert.equal(row.email_verified, 1);
+
+  // E-mail and name follow the provider at each sign-in; the user stays the same.
+  provider.accounts["alice-sub"] = { email: "alice@example.org", email_verified: true, name: "Alice L." };
+  const again = new Browser();
+  await signIn(server, again);
+  const me2 = await apiClient(server, again).json("GET", "/api/auth/me");
+  assert.deepEqual(me2.body.user, { id: me.body.user.id, email: "alice@example.org", name: "Alice L." });
+  assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 1);
+
+  // Production mode: no dev sign-in; nothing secret in the log.
+  const dev = await server.client().json("POST", "/api/auth/dev/sign-in", { email: "x@example.com" });
+  assert.equal(dev.status, 404);
+  const logs = server.logs.join("\n");
+  assert.ok(!logs.includes(browser.cookies.get("__Host-secrets_session")!));
+  assert.ok(!logs.includes(provider.clientSecret));
+  assert.ok(!/[?&]code=/.test(logs), "no authorization code in the log");
+});
+
+test("OIDC: returnTo only ever leads to this server", async (t) => {
+  const { server } = await setup(t);
+  for (const returnTo of ["https://evil.test/x", "//evil.test/x", "/\\evil.test", "/api/projects", "javascript:alert(1)"]) {
+    assert.equal(await signIn(server, new Browser(), returnTo), `${server.origin}/`, returnTo);
+  }
+});
+
+test("OIDC: a wrong state is refused and starts no session", async (t) => {
+  const { server } = await setup(t);
+  const browser = new Browser();
+  const callback = await untilCallback(server, browser);
+  callback.searchParams.set("state", "forged-state-value");
+  const res = await browser.get(callback.href);
+  assert.equal(res.status, 302);
+  assert.equal(res.headers.get("location"), "/sign-in?error=state_mismatch");
+  assert.equal(sessions(server), 0);
+
+  // Without the state cookie (another browser, or an expired sign-in) the callback is refused too.
+  const other = new Browser();
+  const callback2 = await untilCallback(server, other);
+  other.cookies.delete("__Host-secrets_oidc");
+  const res2 = await other.get(callback2.href);
+  assert.equal(res2.headers.get("location"), "/sign-in?error=sign_in_expired");
+  assert.equal(sessions(server), 0);
+});
+
+test("OIDC: a started sign-in expires after ten minutes", async (t) => {
+  const { server } = await setup(t);
+  const browser = new Browser();
+  const callback = await untilCallback(server, browser);
+  server.clock.advance(10 * 60 * 1000 + 1);
+  const res = await browser.get(callback.href);
+  assert.equal(res.headers.get("location"), "/sign-in?error=sign_in_expired");
+  assert.equal(sessions(server), 0);
+});
+
+test("OIDC: a replayed authorization code is refused by the provider", async (t) => {
+  const { server } = await setup(t);
+  const browser = new Browser();
+  const callback = await untilCallback(server, browser);
+  const stateCookie = browser.cookies.get("__Host-secrets_oidc")!;
+  const first = await browser.get(callback.href);
+  assert.equal(first.status, 302);
+  assert.equal(first.headers.get("location"), "/");
+  assert.equal(sessions(server), 1);
+
+  // An attacker holding the callback URL and the sealed cookie still cannot use the code twice.
+  const attacker = new Browser();
+  attacker.cookies.set("__Host-secrets_oidc", stateCookie);
+  const replay = await attacker.get(callback.href);
+  assert.equal(replay.headers.get("location"), "/sign-in?error=sign_in_failed");
+  assert.equal(sessions(server), 1);
+  assert.ok(!attacker.cookies.has("__Host-secrets_session"));
+});
+
+test("OIDC: an unverified e-mail signs in but does not count as verified", async (t) => {
+  const { provider, server } = await setup(t);
+  provider.loginAs = "bob-sub";
+  const browser = new Browser();
+  assert.equal(await signIn(server, browser), `${server.origin}/projects`);
+  const row = server.app.db.$client.prepare("SELECT email, email_verified FROM users").get();
+  assert.deepEqual({ ...(row as object) }, { email: "bob@example.com", email_verified: 0 });
+});
+
+test("OIDC_ALLOWED_DOMAINS: other domains and unverified addresses are refused, and no user is created", async (t) => {
+  const { provider, server } = await setup(t, { OIDC_ALLOWED_DOMAINS: "example.com, example.org" });
+  provider.loginAs = "carol-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=domain_not_allowed`);
+  provider.loginAs = "bob-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=email_not_verified`);
+  assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 0);
+  assert.equal(sessions(server), 0);
+
+  provider.loginAs = "alice-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
+});
+
+test("OIDC: a cancelled sign-in at the provider says so", async (t) => {
+  const { provider, server } = await setup(t);
+  provider.deny = true;
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=access_denied`);
+  assert.equal(sessions(server), 0);
+});
+
+test("OIDC: a disabled account cannot sign in", async (t) => {
+  const { server } = await setup(t);
+  await signIn(server, new Browser());
+  server.app.db.$client.prepare("UPDATE users SET disabled_at = ?").run(new Date().toISOString());
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=account_disabled`);
+  assert.equal(sessions(server), 1, "only the session from before");
+});
+
+test("OIDC: the provider going down mid-sign-in gives a readable error", async (t) => {
+  const { provider, server } = await setup(t);
+  const browser = new Browser();
+  const callback = await untilCallback(server, browser);
+  await provider.stop();
+  const res = await browser.get(callback.href);
+  assert.equal(res.headers.get("location"), "/sign-in?error=provider_unavailable");
+  assert.equal(sessions(server), 0);
+});
+
+test("OIDC: production refuses to start with an unreachable or wrong issuer; development starts and retries", async (t) => {
+  const down = `http://127.0.0.1:${await freePort()}`;
+  const base = { OIDC_CLIENT_ID: "id", OIDC_CLIENT_SECRET: "secret", AUTH_PROVIDER: "oidc" };
+  await assert.rejects(
+    startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: down } }),
+    (error: Error) => error.message.startsWith(`OIDC_ISSUER ${down} could not be reached`),
+  );
+
+  // A server that answers, but not as an OpenID provider.
+  const notOidc = http.createServer((_req, res) => {
+    res.statusCode = 404;
+    res.end("no");
+  });
+  await new Promise<void>((resolve) => notOidc.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => notOidc.close(() => resolve())));
+  const wrong = `http://127.0.0.1:${(notOidc.address() as AddressInfo).port}`;
+  await assert.rejects(
+    startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: wrong } }),
+    (error: Error) => error.message.startsWith(`OIDC_ISSUER ${wrong} is not a working OpenID Connect issuer`),
+  );
+
+  // https is required in production unless the issuer is on loopback.
+  await assert.rejects(
+    startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: "http://idp.example.com" } }),
+    /OIDC_ISSUER must use https in production/,
+  );
+
+  // As a process: one clear line and exit code 1.
+  const run = await runMain(["serve"], {
+    ...base,
+    NODE_ENV: "production",
+    OIDC_ISSUER: down,
+    MASTER_KEY: randomMasterKey(),
+    DATA_DIR: makeTempDir(),
+    PORT: String(await freePort()),
+    APP_URL: "http://127.0.0.1:9",
+  });
+  assert.equal(run.code, 1);
+  assert.match(run.stderr, /^secrets-server: configuration error: OIDC_ISSUER http:\/\/127\.0\.0\.1:\d+ could not be reached/);
+
+  // Development starts anyway, logs the problem, and a sign-in says the provider is unavailable.
+  const dev = await startServer(t, { env: { ...base, OIDC_ISSUER: down } });
+  assert.ok(dev.logs.some((l) => l.includes("could not be reached") && l.includes("retries at the next sign-in")));
+  const res = await new Browser().get(`${dev.url}/api/auth/oidc/start`);
+  assert.equal(res.status, 302);
+  assert.equal(res.headers.get("location"), "/sign-in?error=provider_unavailable");
+});
