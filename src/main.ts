@@ -1,4 +1,5 @@
 import { buildApp } from "./app.ts";
+import { auditCommand } from "./audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
 import { openDatabase } from "./core/db.ts";
 
@@ -9,6 +10,7 @@ const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one ex
 Server commands:
   serve            Start the server (the default when no command is given)
   migrate          Apply database migrations and exit
+  audit verify     Check the audit log's hash chain; exit code 1 at a broken link
   version          Print the version
   help             Show this help
 
@@ -25,6 +27,7 @@ const commands: Record<string, Command> = {
     console.log(`Database in ${config.dataDir} is up to date.`);
     return 0;
   },
+  audit: auditCommand,
   version: async () => {
     console.log(VERSION);
     return 0;

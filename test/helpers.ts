@@ -7,14 +7,97 @@ import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import type { TestContext } from "node:test";
+import Database from "better-sqlite3";
 import { buildApp, type App } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
+import { DATABASE_FILE } from "../src/core/db.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
 /** Every log line any test server wrote, for scans that prove no secret was logged. */
 export const allLogLines: string[] = [];
+
+// Leak scan: every secret a test sends (request fields below) or receives (response
+// fields below) is remembered per data folder, and when the test ends no audit event
+// and no log line of that folder's servers may contain it. So every test file enforces
+// "no value, token or key in audit metadata or logs". Strings under 6 characters are
+// ignored; pick distinctive values in tests (a value like "secret" also occurs in
+// ordinary log text).
+const SENSITIVE_REQUEST_FIELDS = new Set(["value", "token", "refreshToken", "accessToken", "deviceCode", "password", "deployHookUrl"]);
+const SENSITIVE_RESPONSE_FIELDS = new Set(["accessToken", "refreshToken", "deviceCode", "devAcceptUrl"]);
+const MIN_SENSITIVE_LENGTH = 6;
+
+interface LeakWatch {
+  /** Sensitive string to where the test used it. */
+  sensitive: Map<string, string>;
+  logs: string[];
+}
+const leakWatchesByDataDir = new Map<string, LeakWatch>();
+const leakWatchesByUrl = new Map<string, LeakWatch>();
+
+function leakWatchFor(dataDir: string): LeakWatch {
+  let watch = leakWatchesByDataDir.get(dataDir);
+  if (!watch) {
+    watch = { sensitive: new Map(), logs: [] };
+    leakWatchesByDataDir.set(dataDir, watch);
+  }
+  return watch;
+}
+
+function collectSensitive(watch: LeakWatch, input: unknown, fields: Set<string>, where: string): void {
+  if (Array.isArray(input)) {
+    for (const item of input) collectSensitive(watch, item, fields, where);
+  } else if (input !== null && typeof input === "object") {
+    for (const [name, value] of Object.entries(input)) {
+      if (fields.has(name) && typeof value === "string") {
+        // devAcceptUrl carries the invitation token in its fragment.
+        const secret = name === "devAcceptUrl" ? value.slice(value.indexOf("#") + 1) : value;
+        if (secret.length >= MIN_SENSITIVE_LENGTH && !value.endsWith("#")) watch.sensitive.set(secret, `${where} field "${name}"`);
+      } else {
+        collectSensitive(watch, value, fields, where);
+      }
+    }
+  }
+}
+
+function parseJsonOrUndefined(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Fails when an audit event or a log line of this folder's servers contains a sensitive string. */
+export function assertNoLeaks(dataDir: string): void {
+  const watch = leakWatchesByDataDir.get(dataDir);
+  if (!watch || watch.sensitive.size === 0) return;
+  const found: string[] = [];
+  const check = (text: string, place: string) => {
+    for (const [secret, where] of watch.sensitive) {
+      if (text.includes(secret)) found.push(`${where} (${JSON.stringify(secret.slice(0, 40))}) appears in ${place}`);
+    }
+  };
+  const file = path.join(dataDir, DATABASE_FILE);
+  if (fs.existsSync(file)) {
+    const sqlite = new Database(file, { readonly: true, fileMustExist: true });
+    try {
+      const rows = sqlite.prepare("SELECT seq, action, target_type, target_id, metadata FROM audit_events").all() as {
+        seq: number;
+        action: string;
+        target_type: string;
+        target_id: string;
+        metadata: string;
+      }[];
+      for (const row of rows) check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
+    } finally {
+      sqlite.close();
+    }
+  }
+  for (const line of watch.logs) check(line, `log line ${line.slice(0, 200)}`);
+  if (found.length > 0) throw new Error(`secret material leaked:\n${found.slice(0, 10).join("\n")}`);
+}
 
 export function makeTempDir(prefix = "secrets-test-"): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
@@ -68,12 +151,14 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   }
   const clock = options.clock ?? new ManualClock();
   const logs: string[] = [];
+  const watch = leakWatchFor(dataDir);
   const logStream = new Writable({
     write(chunk, _enc, done) {
       for (const line of String(chunk).split("\n")) {
         if (line) {
           logs.push(line);
           allLogLines.push(line);
+          watch.logs.push(line);
         }
       }
       done();
@@ -89,6 +174,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   const app = await buildApp(config, { clock, logStream });
   await app.app.listen({ host: "127.0.0.1", port });
   const url = `http://127.0.0.1:${port}`;
+  leakWatchesByUrl.set(url, watch);
 
   let stopped = false;
   const server: TestServer = {
@@ -120,7 +206,11 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   };
   t?.after(async () => {
     await server.stop();
-    if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    try {
+      assertNoLeaks(dataDir);
+    } finally {
+      if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
   return server;
 }
@@ -174,12 +264,19 @@ export class Client {
     if (this.cookies.size > 0 && !("cookie" in h)) {
       h.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
     }
+    const watch = leakWatchesByUrl.get(this.baseUrl);
+    if (watch && body !== undefined) {
+      collectSensitive(watch, typeof body === "string" ? parseJsonOrUndefined(body) : body, SENSITIVE_REQUEST_FIELDS, `${method} ${urlPath} request`);
+    }
     const res = await fetch(this.baseUrl + urlPath, {
       method,
       headers: h,
       body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
       redirect: "manual",
     });
+    if (watch && res.headers.get("content-type")?.includes("application/json")) {
+      collectSensitive(watch, parseJsonOrUndefined(await res.clone().text()), SENSITIVE_RESPONSE_FIELDS, `${method} ${urlPath} response`);
+    }
     for (const line of res.headers.getSetCookie()) {
       const [pair, ...attributes] = line.split(";");
       const eq = pair!.indexOf("=");

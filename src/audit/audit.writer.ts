@@ -45,6 +45,59 @@ export function eventHash(prevHash: string, event: StoredEventContent): string {
   return crypto.createHash("sha256").update(prevHash).update("\n").update(content).digest("hex");
 }
 
+// Shapes of our own credentials. The allow-list keeps them out by key; this catches a
+// token passed under an allowed key (an `error` text quoting a request, say).
+const TOKEN_SHAPES = /svc_(at|rt)_/;
+const MAX_METADATA_TEXT = 500;
+
+function checkMetadataText(action: string, name: string, text: string): void {
+  if (TOKEN_SHAPES.test(text)) throw new Error(`audit metadata "${name}" of ${action} looks like a token`);
+  if (text.length > MAX_METADATA_TEXT) throw new Error(`audit metadata "${name}" of ${action} is longer than ${MAX_METADATA_TEXT}`);
+}
+
+function checkMetadataValue(action: string, name: string, value: MetadataValue): void {
+  if (typeof value === "string") checkMetadataText(action, name, value);
+  else if (Array.isArray(value)) for (const item of value) checkMetadataText(action, name, String(item));
+  else if (value !== null && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      checkMetadataText(action, name, k);
+      checkMetadataText(action, name, String(v));
+    }
+  }
+}
+
+/**
+ * Event ids are UUIDv7-shaped and strictly increasing within this process, so events that
+ * share a millisecond still list in the order they happened: the log is ordered by
+ * (at, id) and a random id would shuffle them.
+ */
+export function createEventIds(): () => string {
+  let lastMs = 0;
+  let counter = 0;
+  return () => {
+    let ms = Date.now();
+    if (ms <= lastMs) {
+      ms = lastMs;
+      counter += 1;
+      // 12 bits of counter per millisecond; past that, borrow the next millisecond.
+      if (counter > 0xfff) {
+        ms = lastMs + 1;
+        counter = 0;
+      }
+    } else {
+      counter = 0;
+    }
+    lastMs = ms;
+    const bytes = crypto.randomBytes(16);
+    bytes.writeUIntBE(ms, 0, 6);
+    bytes[6] = 0x70 | (counter >> 8);
+    bytes[7] = counter & 0xff;
+    bytes[8] = 0x80 | (bytes[8]! & 0x3f);
+    const hex = bytes.toString("hex");
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  };
+}
+
 export type AuditWriter = ReturnType<typeof createAuditWriter>;
 
 /**
@@ -52,27 +105,39 @@ export type AuditWriter = ReturnType<typeof createAuditWriter>;
  * change it records (better-sqlite3 runs every statement of the connection in it).
  */
 export function createAuditWriter(db: Db, clock: Clock) {
-  const lastHash = db.$client.prepare("SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1").pluck();
-  const insert = db.$client.prepare(
+  const sqlite = db.$client;
+  const lastHash = sqlite.prepare("SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1").pluck();
+  const insert = sqlite.prepare(
     `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash)
      VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata, @prevHash, @hash)`,
   );
+  const nextId = createEventIds();
+
+  function append(content: StoredEventContent): void {
+    const prevHash = (lastHash.get() as string | undefined) ?? GENESIS_HASH;
+    insert.run({ ...content, prevHash, hash: eventHash(prevHash, content) });
+  }
+  // Reading the last hash and appending must be one step, or two processes writing the
+  // same file (the server and a CLI command) could both chain onto the same event.
+  const appendAlone = sqlite.transaction(append);
 
   return {
     /** `actor` is the caller, or null for the server's own actions (automatic sync). */
     record(actor: Caller | null, entry: AuditEntry): void {
       const definition = AUDIT_ACTIONS[entry.action];
+      if (!definition) throw new Error(`unknown audit action "${entry.action}"`);
       const allowed: readonly string[] = definition.metadata;
       const metadata: Record<string, MetadataValue> = {};
       for (const [name, value] of Object.entries(entry.metadata ?? {})) {
         if (value === undefined) continue;
         // A programming error, not user input: fail loudly so no test can miss it.
         if (!allowed.includes(name)) throw new Error(`audit metadata key "${name}" is not allowed for ${entry.action}`);
+        checkMetadataValue(entry.action, name, value);
         metadata[name] = value;
       }
       if (actor?.via === "cli" && allowed.includes("via")) metadata.via = "cli";
       const content: StoredEventContent = {
-        id: crypto.randomUUID(),
+        id: nextId(),
         projectId: entry.projectId,
         at: clock.now().toISOString(),
         action: entry.action,
@@ -82,8 +147,8 @@ export function createAuditWriter(db: Db, clock: Clock) {
         targetId: entry.targetId,
         metadata: JSON.stringify(metadata),
       };
-      const prevHash = (lastHash.get() as string | undefined) ?? GENESIS_HASH;
-      insert.run({ ...content, prevHash, hash: eventHash(prevHash, content) });
+      if (sqlite.inTransaction) append(content);
+      else appendAlone.immediate(content);
     },
   };
 }

@@ -1,0 +1,210 @@
+import type { Statement } from "better-sqlite3";
+import type { Role } from "../core/access.ts";
+import type { Db } from "../core/db.ts";
+
+export interface AuditFilter {
+  projectId: string;
+  category?: string;
+  action?: string;
+  actorUserId?: string;
+  /** Inclusive lower bound, ISO text. */
+  fromAt?: string;
+  /** Upper bound, ISO text; exclusive when `toExclusive` (a date-only `to`). */
+  toAt?: string;
+  toExclusive?: boolean;
+  /** Keyset position: only events strictly older than (at, id). */
+  before?: { at: string; id: string };
+  limit: number;
+}
+
+export interface AuditEventRow {
+  id: string;
+  at: string;
+  action: string;
+  category: string;
+  target_type: string;
+  target_id: string;
+  metadata: string;
+  actor_user_id: string | null;
+  actor_email: string | null;
+  actor_is_member: number;
+}
+
+export interface StoredEventRow {
+  seq: number;
+  id: string;
+  project_id: string | null;
+  at: string;
+  action: string;
+  category: string;
+  actor_user_id: string | null;
+  target_type: string;
+  target_id: string;
+  metadata: string;
+  prev_hash: string;
+  hash: string;
+}
+
+export interface EnvironmentGrantCount {
+  environment: string;
+  members: number;
+  viewers: number;
+}
+
+export interface HostingRow {
+  provider: string;
+  status: string;
+  last_sync_at: string | null;
+  last_sync_status: string | null;
+}
+
+/**
+ * Audit events, and the counts the security overview reads from other features' tables.
+ * Raw SQL so each filter combination is one prepared statement that walks one index.
+ */
+export function createAuditRepo(db: Db) {
+  const sqlite = db.$client;
+  const pageStatements = new Map<string, Statement>();
+
+  // The statement depends only on which filters are present, so there are at most a few
+  // dozen shapes; each is prepared once.
+  function pageStatement(filter: AuditFilter): Statement {
+    const where = ["e.project_id = @projectId"];
+    // action takes precedence: with both, category is not part of the query at all.
+    if (filter.action !== undefined) where.push("e.action = @action");
+    else if (filter.category !== undefined) where.push("e.category = @category");
+    if (filter.actorUserId !== undefined) where.push("e.actor_user_id = @actorUserId");
+    if (filter.fromAt !== undefined) where.push("e.at >= @fromAt");
+    if (filter.toAt !== undefined) where.push(filter.toExclusive ? "e.at < @toAt" : "e.at <= @toAt");
+    // A row-value comparison is a single range on the (…, at, id) indexes.
+    if (filter.before !== undefined) where.push("(e.at, e.id) < (@beforeAt, @beforeId)");
+    const sql = `SELECT e.id, e.at, e.action, e.category, e.target_type, e.target_id, e.metadata, e.actor_user_id,
+        u.email AS actor_email, (m.user_id IS NOT NULL) AS actor_is_member
+      FROM audit_events e
+      LEFT JOIN users u ON u.id = e.actor_user_id
+      LEFT JOIN memberships m ON m.project_id = e.project_id AND m.user_id = e.actor_user_id
+      WHERE ${where.join(" AND ")}
+      ORDER BY e.at DESC, e.id DESC
+      LIMIT @limit`;
+    let statement = pageStatements.get(sql);
+    if (!statement) {
+      statement = sqlite.prepare(sql);
+      pageStatements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
+  // Every encrypted record of the project: each value version (the current ones included)
+  // and the integration's token and deploy hook.
+  const countRecords = sqlite.prepare(
+    `SELECT count(*) AS total, coalesce(sum(key_version = @currentKeyVersion), 0) AS onCurrent FROM (
+       SELECT key_version FROM secret_versions WHERE project_id = @projectId
+       UNION ALL SELECT token_key_version FROM integrations WHERE project_id = @projectId
+       UNION ALL SELECT hook_key_version FROM integrations WHERE project_id = @projectId AND hook_ciphertext IS NOT NULL
+     )`,
+  );
+  const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
+  const countInvitations = sqlite.prepare(
+    `SELECT coalesce(sum(expires_at > @now), 0) AS pending, coalesce(sum(expires_at <= @now), 0) AS expired
+     FROM invitations WHERE project_id = @projectId AND accepted_at IS NULL`,
+  );
+  const countGrantsPerEnvironment = sqlite.prepare(
+    `SELECT pe.slug AS environment,
+       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'member') AS members,
+       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'viewer') AS viewers
+     FROM project_environments pe WHERE pe.project_id = ?`,
+  );
+  const countUngranted = sqlite
+    .prepare(
+      `SELECT count(*) FROM memberships m
+       WHERE m.project_id = ? AND m.role IN ('member', 'viewer')
+         AND NOT EXISTS (SELECT 1 FROM environment_grants g WHERE g.project_id = m.project_id AND g.user_id = m.user_id)`,
+    )
+    .pluck();
+  const findHosting = sqlite.prepare(
+    "SELECT provider, status, last_sync_at, last_sync_status FROM integrations WHERE project_id = ?",
+  );
+  const allEvents = sqlite.prepare(
+    `SELECT seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash
+     FROM audit_events ORDER BY seq`,
+  );
+
+  return {
+    /** One page, newest first by (at, id); asks for limit rows (the service asks one extra). */
+    page(filter: AuditFilter): AuditEventRow[] {
+      return pageStatement(filter).all({
+        projectId: filter.projectId,
+        action: filter.action,
+        category: filter.category,
+        actorUserId: filter.actorUserId,
+        fromAt: filter.fromAt,
+        toAt: filter.toAt,
+        beforeAt: filter.before?.at,
+        beforeId: filter.before?.id,
+        limit: filter.limit,
+      }) as AuditEventRow[];
+    },
+
+    /** For tests and the benchmark: the plan SQLite picks for a filter. */
+    explainPage(filter: AuditFilter): string[] {
+      const statement = pageStatement(filter);
+      const plan = sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all(
+        Object.fromEntries(
+          Object.entries({
+            projectId: filter.projectId,
+            action: filter.action,
+            category: filter.category,
+            actorUserId: filter.actorUserId,
+            fromAt: filter.fromAt,
+            toAt: filter.toAt,
+            beforeAt: filter.before?.at,
+            beforeId: filter.before?.id,
+            limit: filter.limit,
+          }).filter(([, v]) => v !== undefined),
+        ),
+      ) as { detail: string }[];
+      return plan.map((r) => r.detail);
+    },
+
+    countProjectEvents(projectId: string): number {
+      return countProjectEvents.get(projectId) as number;
+    },
+
+    countRecords(projectId: string, currentKeyVersion: number): { total: number; onCurrent: number } {
+      return countRecords.get({ projectId, currentKeyVersion }) as { total: number; onCurrent: number };
+    },
+
+    countRoles(projectId: string): Record<Role, number> {
+      const counts: Record<Role, number> = { owner: 0, admin: 0, member: 0, viewer: 0 };
+      for (const row of countRoles.all(projectId) as { role: Role; n: number }[]) counts[row.role] = row.n;
+      return counts;
+    },
+
+    countInvitations(projectId: string, now: string): { pending: number; expired: number } {
+      return countInvitations.get({ projectId, now }) as { pending: number; expired: number };
+    },
+
+    countGrantsPerEnvironment(projectId: string): EnvironmentGrantCount[] {
+      return countGrantsPerEnvironment.all(projectId) as EnvironmentGrantCount[];
+    },
+
+    /** Members and viewers holding no grant at all: they can see the project but no secret. */
+    countUngranted(projectId: string): number {
+      return countUngranted.get(projectId) as number;
+    },
+
+    findHosting(projectId: string): HostingRow | undefined {
+      return findHosting.get(projectId) as HostingRow | undefined;
+    },
+
+    /** Every event in chain order, streamed: the verifier must not hold a million rows. */
+    iterateChain(): IterableIterator<StoredEventRow> {
+      return allEvents.iterate() as IterableIterator<StoredEventRow>;
+    },
+  };
+}
+
+export type AuditRepo = ReturnType<typeof createAuditRepo>;

@@ -1,0 +1,114 @@
+import type { FastifyInstance } from "fastify";
+import type { AccessGuard } from "../core/access.ts";
+import type { Auth } from "../core/auth.ts";
+import { HttpError } from "../core/errors.ts";
+import { AUDIT_CATEGORIES, isAuditAction, type AuditCategory } from "./audit.actions.ts";
+import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
+
+export const INVALID_LIMIT = `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`;
+const INVALID_DATE = "Invalid date filter.";
+
+const USER_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
+const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?$/;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** One query parameter as a single string; a repeated parameter is as invalid as a bad one. */
+function single(value: unknown, message: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "string") throw new HttpError(400, message);
+  return value;
+}
+
+function isRealDate(year: string, month: string, day: string): boolean {
+  const date = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
+  return (
+    date.getUTCFullYear() === Number(year) && date.getUTCMonth() === Number(month) - 1 && date.getUTCDate() === Number(day)
+  );
+}
+
+/**
+ * `YYYY-MM-DD` (a whole UTC day) or a full ISO timestamp; one without a zone is UTC, as
+ * every time in this API is. Returns the day's start (and whether it was date-only).
+ */
+function parseDate(text: string): { at: Date; isDateOnly: boolean } {
+  const dateOnly = text.match(DATE_ONLY);
+  if (dateOnly) {
+    if (!isRealDate(dateOnly[1]!, dateOnly[2]!, dateOnly[3]!)) throw new HttpError(400, INVALID_DATE);
+    return { at: new Date(`${text}T00:00:00.000Z`), isDateOnly: true };
+  }
+  const timestamp = text.match(TIMESTAMP);
+  if (!timestamp || !isRealDate(timestamp[1]!, timestamp[2]!, timestamp[3]!)) throw new HttpError(400, INVALID_DATE);
+  if (Number(timestamp[4]) > 23 || Number(timestamp[5]) > 59 || Number(timestamp[6] ?? 0) > 59) {
+    throw new HttpError(400, INVALID_DATE);
+  }
+  const at = new Date(timestamp[7] ? text : `${text}Z`);
+  if (Number.isNaN(at.getTime())) throw new HttpError(400, INVALID_DATE);
+  return { at, isDateOnly: false };
+}
+
+/** Each parameter has its own message (api.md section 7), so they are checked one by one. */
+export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
+  const limitText = single(query.limit, INVALID_LIMIT);
+  let limit = PAGE_SIZE_DEFAULT;
+  if (limitText !== undefined) {
+    if (!/^\d{1,3}$/.test(limitText)) throw new HttpError(400, INVALID_LIMIT);
+    limit = Number(limitText);
+    if (limit < 1 || limit > PAGE_SIZE_MAX) throw new HttpError(400, INVALID_LIMIT);
+  }
+
+  const category = single(query.category, "Invalid category filter.");
+  if (category !== undefined && !(AUDIT_CATEGORIES as readonly string[]).includes(category)) {
+    throw new HttpError(400, "Invalid category filter.");
+  }
+
+  const action = single(query.action, "Invalid action filter.");
+  if (action !== undefined && !isAuditAction(action)) throw new HttpError(400, "Invalid action filter.");
+
+  const actor = single(query.actor, "Invalid actor filter.");
+  if (actor !== undefined && !USER_ID.test(actor)) throw new HttpError(400, "Invalid actor filter.");
+
+  const fromText = single(query.from, INVALID_DATE);
+  const toText = single(query.to, INVALID_DATE);
+  const from = fromText === undefined ? undefined : parseDate(fromText);
+  const to = toText === undefined ? undefined : parseDate(toText);
+  // A date-only `to` covers its whole day: the bound is the next midnight, exclusive.
+  const toBound = to && (to.isDateOnly ? { at: new Date(to.at.getTime() + DAY_MS), exclusive: true } : { at: to.at, exclusive: false });
+  if (from && toBound && (toBound.exclusive ? from.at >= toBound.at : from.at > toBound.at)) {
+    throw new HttpError(400, INVALID_DATE);
+  }
+
+  const cursor = single(query.cursor, "Invalid cursor.");
+
+  return {
+    limit,
+    category: category as AuditCategory | undefined,
+    action,
+    actorUserId: actor?.toLowerCase(),
+    fromAt: from?.at.toISOString(),
+    to: toBound && { at: toBound.at.toISOString(), exclusive: toBound.exclusive },
+    cursor,
+  };
+}
+
+export function registerAuditRoutes(
+  app: FastifyInstance,
+  { auth, access, audit }: { auth: Auth; access: AccessGuard; audit: AuditService },
+): void {
+  app.get<{ Params: { projectId: string } }>(
+    "/api/projects/:projectId/audit",
+    { preHandler: [auth.browser, access.route("audit:read")] },
+    async (req) => {
+      const query = parseAuditQuery(req.query as Record<string, unknown>);
+      return audit.list(auth.caller(req), req.params.projectId, query);
+    },
+  );
+
+  app.get<{ Params: { projectId: string } }>(
+    "/api/projects/:projectId/security",
+    { preHandler: [auth.browser, access.route("audit:read")] },
+    async (req) => {
+      return audit.overview(auth.caller(req), req.params.projectId);
+    },
+  );
+}

@@ -1,0 +1,230 @@
+import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
+import type { Caller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import type { Config } from "../core/config.ts";
+import { ALGORITHM, type Keyring } from "../core/crypto.ts";
+import { HttpError } from "../core/errors.ts";
+import type { AuditCategory } from "./audit.actions.ts";
+import type { AuditEventRow, AuditRepo } from "./audit.repo.ts";
+
+export const PAGE_SIZE_DEFAULT = 50;
+export const PAGE_SIZE_MAX = 100;
+export const INVALID_CURSOR = "Invalid cursor.";
+
+// The CLI token lifetimes of api.md section 5; reported, not configurable.
+const CLI_ACCESS_TOKEN_MINUTES = 60;
+const CLI_REFRESH_TOKEN_DAYS = 30;
+
+export interface AuditQuery {
+  limit: number;
+  category?: AuditCategory;
+  action?: string;
+  actorUserId?: string;
+  /** Inclusive lower bound (ISO text). */
+  fromAt?: string;
+  /** Upper bound (ISO text); exclusive for a date-only `to`, which covers its whole day. */
+  to?: { at: string; exclusive: boolean };
+  cursor?: string;
+}
+
+export interface AuditEventView {
+  id: string;
+  at: string;
+  action: string;
+  category: string;
+  targetType: string;
+  targetId: string;
+  metadata: Record<string, unknown>;
+  /** null for the server's own actions (an automatic sync). */
+  actor: { userId: string; email: string | null; isYou: boolean; isMember: boolean } | null;
+}
+
+export interface AuditPage {
+  events: AuditEventView[];
+  nextCursor: string | null;
+}
+
+const CURSOR_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const CURSOR_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/**
+ * The position after an event: its time and id, which order the log. A position rather
+ * than an offset, so events written between two page reads shift nothing.
+ */
+export function encodeCursor(event: { at: string; id: string }): string {
+  return Buffer.from(JSON.stringify([event.at, event.id]), "utf8").toString("base64url");
+}
+
+export function decodeCursor(cursor: string): { at: string; id: string } {
+  let decoded: unknown;
+  try {
+    if (!/^[A-Za-z0-9_-]{1,200}$/.test(cursor)) throw new Error("not base64url");
+    decoded = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    throw new HttpError(400, INVALID_CURSOR);
+  }
+  if (
+    !Array.isArray(decoded) ||
+    decoded.length !== 2 ||
+    typeof decoded[0] !== "string" ||
+    typeof decoded[1] !== "string" ||
+    !CURSOR_AT.test(decoded[0]) ||
+    Number.isNaN(Date.parse(decoded[0])) ||
+    !CURSOR_ID.test(decoded[1])
+  ) {
+    throw new HttpError(400, INVALID_CURSOR);
+  }
+  return { at: decoded[0], id: decoded[1] };
+}
+
+interface Deps {
+  repo: AuditRepo;
+  access: AccessGuard;
+  config: Config;
+  keyring: Keyring;
+  clock: Clock;
+}
+
+export function createAuditService({ repo, access, config, keyring, clock }: Deps) {
+  function toView(row: AuditEventRow, caller: Caller): AuditEventView {
+    return {
+      id: row.id,
+      at: row.at,
+      action: row.action,
+      category: row.category,
+      targetType: row.target_type,
+      targetId: row.target_id,
+      metadata: JSON.parse(row.metadata) as Record<string, unknown>,
+      // Computed at read time: a member removed since the event shows isMember false.
+      actor:
+        row.actor_user_id === null
+          ? null
+          : {
+              userId: row.actor_user_id,
+              email: row.actor_email,
+              isYou: row.actor_user_id === caller.userId,
+              isMember: row.actor_is_member === 1,
+            },
+    };
+  }
+
+  function authenticationProvider(): string {
+    // For OIDC, the issuer's host names the provider (accounts.google.com, login.example.com).
+    if (config.authProvider === "oidc" && config.oidc) return new URL(config.oidc.issuer).host;
+    return config.authProvider;
+  }
+
+  return {
+    list(caller: Caller, projectId: string, query: AuditQuery): AuditPage {
+      access.require(caller.userId, projectId, "audit:read");
+      const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+      // One row more than the page tells whether another page exists, without a count.
+      const rows = repo.page({
+        projectId,
+        action: query.action,
+        category: query.category,
+        actorUserId: query.actorUserId,
+        fromAt: query.fromAt,
+        toAt: query.to?.at,
+        toExclusive: query.to?.exclusive,
+        before,
+        limit: query.limit + 1,
+      });
+      const page = rows.slice(0, query.limit);
+      const last = page.at(-1);
+      return {
+        events: page.map((row) => toView(row, caller)),
+        nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null,
+      };
+    },
+
+    /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */
+    overview(caller: Caller, projectId: string) {
+      access.require(caller.userId, projectId, "audit:read");
+      const currentKeyVersion = keyring.currentVersion;
+      const records = repo.countRecords(projectId, currentKeyVersion);
+      const members = repo.countRoles(projectId);
+      const invitations = repo.countInvitations(projectId, clock.now().toISOString());
+      const hostingRow = repo.findHosting(projectId);
+      const hosting = hostingRow
+        ? {
+            provider: hostingRow.provider,
+            status: hostingRow.status,
+            lastSyncAt: hostingRow.last_sync_at,
+            lastSyncStatus: hostingRow.last_sync_status,
+          }
+        : null;
+      const order: readonly string[] = ENVIRONMENTS;
+      const environments = repo
+        .countGrantsPerEnvironment(projectId)
+        .sort((a, b) => order.indexOf(a.environment) - order.indexOf(b.environment));
+      // Set in the environment (or its file), as opposed to the generated development key file.
+      const keyConfigured = Boolean(config.masterKey);
+      const otherRecords = records.total - records.onCurrent;
+
+      const notes: string[] = [];
+      if (config.authProvider === "dev") {
+        notes.push(
+          "The development sign-in is on: anyone who can reach this server can sign in as any e-mail address. Set AUTH_PROVIDER to oidc or local and NODE_ENV=production before storing real secrets.",
+        );
+      } else if (!config.isProduction) {
+        notes.push("The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.");
+      }
+      if (!keyConfigured) {
+        notes.push(
+          "The master key is a generated file inside the data folder, so a copy of that folder holds both the key and the secrets. Put the key in MASTER_KEY and keep it out of backups of the data folder.",
+        );
+      }
+      if (otherRecords > 0) {
+        notes.push(
+          `${otherRecords} encrypted ${otherRecords === 1 ? "record uses" : "records use"} an older master key version. Run "secrets-server rotate-key" to re-encrypt ${otherRecords === 1 ? "it" : "them"} with version ${currentKeyVersion}.`,
+        );
+      }
+      const ungranted = repo.countUngranted(projectId);
+      if (ungranted > 0) {
+        notes.push(
+          `${ungranted} ${ungranted === 1 ? "member or viewer has" : "members or viewers have"} no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.`,
+        );
+      }
+      if (invitations.expired > 0) {
+        notes.push(
+          `${invitations.expired} ${invitations.expired === 1 ? "invitation has" : "invitations have"} expired without being accepted. Revoke ${invitations.expired === 1 ? "it" : "them"}, and invite again if still needed.`,
+        );
+      }
+      if (hosting?.status === "attention") {
+        notes.push("The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.");
+      } else if (hosting && isFailedSync(hosting.lastSyncStatus)) {
+        notes.push("The last Vercel sync did not succeed. Open the integration to see the error and sync again.");
+      }
+
+      return {
+        encryption: {
+          algorithm: ALGORITHM,
+          secretsEncryptedAtRest: true,
+          keyConfigured,
+          currentKeyVersion,
+          records: { total: records.total, onCurrentKeyVersion: records.onCurrent, other: otherRecords },
+          keyRotation: true,
+          externalKms: false,
+        },
+        authentication: {
+          provider: authenticationProvider(),
+          cliAccessTokenMinutes: CLI_ACCESS_TOKEN_MINUTES,
+          cliRefreshTokenDays: CLI_REFRESH_TOKEN_DAYS,
+        },
+        access: { members, pendingInvitations: invitations.pending },
+        integrations: { hosting },
+        auditLog: { events: repo.countProjectEvents(projectId) },
+        notes,
+        environments,
+      };
+    },
+  };
+}
+
+function isFailedSync(status: string | null): boolean {
+  return status !== null && /fail|error/i.test(status);
+}
+
+export type AuditService = ReturnType<typeof createAuditService>;
+export type SecurityOverview = ReturnType<AuditService["overview"]>;
