@@ -12,7 +12,11 @@ const ROLE_MESSAGE = "Role must be admin, member, or viewer.";
 const RoleChange = z.strictObject({ role: z.enum(ASSIGNABLE_ROLES) });
 
 // Parsed in steps so each mistake gets a message that names it.
-const InvitationShape = z.strictObject({ email: z.unknown(), role: z.unknown(), environments: z.unknown() });
+const InvitationShape = z.strictObject({
+  email: z.unknown().optional(),
+  role: z.unknown().optional(),
+  environments: z.unknown().optional(),
+});
 const InvitationEmail = z.string().trim().toLowerCase().max(254).pipe(z.email());
 const InvitationRole = z.enum(ASSIGNABLE_ROLES);
 const InvitationEnvironments = z
