@@ -53,29 +53,15 @@ async function accept(client: Client, token: string) {
   return client.json("POST", "/api/invitations/accept", { token });
 }
 
-/**
- * A real CLI access token for the client's user. The device flow (src/cli-auth) is built in
- * parallel; until it lands this writes a session and an access token the way it would, and
- * the server verifies it through its ordinary Bearer path.
- */
-function cliTokenFor(server: TestServer, client: Client): string {
-  const token = `svc_at_${crypto.randomBytes(32).toString("base64url")}`;
-  const now = server.clock.now();
-  const sessionId = crypto.randomUUID();
-  const sqlite = server.app.db.$client;
-  sqlite
-    .prepare("INSERT INTO cli_sessions (id, user_id, device_name, created_at, last_used_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)")
-    .run(sessionId, client.user!.id, "test laptop", now.toISOString(), now.toISOString(), new Date(now.getTime() + 30 * DAY_MS).toISOString());
-  sqlite
-    .prepare("INSERT INTO cli_tokens (id, session_id, kind, token_hash, created_at, expires_at) VALUES (?, ?, 'access', ?, ?, ?)")
-    .run(
-      crypto.randomUUID(),
-      sessionId,
-      crypto.createHash("sha256").update(token).digest("hex"),
-      now.toISOString(),
-      new Date(now.getTime() + 60 * 60 * 1000).toISOString(),
-    );
-  return token;
+/** A real CLI access token for the client's user, through the device flow (api.md 4.2). */
+async function cliTokenFor(server: TestServer, client: Client): Promise<string> {
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "test laptop" });
+  assert.equal(device.status, 200, JSON.stringify(device.body));
+  const approved = await client.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+  return tokens.body.accessToken as string;
 }
 
 interface Team {
@@ -181,7 +167,7 @@ test("signed out answers 401 and a CLI token answers 403 on every endpoint of th
   const { server, projectId, owner, members } = await startTeam(t);
   const target = members[0]!.user!.id;
   const token = await invite(owner, projectId, "cli@example.test", "viewer");
-  const cli = owner.withBearer(cliTokenFor(server, owner));
+  const cli = owner.withBearer(await cliTokenFor(server, owner));
   // The token works where the CLI is allowed, so the 403s below are about the endpoints.
   assert.equal((await cli.json("GET", `/api/projects/${projectId}`)).status, 200);
 
@@ -894,7 +880,7 @@ test("granting and revoking access: idempotent, member or viewer only, effective
 test("a member losing access mid-way: the next request with an already issued CLI token sees the change", async (t) => {
   const { server, projectId, owner, members } = await startTeam(t);
   const mia = members[0]!;
-  const cli = mia.withBearer(cliTokenFor(server, mia));
+  const cli = mia.withBearer(await cliTokenFor(server, mia));
   const envs = async () => (await cli.json("GET", `/api/projects/${projectId}`)).body.project.environments;
   assert.deepEqual(await envs(), ["development"]);
   assert.equal((await owner.json("PUT", `/api/projects/${projectId}/environments/production/access/${mia.user!.id}`)).status, 200);
