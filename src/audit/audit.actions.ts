@@ -41,7 +41,7 @@ export const AUDIT_ACTIONS = {
   "integration.disconnected": { category: "integrations", metadata: ["provider"] },
   "integration.synced": {
     category: "integrations",
-    metadata: ["trigger", "created", "updated", "unchanged", "skipped", "failed"],
+    metadata: ["trigger", "created", "updated", "unchanged", "skipped", "deleted", "failed"],
   },
   "integration.sync_failed": { category: "integrations", metadata: ["trigger", "error"] },
   "integration.redeployed": { category: "integrations", metadata: ["trigger", "jobId", "state"] },
