@@ -1,0 +1,590 @@
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { createAuditWriter } from "../src/audit/audit.writer.ts";
+import { BROWSER_ONLY } from "../src/core/auth.ts";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { assertNoLeaks, makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const DAY_MS = 24 * 60 * 60 * 1000;
+const INVALID_LIMIT = { error: "limit must be a whole number from 1 to 100." };
+const FORBIDDEN = { error: "You do not have permission to do this in this project." };
+
+interface AuditEvent {
+  id: string;
+  at: string;
+  action: string;
+  category: string;
+  targetType: string;
+  targetId: string;
+  metadata: Record<string, unknown>;
+  actor: { userId: string; email: string | null; isYou: boolean; isMember: boolean } | null;
+}
+
+interface AuditPage {
+  events: AuditEvent[];
+  nextCursor: string | null;
+}
+
+async function readAudit(client: Client, projectId: string, query = ""): Promise<AuditPage> {
+  const res = await client.json<AuditPage>("GET", `/api/projects/${projectId}/audit${query}`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body;
+}
+
+/** Every event of the project through the API, following nextCursor. */
+async function readAll(client: Client, projectId: string, query = ""): Promise<AuditEvent[]> {
+  const events: AuditEvent[] = [];
+  let cursor: string | null = null;
+  do {
+    const separator = query ? "&" : "?";
+    const page: AuditPage = await readAudit(client, projectId, cursor ? `${query}${separator}cursor=${cursor}` : query);
+    events.push(...page.events);
+    cursor = page.nextCursor;
+  } while (cursor);
+  return events;
+}
+
+/** Creates an invitation and accepts it as `invitee` (signed in with the invited address). */
+async function addMember(owner: Client, invitee: Client, projectId: string, role: string, environments?: string[]) {
+  const created = await owner.json("POST", `/api/projects/${projectId}/invitations`, {
+    email: invitee.user!.email,
+    role,
+    ...(environments ? { environments } : {}),
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const token = new URL(created.body.devAcceptUrl).hash.slice(1);
+  const accepted = await invitee.json("POST", "/api/invitations/accept", { token });
+  assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+  return created.body.invitation;
+}
+
+/** A real CLI access token for the approver, through the device flow. */
+async function cliToken(server: TestServer, approver: Client): Promise<string> {
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "audit laptop" });
+  assert.equal(device.status, 200, JSON.stringify(device.body));
+  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+  return tokens.body.accessToken;
+}
+
+/** Moves the clock to the next UTC noon, so the day-based filters below never straddle midnight. */
+function advanceToNoon(server: TestServer): void {
+  const now = server.clock.now().getTime();
+  const noon = Math.floor(now / DAY_MS) * DAY_MS + DAY_MS / 2;
+  server.clock.advance((noon > now ? noon : noon + DAY_MS) - now);
+}
+
+function day(iso: string): string {
+  return iso.slice(0, 10);
+}
+
+test("project operations are audited with category, actor, target and metadata", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  const updated = await alice.json("PATCH", `/api/projects/${project.id}`, { name: "api-2", description: "The API" });
+  assert.equal(updated.status, 200);
+
+  const page = await readAudit(alice, project.id);
+  assert.equal(page.nextCursor, null);
+  assert.deepEqual(
+    page.events.map((e) => e.action),
+    ["project.updated", "project.created"],
+  );
+  for (const event of page.events) {
+    assert.match(event.id, UUID);
+    assert.match(event.at, ISO_MS);
+    assert.equal(event.category, "project");
+    assert.equal(event.targetType, "project");
+    assert.equal(event.targetId, project.id);
+    assert.deepEqual(event.actor, { userId: alice.user!.id, email: "alice@example.test", isYou: true, isMember: true });
+  }
+  assert.deepEqual(page.events[0]!.metadata, { name: "api-2", previousName: "api", descriptionChanged: true });
+  assert.deepEqual(page.events[1]!.metadata, { name: "api", environments: ["development", "production"] });
+  assert.deepEqual(Object.keys(page.events[0]!).sort(), [
+    "action",
+    "actor",
+    "at",
+    "category",
+    "id",
+    "metadata",
+    "targetId",
+    "targetType",
+  ]);
+
+  // Only a real change is an event.
+  await alice.json("PATCH", `/api/projects/${project.id}`, { name: "api-2" });
+  assert.equal((await readAudit(alice, project.id)).events.length, 2);
+});
+
+test("the audit log and the overview: owners and admins, browser sessions only, non-members 404", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const carol = await server.signIn("carol@example.test");
+  const dave = await server.signIn("dave@example.test");
+  const erin = await server.signIn("erin@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await addMember(alice, bob, project.id, "admin");
+  await addMember(alice, carol, project.id, "member", ["development"]);
+  await addMember(alice, dave, project.id, "viewer", ["development"]);
+
+  for (const suffix of ["audit", "security"]) {
+    const url = `/api/projects/${project.id}/${suffix}`;
+    assert.equal((await alice.json("GET", url)).status, 200);
+    assert.equal((await bob.json("GET", url)).status, 200);
+    for (const client of [carol, dave]) {
+      const res = await client.json("GET", url);
+      assert.equal(res.status, 403);
+      assert.deepEqual(res.body, FORBIDDEN);
+    }
+    const outsider = await erin.json("GET", url);
+    assert.equal(outsider.status, 404);
+    assert.deepEqual(outsider.body, { error: "Project not found." });
+    const unknown = await alice.json("GET", `/api/projects/00000000-0000-4000-8000-000000000000/${suffix}`);
+    assert.equal(unknown.status, 404);
+    assert.deepEqual(unknown.body, { error: "Project not found." });
+    const signedOut = await server.client().json("GET", url);
+    assert.equal(signedOut.status, 401);
+    assert.deepEqual(signedOut.body, { error: "not signed in" });
+  }
+
+  const cli = alice.withBearer(await cliToken(server, alice));
+  for (const suffix of ["audit", "security"]) {
+    const res = await cli.json("GET", `/api/projects/${project.id}/${suffix}`);
+    assert.equal(res.status, 403);
+    assert.deepEqual(res.body, { error: BROWSER_ONLY });
+  }
+});
+
+test("team operations are audited in the access category with actor and metadata", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const carol = await server.signIn("carol@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  const bobInvitation = await addMember(alice, bob, project.id, "member", ["development"]);
+  const granted = await alice.json("PUT", `/api/projects/${project.id}/environments/production/access/${bob.user!.id}`);
+  assert.equal(granted.status, 200);
+  const revoked = await alice.json("DELETE", `/api/projects/${project.id}/environments/development/access/${bob.user!.id}`);
+  assert.equal(revoked.status, 200);
+  assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/members/${bob.user!.id}`, { role: "viewer" })).status, 200);
+  const pending = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "zed@example.test", role: "viewer" });
+  assert.equal(pending.status, 201);
+  assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/invitations/${pending.body.invitation.id}`)).status, 200);
+  await addMember(alice, carol, project.id, "member");
+  assert.equal((await carol.json("DELETE", `/api/projects/${project.id}/members/${carol.user!.id}`)).status, 200);
+  assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/members/${bob.user!.id}`)).status, 200);
+
+  const events = (await readAll(alice, project.id, "?category=access")).reverse();
+  const summary = events.map((e) => [e.action, e.actor?.userId === bob.user!.id ? "bob" : e.actor?.userId === carol.user!.id ? "carol" : "alice"]);
+  assert.deepEqual(summary, [
+    ["invitation.created", "alice"],
+    ["invitation.accepted", "bob"],
+    ["environment_access.granted", "alice"],
+    ["environment_access.revoked", "alice"],
+    ["member.role_changed", "alice"],
+    ["invitation.created", "alice"],
+    ["invitation.revoked", "alice"],
+    ["invitation.created", "alice"],
+    ["invitation.accepted", "carol"],
+    ["member.left", "carol"],
+    ["member.removed", "alice"],
+  ]);
+  for (const event of events) assert.equal(event.category, "access");
+  const byAction = (action: string) => events.find((e) => e.action === action)!;
+  assert.deepEqual(byAction("invitation.created").metadata, { email: "bob@example.test", role: "member", environments: ["development"] });
+  assert.equal(byAction("invitation.created").targetId, bobInvitation.id);
+  assert.deepEqual(byAction("invitation.accepted").metadata.email, "bob@example.test");
+  assert.deepEqual(byAction("environment_access.granted").metadata, { email: "bob@example.test", environment: "production" });
+  assert.deepEqual(byAction("environment_access.revoked").metadata, { email: "bob@example.test", environment: "development" });
+  assert.deepEqual(byAction("member.role_changed").metadata, { email: "bob@example.test", from: "member", to: "viewer" });
+  assert.deepEqual(byAction("member.left").metadata, { email: "carol@example.test", role: "member" });
+  assert.deepEqual(byAction("member.removed").metadata, { email: "bob@example.test", role: "viewer" });
+
+  // isMember is computed at read time: both have left the project since.
+  assert.deepEqual(byAction("invitation.accepted").actor, { userId: bob.user!.id, email: "bob@example.test", isYou: false, isMember: false });
+  assert.deepEqual(byAction("member.left").actor, { userId: carol.user!.id, email: "carol@example.test", isYou: false, isMember: false });
+});
+
+test("actor isYou and isMember are computed when read, not when written", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await addMember(alice, bob, project.id, "admin");
+  assert.equal((await bob.json("PATCH", `/api/projects/${project.id}`, { description: "by bob" })).status, 200);
+
+  const asAlice = await readAudit(alice, project.id, "?action=project.updated");
+  assert.deepEqual(asAlice.events[0]!.actor, { userId: bob.user!.id, email: "bob@example.test", isYou: false, isMember: true });
+  const asBob = await readAudit(bob, project.id, "?action=project.updated");
+  assert.deepEqual(asBob.events[0]!.actor, { userId: bob.user!.id, email: "bob@example.test", isYou: true, isMember: true });
+
+  assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/members/${bob.user!.id}`)).status, 200);
+  const later = await readAudit(alice, project.id, "?action=project.updated");
+  assert.deepEqual(later.events[0]!.actor, { userId: bob.user!.id, email: "bob@example.test", isYou: false, isMember: false });
+});
+
+test("every filter: category, action over category, actor, from and to (dates and timestamps), limit", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  advanceToNoon(server);
+  // Day 1: created, invitation created and accepted.
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  await addMember(alice, bob, project.id, "member");
+  server.clock.advance(DAY_MS);
+  // Day 2: a grant and an update.
+  await alice.json("PUT", `/api/projects/${project.id}/environments/development/access/${bob.user!.id}`);
+  await alice.json("PATCH", `/api/projects/${project.id}`, { name: "api-2" });
+  server.clock.advance(DAY_MS);
+  // Day 3: a role change and another update by bob's new admin role.
+  await alice.json("PATCH", `/api/projects/${project.id}/members/${bob.user!.id}`, { role: "admin" });
+  await bob.json("PATCH", `/api/projects/${project.id}`, { description: "day three" });
+
+  const all = await readAll(alice, project.id);
+  const actions = (events: AuditEvent[]) => events.map((e) => e.action);
+  assert.deepEqual(actions(all), [
+    "project.updated",
+    "member.role_changed",
+    "project.updated",
+    "environment_access.granted",
+    "invitation.accepted",
+    "invitation.created",
+    "project.created",
+  ]);
+  const [day1, day2, day3] = [day(all[6]!.at), day(all[3]!.at), day(all[0]!.at)];
+  assert.notEqual(day1, day2);
+  assert.notEqual(day2, day3);
+
+  assert.deepEqual(actions((await readAudit(alice, project.id, "?category=project")).events), [
+    "project.updated",
+    "project.updated",
+    "project.created",
+  ]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, "?category=access")).events), [
+    "member.role_changed",
+    "environment_access.granted",
+    "invitation.accepted",
+    "invitation.created",
+  ]);
+  assert.deepEqual((await readAudit(alice, project.id, "?category=secrets")).events, []);
+  assert.deepEqual((await readAudit(alice, project.id, "?category=integrations")).events, []);
+  assert.deepEqual(actions((await readAudit(alice, project.id, "?action=project.updated")).events), ["project.updated", "project.updated"]);
+  // action takes precedence over category.
+  assert.deepEqual(actions((await readAudit(alice, project.id, "?action=project.created&category=access")).events), ["project.created"]);
+  assert.deepEqual((await readAudit(alice, project.id, "?action=secret.revealed")).events, []);
+
+  const byBob = (await readAudit(alice, project.id, `?actor=${bob.user!.id}`)).events;
+  assert.deepEqual(actions(byBob), ["project.updated", "invitation.accepted"]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?actor=${bob.user!.id}&category=project`)).events), ["project.updated"]);
+  assert.deepEqual((await readAudit(alice, project.id, "?actor=00000000-0000-4000-8000-000000000000")).events, []);
+
+  // Dates: whole UTC days; a date-only `to` includes its whole day (events are at noon or later).
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?to=${day1}`)).events), [
+    "invitation.accepted",
+    "invitation.created",
+    "project.created",
+  ]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day2}&to=${day2}`)).events), [
+    "project.updated",
+    "environment_access.granted",
+  ]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day3}`)).events), ["project.updated", "member.role_changed"]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day2}&category=project`)).events), [
+    "project.updated",
+    "project.updated",
+  ]);
+  // Timestamps are inclusive at both ends.
+  const granted = all[3]!;
+  const renamed = all[2]!;
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${granted.at}&to=${renamed.at}`)).events), [
+    "project.updated",
+    "environment_access.granted",
+  ]);
+  // Other spellings of a timestamp: seconds only, an offset, no zone (UTC).
+  const dayAfter3 = new Date(Date.parse(`${day3}T00:00:00Z`) + DAY_MS).toISOString().slice(0, 10);
+  assert.equal((await readAudit(alice, project.id, `?from=${dayAfter3}T00:00:00Z`)).events.length, 0);
+  assert.equal((await readAudit(alice, project.id, `?to=${day1}T23:59:59%2B00:00`)).events.length, 3);
+  assert.equal((await readAudit(alice, project.id, `?to=${day1}T23:59`)).events.length, 3);
+  assert.equal((await readAudit(alice, project.id, `?to=${day1}T12:00:00-12:00`)).events.length, 3);
+
+  // limit
+  const one = await readAudit(alice, project.id, "?limit=1");
+  assert.deepEqual(actions(one.events), ["project.updated"]);
+  assert.equal(typeof one.nextCursor, "string");
+  assert.equal((await readAudit(alice, project.id, "?limit=100")).events.length, 7);
+  assert.equal((await readAudit(alice, project.id, "?limit=7")).nextCursor, null);
+  assert.notEqual((await readAudit(alice, project.id, "?limit=6")).nextCursor, null);
+});
+
+test("the default page size is 50 and every bad filter answers its own 400", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  for (let i = 0; i < 55; i++) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `d${i}` });
+  const first = await readAudit(alice, project.id);
+  assert.equal(first.events.length, 50);
+  assert.notEqual(first.nextCursor, null);
+  const second = await readAudit(alice, project.id, `?cursor=${first.nextCursor}`);
+  assert.equal(second.events.length, 6);
+  assert.equal(second.nextCursor, null);
+
+  const cases: [string, string][] = [
+    ["limit=0", INVALID_LIMIT.error],
+    ["limit=101", INVALID_LIMIT.error],
+    ["limit=-1", INVALID_LIMIT.error],
+    ["limit=1.5", INVALID_LIMIT.error],
+    ["limit=ten", INVALID_LIMIT.error],
+    ["limit=", INVALID_LIMIT.error],
+    ["limit=1&limit=2", INVALID_LIMIT.error],
+    ["category=secret", "Invalid category filter."],
+    ["category=PROJECT", "Invalid category filter."],
+    ["category=project&category=access", "Invalid category filter."],
+    ["action=secret.nope", "Invalid action filter."],
+    ["action=", "Invalid action filter."],
+    ["action=project.created&category=nope", "Invalid category filter."],
+    ["actor=alice", "Invalid actor filter."],
+    ["actor=", "Invalid actor filter."],
+    ["actor=00000000-0000-4000-8000-00000000000", "Invalid actor filter."],
+    ["from=yesterday", "Invalid date filter."],
+    ["from=2026-13-01", "Invalid date filter."],
+    ["from=2026-02-30", "Invalid date filter."],
+    ["to=2026-1-5", "Invalid date filter."],
+    ["to=2026-01-05T25:00:00Z", "Invalid date filter."],
+    ["to=2026-01-05T10:00:00+1", "Invalid date filter."],
+    ["from=", "Invalid date filter."],
+    ["from=2026-01-06&to=2026-01-05", "Invalid date filter."],
+    ["from=2026-01-05T10:00:00.001Z&to=2026-01-05T10:00:00Z", "Invalid date filter."],
+    ["cursor=", "Invalid cursor."],
+    ["cursor=not%20a%20cursor", "Invalid cursor."],
+    ["cursor=abc", "Invalid cursor."],
+    [`cursor=${Buffer.from('{"at":1}').toString("base64url")}`, "Invalid cursor."],
+    [`cursor=${Buffer.from('["2026-01-05","x"]').toString("base64url")}`, "Invalid cursor."],
+    [`cursor=${Buffer.from(`["2026-01-05T10:00:00.000Z","${project.id}",1]`).toString("base64url")}`, "Invalid cursor."],
+  ];
+  for (const [query, error] of cases) {
+    const res = await alice.json("GET", `/api/projects/${project.id}/audit?${query}`);
+    assert.equal(res.status, 400, query);
+    assert.deepEqual(res.body, { error }, query);
+  }
+  // A valid same-day range and a range of one instant are fine.
+  assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?from=2026-01-05&to=2026-01-05`)).status, 200);
+  assert.equal(
+    (await alice.json("GET", `/api/projects/${project.id}/audit?from=2026-01-05T10:00:00Z&to=2026-01-05T10:00:00.000Z`)).status,
+    200,
+  );
+});
+
+test("pages follow each other with nothing skipped or repeated while events are written between reads", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  // Several events share a millisecond (the clock does not move), some are apart.
+  for (let i = 0; i < 9; i++) {
+    await alice.json("PATCH", `/api/projects/${project.id}`, { description: `before ${i}` });
+    if (i % 3 === 0) server.clock.advance(1000);
+  }
+  const before = server.app.db.$client
+    .prepare("SELECT id FROM audit_events WHERE project_id = ? ORDER BY seq DESC")
+    .pluck()
+    .all(project.id) as string[];
+  assert.equal(before.length, 10);
+
+  const seen: AuditEvent[] = [];
+  let cursor: string | null = null;
+  let written = 0;
+  for (let pageNumber = 0; pageNumber < 10; pageNumber++) {
+    const page: AuditPage = await readAudit(alice, project.id, `?limit=3${cursor ? `&cursor=${cursor}` : ""}`);
+    seen.push(...page.events);
+    cursor = page.nextCursor;
+    if (!cursor) break;
+    // Newer events, some in the same millisecond as the newest already read.
+    await alice.json("PATCH", `/api/projects/${project.id}`, { description: `between ${written++}` });
+    await alice.json("PATCH", `/api/projects/${project.id}`, { description: `between ${written++}` });
+  }
+  assert.equal(cursor, null);
+  // Exactly the events that existed at the first read, newest first in write order.
+  assert.deepEqual(
+    seen.map((e) => e.id),
+    before,
+  );
+  for (let i = 1; i < seen.length; i++) {
+    const [newer, older] = [seen[i - 1]!, seen[i]!];
+    assert.ok(newer.at > older.at || (newer.at === older.at && newer.id > older.id));
+  }
+
+  // The same with a filter: the new events (project.updated) don't disturb a filtered walk either.
+  const updatedAtStart = server.app.db.$client
+    .prepare("SELECT id FROM audit_events WHERE project_id = ? AND action = 'project.updated' ORDER BY seq DESC")
+    .pluck()
+    .all(project.id) as string[];
+  const filtered: string[] = [];
+  cursor = null;
+  do {
+    const page: AuditPage = await readAudit(alice, project.id, `?limit=4&action=project.updated${cursor ? `&cursor=${cursor}` : ""}`);
+    filtered.push(...page.events.map((e) => e.id));
+    cursor = page.nextCursor;
+    if (cursor) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `filtered ${written++}` });
+  } while (cursor);
+  assert.deepEqual(filtered, updatedAtStart);
+});
+
+test("events survive project deletion and the chain still verifies", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "doomed", environments: ["development"] });
+  await alice.json("PATCH", `/api/projects/${project.id}`, { description: "soon gone" });
+  assert.equal((await alice.json("DELETE", `/api/projects/${project.id}`)).status, 200);
+
+  const res = await alice.json("GET", `/api/projects/${project.id}/audit`);
+  assert.equal(res.status, 404);
+  assert.deepEqual(res.body, { error: "Project not found." });
+
+  await server.stop();
+  const sqlite = new Database(path.join(server.dataDir, DATABASE_FILE), { readonly: true });
+  const rows = sqlite
+    .prepare("SELECT action, category, actor_user_id, target_id, metadata FROM audit_events WHERE project_id = ? ORDER BY seq")
+    .all(project.id) as { action: string; category: string; actor_user_id: string; target_id: string; metadata: string }[];
+  sqlite.close();
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.category, r.actor_user_id, r.target_id]),
+    [
+      ["project.created", "project", alice.user!.id, project.id],
+      ["project.updated", "project", alice.user!.id, project.id],
+      ["project.deleted", "project", alice.user!.id, project.id],
+    ],
+  );
+  assert.deepEqual(JSON.parse(rows[2]!.metadata), { name: "doomed" });
+
+  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir });
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /Audit log intact: 3 events verified\./);
+  assert.match(verified.stdout, /Head hash: [0-9a-f]{64}/);
+});
+
+test("audit verify finds the first edited, removed or inserted event", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  for (let i = 0; i < 4; i++) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `v${i}` });
+  await server.stop();
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  const env = { DATA_DIR: server.dataDir };
+
+  const intact = await runMain(["audit", "verify"], env);
+  assert.equal(intact.code, 0, intact.stderr);
+  assert.match(intact.stdout, /Audit log intact: 5 events verified\./);
+
+  // Edit the metadata of the third event, as someone with write access to the file could.
+  const copy = makeTempDir();
+  t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
+  fs.copyFileSync(file, path.join(copy, DATABASE_FILE));
+  let sqlite = new Database(file);
+  const third = sqlite.prepare("SELECT seq, id FROM audit_events ORDER BY seq LIMIT 1 OFFSET 2").get() as { seq: number; id: string };
+  sqlite.prepare("UPDATE audit_events SET metadata = ? WHERE seq = ?").run(JSON.stringify({ descriptionChanged: false }), third.seq);
+  sqlite.close();
+  const edited = await runMain(["audit", "verify"], env);
+  assert.equal(edited.code, 1);
+  assert.equal(edited.stdout, "");
+  assert.match(edited.stderr, new RegExp(`BROKEN at event #${third.seq} \\(id ${third.id}, at [^)]+\\): its content does not match its hash`));
+  assert.match(edited.stderr, /2 events before it verified\./);
+
+  // Re-hashing the edited row is not enough: the next event names the old hash.
+  sqlite = new Database(file);
+  const { eventHash } = await import("../src/audit/audit.writer.ts");
+  const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as Record<string, string | null>;
+  const rehashed = eventHash(row.prev_hash!, {
+    id: row.id!,
+    projectId: row.project_id!,
+    at: row.at!,
+    action: row.action!,
+    category: row.category!,
+    actorUserId: row.actor_user_id!,
+    targetType: row.target_type!,
+    targetId: row.target_id!,
+    metadata: row.metadata!,
+  });
+  sqlite.prepare("UPDATE audit_events SET hash = ? WHERE seq = ?").run(rehashed, third.seq);
+  sqlite.close();
+  const rehashedRun = await runMain(["audit", "verify"], env);
+  assert.equal(rehashedRun.code, 1);
+  assert.match(rehashedRun.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
+
+  // A removed event (on an untouched copy).
+  sqlite = new Database(path.join(copy, DATABASE_FILE));
+  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(third.seq);
+  sqlite.close();
+  const removed = await runMain(["audit", "verify"], { DATA_DIR: copy });
+  assert.equal(removed.code, 1);
+  assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
+
+  const usage = await runMain(["audit"], env);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /Usage: secrets-server audit verify/);
+});
+
+test("the writer refuses metadata keys outside the action's allow-list and token-shaped text", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const writer = createAuditWriter(server.app.db, server.clock);
+  const count = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events").pluck().get() as number;
+  const before = count();
+  const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
+  assert.throws(() => writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
+  assert.throws(() => writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
+  assert.throws(
+    () => writer.record(null, { ...entry, metadata: { key: `svc_at_${"x".repeat(40)}` } }),
+    /looks like a token/,
+  );
+  assert.equal(count(), before);
+
+  // Outside a transaction it takes its own, and the event chains on.
+  writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
+  assert.equal(count(), before + 1);
+  const page = await readAudit(alice, project.id, "?category=secrets");
+  assert.equal(page.events[0]!.actor, null);
+  assert.deepEqual(page.events[0]!.metadata, { key: "A", environment: "development", version: 1 });
+});
+
+test("the leak scan of the test helpers catches a secret in a log line or an audit event", async () => {
+  const server = await startServer(undefined);
+  try {
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "api", environments: ["development"] });
+    // Any request body field named value is remembered as a secret, whatever the answer.
+    await alice.json("POST", `/api/projects/${project.id}/environments/development/secrets`, { key: "K", value: "leaky-value-123" });
+    assertNoLeaks(server.dataDir);
+
+    server.app.log.info({ note: "oops leaky-value-123" }, "a careless line");
+    assert.throws(() => assertNoLeaks(server.dataDir), /field "value" \("leaky-value-123"\) appears in log line/);
+  } finally {
+    await server.stop();
+  }
+  const server2 = await startServer(undefined);
+  try {
+    const alice = await server2.signIn("alice@example.test");
+    await alice.json("POST", "/api/invitations/accept", { token: "invitation-token-xyz" });
+    const sqlite = new Database(path.join(server2.dataDir, DATABASE_FILE));
+    sqlite
+      .prepare(
+        `INSERT INTO audit_events (id, project_id, at, action, category, target_type, target_id, metadata, prev_hash, hash)
+         VALUES ('x', NULL, '2026-01-01T00:00:00.000Z', 'project.updated', 'project', 'project', 'p', '{"name":"invitation-token-xyz"}', '', '')`,
+      )
+      .run();
+    sqlite.close();
+    assert.throws(() => assertNoLeaks(server2.dataDir), /field "token" \("invitation-token-xyz"\) appears in audit event #\d+ \(project.updated\)/);
+  } finally {
+    await server2.stop();
+    fs.rmSync(server.dataDir, { recursive: true, force: true });
+    fs.rmSync(server2.dataDir, { recursive: true, force: true });
+  }
+});
