@@ -30,6 +30,9 @@ import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
+import { createLocalRepo } from "./sign-in/local.repo.ts";
+import { registerLocalRoutes } from "./sign-in/local.routes.ts";
+import { createLocalAccounts } from "./sign-in/local.service.ts";
 import { createOidcService, type OidcService } from "./sign-in/oidc.service.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
@@ -163,6 +166,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
+  if (config.authProvider === "local") {
+    const local = createLocalAccounts({ db, users, repo: createLocalRepo(db), config, clock });
+    registerLocalRoutes(app, { auth, local });
+    if (!local.hasLocalUser()) {
+      // First run: the one log line that carries a token, on purpose. It is for the operator,
+      // only its hash is stored, and it is in the message (redaction covers fields only).
+      const link = local.issueSetupLink();
+      log.warn(`No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`);
+    }
+  }
   registerProjectRoutes(app, { auth, access, projects });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });

@@ -2,6 +2,7 @@ import { buildApp } from "./app.ts";
 import { auditCommand } from "./audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
 import { openDatabase } from "./core/db.ts";
+import { setupLinkCommand, usersCommand } from "./users/users.commands.ts";
 
 export const VERSION = "0.1.0";
 
@@ -11,6 +12,8 @@ Server commands:
   serve            Start the server (the default when no command is given)
   migrate          Apply database migrations and exit
   audit verify     Check the audit log's hash chain; exit code 1 at a broken link
+  setup-link       Print a one-time link to create the first account (AUTH_PROVIDER=local)
+  users ...        list, add EMAIL, reset-password EMAIL, disable EMAIL, enable EMAIL
   version          Print the version
   help             Show this help
 
@@ -28,6 +31,8 @@ const commands: Record<string, Command> = {
     return 0;
   },
   audit: auditCommand,
+  "setup-link": setupLinkCommand,
+  users: usersCommand,
   version: async () => {
     console.log(VERSION);
     return 0;

@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
-import { and, eq } from "drizzle-orm";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import type { Db } from "../core/db.ts";
-import { users } from "../core/schema.ts";
+import { accountLinks, browserSessions, cliSessions, users } from "../core/schema.ts";
 
 export type UserRow = typeof users.$inferSelect;
 
@@ -50,6 +50,53 @@ export function createUsersRepo(db: Db) {
       };
       db.insert(users).values(row).run();
       return this.findById(row.id)!;
+    },
+
+    listAll(): UserRow[] {
+      return db.select().from(users).orderBy(asc(users.createdAt), asc(users.id)).all();
+    },
+
+    /** Every user with this e-mail (case-insensitive), whichever provider vouched for it. */
+    listByEmail(email: string): UserRow[] {
+      return db
+        .select()
+        .from(users)
+        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
+        .all();
+    },
+
+    countByIssuer(issuer: string): number {
+      return db.select({ n: sql<number>`count(*)` }).from(users).where(eq(users.authIssuer, issuer)).get()!.n;
+    },
+
+    setPassword(userId: string, passwordHash: string, name: string | null, now: Date): void {
+      db.update(users)
+        .set({ passwordHash, emailVerified: true, ...(name ? { name } : {}), updatedAt: now.toISOString() })
+        .where(eq(users.id, userId))
+        .run();
+    },
+
+    setDisabled(userId: string, disabledAt: Date | null, now: Date): void {
+      db.update(users)
+        .set({ disabledAt: disabledAt?.toISOString() ?? null, updatedAt: now.toISOString() })
+        .where(eq(users.id, userId))
+        .run();
+    },
+
+    deleteBrowserSessions(userId: string): number {
+      return db.delete(browserSessions).where(eq(browserSessions.userId, userId)).run().changes;
+    },
+
+    revokeCliSessions(userId: string, now: Date): number {
+      return db
+        .update(cliSessions)
+        .set({ revokedAt: now.toISOString() })
+        .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt)))
+        .run().changes;
+    },
+
+    deleteUnusedAccountLinks(userId: string): void {
+      db.delete(accountLinks).where(and(eq(accountLinks.userId, userId), isNull(accountLinks.usedAt))).run();
     },
   };
 }

@@ -1,0 +1,58 @@
+import crypto from "node:crypto";
+import { promisify } from "node:util";
+
+const scrypt = promisify(crypto.scrypt) as (
+  password: crypto.BinaryLike,
+  salt: crypto.BinaryLike,
+  keylen: number,
+  options: crypto.ScryptOptions,
+) => Promise<Buffer>;
+
+/**
+ * scrypt parameters (documented in the README): N = 2^15, r = 8, p = 1, a 16-byte random
+ * salt and a 32-byte result. That costs about 32 MiB and some 50-100 ms per hash: cheap for
+ * one sign-in, expensive for guessing. They are stored with each hash, so raising them
+ * later only affects new hashes.
+ */
+export const SCRYPT_LOG_N = 15;
+export const SCRYPT_R = 8;
+export const SCRYPT_P = 1;
+const KEY_BYTES = 32;
+const SALT_BYTES = 16;
+const MAX_MEMORY = 64 * 1024 * 1024;
+
+export const PASSWORD_MIN_LENGTH = 12;
+export const PASSWORD_MAX_LENGTH = 256;
+
+/** `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>` with base64url salt and hash. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = crypto.randomBytes(SALT_BYTES);
+  const hash = await scrypt(password.normalize("NFC"), salt, KEY_BYTES, {
+    N: 2 ** SCRYPT_LOG_N,
+    r: SCRYPT_R,
+    p: SCRYPT_P,
+    maxmem: MAX_MEMORY,
+  });
+  return ["scrypt", SCRYPT_LOG_N, SCRYPT_R, SCRYPT_P, salt.toString("base64url"), hash.toString("base64url")].join("$");
+}
+
+// Compared against when the account does not exist or has no password, so that the
+// answer takes as long as for a real account and the timing does not tell them apart.
+let dummyHash: Promise<string> | undefined;
+
+/** Constant-time verification; a missing or malformed stored hash simply fails (after the same work). */
+export async function verifyPassword(password: string, stored: string | null | undefined): Promise<boolean> {
+  dummyHash ??= hashPassword(crypto.randomBytes(16).toString("hex"));
+  const parts = (stored ?? "").split("$");
+  const usable = parts.length === 6 && parts[0] === "scrypt";
+  const [, logN, r, p, salt, hash] = usable ? parts : (await dummyHash).split("$");
+  const expected = Buffer.from(hash!, "base64url");
+  const actual = await scrypt(password.normalize("NFC"), Buffer.from(salt!, "base64url"), expected.length, {
+    N: 2 ** Number(logN),
+    r: Number(r),
+    p: Number(p),
+    maxmem: MAX_MEMORY,
+  });
+  // timingSafeEqual: === on the bytes would leak how much of the hash matched.
+  return crypto.timingSafeEqual(actual, expected) && usable;
+}

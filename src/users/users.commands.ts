@@ -1,0 +1,165 @@
+import { systemClock } from "../core/clock.ts";
+import { loadConfig, type Config } from "../core/config.ts";
+import { openDatabase, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import { createLocalRepo } from "../sign-in/local.repo.ts";
+import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
+import { createUsersRepo, type UserRow } from "./users.repo.ts";
+import { createUsersService } from "./users.service.ts";
+
+export const USERS_HELP = `Usage: secrets-server users <command>
+
+  list                   List every user: e-mail, name, provider, status
+  add EMAIL [--name N]   Create a local account and print a one-time link to set its password
+  reset-password EMAIL   Print a new one-time link for a local account (ends its browser sessions once used)
+  disable EMAIL          Disable the user and end their browser and CLI sessions at once
+  enable EMAIL           Enable a disabled user again
+
+add and reset-password need AUTH_PROVIDER=local. Links are printed for you to hand over.
+`;
+
+type Command = (args: string[]) => Promise<number>;
+
+function withDatabase<T>(fn: (db: Db, config: Config) => T): T {
+  const config = loadConfig();
+  const db = openDatabase(config);
+  try {
+    return fn(db, config);
+  } finally {
+    db.$client.close();
+  }
+}
+
+function local(db: Db, config: Config) {
+  return createLocalAccounts({ db, users: createUsersRepo(db), repo: createLocalRepo(db), config, clock: systemClock });
+}
+
+function printLink(what: string, link: IssuedLink): void {
+  // The one place a token is printed: the operator asked for it and hands it over.
+  console.log(`${what}\n\n  ${link.url}\n\nThe link works once, until ${link.expiresAt}.`);
+}
+
+function status(user: UserRow): string {
+  if (user.disabledAt) return "disabled";
+  if (user.authIssuer === LOCAL_ISSUER && !user.passwordHash) return "invited";
+  return "active";
+}
+
+/** Runs a command body; an HttpError (a refused request) becomes one line on stderr and exit 1. */
+async function run(fn: () => number): Promise<number> {
+  try {
+    return fn();
+  } catch (error) {
+    if (!(error instanceof HttpError)) throw error;
+    process.stderr.write(`secrets-server: ${error.message}\n`);
+    return 1;
+  }
+}
+
+function requireLocal(config: Config, command: string): void {
+  if (config.authProvider !== "local") {
+    throw new HttpError(
+      400,
+      `${command} is for local accounts, but AUTH_PROVIDER is ${config.authProvider}: people sign in through ${config.authProvider === "oidc" ? "the identity provider" : "the development sign-in"}.`,
+    );
+  }
+}
+
+function emailArgument(args: string[], usage: string): string | undefined {
+  const email = args[0];
+  if (!email || !/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254) {
+    process.stderr.write(`Usage: secrets-server ${usage}\n`);
+    return undefined;
+  }
+  return email;
+}
+
+export const setupLinkCommand: Command = async () =>
+  run(() =>
+    withDatabase((db, config) => {
+      requireLocal(config, "setup-link");
+      printLink("Open this link to create the first account (the e-mail you enter there counts as verified):", local(db, config).issueSetupLink());
+      return 0;
+    }),
+  );
+
+export const usersCommand: Command = async ([sub, ...args]) => {
+  switch (sub) {
+    case "list":
+      return run(() =>
+        withDatabase((db) => {
+          const rows = createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).list();
+          if (rows.length === 0) {
+            console.log("No users yet.");
+            return 0;
+          }
+          console.log(["EMAIL", "NAME", "PROVIDER", "STATUS", "VERIFIED", "CREATED"].join("\t"));
+          for (const u of rows) {
+            console.log([u.email ?? "-", u.name ?? "-", u.authIssuer, status(u), u.emailVerified ? "yes" : "no", u.createdAt].join("\t"));
+          }
+          return 0;
+        }),
+      );
+    case "add": {
+      const email = emailArgument(args, "users add EMAIL [--name NAME]");
+      if (!email) return 2;
+      const nameAt = args.indexOf("--name");
+      const name = nameAt > 0 ? (args[nameAt + 1] ?? "").trim().slice(0, 100) || null : null;
+      return run(() =>
+        withDatabase((db, config) => {
+          requireLocal(config, "users add");
+          const { user, link } = local(db, config).addUser(email, name);
+          printLink(`Created ${user.email}. Give them this link to set their password:`, link);
+          return 0;
+        }),
+      );
+    }
+    case "reset-password": {
+      const email = emailArgument(args, "users reset-password EMAIL");
+      if (!email) return 2;
+      return run(() =>
+        withDatabase((db, config) => {
+          requireLocal(config, "users reset-password");
+          const { user, link } = local(db, config).resetPassword(email);
+          printLink(`Give ${user.email} this link to choose a new password:`, link);
+          return 0;
+        }),
+      );
+    }
+    case "disable": {
+      const email = emailArgument(args, "users disable EMAIL");
+      if (!email) return 2;
+      return run(() =>
+        withDatabase((db) => {
+          const results = createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).disable(email);
+          for (const r of results) {
+            console.log(
+              `Disabled ${r.user.email} (${r.user.authIssuer}): ended ${r.browserSessions} browser and ${r.cliSessions} CLI sessions.`,
+            );
+          }
+          return 0;
+        }),
+      );
+    }
+    case "enable": {
+      const email = emailArgument(args, "users enable EMAIL");
+      if (!email) return 2;
+      return run(() =>
+        withDatabase((db) => {
+          for (const user of createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).enable(email)) {
+            console.log(`Enabled ${user.email} (${user.authIssuer}).`);
+          }
+          return 0;
+        }),
+      );
+    }
+    case undefined:
+    case "help":
+    case "--help":
+      process.stdout.write(USERS_HELP);
+      return sub === undefined ? 2 : 0;
+    default:
+      process.stderr.write(`Unknown users command "${sub}".\n${USERS_HELP}`);
+      return 2;
+  }
+};
