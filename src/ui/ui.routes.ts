@@ -1,12 +1,136 @@
-import type { FastifyInstance } from "fastify";
-import { readAsset } from "../core/assets.ts";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import zlib from "node:zlib";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { isSingleExecutable, readAsset, sourceRoot } from "../core/assets.ts";
 import { HttpError } from "../core/errors.ts";
 
-/** Serves the single-page UI: every GET outside /api that is not a file gets index.html. */
+interface WebFile {
+  body: Buffer;
+  /** Present when gzip makes the file smaller. */
+  gzip?: Buffer;
+  type: string;
+  etag: string;
+  /** Content-hashed names never change meaning, so browsers may keep them for a year. */
+  immutable: boolean;
+}
+
+type WebFiles = Map<string, WebFile>;
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".json": "application/json; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".woff2": "font/woff2",
+  ".txt": "text/plain; charset=utf-8",
+};
+
+function toWebFile(name: string, body: Buffer): WebFile {
+  const type = TYPES[path.extname(name)] ?? "application/octet-stream";
+  const compressible = /^(text\/|application\/json|image\/svg)/.test(type);
+  const gzipped = compressible ? zlib.gzipSync(body, { level: 9 }) : undefined;
+  return {
+    body,
+    gzip: gzipped && gzipped.length < body.length ? gzipped : undefined,
+    type,
+    etag: `"${crypto.createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`,
+    immutable: name.startsWith("assets/"),
+  };
+}
+
+/** The executable carries the built files as assets named web/<path>, listed in web/manifest.json. */
+function loadFromExecutable(): WebFiles {
+  const manifest = JSON.parse(readAsset("web/manifest.json").toString("utf8")) as string[] | { files: string[] };
+  const names = Array.isArray(manifest) ? manifest : manifest.files;
+  return new Map(names.map((name) => [name, toWebFile(name, readAsset(`web/${name}`))]));
+}
+
+/** From source, esbuild builds the UI into a temporary folder, read into memory and removed. */
+async function buildFromSource(): Promise<{ files: WebFiles; gzipBytes: number }> {
+  // A computed path, so the executable's bundler never pulls esbuild in: it only runs here.
+  const builder = pathToFileURL(path.join(sourceRoot(), "web", "build-web.mjs")).href;
+  const { buildWeb } = (await import(builder)) as {
+    buildWeb(options: { outdir: string; minify: boolean; quiet: boolean }): Promise<{ files: string[]; gzipBytes: number }>;
+  };
+  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "secrets-web-"));
+  try {
+    const built = await buildWeb({ outdir, minify: true, quiet: true });
+    const files = new Map(built.files.map((name) => [name, toWebFile(name, fs.readFileSync(path.join(outdir, ...name.split("/"))))]));
+    return { files, gzipBytes: built.gzipBytes };
+  } finally {
+    fs.rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+// Once per process: every server started in it (tests start many) shares the build.
+let loading: Promise<{ files: WebFiles; gzipBytes?: number }> | undefined;
+
+function loadWebFiles(): Promise<{ files: WebFiles; gzipBytes?: number }> {
+  loading ??= isSingleExecutable() ? Promise.resolve().then(() => ({ files: loadFromExecutable() })) : buildFromSource();
+  return loading;
+}
+
+function send(req: FastifyRequest, reply: FastifyReply, file: WebFile): FastifyReply {
+  void reply
+    .header("content-type", file.type)
+    .header("etag", file.etag)
+    .header("vary", "accept-encoding")
+    .header("cache-control", file.immutable ? "public, max-age=31536000, immutable" : "no-cache");
+  const match = req.headers["if-none-match"];
+  if (match && match.split(",").some((tag) => tag.trim().replace(/^W\//, "") === file.etag)) {
+    return reply.code(304).send();
+  }
+  const acceptsGzip = /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""));
+  if (file.gzip && acceptsGzip) return reply.header("content-encoding", "gzip").send(file.gzip);
+  return reply.send(file.body);
+}
+
+/**
+ * Serves the single-page UI: the built files by name, and index.html for every other GET
+ * outside /api, so deep links (/projects/<id>/production) load the app.
+ */
 export function registerUiRoutes(app: FastifyInstance): void {
-  const index = readAsset("web/index.html");
+  let files: WebFiles | undefined;
+  let failure: unknown;
+
+  // Build before listening so the first page is quick; a broken UI build must not take the API down.
+  app.addHook("onReady", async () => {
+    try {
+      const loaded = await loadWebFiles();
+      files = loaded.files;
+      if (loaded.gzipBytes !== undefined) {
+        app.log.info({ gzipKiB: Number((loaded.gzipBytes / 1024).toFixed(1)) }, "web UI built");
+      }
+    } catch (error) {
+      failure = error;
+      app.log.error({ err: error }, "the web UI could not be built; the API still works");
+    }
+  });
+
   app.get("/*", { config: { rateLimit: false } }, async (req, reply) => {
-    if (req.url.startsWith("/api/") || req.url === "/api") throw new HttpError(404, "Not found.");
-    return reply.type("text/html; charset=utf-8").header("cache-control", "no-cache").send(index);
+    const pathname = req.url.split("?")[0]!.split("#")[0]!;
+    if (pathname === "/api" || pathname.startsWith("/api/")) throw new HttpError(404, "Not found.");
+    if (!files) {
+      if (failure) throw new HttpError(503, "The web UI is not available: its build failed. See the server log.");
+      files = (await loadWebFiles()).files;
+    }
+    let name: string;
+    try {
+      name = decodeURIComponent(pathname).replace(/^\/+/, "");
+    } catch {
+      throw new HttpError(404, "Not found.");
+    }
+    const file = files.get(name);
+    if (file) return send(req, reply, file);
+    // A missing hashed file is an old page asking for a gone build: a 404 rather than HTML.
+    if (name.startsWith("assets/")) throw new HttpError(404, "Not found.");
+    return send(req, reply, files.get("index.html")!);
   });
 }

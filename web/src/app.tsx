@@ -1,0 +1,133 @@
+// The shell: who is signed in, the header, and which page a path shows.
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, get, onSignedOut, post, type User } from "./api.ts";
+import { CliAuthorizePage, CliSessionsPage } from "./pages/cli.tsx";
+import { InvitePage } from "./pages/invite.tsx";
+import { ProjectPage } from "./pages/project.tsx";
+import { ProjectsPage } from "./pages/projects.tsx";
+import { SignInPage } from "./pages/sign-in.tsx";
+import { navigate, rememberReturnTo, takeReturnTo, useLocation } from "./router.ts";
+import { Link, messageOf } from "./ui.tsx";
+
+type Session = { state: "loading" } | { state: "signed-out" } | { state: "signed-in"; user: User } | { state: "error"; message: string };
+
+export function App() {
+  const location = useLocation();
+  const [session, setSession] = useState<Session>({ state: "loading" });
+
+  async function loadMe() {
+    try {
+      const { user } = await get<{ user: User }>("/api/auth/me");
+      setSession({ state: "signed-in", user });
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 401) setSession({ state: "signed-out" });
+      else setSession({ state: "error", message: messageOf(error) });
+    }
+  }
+
+  useEffect(() => {
+    void loadMe();
+    return onSignedOut(() => setSession({ state: "signed-out" }));
+  }, []);
+
+  const onSignInPage = location.pathname === "/sign-in";
+  useEffect(() => {
+    if (session.state === "signed-out" && !onSignInPage) {
+      rememberReturnTo();
+      navigate("/sign-in", { replace: true });
+    }
+    if (session.state === "signed-in" && onSignInPage) navigate(takeReturnTo(), { replace: true });
+  }, [session.state, onSignInPage]);
+
+  useEffect(() => {
+    document.title = titleFor(location.pathname);
+  }, [location.pathname]);
+
+  if (session.state === "loading") return <p class="boot" role="status">Loading…</p>;
+  if (session.state === "error") {
+    return (
+      <main class="narrow">
+        <h1>Secrets</h1>
+        <p class="error" role="alert">
+          {session.message}
+        </p>
+        <button type="button" onClick={() => void loadMe()}>
+          Try again
+        </button>
+      </main>
+    );
+  }
+  if (session.state === "signed-out" || onSignInPage) {
+    return <SignInPage onSignedIn={(user) => setSession({ state: "signed-in", user })} />;
+  }
+
+  const user = session.user;
+  return (
+    <>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <Link href="/" class="brand">
+          Secrets
+        </Link>
+        <nav aria-label="Main">
+          <Link href="/" aria-current={location.pathname === "/" ? "page" : undefined}>
+            Projects
+          </Link>
+          <Link href="/cli-sessions" aria-current={location.pathname === "/cli-sessions" ? "page" : undefined}>
+            CLI sessions
+          </Link>
+        </nav>
+        <div class="who">
+          <span class="muted" title={user.email ?? undefined}>
+            {user.name ?? user.email}
+          </span>
+          <button
+            type="button"
+            onClick={async () => {
+              try {
+                await post("/api/auth/sign-out");
+              } finally {
+                setSession({ state: "signed-out" });
+                sessionStorage.removeItem("returnTo");
+                navigate("/sign-in", { replace: true });
+              }
+            }}
+          >
+            Sign out
+          </button>
+        </div>
+      </header>
+      <main id="main" tabIndex={-1}>
+        <Route user={user} pathname={location.pathname} search={location.search} hash={location.hash} />
+      </main>
+    </>
+  );
+}
+
+function Route({ user, pathname, search, hash }: { user: User; pathname: string; search: URLSearchParams; hash: string }) {
+  const parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts.length === 0) return <ProjectsPage />;
+  if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} />;
+  if (parts[0] === "cli-sessions") return <CliSessionsPage />;
+  if (parts[0] === "cli" && parts[1] === "authorize") return <CliAuthorizePage code={search.get("code") ?? ""} />;
+  if (parts[0] === "invite") return <InvitePage token={hash.replace(/^#/, "")} user={user} />;
+  return (
+    <section>
+      <h1>Page not found</h1>
+      <p>
+        There is nothing at this address. <Link href="/">Go to your projects</Link>.
+      </p>
+    </section>
+  );
+}
+
+function titleFor(pathname: string): string {
+  if (pathname === "/sign-in") return "Sign in · Secrets";
+  if (pathname.startsWith("/cli/authorize")) return "Authorize the CLI · Secrets";
+  if (pathname.startsWith("/cli-sessions")) return "CLI sessions · Secrets";
+  if (pathname.startsWith("/invite")) return "Invitation · Secrets";
+  if (pathname.startsWith("/projects/")) return "Project · Secrets";
+  return "Projects · Secrets";
+}

@@ -1,0 +1,100 @@
+// The environment access matrix: owners and admins have implicit access; members and
+// viewers get a toggle per environment.
+import { useState } from "preact/hooks";
+import { del, get, projectPath, put, type AccessMatrix, type Project } from "../api.ts";
+import { ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
+
+export function AccessPage({ project }: { project: Project }) {
+  const base = projectPath(project.id);
+  const matrix = useLoad(() => get<AccessMatrix>(`${base}/environment-access`), [base]);
+  const [pending, setPending] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const [status, setStatus] = useState("");
+
+  async function toggle(userId: string, who: string, env: string, grant: boolean) {
+    setError(undefined);
+    setStatus("");
+    setPending(`${userId}:${env}`);
+    try {
+      const path = `${base}/environments/${env}/access/${userId}`;
+      if (grant) await put(path);
+      else await del(path);
+      await matrix.reload();
+      setStatus(grant ? `${who} can now use ${env}.` : `${who} no longer has access to ${env}.`);
+    } catch (e) {
+      setError((e as Error).message);
+    } finally {
+      setPending(undefined);
+    }
+  }
+
+  return (
+    <div class="stack">
+      <h2>Environment access</h2>
+      <p class="muted">Owners and admins can use every environment. Members and viewers use only the environments granted here.</p>
+      <ErrorText error={error} />
+      <p class="status" role="status">
+        {status}
+      </p>
+      <LoadState loaded={matrix}>
+        {(m) => (
+          <div class="table-wrap">
+            <table class="matrix">
+              <thead>
+                <tr>
+                  <th scope="col">Member</th>
+                  <th scope="col">Role</th>
+                  {m.environments.map((env) => (
+                    <th scope="col" key={env}>
+                      {envLabel(env)}
+                    </th>
+                  ))}
+                </tr>
+              </thead>
+              <tbody>
+                {m.members.map((member) => {
+                  const who = member.email ?? member.userId;
+                  return (
+                    <tr key={member.userId}>
+                      <th scope="row">
+                        {who}
+                        {member.isYou && <span class="badge">you</span>}
+                      </th>
+                      <td>{member.role}</td>
+                      {m.environments.map((env) => {
+                        const access = member.access[env] ?? "none";
+                        if (access === "implicit") {
+                          return (
+                            <td key={env} class="implicit">
+                              Implicit <span class="sr-only">access to {env} as {member.role}</span>
+                            </td>
+                          );
+                        }
+                        return (
+                          <td key={env}>
+                            <label class="switch">
+                              <input
+                                type="checkbox"
+                                checked={access === "granted"}
+                                disabled={pending === `${member.userId}:${env}`}
+                                onChange={(e) => void toggle(member.userId, who, env, e.currentTarget.checked)}
+                              />
+                              <span class="sr-only">
+                                {who} can use {env}
+                              </span>
+                              <span aria-hidden="true">{access === "granted" ? "Granted" : "No access"}</span>
+                            </label>
+                          </td>
+                        );
+                      })}
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </LoadState>
+    </div>
+  );
+}

@@ -1,0 +1,252 @@
+// The audit log: filters, newest first, "load more" by cursor, one readable line each.
+import { useEffect, useState } from "preact/hooks";
+import { get, projectPath, type AuditEvent, type Member, type Project } from "../api.ts";
+import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
+
+export const CATEGORIES: Record<string, string[]> = {
+  secrets: [
+    "secret.created",
+    "secret.updated",
+    "secret.deleted",
+    "secret.rolled_back",
+    "secret.revealed",
+    "secret.version_revealed",
+    "secrets.exported",
+    "secrets.imported",
+  ],
+  access: [
+    "member.role_changed",
+    "member.removed",
+    "member.left",
+    "invitation.created",
+    "invitation.revoked",
+    "invitation.accepted",
+    "environment_access.granted",
+    "environment_access.revoked",
+  ],
+  project: ["project.created", "project.updated", "project.deleted"],
+  integrations: [
+    "integration.connected",
+    "integration.updated",
+    "integration.disconnected",
+    "integration.synced",
+    "integration.sync_failed",
+    "integration.redeployed",
+  ],
+};
+
+function str(value: unknown): string | undefined {
+  return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
+}
+
+/** One sentence per action, from the fields the log may carry (never values). */
+export function describe(event: AuditEvent): string {
+  const m = event.metadata ?? {};
+  const key = str(m.key);
+  const env = str(m.environment);
+  const inEnv = env ? ` in ${env}` : "";
+  const k = key ? ` ${key}` : "";
+  const count = str(m.count) ?? str(m.keyCount) ?? str(m.keys);
+  const email = str(m.email);
+  const role = str(m.role);
+  switch (event.action) {
+    case "secret.created":
+      return `created secret${k}${inEnv}`;
+    case "secret.updated":
+      if (m.keyChanged && m.valueChanged) return `renamed ${str(m.previousKey) ?? "a secret"} to${k} and changed its value${inEnv}`;
+      if (m.keyChanged) return `renamed secret ${str(m.previousKey) ?? ""} to${k}${inEnv}`;
+      return `changed the value of${k}${inEnv}${str(m.version) ? ` (now version ${str(m.version)})` : ""}`;
+    case "secret.deleted":
+      return `deleted secret${k}${inEnv}`;
+    case "secret.rolled_back":
+      return `restored${k}${inEnv}${str(m.restoredFromVersion) ? ` to the value of version ${str(m.restoredFromVersion)}` : ""}`;
+    case "secret.revealed":
+      return `revealed the value of${k}${inEnv}`;
+    case "secret.version_revealed":
+      return `revealed an earlier value of${k}${inEnv}${str(m.versionNumber) ? ` (version ${str(m.versionNumber)})` : ""}`;
+    case "secrets.exported":
+      return `exported ${count ? `${count} secrets` : "the secrets"}${inEnv}`;
+    case "secrets.imported":
+      return `imported secrets${inEnv}${m.created !== undefined ? ` (${str(m.created)} created, ${str(m.updated) ?? 0} updated, ${str(m.skipped) ?? 0} skipped)` : ""}`;
+    case "member.role_changed":
+      return `changed the role of ${email ?? "a member"}${str(m.from) ? ` from ${str(m.from)}` : ""}${str(m.to) ? ` to ${str(m.to)}` : ""}`;
+    case "member.removed":
+      return `removed ${email ?? "a member"} from the project`;
+    case "member.left":
+      return "left the project";
+    case "invitation.created":
+      return `invited ${email ?? "someone"}${role ? ` as ${role}` : ""}`;
+    case "invitation.revoked":
+      return `revoked the invitation of ${email ?? "someone"}`;
+    case "invitation.accepted":
+      return `accepted an invitation${role ? ` as ${role}` : ""}`;
+    case "environment_access.granted":
+      return `granted ${email ?? "a member"} access${inEnv}`;
+    case "environment_access.revoked":
+      return `revoked the access of ${email ?? "a member"}${inEnv}`;
+    case "project.created":
+      return "created the project";
+    case "project.updated":
+      return m.previousName && m.name ? `renamed the project from ${str(m.previousName)} to ${str(m.name)}` : "changed the project's description";
+    case "project.deleted":
+      return "deleted the project";
+    case "integration.connected":
+      return "connected Vercel";
+    case "integration.updated":
+      return "changed the Vercel settings";
+    case "integration.disconnected":
+      return "disconnected Vercel";
+    case "integration.synced":
+      return `synced secrets to Vercel${m.created !== undefined ? ` (${str(m.created)} created, ${str(m.updated) ?? 0} updated, ${str(m.skipped) ?? 0} skipped, ${str(m.failed) ?? 0} failed)` : ""}`;
+    case "integration.sync_failed":
+      return `tried to sync to Vercel, which failed${str(m.error) ? `: ${str(m.error)}` : ""}`;
+    case "integration.redeployed":
+      return "triggered a Vercel redeploy";
+    default:
+      return `${event.action}${k}${inEnv}`;
+  }
+}
+
+interface Filters {
+  category: string;
+  action: string;
+  actor: string;
+  from: string;
+  to: string;
+}
+
+const EMPTY: Filters = { category: "", action: "", actor: "", from: "", to: "" };
+
+export function AuditPage({ project }: { project: Project }) {
+  const base = projectPath(project.id);
+  const members = useLoad(() => get<{ members: Member[] }>(`${base}/members`).then((r) => r.members), [base]);
+  const [draft, setDraft] = useState<Filters>(EMPTY);
+  const [filters, setFilters] = useState<Filters>(EMPTY);
+  const [events, setEvents] = useState<AuditEvent[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [loading, setLoading] = useState(false);
+  const [error, setError] = useState<string | undefined>(undefined);
+
+  async function load(f: Filters, after: string | null) {
+    setLoading(true);
+    setError(undefined);
+    try {
+      const q = new URLSearchParams({ limit: "50" });
+      if (f.action) q.set("action", f.action);
+      else if (f.category) q.set("category", f.category);
+      if (f.actor) q.set("actor", f.actor);
+      if (f.from) q.set("from", f.from);
+      if (f.to) q.set("to", f.to);
+      if (after) q.set("cursor", after);
+      const page = await get<{ events: AuditEvent[]; nextCursor: string | null }>(`${base}/audit?${q}`);
+      setEvents((old) => (after ? [...old, ...page.events] : page.events));
+      setCursor(page.nextCursor);
+    } catch (e) {
+      setError(messageOf(e));
+    } finally {
+      setLoading(false);
+    }
+  }
+
+  useEffect(() => {
+    void load(filters, null);
+  }, [base, filters]);
+
+  const actions = draft.category ? CATEGORIES[draft.category]! : Object.values(CATEGORIES).flat();
+  const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => setDraft({ ...draft, [field]: e.currentTarget.value });
+
+  return (
+    <div class="stack">
+      <h2>Audit log</h2>
+      <form
+        class="card filters"
+        onSubmit={(e) => {
+          e.preventDefault();
+          setFilters({ ...draft });
+        }}
+      >
+        <label class="field">
+          <span>Category</span>
+          <select value={draft.category} onChange={(e) => setDraft({ ...draft, category: e.currentTarget.value, action: "" })}>
+            <option value="">All</option>
+            {Object.keys(CATEGORIES).map((c) => (
+              <option key={c} value={c}>
+                {c}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>Action</span>
+          <select value={draft.action} onChange={set("action")}>
+            <option value="">All</option>
+            {actions.map((a) => (
+              <option key={a} value={a}>
+                {a}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>Actor</span>
+          <select value={draft.actor} onChange={set("actor")}>
+            <option value="">Anyone</option>
+            {(members.data ?? []).map((m) => (
+              <option key={m.userId} value={m.userId}>
+                {m.isYou ? `you (${m.email ?? m.userId})` : (m.email ?? m.userId)}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>From</span>
+          <input type="date" value={draft.from} onInput={set("from")} />
+        </label>
+        <label class="field">
+          <span>To</span>
+          <input type="date" value={draft.to} onInput={set("to")} />
+        </label>
+        <div class="actions">
+          <button type="submit" class="primary">
+            Apply filters
+          </button>
+          <button
+            type="button"
+            onClick={() => {
+              setDraft(EMPTY);
+              setFilters(EMPTY);
+            }}
+          >
+            Clear
+          </button>
+        </div>
+      </form>
+      <ErrorText error={error} />
+      {events.length === 0 && !loading && !error && <p class="empty">No events match.</p>}
+      {events.length > 0 && (
+        <ol class="audit-list" aria-label="Audit events, newest first">
+          {events.map((event) => (
+            <li key={event.id}>
+              <Time iso={event.at} />
+              <span class="audit-line">
+                <strong>{whoLabel(event.actor)}</strong> {describe(event)}
+                {event.metadata?.via === "cli" && <span class="badge">CLI</span>}
+              </span>
+              <code class="small muted">{event.action}</code>
+            </li>
+          ))}
+        </ol>
+      )}
+      {loading && (
+        <p class="muted" role="status">
+          Loading…
+        </p>
+      )}
+      {cursor && !loading && (
+        <button type="button" onClick={() => void load(filters, cursor)}>
+          Load more
+        </button>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,157 @@
+// CLI sessions (list, revoke one or all) and the device approval page. Approval is always
+// an explicit click: the page never approves on load.
+import { useState } from "preact/hooks";
+import { del, get, post, type CliSession } from "../api.ts";
+import { Confirm, ErrorText, Link, LoadState, Time, useAction, useLoad } from "../ui.tsx";
+
+export function CliSessionsPage() {
+  const sessions = useLoad(() => get<{ sessions: CliSession[] }>("/api/cli/sessions").then((r) => r.sessions), []);
+  const [revoking, setRevoking] = useState<CliSession | "all" | undefined>(undefined);
+  const [status, setStatus] = useState("");
+  return (
+    <section class="stack">
+      <div class="page-head">
+        <h1>CLI sessions</h1>
+        {sessions.data && sessions.data.length > 0 && (
+          <button type="button" class="danger" onClick={() => setRevoking("all")}>
+            Revoke all
+          </button>
+        )}
+      </div>
+      <p class="muted">Each time you sign in with the command-line tool, it gets a session here. Revoking one signs that device out at its next request.</p>
+      <p class="status" role="status">
+        {status}
+      </p>
+      <LoadState loaded={sessions}>
+        {(list) =>
+          list.length === 0 ? (
+            <p class="empty">No active CLI sessions.</p>
+          ) : (
+            <div class="table-wrap">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Device</th>
+                    <th scope="col">Signed in</th>
+                    <th scope="col">Last used</th>
+                    <th scope="col">Expires</th>
+                    <th scope="col">
+                      <span class="sr-only">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((s) => (
+                    <tr key={s.id}>
+                      <th scope="row">{s.deviceName || "unnamed device"}</th>
+                      <td>
+                        <Time iso={s.createdAt} />
+                      </td>
+                      <td>
+                        <Time iso={s.lastUsedAt} />
+                      </td>
+                      <td>
+                        <Time iso={s.expiresAt} />
+                      </td>
+                      <td class="row-actions">
+                        <button type="button" class="danger-text" aria-label={`Revoke ${s.deviceName || "this session"}`} onClick={() => setRevoking(s)}>
+                          Revoke
+                        </button>
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
+      </LoadState>
+      {revoking && (
+        <Confirm
+          title={revoking === "all" ? "Revoke every CLI session?" : `Revoke ${revoking.deviceName || "this session"}?`}
+          confirmLabel={revoking === "all" ? "Revoke all" : "Revoke"}
+          danger
+          onClose={() => setRevoking(undefined)}
+          onConfirm={async () => {
+            if (revoking === "all") {
+              const { revoked } = await del<{ revoked: number }>("/api/cli/sessions");
+              setStatus(`${revoked} ${revoked === 1 ? "session" : "sessions"} revoked.`);
+            } else {
+              await del(`/api/cli/sessions/${revoking.id}`);
+              setStatus("Session revoked.");
+            }
+            await sessions.reload();
+          }}
+        >
+          <p>The command-line tool on {revoking === "all" ? "every device" : "that device"} will have to sign in again.</p>
+        </Confirm>
+      )}
+    </section>
+  );
+}
+
+function formatCode(raw: string): string {
+  const clean = raw.toUpperCase().replace(/[^A-Z0-9]/g, "");
+  return clean.length === 8 ? `${clean.slice(0, 4)}-${clean.slice(4)}` : raw.trim();
+}
+
+export function CliAuthorizePage({ code: initial }: { code: string }) {
+  const [code, setCode] = useState(formatCode(initial));
+  const [done, setDone] = useState<{ approved: boolean; deviceName: string } | undefined>(undefined);
+  const [choice, setChoice] = useState<boolean | undefined>(undefined);
+  const action = useAction();
+
+  async function answer(approve: boolean) {
+    setChoice(approve);
+    const result = await action.run(() => post<{ ok: true; approved: boolean; deviceName: string }>("/api/cli/auth/approve", { userCode: code.trim(), approve }));
+    if (result) setDone({ approved: result.approved, deviceName: result.deviceName });
+  }
+
+  if (done) {
+    return (
+      <section class="narrow stack">
+        <h1>{done.approved ? "CLI signed in" : "Sign-in denied"}</h1>
+        <p role="status">
+          {done.approved
+            ? `“${done.deviceName}” is now signed in as you. You can close this page and return to your terminal.`
+            : `The request from “${done.deviceName}” was denied. The terminal will say so.`}
+        </p>
+        <p>
+          <Link href="/cli-sessions">See your CLI sessions</Link>
+        </p>
+      </section>
+    );
+  }
+
+  return (
+    <section class="narrow stack">
+      <h1>Authorize the command-line tool</h1>
+      <p>
+        A terminal asked to sign in to this server as you. Approve only if you started <code>login</code> yourself just now and the code below matches the one
+        in your terminal.
+      </p>
+      <form
+        class="card stack"
+        onSubmit={(e) => {
+          e.preventDefault();
+          void answer(true);
+        }}
+      >
+        <label class="field">
+          <span>Code shown in your terminal</span>
+          <input class="code-input mono" required value={code} onInput={(e) => setCode(e.currentTarget.value)} autoComplete="off" spellcheck={false} placeholder="ABCD-EFGH" />
+        </label>
+        <p class="muted small">The device name is shown once you answer. Nothing happens until you press a button.</p>
+        <ErrorText error={action.error} />
+        <div class="actions">
+          <button type="submit" class="primary" disabled={action.busy}>
+            {action.busy && choice === true ? "Approving…" : "Approve"}
+          </button>
+          <button type="button" class="danger" disabled={action.busy} onClick={() => void answer(false)}>
+            {action.busy && choice === false ? "Denying…" : "Deny"}
+          </button>
+        </div>
+      </form>
+    </section>
+  );
+}

@@ -1,0 +1,95 @@
+// /invite#<token>: the token sits in the fragment, so it never reaches a server log.
+// The app has already made the visitor sign in (and come back here) before this renders.
+import { useState } from "preact/hooks";
+import { ApiError, get, post, projectPath, type Project, type User } from "../api.ts";
+import { navigate } from "../router.ts";
+import { ErrorText, Link, messageOf, useAction } from "../ui.tsx";
+
+export function InvitePage({ token, user }: { token: string; user: User }) {
+  const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
+  const [status, setStatus] = useState<number | undefined>(undefined);
+  const action = useAction();
+
+  if (!token) {
+    return (
+      <section class="narrow stack">
+        <h1>Invitation</h1>
+        <p class="error" role="alert">
+          This invitation link is incomplete. Open the full link you were given.
+        </p>
+      </section>
+    );
+  }
+
+  if (joined) {
+    return (
+      <section class="narrow stack">
+        <h1>Welcome{joined.name ? ` to ${joined.name}` : ""}</h1>
+        <p role="status">You joined the project as {joined.role}.</p>
+        <p>
+          <Link class="button primary" href={`/projects/${joined.projectId}`}>
+            Open the project
+          </Link>
+        </p>
+      </section>
+    );
+  }
+
+  return (
+    <section class="narrow stack">
+      <h1>You have been invited to a project</h1>
+      <p>
+        Someone invited an e-mail address to join a project on this server with a role and access to some of its environments. You are signed in as{" "}
+        <strong>{user.email}</strong>; the invitation works only for the address it was sent to.
+      </p>
+      <ErrorText error={action.error}>
+        {status === 403 && (
+          <button
+            type="button"
+            onClick={async () => {
+              await post("/api/auth/sign-out").catch(() => undefined);
+              sessionStorage.setItem("returnTo", window.location.pathname + window.location.hash);
+              window.location.assign("/sign-in");
+            }}
+          >
+            Sign in with another account
+          </button>
+        )}
+      </ErrorText>
+      {status === 410 && <p>Ask the person who invited you for a new invitation.</p>}
+      <div class="actions">
+        <button
+          type="button"
+          class="primary"
+          disabled={action.busy || status === 410}
+          onClick={async () => {
+            setStatus(undefined);
+            const result = await action.run(async () => {
+              try {
+                return await post<{ projectId: string; role: string }>("/api/invitations/accept", { token });
+              } catch (e) {
+                if (e instanceof ApiError) setStatus(e.status);
+                throw e;
+              }
+            });
+            if (!result) return;
+            // The fragment holds a now-used token: drop it from the address bar and history.
+            history.replaceState(null, "", "/invite");
+            let name: string | undefined;
+            try {
+              name = (await get<{ project: Project }>(projectPath(result.projectId))).project.name;
+            } catch (e) {
+              void messageOf(e);
+            }
+            setJoined({ ...result, name });
+          }}
+        >
+          {action.busy ? "Accepting…" : "Accept invitation"}
+        </button>
+        <button type="button" onClick={() => navigate("/")}>
+          Not now
+        </button>
+      </div>
+    </section>
+  );
+}

@@ -1,0 +1,169 @@
+// One project: tabs for each environment the caller can see, then the project's other
+// pages as the caller's permissions allow. The project (and so the permissions) is
+// fetched again on every visit: a role may have changed since.
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ENVIRONMENTS, del, get, patch, projectPath, type Project } from "../api.ts";
+import { navigate } from "../router.ts";
+import { Confirm, ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import { AccessPage } from "./access.tsx";
+import { AuditPage } from "./audit.tsx";
+import { ImportPage } from "./import.tsx";
+import { MembersPage } from "./members.tsx";
+import { SecretsPage } from "./secrets.tsx";
+import { SecurityPage } from "./security.tsx";
+import { VercelPage } from "./vercel.tsx";
+
+const SECTIONS = [
+  { slug: "members", label: "Members", permission: "members:read" },
+  { slug: "access", label: "Environment access", permission: "environments:manage" },
+  { slug: "audit", label: "Audit log", permission: "audit:read" },
+  { slug: "security", label: "Security", permission: "audit:read" },
+  { slug: "vercel", label: "Vercel", permission: "integrations:manage" },
+  { slug: "settings", label: "Settings", permission: "project:update" },
+] as const;
+
+export function ProjectPage({ projectId, section, sub }: { projectId: string; section?: string; sub?: string }) {
+  const project = useLoad(() => get<{ project: Project }>(projectPath(projectId)).then((r) => r.project), [projectId]);
+  // Fresh permissions on every page change, without blanking the page while they load.
+  const first = useRef(true);
+  useEffect(() => {
+    if (first.current) first.current = false;
+    else void project.reload();
+  }, [section]);
+  return (
+    <LoadState loaded={project}>
+      {(p) => <ProjectView project={p} section={section} sub={sub} reload={project.reload} />}
+    </LoadState>
+  );
+}
+
+function ProjectView({ project, section, sub, reload }: { project: Project; section?: string; sub?: string; reload(): Promise<void> }) {
+  const can = (permission: string) => project.permissions.includes(permission);
+  const base = `/projects/${project.id}`;
+  const firstEnv = project.environments[0];
+
+  useEffect(() => {
+    if (!section && firstEnv) navigate(`${base}/${firstEnv}`, { replace: true });
+  }, [section, firstEnv, base]);
+
+  const env = ENVIRONMENTS.find((e) => e === section);
+  let body;
+  if (env) {
+    if (!project.environments.includes(env)) {
+      body = <p class="notice">You do not have access to the {env} environment of this project. Ask an owner or admin for access.</p>;
+    } else if (sub === "import") {
+      body = <ImportPage key={env} project={project} env={env} />;
+    } else {
+      body = <SecretsPage key={env} project={project} env={env} onChanged={reload} />;
+    }
+  } else if (!section) {
+    body = firstEnv ? null : <p class="notice">You have no access to any environment of this project yet. Ask an owner or admin for access.</p>;
+  } else if (section === "members") body = <MembersPage project={project} onChanged={reload} />;
+  else if (section === "access") body = <AccessPage project={project} />;
+  else if (section === "audit") body = <AuditPage project={project} />;
+  else if (section === "security") body = <SecurityPage project={project} />;
+  else if (section === "vercel") body = <VercelPage project={project} />;
+  else if (section === "settings") body = <SettingsPage project={project} onChanged={reload} />;
+  else body = <p>There is no such page in this project.</p>;
+
+  return (
+    <section>
+      <div class="page-head">
+        <div>
+          <p class="crumbs">
+            <Link href="/">Projects</Link> /
+          </p>
+          <h1>{project.name}</h1>
+          {project.description && <p class="muted">{project.description}</p>}
+        </div>
+        <span class={`badge role-${project.role}`} title="Your role in this project">
+          {project.role}
+        </span>
+      </div>
+      <nav class="tabs" aria-label="Project">
+        {project.environments.map((e) => (
+          <Link key={e} href={`${base}/${e}`} aria-current={section === e ? "page" : undefined}>
+            {envLabel(e)}
+          </Link>
+        ))}
+        {SECTIONS.filter((s) => can(s.permission) || (s.slug === "settings" && can("project:delete"))).map((s) => (
+          <Link key={s.slug} href={`${base}/${s.slug}`} aria-current={section === s.slug ? "page" : undefined}>
+            {s.label}
+          </Link>
+        ))}
+      </nav>
+      {body}
+    </section>
+  );
+}
+
+function SettingsPage({ project, onChanged }: { project: Project; onChanged(): Promise<void> }) {
+  const [name, setName] = useState(project.name);
+  const [description, setDescription] = useState(project.description ?? "");
+  const [saved, setSaved] = useState(false);
+  const [deleting, setDeleting] = useState(false);
+  const action = useAction();
+  const canUpdate = project.permissions.includes("project:update");
+  return (
+    <div class="stack">
+      <h2>Settings</h2>
+      {canUpdate && (
+        <form
+          class="card"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setSaved(false);
+            const changes: Record<string, unknown> = {};
+            if (name.trim() !== project.name) changes.name = name.trim();
+            if (description.trim() !== (project.description ?? "")) changes.description = description.trim() || null;
+            const result = await action.run(() => patch(projectPath(project.id), changes));
+            if (result) {
+              setSaved(true);
+              await onChanged();
+            }
+          }}
+        >
+          <label class="field">
+            <span>Name</span>
+            <input required maxLength={60} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          </label>
+          <label class="field">
+            <span>Description</span>
+            <textarea maxLength={280} rows={3} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+          </label>
+          <ErrorText error={action.error} />
+          <p class="status" role="status">
+            {saved ? "Saved." : ""}
+          </p>
+          <button type="submit" class="primary" disabled={action.busy}>
+            {action.busy ? "Saving…" : "Save"}
+          </button>
+        </form>
+      )}
+      {project.permissions.includes("project:delete") && (
+        <div class="card danger-zone">
+          <h3>Delete this project</h3>
+          <p>Deleting removes every secret, version, member, invitation, environment grant and integration of the project. The audit log is kept. This cannot be undone.</p>
+          <button type="button" class="danger" onClick={() => setDeleting(true)}>
+            Delete project
+          </button>
+        </div>
+      )}
+      {deleting && (
+        <Confirm
+          title={`Delete ${project.name}?`}
+          confirmLabel="Delete project"
+          danger
+          typed={project.name}
+          onClose={() => setDeleting(false)}
+          onConfirm={async () => {
+            await del(projectPath(project.id));
+            navigate("/");
+          }}
+        >
+          <p>All secrets of this project will be gone for everyone.</p>
+        </Confirm>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,114 @@
+// The project list and the create form.
+import { useState } from "preact/hooks";
+import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.ts";
+import { navigate } from "../router.ts";
+import { Dialog, ErrorText, Link, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+
+export function ProjectsPage() {
+  const projects = useLoad(() => get<{ projects: Project[] }>("/api/projects").then((r) => r.projects), []);
+  const [creating, setCreating] = useState(false);
+  return (
+    <section>
+      <div class="page-head">
+        <h1>Projects</h1>
+        <button type="button" class="primary" onClick={() => setCreating(true)}>
+          New project
+        </button>
+      </div>
+      <LoadState loaded={projects}>
+        {(list) =>
+          list.length === 0 ? (
+            <p class="empty">No projects yet. Create one to start storing secrets.</p>
+          ) : (
+            <ul class="project-list">
+              {list.map((project) => (
+                <li key={project.id} class="card project-card">
+                  <h2>
+                    <Link href={`/projects/${project.id}`}>{project.name}</Link>
+                  </h2>
+                  {project.description && <p>{project.description}</p>}
+                  <p class="meta">
+                    <span class={`badge role-${project.role}`}>{project.role}</span>
+                    <span>
+                      updated <Time iso={project.updatedAt} />
+                    </span>
+                  </p>
+                  <ul class="counts" aria-label={`Secrets in ${project.name}`}>
+                    {project.environments.map((env) => (
+                      <li key={env}>
+                        <Link href={`/projects/${project.id}/${env}`}>
+                          {envLabel(env)}: {project.secretCounts[env] ?? 0} {(project.secretCounts[env] ?? 0) === 1 ? "secret" : "secrets"}
+                        </Link>
+                      </li>
+                    ))}
+                  </ul>
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </LoadState>
+      {creating && <CreateProject onClose={() => setCreating(false)} />}
+    </section>
+  );
+}
+
+function CreateProject({ onClose }: { onClose(): void }) {
+  const [name, setName] = useState("");
+  const [description, setDescription] = useState("");
+  const [environments, setEnvironments] = useState<Environment[]>([...ENVIRONMENTS]);
+  const action = useAction();
+  return (
+    <Dialog title="New project" onClose={onClose}>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const result = await action.run(() =>
+            post<{ project: Project }>("/api/projects", {
+              name: name.trim(),
+              ...(description.trim() ? { description: description.trim() } : {}),
+              environments: ENVIRONMENTS.filter((env) => environments.includes(env)),
+            }),
+          );
+          if (result) {
+            onClose();
+            navigate(`/projects/${result.project.id}`);
+          }
+        }}
+      >
+        <label class="field">
+          <span>Name</span>
+          <input required maxLength={60} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+        </label>
+        <label class="field">
+          <span>Description (optional)</span>
+          <textarea maxLength={280} rows={2} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+        </label>
+        <fieldset>
+          <legend>Environments</legend>
+          {ENVIRONMENTS.map((env) => (
+            <label key={env} class="check">
+              <input
+                type="checkbox"
+                checked={environments.includes(env)}
+                onChange={(e) =>
+                  setEnvironments(e.currentTarget.checked ? [...environments, env] : environments.filter((x) => x !== env))
+                }
+              />
+              {envLabel(env)}
+            </label>
+          ))}
+        </fieldset>
+        <ErrorText error={action.error} />
+        <div class="actions">
+          <button type="submit" class="primary" disabled={action.busy || environments.length === 0}>
+            {action.busy ? "Creating…" : "Create project"}
+          </button>
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}

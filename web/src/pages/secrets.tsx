@@ -1,0 +1,479 @@
+// The secrets of one environment: search, reveal (audited), copy, create, edit or rename
+// with expectedVersion, delete, history with old values and restore, export.
+// Values live only in this component's memory: never in storage or the URL.
+import { useState } from "preact/hooks";
+import { del, envPath, get, patch, post, request, type Environment, type Project, type SecretMeta, type VersionEntry } from "../api.ts";
+import { Confirm, CopyButton, Dialog, ErrorText, Link, LoadState, Time, envLabel, messageOf, useAction, useLoad, whoLabel } from "../ui.tsx";
+
+export const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";
+
+interface SecretValue {
+  id: string;
+  key: string;
+  value: string;
+  version: number;
+  updatedAt: string;
+}
+
+export function SecretsPage({ project, env, onChanged }: { project: Project; env: Environment; onChanged(): Promise<void> }) {
+  const base = envPath(project.id, env);
+  const list = useLoad(() => get<{ secrets: SecretMeta[] }>(`${base}/secrets`).then((r) => r.secrets), [base]);
+  const [query, setQuery] = useState("");
+  const [revealed, setRevealed] = useState<Record<string, string>>({});
+  const [revealing, setRevealing] = useState<string | undefined>(undefined);
+  const [rowError, setRowError] = useState<string | undefined>(undefined);
+  const [creating, setCreating] = useState(false);
+  const [editing, setEditing] = useState<SecretMeta | undefined>(undefined);
+  const [deleting, setDeleting] = useState<SecretMeta | undefined>(undefined);
+  const [history, setHistory] = useState<SecretMeta | undefined>(undefined);
+  const can = (permission: string) => project.permissions.includes(permission);
+
+  async function readValue(secret: SecretMeta): Promise<string> {
+    const { secret: full } = await get<{ secret: SecretValue }>(`${base}/secrets/${secret.id}`);
+    return full.value;
+  }
+
+  async function reveal(secret: SecretMeta) {
+    setRowError(undefined);
+    setRevealing(secret.id);
+    try {
+      const value = await readValue(secret);
+      setRevealed((r) => ({ ...r, [secret.id]: value }));
+    } catch (e) {
+      setRowError(`${secret.key}: ${messageOf(e)}`);
+    } finally {
+      setRevealing(undefined);
+    }
+  }
+
+  function hide(id: string) {
+    setRevealed((r) => {
+      const { [id]: _gone, ...rest } = r;
+      return rest;
+    });
+  }
+
+  async function changed() {
+    await list.reload();
+    await onChanged();
+  }
+
+  const needle = query.trim().toLowerCase();
+  return (
+    <div class="stack">
+      <div class="toolbar">
+        <h2>{envLabel(env)} secrets</h2>
+        <div class="toolbar-actions">
+          {can("secrets:create") && (
+            <button type="button" class="primary" onClick={() => setCreating(true)}>
+              New secret
+            </button>
+          )}
+          {can("secrets:create") && (
+            <Link class="button" href={`/projects/${project.id}/${env}/import`}>
+              Import .env
+            </Link>
+          )}
+          <ExportButtons project={project} env={env} />
+        </div>
+      </div>
+      <label class="field search">
+        <span>Search keys</span>
+        <input type="search" value={query} onInput={(e) => setQuery(e.currentTarget.value)} placeholder="e.g. DATABASE" />
+      </label>
+      <p class="muted small" id="reveal-note">
+        Values stay hidden until you reveal or copy them. {REVEAL_NOTE}
+      </p>
+      <ErrorText error={rowError} />
+      <LoadState loaded={list}>
+        {(secrets) => {
+          const shown = secrets.filter((s) => s.key.toLowerCase().includes(needle));
+          if (secrets.length === 0) return <p class="empty">No secrets in {env} yet.</p>;
+          if (shown.length === 0) return <p class="empty">No key matches “{query}”.</p>;
+          return (
+            <div class="table-wrap">
+              <table class="secrets">
+                <caption class="sr-only">
+                  Secrets of {env}, most recently updated first
+                </caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Key</th>
+                    <th scope="col">Value</th>
+                    <th scope="col">Version</th>
+                    <th scope="col">Updated</th>
+                    <th scope="col">
+                      <span class="sr-only">Actions</span>
+                    </th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {shown.map((secret) => {
+                    const value = revealed[secret.id];
+                    return (
+                      <tr key={secret.id}>
+                        <th scope="row">
+                          <code>{secret.key}</code>
+                        </th>
+                        <td class="value-cell">
+                          {value === undefined ? (
+                            <span class="masked" aria-label="Hidden value">
+                              ••••••••
+                            </span>
+                          ) : (
+                            <code class="value">{value}</code>
+                          )}
+                        </td>
+                        <td>v{secret.version}</td>
+                        <td>
+                          <Time iso={secret.updatedAt} />
+                        </td>
+                        <td class="row-actions">
+                          {value === undefined ? (
+                            <button
+                              type="button"
+                              title={REVEAL_NOTE}
+                              aria-describedby="reveal-note"
+                              aria-label={`Reveal ${secret.key}`}
+                              disabled={revealing === secret.id}
+                              onClick={() => void reveal(secret)}
+                            >
+                              {revealing === secret.id ? "Revealing…" : "Reveal"}
+                            </button>
+                          ) : (
+                            <button type="button" aria-label={`Hide ${secret.key}`} onClick={() => hide(secret.id)}>
+                              Hide
+                            </button>
+                          )}
+                          <span title={REVEAL_NOTE}>
+                            <CopyButton ariaLabel={`Copy ${secret.key}`} text={() => value ?? readValue(secret)} />
+                          </span>
+                          {can("secrets:update") && (
+                            <button type="button" aria-label={`Edit ${secret.key}`} onClick={() => setEditing(secret)}>
+                              Edit
+                            </button>
+                          )}
+                          <button type="button" aria-label={`History of ${secret.key}`} onClick={() => setHistory(secret)}>
+                            History
+                          </button>
+                          {can("secrets:delete") && (
+                            <button type="button" class="danger-text" aria-label={`Delete ${secret.key}`} onClick={() => setDeleting(secret)}>
+                              Delete
+                            </button>
+                          )}
+                        </td>
+                      </tr>
+                    );
+                  })}
+                </tbody>
+              </table>
+            </div>
+          );
+        }}
+      </LoadState>
+      {creating && <CreateSecret base={base} env={env} onClose={() => setCreating(false)} onCreated={changed} />}
+      {editing && (
+        <EditSecret
+          base={base}
+          secret={editing}
+          onClose={() => setEditing(undefined)}
+          onSaved={async () => {
+            hide(editing.id);
+            await changed();
+          }}
+          onReload={async () => {
+            await list.reload();
+            const fresh = (await get<{ secrets: SecretMeta[] }>(`${base}/secrets`)).secrets.find((s) => s.id === editing.id);
+            hide(editing.id);
+            if (fresh) setEditing(fresh);
+            else setEditing(undefined);
+          }}
+        />
+      )}
+      {deleting && (
+        <Confirm
+          title={`Delete ${deleting.key}?`}
+          confirmLabel="Delete secret"
+          danger
+          onClose={() => setDeleting(undefined)}
+          onConfirm={async () => {
+            await del(`${base}/secrets/${deleting.id}`);
+            hide(deleting.id);
+            await changed();
+          }}
+        >
+          <p>
+            This removes <code>{deleting.key}</code> from {env} together with all its earlier versions. It cannot be undone.
+          </p>
+        </Confirm>
+      )}
+      {history && (
+        <HistoryDrawer
+          base={base}
+          secret={history}
+          canRestore={can("secrets:update")}
+          onClose={() => setHistory(undefined)}
+          onRestored={async () => {
+            hide(history.id);
+            await changed();
+          }}
+        />
+      )}
+    </div>
+  );
+}
+
+function CreateSecret({ base, env, onClose, onCreated }: { base: string; env: string; onClose(): void; onCreated(): Promise<void> }) {
+  const [key, setKey] = useState("");
+  const [value, setValue] = useState("");
+  const action = useAction();
+  const keyValid = key === "" || KEY_PATTERN.test(key);
+  return (
+    <Dialog title={`New secret in ${env}`} onClose={onClose}>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const result = await action.run(() => post(`${base}/secrets`, { key, value }));
+          if (result) {
+            onClose();
+            await onCreated();
+          }
+        }}
+      >
+        <label class="field">
+          <span>Key</span>
+          <input
+            required
+            maxLength={128}
+            value={key}
+            onInput={(e) => setKey(e.currentTarget.value)}
+            autoComplete="off"
+            spellcheck={false}
+            aria-invalid={!keyValid}
+            aria-describedby="key-hint"
+          />
+          <small id="key-hint" class={keyValid ? "muted" : "error-text"}>
+            Letters, digits and underscores; not starting with a digit.
+          </small>
+        </label>
+        <label class="field">
+          <span>Value</span>
+          <textarea required maxLength={10000} rows={4} value={value} onInput={(e) => setValue(e.currentTarget.value)} autoComplete="off" spellcheck={false} />
+        </label>
+        <ErrorText error={action.error} />
+        <div class="actions">
+          <button type="submit" class="primary" disabled={action.busy || !keyValid}>
+            {action.busy ? "Saving…" : "Create secret"}
+          </button>
+          <button type="button" onClick={onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+function EditSecret(props: { base: string; secret: SecretMeta; onClose(): void; onSaved(): Promise<void>; onReload(): Promise<void> }) {
+  const { secret } = props;
+  const [key, setKey] = useState(secret.key);
+  const [value, setValue] = useState("");
+  const action = useAction();
+  const keyValid = KEY_PATTERN.test(key);
+  return (
+    <Dialog title={`Edit ${secret.key}`} onClose={props.onClose}>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          const body: Record<string, unknown> = { expectedVersion: secret.version };
+          if (key !== secret.key) body.key = key;
+          if (value !== "") body.value = value;
+          const result = await action.run(() => patch(`${props.base}/secrets/${secret.id}`, body));
+          if (result) {
+            props.onClose();
+            await props.onSaved();
+          }
+        }}
+      >
+        <p class="muted small">Editing version {secret.version}. Saving fails if someone else changes the secret in the meantime.</p>
+        <label class="field">
+          <span>Key</span>
+          <input required maxLength={128} value={key} onInput={(e) => setKey(e.currentTarget.value)} autoComplete="off" spellcheck={false} aria-invalid={!keyValid} />
+        </label>
+        <label class="field">
+          <span>New value</span>
+          <textarea
+            maxLength={10000}
+            rows={4}
+            value={value}
+            onInput={(e) => setValue(e.currentTarget.value)}
+            placeholder="Leave empty to keep the current value"
+            autoComplete="off"
+            spellcheck={false}
+          />
+        </label>
+        <ErrorText error={action.error}>
+          {action.errorStatus === 409 && (
+            <button
+              type="button"
+              onClick={async () => {
+                action.clear();
+                await props.onReload();
+              }}
+            >
+              Reload
+            </button>
+          )}
+        </ErrorText>
+        <div class="actions">
+          <button type="submit" class="primary" disabled={action.busy || !keyValid}>
+            {action.busy ? "Saving…" : "Save"}
+          </button>
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+const CHANGE_LABELS: Record<VersionEntry["changeType"], string> = {
+  CREATED: "Created",
+  UPDATED: "Updated",
+  ROLLED_BACK: "Restored",
+  BASELINE: "Baseline",
+};
+
+function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: boolean; onClose(): void; onRestored(): Promise<void> }) {
+  const path = `${props.base}/secrets/${props.secret.id}/versions`;
+  const history = useLoad(() => get<{ currentVersion: number; versions: VersionEntry[] }>(path), [path]);
+  const [values, setValues] = useState<Record<number, string>>({});
+  const [restoring, setRestoring] = useState<VersionEntry | undefined>(undefined);
+  const reveal = useAction();
+  return (
+    <Dialog title={`History of ${props.secret.key}`} onClose={props.onClose} drawer>
+      <p class="muted small">{REVEAL_NOTE}</p>
+      <ErrorText error={reveal.error} />
+      <LoadState loaded={history}>
+        {(h) => (
+          <ol class="versions">
+            {h.versions.map((v) => (
+              <li key={v.versionNumber} class={v.isCurrent ? "current" : undefined}>
+                <div class="version-head">
+                  <strong>v{v.versionNumber}</strong>
+                  <span class={`badge change-${v.changeType.toLowerCase()}`}>{CHANGE_LABELS[v.changeType] ?? v.changeType}</span>
+                  {v.isCurrent && <span class="badge">current</span>}
+                </div>
+                <p class="small">
+                  {v.changeType === "ROLLED_BACK" && v.restoredFromVersion !== undefined && <>From v{v.restoredFromVersion}, </>}
+                  by {whoLabel(v.changedBy)}, <Time iso={v.createdAt} />
+                  {v.key !== props.secret.key && (
+                    <>
+                      {" "}
+                      as <code>{v.key}</code>
+                    </>
+                  )}
+                </p>
+                {values[v.versionNumber] !== undefined && <code class="value block">{values[v.versionNumber]}</code>}
+                <div class="row-actions">
+                  {values[v.versionNumber] === undefined ? (
+                    <button
+                      type="button"
+                      title={REVEAL_NOTE}
+                      aria-label={`Reveal version ${v.versionNumber}`}
+                      onClick={() =>
+                        void reveal.run(async () => {
+                          const { version } = await get<{ version: { versionNumber: number; value: string } }>(`${path}/${v.versionNumber}`);
+                          setValues((all) => ({ ...all, [v.versionNumber]: version.value }));
+                        })
+                      }
+                    >
+                      Reveal
+                    </button>
+                  ) : (
+                    <button
+                      type="button"
+                      aria-label={`Hide version ${v.versionNumber}`}
+                      onClick={() =>
+                        setValues((all) => {
+                          const { [v.versionNumber]: _gone, ...rest } = all;
+                          return rest;
+                        })
+                      }
+                    >
+                      Hide
+                    </button>
+                  )}
+                  {props.canRestore && !v.isCurrent && (
+                    <button type="button" aria-label={`Restore version ${v.versionNumber}`} onClick={() => setRestoring(v)}>
+                      Restore
+                    </button>
+                  )}
+                </div>
+              </li>
+            ))}
+          </ol>
+        )}
+      </LoadState>
+      {restoring && history.data && (
+        <Confirm
+          title={`Restore version ${restoring.versionNumber}?`}
+          confirmLabel="Restore"
+          onClose={() => setRestoring(undefined)}
+          onConfirm={async () => {
+            await post(`${path}/${restoring.versionNumber}/restore`, { expectedVersion: history.data!.currentVersion });
+            await history.reload();
+            await props.onRestored();
+          }}
+        >
+          <p>
+            The value of version {restoring.versionNumber} becomes the current value as a new version (v{history.data.currentVersion + 1}). Nothing is
+            deleted.
+          </p>
+        </Confirm>
+      )}
+    </Dialog>
+  );
+}
+
+function ExportButtons({ project, env }: { project: Project; env: Environment }) {
+  const action = useAction();
+  const [which, setWhich] = useState<string | undefined>(undefined);
+  if (!project.permissions.includes("secrets:read")) return null;
+  async function download(format: "dotenv" | "json") {
+    setWhich(format);
+    await action.run(async () => {
+      const res = await request("GET", `${envPath(project.id, env)}/export${format === "dotenv" ? "?format=dotenv" : ""}`);
+      const blob = format === "dotenv" ? new Blob([await res.text()], { type: "text/plain" }) : new Blob([await res.text()], { type: "application/json" });
+      const name = format === "dotenv" ? `.env.${env}` : `${project.name.replace(/[^A-Za-z0-9._-]+/g, "-")}.${env}.json`;
+      const url = URL.createObjectURL(blob);
+      const anchor = document.createElement("a");
+      anchor.href = url;
+      anchor.download = name;
+      document.body.append(anchor);
+      anchor.click();
+      anchor.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    });
+    setWhich(undefined);
+  }
+  const note = "Exports contain every value of this environment in plain text; each export is recorded in the audit log.";
+  return (
+    <>
+      <button type="button" title={note} disabled={action.busy} onClick={() => void download("dotenv")}>
+        {action.busy && which === "dotenv" ? "Exporting…" : "Download .env"}
+      </button>
+      <button type="button" title={note} disabled={action.busy} onClick={() => void download("json")}>
+        {action.busy && which === "json" ? "Exporting…" : "Download JSON"}
+      </button>
+      {action.error && (
+        <span class="error-text" role="alert">
+          {action.error}
+        </span>
+      )}
+    </>
+  );
+}
+

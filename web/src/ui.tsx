@@ -1,0 +1,256 @@
+// Small shared pieces: links, loading data, running actions with progress and the API's
+// error message, dialogs, times.
+import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { ApiError } from "./api.ts";
+import { onLinkClick } from "./router.ts";
+
+export function Link(props: AnchorHTMLAttributes<HTMLAnchorElement> & { href: string }) {
+  return <a {...props} onClick={onLinkClick} />;
+}
+
+export function messageOf(error: unknown): string {
+  if (error instanceof ApiError) return error.message;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+export interface Loaded<T> {
+  data: T | undefined;
+  error: unknown;
+  loading: boolean;
+  reload(): Promise<void>;
+  setData(data: T): void;
+}
+
+/** Loads data when deps change; reload() fetches again. Stale answers are dropped. */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(undefined);
+  const [loading, setLoading] = useState(true);
+  const generation = useRef(0);
+  const reload = useCallback(async () => {
+    const mine = ++generation.current;
+    setLoading(true);
+    try {
+      const value = await load();
+      if (mine === generation.current) {
+        setData(value);
+        setError(undefined);
+      }
+    } catch (e) {
+      if (mine === generation.current) setError(e);
+    } finally {
+      if (mine === generation.current) setLoading(false);
+    }
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, deps);
+  useEffect(() => {
+    setData(undefined);
+    void reload();
+  }, [reload]);
+  return { data, error, loading, reload, setData };
+}
+
+export interface Action {
+  busy: boolean;
+  error: string | undefined;
+  errorStatus: number | undefined;
+  run<T>(fn: () => Promise<T>): Promise<T | undefined>;
+  clear(): void;
+}
+
+/** Runs one user action at a time, exposing progress and the API's message on failure. */
+export function useAction(): Action {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const [errorStatus, setErrorStatus] = useState<number | undefined>(undefined);
+  const run = useCallback(async <T,>(fn: () => Promise<T>) => {
+    setBusy(true);
+    setError(undefined);
+    setErrorStatus(undefined);
+    try {
+      return await fn();
+    } catch (e) {
+      setError(messageOf(e));
+      setErrorStatus(e instanceof ApiError ? e.status : undefined);
+      return undefined;
+    } finally {
+      setBusy(false);
+    }
+  }, []);
+  const clear = useCallback(() => {
+    setError(undefined);
+    setErrorStatus(undefined);
+  }, []);
+  return { busy, error, errorStatus, run, clear };
+}
+
+export function ErrorText({ error, children }: { error?: string | undefined; children?: ComponentChildren }) {
+  if (!error) return null;
+  return (
+    <div class="error" role="alert">
+      <span>{error}</span>
+      {children}
+    </div>
+  );
+}
+
+export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children: (data: T) => ComponentChildren }) {
+  if (loaded.error) {
+    return (
+      <ErrorText error={messageOf(loaded.error)}>
+        <button type="button" class="link" onClick={() => void loaded.reload()}>
+          Try again
+        </button>
+      </ErrorText>
+    );
+  }
+  if (loaded.data === undefined) return <p class="muted" role="status">Loading…</p>;
+  return <>{children(loaded.data)}</>;
+}
+
+export function Busy({ busy, idle, working }: { busy: boolean; idle: string; working: string }) {
+  return <>{busy ? working : idle}</>;
+}
+
+/** A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. */
+export function Dialog(props: { title: string; onClose(): void; children: ComponentChildren; drawer?: boolean; wide?: boolean }) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current!;
+    const opener = document.activeElement as HTMLElement | null;
+    dialog.showModal();
+    return () => {
+      dialog.close();
+      opener?.focus?.();
+    };
+  }, []);
+  const titleId = useRef(`dialog-${Math.random().toString(36).slice(2)}`).current;
+  return (
+    <dialog
+      ref={ref}
+      class={props.drawer ? "drawer" : props.wide ? "wide" : undefined}
+      aria-labelledby={titleId}
+      onCancel={(e) => {
+        e.preventDefault();
+        props.onClose();
+      }}
+    >
+      <header class="dialog-head">
+        <h2 id={titleId}>{props.title}</h2>
+        <button type="button" class="icon" aria-label="Close" onClick={props.onClose}>
+          ×
+        </button>
+      </header>
+      <div class="dialog-body">{props.children}</div>
+    </dialog>
+  );
+}
+
+/** A confirmation dialog; with `typed`, the user must type that word to confirm. */
+export function Confirm(props: {
+  title: string;
+  children: ComponentChildren;
+  confirmLabel: string;
+  danger?: boolean;
+  typed?: string;
+  onConfirm(): Promise<unknown>;
+  onClose(): void;
+}) {
+  const action = useAction();
+  const [typed, setTyped] = useState("");
+  const ready = !props.typed || typed === props.typed;
+  return (
+    <Dialog title={props.title} onClose={props.onClose}>
+      <form
+        onSubmit={async (e) => {
+          e.preventDefault();
+          if (!ready) return;
+          const done = await action.run(async () => {
+            await props.onConfirm();
+            return true;
+          });
+          if (done) props.onClose();
+        }}
+      >
+        {props.children}
+        {props.typed && (
+          <label class="field">
+            <span>
+              Type <strong>{props.typed}</strong> to confirm
+            </span>
+            <input value={typed} onInput={(e) => setTyped(e.currentTarget.value)} autoComplete="off" spellcheck={false} />
+          </label>
+        )}
+        <ErrorText error={action.error} />
+        <div class="actions">
+          <button type="submit" class={props.danger ? "danger" : "primary"} disabled={!ready || action.busy}>
+            {action.busy ? "Working…" : props.confirmLabel}
+          </button>
+          <button type="button" onClick={props.onClose}>
+            Cancel
+          </button>
+        </div>
+      </form>
+    </Dialog>
+  );
+}
+
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+
+export function formatTime(iso: string | undefined | null): string {
+  if (!iso) return "—";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : dateTime.format(date);
+}
+
+export function Time({ iso }: { iso: string | undefined | null }) {
+  if (!iso) return <span class="muted">—</span>;
+  return (
+    <time dateTime={iso} title={iso}>
+      {formatTime(iso)}
+    </time>
+  );
+}
+
+export function CopyButton({ text, label = "Copy", ariaLabel }: { text: string | (() => Promise<string> | string); label?: string; ariaLabel?: string }) {
+  const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
+  return (
+    <button
+      type="button"
+      aria-label={ariaLabel}
+      onClick={async () => {
+        setState("copying");
+        try {
+          await navigator.clipboard.writeText(typeof text === "string" ? text : await text());
+          setState("copied");
+        } catch {
+          setState("failed");
+        }
+        setTimeout(() => setState("idle"), 2000);
+      }}
+    >
+      {state === "copying" ? "Copying…" : state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : label}
+    </button>
+  );
+}
+
+export function Status({ message }: { message: string | undefined }) {
+  return (
+    <p class="status" role="status">
+      {message ?? ""}
+    </p>
+  );
+}
+
+export function envLabel(env: string): string {
+  return env.charAt(0).toUpperCase() + env.slice(1);
+}
+
+export function whoLabel(who: { email?: string | null; isYou: boolean; isMember?: boolean } | null | undefined): string {
+  if (!who) return "system";
+  if (who.isYou) return "you";
+  const name = who.email ?? "a former member";
+  return who.isMember === false ? `${name} (no longer a member)` : name;
+}
