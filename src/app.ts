@@ -30,6 +30,10 @@ import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
+import { createInboxRepo } from "./invitations/inbox.repo.ts";
+import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
+import { createInboxService } from "./invitations/inbox.service.ts";
+import { createInvitationMailer } from "./invitations/invitation-mail.ts";
 import { createLocalRepo } from "./sign-in/local.repo.ts";
 import { registerLocalRoutes } from "./sign-in/local.routes.ts";
 import { createLocalAccounts } from "./sign-in/local.service.ts";
@@ -159,7 +163,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
   const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
-  const invitations = createInvitationsService({ db, repo: membersRepo, access, audit, clock, config });
+  const invitations = createInvitationsService({
+    db,
+    repo: membersRepo,
+    access,
+    audit,
+    clock,
+    config,
+    mailer: createInvitationMailer(db, config, log),
+  });
+  const inbox = createInboxService({ repo: createInboxRepo(db), invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
   const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
 
@@ -179,6 +192,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerProjectRoutes(app, { auth, access, projects });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
+  registerInboxRoutes(app, { auth, inbox });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerUiRoutes(app);
 

@@ -258,3 +258,32 @@ test("OIDC: production refuses to start with an unreachable or wrong issuer; dev
   assert.equal(res.status, 302);
   assert.equal(res.headers.get("location"), "/sign-in?error=provider_unavailable");
 });
+
+test("OIDC: only a verified e-mail sees and accepts invitations", async (t) => {
+  const { provider, server } = await setup(t);
+  const aliceBrowser = new Browser();
+  await signIn(server, aliceBrowser);
+  const alice = apiClient(server, aliceBrowser);
+  const project = await alice.createProject({ name: "infra", environments: ["production"] });
+  const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.com", role: "viewer" });
+  assert.equal(invited.status, 201);
+
+  // Bob's provider has not verified his address: the invitation is not his to see or take.
+  provider.loginAs = "bob-sub";
+  const bobBrowser = new Browser();
+  await signIn(server, bobBrowser);
+  const bob = apiClient(server, bobBrowser);
+  assert.deepEqual((await bob.json("GET", "/api/invitations")).body, { emailVerified: false, invitations: [] });
+  const refused = await bob.json("POST", `/api/invitations/${invited.body.invitation.id}/accept`);
+  assert.deepEqual([refused.status, refused.body], [404, { error: "Invitation not found." }]);
+
+  // Once the provider verifies it, the next sign-in refreshes the flag and the invitation shows.
+  provider.accounts["bob-sub"]!.email_verified = true;
+  const again = new Browser();
+  await signIn(server, again);
+  const bob2 = apiClient(server, again);
+  const list = await bob2.json("GET", "/api/invitations");
+  assert.equal(list.body.invitations.length, 1);
+  const accepted = await bob2.json("POST", `/api/invitations/${invited.body.invitation.id}/accept`);
+  assert.deepEqual([accepted.status, accepted.body], [200, { projectId: project.id, role: "viewer" }]);
+});

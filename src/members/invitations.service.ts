@@ -7,6 +7,7 @@ import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import type { InvitationMailer } from "../invitations/invitation-mail.ts";
 import type { InvitationRow, MembersRepo } from "./members.repo.ts";
 import type { AssignableRole } from "./members.service.ts";
 
@@ -18,6 +19,8 @@ export interface InvitationView {
   createdAt: string;
   expiresAt: string;
   expired: boolean;
+  /** Only when SMTP_URL is set: whether the invitation e-mail reached the mail server. */
+  delivery?: "sent" | "failed";
 }
 
 export interface NewInvitation {
@@ -44,6 +47,8 @@ interface Deps {
   audit: AuditWriter;
   clock: Clock;
   config: Pick<Config, "isProduction" | "appUrl">;
+  /** Present when SMTP_URL is set: e-mails each new invitation's accept link. */
+  mailer?: InvitationMailer;
 }
 
 function environmentsOf(row: InvitationRow): Environment[] {
@@ -51,7 +56,7 @@ function environmentsOf(row: InvitationRow): Environment[] {
   return ENVIRONMENTS.filter((e) => stored.includes(e));
 }
 
-export function createInvitationsService({ db, repo, access, audit, clock, config }: Deps) {
+export function createInvitationsService({ db, repo, access, audit, clock, config, mailer }: Deps) {
   function isExpired(row: InvitationRow): boolean {
     return Date.parse(row.expiresAt) <= clock.now().getTime();
   }
@@ -65,6 +70,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
       createdAt: row.createdAt,
       expiresAt: row.expiresAt,
       expired: isExpired(row),
+      ...(row.deliveryStatus === "sent" || row.deliveryStatus === "failed" ? { delivery: row.deliveryStatus } : {}),
     };
   }
 
@@ -118,7 +124,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
      * Creates a pending invitation. The token exists in plain text only in what this returns
      * (devAcceptUrl outside production); the database keeps its hash.
      */
-    create(caller: Caller, projectId: string, input: NewInvitation): { invitation: InvitationView; devAcceptUrl?: string } {
+    async create(caller: Caller, projectId: string, input: NewInvitation): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
       const token = randomToken(TOKEN_BYTES);
       const row = writeTransaction(db, () => {
         const projectAccess = access.require(caller.userId, projectId, "members:invite");
@@ -164,6 +170,8 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
         });
         return inserted;
       });
+      // After the transaction: the network call must not hold the write lock.
+      if (mailer) row.deliveryStatus = await mailer.deliver(row, `${config.appUrl}/invite#${token}`);
       const invitation = toView(row);
       // In production the link is never returned: only the invitee's mailbox may see it.
       if (config.isProduction) return { invitation };

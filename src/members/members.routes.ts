@@ -92,7 +92,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
               body.environments,
               "environments must be a list of distinct environments: development, staging, production.",
             );
-      const result = invitations.create(auth.caller(req), projectId, { email, role, environments });
+      const result = await invitations.create(auth.caller(req), projectId, { email, role, environments });
       return reply.code(201).send(result);
     },
   );

@@ -1,0 +1,63 @@
+import type { Caller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import { HttpError } from "../core/errors.ts";
+import { INVITATION_NOT_FOUND, type InvitationsService } from "../members/invitations.service.ts";
+import type { InboxRepo } from "./inbox.repo.ts";
+
+export interface InboxInvitation {
+  id: string;
+  project: { id: string; name: string };
+  role: "admin" | "member" | "viewer";
+  environments: string[];
+  invitedBy: { email: string | null; name: string | null } | null;
+  createdAt: string;
+  expiresAt: string;
+}
+
+interface Deps {
+  repo: InboxRepo;
+  invitations: InvitationsService;
+  clock: Clock;
+}
+
+export type InboxService = ReturnType<typeof createInboxService>;
+
+/**
+ * Invitations that reach people without a link: a signed-in user whose VERIFIED e-mail is
+ * the invited address sees the invitation and can accept it by id. Acceptance goes through
+ * the members feature's single acceptInvitation, so the rules are exactly the token's.
+ */
+export function createInboxService({ repo, invitations, clock }: Deps) {
+  function verifiedEmail(caller: Caller): string | undefined {
+    const email = caller.email?.trim().toLowerCase();
+    return caller.emailVerified && email ? email : undefined;
+  }
+
+  return {
+    list(caller: Caller): { invitations: InboxInvitation[]; emailVerified: boolean } {
+      const email = verifiedEmail(caller);
+      if (!email) return { invitations: [], emailVerified: false };
+      const rows = repo.listPendingFor(email, caller.userId, clock.now().toISOString());
+      return {
+        emailVerified: true,
+        invitations: rows.map((r) => ({
+          id: r.id,
+          project: { id: r.projectId, name: r.projectName },
+          role: r.role,
+          environments: JSON.parse(r.environments) as string[],
+          invitedBy: r.inviterEmail === null && r.inviterName === null ? null : { email: r.inviterEmail, name: r.inviterName },
+          createdAt: r.createdAt,
+          expiresAt: r.expiresAt,
+        })),
+      };
+    },
+
+    accept(caller: Caller, invitationId: string): { projectId: string; role: string } {
+      const row = invitations.findInvitation(invitationId);
+      const email = verifiedEmail(caller);
+      // Someone else's invitation looks like no invitation: ids cannot be probed.
+      if (!row || !email || row.email.toLowerCase() !== email) throw new HttpError(404, INVITATION_NOT_FOUND);
+      return invitations.acceptInvitation(caller, row);
+    },
+  };
+}

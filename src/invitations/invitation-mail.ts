@@ -1,0 +1,79 @@
+import { eq } from "drizzle-orm";
+import nodemailer from "nodemailer";
+import type { Logger } from "pino";
+import type { Config } from "../core/config.ts";
+import type { Db } from "../core/db.ts";
+import { invitations, projects, users } from "../core/schema.ts";
+
+export type DeliveryStatus = "not_configured" | "sent" | "failed";
+
+/** What invitations.service needs: send one invitation's link, record and return the outcome. */
+export interface InvitationMailer {
+  deliver(invitation: { id: string; projectId: string; email: string; role: string; expiresAt: string; invitedBy: string | null }, acceptUrl: string): Promise<DeliveryStatus>;
+}
+
+const ROLE_WORDS: Record<string, string> = { admin: "an admin", member: "a member", viewer: "a viewer" };
+
+/**
+ * Invitation e-mail over SMTP_URL (nodemailer). The accept link carries the invitation
+ * token, so it goes only into the message to the invited address: never into a log line,
+ * an error, or the API response. A failure is logged (without the link) and recorded as
+ * the invitation's delivery status, which the project's invitation list shows.
+ */
+export function createInvitationMailer(db: Db, config: Pick<Config, "smtp">, log: Pick<Logger, "info" | "warn">): InvitationMailer | undefined {
+  if (!config.smtp) return undefined;
+  const transport = nodemailer.createTransport({
+    url: config.smtp.url,
+    // An admin waits for the answer of the invite request, so a dead mail server must fail fast.
+    connectionTimeout: 10_000,
+    greetingTimeout: 10_000,
+    socketTimeout: 20_000,
+    logger: false,
+  });
+  const from = config.smtp.from;
+
+  function describeRecipientContext(projectId: string, invitedBy: string | null) {
+    const project = db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get();
+    const inviter = invitedBy
+      ? db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, invitedBy)).get()
+      : undefined;
+    return { projectName: project?.name ?? "a project", inviter: inviter?.name || inviter?.email || "Someone" };
+  }
+
+  return {
+    async deliver(invitation, acceptUrl) {
+      const { projectName, inviter } = describeRecipientContext(invitation.projectId, invitation.invitedBy);
+      const role = ROLE_WORDS[invitation.role] ?? invitation.role;
+      let status: DeliveryStatus;
+      try {
+        await transport.sendMail({
+          from,
+          to: invitation.email,
+          subject: `${inviter} invited you to ${projectName}`,
+          text: [
+            `${inviter} invited you to the project "${projectName}" as ${role}.`,
+            "",
+            "To accept, open this link and sign in with this e-mail address:",
+            "",
+            `  ${acceptUrl}`,
+            "",
+            `The link works once and until ${invitation.expiresAt}. You can also accept the invitation`,
+            "from the list shown after you sign in. If you did not expect it, ignore this e-mail.",
+          ].join("\n"),
+        });
+        status = "sent";
+        log.info({ invitationId: invitation.id }, "invitation e-mail sent");
+      } catch (error) {
+        status = "failed";
+        const e = error as NodeJS.ErrnoException & { responseCode?: number; command?: string };
+        // The code and the server's reply, never the message body (it holds the link).
+        log.warn(
+          { invitationId: invitation.id, code: e.code, responseCode: e.responseCode, command: e.command },
+          `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
+        );
+      }
+      db.update(invitations).set({ deliveryStatus: status }).where(eq(invitations.id, invitation.id)).run();
+      return status;
+    },
+  };
+}
