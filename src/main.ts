@@ -1,4 +1,5 @@
 import { buildApp } from "./app.ts";
+import { CLI_HELP, cliCommands } from "./cli/index.ts";
 import { auditCommand } from "./audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
 import { openDatabase } from "./core/db.ts";
@@ -17,6 +18,7 @@ Server commands:
   version          Print the version
   help             Show this help
 
+${CLI_HELP}
 Configuration comes from environment variables; see the README.
 `;
 
@@ -24,6 +26,7 @@ type Command = (args: string[]) => Promise<number>;
 
 const commands: Record<string, Command> = {
   serve: serve,
+  ...cliCommands,
   migrate: async () => {
     const config = loadConfig();
     openDatabase(config).$client.close();

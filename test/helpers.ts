@@ -326,7 +326,8 @@ export function runMain(
   options: { timeoutMs?: number; cwd?: string; input?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], {
+    // tsx resolved here, not from the cwd: a command run in another folder must still load it.
+    const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), ...args], {
       cwd: options.cwd ?? ROOT,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } as NodeJS.ProcessEnv,
       stdio: ["pipe", "pipe", "pipe"],

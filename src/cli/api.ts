@@ -1,0 +1,149 @@
+import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { CliError, EXIT, UnreachableError } from "./errors.ts";
+
+export const DEFAULT_SERVER = "http://localhost:8080";
+const REQUEST_TIMEOUT_MS = 30_000;
+// Refresh a little before the recorded expiry, so a token does not die in flight.
+const EXPIRY_MARGIN_MS = 30_000;
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+/** `https://host/` and `https://host` are the same server; anything but http(s) is refused. */
+export function normalizeServerUrl(input: string): string {
+  let url: URL;
+  try {
+    url = new URL(input.trim());
+  } catch {
+    throw new CliError(`"${input}" is not a URL. Use the server's address, for example https://secrets.example.com.`, EXIT.usage);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    throw new CliError(`The server URL must start with http:// or https:// (got "${input}").`, EXIT.usage);
+  }
+  return url.origin + url.pathname.replace(/\/+$/, "");
+}
+
+function loginHint(server: string): string {
+  return server === DEFAULT_SERVER ? "secrets-server login" : `secrets-server login --server ${server}`;
+}
+
+export function sessionEndedError(server: string): CliError {
+  return new CliError(`Your CLI session for ${server} has expired or was revoked. Run: ${loginHint(server)}`, EXIT.auth);
+}
+
+/** Turns an error answer into the CLI's message and exit code; the server's own sentence is kept. */
+export function errorFor(res: ApiResponse, server: string): CliError {
+  const message = typeof res.body?.error === "string" ? res.body.error : `The server answered ${res.status}.`;
+  if (res.status === 401) return sessionEndedError(server);
+  if (res.status === 403 || res.status === 404) return new CliError(message, EXIT.denied);
+  if (res.status >= 500) return new UnreachableError(`${server} failed: ${message}`);
+  return new CliError(message, EXIT.failed);
+}
+
+async function send(server: string, method: string, path: string, body: unknown, token: string | undefined): Promise<ApiResponse> {
+  const headers: Record<string, string> = { accept: "application/json", "user-agent": "secrets-server-cli" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (token) headers.authorization = `Bearer ${token}`;
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(server + path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      redirect: "error",
+    });
+    text = await res.text();
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    const reason = cause?.code ?? cause?.message ?? (error as Error).message;
+    throw new UnreachableError(`Could not reach ${server} (${reason}). Check the URL and your network.`);
+  }
+  if (res.status === 502 || res.status === 503 || res.status === 504) {
+    throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}). Try again shortly.`);
+  }
+  let parsed: unknown = text;
+  if ((res.headers.get("content-type") ?? "").includes("application/json") && text) {
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = text;
+    }
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** Unauthenticated calls (device flow, refresh). */
+export function post(server: string, path: string, body: unknown): Promise<ApiResponse> {
+  return send(server, "POST", path, body, undefined);
+}
+
+function isExpired(credentials: ServerCredentials): boolean {
+  return Date.parse(credentials.accessExpiresAt) - EXPIRY_MARGIN_MS <= Date.now();
+}
+
+/**
+ * Exchanges the refresh token for a new pair, under the credentials lock. If another
+ * process already refreshed (the file holds a different access token than `stale`), its
+ * pair is used instead: presenting the same refresh token twice would revoke the session.
+ */
+export async function refreshCredentials(server: string, stale: string | undefined): Promise<ServerCredentials> {
+  return withCredentialsLock(async () => {
+    const data = readCredentials();
+    const current = data.servers[server];
+    if (!current) throw new CliError(`Not signed in to ${server}. Run: ${loginHint(server)}`, EXIT.auth);
+    if (current.accessToken !== stale && !isExpired(current)) return current;
+    const res = await post(server, "/api/cli/auth/refresh", { refreshToken: current.refreshToken });
+    if (res.status === 401) {
+      delete data.servers[server];
+      writeCredentials(data);
+      throw sessionEndedError(server);
+    }
+    if (res.status !== 200) throw errorFor(res, server);
+    const next: ServerCredentials = {
+      email: res.body.email || current.email,
+      accessToken: res.body.accessToken,
+      refreshToken: res.body.refreshToken,
+      accessExpiresAt: res.body.accessExpiresAt,
+      refreshExpiresAt: res.body.refreshExpiresAt,
+    };
+    data.servers[server] = next;
+    writeCredentials(data);
+    return next;
+  });
+}
+
+/** An authenticated client for one server: refreshes by itself when the access token has expired. */
+export class Api {
+  constructor(readonly server: string) {}
+
+  credentials(): ServerCredentials {
+    const found = readCredentials().servers[this.server];
+    if (!found) throw new CliError(`Not signed in to ${this.server}. Run: ${loginHint(this.server)}`, EXIT.auth);
+    return found;
+  }
+
+  /** Sends with the access token; on an expired one (by our clock or the server's 401) refreshes once and retries. */
+  async request(method: string, path: string, body?: unknown): Promise<ApiResponse> {
+    let credentials = this.credentials();
+    if (isExpired(credentials)) credentials = await refreshCredentials(this.server, credentials.accessToken);
+    let res = await send(this.server, method, path, body, credentials.accessToken);
+    if (res.status === 401) {
+      credentials = await refreshCredentials(this.server, credentials.accessToken);
+      res = await send(this.server, method, path, body, credentials.accessToken);
+      if (res.status === 401) throw sessionEndedError(this.server);
+    }
+    return res;
+  }
+
+  /** Like request, but any answer other than `expected` becomes a CliError. */
+  async expect<T = any>(expected: number, method: string, path: string, body?: unknown): Promise<T> {
+    const res = await this.request(method, path, body);
+    if (res.status !== expected) throw errorFor(res, this.server);
+    return res.body as T;
+  }
+}

@@ -1,0 +1,130 @@
+import crypto from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { CliError } from "./errors.ts";
+
+/** What the CLI keeps per server URL. The tokens never leave this file except as a Bearer header. */
+export interface ServerCredentials {
+  email: string;
+  accessToken: string;
+  refreshToken: string;
+  accessExpiresAt: string;
+  refreshExpiresAt: string;
+}
+
+export interface CredentialsFile {
+  version: 1;
+  /** The server of the last login; used when no --server, link file or SECRETS_SERVER_URL names one. */
+  defaultServer?: string;
+  /** Base64 AES-256 key of the encrypted fallback copies (run/export --fallback). */
+  fallbackKey?: string;
+  servers: Record<string, ServerCredentials>;
+}
+
+const LOCK_WAIT_MS = 30_000;
+const LOCK_STALE_MS = 60_000;
+
+export function configDir(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config");
+  return path.join(base, "secrets-server");
+}
+
+export function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
+  return path.join(configDir(env), "credentials.json");
+}
+
+function ensureDir(dir: string): void {
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+}
+
+export function readCredentials(env: NodeJS.ProcessEnv = process.env): CredentialsFile {
+  const file = credentialsPath(env);
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, servers: {} };
+    throw new CliError(`Cannot read ${file}: ${(error as Error).message}`);
+  }
+  try {
+    const parsed = JSON.parse(text) as CredentialsFile;
+    if (parsed?.version !== 1 || typeof parsed.servers !== "object" || parsed.servers === null) throw new Error("unknown format");
+    return parsed;
+  } catch {
+    throw new CliError(`${file} is damaged. Delete it and run "secrets-server login" again.`);
+  }
+}
+
+/** Written to a temporary file with mode 0600 and renamed, so a reader never sees half a file. */
+export function writeCredentials(data: CredentialsFile, env: NodeJS.ProcessEnv = process.env): void {
+  const file = credentialsPath(env);
+  ensureDir(path.dirname(file));
+  const temporary = `${file}.${process.pid}.${crypto.randomBytes(4).toString("hex")}.tmp`;
+  fs.writeFileSync(temporary, JSON.stringify(data, null, 2) + "\n", { mode: 0o600 });
+  fs.chmodSync(temporary, 0o600);
+  fs.renameSync(temporary, file);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Runs fn holding credentials.json.lock, so two CLI processes sharing the file never both
+ * refresh with the same refresh token (the second would revoke the session) and never
+ * overwrite each other's changes. Read the file again inside fn.
+ */
+export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
+  const lock = `${credentialsPath(env)}.lock`;
+  ensureDir(path.dirname(lock));
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      fs.writeFileSync(lock, `${process.pid}\n`, { mode: 0o600, flag: "wx" });
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    }
+    if (isStale(lock)) {
+      fs.rmSync(lock, { force: true });
+      continue;
+    }
+    if (Date.now() > deadline) {
+      throw new CliError(`Another secrets-server process holds ${lock}. If none is running, delete that file.`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25 + Math.random() * 50));
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(lock, { force: true });
+  }
+}
+
+/** A lock left behind by a process that died, or held far longer than any refresh takes. */
+function isStale(lock: string): boolean {
+  try {
+    const pid = Number(fs.readFileSync(lock, "utf8").trim());
+    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return true;
+    return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS;
+  } catch {
+    return false;
+  }
+}
+
+/** The fallback key, created on first use (call inside the lock). */
+export function ensureFallbackKey(data: CredentialsFile): { key: Buffer; created: boolean } {
+  if (data.fallbackKey) {
+    const key = Buffer.from(data.fallbackKey, "base64");
+    if (key.length === 32) return { key, created: false };
+  }
+  const key = crypto.randomBytes(32);
+  data.fallbackKey = key.toString("base64");
+  return { key, created: true };
+}

@@ -1,0 +1,29 @@
+/** Exit codes of the CLI commands (documented in the README). */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  usage: 2,
+  /** Not signed in, or the CLI session expired or was revoked. */
+  auth: 3,
+  /** Not a member, not permitted, or no such project, environment or secret. */
+  denied: 4,
+  /** The server could not be reached or is unavailable. */
+  unreachable: 5,
+} as const;
+
+/** A failure the CLI reports as one clear line on stderr and an exit code; never a stack trace. */
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode: number = EXIT.failed,
+  ) {
+    super(message);
+  }
+}
+
+/** The server could not be reached or answered 5xx: the case a fallback copy exists for. */
+export class UnreachableError extends CliError {
+  constructor(message: string) {
+    super(message, EXIT.unreachable);
+  }
+}

@@ -1,0 +1,52 @@
+// The CLI commands of the executable. They talk to a server only over HTTP (fetch), like
+// any other client, with the credentials kept in $XDG_CONFIG_HOME/secrets-server.
+import { CliError, EXIT } from "./errors.ts";
+import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
+import { run, RUN_USAGE } from "./run.ts";
+import { EXPORT_USAGE, exportSecrets, link, LINK_USAGE, projects, PROJECTS_USAGE, secrets, SECRETS_USAGE } from "./secrets.ts";
+
+export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL or SECRETS_SERVER_URL picks it):
+  login            Sign this machine in through the browser (device flow)
+  logout           End this machine's CLI session and delete its credentials
+  whoami           Show who the CLI is signed in as
+  projects         List your projects
+  secrets          list | get KEY | set KEY VALUE | set KEY --from-stdin
+  export           Print or write the environment's secrets (--format dotenv|json, --output FILE)
+  run              Run a command with the secrets in its environment: run -- COMMAND ARGS...
+  link             Remember --project and --env for the current folder
+  Most commands take --project, --env and --json. "secrets-server <command> --help" shows more.
+`;
+
+type Command = (args: string[]) => Promise<number>;
+
+/** One line on stderr and an exit code for every expected failure; never a token, never a stack. */
+function guarded(command: Command, usage: string): Command {
+  return async (args) => {
+    const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
+    if (own.includes("--help") || own.includes("-h")) {
+      process.stdout.write(usage + "\n");
+      return EXIT.ok;
+    }
+    try {
+      return await command(args);
+    } catch (error) {
+      if (error instanceof CliError) {
+        process.stderr.write(`secrets-server: ${error.message}\n`);
+        return error.exitCode;
+      }
+      process.stderr.write(`secrets-server: unexpected error: ${(error as Error)?.message ?? String(error)}\n`);
+      return EXIT.failed;
+    }
+  };
+}
+
+export const cliCommands: Record<string, Command> = {
+  login: guarded(login, LOGIN_USAGE),
+  logout: guarded(logout, LOGOUT_USAGE),
+  whoami: guarded(whoami, WHOAMI_USAGE),
+  projects: guarded(projects, PROJECTS_USAGE),
+  secrets: guarded(secrets, SECRETS_USAGE),
+  export: guarded(exportSecrets, EXPORT_USAGE),
+  run: guarded(run, RUN_USAGE),
+  link: guarded(link, LINK_USAGE),
+};

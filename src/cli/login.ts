@@ -1,0 +1,188 @@
+import { spawn } from "node:child_process";
+import os from "node:os";
+import { Api, errorFor, post, refreshCredentials } from "./api.ts";
+import { JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
+import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { CliError, EXIT } from "./errors.ts";
+import { removeFallbacks } from "./fallback.ts";
+
+export const LOGIN_USAGE = `Usage: secrets-server login [--server URL] [--device-name NAME] [--no-browser] [--json]
+
+Signs this machine in with the device flow: open the printed URL in a browser where you
+are signed in, check that the code matches, and approve.`;
+
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Opens the browser only on a desktop session with a terminal; a headless machine gets nothing opened. */
+function maybeOpenBrowser(url: string): void {
+  if (!process.stdin.isTTY || !process.stderr.isTTY) return;
+  const opener =
+    process.platform === "darwin" ? "open" : process.platform === "win32" ? undefined : process.env.DISPLAY || process.env.WAYLAND_DISPLAY ? "xdg-open" : undefined;
+  if (!opener) return;
+  try {
+    const child = spawn(opener, [url], { stdio: "ignore", detached: true });
+    child.on("error", () => {});
+    child.unref();
+  } catch {
+    // Printing the URL is enough.
+  }
+}
+
+class Spinner {
+  private timer?: NodeJS.Timeout;
+  private frame = 0;
+  constructor(private readonly text: string) {}
+  start(): void {
+    if (!process.stderr.isTTY) return;
+    this.timer = setInterval(() => {
+      process.stderr.write(`\r${SPINNER[this.frame++ % SPINNER.length]} ${this.text}`);
+    }, 100);
+  }
+  stop(): void {
+    if (!this.timer) return;
+    clearInterval(this.timer);
+    process.stderr.write("\r\x1b[K");
+  }
+}
+
+export async function login(args: string[]): Promise<number> {
+  const { values } = parseFlags(
+    args,
+    { ...SERVER_OPTION, ...JSON_OPTION, "device-name": { type: "string" }, "no-browser": { type: "boolean", default: false } },
+    LOGIN_USAGE,
+  );
+  const server = resolveServer(values.server);
+  const deviceName = values["device-name"] ?? `${os.userInfo().username}@${os.hostname()}`;
+
+  const start = await post(server, "/api/cli/auth/device", { deviceName });
+  if (start.status !== 200) throw errorFor(start, server);
+  const { deviceCode, userCode, verificationUrl, expiresIn, interval } = start.body as {
+    deviceCode: string;
+    userCode: string;
+    verificationUrl: string;
+    expiresIn: number;
+    interval: number;
+  };
+
+  process.stderr.write(
+    `To sign in, open this page in a browser where you are signed in to ${server}:\n\n  ${verificationUrl}\n\n` +
+      `and check that it shows this code before you approve:\n\n  ${userCode}\n\n`,
+  );
+  if (!values["no-browser"]) maybeOpenBrowser(verificationUrl);
+
+  const spinner = new Spinner("Waiting for approval in the browser…");
+  spinner.start();
+  let tokens: ServerCredentials & { status: string };
+  try {
+    tokens = await pollForTokens(server, deviceCode, interval, expiresIn);
+  } finally {
+    spinner.stop();
+  }
+
+  const credentials: ServerCredentials = {
+    email: tokens.email,
+    accessToken: tokens.accessToken,
+    refreshToken: tokens.refreshToken,
+    accessExpiresAt: tokens.accessExpiresAt,
+    refreshExpiresAt: tokens.refreshExpiresAt,
+  };
+  const previous = await withCredentialsLock(async () => {
+    const data = readCredentials();
+    const old = data.servers[server];
+    data.servers[server] = credentials;
+    data.defaultServer = server;
+    writeCredentials(data);
+    return old;
+  });
+  // A second login on the same machine replaces the first; end the old session rather than leave it live.
+  if (previous && previous.accessToken !== credentials.accessToken) {
+    await fetch(`${server}/api/cli/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${previous.accessToken}` } }).catch(
+      () => undefined,
+    );
+  }
+
+  if (values.json) process.stdout.write(JSON.stringify({ server, email: credentials.email }) + "\n");
+  else process.stdout.write(`Signed in to ${server} as ${credentials.email}.\n`);
+  return EXIT.ok;
+}
+
+async function pollForTokens(server: string, deviceCode: string, intervalSeconds: number, expiresInSeconds: number) {
+  let waitMs = Math.max(1, intervalSeconds) * 1000;
+  const deadline = Date.now() + expiresInSeconds * 1000;
+  for (;;) {
+    await sleep(waitMs);
+    const res = await post(server, "/api/cli/auth/token", { deviceCode });
+    if (res.status === 200) return res.body;
+    if (res.status === 202) {
+      if (Date.now() > deadline) break;
+      continue;
+    }
+    if (res.status === 429) {
+      // Too fast for the server: slow down rather than give up.
+      waitMs += 1000;
+      continue;
+    }
+    if (res.status === 400 && res.body?.status === "denied") {
+      throw new CliError("The login was denied in the browser. Nothing was saved.", EXIT.auth);
+    }
+    if (res.status === 400 && res.body?.status === "expired") break;
+    throw errorFor(res, server);
+  }
+  throw new CliError(`The login code expired before it was approved. Run "secrets-server login" again.`, EXIT.auth);
+}
+
+export const LOGOUT_USAGE = `Usage: secrets-server logout [--server URL]
+
+Ends this machine's CLI session on the server and deletes its credentials and fallback copies.`;
+
+export async function logout(args: string[]): Promise<number> {
+  const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, LOGOUT_USAGE);
+  const server = resolveServer(values.server);
+  const stored = readCredentials().servers[server];
+  let warning: string | undefined;
+  if (stored) {
+    try {
+      // An expired access token would make logout a no-op on the server: refresh first.
+      const fresh = Date.parse(stored.accessExpiresAt) <= Date.now() ? await refreshCredentials(server, stored.accessToken) : stored;
+      const res = await fetch(`${server}/api/cli/auth/logout`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${fresh.accessToken}` },
+        signal: AbortSignal.timeout(15_000),
+      });
+      if (!res.ok) warning = `the server answered ${res.status}`;
+    } catch (error) {
+      // A session that already ended is what logout wants; only "unreachable" deserves a word.
+      if (!(error instanceof CliError && error.exitCode === EXIT.auth)) warning = (error as Error).message;
+    }
+    await withCredentialsLock(async () => {
+      const data = readCredentials();
+      delete data.servers[server];
+      if (data.defaultServer === server) delete data.defaultServer;
+      writeCredentials(data);
+      removeFallbacks(server);
+    });
+  }
+  if (warning) {
+    process.stderr.write(
+      `Warning: could not end the session on the server (${warning}). It stays valid until it expires; revoke it under CLI sessions in the browser.\n`,
+    );
+  }
+  if (values.json) process.stdout.write(JSON.stringify({ server, signedOut: Boolean(stored) }) + "\n");
+  else process.stdout.write(stored ? `Signed out of ${server}.\n` : `Not signed in to ${server}.\n`);
+  return EXIT.ok;
+}
+
+export const WHOAMI_USAGE = "Usage: secrets-server whoami [--server URL] [--json]";
+
+export async function whoami(args: string[]): Promise<number> {
+  const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, WHOAMI_USAGE);
+  const server = resolveServer(values.server);
+  const { user } = await new Api(server).expect<{ user: { id: string; email: string; name: string | null } }>(200, "GET", "/api/auth/me");
+  if (values.json) process.stdout.write(JSON.stringify({ server, ...user }) + "\n");
+  else process.stdout.write(`${user.email}${user.name ? ` (${user.name})` : ""} on ${server}\n`);
+  return EXIT.ok;
+}

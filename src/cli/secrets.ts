@@ -1,0 +1,221 @@
+import fs from "node:fs";
+import path from "node:path";
+import { Api } from "./api.ts";
+import {
+  environmentPath,
+  JSON_OPTION,
+  LINK_FILE,
+  normalizeEnvironment,
+  parseFlags,
+  resolveProject,
+  resolveServer,
+  resolveTarget,
+  SERVER_OPTION,
+  TARGET_OPTIONS,
+  type LinkFile,
+  type ProjectSummary,
+  type Target,
+} from "./context.ts";
+import { formatDotenv, formatJson, type SecretPair } from "./dotenv.ts";
+import { CliError, EXIT, UnreachableError } from "./errors.ts";
+import { formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
+
+interface SecretMeta {
+  id: string;
+  key: string;
+  version: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+function table(rows: string[][]): string {
+  if (rows.length === 0) return "";
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
+}
+
+export const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--json]";
+
+export async function projects(args: string[]): Promise<number> {
+  const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, PROJECTS_USAGE);
+  const api = new Api(resolveServer(values.server));
+  const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
+  if (values.json) {
+    process.stdout.write(JSON.stringify(list, null, 2) + "\n");
+  } else if (list.length === 0) {
+    process.stderr.write("You are not a member of any project yet.\n");
+  } else {
+    process.stdout.write(table([["NAME", "ID", "ROLE", "ENVIRONMENTS"], ...list.map((p) => [p.name, p.id, p.role, p.environments.join(",")])]));
+  }
+  return EXIT.ok;
+}
+
+export const SECRETS_USAGE = `Usage:
+  secrets-server secrets list [--project P] [--env E] [--json]
+  secrets-server secrets get KEY [--project P] [--env E] [--json]
+  secrets-server secrets set KEY VALUE [--project P] [--env E] [--json]
+  secrets-server secrets set KEY --from-stdin [--project P] [--env E] [--json]
+
+A value given on the command line is visible to other local users in the process list;
+prefer --from-stdin for real secrets.`;
+
+async function listSecrets(target: Target, projectId: string): Promise<SecretMeta[]> {
+  const { secrets } = await target.api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${environmentPath(projectId, target.environment)}/secrets`);
+  return secrets;
+}
+
+async function findSecret(target: Target, projectId: string, key: string): Promise<SecretMeta | undefined> {
+  return (await listSecrets(target, projectId)).find((s) => s.key === key);
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export async function secrets(args: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(
+    args,
+    { ...SERVER_OPTION, ...JSON_OPTION, ...TARGET_OPTIONS, "from-stdin": { type: "boolean", default: false } },
+    SECRETS_USAGE,
+  );
+  const [action, key, value, ...rest] = positionals;
+  if (!action) throw new CliError(SECRETS_USAGE, EXIT.usage);
+  const target = resolveTarget(values);
+  const { id: projectId } = await resolveProject(target.api, target.project);
+  const base = environmentPath(projectId, target.environment);
+
+  if (action === "list" && !key) {
+    const list = await listSecrets(target, projectId);
+    if (values.json) process.stdout.write(JSON.stringify(list, null, 2) + "\n");
+    else if (list.length === 0) process.stderr.write(`No secrets in ${target.environment} yet.\n`);
+    else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), s.updatedAt])]));
+    return EXIT.ok;
+  }
+
+  if (action === "get" && key && value === undefined) {
+    const meta = await findSecret(target, projectId, key);
+    if (!meta) throw new CliError(`No secret ${key} in ${target.environment}.`, EXIT.denied);
+    const { secret } = await target.api.expect<{ secret: { key: string; value: string; version: number; updatedAt: string } }>(
+      200,
+      "GET",
+      `${base}/secrets/${encodeURIComponent(meta.id)}`,
+    );
+    process.stdout.write(values.json ? JSON.stringify(secret) + "\n" : secret.value + "\n");
+    return EXIT.ok;
+  }
+
+  if (action === "set" && key && rest.length === 0) {
+    if (values["from-stdin"] === (value !== undefined)) {
+      throw new CliError(`Give the value either as an argument or with --from-stdin.\n\n${SECRETS_USAGE}`, EXIT.usage);
+    }
+    // One trailing newline is what `echo` and editors add; anything else is part of the value.
+    const newValue = value ?? (await readStdin()).replace(/\r?\n$/, "");
+    const existing = await findSecret(target, projectId, key);
+    let saved: SecretMeta;
+    if (existing) {
+      saved = (await target.api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(existing.id)}`, { value: newValue })).secret;
+    } else {
+      saved = (await target.api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value: newValue })).secret;
+    }
+    if (values.json) process.stdout.write(JSON.stringify(saved) + "\n");
+    else process.stdout.write(`${existing ? "Updated" : "Created"} ${saved.key} in ${target.environment} (version ${saved.version}).\n`);
+    return EXIT.ok;
+  }
+
+  throw new CliError(SECRETS_USAGE, EXIT.usage);
+}
+
+/**
+ * The environment's secrets, from the server, or with --fallback from the last copy when
+ * the server cannot be reached. Never falls back on 401/403/404: a revoked session or a
+ * removed grant must not be bypassed by a copy.
+ */
+export async function fetchAll(target: Target, fallback: { enabled: boolean; maxAgeMs?: number }): Promise<SecretPair[]> {
+  const place = { server: target.server, project: target.project, environment: target.environment };
+  try {
+    const { id } = await resolveProject(target.api, target.project);
+    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(id, target.environment)}/export`);
+    if (fallback.enabled) {
+      try {
+        await saveFallback(place, secrets);
+      } catch (error) {
+        process.stderr.write(`Warning: could not save the fallback copy: ${(error as Error).message}\n`);
+      }
+    }
+    return secrets;
+  } catch (error) {
+    if (!fallback.enabled || !(error instanceof UnreachableError)) throw error;
+    const copy = loadFallback(place, fallback.maxAgeMs);
+    process.stderr.write(`Warning: ${error.message}\nUsing the fallback copy saved ${formatAge(copy.ageMs)} ago.\n`);
+    return copy.secrets;
+  }
+}
+
+export const FALLBACK_OPTIONS = { fallback: { type: "boolean", default: false }, "fallback-max-age": { type: "string" } } as const;
+
+export function fallbackSettings(values: { fallback?: boolean; "fallback-max-age"?: string }) {
+  const maxAge = values["fallback-max-age"];
+  return { enabled: Boolean(values.fallback || maxAge), maxAgeMs: maxAge === undefined ? undefined : parseDuration(maxAge) };
+}
+
+export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|json] [--output FILE]
+                             [--fallback [--fallback-max-age 24h]]`;
+
+export async function exportSecrets(args: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(
+    args,
+    { ...SERVER_OPTION, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, format: { type: "string", default: "dotenv" }, output: { type: "string", short: "o" } },
+    EXPORT_USAGE,
+  );
+  if (positionals.length > 0) throw new CliError(EXPORT_USAGE, EXIT.usage);
+  if (values.format !== "dotenv" && values.format !== "json") throw new CliError(`--format is dotenv or json.\n\n${EXPORT_USAGE}`, EXIT.usage);
+  const target = resolveTarget(values);
+  const list = await fetchAll(target, fallbackSettings(values));
+  let text: string;
+  if (values.format === "json") {
+    text = formatJson(list);
+  } else {
+    const formatted = formatDotenv(list);
+    if (formatted.inexact.length > 0) {
+      process.stderr.write(`Warning: dotenv cannot hold these values exactly: ${formatted.inexact.join(", ")}. Use --format json.\n`);
+    }
+    text = formatted.text;
+  }
+  if (values.output) {
+    // Secrets on disk: readable by the owner only, written in one step.
+    const file = path.resolve(values.output);
+    const temporary = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(temporary, text, { mode: 0o600 });
+    fs.renameSync(temporary, file);
+    process.stderr.write(`Wrote ${list.length} secret${list.length === 1 ? "" : "s"} to ${values.output}.\n`);
+  } else {
+    process.stdout.write(text);
+  }
+  return EXIT.ok;
+}
+
+export const LINK_USAGE = `Usage: secrets-server link --project P --env E [--server URL]
+
+Writes ${LINK_FILE} in the current folder so later commands here need no flags.`;
+
+export async function link(args: string[]): Promise<number> {
+  const { values, positionals } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION, ...TARGET_OPTIONS }, LINK_USAGE);
+  if (positionals.length > 0 || !values.project || !values.env) throw new CliError(LINK_USAGE, EXIT.usage);
+  const server = resolveServer(values.server);
+  const api = new Api(server);
+  const environment = normalizeEnvironment(values.env);
+  const { id } = await resolveProject(api, values.project);
+  // Checks membership and the environment now, so a typo fails here rather than in a deploy.
+  const { project } = await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(id)}`);
+  if (!project.environments.includes(environment)) {
+    throw new CliError(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`, EXIT.denied);
+  }
+  const content: LinkFile = { server, projectId: project.id, projectName: project.name, environment };
+  const file = path.join(process.cwd(), LINK_FILE);
+  fs.writeFileSync(file, JSON.stringify(content, null, 2) + "\n", { mode: 0o644 });
+  if (values.json) process.stdout.write(JSON.stringify(content) + "\n");
+  else process.stdout.write(`Linked ${process.cwd()} to ${project.name} / ${environment} on ${server}.\n`);
+  return EXIT.ok;
+}

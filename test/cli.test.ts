@@ -1,0 +1,393 @@
+// The CLI as a real process (the same executable's entry point) against a real server.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test, type TestContext } from "node:test";
+import dotenv from "dotenv";
+import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const MINUTE = 60_000;
+
+interface CliHome {
+  dir: string;
+  env: Record<string, string>;
+  credentialsFile: string;
+}
+
+function cliHome(t: TestContext): CliHome {
+  const dir = makeTempDir("secrets-cli-");
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return {
+    dir,
+    env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir },
+    credentialsFile: path.join(dir, "config", "secrets-server", "credentials.json"),
+  };
+}
+
+interface Running {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the first match of `pattern` in stderr + stdout. */
+  waitFor(pattern: RegExp): Promise<RegExpMatchArray>;
+  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
+}
+
+/** Like runMain, but the test can read output while the process runs and send it signals. */
+function startCli(args: string[], env: Record<string, string>, options: { cwd?: string; input?: string } = {}): Running {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), ...args], {
+    cwd: options.cwd ?? ROOT,
+    env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  const waiters: { pattern: RegExp; resolve: (m: RegExpMatchArray) => void }[] = [];
+  const check = () => {
+    for (const waiter of [...waiters]) {
+      const match = (stderr + stdout).match(waiter.pattern);
+      if (match) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(match);
+      }
+    }
+  };
+  child.stdout!.on("data", (d) => {
+    stdout += d;
+    check();
+  });
+  child.stderr!.on("data", (d) => {
+    stderr += d;
+    check();
+  });
+  if (options.input !== undefined) child.stdin!.end(options.input);
+  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve) => {
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+  return {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    waitFor(pattern) {
+      return new Promise((resolve, reject) => {
+        waiters.push({ pattern, resolve });
+        check();
+        void done.then(() => reject(new Error(`process ended before ${pattern}: ${stderr}${stdout}`)));
+      });
+    },
+    done,
+  };
+}
+
+function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string } = {}) {
+  return runMain(args, home.env, { timeoutMs: 60_000, ...options });
+}
+
+function readCredentials(home: CliHome): any {
+  return JSON.parse(fs.readFileSync(home.credentialsFile, "utf8"));
+}
+
+/** `secrets-server login` as a process, approved through the API by a browser session. */
+async function login(server: TestServer, home: CliHome, approver: Client, deviceName = "test box") {
+  const proc = startCli(["login", "--server", server.url, "--device-name", deviceName], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  assert.ok(proc.stderr().includes(`/cli/authorize?code=${userCode}`));
+  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode });
+  assert.equal(approved.status, 200);
+  const result = await proc.done;
+  assert.equal(result.code, 0, result.stderr);
+  return result;
+}
+
+function assertNoToken(home: CliHome, ...outputs: string[]): void {
+  const stored = readCredentials(home);
+  for (const credentials of Object.values(stored.servers) as any[]) {
+    for (const output of outputs) {
+      assert.ok(!output.includes(credentials.accessToken) && !output.includes(credentials.refreshToken), "a token was printed");
+    }
+  }
+  for (const output of outputs) assert.ok(!/svc_(at|rt)_/.test(output), "a token was printed");
+}
+
+/** Whether the secrets endpoints (built in parallel) exist yet. */
+async function secretsApiExists(server: TestServer, owner: Client, projectId: string): Promise<boolean> {
+  const res = await owner.json("GET", `/api/projects/${projectId}/environments/development/secrets`);
+  return !(res.status === 404 && res.body?.error === "Not found.");
+}
+
+async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
+  const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+}
+
+test("login through the browser, then whoami and projects; credentials 0600, no token printed", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test", "Alice");
+  await alice.createProject({ name: "api", environments: ["development", "production"] });
+
+  const result = await login(server, home, alice);
+  assert.match(result.stdout, new RegExp(`Signed in to ${server.url} as alice@example.test`));
+  assert.equal(fs.statSync(home.credentialsFile).mode & 0o777, 0o600);
+  const stored = readCredentials(home);
+  assert.equal(stored.defaultServer, server.url);
+  assert.equal(stored.servers[server.url].email, "alice@example.test");
+  assert.match(stored.servers[server.url].accessToken, /^svc_at_/);
+  assertNoToken(home, result.stdout, result.stderr);
+
+  // The server knows the device by the name given.
+  const sessions = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
+  assert.deepEqual(sessions.map((s: any) => s.deviceName), ["test box"]);
+
+  const who = await cli(home, ["whoami"]);
+  assert.equal(who.code, 0, who.stderr);
+  assert.equal(who.stdout, `alice@example.test (Alice) on ${server.url}\n`);
+  const whoJson = await cli(home, ["whoami", "--json"]);
+  assert.equal(JSON.parse(whoJson.stdout).email, "alice@example.test");
+
+  const projects = await cli(home, ["projects"]);
+  assert.equal(projects.code, 0, projects.stderr);
+  assert.match(projects.stdout, /^NAME\s+ID\s+ROLE\s+ENVIRONMENTS\napi\s+[0-9a-f-]{36}\s+owner\s+development,production\n$/);
+  const projectsJson = await cli(home, ["projects", "--json"]);
+  assert.equal(JSON.parse(projectsJson.stdout)[0].name, "api");
+  assertNoToken(home, who.stdout, who.stderr, projects.stdout, projects.stderr, projectsJson.stdout);
+});
+
+test("a denied login saves nothing and fails with a clear message", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const proc = startCli(["login", "--server", server.url], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  await alice.json("POST", "/api/cli/auth/approve", { userCode, approve: false });
+  const result = await proc.done;
+  assert.equal(result.code, 3);
+  assert.match(result.stderr, /denied/);
+  assert.ok(!fs.existsSync(home.credentialsFile));
+});
+
+test("clear failures: not signed in, server unreachable, bad usage", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const notSignedIn = await cli(home, ["projects", "--server", server.url]);
+  assert.equal(notSignedIn.code, 3);
+  assert.equal(notSignedIn.stderr, `secrets-server: Not signed in to ${server.url}. Run: secrets-server login --server ${server.url}\n`);
+
+  const alice = await server.signIn("alice@example.test");
+  await login(server, home, alice);
+  await server.stop();
+  const down = await cli(home, ["projects"]);
+  assert.equal(down.code, 5);
+  assert.match(down.stderr, new RegExp(`^secrets-server: Could not reach ${server.url} \\(ECONNREFUSED\\)`));
+
+  const usage = await cli(home, ["run", "--project", "x", "--env", "development"]);
+  assert.equal(usage.code, 2);
+  assert.match(usage.stderr, /Put the command after --/);
+  const badEnv = await cli(home, ["secrets", "list", "--project", "x", "--env", "qa"]);
+  assert.equal(badEnv.code, 2);
+  assert.match(badEnv.stderr, /Unknown environment "qa"/);
+  const unknownFlag = await cli(home, ["projects", "--bogus"]);
+  assert.equal(unknownFlag.code, 2);
+});
+
+test("the access token is refreshed by itself after expiry, once, even by two processes at a time", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  await alice.createProject({ name: "api", environments: ["development"] });
+  await login(server, home, alice);
+  const first = readCredentials(home).servers[server.url];
+
+  // The server's clock moves past the 60 minutes; the CLI's own clock does not, so it
+  // learns of the expiry from the 401 and refreshes.
+  server.clock.advance(61 * MINUTE);
+  const after = await cli(home, ["projects"]);
+  assert.equal(after.code, 0, after.stderr);
+  const second = readCredentials(home).servers[server.url];
+  assert.notEqual(second.accessToken, first.accessToken);
+  assert.notEqual(second.refreshToken, first.refreshToken);
+  assert.equal(fs.statSync(home.credentialsFile).mode & 0o777, 0o600);
+
+  // Two processes find the token expired at once: the lock makes one refresh and the
+  // other use its result. Presenting the same refresh token twice would revoke the session.
+  server.clock.advance(61 * MINUTE);
+  const both = await Promise.all([cli(home, ["projects"]), cli(home, ["whoami"])]);
+  for (const r of both) assert.equal(r.code, 0, r.stderr);
+  const third = await cli(home, ["projects"]);
+  assert.equal(third.code, 0, third.stderr);
+  assert.equal((await alice.json("GET", "/api/cli/sessions")).body.sessions.length, 1);
+  assert.ok(!fs.existsSync(`${home.credentialsFile}.lock`));
+  assert.ok(!server.logs.some((l) => l.includes("refresh token reused")));
+});
+
+test("a revoked session: exit code 3 and the login hint; logout ends the session on the server", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  await login(server, home, alice);
+  assert.deepEqual((await alice.json("DELETE", "/api/cli/sessions")).body, { revoked: 1 });
+  const revoked = await cli(home, ["projects"]);
+  assert.equal(revoked.code, 3);
+  assert.equal(
+    revoked.stderr,
+    `secrets-server: Your CLI session for ${server.url} has expired or was revoked. Run: secrets-server login --server ${server.url}\n`,
+  );
+
+  await login(server, home, alice);
+  const out = await cli(home, ["logout"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, `Signed out of ${server.url}.\n`);
+  assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body, { sessions: [] });
+  assert.deepEqual(readCredentials(home).servers, {});
+  const again = await cli(home, ["logout", "--server", server.url]);
+  assert.equal(again.code, 0);
+  assert.equal(again.stdout, `Not signed in to ${server.url}.\n`);
+});
+
+test("secrets set, get and list; run passes secrets, stdin and the exit code; export reads back with dotenv", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
+  await login(server, home, alice);
+  const tricky = "multi\nline 'quoted' \"double\" $HOME # not a comment";
+  await addSecret(alice, project.id, "production", "TRICKY", tricky);
+  await addSecret(alice, project.id, "production", "DATABASE_URL", "postgres://u:p@db/app");
+  const target = ["--project", "api", "--env", "prod"];
+
+  const set = await cli(home, ["secrets", "set", "API_KEY", ...target, "--from-stdin"], { input: "s3cr3t-from-stdin\n" });
+  assert.equal(set.code, 0, set.stderr);
+  assert.equal(set.stdout, "Created API_KEY in production (version 1).\n");
+  const update = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target]);
+  assert.equal(update.stdout, "Updated API_KEY in production (version 2).\n");
+  assert.ok(!set.stdout.includes("s3cr3t") && !update.stdout.includes("second value"));
+
+  const get = await cli(home, ["secrets", "get", "API_KEY", ...target]);
+  assert.equal(get.code, 0, get.stderr);
+  assert.equal(get.stdout, "second value\n");
+  const list = await cli(home, ["secrets", "list", ...target, "--json"]);
+  assert.deepEqual(JSON.parse(list.stdout).map((s: any) => s.key).sort(), ["API_KEY", "DATABASE_URL", "TRICKY"]);
+  assert.ok(!list.stdout.includes("second value"));
+  const missing = await cli(home, ["secrets", "get", "NOPE", ...target]);
+  assert.equal(missing.code, 4);
+
+  // run: the secrets arrive in the environment, stdin goes through, the exit code comes back.
+  const script = "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{process.stdout.write(JSON.stringify({api:process.env.API_KEY,tricky:process.env.TRICKY,stdin:s}));process.exit(7)})";
+  const ran = await cli(home, ["run", ...target, "--", process.execPath, "-e", script], { input: "piped in" });
+  assert.equal(ran.code, 7, ran.stderr);
+  assert.deepEqual(JSON.parse(ran.stdout), { api: "second value", tricky, stdin: "piped in" });
+  const ok = await cli(home, ["run", ...target, "--", process.execPath, "-e", "process.exit(0)"]);
+  assert.equal(ok.code, 0);
+  const notFound = await cli(home, ["run", ...target, "--", "no-such-command-here"]);
+  assert.equal(notFound.code, 127);
+
+  // export: a dotenv file, owner-only, that the dotenv package reads back exactly.
+  const file = path.join(home.dir, "prod.env");
+  const exported = await cli(home, ["export", ...target, "--output", file]);
+  assert.equal(exported.code, 0, exported.stderr);
+  assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+  assert.deepEqual(dotenv.parse(fs.readFileSync(file, "utf8")), {
+    API_KEY: "second value",
+    DATABASE_URL: "postgres://u:p@db/app",
+    TRICKY: tricky,
+  });
+  const json = await cli(home, ["export", ...target, "--format", "json"]);
+  assert.deepEqual(JSON.parse(json.stdout), { API_KEY: "second value", DATABASE_URL: "postgres://u:p@db/app", TRICKY: tricky });
+  assertNoToken(home, set.stdout, get.stdout, ran.stdout, ran.stderr, exported.stderr, json.stdout);
+
+  // Audit entries of these reads and writes say via: cli.
+  const rows = server.app.db.$client.prepare("SELECT metadata FROM audit_events WHERE action IN ('secret.created', 'secret.updated', 'secret.revealed', 'secrets.exported') AND actor_user_id = ?").all(alice.user!.id) as { metadata: string }[];
+  const viaCli = rows.filter((r) => JSON.parse(r.metadata).via === "cli");
+  assert.ok(viaCli.length >= 5);
+});
+
+test("link remembers project and environment for the folder", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "web", environments: ["staging"] });
+  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
+  await addSecret(alice, project.id, "staging", "GREETING", "hello");
+  await login(server, home, alice);
+  const folder = path.join(home.dir, "app");
+  fs.mkdirSync(path.join(folder, "sub"), { recursive: true });
+
+  const wrongEnv = await cli(home, ["link", "--project", "web", "--env", "production"], { cwd: folder });
+  assert.equal(wrongEnv.code, 4, wrongEnv.stderr);
+  const linked = await cli(home, ["link", "--project", "WEB", "--env", "staging"], { cwd: folder });
+  assert.equal(linked.code, 0, linked.stderr);
+  const link = JSON.parse(fs.readFileSync(path.join(folder, ".secrets-server.json"), "utf8"));
+  assert.deepEqual(link, { server: server.url, projectId: project.id, projectName: "web", environment: "staging" });
+
+  const ran = await cli(home, ["run", "--", process.execPath, "-e", "process.stdout.write(process.env.GREETING)"], { cwd: path.join(folder, "sub") });
+  assert.equal(ran.code, 0, ran.stderr);
+  assert.equal(ran.stdout, "hello");
+});
+
+test("run --fallback uses the encrypted last copy when the server is down, within --fallback-max-age", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
+  await addSecret(alice, project.id, "development", "TOKEN", "kept-for-a-rainy-day");
+  await login(server, home, alice);
+  const target = ["--project", project.id, "--env", "development"];
+  const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.TOKEN ?? 'unset')"];
+
+  const online = await cli(home, ["run", "--fallback", ...target, ...print]);
+  assert.equal(online.code, 0, online.stderr);
+  assert.equal(online.stdout, "kept-for-a-rainy-day");
+  // The copy is encrypted: the value is nowhere in the config folder in the clear.
+  const configDir = path.join(home.dir, "config", "secrets-server");
+  const files = fs.readdirSync(path.join(configDir, "fallback")).filter((f) => f.endsWith(".bin"));
+  assert.equal(files.length, 1);
+  for (const f of files) {
+    const full = path.join(configDir, "fallback", f);
+    assert.equal(fs.statSync(full).mode & 0o777, 0o600);
+    assert.ok(!fs.readFileSync(full).toString("latin1").includes("kept-for-a-rainy-day"));
+  }
+  assert.match(readCredentials(home).fallbackKey, /^[A-Za-z0-9+/]{43}=$/);
+
+  await server.stop();
+  const offline = await cli(home, ["run", "--fallback", ...target, ...print]);
+  assert.equal(offline.code, 0, offline.stderr);
+  assert.equal(offline.stdout, "kept-for-a-rainy-day");
+  assert.match(offline.stderr, /^Warning: Could not reach .*\nUsing the fallback copy saved \d+s ago\.\n$/);
+  const exported = await cli(home, ["export", "--fallback", "--format", "json", ...target]);
+  assert.deepEqual(JSON.parse(exported.stdout), { TOKEN: "kept-for-a-rainy-day" });
+
+  const tooOld = await cli(home, ["run", "--fallback", "--fallback-max-age", "0s", ...target, ...print]);
+  assert.equal(tooOld.code, 5);
+  assert.match(tooOld.stderr, /older than --fallback-max-age/);
+  assert.equal(tooOld.stdout, "");
+  const without = await cli(home, ["run", ...target, ...print]);
+  assert.equal(without.code, 5);
+  assert.equal(without.stdout, "");
+});
+
+test("run passes signals to the command and returns its exit code", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
+  await login(server, home, alice);
+  const script = "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
+  const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);
+  await proc.waitFor(/ready/);
+  proc.child.kill("SIGTERM");
+  const result = await proc.done;
+  assert.equal(result.code, 42, result.stderr);
+  assert.match(result.stdout, /got SIGTERM/);
+
+  // A command killed by a signal: the CLI ends the same way.
+  const killed = await cli(home, ["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", "process.kill(process.pid,'SIGKILL')"]);
+  assert.equal(killed.code, null);
+});
