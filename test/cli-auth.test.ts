@@ -160,6 +160,27 @@ test("a request expires after 10 minutes by the server clock", async (t) => {
   assert.deepEqual(approve.body, { error: "That code is invalid or has expired." });
 });
 
+test("the approval page can show which device asks before the user decides", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const device = await startDevice(server, "deploy box");
+  const typed = device.userCode.toLowerCase().replace("-", "");
+  const res = await alice.json("POST", "/api/cli/auth/pending", { userCode: typed });
+  assert.equal(res.status, 200);
+  assert.deepEqual(Object.keys(res.body.request).sort(), ["deviceName", "expiresAt", "userCode"]);
+  assert.equal(res.body.request.deviceName, "deploy box");
+  assert.equal(res.body.request.userCode, device.userCode);
+  // Looking does not decide anything.
+  assert.equal((await poll(server, device.deviceCode)).status, 202);
+
+  const malformed = await alice.json("POST", "/api/cli/auth/pending", { userCode: "nope" });
+  assert.deepEqual([malformed.status, malformed.body], [400, { error: "Enter the 8 character code from your terminal." }]);
+  await alice.json("POST", "/api/cli/auth/approve", { userCode: device.userCode });
+  const used = await alice.json("POST", "/api/cli/auth/pending", { userCode: device.userCode });
+  assert.deepEqual([used.status, used.body], [404, { error: "That code is invalid or has expired." }]);
+  assert.equal((await server.client().json("POST", "/api/cli/auth/pending", { userCode: device.userCode })).status, 401);
+});
+
 test("unknown and malformed device codes answer Invalid device code.", async (t) => {
   const server = await startServer(t);
   for (const code of ["A".repeat(43), "short", 42, null, undefined]) {
@@ -463,6 +484,7 @@ const BROWSER_ONLY: [string, string][] = [
   ["PUT", `/api/projects/${P}/environments/development/access/:user`],
   ["DELETE", `/api/projects/${P}/environments/development/access/:user`],
   ["POST", "/api/cli/auth/approve"],
+  ["POST", "/api/cli/auth/pending"],
   ["GET", "/api/cli/sessions"],
   ["DELETE", "/api/cli/sessions"],
   ["DELETE", "/api/cli/sessions/some-session"],

@@ -17,6 +17,7 @@ export const APPROVE_LIMIT_PER_IP_PER_MINUTE = 30;
 const DeviceStartBody = z.strictObject({ deviceName: z.string().optional() });
 const DeviceCodeBody = z.strictObject({ deviceCode: z.string().regex(/^[A-Za-z0-9_-]{32,128}$/) });
 const ApproveBody = z.strictObject({ userCode: z.string().max(64), approve: z.boolean().optional() });
+const PendingBody = z.strictObject({ userCode: z.string().max(64) });
 const RefreshBody = z.strictObject({ refreshToken: z.string().max(512) });
 const SessionParams = z.object({ sessionId: z.string() });
 
@@ -78,6 +79,15 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
     if (!normalizeUserCode(input.userCode)) throw new HttpError(400, MALFORMED_USER_CODE);
     await limitApprovals(req);
     return cliAuth.approve(auth.caller(req), input.userCode, input.approve !== false);
+  });
+
+  // Not in api.md: lets the approval page show the device name before the user clicks.
+  // Browser only, and it shares the approve limits, so it is no faster a way to guess codes.
+  app.post("/api/cli/auth/pending", { preHandler: auth.browser }, async (req) => {
+    const input = parse(PendingBody, req.body, MALFORMED_USER_CODE);
+    if (!normalizeUserCode(input.userCode)) throw new HttpError(400, MALFORMED_USER_CODE);
+    await limitApprovals(req);
+    return { request: cliAuth.describePending(input.userCode) };
   });
 
   app.post("/api/cli/auth/refresh", async (req) => {

@@ -189,6 +189,15 @@ export function createCliAuthService({ db, repo, clock, config, log }: Deps) {
       });
     },
 
+    /** What the approval page shows before the user decides: which device asks, until when. */
+    describePending(userCode: string): { userCode: string; deviceName: string; expiresAt: string } {
+      const code = normalizeUserCode(userCode);
+      if (!code) throw new HttpError(400, MALFORMED_USER_CODE);
+      const row = repo.findPendingDeviceRequestByUserCode(hashToken(code), clock.now().toISOString());
+      if (!row) throw new HttpError(404, INVALID_USER_CODE);
+      return { userCode: displayUserCode(code), deviceName: row.deviceName, expiresAt: row.expiresAt };
+    },
+
     approve(caller: Caller, userCode: string, isApproved: boolean): { ok: true; approved: boolean; deviceName: string } {
       const code = normalizeUserCode(userCode);
       if (!code) throw new HttpError(400, MALFORMED_USER_CODE);
