@@ -3,8 +3,10 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, get, onSignedOut, post, type User } from "./api.ts";
 import { CliAuthorizePage, CliSessionsPage } from "./pages/cli.tsx";
 import { InvitePage } from "./pages/invite.tsx";
+import { PendingInvitations } from "./pages/invitations.tsx";
 import { ProjectPage } from "./pages/project.tsx";
 import { ProjectsPage } from "./pages/projects.tsx";
+import { SetPasswordPage } from "./pages/set-password.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { navigate, rememberReturnTo, takeReturnTo, useLocation } from "./router.ts";
 import { Link, messageOf } from "./ui.tsx";
@@ -31,13 +33,15 @@ export function App() {
   }, []);
 
   const onSignInPage = location.pathname === "/sign-in";
+  // A local account's one-time link is opened signed out: it is how one gets a password.
+  const onSetPasswordPage = location.pathname === "/set-password";
   useEffect(() => {
-    if (session.state === "signed-out" && !onSignInPage) {
+    if (session.state === "signed-out" && !onSignInPage && !onSetPasswordPage) {
       rememberReturnTo();
       navigate("/sign-in", { replace: true });
     }
     if (session.state === "signed-in" && onSignInPage) navigate(takeReturnTo(), { replace: true });
-  }, [session.state, onSignInPage]);
+  }, [session.state, onSignInPage, onSetPasswordPage]);
 
   useEffect(() => {
     document.title = titleFor(location.pathname);
@@ -55,6 +59,17 @@ export function App() {
           Try again
         </button>
       </main>
+    );
+  }
+  if (onSetPasswordPage) {
+    return (
+      <SetPasswordPage
+        token={location.hash.replace(/^#/, "")}
+        onSignedIn={(user) => {
+          setSession({ state: "signed-in", user });
+          navigate("/", { replace: true });
+        }}
+      />
     );
   }
   if (session.state === "signed-out" || onSignInPage) {
@@ -108,7 +123,14 @@ export function App() {
 
 function Route({ user, pathname, search, hash }: { user: User; pathname: string; search: URLSearchParams; hash: string }) {
   const parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
-  if (parts.length === 0) return <ProjectsPage />;
+  if (parts.length === 0) {
+    return (
+      <>
+        <PendingInvitations />
+        <ProjectsPage />
+      </>
+    );
+  }
   if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} />;
   if (parts[0] === "cli-sessions") return <CliSessionsPage />;
   if (parts[0] === "cli" && parts[1] === "authorize") return <CliAuthorizePage code={search.get("code") ?? ""} />;
@@ -125,6 +147,7 @@ function Route({ user, pathname, search, hash }: { user: User; pathname: string;
 
 function titleFor(pathname: string): string {
   if (pathname === "/sign-in") return "Sign in · Secrets";
+  if (pathname === "/set-password") return "Set a password · Secrets";
   if (pathname.startsWith("/cli/authorize")) return "Authorize the CLI · Secrets";
   if (pathname.startsWith("/cli-sessions")) return "CLI sessions · Secrets";
   if (pathname.startsWith("/invite")) return "Invitation · Secrets";

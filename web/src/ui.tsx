@@ -214,12 +214,12 @@ export function Time({ iso }: { iso: string | undefined | null }) {
   );
 }
 
-export function CopyButton({ text, label = "Copy", ariaLabel }: { text: string | (() => Promise<string> | string); label?: string; ariaLabel?: string }) {
+/** `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied DATABASE_URL"). */
+export function CopyButton({ text, label = "Copy", what }: { text: string | (() => Promise<string> | string); label?: string; what?: string }) {
   const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
   return (
     <button
       type="button"
-      aria-label={ariaLabel}
       onClick={async () => {
         setState("copying");
         try {
@@ -232,6 +232,7 @@ export function CopyButton({ text, label = "Copy", ariaLabel }: { text: string |
       }}
     >
       {state === "copying" ? "Copying…" : state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : label}
+      {what && <span class="sr-only"> {what}</span>}
     </button>
   );
 }

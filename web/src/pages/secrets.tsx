@@ -118,8 +118,9 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                         </th>
                         <td class="value-cell">
                           {value === undefined ? (
-                            <span class="masked" aria-label="Hidden value">
-                              ••••••••
+                            <span class="masked">
+                              <span aria-hidden="true">••••••••</span>
+                              <span class="sr-only">hidden</span>
                             </span>
                           ) : (
                             <code class="value">{value}</code>
@@ -147,7 +148,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                             </button>
                           )}
                           <span title={REVEAL_NOTE}>
-                            <CopyButton ariaLabel={`Copy ${secret.key}`} text={() => value ?? readValue(secret)} />
+                            <CopyButton what={secret.key} text={() => value ?? readValue(secret)} />
                           </span>
                           {can("secrets:update") && (
                             <button type="button" aria-label={`Edit ${secret.key}`} onClick={() => setEditing(secret)}>
@@ -253,10 +254,10 @@ function CreateSecret({ base, env, onClose, onCreated }: { base: string; env: st
             aria-invalid={!keyValid}
             aria-describedby="key-hint"
           />
-          <small id="key-hint" class={keyValid ? "muted" : "error-text"}>
-            Letters, digits and underscores; not starting with a digit.
-          </small>
         </label>
+        <p id="key-hint" class={`small ${keyValid ? "muted" : "error-text"}`}>
+          Letters, digits and underscores; not starting with a digit.
+        </p>
         <label class="field">
           <span>Value</span>
           <textarea required maxLength={10000} rows={4} value={value} onInput={(e) => setValue(e.currentTarget.value)} autoComplete="off" spellcheck={false} />

@@ -1,5 +1,5 @@
 // Sign-in: the form of the configured provider. The dev form exists in development only;
-// the OIDC button and the local-account form belong to their own issue (places marked).
+// OIDC is a redirect to the identity provider; local accounts sign in with a password.
 import { useEffect, useState } from "preact/hooks";
 import { get, post, type User } from "../api.ts";
 import { ErrorText, messageOf, useAction } from "../ui.tsx";
@@ -18,13 +18,34 @@ export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
   return (
     <main id="main" class="narrow sign-in">
       <h1>Sign in to Secrets</h1>
-      <ErrorText error={error} />
+      <ErrorText error={error ?? failedSignIn()} />
       {!info && !error && <p role="status">Loading…</p>}
       {info?.provider === "dev" && <DevSignIn onSignedIn={onSignedIn} />}
       {info?.provider === "oidc" && <OidcSignIn />}
       {info?.provider === "local" && <LocalSignIn onSignedIn={onSignedIn} />}
     </main>
   );
+}
+
+/**
+ * The sign-in redirect reports failures as /sign-in?error=<code>. Only these fixed
+ * sentences are shown, never text from the URL, so a crafted link cannot put words here.
+ */
+const SIGN_IN_ERRORS: Record<string, string> = {
+  sign_in_expired: "The sign-in took too long or was started in another browser. Try again.",
+  state_mismatch: "The sign-in response did not match the sign-in this browser started. Try again.",
+  access_denied: "The sign-in was cancelled at the identity provider.",
+  sign_in_failed: "The identity provider did not confirm the sign-in. Try again.",
+  provider_unavailable: "The identity provider could not be reached. Try again later.",
+  domain_not_allowed: "Your account's e-mail domain is not allowed to sign in here.",
+  email_not_verified: "Your identity provider has not verified your e-mail address, which this server requires.",
+  account_disabled: "This account is disabled. Ask your administrator.",
+};
+
+function failedSignIn(): string | undefined {
+  const code = new URLSearchParams(window.location.search).get("error");
+  if (!code) return undefined;
+  return Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code] : "The sign-in did not complete. Try again.";
 }
 
 function DevSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
@@ -57,22 +78,55 @@ function DevSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
   );
 }
 
-/** Place for the OIDC sign-in (its own issue): the provider's redirect flow. */
+/**
+ * The sign-in redirect comes back to /sign-in (the app then goes on to the remembered
+ * page): the remembered page may carry an invitation token in its fragment, which must
+ * not travel through the identity provider in a query string.
+ */
 function OidcSignIn() {
   return (
-    <div class="card">
-      <a class="button primary" href="/api/auth/oidc/start">
+    <div class="card stack">
+      <a class="button primary" href="/api/auth/oidc/start?returnTo=%2Fsign-in">
         Sign in with your identity provider
       </a>
     </div>
   );
 }
 
-/** Place for the local-account form (its own issue). */
-function LocalSignIn(_props: { onSignedIn(user: User): void }) {
+function LocalSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
+  const [email, setEmail] = useState("");
+  const [password, setPassword] = useState("");
+  const action = useAction();
   return (
-    <div class="card">
-      <p>Local accounts are configured on this server. Their sign-in form is not available in this version of the interface.</p>
-    </div>
+    <form
+      class="card"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        const result = await action.run(() => post<{ user: User }>("/api/auth/local/sign-in", { email: email.trim(), password }));
+        if (result) onSignedIn(result.user);
+        else setPassword("");
+      }}
+    >
+      <label class="field">
+        <span>E-mail address</span>
+        <input type="email" name="email" required autoComplete="username" value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+      </label>
+      <label class="field">
+        <span>Password</span>
+        <input
+          type="password"
+          name="password"
+          required
+          autoComplete="current-password"
+          value={password}
+          onInput={(e) => setPassword(e.currentTarget.value)}
+        />
+      </label>
+      <ErrorText error={action.error} />
+      <button type="submit" class="primary" disabled={action.busy}>
+        {action.busy ? "Signing in…" : "Sign in"}
+      </button>
+      <p class="muted">Forgot your password, or no account yet? Ask your administrator for a link.</p>
+    </form>
   );
 }

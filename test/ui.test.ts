@@ -1,0 +1,332 @@
+// End-to-end tests of the admin UI: Debian's Chromium driven by playwright-core against a
+// real server. Every page visited is checked with axe-core (serious and critical
+// violations fail) and photographed into test-output/screenshots/.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
+const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+
+let browser: Browser;
+
+before(async () => {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  // launch() gives every run a fresh, empty temporary profile.
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+interface Tab {
+  page: Page;
+  context: BrowserContext;
+  /** Console errors, page errors and CSP violations seen so far. */
+  problems: string[];
+}
+
+/** A fresh browser context (no cookies) on the test server, CSP enforced. */
+async function openTab(server: TestServer, options: { phone?: boolean; dark?: boolean } = {}): Promise<Tab> {
+  const context = await browser.newContext({
+    baseURL: server.url,
+    acceptDownloads: true,
+    viewport: options.phone ? { width: 375, height: 740 } : { width: 1280, height: 860 },
+    colorScheme: options.dark ? "dark" : "light",
+  });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  // Nothing may be fetched from anywhere but the server itself.
+  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    // 4xx answers the UI handles (signed out, a 409) are logged by Chromium as resource errors.
+    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) {
+      problems.push(message.text());
+    }
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("requestfailed", (request) => {
+    if (!request.url().startsWith(server.url)) problems.push(`outside request: ${request.url()}`);
+  });
+  return { page, context, problems };
+}
+
+/** Copies an API client's session cookie into a browser context. */
+async function useSession(tab: Tab, server: TestServer, client: Client): Promise<void> {
+  await tab.context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
+}
+
+/** Runs axe-core in the page and fails on serious or critical violations; saves a screenshot. */
+async function check(tab: Tab, name: string): Promise<void> {
+  const { page } = tab;
+  await page.evaluate(() => document.fonts.ready);
+  // page.evaluate runs through the DevTools protocol, which the page's CSP does not govern.
+  await page.evaluate(AXE_SOURCE);
+  const violations = (await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
+    const result = await axe.run(document, { resultTypes: ["violations"] });
+    return result.violations;
+  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(
+    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
+    [],
+    `accessibility violations on ${name}`,
+  );
+  assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
+}
+
+function mainNav(page: Page, name: string) {
+  return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name });
+}
+
+/** Signs in through the dev sign-in form, starting from `start`. */
+async function signInThroughForm(tab: Tab, email: string, start = "/"): Promise<void> {
+  const { page } = tab;
+  await page.goto(start);
+  await page.waitForURL("**/sign-in");
+  await page.getByLabel("E-mail address").fill(email);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL((url) => url.pathname !== "/sign-in");
+}
+
+describe("serving the UI", () => {
+  test("deep links get the app; assets are hashed, immutable and have ETags; /api stays JSON", async (t) => {
+    const server = await startServer(t);
+    const res = await fetch(`${server.url}/projects/abc/production`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "text/html; charset=utf-8");
+    assert.equal(res.headers.get("cache-control"), "no-cache");
+    const csp = res.headers.get("content-security-policy") ?? "";
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /style-src 'self'/);
+    const html = await res.text();
+    assert.doesNotMatch(html, /<script>|<style|style=/, "no inline script or style");
+    const js = html.match(/src="(\/assets\/app-[A-Z0-9]+\.js)"/)?.[1];
+    const css = html.match(/href="(\/assets\/styles-[A-Z0-9]+\.css)"/)?.[1];
+    assert.ok(js && css, html);
+
+    const script = await fetch(server.url + js, { headers: { "accept-encoding": "gzip" } });
+    assert.equal(script.status, 200);
+    assert.equal(script.headers.get("content-type"), "text/javascript; charset=utf-8");
+    assert.equal(script.headers.get("cache-control"), "public, max-age=31536000, immutable");
+    const etag = script.headers.get("etag");
+    assert.ok(etag);
+    const again = await fetch(server.url + js, { headers: { "if-none-match": etag } });
+    assert.equal(again.status, 304);
+    const style = await fetch(server.url + css);
+    assert.equal(style.headers.get("content-type"), "text/css; charset=utf-8");
+
+    const index = await fetch(`${server.url}/`);
+    const indexTag = index.headers.get("etag")!;
+    assert.equal((await fetch(`${server.url}/members`, { headers: { "if-none-match": indexTag } })).status, 304);
+
+    const missing = await fetch(`${server.url}/assets/app-OLDHASH.js`);
+    assert.equal(missing.status, 404);
+    for (const p of ["/api/nothing-here", "/api", "/api/projects/x/nothing"]) {
+      const api = await fetch(server.url + p);
+      assert.equal(api.status, 404, p);
+      assert.deepEqual(await api.json(), { error: "Not found." });
+    }
+  });
+});
+
+describe("admin UI in Chromium", () => {
+  test("signed-out visitors land on sign-in and return to the page they asked for; projects can be created", async (t) => {
+    const server = await startServer(t);
+    const tab = await openTab(server);
+    await tab.page.goto("/cli-sessions");
+    await tab.page.waitForURL("**/sign-in");
+    await tab.page.getByLabel("E-mail address").waitFor();
+    await check(tab, "sign-in");
+    await tab.page.getByLabel("E-mail address").fill("alice@example.test");
+    await tab.page.getByRole("button", { name: "Sign in" }).click();
+    await tab.page.waitForURL("**/cli-sessions");
+    await tab.page.getByRole("heading", { name: "CLI sessions" }).waitFor();
+
+    await mainNav(tab.page, "Projects").click();
+    await tab.page.getByText("No projects yet").waitFor();
+    await tab.page.getByRole("button", { name: "New project" }).click();
+    await tab.page.getByLabel("Name").fill("payments");
+    await tab.page.getByLabel("Description (optional)").fill("Card processing");
+    await tab.page.getByLabel("Staging").uncheck();
+    await check(tab, "project-create");
+    await tab.page.getByRole("button", { name: "Create project" }).click();
+    await tab.page.waitForURL(/\/projects\/[0-9a-f-]+\/development$/);
+    await tab.page.getByRole("heading", { name: "payments" }).waitFor();
+    await tab.page.getByText("No secrets in development yet").waitFor();
+
+    const alice = await server.signIn("alice@example.test");
+    const { body } = await alice.json("GET", "/api/projects");
+    assert.equal(body.projects.length, 1);
+    assert.equal(body.projects[0].name, "payments");
+    assert.deepEqual(body.projects[0].environments, ["development", "production"]);
+
+    // The same name again shows the API's message.
+    await mainNav(tab.page, "Projects").click();
+    await tab.page.getByRole("link", { name: "payments" }).waitFor();
+    await check(tab, "projects");
+    await tab.page.getByRole("button", { name: "New project" }).click();
+    await tab.page.getByLabel("Name").fill("PAYMENTS");
+    await tab.page.getByRole("button", { name: "Create project" }).click();
+    await tab.page.getByRole("alert").filter({ hasText: "A project with this name already exists." }).waitFor();
+  });
+});
+
+describe("secrets in Chromium", () => {
+  test("add, reveal (audited), copy, edit, a conflicting edit with reload, history, reveal an old value, restore, delete", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/production`);
+    await page.getByText("No secrets in production yet").waitFor();
+
+    await page.getByRole("button", { name: "New secret" }).click();
+    await page.getByRole("dialog").getByLabel("Key").fill("DATABASE_URL");
+    await page.getByRole("dialog").getByLabel("Value").fill("postgres://one");
+    await check(tab, "secret-create");
+    await page.getByRole("button", { name: "Create secret" }).click();
+    const row = page.getByRole("row", { name: /DATABASE_URL/ });
+    await row.getByText("v1").waitFor();
+    assert.equal(await row.getByText("postgres://one").count(), 0, "values stay masked until revealed");
+
+    // Reveal: the tooltip says it is audited, and it is.
+    const reveal = page.getByRole("button", { name: "Reveal DATABASE_URL" });
+    assert.match((await reveal.getAttribute("title")) ?? "", /audit log/);
+    await reveal.click();
+    await row.getByText("postgres://one").waitFor();
+    const revealed = await alice.json("GET", `/api/projects/${project.id}/audit?action=secret.revealed`);
+    assert.equal(revealed.body.events.length, 1);
+    assert.equal(revealed.body.events[0].metadata.key, "DATABASE_URL");
+    await check(tab, "secrets");
+
+    await page.getByRole("button", { name: "Copy DATABASE_URL" }).click();
+    await page.getByRole("button", { name: "Copied DATABASE_URL" }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "postgres://one");
+
+    // Edit the value.
+    await page.getByRole("button", { name: "Edit DATABASE_URL" }).click();
+    await page.getByLabel("New value").fill("postgres://two");
+    await page.getByRole("button", { name: "Save" }).click();
+    await row.getByText("v2").waitFor();
+
+    // Someone else changes it while the dialog is open: the API's 409 message and a reload.
+    await page.getByRole("button", { name: "Edit DATABASE_URL" }).click();
+    const listed = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
+    const secretId = listed.body.secrets[0].id;
+    const other = await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${secretId}`, { value: "postgres://three" });
+    assert.equal(other.status, 200);
+    await page.getByLabel("New value").fill("postgres://mine");
+    await page.getByRole("button", { name: "Save" }).click();
+    const conflict = page.getByRole("alert").filter({ hasText: "This secret was changed by someone else. Reload and try again." });
+    await conflict.waitFor();
+    await check(tab, "secret-conflict");
+    await conflict.getByRole("button", { name: "Reload" }).click();
+    await page.getByText("Editing version 3").waitFor();
+    await page.getByLabel("New value").fill("postgres://mine");
+    await page.getByRole("button", { name: "Save" }).click();
+    await row.getByText("v4").waitFor();
+
+    // History: reveal version 1, then restore it.
+    await page.getByRole("button", { name: "History of DATABASE_URL" }).click();
+    const drawer = page.getByRole("dialog", { name: "History of DATABASE_URL" });
+    await drawer.getByText("v4").waitFor();
+    await drawer.getByRole("button", { name: "Reveal version 1" }).click();
+    await drawer.getByText("postgres://one").waitFor();
+    await check(tab, "secret-history");
+    await drawer.getByRole("button", { name: "Restore version 1" }).click();
+    await page.getByRole("dialog", { name: "Restore version 1?" }).getByRole("button", { name: "Restore" }).click();
+    await drawer.getByText("From v1").waitFor();
+    await page.getByRole("dialog", { name: "Restore version 1?" }).waitFor({ state: "detached" });
+    await drawer.getByRole("button", { name: "Close" }).click();
+    await row.getByText("v5").waitFor();
+    const read = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets/${secretId}`);
+    assert.equal(read.body.secret.value, "postgres://one");
+    assert.equal(read.body.secret.version, 5);
+
+    // Search, then delete with confirmation.
+    await page.getByRole("button", { name: "New secret" }).click();
+    await page.getByRole("dialog").getByLabel("Key").fill("OLD_TOKEN");
+    await page.getByRole("dialog").getByLabel("Value").fill("x");
+    await page.getByRole("button", { name: "Create secret" }).click();
+    await page.getByRole("row", { name: /OLD_TOKEN/ }).waitFor();
+    await page.getByLabel("Search keys").fill("old");
+    await page.getByRole("row", { name: /DATABASE_URL/ }).waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Delete OLD_TOKEN" }).click();
+    await page.getByRole("dialog", { name: "Delete OLD_TOKEN?" }).getByRole("button", { name: "Delete secret" }).click();
+    await page.getByText("No key matches").waitFor();
+    const after = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
+    assert.deepEqual(
+      after.body.secrets.map((s: { key: string }) => s.key),
+      ["DATABASE_URL"],
+    );
+  });
+
+  test("import a pasted .env with a preview and per-key overwrite; download the export and read it back", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "web", environments: ["staging"] });
+    const base = `/api/projects/${project.id}/environments/staging`;
+    for (const [key, value] of [
+      ["KEEP", "same"],
+      ["CHANGE_ME", "old"],
+      ["LEAVE_ME", "mine"],
+    ]) {
+      assert.equal((await alice.json("POST", `${base}/secrets`, { key, value })).status, 201);
+    }
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/staging`);
+    await page.getByRole("link", { name: "Import .env" }).click();
+    await page.getByLabel("Paste the contents of a .env file").fill(
+      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "CHANGE_ME=new", "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
+    );
+    await page.getByText("5 new").waitFor({ state: "detached" });
+    await page.getByText(/6 keys: 2 new, 3 existing, 1 invalid/).waitFor();
+    await page.getByRole("button", { name: "Compare values with the current ones" }).click();
+    await page.getByText(/2 new, 0 existing, 2 changed, 1 unchanged, 1 invalid/).waitFor();
+    await page.getByLabel("Overwrite CHANGE_ME").check();
+    await check(tab, "import-preview");
+    await page.getByRole("button", { name: "Import 5 keys" }).click();
+    // KEEP is not overwritten, so the server counts it as skipped like LEAVE_ME.
+    await page.getByText("2 created, 1 updated, 0 unchanged, 2 skipped, 0 failed.").waitFor();
+    await check(tab, "import-result");
+
+    const exported = await alice.json("GET", `${base}/export`);
+    assert.deepEqual(exported.body.secrets, [
+      { key: "CHANGE_ME", value: "new" },
+      { key: "KEEP", value: "same" },
+      { key: "LEAVE_ME", value: "mine" },
+      { key: "NEW_ONE", value: "hello" },
+      { key: "QUOTED", value: "a b\nc" },
+    ]);
+
+    await page.getByRole("link", { name: "Back to secrets" }).click();
+    const [dotenvDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download .env" }).click()]);
+    // The page names it .env.staging; Chromium drops the leading dot of downloaded dotfiles.
+    assert.match(dotenvDownload.suggestedFilename(), /^\.?env\.staging$/);
+    const dotenvText = fs.readFileSync((await dotenvDownload.path())!, "utf8");
+    const { parse } = await import("dotenv");
+    assert.deepEqual(parse(dotenvText), { CHANGE_ME: "new", KEEP: "same", LEAVE_ME: "mine", NEW_ONE: "hello", QUOTED: "a b\nc" });
+
+    const [jsonDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download JSON" }).click()]);
+    assert.equal(jsonDownload.suggestedFilename(), "web.staging.json");
+    const json = JSON.parse(fs.readFileSync((await jsonDownload.path())!, "utf8"));
+    assert.deepEqual(json.secrets, exported.body.secrets);
+  });
+});

@@ -1,0 +1,54 @@
+// The signed-in person's pending invitations (GET /api/invitations), shown above the
+// project list: invitations reach people even when no e-mail could be sent.
+import { get, post } from "../api.ts";
+import { navigate } from "../router.ts";
+import { ErrorText, Time, useAction, useLoad } from "../ui.tsx";
+
+interface PendingInvitation {
+  id: string;
+  project: { id: string; name: string };
+  role: string;
+  environments: string[];
+  invitedBy: { email: string | null; name: string | null } | null;
+  expiresAt: string;
+}
+
+export function PendingInvitations() {
+  const loaded = useLoad(() => get<{ invitations: PendingInvitation[]; emailVerified: boolean }>("/api/invitations"), []);
+  const action = useAction();
+  const list = loaded.data?.invitations ?? [];
+  // Quiet when there is nothing (or the list could not load): the project list matters more.
+  if (list.length === 0) return null;
+  return (
+    <section class="card stack" aria-labelledby="invitations-title">
+      <h2 id="invitations-title">Invitations for you</h2>
+      <ErrorText error={action.error} />
+      <ul class="stack">
+        {list.map((invitation) => (
+          <li key={invitation.id}>
+            <p>
+              <strong>{invitation.invitedBy?.name || invitation.invitedBy?.email || "Someone"}</strong> invited you to{" "}
+              <strong>{invitation.project.name}</strong> as {invitation.role}
+              {invitation.environments.length > 0 ? ` (${invitation.environments.join(", ")})` : ""}. Expires{" "}
+              <Time iso={invitation.expiresAt} />.
+            </p>
+            <div class="actions">
+              <button
+                type="button"
+                class="primary"
+                disabled={action.busy}
+                onClick={async () => {
+                  const result = await action.run(() => post<{ projectId: string }>(`/api/invitations/${invitation.id}/accept`));
+                  if (result) navigate(`/projects/${result.projectId}`);
+                  else void loaded.reload();
+                }}
+              >
+                Accept and open {invitation.project.name}
+              </button>
+            </div>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
+}
