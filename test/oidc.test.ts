@@ -100,6 +100,12 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
   assert.deepEqual(me2.body.user, { id: me.body.user.id, email: "alice@example.org", name: "Alice L." });
   assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 1);
 
+  // The security overview names the provider by the issuer's host.
+  const alice = apiClient(server, again);
+  const project = await alice.createProject({ name: "overview", environments: ["production"] });
+  const overview = await alice.json("GET", `/api/projects/${project.id}/security`);
+  assert.equal(overview.body.authentication.provider, new URL(provider.issuer).host);
+
   // Production mode: no dev sign-in; nothing secret in the log.
   const dev = await server.client().json("POST", "/api/auth/dev/sign-in", { email: "x@example.com" });
   assert.equal(dev.status, 404);
