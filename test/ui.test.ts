@@ -330,3 +330,74 @@ describe("secrets in Chromium", () => {
     assert.deepEqual(json.secrets, exported.body.secrets);
   });
 });
+
+describe("members and access in Chromium", () => {
+  test("invite, accept in a second browser, wrong address explained, grant an environment and the member sees it", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "shop", environments: ["development", "production"] });
+    const owner = await openTab(server);
+    await useSession(owner, server, alice);
+    await owner.page.goto(`/projects/${project.id}/members`);
+    await owner.page.getByRole("heading", { name: "Invitations" }).waitFor();
+
+    const invite = async (email: string) => {
+      await owner.page.getByLabel("E-mail address").fill(email);
+      await owner.page.getByLabel("Role").selectOption("member");
+      await owner.page.getByRole("button", { name: "Send invitation" }).click();
+      const link = owner.page.getByLabel("Invitation link");
+      await owner.page.getByRole("cell", { name: email }).waitFor();
+      return link.inputValue();
+    };
+    const bobLink = await invite("bob@example.test");
+    assert.match(bobLink, new RegExp(`^${server.url}/invite#[A-Za-z0-9_-]+$`));
+    await check(owner, "members");
+    const daveLink = await invite("dave@example.test");
+
+    // Bob opens his link signed out: sign-in first, then back to the invitation.
+    const bob = await openTab(server);
+    await signInThroughForm(bob, "bob@example.test", new URL(bobLink).pathname + new URL(bobLink).hash);
+    await bob.page.waitForURL((url) => url.pathname === "/invite");
+    await bob.page.getByRole("heading", { name: "You have been invited to a project" }).waitFor();
+    await check(bob, "invite");
+    await bob.page.getByRole("button", { name: "Accept invitation" }).click();
+    await bob.page.getByText("You joined the project as member.").waitFor();
+    await bob.page.getByRole("link", { name: "Open the project" }).click();
+    await bob.page.getByText("You have no access to any environment of this project yet.").waitFor();
+
+    // Dave's link opened by Bob: the API's message, and a way to switch accounts.
+    await bob.page.goto(new URL(daveLink).pathname + new URL(daveLink).hash);
+    await bob.page.getByRole("button", { name: "Accept invitation" }).click();
+    await bob.page.getByRole("alert").filter({ hasText: "This invitation was sent to a different email address." }).waitFor();
+    await check(bob, "invite-wrong-address");
+    // Accepting Bob's used link again: 410 with the API's message.
+    await bob.page.goto(new URL(bobLink).pathname + new URL(bobLink).hash);
+    await bob.page.getByRole("button", { name: "Accept invitation" }).click();
+    await bob.page.getByRole("alert").filter({ hasText: "This invitation is invalid, expired, or already used." }).waitFor();
+
+    // Alice grants Bob production.
+    await owner.page.getByRole("link", { name: "Environment access" }).click();
+    const matrixRow = owner.page.getByRole("row", { name: /bob@example\.test/ });
+    await matrixRow.waitFor();
+    await owner.page.getByRole("row", { name: /alice@example\.test/ }).getByText("Implicit").first().waitFor();
+    await check(owner, "environment-access");
+    await owner.page.getByLabel("bob@example.test can use production").check();
+    await owner.page.getByText("bob@example.test can now use production.").waitFor();
+
+    await bob.page.goto(`/projects/${project.id}`);
+    await bob.page.waitForURL(`**/projects/${project.id}/production`);
+    await bob.page.getByRole("heading", { name: "Production secrets" }).waitFor();
+    assert.equal(await bob.page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Development" }).count(), 0);
+    await check(bob, "member-view");
+
+    // Role change and removal from the members page.
+    await owner.page.getByRole("link", { name: "Members" }).click();
+    await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
+    await owner.page.getByLabel("Role of bob@example.test").and(owner.page.locator(":enabled")).waitFor();
+    const members = await alice.json("GET", `/api/projects/${project.id}/members`);
+    assert.equal(members.body.members.find((m: { email: string }) => m.email === "bob@example.test").role, "viewer");
+    await owner.page.getByRole("button", { name: "Remove bob@example.test" }).click();
+    await owner.page.getByRole("dialog").getByRole("button", { name: "Remove member" }).click();
+    await owner.page.getByRole("row", { name: /bob@example\.test/ }).waitFor({ state: "detached" });
+  });
+});

@@ -7,14 +7,15 @@ import { ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
 export function AccessPage({ project }: { project: Project }) {
   const base = projectPath(project.id);
   const matrix = useLoad(() => get<AccessMatrix>(`${base}/environment-access`), [base]);
-  const [pending, setPending] = useState<string | undefined>(undefined);
+  // The toggle shows the wanted state while the request runs.
+  const [pending, setPending] = useState<{ key: string; grant: boolean } | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
   const [status, setStatus] = useState("");
 
   async function toggle(userId: string, who: string, env: string, grant: boolean) {
     setError(undefined);
     setStatus("");
-    setPending(`${userId}:${env}`);
+    setPending({ key: `${userId}:${env}`, grant });
     try {
       const path = `${base}/environments/${env}/access/${userId}`;
       if (grant) await put(path);
@@ -70,19 +71,21 @@ export function AccessPage({ project }: { project: Project }) {
                             </td>
                           );
                         }
+                        const mine = pending?.key === `${member.userId}:${env}` ? pending : undefined;
+                        const on = mine ? mine.grant : access === "granted";
                         return (
                           <td key={env}>
                             <label class="switch">
                               <input
                                 type="checkbox"
-                                checked={access === "granted"}
-                                disabled={pending === `${member.userId}:${env}`}
+                                checked={on}
+                                disabled={mine !== undefined}
                                 onChange={(e) => void toggle(member.userId, who, env, e.currentTarget.checked)}
                               />
                               <span class="sr-only">
                                 {who} can use {env}
                               </span>
-                              <span aria-hidden="true">{access === "granted" ? "Granted" : "No access"}</span>
+                              <span aria-hidden="true">{on ? "Granted" : "No access"}</span>
                             </label>
                           </td>
                         );
