@@ -2,11 +2,12 @@
 // real server. Every page visited is checked with axe-core (serious and critical
 // violations fail) and photographed into test-output/screenshots/.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+import { ROOT, makeTempDir, startServer, type Client, type TestServer } from "./helpers.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
@@ -399,5 +400,93 @@ describe("members and access in Chromium", () => {
     await owner.page.getByRole("button", { name: "Remove bob@example.test" }).click();
     await owner.page.getByRole("dialog").getByRole("button", { name: "Remove member" }).click();
     await owner.page.getByRole("row", { name: /bob@example\.test/ }).waitFor({ state: "detached" });
+  });
+});
+
+/** `secrets-server login` as a real process whose stderr can be read while it polls. */
+function startLogin(server: TestServer, home: string, deviceName: string) {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url, "--device-name", deviceName, "--no-browser"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  const done = new Promise<{ code: number | null; output: string }>((resolve) => {
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+  let exited = false;
+  void done.then(() => (exited = true));
+  return {
+    done,
+    get exited() {
+      return exited;
+    },
+    async waitFor(pattern: RegExp): Promise<RegExpMatchArray> {
+      for (;;) {
+        const match = output.match(pattern);
+        if (match) return match;
+        if (exited) throw new Error(`login ended before ${pattern}: ${output}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    },
+  };
+}
+
+describe("CLI sign-in in Chromium", () => {
+  test("approving a device code while the real CLI polls; the page never approves on load; sessions can be revoked", async (t) => {
+    const server = await startServer(t);
+    const home = makeTempDir("secrets-ui-cli-");
+    t.after(() => fs.rmSync(home, { recursive: true, force: true }));
+    const alice = await server.signIn("alice@example.test");
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+
+    const login = startLogin(server, home, "build box");
+    const [url] = await login.waitFor(/http:\/\/\S+\/cli\/authorize\?code=[A-Z0-9-]+/);
+    const code = new URL(url).searchParams.get("code")!;
+    await page.goto(new URL(url).pathname + new URL(url).search);
+    await page.getByRole("heading", { name: "Authorize the command-line tool" }).waitFor();
+    assert.equal(await page.getByLabel("Code shown in your terminal").inputValue(), code);
+    await check(tab, "cli-authorize");
+    // Loading the page approved nothing: no session exists and the CLI is still waiting.
+    assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body.sessions, []);
+    assert.equal(login.exited, false);
+
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.getByText("“build box” is now signed in as you.").waitFor();
+    const result = await login.done;
+    assert.equal(result.code, 0, result.output);
+    assert.match(result.output, /Signed in to .* as alice@example\.test\./);
+
+    await page.getByRole("link", { name: "See your CLI sessions" }).click();
+    const row = page.getByRole("row", { name: /build box/ });
+    await row.waitFor();
+    await check(tab, "cli-sessions");
+    await row.getByRole("button", { name: "Revoke build box" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Revoke" }).click();
+    await page.getByText("No active CLI sessions.").waitFor();
+    assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body.sessions, []);
+
+    // Deny: the CLI is told and saves nothing.
+    const denied = startLogin(server, home, "other box");
+    const [otherUrl] = await denied.waitFor(/http:\/\/\S+\/cli\/authorize\?code=[A-Z0-9-]+/);
+    await page.goto(new URL(otherUrl).pathname + new URL(otherUrl).search);
+    await page.getByRole("button", { name: "Deny" }).click();
+    await page.getByText("The request from “other box” was denied.").waitFor();
+    const deniedResult = await denied.done;
+    assert.notEqual(deniedResult.code, 0);
+    assert.match(deniedResult.output, /denied/);
+
+    // A wrong code shows the API's message.
+    await page.goto("/cli/authorize?code=BBBB-BBBB");
+    await page.getByRole("button", { name: "Approve" }).click();
+    await page.getByRole("alert").filter({ hasText: "That code is invalid or has expired." }).waitFor();
   });
 });
