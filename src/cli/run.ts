@@ -27,7 +27,11 @@ export async function run(args: string[]): Promise<number> {
 
   return new Promise<number>((resolve) => {
     const child = spawn(command, commandArgs, { stdio: "inherit", env });
+    // On a terminal, Ctrl-C, Ctrl-\ and resizes already reach the command, which shares our
+    // process group; sending them again would make a second Ctrl-C out of the first.
+    const fromTerminal = process.stdin.isTTY ? new Set<NodeJS.Signals>(["SIGINT", "SIGQUIT", "SIGWINCH"]) : new Set<NodeJS.Signals>();
     const forward = (signal: NodeJS.Signals) => {
+      if (fromTerminal.has(signal)) return;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     };
     for (const signal of FORWARDED) process.on(signal, forward);
