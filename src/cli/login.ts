@@ -49,6 +49,15 @@ class Spinner {
   }
 }
 
+function defaultDeviceName(): string {
+  try {
+    return `${os.userInfo().username}@${os.hostname()}`;
+  } catch {
+    // No passwd entry (some containers): the host name alone still tells devices apart.
+    return os.hostname();
+  }
+}
+
 export async function login(args: string[]): Promise<number> {
   const { values } = parseFlags(
     args,
@@ -56,7 +65,7 @@ export async function login(args: string[]): Promise<number> {
     LOGIN_USAGE,
   );
   const server = resolveServer(values.server);
-  const deviceName = values["device-name"] ?? `${os.userInfo().username}@${os.hostname()}`;
+  const deviceName = values["device-name"] ?? defaultDeviceName();
 
   const start = await post(server, "/api/cli/auth/device", { deviceName });
   if (start.status !== 200) throw errorFor(start, server);
