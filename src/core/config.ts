@@ -98,7 +98,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   try {
     // Unset and empty are the same thing for an operator editing an EnvironmentFile.
     const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
-    raw = envSchema<RawEnv>({ schema, data, dotenv: false });
+    // env: false, or env-schema merges process.env back over `data` (undoing the filter).
+    raw = envSchema<RawEnv>({ schema, data, env: false, dotenv: false });
   } catch (error) {
     throw new ConfigError(describeSchemaError(error));
   }
