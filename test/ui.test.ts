@@ -7,6 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { startFakeVercel } from "./fake-vercel.ts";
 import { ROOT, makeTempDir, startServer, type Client, type TestServer } from "./helpers.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -86,6 +87,15 @@ async function check(tab: Tab, name: string): Promise<void> {
     `accessibility violations on ${name}`,
   );
   assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
+}
+
+/** Polls a condition (server state the page does not show) for up to 10 seconds. */
+async function until(condition: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error("condition not met within 10 s");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 function mainNav(page: Page, name: string) {
@@ -488,5 +498,119 @@ describe("CLI sign-in in Chromium", () => {
     await page.goto("/cli/authorize?code=BBBB-BBBB");
     await page.getByRole("button", { name: "Approve" }).click();
     await page.getByRole("alert").filter({ hasText: "That code is invalid or has expired." }).waitFor();
+  });
+});
+
+describe("audit, security and Vercel in Chromium", () => {
+  test("the audit log reads as sentences, filters by category and actor, and loads more by cursor; the security overview", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const bob = await server.signIn("bob@example.test");
+    const project = await alice.createProject({ name: "ledger", environments: ["production"] });
+    const base = `/api/projects/${project.id}/environments/production`;
+    const created = await alice.json("POST", `${base}/secrets`, { key: "API_KEY", value: "k1" });
+    for (let i = 0; i < 55; i++) assert.equal((await alice.json("GET", `${base}/secrets/${created.body.secret.id}`)).status, 200);
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "admin" });
+    const token = new URL(invited.body.devAcceptUrl).hash.slice(1);
+    assert.equal((await bob.json("POST", "/api/invitations/accept", { token })).status, 200);
+    assert.equal((await bob.json("PATCH", `${base}/secrets/${created.body.secret.id}`, { value: "k2" })).status, 200);
+
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/audit`);
+    const list = page.getByRole("list", { name: "Audit events, newest first" });
+    await list.getByText("bob@example.test changed the value of API_KEY in production (now version 2)").waitFor();
+    await list.getByText("You revealed the value of API_KEY in production").first().waitFor();
+    await check(tab, "audit");
+    assert.equal(await list.getByRole("listitem").count(), 50);
+    await page.getByRole("button", { name: "Load more" }).click();
+    await list.getByText("You created the project").waitFor();
+    // project.created, secret.created, 55 reveals, invitation created and accepted, secret.updated.
+    assert.equal(await list.getByRole("listitem").count(), 60);
+    assert.equal(await page.getByRole("button", { name: "Load more" }).count(), 0);
+
+    await page.getByLabel("Category").selectOption("access");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await list.getByText("bob@example.test accepted an invitation as admin").waitFor();
+    await list.getByText("You invited bob@example.test as admin").waitFor();
+    assert.equal(await list.getByRole("listitem").count(), 2);
+
+    await page.getByRole("button", { name: "Clear" }).click();
+    await page.getByLabel("Actor").selectOption({ label: "bob@example.test" });
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await list.getByText("bob@example.test changed the value of API_KEY").waitFor();
+    await page.waitForFunction(() => document.querySelectorAll('[aria-label="Audit events, newest first"] li').length === 2);
+
+    await page.getByLabel("From", { exact: true }).fill("2001-01-01");
+    await page.getByLabel("To", { exact: true }).fill("2001-01-02");
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    await page.getByText("No events match.").waitFor();
+
+    await page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Security" }).click();
+    await page.getByRole("heading", { name: "Security overview" }).waitFor();
+    await page.getByText("AES-256-GCM").waitFor();
+    await page.getByRole("heading", { name: "Checklist" }).waitFor();
+    await check(tab, "security");
+  });
+
+  test("connect Vercel against the fake, pick a project, map environments, add a hook, sync and redeploy", async (t) => {
+    const fake = await startFakeVercel();
+    t.after(() => fake.stop());
+    fake.addToken("vcp_ui_test_token_123456", ["team_acme1234"]);
+    fake.addTeam("team_acme1234", "Acme");
+    fake.addProject("prj_web", "web");
+    fake.addProject("prj_team", "team-site", "team_acme1234");
+    const hook = fake.addHook("prj_web");
+    const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" } });
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "site", environments: ["development", "production"] });
+    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "STRIPE_KEY", value: "sk_live_1" })).status, 201);
+
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/vercel`);
+    await page.getByLabel("Vercel access token").fill("wrong-token");
+    await page.getByRole("button", { name: "Connect" }).click();
+    await page.getByRole("alert").waitFor();
+    await check(tab, "vercel-connect");
+    await page.getByLabel("Vercel access token").fill("vcp_ui_test_token_123456");
+    await page.getByRole("button", { name: "Connect" }).click();
+    await page.getByText("Token saved; no Vercel project linked yet").waitFor();
+
+    await page.getByLabel("Vercel project").selectOption({ label: "web" });
+    await page.getByRole("combobox", { name: /^Production/ }).selectOption("production");
+    await page.getByRole("combobox", { name: /^Development/ }).selectOption("development");
+    await page.getByLabel("Replace it with ours (overwrite)").check();
+    await page.getByLabel(/Deploy hook URL/).fill(hook);
+    await page.getByLabel(/Redeploy automatically/).check();
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("Saved.").waitFor();
+    await page.getByText("Active", { exact: true }).waitFor();
+    const saved = await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`);
+    assert.equal(saved.body.hostProjectId, "prj_web");
+    assert.deepEqual(saved.body.mappings, { development: "development", production: "production" });
+    assert.equal(saved.body.conflictPolicy, "overwrite");
+    assert.equal(saved.body.hookConfigured, true);
+    assert.equal(saved.body.autoRedeploy, true);
+
+    await page.getByRole("button", { name: "Sync and redeploy" }).click();
+    await page.getByText("Sync finished.").waitFor();
+    await check(tab, "vercel");
+    assert.equal(fake.envFor("prj_web", "STRIPE_KEY", "production")?.value, "sk_live_1");
+    assert.ok(fake.hookCalls.length >= 1, "the deploy hook was called");
+
+    const before = (await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body.lastRun.startedAt;
+    await page.getByRole("button", { name: "Sync now" }).click();
+    // The earlier "Sync finished." may still be on screen: wait for the new run itself.
+    await until(async () => (await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body.lastRun.startedAt !== before);
+    await page.getByText("Sync finished.").waitFor();
+    await page.getByRole("button", { name: "Sync now" }).and(page.locator(":enabled")).waitFor();
+
+    await page.getByRole("button", { name: "Disconnect Vercel" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Disconnect" }).click();
+    await page.getByRole("heading", { name: "Connect Vercel" }).waitFor();
+    assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body, { connected: false });
   });
 });

@@ -107,6 +107,10 @@ export function describe(event: AuditEvent): string {
   }
 }
 
+function capitalize(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
+
 interface Filters {
   category: string;
   action: string;
@@ -229,7 +233,7 @@ export function AuditPage({ project }: { project: Project }) {
             <li key={event.id}>
               <Time iso={event.at} />
               <span class="audit-line">
-                <strong>{whoLabel(event.actor)}</strong> {describe(event)}
+                <strong>{capitalize(whoLabel(event.actor))}</strong> {describe(event)}
                 {event.metadata?.via === "cli" && <span class="badge">CLI</span>}
               </span>
               <code class="small muted">{event.action}</code>

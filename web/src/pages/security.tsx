@@ -19,6 +19,7 @@ interface Overview {
   integrations: { hosting: Record<string, unknown> | null; [more: string]: unknown };
   auditLog: { events: number; [more: string]: unknown };
   notes?: unknown;
+  environments?: unknown;
   [more: string]: unknown;
 }
 
@@ -90,7 +91,8 @@ export function SecurityPage({ project }: { project: Project }) {
       <h2>Security overview</h2>
       <LoadState loaded={overview}>
         {(o) => {
-          const { encryption: e, authentication: a, access, integrations, auditLog, notes, ...rest } = o;
+          const { encryption: e, authentication: a, access, integrations, auditLog, notes, environments, ...rest } = o;
+          const grants = Array.isArray(environments) ? (environments as Record<string, unknown>[]) : [];
           const { members, pendingInvitations, ...accessMore } = access;
           return (
             <div class="grid">
@@ -144,6 +146,34 @@ export function SecurityPage({ project }: { project: Project }) {
                   <Row label="Recorded events">{auditLog.events}</Row>
                 </dl>
               </section>
+              {grants.length > 0 && (
+                <section class="card" aria-labelledby="sec-grants">
+                  <h3 id="sec-grants">Environment grants</h3>
+                  <table>
+                    <thead>
+                      <tr>
+                        {Object.keys(grants[0]!).map((k) => (
+                          <th scope="col" key={k}>
+                            {humanize(k)}
+                          </th>
+                        ))}
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {grants.map((g, i) => (
+                        <tr key={i}>
+                          {Object.keys(grants[0]!).map((k) => (
+                            <td key={k}>
+                              <Value value={g[k]} />
+                            </td>
+                          ))}
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                  <p class="muted small">Members and viewers holding a grant; owners and admins reach every environment.</p>
+                </section>
+              )}
               {Object.keys(rest).length > 0 && (
                 <section class="card" aria-labelledby="sec-more">
                   <h3 id="sec-more">More</h3>

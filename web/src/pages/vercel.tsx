@@ -131,7 +131,7 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
         <dl class="kv">
           <dt>Connection</dt>
           <dd>
-            <span class={`badge status-${c.status}`}>{c.status}</span> {STATUS_TEXT[c.status]}
+            <span class={`badge status-${c.status}`}>{c.status}</span> <span>{STATUS_TEXT[c.status]}</span>
           </dd>
           <dt>Vercel project</dt>
           <dd>{c.hostProjectName ?? c.hostProjectId ?? "none linked"}</dd>
