@@ -28,6 +28,9 @@ import { createMembersService } from "./members/members.service.ts";
 import { createProjectsRepo } from "./projects/projects.repo.ts";
 import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
+import { createSecretsRepo } from "./secrets/secrets.repo.ts";
+import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
+import { createSecretsService } from "./secrets/secrets.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
 import { createInboxRepo } from "./invitations/inbox.repo.ts";
@@ -161,6 +164,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const audit = createAuditWriter(db, clock);
   const vault = createVault(db, keyring);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const secrets = createSecretsService({ db, repo: createSecretsRepo(db), access, audit, vault, clock, log });
   const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
   const invitations = createInvitationsService({
@@ -190,6 +194,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     }
   }
   registerProjectRoutes(app, { auth, access, projects });
+  registerSecretRoutes(app, { auth, access, secrets });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });

@@ -3,6 +3,7 @@ import { CLI_HELP, cliCommands } from "./cli/index.ts";
 import { auditCommand } from "./audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
 import { openDatabase } from "./core/db.ts";
+import { rotateKeyCommand } from "./secrets/rotate-key.ts";
 import { setupLinkCommand, usersCommand } from "./users/users.commands.ts";
 
 export const VERSION = "0.1.0";
@@ -13,6 +14,7 @@ Server commands:
   serve            Start the server (the default when no command is given)
   migrate          Apply database migrations and exit
   audit verify     Check the audit log's hash chain; exit code 1 at a broken link
+  rotate-key       Re-encrypt every record to the current master key version (in batches; rerun to resume)
   setup-link       Print a one-time link to create the first account (AUTH_PROVIDER=local)
   users ...        list, add EMAIL, reset-password EMAIL, disable EMAIL, enable EMAIL
   version          Print the version
@@ -34,6 +36,7 @@ const commands: Record<string, Command> = {
     return 0;
   },
   audit: auditCommand,
+  "rotate-key": rotateKeyCommand,
   "setup-link": setupLinkCommand,
   users: usersCommand,
   version: async () => {

@@ -1,0 +1,234 @@
+// `secrets-server rotate-key`: moves every encrypted record to the current master key
+// version. Each batch is one transaction, so an interruption (Ctrl-C, a crash, a power
+// cut) leaves every record either old and readable with the previous key, or new; running
+// the command again continues where it stopped. The server may keep running meanwhile.
+import { loadConfig } from "../core/config.ts";
+import { loadKeyring, type Keyring } from "../core/crypto.ts";
+import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
+import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
+
+const DEFAULT_BATCH_SIZE = 200;
+
+export interface RotationCounts {
+  total: number;
+  onCurrentKeyVersion: number;
+  other: number;
+}
+
+/**
+ * Every encrypted record in one query: secret values, project data keys and the
+ * integration's token and deploy hook. The security overview reports the same numbers.
+ */
+export function countEncryptedRecords(db: Db, currentKeyVersion: number): RotationCounts {
+  const row = db.$client
+    .prepare(
+      `SELECT count(*) AS total, coalesce(sum(v = @current), 0) AS onCurrent FROM (
+         SELECT key_version AS v FROM secret_versions
+         UNION ALL SELECT key_version FROM project_keys
+         UNION ALL SELECT token_key_version FROM integrations
+         UNION ALL SELECT hook_key_version FROM integrations WHERE hook_ciphertext IS NOT NULL
+       )`,
+    )
+    .get({ current: currentKeyVersion }) as { total: number; onCurrent: number };
+  return { total: row.total, onCurrentKeyVersion: row.onCurrent, other: row.total - row.onCurrent };
+}
+
+interface Output {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+export interface RotationResult {
+  reencrypted: number;
+  failed: number;
+  projectKeysRemoved: number;
+  interrupted: boolean;
+}
+
+/** Re-encrypts in batches; `shouldStop` is asked between batches. */
+export async function rotateRecords(
+  db: Db,
+  keyring: Keyring,
+  options: { batchSize: number; shouldStop: () => boolean; output: Output },
+): Promise<RotationResult> {
+  const vault = createVault(db, keyring);
+  const current = keyring.currentVersion;
+  const { out, err } = options.output;
+  const sqlite = db.$client;
+  const result: RotationResult = { reencrypted: 0, failed: 0, projectKeysRemoved: 0, interrupted: false };
+
+  const pendingValues = (sqlite.prepare("SELECT count(*) FROM secret_versions WHERE key_version <> ?").pluck().get(current) as number) ?? 0;
+  const pendingIntegrations = sqlite
+    .prepare(
+      `SELECT (SELECT count(*) FROM integrations WHERE token_key_version <> @c)
+            + (SELECT count(*) FROM integrations WHERE hook_ciphertext IS NOT NULL AND hook_key_version <> @c)`,
+    )
+    .pluck()
+    .get({ c: current }) as number;
+  out(`Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`);
+
+  // Secret values, by rowid so a row that fails to open is passed over instead of retried forever.
+  const selectValues = sqlite.prepare(
+    `SELECT v.rowid AS rowid, v.secret_id AS secretId, v.version_number AS versionNumber, v.project_id AS projectId,
+            s.environment AS environment, v.ciphertext AS ciphertext, v.key_version AS keyVersion
+     FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
+     WHERE v.key_version <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
+  );
+  const updateValue = sqlite.prepare("UPDATE secret_versions SET ciphertext = ?, key_version = ? WHERE rowid = ? AND key_version = ?");
+  let cursor = 0;
+  let done = 0;
+  while (pendingValues > 0) {
+    if (options.shouldStop()) return { ...result, interrupted: true };
+    const batch = writeTransaction(db, () => {
+      const rows = selectValues.all(current, cursor, options.batchSize) as {
+        rowid: number;
+        secretId: string;
+        versionNumber: number;
+        projectId: string;
+        environment: string;
+        ciphertext: Buffer;
+        keyVersion: number;
+      }[];
+      for (const row of rows) {
+        const aad = secretValueAad(row.projectId, row.environment, row.secretId, row.versionNumber);
+        const moved = reseal(vault, row.projectId, aad, row);
+        if (moved) {
+          updateValue.run(moved.ciphertext, moved.keyVersion, row.rowid, row.keyVersion);
+          result.reencrypted++;
+        } else {
+          result.failed++;
+          err(`Secret ${row.secretId} version ${row.versionNumber} does not decrypt with key version ${row.keyVersion}; left as it is.`);
+        }
+      }
+      return rows;
+    });
+    if (batch.length === 0) break;
+    cursor = batch.at(-1)!.rowid;
+    done += batch.length;
+    out(`secret values: ${done}/${pendingValues}`);
+    // Lets a pending SIGINT be seen between batches, never inside one.
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+
+  // Integration credentials: one row per project, two sealed fields.
+  const fields = [
+    { name: "token", column: "token_ciphertext", version: "token_key_version", aad: "token" },
+    { name: "deploy hook", column: "hook_ciphertext", version: "hook_key_version", aad: "deploy-hook" },
+  ] as const;
+  let doneIntegrations = 0;
+  for (const field of fields) {
+    const select = sqlite.prepare(
+      `SELECT rowid, project_id AS projectId, ${field.column} AS ciphertext, ${field.version} AS keyVersion FROM integrations
+       WHERE ${field.column} IS NOT NULL AND ${field.version} <> ? AND rowid > ? ORDER BY rowid LIMIT ?`,
+    );
+    const update = sqlite.prepare(`UPDATE integrations SET ${field.column} = ?, ${field.version} = ? WHERE rowid = ? AND ${field.version} = ?`);
+    let rowCursor = 0;
+    for (;;) {
+      if (options.shouldStop()) return { ...result, interrupted: true };
+      const batch = writeTransaction(db, () => {
+        const rows = select.all(current, rowCursor, options.batchSize) as { rowid: number; projectId: string; ciphertext: Buffer; keyVersion: number }[];
+        for (const row of rows) {
+          const moved = reseal(vault, row.projectId, integrationAad(row.projectId, field.aad), row);
+          if (moved) {
+            update.run(moved.ciphertext, moved.keyVersion, row.rowid, row.keyVersion);
+            result.reencrypted++;
+          } else {
+            result.failed++;
+            err(`The integration ${field.name} of project ${row.projectId} does not decrypt with key version ${row.keyVersion}; left as it is.`);
+          }
+        }
+        return rows;
+      });
+      if (batch.length === 0) break;
+      rowCursor = batch.at(-1)!.rowid;
+      doneIntegrations += batch.length;
+      out(`integration credentials: ${doneIntegrations}/${pendingIntegrations}`);
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
+  // Project data keys: every project gets one under the current key; an old one goes only
+  // when no record of its project still needs it.
+  if (options.shouldStop()) return { ...result, interrupted: true };
+  writeTransaction(db, () => {
+    const projects = sqlite.prepare("SELECT DISTINCT project_id FROM project_keys WHERE key_version <> ?").pluck().all(current) as string[];
+    for (const projectId of projects) vault.createProjectKey(projectId);
+    result.projectKeysRemoved = sqlite
+      .prepare(
+        `DELETE FROM project_keys WHERE key_version <> @c
+           AND NOT EXISTS (SELECT 1 FROM secret_versions v WHERE v.project_id = project_keys.project_id AND v.key_version = project_keys.key_version)
+           AND NOT EXISTS (SELECT 1 FROM integrations i WHERE i.project_id = project_keys.project_id
+                             AND (i.token_key_version = project_keys.key_version
+                                  OR (i.hook_ciphertext IS NOT NULL AND i.hook_key_version = project_keys.key_version)))`,
+      )
+      .run({ c: current }).changes;
+  });
+  return result;
+}
+
+function reseal(vault: Vault, projectId: string, aad: string, sealed: { ciphertext: Buffer; keyVersion: number }) {
+  let plaintext: string;
+  try {
+    plaintext = vault.open(projectId, aad, sealed);
+  } catch (error) {
+    if (error instanceof DecryptError) return undefined;
+    throw error;
+  }
+  return vault.seal(projectId, aad, plaintext);
+}
+
+function parseBatchSize(args: string[]): number | undefined {
+  let size = DEFAULT_BATCH_SIZE;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    const text = arg === "--batch-size" ? args[++i] : arg.startsWith("--batch-size=") ? arg.slice("--batch-size=".length) : undefined;
+    if (text === undefined || !/^[1-9]\d{0,5}$/.test(text)) return undefined;
+    size = Number(text);
+  }
+  return size;
+}
+
+export async function rotateKeyCommand(args: string[]): Promise<number> {
+  const batchSize = parseBatchSize(args);
+  if (batchSize === undefined) {
+    process.stderr.write("Usage: secrets-server rotate-key [--batch-size N]   (N from 1 to 999999, default 200)\n");
+    return 2;
+  }
+  const config = loadConfig();
+  const keyring = loadKeyring(config);
+  const db = openDatabase(config);
+  try {
+    // Refuses a wrong key, or records on a key version that is not configured.
+    checkMasterKeys(db, keyring, new Date());
+    let stopRequested = false;
+    const stop = () => {
+      stopRequested = true;
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    const result = await rotateRecords(db, keyring, {
+      batchSize,
+      shouldStop: () => stopRequested,
+      output: { out: (line) => console.log(line), err: (line) => console.error(line) },
+    });
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    const counts = countEncryptedRecords(db, keyring.currentVersion);
+    if (result.interrupted) {
+      console.log(`Interrupted after ${result.reencrypted} records. Nothing is half done: run rotate-key again to continue.`);
+      return 130;
+    }
+    console.log(
+      `Done: ${result.reencrypted} records re-encrypted, ${result.projectKeysRemoved} old project data keys removed. ` +
+        `${counts.onCurrentKeyVersion} of ${counts.total} records are on key version ${keyring.currentVersion}.`,
+    );
+    if (result.failed > 0 || counts.other > 0) {
+      console.error(`${result.failed} records could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`);
+      return 1;
+    }
+    console.log("Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS and restart the server.");
+    return 0;
+  } finally {
+    db.$client.close();
+  }
+}

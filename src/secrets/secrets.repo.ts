@@ -1,0 +1,157 @@
+import { and, asc, desc, eq, sql } from "drizzle-orm";
+import type { Environment } from "../core/access.ts";
+import type { Db } from "../core/db.ts";
+import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
+
+export type SecretRow = typeof secrets.$inferSelect;
+export type SecretVersionRow = typeof secretVersions.$inferSelect;
+
+/** A secret with the sealed value of its current version. */
+export interface SecretWithCiphertext extends SecretRow {
+  ciphertext: Buffer;
+  keyVersion: number;
+}
+
+export interface VersionListRow {
+  versionNumber: number;
+  changeType: SecretVersionRow["changeType"];
+  key: string;
+  restoredFromVersion: number | null;
+  createdAt: string;
+  changedBy: string | null;
+  changedByEmail: string | null;
+  changedByIsMember: boolean;
+}
+
+const withCiphertext = {
+  id: secrets.id,
+  projectId: secrets.projectId,
+  environment: secrets.environment,
+  key: secrets.key,
+  version: secrets.version,
+  createdAt: secrets.createdAt,
+  updatedAt: secrets.updatedAt,
+  ciphertext: secretVersions.ciphertext,
+  keyVersion: secretVersions.keyVersion,
+};
+
+export function createSecretsRepo(db: Db) {
+  // Prepared once: reading a value is the hottest path of the server.
+  const findWithValue = db
+    .select(withCiphertext)
+    .from(secrets)
+    .innerJoin(secretVersions, and(eq(secretVersions.secretId, secrets.id), eq(secretVersions.versionNumber, secrets.version)))
+    .where(
+      and(
+        eq(secrets.id, sql.placeholder("id")),
+        eq(secrets.projectId, sql.placeholder("projectId")),
+        eq(secrets.environment, sql.placeholder("environment")),
+      ),
+    )
+    .prepare();
+
+  const findById = db
+    .select()
+    .from(secrets)
+    .where(
+      and(
+        eq(secrets.id, sql.placeholder("id")),
+        eq(secrets.projectId, sql.placeholder("projectId")),
+        eq(secrets.environment, sql.placeholder("environment")),
+      ),
+    )
+    .prepare();
+
+  return {
+    /** Metadata of every secret of an environment, most recently updated first. */
+    list(projectId: string, environment: Environment): SecretRow[] {
+      return db
+        .select()
+        .from(secrets)
+        .where(and(eq(secrets.projectId, projectId), eq(secrets.environment, environment)))
+        .orderBy(desc(secrets.updatedAt), desc(secrets.id))
+        .all();
+    },
+
+    /** Every secret of an environment with its current sealed value, sorted by key. */
+    listWithCiphertext(projectId: string, environment: Environment): SecretWithCiphertext[] {
+      return db
+        .select(withCiphertext)
+        .from(secrets)
+        .innerJoin(secretVersions, and(eq(secretVersions.secretId, secrets.id), eq(secretVersions.versionNumber, secrets.version)))
+        .where(and(eq(secrets.projectId, projectId), eq(secrets.environment, environment)))
+        .orderBy(asc(secrets.key))
+        .all();
+    },
+
+    findById(projectId: string, environment: Environment, id: string): SecretRow | undefined {
+      return findById.get({ id, projectId, environment });
+    },
+
+    findWithCiphertext(projectId: string, environment: Environment, id: string): SecretWithCiphertext | undefined {
+      return findWithValue.get({ id, projectId, environment });
+    },
+
+    findByKey(projectId: string, environment: Environment, key: string): SecretRow | undefined {
+      return db
+        .select()
+        .from(secrets)
+        .where(and(eq(secrets.projectId, projectId), eq(secrets.environment, environment), eq(secrets.key, key)))
+        .get();
+    },
+
+    findVersion(secretId: string, versionNumber: number): SecretVersionRow | undefined {
+      return db
+        .select()
+        .from(secretVersions)
+        .where(and(eq(secretVersions.secretId, secretId), eq(secretVersions.versionNumber, versionNumber)))
+        .get();
+    },
+
+    /** History newest first, with who made each change and whether they are still a member. */
+    listVersions(projectId: string, secretId: string): VersionListRow[] {
+      return db
+        .select({
+          versionNumber: secretVersions.versionNumber,
+          changeType: secretVersions.changeType,
+          key: secretVersions.key,
+          restoredFromVersion: secretVersions.restoredFromVersion,
+          createdAt: secretVersions.createdAt,
+          changedBy: secretVersions.changedBy,
+          changedByEmail: users.email,
+          changedByIsMember: sql<number>`${memberships.userId} IS NOT NULL`.mapWith(Boolean),
+        })
+        .from(secretVersions)
+        .leftJoin(users, eq(users.id, secretVersions.changedBy))
+        .leftJoin(memberships, and(eq(memberships.projectId, projectId), eq(memberships.userId, secretVersions.changedBy)))
+        .where(eq(secretVersions.secretId, secretId))
+        .orderBy(desc(secretVersions.versionNumber))
+        .all();
+    },
+
+    insertSecret(row: typeof secrets.$inferInsert): void {
+      db.insert(secrets).values(row).run();
+    },
+
+    insertVersion(row: typeof secretVersions.$inferInsert): void {
+      db.insert(secretVersions).values(row).run();
+    },
+
+    /** Compare-and-set on the version: returns false when the secret moved on meanwhile. */
+    update(id: string, fromVersion: number, fields: Partial<Pick<SecretRow, "key" | "version" | "updatedAt">>): boolean {
+      const result = db
+        .update(secrets)
+        .set(fields)
+        .where(and(eq(secrets.id, id), eq(secrets.version, fromVersion)))
+        .run();
+      return result.changes === 1;
+    },
+
+    /** The versions go with it (foreign key cascade). */
+    delete(id: string): void {
+      db.delete(secrets).where(eq(secrets.id, id)).run();
+    },
+  };
+}
+
+export type SecretsRepo = ReturnType<typeof createSecretsRepo>;

@@ -1,0 +1,116 @@
+// Shared by the secrets test files: a project with one user of each role, all joined through
+// the real invitation round trip, and CLI tokens through the real device flow.
+import assert from "node:assert/strict";
+import Database from "better-sqlite3";
+import path from "node:path";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { startServer, type Client, type TestServer } from "./helpers.ts";
+
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export interface Team {
+  server: TestServer;
+  projectId: string;
+  owner: Client;
+  admin: Client;
+  /** Member granted development only. */
+  member: Client;
+  /** Viewer granted development only. */
+  viewer: Client;
+  outsider: Client;
+}
+
+async function invite(by: Client, projectId: string, email: string, role: string, environments?: string[]): Promise<string> {
+  const res = await by.json("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return new URL(res.body.devAcceptUrl as string).hash.slice(1);
+}
+
+/** A project with development, staging and production (unless told otherwise) and one user per role. */
+export async function startTeam(
+  t: Parameters<typeof startServer>[0],
+  options: { environments?: string[]; env?: Record<string, string | undefined> } = {},
+): Promise<Team> {
+  const server = await startServer(t, { env: options.env });
+  const owner = await server.signIn("olivia@example.test", "Olivia Owner");
+  const project = await owner.createProject({ name: "api", environments: options.environments ?? ["development", "staging", "production"] });
+  const join = async (email: string, role: string, grants?: string[]) => {
+    const client = await server.signIn(email);
+    const token = await invite(owner, project.id, email, role, grants);
+    const res = await client.json("POST", "/api/invitations/accept", { token });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    return client;
+  };
+  return {
+    server,
+    projectId: project.id,
+    owner,
+    admin: await join("adam@example.test", "admin"),
+    member: await join("mia@example.test", "member", ["development"]),
+    viewer: await join("vic@example.test", "viewer", ["development"]),
+    outsider: await server.signIn("otto@example.test"),
+  };
+}
+
+/** A real CLI access token for the client's user, through the device flow (api.md 4.2). */
+export async function cliFor(server: TestServer, client: Client): Promise<Client> {
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "test laptop" });
+  assert.equal(device.status, 200, JSON.stringify(device.body));
+  const approved = await client.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+  return client.withBearer(tokens.body.accessToken as string);
+}
+
+export function envPath(projectId: string, env: string): string {
+  return `/api/projects/${projectId}/environments/${env}`;
+}
+
+export async function createSecret(client: Client, projectId: string, env: string, key: string, value: string): Promise<any> {
+  const res = await client.json("POST", `${envPath(projectId, env)}/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.secret;
+}
+
+export interface AuditRow {
+  action: string;
+  actor: string | null;
+  targetType: string;
+  targetId: string;
+  metadata: Record<string, unknown>;
+}
+
+export function auditEvents(server: TestServer, projectId: string, prefix = "secret"): AuditRow[] {
+  const rows = server.app.db.$client
+    .prepare(
+      `SELECT action, actor_user_id AS actor, target_type AS targetType, target_id AS targetId, metadata
+       FROM audit_events WHERE project_id = ? AND action LIKE ? ORDER BY seq`,
+    )
+    .all(projectId, `${prefix}%`) as (Omit<AuditRow, "metadata"> & { metadata: string })[];
+  return rows.map((r) => ({ ...r, metadata: JSON.parse(r.metadata) as Record<string, unknown> }));
+}
+
+export function count(server: TestServer, sql: string, ...params: unknown[]): number {
+  return server.app.db.$client.prepare(sql).pluck().get(...params) as number;
+}
+
+/** A second connection to the database file, as an attacker or an operator with file access would have. */
+export function openFile(server: TestServer): Database.Database {
+  return new Database(path.join(server.dataDir, DATABASE_FILE));
+}
+
+/**
+ * Signs in on a server that was just restarted on the same port. fetch's connection pool
+ * may still hold a keep-alive socket to the stopped server; the first request on it fails
+ * with "other side closed", and the pool drops it.
+ */
+export async function signInAfterRestart(server: TestServer, email: string): Promise<Client> {
+  try {
+    return await server.signIn(email);
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    return server.signIn(email);
+  }
+}
