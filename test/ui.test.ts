@@ -614,3 +614,104 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body, { connected: false });
   });
 });
+
+describe("settings, keyboard, phone and dark theme", () => {
+  test("rename and describe; delete needs the typed name (owner only)", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "old-name", environments: ["development"] });
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/settings`);
+    await page.getByLabel("Name").fill("new-name");
+    await page.getByLabel("Description").fill("Billing service");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("Saved.").waitFor();
+    await page.getByRole("heading", { name: "new-name", level: 1 }).waitFor();
+    await check(tab, "settings");
+    const { body } = await alice.json("GET", `/api/projects/${project.id}`);
+    assert.equal(body.project.name, "new-name");
+    assert.equal(body.project.description, "Billing service");
+
+    await page.getByRole("button", { name: "Delete project" }).click();
+    const dialog = page.getByRole("dialog", { name: "Delete new-name?" });
+    const confirm = dialog.getByRole("button", { name: "Delete project" });
+    assert.equal(await confirm.isDisabled(), true);
+    await dialog.getByLabel("Type new-name to confirm").fill("new-nam");
+    assert.equal(await confirm.isDisabled(), true);
+    await dialog.getByLabel("Type new-name to confirm").fill("new-name");
+    await confirm.click();
+    await page.waitForURL((url) => url.pathname === "/");
+    await page.getByText("No projects yet").waitFor();
+    assert.equal((await alice.json("GET", `/api/projects/${project.id}`)).status, 404);
+  });
+
+  test("keyboard only: sign in, open a project and a dialog; focus is always visible", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    await alice.createProject({ name: "keys", environments: ["development"] });
+    const tab = await openTab(server);
+    const { page } = tab;
+    await page.goto("/");
+    await page.getByLabel("E-mail address").waitFor();
+    await page.keyboard.press("Tab");
+    assert.equal(await page.evaluate(() => (document.activeElement as HTMLInputElement).name), "email");
+    await page.keyboard.type("alice@example.test");
+    await page.keyboard.press("Enter");
+    await page.getByRole("link", { name: "keys" }).waitFor();
+
+    // Tab through the page: every focused element shows an outline.
+    for (let i = 0; i < 8; i++) {
+      await page.keyboard.press("Tab");
+      const outline = await page.evaluate(() => {
+        const el = document.activeElement as HTMLElement;
+        const style = getComputedStyle(el);
+        return { tag: el.tagName, width: parseFloat(style.outlineWidth), style: style.outlineStyle };
+      });
+      assert.ok(outline.style !== "none" && outline.width >= 2, `visible focus on ${outline.tag}: ${JSON.stringify(outline)}`);
+    }
+    await page.getByRole("button", { name: "New project" }).focus();
+    await page.keyboard.press("Enter");
+    await page.getByRole("dialog", { name: "New project" }).waitFor();
+    assert.equal(await page.evaluate(() => document.activeElement?.closest("dialog") !== null), true, "focus moved into the dialog");
+    await check(tab, "keyboard-dialog");
+    await page.keyboard.press("Escape");
+    await page.getByRole("dialog").waitFor({ state: "detached" });
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "New project", "focus returns to the opener");
+  });
+
+  test("phone width and dark theme stay usable and accessible", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "mobile", environments: ["development", "staging", "production"] });
+    for (const key of ["DATABASE_URL", "REDIS_URL", "A_VERY_LONG_SECRET_KEY_NAME_THAT_GOES_ON"]) {
+      assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key, value: "v" })).status, 201);
+    }
+    for (const [name, options] of [
+      ["phone", { phone: true }],
+      ["dark", { dark: true }],
+      ["phone-dark", { phone: true, dark: true }],
+    ] as const) {
+      const tab = await openTab(server, options);
+      await useSession(tab, server, alice);
+      const { page } = tab;
+      await page.goto(`/projects/${project.id}/production`);
+      await page.getByRole("row", { name: /REDIS_URL/ }).waitFor();
+      // Nothing sticks out sideways except inside the scrollable table.
+      const overflow = await page.evaluate(() => {
+        const width = document.documentElement.clientWidth;
+        const wide = [...document.querySelectorAll("body *")]
+          .filter((el) => el.getBoundingClientRect().right > width + 1 && !el.closest(".table-wrap"))
+          .map((el) => `${el.tagName}.${el.className}`);
+        return { by: document.documentElement.scrollWidth - width, wide: wide.slice(0, 5) };
+      });
+      assert.ok(overflow.by <= 0, `${name}: the page scrolls sideways by ${overflow.by}px: ${overflow.wide.join(", ")}`);
+      await check(tab, `secrets-${name}`);
+      await page.goto("/");
+      await page.getByRole("link", { name: "mobile" }).waitFor();
+      await check(tab, `projects-${name}`);
+      await tab.context.close();
+    }
+  });
+});
