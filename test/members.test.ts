@@ -892,3 +892,72 @@ test("a member losing access mid-way: the next request with an already issued CL
   assert.equal(gone.status, 404);
   assert.deepEqual(gone.body, NOT_FOUND);
 });
+
+// ---------------------------------------------------------------------------------------
+// Secret reads follow access changes on the very next request
+
+const NO_DEVELOPMENT = { error: "You do not have access to the development environment of this project." };
+
+test("revoke the grant and the very next secret read answers 403, in the browser and with an already issued CLI token", async (t) => {
+  const { server, projectId, owner, admins, members } = await startTeam(t);
+  const mia = members[0]!;
+  const base = `/api/projects/${projectId}/environments/development/secrets`;
+  const created = await owner.json("POST", base, { key: "DATABASE_URL", value: "postgres://mia-may-read-this" });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const one = `${base}/${created.body.secret.id}`;
+  const cli = mia.withBearer(await cliTokenFor(server, mia));
+
+  for (const caller of [mia, cli]) {
+    const read = await caller.json("GET", one);
+    assert.equal(read.status, 200);
+    assert.equal(read.body.secret.value, "postgres://mia-may-read-this");
+    assert.equal((await caller.json("GET", base)).status, 200);
+  }
+
+  const revoked = await owner.json("DELETE", `/api/projects/${projectId}/environments/development/access/${mia.user!.id}`);
+  assert.equal(revoked.status, 200);
+  for (const caller of [mia, cli]) {
+    for (const path of [one, base]) {
+      const res = await caller.json("GET", path);
+      assert.equal(res.status, 403, path);
+      assert.deepEqual(res.body, NO_DEVELOPMENT);
+    }
+  }
+  // Only the two reads before the revocation were revealed.
+  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 2);
+
+  // Granted again: readable again on the next request.
+  assert.equal((await admins[0]!.json("PUT", `/api/projects/${projectId}/environments/development/access/${mia.user!.id}`)).status, 200);
+  assert.equal((await cli.json("GET", one)).status, 200);
+
+  // Demoted to viewer: still reads, can no longer write.
+  assert.equal((await owner.json("PATCH", `/api/projects/${projectId}/members/${mia.user!.id}`, { role: "viewer" })).status, 200);
+  assert.equal((await cli.json("GET", one)).status, 200);
+  const write = await cli.json("POST", base, { key: "OTHER", value: "not-allowed-anymore" });
+  assert.equal(write.status, 403);
+
+  // Removed: the project no longer exists for her, whatever the credential.
+  assert.equal((await owner.json("DELETE", `/api/projects/${projectId}/members/${mia.user!.id}`)).status, 200);
+  for (const caller of [mia, cli]) {
+    const res = await caller.json("GET", one);
+    assert.equal(res.status, 404);
+    assert.deepEqual(res.body, NOT_FOUND);
+  }
+});
+
+test("a demoted admin loses every environment on the very next secret read", async (t) => {
+  const { server, projectId, owner, admins } = await startTeam(t);
+  const adam = admins[0]!;
+  const base = `/api/projects/${projectId}/environments/development/secrets`;
+  const created = await owner.json("POST", base, { key: "API_TOKEN", value: "adam-reads-this-once" });
+  assert.equal(created.status, 201);
+  const one = `${base}/${created.body.secret.id}`;
+  const cli = adam.withBearer(await cliTokenFor(server, adam));
+  assert.equal((await cli.json("GET", one)).status, 200);
+  assert.equal((await owner.json("PATCH", `/api/projects/${projectId}/members/${adam.user!.id}`, { role: "member" })).status, 200);
+  for (const caller of [adam, cli]) {
+    const res = await caller.json("GET", one);
+    assert.equal(res.status, 403);
+    assert.deepEqual(res.body, NO_DEVELOPMENT);
+  }
+});
