@@ -464,6 +464,7 @@ describe("CLI sign-in in Chromium", () => {
     await page.goto(new URL(url).pathname + new URL(url).search);
     await page.getByRole("heading", { name: "Authorize the command-line tool" }).waitFor();
     assert.equal(await page.getByLabel("Code shown in your terminal").inputValue(), code);
+    await page.getByRole("status").filter({ hasText: "Device: build box." }).waitFor();
     await check(tab, "cli-authorize");
     // Loading the page approved nothing: no session exists and the CLI is still waiting.
     assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body.sessions, []);
@@ -496,6 +497,7 @@ describe("CLI sign-in in Chromium", () => {
 
     // A wrong code shows the API's message.
     await page.goto("/cli/authorize?code=BBBB-BBBB");
+    await page.getByRole("alert").filter({ hasText: "That code is invalid or has expired." }).waitFor();
     await page.getByRole("button", { name: "Approve" }).click();
     await page.getByRole("alert").filter({ hasText: "That code is invalid or has expired." }).waitFor();
   });

@@ -1,6 +1,6 @@
 // CLI sessions (list, revoke one or all) and the device approval page. Approval is always
 // an explicit click: the page never approves on load.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { del, get, post, type CliSession } from "../api.ts";
 import { Confirm, ErrorText, Link, LoadState, Time, useAction, useLoad } from "../ui.tsx";
 
@@ -95,11 +95,34 @@ function formatCode(raw: string): string {
   return clean.length === 8 ? `${clean.slice(0, 4)}-${clean.slice(4)}` : raw.trim();
 }
 
+interface PendingRequest {
+  userCode: string;
+  deviceName: string;
+  expiresAt: string;
+}
+
 export function CliAuthorizePage({ code: initial }: { code: string }) {
   const [code, setCode] = useState(formatCode(initial));
   const [done, setDone] = useState<{ approved: boolean; deviceName: string } | undefined>(undefined);
   const [choice, setChoice] = useState<boolean | undefined>(undefined);
+  const [pending, setPending] = useState<PendingRequest | undefined>(undefined);
   const action = useAction();
+  const lookup = useAction();
+  const [looked, setLooked] = useState("");
+
+  // Only describes the request (device name, expiry); approving always takes a click.
+  async function describe(raw: string) {
+    const clean = raw.toUpperCase().replace(/[^A-Z0-9]/g, "");
+    if (clean.length !== 8 || clean === looked) return;
+    setLooked(clean);
+    setPending(undefined);
+    const result = await lookup.run(() => post<{ request: PendingRequest }>("/api/cli/auth/pending", { userCode: raw.trim() }));
+    if (result) setPending(result.request);
+  }
+
+  useEffect(() => {
+    if (initial) void describe(initial);
+  }, [initial]);
 
   async function answer(approve: boolean) {
     setChoice(approve);
@@ -139,9 +162,25 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
       >
         <label class="field">
           <span>Code shown in your terminal</span>
-          <input class="code-input mono" required value={code} onInput={(e) => setCode(e.currentTarget.value)} autoComplete="off" spellcheck={false} placeholder="ABCD-EFGH" />
+          <input
+            class="code-input mono"
+            required
+            value={code}
+            onInput={(e) => setCode(e.currentTarget.value)}
+            onBlur={(e) => void describe(e.currentTarget.value)}
+            autoComplete="off"
+            spellcheck={false}
+            placeholder="ABCD-EFGH"
+          />
         </label>
-        <p class="muted small">The device name is shown once you answer. Nothing happens until you press a button.</p>
+        {pending && (
+          <p class="notice" role="status">
+            Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
+          </p>
+        )}
+        {lookup.busy && <p class="muted small">Looking up the request…</p>}
+        <ErrorText error={lookup.error && !action.error ? lookup.error : undefined} />
+        <p class="muted small">Nothing happens until you press Approve or Deny.</p>
         <ErrorText error={action.error} />
         <div class="actions">
           <button type="submit" class="primary" disabled={action.busy}>
