@@ -370,6 +370,7 @@ describe("members and access in Chromium", () => {
     await signInThroughForm(bob, "bob@example.test", new URL(bobLink).pathname + new URL(bobLink).hash);
     await bob.page.waitForURL((url) => url.pathname === "/invite");
     await bob.page.getByRole("heading", { name: "You have been invited to a project" }).waitFor();
+    await bob.page.getByRole("listitem").filter({ hasText: "shop as member, from alice@example.test" }).waitFor();
     await check(bob, "invite");
     await bob.page.getByRole("button", { name: "Accept invitation" }).click();
     await bob.page.getByText("You joined the project as member.").waitFor();

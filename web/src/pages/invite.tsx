@@ -3,12 +3,30 @@
 import { useState } from "preact/hooks";
 import { ApiError, get, post, projectPath, type Project, type User } from "../api.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, messageOf, useAction } from "../ui.tsx";
+import { ErrorText, Link, messageOf, useAction, useLoad } from "../ui.tsx";
+
+interface WaitingInvitation {
+  id: string;
+  project: { id: string; name: string };
+  role: string;
+  environments: string[];
+  invitedBy: { email: string | null; name: string | null } | null;
+}
 
 export function InvitePage({ token, user }: { token: string; user: User }) {
   const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
   const [status, setStatus] = useState<number | undefined>(undefined);
   const action = useAction();
+  // What the link is for: the link's token names no project, but the invitations addressed
+  // to the signed-in user do (GET /api/invitations); an empty list hints at another address.
+  const waiting = useLoad(
+    () =>
+      get<{ invitations: WaitingInvitation[] }>("/api/invitations").then(
+        (r) => r.invitations,
+        () => undefined,
+      ),
+    [user.id],
+  );
 
   if (!token) {
     return (
@@ -39,9 +57,26 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
     <section class="narrow stack">
       <h1>You have been invited to a project</h1>
       <p>
-        Someone invited an e-mail address to join a project on this server with a role and access to some of its environments. You are signed in as{" "}
+        This link invites an e-mail address to join a project on this server with a role and access to some of its environments. You are signed in as{" "}
         <strong>{user.email}</strong>; the invitation works only for the address it was sent to.
       </p>
+      {waiting.data && waiting.data.length > 0 && (
+        <div class="card">
+          <p>Invitations waiting for {user.email}:</p>
+          <ul>
+            {waiting.data.map((w) => (
+              <li key={w.id}>
+                <strong>{w.project.name}</strong> as {w.role}
+                {w.environments.length > 0 ? ` with ${w.environments.join(", ")}` : ""}
+                {w.invitedBy?.email ? `, from ${w.invitedBy.email}` : ""}
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+      {waiting.data && waiting.data.length === 0 && !status && (
+        <p class="notice">No invitation is waiting for {user.email}. If this link was sent to another address, sign in with that address.</p>
+      )}
       <ErrorText error={action.error}>
         {status === 403 && (
           <button
