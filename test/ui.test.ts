@@ -327,6 +327,14 @@ describe("secrets in Chromium", () => {
       { key: "QUOTED", value: "a b\nc" },
     ]);
 
+    // A picked file goes through the same preview.
+    await page.getByLabel("Or choose a file").setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
+    await page.getByText("1 key: 1 new, 0 existing.").waitFor();
+    await page.getByRole("button", { name: "Import 1 key" }).click();
+    await page.getByText("1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed.").waitFor();
+    assert.equal((await alice.json("GET", `${base}/export`)).body.secrets.length, 6);
+    await alice.json("DELETE", `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`);
+
     await page.getByRole("link", { name: "Back to secrets" }).click();
     const [dotenvDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download .env" }).click()]);
     // The page names it .env.staging; Chromium drops the leading dot of downloaded dotfiles.
