@@ -41,6 +41,11 @@ import { createLocalRepo } from "./sign-in/local.repo.ts";
 import { registerLocalRoutes } from "./sign-in/local.routes.ts";
 import { createLocalAccounts } from "./sign-in/local.service.ts";
 import { createOidcService, type OidcService } from "./sign-in/oidc.service.ts";
+import { createVercelClient } from "./integrations/vercel/vercel.client.ts";
+import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
+import { registerVercelRoutes } from "./integrations/vercel/vercel.routes.ts";
+import { createVercelService } from "./integrations/vercel/vercel.service.ts";
+import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 
@@ -179,6 +184,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const inbox = createInboxService({ repo: createInboxRepo(db), invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
   const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
+  // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
+  const vercelShutdown = new AbortController();
+  const vercelRepo = createVercelRepo(db);
+  const vercelClient = createVercelClient({ baseUrl: config.vercelApiUrl, log, retryBaseMs: config.vercelRetryBaseMs, shutdown: vercelShutdown.signal });
+  const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs });
+  const vercel = createVercelService({ db, repo: vercelRepo, access, audit, vault, clock, client: vercelClient, sync: vercelSync, vercelApiUrl: config.vercelApiUrl });
+  secrets.onChange((projectId, environment) => vercelSync.notifyChange(projectId, environment));
+  vercelSync.recover();
+  app.addHook("onClose", async () => {
+    vercelShutdown.abort();
+    await vercelSync.stop();
+  });
 
   app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
   registerSignInRoutes(app, { auth, config, clock, users });
@@ -199,6 +216,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });
   registerCliAuthRoutes(app, { auth, cliAuth });
+  registerVercelRoutes(app, { auth, access, vercel });
   registerUiRoutes(app);
 
   return {

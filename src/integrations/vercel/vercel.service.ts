@@ -1,0 +1,375 @@
+import type { AuditWriter } from "../../audit/audit.writer.ts";
+import type { AccessGuard, Environment, ProjectAccess } from "../../core/access.ts";
+import type { Caller } from "../../core/caller.ts";
+import type { Clock } from "../../core/clock.ts";
+import { writeTransaction, type Db } from "../../core/db.ts";
+import { HttpError } from "../../core/errors.ts";
+import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
+import { deployHookProblem, deployHookProjectId, VercelError, type NamedItem, type VercelClient } from "./vercel.client.ts";
+import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
+import { openToken, parseMappings, SYNC_ERRORS, type Deployment, type SyncSummary, type VercelSync } from "./vercel.sync.ts";
+
+export const TARGETS = ["development", "preview", "production"] as const;
+export type Target = (typeof TARGETS)[number];
+
+export const MESSAGES = {
+  enterToken: "Enter a Vercel access token.",
+  teamShape: "Team ID should look like team_xxxxxxxx.",
+  tokenRejected: "Vercel did not accept this access token. Check it and try again.",
+  teamNotFound: "This access token cannot reach that Vercel team. Check the team ID.",
+  unreachable: "Vercel could not be reached. Try again in a few minutes.",
+  notConnected: "Connect Vercel first.",
+  savedTokenRejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
+  linkFirst: "Link a Vercel project first.",
+  reconnect: "Reconnect Vercel before syncing.",
+  busy: "A sync is already running. It will pick up your changes.",
+  projectNotFound: "That Vercel project was not found for this token and team.",
+  chooseProject: "Choose a Vercel project (hostProjectId).",
+  mappingsRequired: "Map at least one environment to a Vercel target (development, preview or production).",
+  mappingTarget: "Vercel targets are development, preview and production.",
+  mappingTwice: "Two environments cannot sync to the same Vercel target.",
+  conflictPolicy: "conflictPolicy must be skip or overwrite.",
+  autoRedeploy: "autoRedeploy must be true or false.",
+  autoRedeployNeedsHook: "Automatic redeploy needs a deploy hook URL.",
+  hookOtherProject: "This deploy hook belongs to another Vercel project.",
+  redeployNeedsHook: "Add a deploy hook URL before asking for a redeploy.",
+  syncBody: "Send no body, or { redeploy: true | false }.",
+  badBody: "Send a JSON object with the documented fields only.",
+} as const;
+
+const TEAM_ID = /^team_[A-Za-z0-9_-]{1,100}$/;
+const TOKEN = /^[\x21-\x7e]{1,512}$/;
+
+export interface RunView {
+  status: "running" | SyncSummary["status"];
+  trigger: SyncSummary["trigger"];
+  startedAt: string;
+  [field: string]: unknown;
+}
+
+export type ConnectionView =
+  | { connected: false }
+  | {
+      connected: true;
+      status: IntegrationRow["status"];
+      hostProjectId: string | null;
+      hostProjectName: string | null;
+      teamId: string | null;
+      mappings: Record<string, string>;
+      autoRedeploy: boolean;
+      hookConfigured: boolean;
+      conflictPolicy: IntegrationRow["conflictPolicy"];
+      lastSyncAt: string | null;
+      lastSyncStatus: string | null;
+      lastError: string | null;
+      syncing: boolean;
+      pending: number;
+      environments: Environment[];
+      lastRun: RunView | null;
+      lastDeployment: Deployment | null;
+    };
+
+export interface LinkInput {
+  hostProjectId: string;
+  teamId?: string;
+  mappings: Record<string, Target>;
+  conflictPolicy: "skip" | "overwrite";
+  autoRedeploy: boolean;
+  /** undefined keeps the stored hook, null removes it. */
+  deployHookUrl?: string | null;
+}
+
+interface Deps {
+  db: Db;
+  repo: VercelRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  vault: Vault;
+  clock: Clock;
+  client: VercelClient;
+  sync: VercelSync;
+  vercelApiUrl: string;
+}
+
+export type VercelService = ReturnType<typeof createVercelService>;
+
+export function createVercelService({ db, repo, access, audit, vault, clock, client, sync, vercelApiUrl }: Deps) {
+  function parseJson<T>(text: string | null): T | null {
+    if (!text) return null;
+    try {
+      return JSON.parse(text) as T;
+    } catch {
+      return null;
+    }
+  }
+
+  function toView(row: IntegrationRow | undefined, projectAccess: ProjectAccess): ConnectionView {
+    if (!row) return { connected: false };
+    return {
+      connected: true,
+      status: row.status,
+      hostProjectId: row.hostProjectId,
+      hostProjectName: row.hostProjectName,
+      teamId: row.teamId,
+      mappings: parseMappings(row),
+      autoRedeploy: row.autoRedeploy,
+      hookConfigured: row.hookCiphertext !== null,
+      conflictPolicy: row.conflictPolicy,
+      lastSyncAt: row.lastSyncAt,
+      lastSyncStatus: row.lastSyncStatus,
+      lastError: row.lastError,
+      syncing: row.syncStartedAt !== null,
+      pending: row.pending,
+      environments: projectAccess.projectEnvironments,
+      lastRun: parseJson<RunView>(row.lastRun),
+      lastDeployment: parseJson<Deployment>(row.lastDeployment),
+    };
+  }
+
+  /** The saved token, or the connection moves to attention when it cannot be opened. */
+  function savedToken(row: IntegrationRow): string {
+    try {
+      return openToken(vault, row);
+    } catch (error) {
+      if (!(error instanceof DecryptError)) throw error;
+      markAttention(row.projectId, SYNC_ERRORS["token-unreadable"]);
+      throw new HttpError(400, SYNC_ERRORS["token-unreadable"]);
+    }
+  }
+
+  function markAttention(projectId: string, message: string): void {
+    writeTransaction(db, () => {
+      if (!repo.find(projectId)) return;
+      repo.update(projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
+    });
+  }
+
+  /** Turns a failed call with the saved token into the answer; a rejection means attention. */
+  function savedTokenFailure(projectId: string, error: unknown): never {
+    if (error instanceof VercelError) {
+      if (error.failure === "rejected") {
+        markAttention(projectId, SYNC_ERRORS.rejected);
+        throw new HttpError(400, MESSAGES.savedTokenRejected);
+      }
+      if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
+      throw new HttpError(502, MESSAGES.unreachable);
+    }
+    throw error;
+  }
+
+  function requireConnection(projectId: string): IntegrationRow {
+    const row = repo.find(projectId);
+    if (!row) throw new HttpError(400, MESSAGES.notConnected);
+    return row;
+  }
+
+  return {
+    get(caller: Caller, projectId: string): ConnectionView {
+      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      return toView(repo.find(projectId), projectAccess);
+    },
+
+    /** Checks the token (and team) with Vercel before anything is saved. */
+    async connect(caller: Caller, projectId: string, input: { token: string; teamId?: string }): Promise<ConnectionView> {
+      access.require(caller.userId, projectId, "integrations:manage");
+      const teamId = input.teamId ?? null;
+      try {
+        await client.getUser(input.token);
+        if (teamId !== null && !(await client.listTeams(input.token)).some((t) => t.id === teamId)) {
+          throw new HttpError(400, MESSAGES.teamNotFound);
+        }
+      } catch (error) {
+        if (!(error instanceof VercelError)) throw error;
+        // Fixed sentences: Vercel's own text is never passed on, and the token never is.
+        if (error.failure === "rejected" || error.failure === "invalid" || error.failure === "not_found") {
+          throw new HttpError(400, MESSAGES.tokenRejected);
+        }
+        if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
+        throw new HttpError(502, MESSAGES.unreachable);
+      }
+
+      // Reconnecting keeps the link only if the new token still reaches the linked project.
+      const before = repo.find(projectId);
+      let keepLink = false;
+      if (before?.hostProjectId) {
+        try {
+          keepLink = (await client.findProject(input.token, teamId, before.hostProjectId)) !== undefined;
+        } catch (error) {
+          if (!(error instanceof VercelError)) throw error;
+          if (error.failure !== "scope") throw new HttpError(502, MESSAGES.unreachable);
+        }
+      }
+
+      const view = writeTransaction(db, () => {
+        const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+        const sealed = vault.seal(projectId, integrationAad(projectId, "token"), input.token);
+        const now = clock.now().toISOString();
+        const existing = repo.find(projectId);
+        if (!existing) {
+          repo.insert({
+            projectId,
+            provider: "vercel",
+            status: "connected",
+            tokenCiphertext: sealed.ciphertext,
+            tokenKeyVersion: sealed.keyVersion,
+            teamId,
+            createdAt: now,
+            updatedAt: now,
+          });
+        } else {
+          const linked = keepLink && existing.hostProjectId === before?.hostProjectId;
+          repo.update(projectId, {
+            status: linked ? "active" : "connected",
+            tokenCiphertext: sealed.ciphertext,
+            tokenKeyVersion: sealed.keyVersion,
+            teamId,
+            lastError: null,
+            ...(linked
+              ? {}
+              : { hostProjectId: null, hostProjectName: null, mappings: "{}", autoRedeploy: false, hookCiphertext: null, hookKeyVersion: null }),
+            updatedAt: now,
+          });
+        }
+        audit.record(caller, {
+          projectId,
+          action: "integration.connected",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: { provider: "vercel", teamId },
+        });
+        return toView(repo.find(projectId), projectAccess);
+      });
+      // Changes that waited while the connection needed attention go out now.
+      if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
+      return view;
+    },
+
+    async options(caller: Caller, projectId: string, query: { teamId?: string }): Promise<{ teams: NamedItem[]; projects: NamedItem[] }> {
+      access.require(caller.userId, projectId, "integrations:manage");
+      const row = requireConnection(projectId);
+      const token = savedToken(row);
+      try {
+        const teams = await client.listTeams(token);
+        const projects = await client.listProjects(token, query.teamId ?? row.teamId);
+        return {
+          teams: teams.map(({ id, name }) => ({ id, name })),
+          projects: projects.map(({ id, name }) => ({ id, name })),
+        };
+      } catch (error) {
+        savedTokenFailure(projectId, error);
+      }
+    },
+
+    async link(caller: Caller, projectId: string, input: LinkInput): Promise<ConnectionView> {
+      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      for (const environment of Object.keys(input.mappings)) {
+        if (!(projectAccess.projectEnvironments as string[]).includes(environment)) {
+          throw new HttpError(400, `Mappings may only name this project's environments: ${projectAccess.projectEnvironments.join(", ")}.`);
+        }
+      }
+      if (input.deployHookUrl && deployHookProblem(input.deployHookUrl, vercelApiUrl)) {
+        throw new HttpError(400, `The deploy hook URL must look like ${vercelApiUrl}/v1/integrations/deploy/prj_…/…`);
+      }
+      const row = requireConnection(projectId);
+      if (row.status === "attention") throw new HttpError(400, MESSAGES.savedTokenRejected);
+      const keepsHook = input.deployHookUrl === undefined && row.hookCiphertext !== null;
+      if (input.autoRedeploy && !input.deployHookUrl && !keepsHook) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
+
+      const teamId = input.teamId ?? row.teamId;
+      const token = savedToken(row);
+      let project: NamedItem | undefined;
+      try {
+        project = await client.findProject(token, teamId, input.hostProjectId);
+      } catch (error) {
+        savedTokenFailure(projectId, error);
+      }
+      if (!project) throw new HttpError(400, MESSAGES.projectNotFound);
+      if (input.deployHookUrl && deployHookProjectId(input.deployHookUrl, vercelApiUrl) !== project.id) {
+        throw new HttpError(400, MESSAGES.hookOtherProject);
+      }
+      const hostProject = project;
+
+      return writeTransaction(db, () => {
+        const current = access.require(caller.userId, projectId, "integrations:manage");
+        const existing = requireConnection(projectId);
+        let hook: Partial<IntegrationRow> = {};
+        if (input.deployHookUrl === null) hook = { hookCiphertext: null, hookKeyVersion: null };
+        else if (input.deployHookUrl !== undefined) {
+          const sealed = vault.seal(projectId, integrationAad(projectId, "deploy-hook"), new URL(input.deployHookUrl).href);
+          hook = { hookCiphertext: sealed.ciphertext, hookKeyVersion: sealed.keyVersion };
+        } else if (existing.hostProjectId !== hostProject.id) {
+          // A kept hook belongs to the previously linked project: drop it with the old link.
+          hook = { hookCiphertext: null, hookKeyVersion: null };
+        }
+        const hookConfigured = hook.hookCiphertext !== undefined ? hook.hookCiphertext !== null : existing.hookCiphertext !== null;
+        if (input.autoRedeploy && !hookConfigured) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
+        repo.update(projectId, {
+          status: existing.status === "attention" ? "attention" : "active",
+          teamId,
+          hostProjectId: hostProject.id,
+          hostProjectName: hostProject.name,
+          mappings: JSON.stringify(input.mappings),
+          conflictPolicy: input.conflictPolicy,
+          autoRedeploy: input.autoRedeploy,
+          ...hook,
+          updatedAt: clock.now().toISOString(),
+        });
+        audit.record(caller, {
+          projectId,
+          action: "integration.updated",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: {
+            hostProjectId: hostProject.id,
+            hostProjectName: hostProject.name,
+            teamId,
+            mappings: input.mappings,
+            conflictPolicy: input.conflictPolicy,
+            autoRedeploy: input.autoRedeploy,
+            hookConfigured,
+          },
+        });
+        return toView(repo.find(projectId), current);
+      });
+    },
+
+    async sync(caller: Caller, projectId: string, input: { redeploy: boolean }): Promise<{ summary: SyncSummary }> {
+      access.require(caller.userId, projectId, "integrations:manage");
+      const row = repo.find(projectId);
+      if (!row?.hostProjectId) throw new HttpError(400, MESSAGES.linkFirst);
+      if (row.status === "attention") throw new HttpError(400, MESSAGES.reconnect);
+      if (input.redeploy && row.hookCiphertext === null) throw new HttpError(400, MESSAGES.redeployNeedsHook);
+      const outcome = await sync.run(projectId, { trigger: "manual", caller, redeploy: input.redeploy });
+      switch (outcome.kind) {
+        case "done":
+          return { summary: outcome.summary };
+        case "busy":
+          throw new HttpError(409, MESSAGES.busy);
+        case "not-linked":
+          throw new HttpError(400, MESSAGES.linkFirst);
+        case "attention":
+          throw new HttpError(400, MESSAGES.reconnect);
+        case "failed":
+          if (outcome.failure === "unavailable") throw new HttpError(502, SYNC_ERRORS.unavailable);
+          if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
+          throw new HttpError(400, SYNC_ERRORS[outcome.failure]);
+      }
+    },
+
+    /** Removes the connection, its token and hook; vars already at Vercel stay. */
+    disconnect(caller: Caller, projectId: string): void {
+      writeTransaction(db, () => {
+        access.require(caller.userId, projectId, "integrations:manage");
+        if (!repo.delete(projectId)) return;
+        audit.record(caller, {
+          projectId,
+          action: "integration.disconnected",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: { provider: "vercel" },
+        });
+      });
+      sync.cancel(projectId);
+    },
+  };
+}

@@ -1,0 +1,845 @@
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import { test, type TestContext } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
+import { startServer, type Client, type TestServer } from "./helpers.ts";
+import path from "node:path";
+
+// api.md 4.4 and the sync engine of issue 7, against a fake Vercel API (test/fake-vercel.ts).
+
+const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const ALL_ENVS = ["development", "staging", "production"];
+const M = {
+  enterToken: { error: "Enter a Vercel access token." },
+  teamShape: { error: "Team ID should look like team_xxxxxxxx." },
+  tokenRejected: { error: "Vercel did not accept this access token. Check it and try again." },
+  teamNotFound: { error: "This access token cannot reach that Vercel team. Check the team ID." },
+  unreachable: { error: "Vercel could not be reached. Try again in a few minutes." },
+  notConnected: { error: "Connect Vercel first." },
+  linkFirst: { error: "Link a Vercel project first." },
+  reconnect: { error: "Reconnect Vercel before syncing." },
+  busy: { error: "A sync is already running. It will pick up your changes." },
+  savedTokenRejected: { error: "Vercel rejected the saved access token. Reconnect Vercel with a new token." },
+  syncUnavailable: { error: "Vercel could not be reached or kept failing. Try the sync again in a few minutes." },
+  forbidden: { error: "You do not have permission to do this in this project." },
+  notFound: { error: "Project not found." },
+};
+
+function newToken(): string {
+  return `vcp_${crypto.randomBytes(18).toString("hex")}`;
+}
+
+interface Setup {
+  fake: FakeVercel;
+  server: TestServer;
+  owner: Client;
+  projectId: string;
+  base: string;
+  token: string;
+}
+
+async function setup(t: TestContext, options: { env?: Record<string, string>; environments?: string[] } = {}): Promise<Setup> {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const token = newToken();
+  fake.addToken(token, ["team_acme1234"]);
+  fake.addTeam("team_acme1234", "Acme");
+  fake.addTeam("team_other999", "Other");
+  fake.addProject("prj_web", "web");
+  fake.addProject("prj_team", "team-site", "team_acme1234");
+  const server = await startServer(t, {
+    env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5", ...options.env },
+  });
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: options.environments ?? ALL_ENVS });
+  return { fake, server, owner, projectId: project.id, base: `/api/projects/${project.id}/integrations/hosting`, token };
+}
+
+/** Connected and linked: development → development, production → production. */
+async function linked(t: TestContext, link: Record<string, unknown> = {}, options: Parameters<typeof setup>[1] = {}): Promise<Setup> {
+  const s = await setup(t, options);
+  const connected = await s.owner.json("POST", s.base, { token: s.token });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  const put = await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development", production: "production" },
+    ...link,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  return s;
+}
+
+async function addSecret(s: Setup, environment: string, key: string, value: string): Promise<string> {
+  const res = await s.owner.json("POST", `/api/projects/${s.projectId}/environments/${environment}/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.secret.id as string;
+}
+
+interface AuditRow {
+  action: string;
+  actor: string | null;
+  metadata: Record<string, unknown>;
+}
+
+function auditEvents(server: TestServer, projectId: string, prefix = "integration."): AuditRow[] {
+  const rows = server.app.db.$client
+    .prepare("SELECT action, actor_user_id AS actor, metadata FROM audit_events WHERE project_id = ? AND action LIKE ? ORDER BY seq")
+    .all(projectId, `${prefix}%`) as { action: string; actor: string | null; metadata: string }[];
+  return rows.map((r) => ({ ...r, metadata: JSON.parse(r.metadata) as Record<string, unknown> }));
+}
+
+function integrationRow(server: TestServer, projectId: string): Record<string, unknown> | undefined {
+  return server.app.db.$client.prepare("SELECT * FROM integrations WHERE project_id = ?").get(projectId) as Record<string, unknown> | undefined;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** Waits until no sync runs and nothing is pending, and returns the connection. */
+async function settled(s: Setup): Promise<any> {
+  return waitFor("the automatic sync", async () => {
+    const res = await s.owner.json("GET", s.base);
+    return !res.body.syncing && res.body.pending === 0 && res.body.lastRun?.status !== "running" ? res.body : undefined;
+  });
+}
+
+function counts(summary: Record<string, unknown>) {
+  const { created, updated, unchanged, skipped, deleted, failed } = summary;
+  return { created, updated, unchanged, skipped, deleted, failed };
+}
+
+// ---------------------------------------------------------------------------------------
+// Connect
+
+test("connect: missing token and malformed team ids are 400 with the exact messages, and nothing is stored", async (t) => {
+  const s = await setup(t);
+  for (const body of [{}, { token: "" }, { token: "   " }, { token: 42 }, { teamId: "team_acme1234" }]) {
+    const res = await s.owner.json("POST", s.base, body);
+    assert.equal(res.status, 400, JSON.stringify(body));
+    assert.deepEqual(res.body, M.enterToken);
+  }
+  for (const teamId of ["acme", "team_", "team acme", 7]) {
+    const res = await s.owner.json("POST", s.base, { token: s.token, teamId });
+    assert.equal(res.status, 400, JSON.stringify(teamId));
+    assert.deepEqual(res.body, M.teamShape);
+  }
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
+  assert.equal(s.fake.requests.length, 0, "nothing was sent to Vercel for invalid input");
+});
+
+test("connect: a token Vercel rejects is a 400 that never echoes it; an unreachable team too; nothing is stored", async (t) => {
+  const s = await setup(t);
+  const wrong = newToken();
+  const rejected = await s.owner.json("POST", s.base, { token: wrong });
+  assert.equal(rejected.status, 400);
+  assert.deepEqual(rejected.body, M.tokenRejected);
+  assert.ok(!JSON.stringify(rejected.body).includes(wrong));
+
+  const otherTeam = await s.owner.json("POST", s.base, { token: s.token, teamId: "team_other999" });
+  assert.equal(otherTeam.status, 400);
+  assert.deepEqual(otherTeam.body, M.teamNotFound);
+  const unknownTeam = await s.owner.json("POST", s.base, { token: s.token, teamId: "team_nowhere1" });
+  assert.deepEqual([unknownTeam.status, unknownTeam.body], [400, M.teamNotFound]);
+
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
+  assert.equal(integrationRow(s.server, s.projectId), undefined);
+  assert.equal(auditEvents(s.server, s.projectId).length, 0);
+});
+
+test("connect: 502 when Vercel is down or answers 5xx", async (t) => {
+  const s = await setup(t);
+  s.fake.inject(500, { times: 10 });
+  const failing = await s.owner.json("POST", s.base, { token: s.token });
+  assert.deepEqual([failing.status, failing.body], [502, M.unreachable]);
+  // Retried a bounded number of times (GET is safe to repeat).
+  assert.equal(s.fake.requests.filter((r) => r.path === "/v2/user").length, 4);
+
+  await s.fake.stop();
+  const down = await s.owner.json("POST", s.base, { token: s.token });
+  assert.deepEqual([down.status, down.body], [502, M.unreachable]);
+  assert.equal(integrationRow(s.server, s.projectId), undefined);
+});
+
+test("connect: a good token (and team) is checked with Vercel, stored encrypted, answered 201 with the connection", async (t) => {
+  const s = await setup(t);
+  const res = await s.owner.json("POST", s.base, { token: s.token, teamId: "team_acme1234" });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  assert.deepEqual(res.body, {
+    connected: true,
+    status: "connected",
+    hostProjectId: null,
+    hostProjectName: null,
+    teamId: "team_acme1234",
+    mappings: {},
+    autoRedeploy: false,
+    hookConfigured: false,
+    conflictPolicy: "skip",
+    lastSyncAt: null,
+    lastSyncStatus: null,
+    lastError: null,
+    syncing: false,
+    pending: 0,
+    environments: ALL_ENVS,
+    lastRun: null,
+    lastDeployment: null,
+  });
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, res.body);
+  // Vercel saw the token as a Bearer header on /v2/user and /v2/teams.
+  assert.deepEqual(
+    s.fake.requests.map((r) => [r.method, r.path, r.authorization === `Bearer ${s.token}`]),
+    [
+      ["GET", "/v2/user", true],
+      ["GET", "/v2/teams", true],
+    ],
+  );
+  const row = integrationRow(s.server, s.projectId)!;
+  assert.ok(Buffer.isBuffer(row.token_ciphertext));
+  assert.ok(!(row.token_ciphertext as Buffer).toString("latin1").includes(s.token), "the token is encrypted at rest");
+  assert.deepEqual(
+    auditEvents(s.server, s.projectId).map((e) => [e.action, e.actor, e.metadata]),
+    [["integration.connected", s.owner.user!.id, { provider: "vercel", teamId: "team_acme1234" }]],
+  );
+
+  // Connecting again replaces the token.
+  const second = newToken();
+  s.fake.addToken(second);
+  const again = await s.owner.json("POST", s.base, { token: second });
+  assert.equal(again.status, 201);
+  assert.equal(again.body.teamId, null);
+  const options = await s.owner.json("GET", `${s.base}/options`);
+  assert.equal(options.status, 200);
+  assert.equal(s.fake.requests.at(-1)!.authorization, `Bearer ${second}`);
+});
+
+test("access: admins may manage the integration; members get 403, non-members 404, CLI tokens 403, signed-out 401", async (t) => {
+  const s = await setup(t);
+  const admin = await s.server.signIn("admin@example.test");
+  const member = await s.server.signIn("member@example.test");
+  const outsider = await s.server.signIn("outsider@example.test");
+  for (const [client, role] of [
+    [admin, "admin"],
+    [member, "member"],
+  ] as const) {
+    const invited = await s.owner.json("POST", `/api/projects/${s.projectId}/invitations`, { email: client.user!.email, role });
+    assert.equal(invited.status, 201, JSON.stringify(invited.body));
+    const accepted = await client.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) });
+    assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+  }
+  const byAdmin = await admin.json("POST", s.base, { token: s.token });
+  assert.equal(byAdmin.status, 201);
+
+  const routes: [string, string, unknown?][] = [
+    ["GET", s.base],
+    ["POST", s.base, { token: s.token }],
+    ["GET", `${s.base}/options`],
+    ["PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development" } }],
+    ["POST", `${s.base}/sync`],
+    ["DELETE", s.base],
+  ];
+  for (const [method, url, body] of routes) {
+    const asMember = await member.json(method, url, body);
+    assert.deepEqual([asMember.status, asMember.body], [403, M.forbidden], `${method} ${url} as member`);
+    const asOutsider = await outsider.json(method, url, body);
+    assert.deepEqual([asOutsider.status, asOutsider.body], [404, M.notFound], `${method} ${url} as outsider`);
+    const signedOut = await s.server.client().json(method, url, body);
+    assert.equal(signedOut.status, 401, `${method} ${url} signed out`);
+  }
+
+  // A CLI token is refused on every route (browser only).
+  const device = await s.server.client().json("POST", "/api/cli/auth/device", { deviceName: "laptop" });
+  await s.owner.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  const tokens = await s.server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  const cli = s.owner.withBearer(tokens.body.accessToken);
+  for (const [method, url, body] of routes) {
+    const res = await cli.json(method, url, body);
+    assert.equal(res.status, 403, `${method} ${url} with a CLI token`);
+  }
+  assert.equal((await s.owner.json("GET", s.base)).body.connected, true, "nothing above changed the connection");
+});
+
+// ---------------------------------------------------------------------------------------
+// Options
+
+test("options: teams and projects visible to the token, every page followed, ids and names only", async (t) => {
+  const s = await setup(t);
+  s.fake.maxPageSize = 3;
+  for (let i = 0; i < 8; i++) s.fake.addProject(`prj_p${i}`, `personal-${i}`);
+  for (let i = 0; i < 5; i++) s.fake.addProject(`prj_t${i}`, `team-${i}`, "team_acme1234");
+  for (let i = 0; i < 5; i++) {
+    s.fake.addTeam(`team_more${i}x`, `More ${i}`);
+    s.fake.tokens.get(s.token)!.add(`team_more${i}x`);
+  }
+
+  const notYet = await s.owner.json("GET", `${s.base}/options`);
+  assert.deepEqual([notYet.status, notYet.body], [400, M.notConnected]);
+  assert.equal((await s.owner.json("POST", s.base, { token: s.token })).status, 201);
+
+  const res = await s.owner.json("GET", `${s.base}/options`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.deepEqual(Object.keys(res.body).sort(), ["projects", "teams"]);
+  const byId = <T extends { id: string }>(list: T[]) => [...list].sort((a, b) => a.id.localeCompare(b.id));
+  assert.deepEqual(
+    byId(res.body.teams),
+    byId([{ id: "team_acme1234", name: "Acme" }, ...[0, 1, 2, 3, 4].map((i) => ({ id: `team_more${i}x`, name: `More ${i}` }))]),
+  );
+  assert.deepEqual(
+    byId(res.body.projects),
+    byId([{ id: "prj_web", name: "web" }, ...[0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({ id: `prj_p${i}`, name: `personal-${i}` }))]),
+  );
+  for (const item of [...res.body.teams, ...res.body.projects]) assert.deepEqual(Object.keys(item).sort(), ["id", "name"]);
+  // 9 projects at 3 per page: the cursor was passed back as received until next was null.
+  const projectCalls = s.fake.requests.filter((r) => r.path === "/v10/projects");
+  assert.equal(projectCalls.length, 3);
+  assert.equal(projectCalls[0]!.query.get("from"), null);
+  assert.match(projectCalls[1]!.query.get("from")!, /^\d+$/);
+
+  const team = await s.owner.json("GET", `${s.base}/options?teamId=team_acme1234`);
+  assert.equal(team.status, 200);
+  assert.deepEqual(
+    byId(team.body.projects),
+    byId([{ id: "prj_team", name: "team-site" }, ...[0, 1, 2, 3, 4].map((i) => ({ id: `prj_t${i}`, name: `team-${i}` }))]),
+  );
+  assert.equal(s.fake.requests.at(-1)!.query.get("teamId"), "team_acme1234");
+
+  const bad = await s.owner.json("GET", `${s.base}/options?teamId=acme`);
+  assert.deepEqual([bad.status, bad.body], [400, M.teamShape]);
+});
+
+test("options: a token Vercel now rejects moves the connection to attention", async (t) => {
+  const s = await setup(t);
+  await s.owner.json("POST", s.base, { token: s.token });
+  s.fake.revokeToken(s.token);
+  const res = await s.owner.json("GET", `${s.base}/options`);
+  assert.deepEqual([res.status, res.body], [400, M.savedTokenRejected]);
+  const after = await s.owner.json("GET", s.base);
+  assert.equal(after.body.status, "attention");
+  assert.equal(after.body.lastError, M.savedTokenRejected.error);
+  assert.ok(!after.body.lastError.includes(s.token));
+});
+
+// ---------------------------------------------------------------------------------------
+// PUT
+
+test("PUT: every rule of 4.4, then a valid link makes the connection active", async (t) => {
+  const s = await setup(t, { environments: ["development", "production"] });
+  const valid = { hostProjectId: "prj_web", mappings: { development: "development", production: "production" } };
+  const notYet = await s.owner.json("PUT", s.base, valid);
+  assert.deepEqual([notYet.status, notYet.body], [400, M.notConnected]);
+  await s.owner.json("POST", s.base, { token: s.token });
+  const hook = s.fake.addHook("prj_web");
+  const otherHook = s.fake.addHook("prj_team");
+  const fakeUrl = new URL(s.fake.url);
+  const hookPath = new URL(hook).pathname;
+
+  const cases: [unknown, string][] = [
+    [{ mappings: valid.mappings }, "Choose a Vercel project (hostProjectId)."],
+    [{ ...valid, hostProjectId: "" }, "Choose a Vercel project (hostProjectId)."],
+    [{ hostProjectId: "prj_web" }, "Map at least one environment to a Vercel target (development, preview or production)."],
+    [{ ...valid, mappings: {} }, "Map at least one environment to a Vercel target (development, preview or production)."],
+    [{ ...valid, mappings: ["development"] }, "Map at least one environment to a Vercel target (development, preview or production)."],
+    [{ ...valid, mappings: { development: "staging" } }, "Vercel targets are development, preview and production."],
+    [{ ...valid, mappings: { development: "production", production: "production" } }, "Two environments cannot sync to the same Vercel target."],
+    [{ ...valid, mappings: { staging: "preview" } }, "Mappings may only name this project's environments: development, production."],
+    [{ ...valid, mappings: { qa: "preview" } }, "Mappings may only name this project's environments: development, production."],
+    [{ ...valid, conflictPolicy: "replace" }, "conflictPolicy must be skip or overwrite."],
+    [{ ...valid, autoRedeploy: "yes" }, "autoRedeploy must be true or false."],
+    [{ ...valid, autoRedeploy: true }, "Automatic redeploy needs a deploy hook URL."],
+    [{ ...valid, autoRedeploy: true, deployHookUrl: null }, "Automatic redeploy needs a deploy hook URL."],
+    [{ ...valid, teamId: "acme" }, "Team ID should look like team_xxxxxxxx."],
+    [{ ...valid, extra: 1 }, "Send a JSON object with the documented fields only."],
+    [{ ...valid, hostProjectId: "prj_missing" }, "That Vercel project was not found for this token and team."],
+    [{ ...valid, hostProjectId: "prj_team" }, "That Vercel project was not found for this token and team."],
+    [{ ...valid, deployHookUrl: otherHook }, "This deploy hook belongs to another Vercel project."],
+  ];
+  for (const [body, error] of cases) {
+    const res = await s.owner.json("PUT", s.base, body);
+    assert.deepEqual([res.status, res.body], [400, { error }], JSON.stringify(body));
+  }
+
+  // The SSRF rule: only VERCEL_API_URL's host, https or its own scheme, /v1/integrations/deploy/…
+  const hookMessage = `The deploy hook URL must look like ${s.fake.url}/v1/integrations/deploy/prj_…/…`;
+  const refused = [
+    `http://127.0.0.2:${fakeUrl.port}${hookPath}`,
+    `http://localhost:${fakeUrl.port}${hookPath}`,
+    `https://api.vercel.com${hookPath}`,
+    `https://evil.example${hookPath}`,
+    `http://127.0.0.1:${Number(fakeUrl.port) + 1}${hookPath}`,
+    `ftp://127.0.0.1:${fakeUrl.port}${hookPath}`,
+    `${s.fake.url}/v2/user`,
+    `${s.fake.url}/v1/integrations/deploy/prj_web`,
+    `${s.fake.url}/v1/integrations/deploy/../../v2/user/x`,
+    `${s.fake.url}/v1/integrations/deploy/prj_web/%2e%2e/x`,
+    `${s.fake.url}/v1/integrations/deploy/prj_web/abc/extra`,
+    `http://user:pass@127.0.0.1:${fakeUrl.port}${hookPath}`,
+    `${hook}#fragment`,
+    "not a url",
+    "/v1/integrations/deploy/prj_web/abc",
+  ];
+  for (const deployHookUrl of refused) {
+    const res = await s.owner.json("PUT", s.base, { ...valid, deployHookUrl });
+    assert.deepEqual([res.status, res.body], [400, { error: hookMessage }], deployHookUrl);
+  }
+  const hookCallsBefore = s.fake.requests.filter((r) => r.path.startsWith("/v1/integrations/deploy/")).length;
+  assert.equal(hookCallsBefore, 0, "a PUT never calls the hook");
+  assert.equal((await s.owner.json("GET", s.base)).body.status, "connected", "no rejected PUT changed anything");
+
+  // https on VERCEL_API_URL's host passes the rule (the hook is then checked against Vercel's project).
+  const httpsHook = `https://127.0.0.1:${fakeUrl.port}/v1/integrations/deploy/prj_web/abc123`;
+  const httpsOk = await s.owner.json("PUT", s.base, { ...valid, deployHookUrl: httpsHook });
+  assert.equal(httpsOk.status, 200, JSON.stringify(httpsOk.body));
+
+  const res = await s.owner.json("PUT", s.base, { ...valid, autoRedeploy: true, deployHookUrl: hook, conflictPolicy: "overwrite" });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.body.status, "active");
+  assert.equal(res.body.hostProjectId, "prj_web");
+  assert.equal(res.body.hostProjectName, "web");
+  assert.deepEqual(res.body.mappings, valid.mappings);
+  assert.equal(res.body.conflictPolicy, "overwrite");
+  assert.equal(res.body.autoRedeploy, true);
+  assert.equal(res.body.hookConfigured, true);
+  assert.ok(!JSON.stringify(res.body).includes(hookPath.split("/").at(-1)!), "the hook URL is never returned");
+  const row = integrationRow(s.server, s.projectId)!;
+  assert.ok(!(row.hook_ciphertext as Buffer).toString("latin1").includes(hookPath), "the hook is encrypted at rest");
+
+  // Defaults: conflictPolicy skip, autoRedeploy false; an omitted hook is kept; by name works.
+  const byName = await s.owner.json("PUT", s.base, { hostProjectId: "web", mappings: { production: "production" } });
+  assert.equal(byName.status, 200);
+  assert.deepEqual(
+    [byName.body.hostProjectId, byName.body.conflictPolicy, byName.body.autoRedeploy, byName.body.hookConfigured],
+    ["prj_web", "skip", false, true],
+  );
+  const removed = await s.owner.json("PUT", s.base, { ...valid, deployHookUrl: null });
+  assert.equal(removed.body.hookConfigured, false);
+  assert.equal(integrationRow(s.server, s.projectId)!.hook_ciphertext, null);
+
+  // A team project needs its team.
+  const team = await s.owner.json("PUT", s.base, { ...valid, hostProjectId: "prj_team", teamId: "team_acme1234" });
+  assert.equal(team.status, 200, JSON.stringify(team.body));
+  assert.deepEqual([team.body.hostProjectId, team.body.teamId], ["prj_team", "team_acme1234"]);
+
+  const updates = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.updated");
+  assert.equal(updates.length, 5);
+  assert.deepEqual(updates[1]!.metadata, {
+    hostProjectId: "prj_web",
+    hostProjectName: "web",
+    teamId: null,
+    mappings: valid.mappings,
+    conflictPolicy: "overwrite",
+    autoRedeploy: true,
+    hookConfigured: true,
+  });
+});
+
+// ---------------------------------------------------------------------------------------
+// Sync
+
+test("sync: creates missing vars, skips others' vars, counts unchanged ones, never touches other targets", async (t) => {
+  const s = await setup(t, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await s.owner.json("POST", s.base, { token: s.token });
+  const notLinked = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([notLinked.status, notLinked.body], [400, M.linkFirst]);
+  await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development", production: "production" } });
+
+  await addSecret(s, "development", "API_URL", "https://dev.example.test");
+  await addSecret(s, "development", "SHARED_KEY", "dev-shared-value");
+  await addSecret(s, "production", "API_URL", "https://prod.example.test");
+  await addSecret(s, "production", "SAME_VALUE", "identical-value");
+  await addSecret(s, "staging", "STAGING_ONLY", "not-mapped-value");
+  const others = s.fake.addEnv("prj_web", { key: "SHARED_KEY", value: "someone-elses", type: "encrypted", target: ["development"] });
+  const same = s.fake.addEnv("prj_web", { key: "SAME_VALUE", value: "identical-value", type: "encrypted", target: ["production"] });
+  const preview = s.fake.addEnv("prj_web", { key: "API_URL", value: "https://preview.example.test", type: "encrypted", target: ["preview"] });
+  const unrelated = s.fake.addEnv("prj_web", { key: "THEIRS", value: "left-alone", type: "plain", target: ["production"] });
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 4);
+
+  const res = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const summary = res.body.summary;
+  assert.deepEqual(counts(summary), { created: 2, updated: 0, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
+  assert.equal(summary.status, "ok");
+  assert.equal(summary.trigger, "manual");
+  assert.match(summary.startedAt, ISO_MS);
+  assert.match(summary.finishedAt, ISO_MS);
+  assert.deepEqual(summary.results, [{ environment: "development", target: "development", key: "SHARED_KEY", result: "skipped", reason: "exists" }]);
+
+  const devVar = s.fake.envFor("prj_web", "API_URL", "development")!;
+  assert.deepEqual([devVar.value, devVar.type, devVar.target], ["https://dev.example.test", "encrypted", ["development"]]);
+  const prodVar = s.fake.envFor("prj_web", "API_URL", "production")!;
+  assert.deepEqual([prodVar.value, prodVar.target], ["https://prod.example.test", ["production"]]);
+  assert.notEqual(devVar.id, prodVar.id, "one var per target");
+  assert.equal(others.value, "someone-elses");
+  assert.equal(same.value, "identical-value");
+  assert.equal(preview.value, "https://preview.example.test");
+  assert.equal(unrelated.value, "left-alone");
+  assert.equal(s.fake.envs("prj_web").some((e) => e.key === "STAGING_ONLY"), false);
+  assert.equal(s.fake.envs("prj_web").length, 6);
+  // Values were read decrypted, never compared with ciphertext.
+  assert.ok(s.fake.requests.filter((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env").every((r) => r.query.get("decrypt") === "true"));
+
+  // A second run finds everything in place: unchanged, not updated.
+  const again = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual(counts(again.body.summary), { created: 0, updated: 0, unchanged: 3, skipped: 1, deleted: 0, failed: 0 });
+
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(view.lastSyncStatus, "ok");
+  assert.match(view.lastSyncAt, ISO_MS);
+  assert.equal(view.lastError, null);
+  assert.deepEqual(view.lastRun, again.body.summary);
+  const synced = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced");
+  assert.deepEqual(synced[0]!.metadata, { trigger: "manual", created: 2, updated: 0, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
+  assert.equal(synced[0]!.actor, s.owner.user!.id);
+});
+
+test("sync: overwrite updates others' vars in place; vars shared with other targets and sensitive ones are left", async (t) => {
+  const s = await linked(t, { conflictPolicy: "overwrite" }, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "production", "DB_URL", "postgres://new-value");
+  await addSecret(s, "production", "MULTI", "multi-new-value");
+  await addSecret(s, "production", "HIDDEN", "hidden-new-value");
+  await addSecret(s, "production", "PLAIN_SAME", "plain-value-1");
+  const theirs = s.fake.addEnv("prj_web", { key: "DB_URL", value: "postgres://old-value", type: "encrypted", target: ["production"] });
+  const multi = s.fake.addEnv("prj_web", { key: "MULTI", value: "multi-old", type: "encrypted", target: ["production", "preview"] });
+  const hidden = s.fake.addEnv("prj_web", { key: "HIDDEN", value: "hidden-old", type: "sensitive", target: ["production"] });
+  s.fake.addEnv("prj_web", { key: "PLAIN_SAME", value: "plain-value-1", type: "plain", target: ["production"] });
+
+  const res = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  // DB_URL overwritten, HIDDEN (unreadable, so never "unchanged") overwritten, MULTI shared.
+  assert.deepEqual(counts(res.body.summary), { created: 0, updated: 2, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
+  assert.deepEqual(res.body.summary.results, [{ environment: "production", target: "production", key: "MULTI", result: "skipped", reason: "shared" }]);
+  assert.equal(theirs.value, "postgres://new-value");
+  assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "DB_URL").length, 1, "updated in place, same id");
+  assert.equal(hidden.value, "hidden-new-value");
+  assert.equal(multi.value, "multi-old");
+  assert.deepEqual(multi.target, ["production", "preview"]);
+});
+
+test("sync: our own vars follow the secret (update, delete) under skip; others' are never deleted; a partial failure records per-key results", async (t) => {
+  const s = await linked(t);
+  const id = await addSecret(s, "development", "TOKEN_A", "first-value-a");
+  await addSecret(s, "development", "GONE_SOON", "will-be-deleted");
+  await addSecret(s, "development", "_LEADING", "vercel-refuses-this");
+  await addSecret(s, "development", "TZ", "reserved-at-vercel");
+  const theirs = s.fake.addEnv("prj_web", { key: "KEEP_THEIRS", value: "theirs-value", type: "encrypted", target: ["development"] });
+  const first = await settled(s);
+  // The automatic run created TOKEN_A and GONE_SOON; two keys Vercel refused.
+  assert.equal(first.lastSyncStatus, "partial");
+  assert.deepEqual(counts(first.lastRun), { created: 2, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 2 });
+  assert.deepEqual(
+    [...first.lastRun.results].sort((a: any, b: any) => (a.key < b.key ? -1 : 1)),
+    [
+      { environment: "development", target: "development", key: "TZ", result: "failed", reason: "rejected" },
+      { environment: "development", target: "development", key: "_LEADING", result: "failed", reason: "rejected" },
+    ],
+  );
+
+  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: "second-value-a" });
+  assert.equal(patched.status, 200, JSON.stringify(patched.body));
+  const gone = (await s.owner.json("GET", `/api/projects/${s.projectId}/environments/development/secrets`)).body.secrets.find((x: any) => x.key === "GONE_SOON");
+  assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${gone.id}`)).status, 200);
+  const after = await settled(s);
+  assert.deepEqual(counts(after.lastRun), { created: 0, updated: 1, unchanged: 0, skipped: 0, deleted: 1, failed: 2 });
+  assert.equal(s.fake.envFor("prj_web", "TOKEN_A", "development")!.value, "second-value-a");
+  assert.equal(s.fake.envFor("prj_web", "GONE_SOON", "development"), undefined);
+  assert.equal(theirs.value, "theirs-value");
+  assert.ok(s.fake.envs("prj_web").includes(theirs));
+});
+
+test("automatic sync: a secret change in a mapped environment increments pending, one debounced run clears it, redeploy once", async (t) => {
+  const s = await setup(t, { env: { SYNC_DEBOUNCE_MS: "400" } });
+  await s.owner.json("POST", s.base, { token: s.token });
+  const hook = s.fake.addHook("prj_web");
+  await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development", production: "production" },
+    autoRedeploy: true,
+    deployHookUrl: hook,
+  });
+  await addSecret(s, "production", "FIRST_KEY", "first-auto-value");
+  await addSecret(s, "production", "SECOND_KEY", "second-auto-value");
+  await addSecret(s, "staging", "UNMAPPED_KEY", "unmapped-value");
+  const pending = await s.owner.json("GET", s.base);
+  assert.equal(pending.body.pending, 2, "two changes in mapped environments, none for staging");
+
+  const done = await settled(s);
+  assert.equal(done.pending, 0);
+  assert.equal(done.lastRun.trigger, "automatic");
+  assert.deepEqual(counts(done.lastRun), { created: 2, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  assert.equal(s.fake.envFor("prj_web", "FIRST_KEY", "production")!.value, "first-auto-value");
+  const deployed = await waitFor("the redeploy", async () => {
+    const res = await s.owner.json("GET", s.base);
+    return res.body.lastDeployment ?? undefined;
+  });
+  assert.equal(s.fake.hookCalls.length, 1, "one redeploy for both changes");
+  assert.equal(deployed.ok, true);
+  assert.equal(deployed.trigger, "automatic");
+  assert.equal(deployed.jobId, s.fake.hookCalls[0]!.jobId);
+  assert.equal(deployed.state, "PENDING");
+  assert.match(deployed.at, ISO_MS);
+  const hookRequest = s.fake.requests.find((r) => r.path.startsWith("/v1/integrations/deploy/"))!;
+  assert.equal(hookRequest.authorization, undefined, "no token is sent to a deploy hook");
+
+  const events = auditEvents(s.server, s.projectId);
+  const synced = events.filter((e) => e.action === "integration.synced");
+  assert.equal(synced.length, 1);
+  assert.deepEqual([synced[0]!.actor, synced[0]!.metadata.trigger], [null, "automatic"]);
+  const redeployed = events.filter((e) => e.action === "integration.redeployed");
+  assert.deepEqual(redeployed.map((e) => e.metadata), [{ trigger: "automatic", jobId: deployed.jobId, state: "PENDING" }]);
+});
+
+test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
+  const s = await linked(t);
+  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  await addSecret(s, "development", "DURING_ONE", "value-before-run");
+  await held.reached;
+  await addSecret(s, "development", "DURING_TWO", "value-during-run");
+  const during = await s.owner.json("GET", s.base);
+  assert.equal(during.body.syncing, true);
+  assert.equal(during.body.pending, 2);
+  held.release();
+  const done = await settled(s);
+  assert.equal(done.pending, 0);
+  assert.equal(s.fake.envFor("prj_web", "DURING_TWO", "development")!.value, "value-during-run");
+  assert.equal(auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced").length, 2);
+});
+
+test("redeploy: POST /sync { redeploy: true } calls the deploy hook once after a successful sync", async (t) => {
+  const s = await linked(t);
+  const noHook = await s.owner.json("POST", `${s.base}/sync`, { redeploy: true });
+  assert.deepEqual([noHook.status, noHook.body], [400, { error: "Add a deploy hook URL before asking for a redeploy." }]);
+  const bad = await s.owner.json("POST", `${s.base}/sync`, { redeploy: "yes" });
+  assert.deepEqual([bad.status, bad.body], [400, { error: "Send no body, or { redeploy: true | false }." }]);
+
+  const hook = s.fake.addHook("prj_web");
+  await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { production: "production" }, deployHookUrl: hook });
+  const plain = await s.owner.json("POST", `${s.base}/sync`, {});
+  assert.equal(plain.status, 200);
+  assert.equal(s.fake.hookCalls.length, 0, "no redeploy unless asked (autoRedeploy is off)");
+  const res = await s.owner.json("POST", `${s.base}/sync`, { redeploy: true });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(s.fake.hookCalls.length, 1);
+  assert.deepEqual(res.body.summary.deployment, {
+    at: res.body.summary.deployment.at,
+    trigger: "manual",
+    ok: true,
+    jobId: s.fake.hookCalls[0]!.jobId,
+    state: "PENDING",
+  });
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.deepEqual(view.lastDeployment, res.body.summary.deployment);
+
+  // A hook Vercel no longer knows: recorded, not retried, never a second call.
+  s.fake.projects.get("prj_web")!.hooks.length = 0;
+  const missing = await s.owner.json("POST", `${s.base}/sync`, { redeploy: true });
+  assert.equal(missing.status, 200);
+  assert.equal(missing.body.summary.deployment.ok, false);
+  assert.equal(missing.body.summary.deployment.error, "Vercel did not find the deploy hook. Add a new deploy hook URL.");
+  assert.equal(s.fake.requests.filter((r) => r.path.startsWith("/v1/integrations/deploy/")).length, 2);
+  assert.equal(auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.redeployed").length, 1);
+});
+
+test("attention: a token Vercel rejects during a sync moves the connection to attention; reconnecting leaves it", async (t) => {
+  const s = await linked(t);
+  s.fake.revokeToken(s.token);
+  const res = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([res.status, res.body], [400, M.savedTokenRejected]);
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(view.status, "attention");
+  assert.equal(view.lastError, M.savedTokenRejected.error);
+  assert.equal(view.lastSyncStatus, "failed");
+  assert.equal(view.syncing, false);
+  const failedEvents = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.sync_failed");
+  assert.deepEqual(failedEvents.map((e) => e.metadata), [{ trigger: "manual", error: M.savedTokenRejected.error }]);
+
+  const blocked = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([blocked.status, blocked.body], [400, M.reconnect]);
+
+  // Changes wait while the connection needs attention...
+  await addSecret(s, "development", "WAITING_KEY", "waiting-value");
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1, "no automatic run in attention");
+
+  // ...and go out once a new token is connected; the link is kept.
+  const fresh = newToken();
+  s.fake.addToken(fresh);
+  const reconnected = await s.owner.json("POST", s.base, { token: fresh });
+  assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
+  assert.deepEqual(
+    [reconnected.body.status, reconnected.body.hostProjectId, reconnected.body.lastError],
+    ["active", "prj_web", null],
+  );
+  const done = await settled(s);
+  assert.equal(done.status, "active");
+  assert.equal(s.fake.envFor("prj_web", "WAITING_KEY", "development")!.value, "waiting-value");
+});
+
+test("one sync at a time: a second sync answers 409 while one runs, and a sync a dead process left is marked failed at start", async (t) => {
+  const s = await linked(t);
+  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const first = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  const second = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([second.status, second.body], [409, M.busy]);
+  const running = (await s.owner.json("GET", s.base)).body;
+  assert.equal(running.syncing, true);
+  assert.deepEqual(running.lastRun, { status: "running", trigger: "manual", startedAt: running.lastRun.startedAt });
+  held.release();
+  assert.equal((await first).status, 200);
+  assert.equal((await s.owner.json("GET", s.base)).body.syncing, false);
+
+  // The lock lives in the database: simulate a process that died mid-sync.
+  await s.server.stop();
+  // Let the HTTP client see its kept-alive sockets close before the port is reused.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const sqlite = new Database(path.join(s.server.dataDir, DATABASE_FILE));
+  sqlite
+    .prepare("UPDATE integrations SET sync_started_at = ?, last_run = ? WHERE project_id = ?")
+    .run("2026-01-01T00:00:00.000Z", JSON.stringify({ status: "running", trigger: "automatic", startedAt: "2026-01-01T00:00:00.000Z" }), s.projectId);
+  sqlite.close();
+  const restarted = await s.server.restart();
+  t.after(() => restarted.stop());
+  const owner = await restarted.signIn("owner@example.test");
+  const view = (await owner.json("GET", s.base)).body;
+  assert.equal(view.syncing, false);
+  assert.equal(view.lastSyncStatus, "failed");
+  assert.equal(view.lastError, "The server stopped while a sync was running. Run the sync again.");
+  assert.equal(view.lastRun.status, "failed");
+  assert.equal(view.lastRun.trigger, "automatic");
+  const res = await owner.json("POST", `${s.base}/sync`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+});
+
+test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {
+  const s = await linked(t);
+  await addSecret(s, "development", "RETRY_KEY", "retry-value-1");
+  await settled(s);
+  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
+
+  s.fake.inject(429, { retryAfterSeconds: 1, match: isList });
+  const start = s.fake.requests.length;
+  const limited = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(limited.status, 200, JSON.stringify(limited.body));
+  const lists = s.fake.requests.slice(start).filter(isList);
+  assert.equal(lists.length, 2);
+  assert.ok(lists[1]!.at - lists[0]!.at >= 950, `waited ${lists[1]!.at - lists[0]!.at} ms for Retry-After: 1`);
+
+  s.fake.inject(503, { times: 2, match: isList });
+  const flaky = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(flaky.status, 200);
+  assert.deepEqual(counts(flaky.body.summary), { created: 0, updated: 0, unchanged: 1, skipped: 0, deleted: 0, failed: 0 });
+
+  s.fake.inject(500, { times: 50, match: isList });
+  const down = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([down.status, down.body], [502, M.syncUnavailable]);
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.deepEqual([view.status, view.lastSyncStatus, view.lastError, view.syncing], ["active", "failed", M.syncUnavailable.error, false]);
+  s.fake.clearInjections();
+
+  // A create (POST without upsert) is not repeated on a 5xx, and the change stays pending.
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  const createsBefore = s.fake.requests.filter(isCreate).length;
+  s.fake.inject(500, { times: 1, match: isCreate });
+  await addSecret(s, "development", "NEW_AFTER_FAULT", "created-later");
+  await waitFor("the failed automatic run", async () => {
+    const res = await s.owner.json("GET", s.base);
+    return res.body.lastRun?.status === "failed" && res.body.lastRun.trigger === "automatic" ? true : undefined;
+  });
+  assert.equal(s.fake.requests.filter(isCreate).length, createsBefore + 1);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+  const retried = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(retried.status, 200);
+  assert.equal(retried.body.summary.created, 1);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 0);
+  assert.equal(s.server.logs.filter((l) => l.includes("retrying")).length >= 3, true);
+});
+
+test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {
+  const s = await linked(t);
+  // linked() connected once already.
+  for (let i = 0; i < 9; i++) assert.equal((await s.owner.json("POST", s.base, { token: s.token })).status, 201);
+  const connect = await s.owner.json("POST", s.base, { token: s.token });
+  assert.equal(connect.status, 429);
+  assert.match(connect.body.error, /^Too many requests/);
+
+  for (let i = 0; i < 20; i++) assert.equal((await s.owner.json("GET", `${s.base}/options`)).status, 200);
+  assert.equal((await s.owner.json("GET", `${s.base}/options`)).status, 429);
+
+  for (let i = 0; i < 6; i++) assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 429);
+  // Other routes are not limited by these.
+  assert.equal((await s.owner.json("GET", s.base)).status, 200);
+});
+
+test("DELETE removes the connection, its token and hook; vars at Vercel stay", async (t) => {
+  const s = await linked(t, { deployHookUrl: undefined });
+  await addSecret(s, "production", "STAYS_AT_VERCEL", "stays-value");
+  await settled(s);
+  const res = await s.owner.json("DELETE", s.base);
+  assert.deepEqual([res.status, res.body], [200, { ok: true }]);
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
+  assert.equal(integrationRow(s.server, s.projectId), undefined);
+  assert.equal(s.server.app.db.$client.prepare("SELECT count(*) FROM integration_vars").pluck().get(), 0);
+  assert.equal(s.fake.envFor("prj_web", "STAYS_AT_VERCEL", "production")!.value, "stays-value");
+  assert.deepEqual(auditEvents(s.server, s.projectId).at(-1)!.metadata, { provider: "vercel" });
+  assert.equal(auditEvents(s.server, s.projectId).at(-1)!.action, "integration.disconnected");
+  // Changes after disconnecting schedule nothing.
+  await addSecret(s, "production", "AFTER_DISCONNECT", "after-value");
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
+  const sync = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([sync.status, sync.body], [400, M.linkFirst]);
+});
+
+test("the token and the deploy hook URL never appear in a response, a log line or an audit event", async (t) => {
+  const s = await setup(t, { env: { LOG_LEVEL: "debug" } });
+  const responses: string[] = [];
+  const call = async (method: string, url: string, body?: unknown) => {
+    const res = await s.owner.request(method, url, body);
+    const text = await res.text();
+    responses.push(`${[...res.headers].map(([k, v]) => `${k}: ${v}`).join("\n")}\n${text}`);
+    return { status: res.status, body: text ? JSON.parse(text) : undefined };
+  };
+  const wrongToken = newToken();
+  await call("POST", s.base, { token: wrongToken });
+  await call("POST", s.base, { token: s.token, teamId: "team_other999" });
+  assert.equal((await call("POST", s.base, { token: s.token })).status, 201);
+  await call("GET", `${s.base}/options`);
+  const hook = s.fake.addHook("prj_web");
+  const hookId = hook.split("/").at(-1)!;
+  await call("PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development" }, deployHookUrl: `${hook}/x` });
+  await call("PUT", s.base, { hostProjectId: "prj_team", mappings: { development: "development" }, deployHookUrl: hook });
+  assert.equal((await call("PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development" }, autoRedeploy: true, deployHookUrl: hook })).status, 200);
+  await addSecret(s, "development", "SCAN_KEY", "scan-secret-value");
+  await settled(s);
+  await call("POST", `${s.base}/sync`, { redeploy: true });
+  s.fake.inject(500, { times: 20 });
+  await call("POST", `${s.base}/sync`);
+  s.fake.clearInjections();
+  s.fake.revokeToken(s.token);
+  await call("POST", `${s.base}/sync`);
+  await call("GET", `${s.base}/options`);
+  await call("GET", s.base);
+  assert.ok(s.fake.hookCalls.length >= 1);
+
+  const audit = s.server.app.db.$client.prepare("SELECT action, target_id, metadata FROM audit_events").all() as Record<string, string>[];
+  const places: [string, string[]][] = [
+    ["responses", responses],
+    ["log lines", s.server.logs],
+    ["audit events", audit.map((a) => JSON.stringify(a))],
+  ];
+  for (const [name, texts] of places) {
+    for (const text of texts) {
+      for (const secret of [s.token, wrongToken, hook, hookId, "scan-secret-value"]) {
+        assert.ok(!text.includes(secret), `${name} contain a credential: ${text.slice(0, 300)}`);
+      }
+    }
+  }
+  assert.ok(s.server.logs.length > 10, "the server did log");
+});
