@@ -22,7 +22,11 @@ export interface DotenvEntry {
 
 export interface DotenvFile {
   text: string;
-  /** Keys whose value no dotenv syntax can carry; the file names them in a comment. */
+  /**
+   * Keys whose value no dotenv syntax can carry, named in a comment instead: ', a backtick
+   * and " (or the text `\n`/`\r`, which double quotes unescape) plus something that needs
+   * quoting; a CR plus a " or the text `\n`/`\r`; or a NUL character.
+   */
   omitted: string[];
 }
 
@@ -37,10 +41,10 @@ type Quote = (typeof QUOTES)[number];
 
 /** A line bash and dotenv both read as exactly `value`, or undefined. */
 function sharedForm(value: string): string | undefined {
-  // Single quotes: literal in both. CR is turned into LF by dotenv; NUL is dropped by bash.
-  if (!/['\r\0]/.test(value)) return `'${value}'`;
+  // Single quotes: literal in both. dotenv turns CR into LF.
+  if (!/['\r]/.test(value)) return `'${value}'`;
   // Double quotes without anything either side would treat specially.
-  if (!/["$`\\\r\0]/.test(value)) return `"${value}"`;
+  if (!/["$`\\\r]/.test(value)) return `"${value}"`;
   return undefined;
 }
 
@@ -88,6 +92,12 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
   const blocks: Block[] = [];
   const omitted: string[] = [];
   for (const { key, value } of entries) {
+    if (value.includes("\0")) {
+      // No environment can hold it (they are C strings), and bash stops reading a file at NULs.
+      omitted.push(key);
+      blocks.push({ shared: true, lines: [`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`] });
+      continue;
+    }
     const shared = BASH_ACTIVE_KEYS.has(key) ? undefined : sharedForm(value);
     if (shared !== undefined) {
       blocks.push({ shared: true, lines: lines(key, shared) });
@@ -98,10 +108,10 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
       blocks.push({ shared: false, lines: lines(key, own) });
     } else {
       omitted.push(key);
-      blocks.push({
-        shared: true,
-        lines: [`# ${key} is left out: its value holds ', " and a backtick as well as a character that needs quoting. Use the JSON export for it.`],
-      });
+      const reason = value.includes("\r")
+        ? "its value holds a carriage return, which only double quotes carry, and also a \" or the text \\n or \\r"
+        : "its value holds ', a backtick and \" (or the text \\n or \\r) as well as a character that needs quoting";
+      blocks.push({ shared: true, lines: [`# ${key} is left out: ${reason}. Use the JSON export for it.`] });
     }
   }
 

@@ -1,0 +1,190 @@
+// The .env export: the `dotenv` package reads every value back exactly, and sourcing the
+// file in bash never runs a command or expands anything, over many generated values.
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import dotenv from "dotenv";
+import { formatDotenv } from "../src/secrets/dotenv.ts";
+import { makeTempDir } from "./helpers.ts";
+import { envPath, startTeam } from "./secrets-helpers.ts";
+
+const hasBash = spawnSync("bash", ["-c", "true"]).status === 0;
+
+/** Deterministic generator, so a failure can be replayed. */
+function generator(seed: number) {
+  let state = seed >>> 0;
+  const next = () => {
+    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
+    return state / 2 ** 32;
+  };
+  const pick = <T,>(list: readonly T[]): T => list[Math.floor(next() * list.length)]!;
+  return { next, pick };
+}
+
+const PIECES = [
+  "'", '"', "`", "\\", "$", "#", " ", "  ", "\t", "\n", "\r", "\r\n", "=", ";", "&", "|", "!", "*", "?", "~", "(", ")", "{", "}", "[", "]",
+  "<", ">", "n", "r", "a", "Z", "0", "_", "é", "ß", "日本", "🔑", "\u2028", "\u00a0", "\u0000", "\\n", "\\r", "\\'", '\\"', "\\`", "\\\\",
+  "$(touch CANARY)", "`touch CANARY`", "${CANARY_VAR}", "$CANARY_VAR", "$((6*7))", "${CANARY_VAR:-x}", "\\$(touch CANARY)",
+  "'$(touch CANARY)'", '"$(touch CANARY)"', "# not a comment", " #", "export X=1", "KEY=value", "END_OF_DOTENV_ONLY_LINES",
+  "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
+];
+
+function generatedValues(seed: number, n: number): string[] {
+  const { next, pick } = generator(seed);
+  const values: string[] = [];
+  while (values.length < n) {
+    const parts = Math.floor(next() * 8) + 1;
+    let value = "";
+    for (let i = 0; i < parts; i++) value += next() < 0.3 ? crypto.randomBytes(3).toString("base64") : pick(PIECES);
+    if (value.length > 0) values.push(value.slice(0, 10_000));
+  }
+  return values;
+}
+
+/** Values the issue names, one per line of thought. */
+const NAMED_VALUES = [
+  "plain",
+  "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\nKUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==\n-----END RSA PRIVATE KEY-----\n",
+  "it's",
+  'say "hi"',
+  "both ' and \"",
+  "back\\slash",
+  "ends with a backslash\\",
+  "\\n is two characters",
+  "\\r\\n as text",
+  "# starts like a comment",
+  "has # inside",
+  "$HOME and ${HOME} and $(whoami) and `whoami`",
+  "it's $HOME",
+  "  leading and trailing spaces  ",
+  "\ttab\t",
+  "ünïcödé 日本語 🔑",
+  "carriage\rreturn",
+  "windows\r\nline",
+  "`backticks` only",
+  "all three ' \" ` quotes",
+  "=starts with equals",
+  "trailing newline\n",
+  "\n",
+  " ",
+  "'",
+  '"',
+  "`",
+  "\\",
+  "'quoted'",
+  '"quoted"',
+  "END_OF_DOTENV_ONLY_LINES",
+  "line\nEND_OF_DOTENV_ONLY_LINES\nKEY=injected",
+  "\u2028line separator",
+  "nul\u0000byte",
+];
+
+function keyFor(i: number): string {
+  return `KEY_${i}`;
+}
+
+/** What bash sets when the file is sourced: a map of the keys it set. */
+function sourceInBash(text: string, keys: string[]): { set: Map<string, string>; canaryTouched: boolean; stderr: string; status: number | null } {
+  const dir = makeTempDir("dotenv-bash-");
+  try {
+    const file = path.join(dir, "exported.env");
+    fs.writeFileSync(file, text);
+    const script = `
+      cd "$WORK" || exit 9
+      source ./exported.env
+      for k in ${keys.join(" ")}; do
+        if [ "\${!k+set}" = set ]; then printf '%s\\0%s\\0' "$k" "\${!k}"; fi
+      done`;
+    const result = spawnSync("bash", ["--norc", "--noprofile", "-c", script], {
+      env: { PATH: process.env.PATH, WORK: dir, CANARY_VAR: "EXPANDED", HOME: dir },
+      encoding: "utf8",
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    // Key and value separated by NULs: no value in the file holds one.
+    const set = new Map<string, string>();
+    const fields = result.stdout.split("\0");
+    for (let i = 0; i + 1 < fields.length; i += 2) set.set(fields[i]!, fields[i + 1]!);
+    return { set, canaryTouched: fs.existsSync(path.join(dir, "CANARY")), stderr: result.stderr, status: result.status };
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+function checkRoundTrip(values: string[]): void {
+  const entries = values.map((value, i) => ({ key: keyFor(i), value })).sort((a, b) => (a.key < b.key ? -1 : 1));
+  const { text, omitted } = formatDotenv(entries);
+  const expected = Object.fromEntries(entries.filter((e) => !omitted.includes(e.key)).map((e) => [e.key, e.value]));
+  const parsed = dotenv.parse(text);
+  for (const [key, value] of Object.entries(expected)) {
+    assert.equal(parsed[key], value, `${key}: ${JSON.stringify(value)} was written as ${JSON.stringify(text.slice(text.indexOf(`${key}=`) - 40, text.indexOf(`${key}=`) + value.length + 60))}`);
+  }
+  assert.deepEqual(parsed, expected);
+  // Only three kinds of value can be left out: one holding ', a backtick and " (or the text
+  // \n or \r, which double quotes would unescape) with something that needs quoting; one
+  // holding a CR (which only double quotes carry, as \r) with a " or \n or \r text; and one
+  // holding a NUL (no environment variable can).
+  for (const key of omitted) {
+    const value = entries.find((e) => e.key === key)!.value;
+    const allQuotes = value.includes("'") && value.includes("`") && /"|\\[nr]/.test(value);
+    const carriageReturn = value.includes("\r") && /"|\\[nr]/.test(value);
+    assert.ok(allQuotes || carriageReturn || value.includes("\0"), `${key} was left out: ${JSON.stringify(value)}`);
+    assert.ok(text.includes(`# ${key} is left out`));
+  }
+
+  if (!hasBash) return;
+  const bash = sourceInBash(text, entries.map((e) => e.key));
+  assert.equal(bash.canaryTouched, false, "sourcing ran a command");
+  assert.equal(bash.status, 0, bash.stderr);
+  assert.equal(bash.stderr, "");
+  for (const [key, value] of bash.set) {
+    // Whatever bash set, it set to the exact value: nothing was expanded.
+    assert.equal(value, expected[key], `bash read ${key} differently: ${JSON.stringify(value)}`);
+  }
+  // Every value without a single quote, CR or NUL is read by bash as well.
+  for (const { key, value } of entries) {
+    if (!/['\r\0]/.test(value)) assert.ok(bash.set.has(key), `bash skipped ${key}: ${JSON.stringify(value)}`);
+  }
+}
+
+test("the named hard cases round-trip through dotenv, and bash neither runs nor expands them", () => {
+  checkRoundTrip(NAMED_VALUES);
+  const { text, omitted } = formatDotenv([{ key: "ALL_THREE", value: "a'b\"c`d #e" }]);
+  assert.deepEqual(omitted, ["ALL_THREE"]);
+  assert.equal(dotenv.parse(text).ALL_THREE, undefined);
+});
+
+test("thousands of generated values round-trip through dotenv; bash never runs or expands anything", () => {
+  for (let seed = 1; seed <= 8; seed++) checkRoundTrip(generatedValues(seed, 1500));
+});
+
+test("keys that an interactive bash would act on are kept away from bash", () => {
+  const entries = [
+    { key: "PROMPT_COMMAND", value: "touch CANARY" },
+    { key: "PS1", value: "$(touch CANARY)" },
+  ];
+  const { text } = formatDotenv(entries);
+  assert.deepEqual(dotenv.parse(text), { PROMPT_COMMAND: "touch CANARY", PS1: "$(touch CANARY)" });
+  if (!hasBash) return;
+  const bash = sourceInBash(text, ["PROMPT_COMMAND", "PS1"]);
+  assert.deepEqual([...bash.set.keys()], []);
+});
+
+test("over HTTP: 1,500 generated values imported and exported as .env read back exactly", async (t) => {
+  const { projectId, owner } = await startTeam(t);
+  for (const [n, env] of ["development", "staging", "production"].entries()) {
+    const values = generatedValues(100 + n, 500).map((v) => v.replace(/^$/, "x"));
+    const entries = values.map((value, i) => ({ key: keyFor(i), value, overwrite: false }));
+    const imported = await owner.json("POST", `${envPath(projectId, env)}/import`, { entries });
+    assert.equal(imported.status, 200, JSON.stringify(imported.body));
+    assert.equal(imported.body.summary.created, 500);
+    const res = await owner.get(`${envPath(projectId, env)}/export?format=dotenv`);
+    assert.equal(res.status, 200);
+    const text = await res.text();
+    const { omitted } = formatDotenv(entries.map(({ key, value }) => ({ key, value })).sort((a, b) => (a.key < b.key ? -1 : 1)));
+    const expected = Object.fromEntries(entries.filter((e) => !omitted.includes(e.key)).map((e) => [e.key, e.value]));
+    assert.deepEqual(dotenv.parse(text), expected);
+  }
+});

@@ -1,0 +1,199 @@
+// api.md 4.1 import rules over HTTP: validation of the whole request first, all or nothing,
+// overwrite semantics, size limits and the rate limit.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { auditEvents, cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
+
+const INVALID = { error: "invalid request" };
+const TOO_LARGE = { error: "The import is too large." };
+
+test("import creates, updates, leaves unchanged and skips, reporting in request order", async (t) => {
+  const { server, projectId, owner, member } = await startTeam(t);
+  const base = envPath(projectId, "development");
+  const same = await createSecret(owner, projectId, "development", "SAME", "same-value-001");
+  const changed = await createSecret(owner, projectId, "development", "CHANGED", "changed-value-001");
+  const kept = await createSecret(owner, projectId, "development", "KEPT", "kept-value-001");
+  await createSecret(owner, projectId, "staging", "NEW_ONE", "staging-copy-001");
+
+  const res = await member.json("POST", `${base}/import`, {
+    entries: [
+      { key: "NEW_ONE", value: "new-one-value-001", overwrite: false },
+      { key: "KEPT", value: "kept-value-002", overwrite: false },
+      { key: "CHANGED", value: "changed-value-002", overwrite: true },
+      { key: "SAME", value: "same-value-001", overwrite: true },
+      { key: "NEW_TWO", value: "new-two-value-001", overwrite: true },
+      { key: "KEPT_TOO", value: "kept-too-value-001" },
+    ],
+  });
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body, {
+    summary: { created: 3, updated: 1, unchanged: 1, skipped: 1, failed: 0 },
+    results: [
+      { key: "NEW_ONE", status: "created" },
+      { key: "KEPT", status: "skipped" },
+      { key: "CHANGED", status: "updated" },
+      { key: "SAME", status: "unchanged" },
+      { key: "NEW_TWO", status: "created" },
+      { key: "KEPT_TOO", status: "created" },
+    ],
+  });
+
+  const exported = (await owner.json("GET", `${base}/export`)).body.secrets;
+  assert.deepEqual(exported, [
+    { key: "CHANGED", value: "changed-value-002" },
+    { key: "KEPT", value: "kept-value-001" },
+    { key: "KEPT_TOO", value: "kept-too-value-001" },
+    { key: "NEW_ONE", value: "new-one-value-001" },
+    { key: "NEW_TWO", value: "new-two-value-001" },
+    { key: "SAME", value: "same-value-001" },
+  ]);
+  // Versions: an update adds one, unchanged and skipped do not.
+  const versionOf = (id: string) => count(server, "SELECT version FROM secrets WHERE id = ?", id);
+  assert.deepEqual([versionOf(changed.id), versionOf(same.id), versionOf(kept.id)], [2, 1, 1]);
+  const history = (await owner.json("GET", `${base}/secrets/${changed.id}/versions`)).body.versions;
+  assert.deepEqual(
+    history.map((v: any) => [v.versionNumber, v.changeType, v.changedBy.userId]),
+    [
+      [2, "UPDATED", member.user!.id],
+      [1, "CREATED", owner.user!.id],
+    ],
+  );
+  // The staging secret of the same key is untouched.
+  assert.deepEqual((await owner.json("GET", `${envPath(projectId, "staging")}/export`)).body.secrets, [{ key: "NEW_ONE", value: "staging-copy-001" }]);
+
+  assert.deepEqual(
+    auditEvents(server, projectId, "secrets.imported").map((e) => [e.actor, e.targetType, e.metadata]),
+    [[member.user!.id, "environment", { environment: "development", created: 3, updated: 1, unchanged: 1, skipped: 1, failed: 0 }]],
+  );
+
+  // Importing the same entries again changes nothing.
+  const again = await member.json("POST", `${base}/import`, {
+    entries: [
+      { key: "CHANGED", value: "changed-value-002", overwrite: true },
+      { key: "NEW_ONE", value: "something-else-01", overwrite: false },
+    ],
+  });
+  assert.deepEqual(again.body.summary, { created: 0, updated: 0, unchanged: 1, skipped: 1, failed: 0 });
+  // An empty import is valid and does nothing.
+  const empty = await member.json("POST", `${base}/import`, { entries: [] });
+  assert.deepEqual(empty.body, { summary: { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 }, results: [] });
+});
+
+test("import validates the whole request first: one invalid 500th entry and nothing is written", async (t) => {
+  const { server, projectId, owner, admin, member } = await startTeam(t);
+  const base = envPath(projectId, "development");
+  const existing = await createSecret(owner, projectId, "development", "EXISTING", "existing-value-001");
+  // Import is limited to 10 a minute per user: spread the attempts over three users.
+  const importers = [owner, admin, member];
+  let turn = 0;
+  const importAs = (body: unknown) => importers[turn++ % importers.length]!.json("POST", `${base}/import`, body);
+  const auditBefore = count(server, "SELECT count(*) FROM audit_events");
+  const valid = Array.from({ length: 499 }, (_, i) => ({ key: `KEY_${i}`, value: `imported-value-${i}`, overwrite: true }));
+  valid[0] = { key: "EXISTING", value: "existing-value-002", overwrite: true };
+
+  const invalidEntries: unknown[] = [
+    { key: "1_STARTS_WITH_DIGIT", value: "v", overwrite: true },
+    { key: "BAD-DASH", value: "v", overwrite: true },
+    { key: "K".repeat(129), value: "v", overwrite: true },
+    { key: "EMPTY_VALUE", value: "", overwrite: true },
+    { key: "TOO_LONG", value: "x".repeat(10_001), overwrite: true },
+    { key: "NOT_BOOL", value: "v", overwrite: "yes" },
+    { key: "EXTRA", value: "v", overwrite: true, note: "x" },
+    { key: "NUMBER", value: 5, overwrite: true },
+    { key: "KEY_1", value: "duplicate key in the same request", overwrite: true },
+    null,
+    "KEY=value",
+  ];
+  for (const last of invalidEntries) {
+    const res = await importAs({ entries: [...valid, last] });
+    assert.equal(res.status, 400, JSON.stringify(last)?.slice(0, 80));
+    assert.deepEqual(res.body, INVALID);
+  }
+  for (const body of [{}, { entries: "x" }, { entries: {} }, { entries: [], extra: 1 }, [], "text", null]) {
+    const res = await importAs(body);
+    assert.deepEqual([res.status, res.body], [400, INVALID], JSON.stringify(body));
+  }
+  assert.equal(count(server, "SELECT count(*) FROM secrets"), 1);
+  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 1);
+  assert.equal(count(server, "SELECT count(*) FROM audit_events"), auditBefore);
+  assert.equal((await owner.json("GET", `${base}/secrets/${existing.id}`)).body.secret.value, "existing-value-001");
+
+  // The same 500 entries, all valid, go in as one.
+  const res = await importAs({ entries: [...valid, { key: "LAST_ONE", value: "last-value-001", overwrite: false }] });
+  assert.equal(res.status, 200);
+  assert.deepEqual(res.body.summary, { created: 499, updated: 1, unchanged: 0, skipped: 0, failed: 0 });
+  assert.equal(res.body.results.length, 500);
+  assert.equal(count(server, "SELECT count(*) FROM secrets"), 500);
+});
+
+test("import limits: more than 500 entries or 2,000,000 bytes is 413 The import is too large.", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const url = `${envPath(projectId, "development")}/import`;
+  const entries = (n: number, size = 5) => Array.from({ length: n }, (_, i) => ({ key: `K${i}`, value: "v".repeat(size), overwrite: false }));
+
+  const tooMany = await owner.json("POST", url, { entries: entries(501) });
+  assert.deepEqual([tooMany.status, tooMany.body], [413, TOO_LARGE]);
+  // Too many wins over invalid entries: it is checked first.
+  const tooManyInvalid = await owner.json("POST", url, { entries: [...entries(500), { key: "1" }] });
+  assert.deepEqual([tooManyInvalid.status, tooManyInvalid.body], [413, TOO_LARGE]);
+
+  // Exactly 2,000,000 bytes is allowed (and here invalid, because values are too long); one more byte is too large.
+  const body = (bytes: number) => {
+    const base = JSON.stringify({ entries: [{ key: "BIG", value: "", overwrite: false }] });
+    return base.replace('"value":""', `"value":"${"x".repeat(bytes - base.length)}"`);
+  };
+  assert.equal(Buffer.byteLength(body(2_000_000)), 2_000_000);
+  const atLimit = await owner.request("POST", url, body(2_000_000), { "content-type": "application/json" });
+  assert.deepEqual([atLimit.status, await atLimit.json()], [400, INVALID]);
+  const over = await owner.request("POST", url, body(2_000_001), { "content-type": "application/json" });
+  assert.deepEqual([over.status, await over.json()], [413, TOO_LARGE]);
+  // 500 entries of 3,900 characters: under both limits, accepted.
+  const full = await owner.json("POST", url, { entries: entries(500, 3_900) });
+  assert.equal(full.status, 200);
+  assert.equal(full.body.summary.created, 500);
+  // Without a content length (chunked), the same limit and message.
+  const stream = new ReadableStream({
+    start(controller) {
+      const text = new TextEncoder().encode(body(2_000_001));
+      for (let i = 0; i < text.length; i += 65_536) controller.enqueue(text.subarray(i, i + 65_536));
+      controller.close();
+    },
+  });
+  const res = await fetch(server.url + url, {
+    method: "POST",
+    headers: { "content-type": "application/json", origin: owner.origin, cookie: [...owner.cookies].map(([k, v]) => `${k}=${v}`).join("; ") },
+    body: stream,
+    duplex: "half",
+  } as RequestInit);
+  assert.deepEqual([res.status, await res.json()], [413, TOO_LARGE]);
+});
+
+test("import permissions: browser only, secrets:create; a non-member gets 404 before the body is read", async (t) => {
+  const { server, projectId, owner, viewer, member, outsider } = await startTeam(t);
+  const url = `${envPath(projectId, "development")}/import`;
+  const body = { entries: [{ key: "A_KEY", value: "a-key-value-01", overwrite: true }] };
+  assert.deepEqual(await outsider.json("POST", url, body).then((r) => [r.status, r.body]), [404, { error: "Project not found." }]);
+  assert.deepEqual(await viewer.json("POST", url, body).then((r) => [r.status, r.body]), [
+    403,
+    { error: "You do not have permission to do this in this project." },
+  ]);
+  const staging = await member.json("POST", `${envPath(projectId, "staging")}/import`, body);
+  assert.deepEqual([staging.status, staging.body], [403, { error: "You do not have access to the staging environment of this project." }]);
+  const cli = await cliFor(server, owner);
+  assert.equal((await cli.json("POST", url, body)).status, 403);
+  // Access is checked before the size: a non-member learns nothing from a huge body either.
+  const huge = { entries: Array.from({ length: 600 }, (_, i) => ({ key: `K${i}`, value: "v", overwrite: true })) };
+  assert.equal((await outsider.json("POST", url, huge)).status, 404);
+  assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
+  assert.equal((await member.json("POST", url, body)).status, 200);
+});
+
+test("import is limited to 10 a minute per user (429)", async (t) => {
+  const { projectId, owner, admin } = await startTeam(t);
+  const url = `${envPath(projectId, "development")}/import`;
+  for (let i = 0; i < 10; i++) assert.equal((await owner.json("POST", url, { entries: [] })).status, 200, `request ${i + 1}`);
+  const limited = await owner.json("POST", url, { entries: [] });
+  assert.equal(limited.status, 429);
+  assert.match(limited.body.error, /^Too many requests\./);
+  assert.equal((await admin.json("POST", url, { entries: [] })).status, 200);
+});
