@@ -220,6 +220,33 @@ test("connect: a good token (and team) is checked with Vercel, stored encrypted,
   assert.equal(s.fake.requests.at(-1)!.authorization, `Bearer ${second}`);
 });
 
+test("reconnect: the link is kept only when the new token and team still reach the linked project; team scope is sent on every call", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const teamToken = newToken();
+  s.fake.addToken(teamToken, ["team_acme1234"]);
+  // prj_web lives in the personal account, not in the team: the link is cleared.
+  const moved = await s.owner.json("POST", s.base, { token: teamToken, teamId: "team_acme1234" });
+  assert.equal(moved.status, 201, JSON.stringify(moved.body));
+  assert.deepEqual(
+    [moved.body.status, moved.body.hostProjectId, moved.body.mappings, moved.body.teamId],
+    ["connected", null, {}, "team_acme1234"],
+  );
+  const notLinked = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([notLinked.status, notLinked.body], [400, M.linkFirst]);
+
+  const put = await s.owner.json("PUT", s.base, { hostProjectId: "prj_team", mappings: { staging: "preview" } });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  await addSecret(s, "staging", "TEAM_KEY", "team-scoped-value");
+  const start = s.fake.requests.length;
+  const res = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.body.summary.created, 1);
+  assert.deepEqual(s.fake.envFor("prj_team", "TEAM_KEY", "preview")!.target, ["preview"]);
+  const calls = s.fake.requests.slice(start);
+  assert.ok(calls.length >= 2);
+  for (const call of calls) assert.equal(call.query.get("teamId"), "team_acme1234", `${call.method} ${call.path}`);
+});
+
 test("access: admins may manage the integration; members get 403, non-members 404, CLI tokens 403, signed-out 401", async (t) => {
   const s = await setup(t);
   const admin = await s.server.signIn("admin@example.test");

@@ -196,6 +196,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           keepLink = (await client.findProject(input.token, teamId, before.hostProjectId)) !== undefined;
         } catch (error) {
           if (!(error instanceof VercelError)) throw error;
+          if (error.failure === "rejected") throw new HttpError(400, MESSAGES.tokenRejected);
           if (error.failure !== "scope") throw new HttpError(502, MESSAGES.unreachable);
         }
       }
