@@ -1,0 +1,210 @@
+// Master key rotation across restarts: write under key 1, restart with key 2 current and
+// key 1 previous, run `secrets-server rotate-key`, restart with key 2 only: every value and
+// every version still reads. Interrupting the command and running it again is safe.
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import path from "node:path";
+import { test } from "node:test";
+import { createVault, integrationAad } from "../src/core/vault.ts";
+import { randomMasterKey, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
+import { count, createSecret, envPath, signInAfterRestart, startTeam } from "./secrets-helpers.ts";
+
+function keyVersions(server: TestServer) {
+  const db = server.app.db.$client;
+  const versions = (sql: string) => db.prepare(sql).pluck().all() as number[];
+  return {
+    values: versions("SELECT DISTINCT key_version FROM secret_versions ORDER BY 1"),
+    projectKeys: versions("SELECT DISTINCT key_version FROM project_keys ORDER BY 1"),
+    integrations: versions(
+      "SELECT DISTINCT v FROM (SELECT token_key_version AS v FROM integrations UNION SELECT hook_key_version FROM integrations) ORDER BY 1",
+    ),
+  };
+}
+
+/** Every value and every historical version of every secret of an environment. */
+async function readEverything(client: Client, projectId: string, env: string): Promise<Record<string, string[]>> {
+  const out: Record<string, string[]> = {};
+  const { body } = await client.json("GET", `${envPath(projectId, env)}/secrets`);
+  for (const secret of body.secrets) {
+    const current = await client.json("GET", `${envPath(projectId, env)}/secrets/${secret.id}`);
+    assert.equal(current.status, 200, JSON.stringify(current.body));
+    const values = [current.body.secret.value as string];
+    for (let n = secret.version; n >= 1; n--) {
+      const old = await client.json("GET", `${envPath(projectId, env)}/secrets/${secret.id}/versions/${n}`);
+      assert.equal(old.status, 200, JSON.stringify(old.body));
+      values.push(old.body.version.value as string);
+    }
+    out[secret.key] = values;
+  }
+  return out;
+}
+
+/** The row the Vercel integration writes: token and deploy hook sealed like values. */
+function insertIntegration(server: TestServer, projectId: string): void {
+  const vault = createVault(server.app.db, server.app.keyring);
+  const token = vault.seal(projectId, integrationAad(projectId, "token"), "vercel-token-under-key-1");
+  const hook = vault.seal(projectId, integrationAad(projectId, "deploy-hook"), "https://api.vercel.example/hook-under-key-1");
+  const now = server.clock.now().toISOString();
+  server.app.db.$client
+    .prepare(
+      `INSERT INTO integrations (project_id, status, token_ciphertext, token_key_version, hook_ciphertext, hook_key_version, created_at, updated_at)
+       VALUES (?, 'connected', ?, ?, ?, ?, ?, ?)`,
+    )
+    .run(projectId, token.ciphertext, token.keyVersion, hook.ciphertext, hook.keyVersion, now, now);
+}
+
+function readIntegration(server: TestServer, projectId: string): [string, string] {
+  const vault = createVault(server.app.db, server.app.keyring);
+  const row = server.app.db.$client
+    .prepare("SELECT token_ciphertext, token_key_version, hook_ciphertext, hook_key_version FROM integrations WHERE project_id = ?")
+    .get(projectId) as { token_ciphertext: Buffer; token_key_version: number; hook_ciphertext: Buffer; hook_key_version: number };
+  return [
+    vault.open(projectId, integrationAad(projectId, "token"), { ciphertext: row.token_ciphertext, keyVersion: row.token_key_version }),
+    vault.open(projectId, integrationAad(projectId, "deploy-hook"), { ciphertext: row.hook_ciphertext, keyVersion: row.hook_key_version }),
+  ];
+}
+
+test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 alone; every value and version reads", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const { projectId, owner } = team;
+  let server = team.server;
+  const other = await owner.createProject({ name: "second", environments: ["production"] });
+  for (const [project, env] of [
+    [projectId, "development"],
+    [projectId, "production"],
+    [other.id, "production"],
+  ] as const) {
+    for (const key of ["DATABASE_URL", "API_TOKEN", "PEM"]) {
+      const secret = await createSecret(owner, project, env, key, `${key}-${env}-value-1`);
+      for (const n of [2, 3]) {
+        const res = await owner.json("PATCH", `${envPath(project, env)}/secrets/${secret.id}`, { value: `${key}-${env}-value-${n}` });
+        assert.equal(res.status, 200);
+      }
+    }
+  }
+  insertIntegration(server, projectId);
+  const before = {
+    dev: await readEverything(owner, projectId, "development"),
+    prod: await readEverything(owner, projectId, "production"),
+    other: await readEverything(owner, other.id, "production"),
+  };
+  assert.deepEqual(before.dev.PEM, ["PEM-development-value-3", "PEM-development-value-3", "PEM-development-value-2", "PEM-development-value-1"]);
+  assert.deepEqual(keyVersions(server), { values: [1], projectKeys: [1], integrations: [1] });
+
+  // Key 2 alone cannot start while records need key 1: the server says what is missing.
+  await server.stop();
+  await assert.rejects(server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2" }), /encrypted with master key version 1, which is not configured/);
+
+  const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  server = await server.restart(rotatedEnv);
+  t.after(() => server.stop());
+  let client = await signInAfterRestart(server, "olivia@example.test");
+  assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
+  // New writes use key 2 while the old records stay on key 1 until rotated.
+  const fresh = await createSecret(client, projectId, "staging", "WRITTEN_ON_KEY_2", "written-on-key-2");
+  assert.deepEqual(keyVersions(server), { values: [1, 2], projectKeys: [1, 2], integrations: [1] });
+  assert.equal(count(server, "SELECT key_version FROM secret_versions WHERE secret_id = ?", fresh.id), 2);
+
+  // rotate-key with the server running, in small batches, printing progress.
+  const rotated = await runMain(["rotate-key", "--batch-size", "4"], server.env);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  const lines = rotated.stdout.trim().split("\n");
+  assert.equal(lines[0], "Master key version 2 is current. To re-encrypt: 27 secret values, 2 integration credentials.");
+  assert.deepEqual(
+    lines.filter((l) => l.startsWith("secret values:")),
+    ["4", "8", "12", "16", "20", "24", "27"].map((n) => `secret values: ${n}/27`),
+  );
+  assert.ok(lines.includes("integration credentials: 1/2") && lines.includes("integration credentials: 2/2"), rotated.stdout);
+  assert.match(rotated.stdout, /Done: 29 records re-encrypted, 2 old project data keys removed\. 32 of 32 records are on key version 2\./);
+  assert.equal(rotated.stderr, "");
+  for (const secret of [key1, key2, "value-1", "vercel-token"]) assert.ok(!rotated.stdout.includes(secret));
+  assert.deepEqual(keyVersions(server), { values: [2], projectKeys: [2], integrations: [2] });
+  // The running server still reads everything (its cached data keys are still right).
+  assert.deepEqual(await readEverything(client, projectId, "production"), before.prod);
+
+  // Running it again finds nothing to do.
+  const again = await runMain(["rotate-key"], server.env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, /To re-encrypt: 0 secret values, 0 integration credentials\./);
+
+  // Key 2 alone: everything reads, history included.
+  await server.stop();
+  server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  client = await signInAfterRestart(server, "olivia@example.test");
+  assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
+  assert.deepEqual(await readEverything(client, projectId, "production"), before.prod);
+  assert.deepEqual(await readEverything(client, other.id, "production"), before.other);
+  assert.deepEqual((await readEverything(client, projectId, "staging")).WRITTEN_ON_KEY_2, ["written-on-key-2", "written-on-key-2"]);
+  assert.deepEqual(readIntegration(server, projectId), ["vercel-token-under-key-1", "https://api.vercel.example/hook-under-key-1"]);
+  const exported = await client.json("GET", `${envPath(projectId, "production")}/export`);
+  assert.equal(exported.body.secrets.length, 3);
+});
+
+test("rotate-key refuses a wrong previous key and changes nothing", async (t) => {
+  const key1 = randomMasterKey();
+  const { server, projectId, owner } = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  await createSecret(owner, projectId, "development", "SOMETHING", "something-value-1");
+  await server.stop();
+  const result = await runMain(["rotate-key"], { ...server.env, MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${randomMasterKey()}` });
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /configuration error: MASTER_KEYS_PREVIOUS \(version 1\) does not match the key version 1 this database was encrypted with/);
+  const bad = await runMain(["rotate-key", "--batch-size", "0"], server.env);
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /Usage: secrets-server rotate-key \[--batch-size N\]/);
+});
+
+test("rotate-key interrupted with Ctrl-C stops between batches; running it again finishes the job", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const entries = Array.from({ length: 300 }, (_, i) => ({ key: `BULK_${i}`, value: `bulk-value-${i}-on-key-1`, overwrite: false }));
+  assert.equal((await team.owner.json("POST", `${envPath(team.projectId, "development")}/import`, { entries })).status, 200);
+  await team.server.stop();
+  const env = { ...team.server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+
+  // Ctrl-C as soon as the first batch is reported.
+  const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), "rotate-key", "--batch-size", "1"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let signalled = false;
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+    if (!signalled && stdout.includes("secret values: ")) {
+      signalled = true;
+      child.kill("SIGINT");
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  const server = await team.server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
+  t.after(() => server.stop());
+  const moved = count(server, "SELECT count(*) FROM secret_versions WHERE key_version = 2");
+  t.diagnostic(`rotate-key exited with ${code} after moving ${moved} of 300 values`);
+  if (code === 130) {
+    assert.match(stdout, /Interrupted after \d+ records\. Nothing is half done: run rotate-key again to continue\./);
+    assert.ok(moved >= 1 && moved < 300, `moved ${moved}`);
+    // Each batch is whole: the count printed last is exactly what was moved.
+    const last = stdout.trim().split("\n").filter((l) => l.startsWith("secret values:")).at(-1)!;
+    assert.equal(last, `secret values: ${moved}/300`);
+  } else {
+    // The machine was fast enough to finish first; the rerun below must still be a no-op.
+    assert.equal(code, 0, stdout);
+  }
+  // Mixed key versions read fine in the meantime.
+  const client = await signInAfterRestart(server, "olivia@example.test");
+  const exported = await client.json("GET", `${envPath(team.projectId, "development")}/export`);
+  assert.equal(exported.body.secrets.length, 300);
+
+  const rerun = await runMain(["rotate-key", "--batch-size", "50"], server.env);
+  assert.equal(rerun.code, 0, rerun.stderr + rerun.stdout);
+  assert.match(rerun.stdout, new RegExp(`To re-encrypt: ${300 - moved} secret values`));
+  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE key_version <> 2"), 0);
+  assert.equal(count(server, "SELECT count(*) FROM project_keys WHERE key_version <> 2"), 0);
+  const after = await client.json("GET", `${envPath(team.projectId, "development")}/export`);
+  assert.deepEqual(after.body, exported.body);
+  assert.equal(after.body.secrets.find((s: any) => s.key === "BULK_7").value, "bulk-value-7-on-key-1");
+});
