@@ -193,8 +193,10 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
       }
       if (hosting?.status === "attention") {
         notes.push("The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.");
-      } else if (hosting && isFailedSync(hosting.lastSyncStatus)) {
-        notes.push("The last Vercel sync did not succeed. Open the integration to see the error and sync again.");
+      } else if (hosting?.lastSyncStatus === "failed") {
+        notes.push("The last Vercel sync failed. Open the integration to see the error, then sync again.");
+      } else if (hosting?.lastSyncStatus === "partial") {
+        notes.push("The last Vercel sync left some variables out. Open the integration to see which, then sync again.");
       }
 
       return {
@@ -220,10 +222,6 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
       };
     },
   };
-}
-
-function isFailedSync(status: string | null): boolean {
-  return status !== null && /fail|error/i.test(status);
 }
 
 export type AuditService = ReturnType<typeof createAuditService>;

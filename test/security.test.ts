@@ -1,0 +1,223 @@
+import assert from "node:assert/strict";
+import { test, type TestContext } from "node:test";
+import { randomMasterKey, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const DEV_SIGN_IN_NOTE =
+  "The development sign-in is on: anyone who can reach this server can sign in as any e-mail address. Set AUTH_PROVIDER to oidc or local and NODE_ENV=production before storing real secrets.";
+const KEY_FILE_NOTE =
+  "The master key is a generated file inside the data folder, so a copy of that folder holds both the key and the secrets. Put the key in MASTER_KEY and keep it out of backups of the data folder.";
+
+/**
+ * A restart on a new port: a restart on the same port can meet the client's kept-alive
+ * socket to the old server ("other side closed"). Stopped when the test ends.
+ */
+async function restart(t: TestContext, server: TestServer, env: Record<string, string | undefined>): Promise<TestServer> {
+  const next = await server.restart({ ...env, PORT: "0", APP_URL: undefined });
+  t.after(() => next.stop());
+  return next;
+}
+
+async function overview(client: Client, projectId: string) {
+  const res = await client.json("GET", `/api/projects/${projectId}/security`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body;
+}
+
+async function addMember(owner: Client, invitee: Client, projectId: string, role: string, environments?: string[]) {
+  const created = await owner.json("POST", `/api/projects/${projectId}/invitations`, {
+    email: invitee.user!.email,
+    role,
+    ...(environments ? { environments } : {}),
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const accepted = await invitee.json("POST", "/api/invitations/accept", { token: new URL(created.body.devAcceptUrl).hash.slice(1) });
+  assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+}
+
+async function createSecret(client: Client, projectId: string, environment: string, key: string, value: string): Promise<string> {
+  const res = await client.json("POST", `/api/projects/${projectId}/environments/${environment}/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.secret.id;
+}
+
+async function auditEventCount(server: TestServer, client: Client, projectId: string): Promise<number> {
+  let count = 0;
+  let cursor: string | null = null;
+  do {
+    const res: { status: number; body: { events: unknown[]; nextCursor: string | null } } = await client.json(
+      "GET",
+      `/api/projects/${projectId}/audit?limit=100${cursor ? `&cursor=${cursor}` : ""}`,
+    );
+    count += res.body.events.length;
+    cursor = res.body.nextCursor;
+  } while (cursor);
+  return count;
+}
+
+test("every overview field from live data: keys, records, roles, invitations, grants, audit count, notes", async (t) => {
+  const masterKey = randomMasterKey();
+  let server = await startServer(t, { env: { MASTER_KEY: masterKey } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "staging", "production"] });
+  // An invitation that will have expired, and sessions renewed after the week passes.
+  const stale = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "stale@example.test", role: "viewer" });
+  assert.equal(stale.status, 201);
+  server.clock.advance(8 * DAY_MS);
+  alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const carol = await server.signIn("carol@example.test");
+  const dave = await server.signIn("dave@example.test");
+  const erin = await server.signIn("erin@example.test");
+  await addMember(alice, bob, project.id, "admin");
+  await addMember(alice, carol, project.id, "member", ["development", "staging"]);
+  await addMember(alice, dave, project.id, "viewer", ["development"]);
+  await addMember(alice, erin, project.id, "member");
+  const pending = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "frank@example.test", role: "member" });
+  assert.equal(pending.status, 201);
+
+  const first = await overview(alice, project.id);
+  assert.deepEqual(first, {
+    encryption: {
+      algorithm: "AES-256-GCM",
+      secretsEncryptedAtRest: true,
+      keyConfigured: true,
+      currentKeyVersion: 1,
+      records: { total: 0, onCurrentKeyVersion: 0, other: 0 },
+      keyRotation: true,
+      externalKms: false,
+    },
+    authentication: { provider: "dev", cliAccessTokenMinutes: 60, cliRefreshTokenDays: 30 },
+    access: { members: { owner: 1, admin: 1, member: 2, viewer: 1 }, pendingInvitations: 1 },
+    integrations: { hosting: null },
+    auditLog: { events: await auditEventCount(server, alice, project.id) },
+    notes: [
+      DEV_SIGN_IN_NOTE,
+      "1 member or viewer has no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.",
+      "1 invitation has expired without being accepted. Revoke it, and invite again if still needed.",
+    ],
+    environments: [
+      { environment: "development", members: 1, viewers: 1 },
+      { environment: "staging", members: 1, viewers: 0 },
+      { environment: "production", members: 0, viewers: 0 },
+    ],
+  });
+  // 1 created + 2 invitations that stayed pending + 4 invitations created and accepted.
+  assert.equal(first.auditLog.events, 11);
+
+  // Values and their versions: 3 secrets, one updated twice = 5 encrypted records.
+  const apiKey = await createSecret(alice, project.id, "development", "API_KEY", "first-api-key-value");
+  await createSecret(alice, project.id, "staging", "DB_URL", "postgres://staging-db-value");
+  await createSecret(carol, project.id, "development", "TOKEN", "carol-token-value");
+  for (const value of ["second-api-key-value", "third-api-key-value"]) {
+    const res = await alice.json("PATCH", `/api/projects/${project.id}/environments/development/secrets/${apiKey}`, { value });
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+  }
+  // The grant summary and counts follow changes at once.
+  await alice.json("PUT", `/api/projects/${project.id}/environments/production/access/${erin.user!.id}`);
+  await alice.json("DELETE", `/api/projects/${project.id}/invitations/${stale.body.invitation.id}`);
+  const second = await overview(bob, project.id);
+  assert.deepEqual(second.encryption.records, { total: 5, onCurrentKeyVersion: 5, other: 0 });
+  assert.deepEqual(second.environments, [
+    { environment: "development", members: 1, viewers: 1 },
+    { environment: "staging", members: 1, viewers: 0 },
+    { environment: "production", members: 1, viewers: 0 },
+  ]);
+  assert.deepEqual(second.notes, [DEV_SIGN_IN_NOTE]);
+  assert.equal(second.auditLog.events, await auditEventCount(server, alice, project.id));
+
+  // A new master key version: the existing records are now a version behind.
+  const newKey = randomMasterKey();
+  const rotatedEnv = { MASTER_KEY: newKey, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${masterKey}` };
+  server = await restart(t, server, rotatedEnv);
+  alice = await server.signIn("alice@example.test");
+  await createSecret(alice, project.id, "production", "NEW_ONE", "value-on-key-two");
+  const third = await overview(alice, project.id);
+  assert.equal(third.encryption.currentKeyVersion, 2);
+  assert.deepEqual(third.encryption.records, { total: 6, onCurrentKeyVersion: 1, other: 5 });
+  assert.deepEqual(third.notes, [
+    DEV_SIGN_IN_NOTE,
+    '5 encrypted records use an older master key version. Run "secrets-server rotate-key" to re-encrypt them with version 2.',
+  ]);
+  await server.stop();
+
+  const rotated = await runMain(["rotate-key"], { ...server.env, ...rotatedEnv });
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  server = await restart(t, server, rotatedEnv);
+  alice = await server.signIn("alice@example.test");
+  const fourth = await overview(alice, project.id);
+  assert.deepEqual(fourth.encryption.records, { total: 6, onCurrentKeyVersion: 6, other: 0 });
+  assert.deepEqual(fourth.notes, [DEV_SIGN_IN_NOTE]);
+
+  // Never key material, values or tokens.
+  const text = JSON.stringify(fourth);
+  for (const secret of [masterKey, newKey, "third-api-key-value", "value-on-key-two", "ciphertext", "token_hash"]) {
+    assert.ok(!text.includes(secret), secret);
+  }
+});
+
+test("hosting integration status and last sync, with notes when it needs attention", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  assert.deepEqual((await overview(alice, project.id)).integrations, { hosting: null });
+
+  // The connection row as the integration writes it (its endpoints need a Vercel fake; the
+  // overview only reads status and last sync). The token and hook are counted as records.
+  const sqlite = server.app.db.$client;
+  const now = server.clock.now().toISOString();
+  sqlite
+    .prepare(
+      `INSERT INTO integrations (project_id, provider, status, token_ciphertext, token_key_version, hook_ciphertext, hook_key_version,
+         last_sync_at, last_sync_status, created_at, updated_at)
+       VALUES (?, 'vercel', 'active', x'00', 1, x'00', 1, ?, 'ok', ?, ?)`,
+    )
+    .run(project.id, now, now, now);
+  const active = await overview(alice, project.id);
+  assert.deepEqual(active.integrations, { hosting: { provider: "vercel", status: "active", lastSyncAt: now, lastSyncStatus: "ok" } });
+  assert.deepEqual(active.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
+  assert.deepEqual(active.notes, [DEV_SIGN_IN_NOTE]);
+
+  sqlite.prepare("UPDATE integrations SET last_sync_status = 'failed' WHERE project_id = ?").run(project.id);
+  assert.deepEqual((await overview(alice, project.id)).notes, [
+    DEV_SIGN_IN_NOTE,
+    "The last Vercel sync failed. Open the integration to see the error, then sync again.",
+  ]);
+  sqlite.prepare("UPDATE integrations SET last_sync_status = 'partial' WHERE project_id = ?").run(project.id);
+  assert.deepEqual((await overview(alice, project.id)).notes, [
+    DEV_SIGN_IN_NOTE,
+    "The last Vercel sync left some variables out. Open the integration to see which, then sync again.",
+  ]);
+  sqlite.prepare("UPDATE integrations SET status = 'attention' WHERE project_id = ?").run(project.id);
+  const attention = await overview(alice, project.id);
+  assert.equal(attention.integrations.hosting.status, "attention");
+  assert.deepEqual(attention.notes, [
+    DEV_SIGN_IN_NOTE,
+    "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.",
+  ]);
+});
+
+test("authentication names the provider (the issuer's host for OIDC); a generated key file is not a configured key", async (t) => {
+  const server = await startServer(t, { env: { MASTER_KEY: undefined } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const local = await overview(alice, project.id);
+  assert.equal(local.encryption.keyConfigured, false);
+  assert.deepEqual(local.notes, [DEV_SIGN_IN_NOTE, KEY_FILE_NOTE]);
+
+  // The same data under OIDC; the browser session stays valid across the restart.
+  const oidc = await restart(t, server, {
+    AUTH_PROVIDER: "oidc",
+    OIDC_ISSUER: "https://login.example.test/realms/team",
+    OIDC_CLIENT_ID: "secrets-server",
+    OIDC_CLIENT_SECRET: "oidc-client-secret-value",
+  });
+  const client = oidc.client();
+  client.cookies = new Map(alice.cookies);
+  const body = await overview(client, project.id);
+  assert.deepEqual(body.authentication, { provider: "login.example.test", cliAccessTokenMinutes: 60, cliRefreshTokenDays: 30 });
+  assert.deepEqual(body.notes, [
+    "The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.",
+    KEY_FILE_NOTE,
+  ]);
+});
