@@ -94,7 +94,9 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
     sqlite
       .prepare(
         `SELECT key_version AS v FROM project_keys GROUP BY key_version
-         UNION SELECT key_version FROM secret_versions GROUP BY key_version`,
+         UNION SELECT key_version FROM secret_versions GROUP BY key_version
+         UNION SELECT token_key_version FROM integrations
+         UNION SELECT hook_key_version FROM integrations WHERE hook_ciphertext IS NOT NULL`,
       )
       .all() as { v: number }[]
   )
