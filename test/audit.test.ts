@@ -588,3 +588,67 @@ test("the leak scan of the test helpers catches a secret in a log line or an aud
     fs.rmSync(server2.dataDir, { recursive: true, force: true });
   }
 });
+
+test("secret operations are audited in the secrets category with actor, target, metadata and via for the CLI", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const cli = alice.withBearer(await cliToken(server, alice));
+  const base = `/api/projects/${project.id}/environments/development`;
+  const ok = (res: { status: number; body: unknown }, status = 200) => assert.equal(res.status, status, JSON.stringify(res.body));
+
+  const created = await alice.json("POST", `${base}/secrets`, { key: "API_KEY", value: "audit-value-one" });
+  ok(created, 201);
+  const id = created.body.secret.id;
+  ok(await cli.json("GET", `${base}/secrets/${id}`));
+  ok(await alice.json("PATCH", `${base}/secrets/${id}`, { value: "audit-value-two" }));
+  ok(await cli.json("PATCH", `${base}/secrets/${id}`, { key: "API_TOKEN" }));
+  ok(await alice.json("GET", `${base}/secrets/${id}/versions/1`));
+  ok(await alice.json("POST", `${base}/secrets/${id}/versions/1/restore`, {}));
+  ok(await cli.json("GET", `${base}/export`));
+  assert.equal((await alice.get(`${base}/export?format=dotenv`)).status, 200);
+  ok(
+    await alice.json("POST", `${base}/import`, {
+      entries: [
+        { key: "IMPORTED", value: "audit-imported-value", overwrite: false },
+        { key: "API_TOKEN", value: "audit-not-written", overwrite: false },
+      ],
+    }),
+  );
+  ok(await alice.json("DELETE", `${base}/secrets/${id}`));
+
+  const events = (await readAll(alice, project.id, "?category=secrets")).reverse();
+  const environmentTarget = `${project.id}/development`;
+  assert.deepEqual(
+    events.map((e) => [e.action, e.targetType, e.targetId, e.metadata]),
+    [
+      ["secret.created", "secret", id, { key: "API_KEY", environment: "development", version: 1 }],
+      ["secret.revealed", "secret", id, { key: "API_KEY", environment: "development", version: 1, via: "cli" }],
+      ["secret.updated", "secret", id, { key: "API_KEY", environment: "development", keyChanged: false, valueChanged: true, version: 2 }],
+      [
+        "secret.updated",
+        "secret",
+        id,
+        { key: "API_TOKEN", environment: "development", previousKey: "API_KEY", keyChanged: true, valueChanged: false, version: 2, via: "cli" },
+      ],
+      ["secret.version_revealed", "secret", id, { key: "API_TOKEN", environment: "development", versionNumber: 1 }],
+      ["secret.rolled_back", "secret", id, { key: "API_TOKEN", environment: "development", restoredFromVersion: 1, version: 3 }],
+      ["secrets.exported", "environment", environmentTarget, { environment: "development", count: 1, format: "json", via: "cli" }],
+      ["secrets.exported", "environment", environmentTarget, { environment: "development", count: 1, format: "dotenv" }],
+      [
+        "secrets.imported",
+        "environment",
+        environmentTarget,
+        { environment: "development", created: 1, updated: 0, unchanged: 0, skipped: 1, failed: 0 },
+      ],
+      ["secret.deleted", "secret", id, { key: "API_TOKEN", environment: "development", version: 3 }],
+    ],
+  );
+  for (const event of events) {
+    assert.equal(event.category, "secrets");
+    assert.deepEqual(event.actor, { userId: alice.user!.id, email: "alice@example.test", isYou: true, isMember: true });
+  }
+  // The filters meet the secrets actions too.
+  assert.equal((await readAudit(alice, project.id, "?action=secret.revealed")).events.length, 1);
+  assert.equal((await readAudit(alice, project.id, `?action=secrets.exported&actor=${alice.user!.id}`)).events.length, 2);
+});
