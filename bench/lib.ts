@@ -1,0 +1,241 @@
+// Shared by the bench modules: servers in their own process pinned to one core, a
+// closed-loop HTTP load generator pinned to another, and the server's CPU time per request.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+
+export const ROOT = path.resolve(import.meta.dirname, "..");
+
+export interface BenchRow {
+  name: string;
+  requests: number;
+  requestsPerSecond: number;
+  p50Ms: number;
+  p99Ms: number;
+  /** Responses with an unexpected status. */
+  errors: number;
+  /** Server CPU time (user + system) per request, in microseconds. */
+  serverCpuMicros: number;
+}
+
+export interface BenchContext {
+  seconds: number;
+  cores: number;
+  /** taskset prefix for servers (empty when pinning is not possible). */
+  serverPin: string[];
+  log(line: string): void;
+}
+
+export interface BenchModule {
+  name: string;
+  run(ctx: BenchContext): Promise<BenchRow[]>;
+  /** Lines printed after the table (ratios, notes). */
+  summary?(rows: BenchRow[]): string[];
+}
+
+export function hasTaskset(): boolean {
+  return spawnSync("taskset", ["-V"]).status === 0;
+}
+
+/** Pins this process (all its threads) to `core`; the load generator runs here. */
+export function pinSelf(core: number): boolean {
+  return spawnSync("taskset", ["-a", "-cp", String(core), String(process.pid)], { stdio: "ignore" }).status === 0;
+}
+
+const CLOCK_TICKS_PER_SECOND = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100;
+
+/** User + system CPU time of a process so far, in microseconds (from /proc). */
+export function processCpuMicros(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  // Fields after the command name, which is in parentheses and may contain spaces.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const utime = Number(fields[11]);
+  const stime = Number(fields[12]);
+  return ((utime + stime) * 1_000_000) / CLOCK_TICKS_PER_SECOND;
+}
+
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const net = await import("node:net");
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const address = srv.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `node --import tsx <script> ...args` pinned with `pin`, and waits for `readyPath` to answer. */
+export async function startProcess(
+  pin: string[],
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+  port: number,
+  readyPath: string,
+  dataDir: string,
+): Promise<ServerProcess> {
+  const command = [...pin, process.execPath, "--import", "tsx", path.join(ROOT, script), ...args];
+  const child: ChildProcess = spawn(command[0]!, command.slice(1), {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (chunk) => (stderr += chunk));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    if (child.exitCode !== null) throw new Error(`${script} exited with ${child.exitCode}: ${stderr}`);
+    try {
+      const res = await fetch(url + readyPath);
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 300) throw new Error(`${script} did not start: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return {
+    url,
+    pid: child.pid!,
+    dataDir,
+    async stop() {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once("exit", resolve));
+      child.kill("SIGTERM");
+      await exited;
+    },
+  };
+}
+
+export function makeTempDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+export function randomKey(): string {
+  return crypto.randomBytes(32).toString("base64");
+}
+
+export interface RequestSpec {
+  method: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** The statuses that count as success (200 unless told). */
+  expect?: number[];
+}
+
+export interface Response {
+  status: number;
+  body: string;
+  headers: http.IncomingHttpHeaders;
+}
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+export function request(url: string, spec: RequestSpec): Promise<Response> {
+  return new Promise((resolve, reject) => {
+    const target = new URL(spec.path, url);
+    const headers: Record<string, string | number> = { ...spec.headers };
+    if (spec.body !== undefined) headers["content-length"] = Buffer.byteLength(spec.body);
+    const req = http.request(
+      { hostname: target.hostname, port: target.port, path: target.pathname + target.search, method: spec.method, headers, agent },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (chunk: Buffer) => chunks.push(chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8"), headers: res.headers }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(spec.body);
+  });
+}
+
+export interface LoadOptions {
+  name: string;
+  url: string;
+  serverPid: number;
+  connections: number;
+  seconds: number;
+  /** Builds the next request of worker `worker` (each worker sends one at a time). */
+  next(worker: number): RequestSpec;
+  /** Sees each response of a worker (to track versions, for example). */
+  onResponse?(worker: number, response: Response): void;
+  warmupSeconds?: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/** A closed loop: `connections` workers, each sending its next request when the last one answered. */
+export async function runLoad(options: LoadOptions): Promise<BenchRow> {
+  const loop = async (seconds: number, record: boolean) => {
+    const latencies: number[] = [];
+    let errors = 0;
+    const deadline = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: options.connections }, async (_, worker) => {
+        while (performance.now() < deadline) {
+          const spec = options.next(worker);
+          const started = performance.now();
+          const response = await request(options.url, spec);
+          const elapsed = performance.now() - started;
+          if (!(spec.expect ?? [200]).includes(response.status)) {
+            errors++;
+            if (errors === 1) console.error(`  ${options.name}: unexpected ${response.status} ${response.body.slice(0, 200)}`);
+          }
+          options.onResponse?.(worker, response);
+          if (record) latencies.push(elapsed);
+        }
+      }),
+    );
+    return { latencies, errors };
+  };
+  await loop(options.warmupSeconds ?? 1, false);
+  const cpuBefore = processCpuMicros(options.serverPid);
+  const started = performance.now();
+  const { latencies, errors } = await loop(options.seconds, true);
+  const elapsedSeconds = (performance.now() - started) / 1000;
+  const cpu = processCpuMicros(options.serverPid) - cpuBefore;
+  latencies.sort((a, b) => a - b);
+  return {
+    name: options.name,
+    requests: latencies.length,
+    requestsPerSecond: latencies.length / elapsedSeconds,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    errors,
+    serverCpuMicros: latencies.length > 0 ? cpu / latencies.length : 0,
+  };
+}
+
+export function formatTable(rows: BenchRow[]): string {
+  const header = ["scenario", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "requests", "errors"];
+  const body = rows.map((r) => [
+    r.name,
+    r.requestsPerSecond.toFixed(0),
+    r.p50Ms.toFixed(2),
+    r.p99Ms.toFixed(2),
+    r.serverCpuMicros.toFixed(0),
+    String(r.requests),
+    String(r.errors),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+  return [line(header), "|" + widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|", ...body.map(line)].join("\n");
+}

@@ -1,0 +1,205 @@
+// Secrets endpoints through the real server (sessions, access checks, audit, encryption),
+// and the reference: a bare Fastify route that reads, decrypts and audits one row.
+import path from "node:path";
+import Database from "better-sqlite3";
+import { freePort, makeTempDir, randomKey, request, runLoad, startProcess, type BenchContext, type BenchModule, type BenchRow } from "./lib.ts";
+
+/** Reading a value through the real endpoint must reach this share of the reference's req/s. */
+export const MIN_READ_RATIO = 0.7;
+const READ_NAME = "read one secret value";
+const REFERENCE_NAME = "reference: bare Fastify read + decrypt + audit insert";
+
+async function signIn(url: string, email: string): Promise<{ cookie: string; userId: string }> {
+  const res = await request(url, {
+    method: "POST",
+    path: "/api/auth/dev/sign-in",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email }),
+  });
+  if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.body}`);
+  const setCookie = res.headers["set-cookie"]?.[0] ?? "";
+  return { cookie: setCookie.split(";")[0]!, userId: (JSON.parse(res.body) as { user: { id: string } }).user.id };
+}
+
+async function call(url: string, cookie: string, method: string, path: string, body?: unknown, expect = [200, 201]): Promise<any> {
+  const res = await request(url, {
+    method,
+    path,
+    headers: { cookie, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!expect.includes(res.status)) throw new Error(`${method} ${path}: ${res.status} ${res.body.slice(0, 300)}`);
+  return JSON.parse(res.body);
+}
+
+export const secretsBench: BenchModule = {
+  name: "secrets",
+
+  async run(ctx: BenchContext): Promise<BenchRow[]> {
+    const rows: BenchRow[] = [];
+    const synchronous = "full";
+
+    // The reference first, in its own process on the same core the real server will use.
+    {
+      const dataDir = makeTempDir("bench-reference-");
+      const port = await freePort();
+      const reference = await startProcess(ctx.serverPin, "bench/reference-server.ts", [String(port), dataDir, synchronous], {}, port, "/healthz", dataDir);
+      try {
+        ctx.log(`  ${REFERENCE_NAME}`);
+        rows.push(
+          await runLoad({
+            name: REFERENCE_NAME,
+            url: reference.url,
+            serverPid: reference.pid,
+            connections: 8,
+            seconds: ctx.seconds,
+            next: () => ({ method: "GET", path: "/reference/secret" }),
+          }),
+        );
+      } finally {
+        await reference.stop();
+      }
+    }
+
+    const dataDir = makeTempDir("bench-secrets-");
+    const port = await freePort();
+    const server = await startProcess(
+      ctx.serverPin,
+      "src/main.ts",
+      ["serve"],
+      {
+        NODE_ENV: "development",
+        AUTH_PROVIDER: "dev",
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        APP_URL: `http://127.0.0.1:${port}`,
+        DATA_DIR: dataDir,
+        MASTER_KEY: randomKey(),
+        LOG_LEVEL: "info",
+        SQLITE_SYNCHRONOUS: synchronous,
+        RATE_LIMIT_PER_MINUTE: "1000000",
+      },
+      port,
+      "/healthz",
+      dataDir,
+    );
+    try {
+      const url = server.url;
+      ctx.log("  setting up: a project, 1,000 secrets to list and export, 500 to import over, users for the rate-limited routes");
+      const owner = await signIn(url, "owner@bench.test");
+      const { project } = await call(url, owner.cookie, "POST", "/api/projects", { name: "bench", environments: ["development", "staging", "production"] });
+      const base = (env: string) => `/api/projects/${project.id}/environments/${env}`;
+      const readMe = (await call(url, owner.cookie, "POST", `${base("production")}/secrets`, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" })).secret;
+      for (const part of [0, 1]) {
+        const entries = Array.from({ length: 500 }, (_, i) => ({ key: `LIST_${part * 500 + i}`, value: `value-${part * 500 + i}-${"x".repeat(40)}`, overwrite: false }));
+        await call(url, owner.cookie, "POST", `${base("staging")}/import`, { entries });
+      }
+      const importKeys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
+      await call(url, owner.cookie, "POST", `${base("production")}/import`, { entries: importKeys.map((key) => ({ key, value: "initial", overwrite: false })) });
+      const patchConnections = 8;
+      const patchTargets: { id: string; version: number }[] = [];
+      for (let i = 0; i < patchConnections; i++) {
+        const { secret } = await call(url, owner.cookie, "POST", `${base("development")}/secrets`, { key: `PATCH_${i}`, value: "initial" });
+        patchTargets.push({ id: secret.id, version: secret.version });
+      }
+      // Export (30 a minute) and import (10 a minute) are limited per user: spread the load
+      // over enough admins that the limit never answers instead of the endpoint.
+      const pool: string[] = [];
+      const db = new Database(path.join(dataDir, "secrets.db"));
+      const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+      for (let i = 0; i < 400; i++) {
+        const user = await signIn(url, `user${i}@bench.test`);
+        const now = new Date().toISOString();
+        addMember.run(project.id, user.userId, now, now);
+        pool.push(user.cookie);
+      }
+      db.close();
+      const exportPool = pool.slice(0, 300);
+      const importPool = pool.slice(300);
+      let exportTurn = 0;
+      let importTurn = 0;
+      let importRound = 0;
+      let patchCounter = 0;
+
+      const scenarios: Parameters<typeof runLoad>[0][] = [
+        {
+          name: READ_NAME,
+          url,
+          serverPid: server.pid,
+          connections: 8,
+          seconds: ctx.seconds,
+          next: () => ({ method: "GET", path: `${base("production")}/secrets/${readMe.id}`, headers: { cookie: owner.cookie } }),
+        },
+        {
+          name: "list 1,000 secrets",
+          url,
+          serverPid: server.pid,
+          connections: 8,
+          seconds: ctx.seconds,
+          next: () => ({ method: "GET", path: `${base("staging")}/secrets`, headers: { cookie: owner.cookie } }),
+        },
+        {
+          name: "export 1,000 secrets as dotenv",
+          url,
+          serverPid: server.pid,
+          connections: 4,
+          seconds: ctx.seconds,
+          next: () => ({ method: "GET", path: `${base("staging")}/export?format=dotenv`, headers: { cookie: exportPool[exportTurn++ % exportPool.length]! } }),
+        },
+        {
+          name: "import 500 entries (500 updates)",
+          url,
+          serverPid: server.pid,
+          connections: 2,
+          seconds: ctx.seconds,
+          next: () => {
+            const round = importRound++;
+            const entries = importKeys.map((key) => ({ key, value: `imported-${round}-${key}`, overwrite: true }));
+            return {
+              method: "POST",
+              path: `${base("production")}/import`,
+              headers: { cookie: importPool[importTurn++ % importPool.length]!, "content-type": "application/json" },
+              body: JSON.stringify({ entries }),
+            };
+          },
+        },
+        {
+          name: "patch with expectedVersion",
+          url,
+          serverPid: server.pid,
+          connections: patchConnections,
+          seconds: ctx.seconds,
+          next: (worker) => ({
+            method: "PATCH",
+            path: `${base("development")}/secrets/${patchTargets[worker]!.id}`,
+            headers: { cookie: owner.cookie, "content-type": "application/json" },
+            body: JSON.stringify({ value: `patched-${patchCounter++}`, expectedVersion: patchTargets[worker]!.version }),
+          }),
+          onResponse: (worker, response) => {
+            if (response.status === 200) patchTargets[worker]!.version = (JSON.parse(response.body) as { secret: { version: number } }).secret.version;
+          },
+        },
+      ];
+      for (const scenario of scenarios) {
+        ctx.log(`  ${scenario.name}`);
+        rows.push(await runLoad(scenario));
+      }
+    } finally {
+      await server.stop();
+    }
+    return rows;
+  },
+
+  summary(rows: BenchRow[]): string[] {
+    const read = rows.find((r) => r.name === READ_NAME);
+    const reference = rows.find((r) => r.name === REFERENCE_NAME);
+    if (!read || !reference || reference.requestsPerSecond === 0) return [];
+    const ratio = read.requestsPerSecond / reference.requestsPerSecond;
+    return [
+      `Reading a secret value through the real endpoint reaches ${ratio.toFixed(2)}x the reference's req/s ` +
+        `(${read.requestsPerSecond.toFixed(0)} vs ${reference.requestsPerSecond.toFixed(0)}; target at least ${MIN_READ_RATIO}x): ` +
+        (ratio >= MIN_READ_RATIO ? "PASS" : "FAIL"),
+      `Server CPU per read: ${read.serverCpuMicros.toFixed(0)} µs (reference: ${reference.serverCpuMicros.toFixed(0)} µs).`,
+    ];
+  },
+};
