@@ -124,9 +124,12 @@ function writeAssets(webFiles) {
 }
 
 function makeBlob(node, assets) {
+  // Paths relative to WORK, where node runs: the blob records the main script's path,
+  // and the build machine's folders have no business inside the executable.
+  const relative = (file) => path.relative(WORK, file);
   const config = {
-    main: BUNDLE,
-    output: BLOB,
+    main: relative(BUNDLE),
+    output: relative(BLOB),
     disableExperimentalSEAWarning: true,
     // V8's compiled code for the bundle, made by the same binary: start-up skips
     // compiling ~2 MB of JavaScript. A start-up snapshot (useSnapshot) would need the
@@ -134,16 +137,16 @@ function makeBlob(node, assets) {
     // at start is not, so it stays off.
     useCodeCache: true,
     useSnapshot: false,
-    assets,
+    assets: Object.fromEntries(Object.entries(assets).map(([name, file]) => [name, relative(file)])),
   };
   fs.writeFileSync(SEA_CONFIG, JSON.stringify(config, null, 2));
-  run(node, [`--experimental-sea-config=${SEA_CONFIG}`]);
+  run(node, [`--experimental-sea-config=${path.basename(SEA_CONFIG)}`], WORK);
 }
 
 /** Runs a tool quietly; its output is shown only when it fails. */
-function run(file, args) {
+function run(file, args, cwd = ROOT) {
   try {
-    execFileSync(file, args, { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] });
+    execFileSync(file, args, { cwd, stdio: ["ignore", "pipe", "pipe"] });
   } catch (error) {
     process.stderr.write(`${error.stdout ?? ""}${error.stderr ?? ""}`);
     fail(`${path.basename(file)} failed.`);
