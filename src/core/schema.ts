@@ -296,6 +296,10 @@ export const auditEvents = sqliteTable(
     index("audit_events_project_category_at").on(t.projectId, t.category, t.at, t.id),
     index("audit_events_project_action_at").on(t.projectId, t.action, t.at, t.id),
     index("audit_events_project_actor_at").on(t.projectId, t.actorUserId, t.at, t.id),
+    // Actor combined with a category or an action: one seek instead of scanning all of a
+    // busy actor's events for a rare action (bench/audit.bench.ts).
+    index("audit_events_project_actor_category_at").on(t.projectId, t.actorUserId, t.category, t.at, t.id),
+    index("audit_events_project_actor_action_at").on(t.projectId, t.actorUserId, t.action, t.at, t.id),
   ],
 );
 

@@ -1,0 +1,2 @@
+CREATE INDEX `audit_events_project_actor_category_at` ON `audit_events` (`project_id`,`actor_user_id`,`category`,`at`,`id`);--> statement-breakpoint
+CREATE INDEX `audit_events_project_actor_action_at` ON `audit_events` (`project_id`,`actor_user_id`,`action`,`at`,`id`);
