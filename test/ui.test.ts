@@ -416,6 +416,16 @@ describe("members and access in Chromium", () => {
     await owner.page.getByLabel("Role of bob@example.test").and(owner.page.locator(":enabled")).waitFor();
     const members = await alice.json("GET", `/api/projects/${project.id}/members`);
     assert.equal(members.body.members.find((m: { email: string }) => m.email === "bob@example.test").role, "viewer");
+    // As a viewer, Bob's page offers reading only.
+    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "SHARED", value: "s" })).status, 201);
+    await bob.page.reload();
+    await bob.page.getByRole("row", { name: /SHARED/ }).waitFor();
+    assert.equal(await bob.page.getByRole("button", { name: "New secret" }).count(), 0);
+    assert.equal(await bob.page.getByRole("button", { name: "Edit SHARED" }).count(), 0);
+    assert.equal(await bob.page.getByRole("button", { name: "Delete SHARED" }).count(), 0);
+    await bob.page.getByRole("button", { name: "Reveal SHARED" }).click();
+    await bob.page.getByRole("row", { name: /SHARED/ }).getByText("s", { exact: true }).waitFor();
+
     await owner.page.getByRole("button", { name: "Remove bob@example.test" }).click();
     await owner.page.getByRole("dialog").getByRole("button", { name: "Remove member" }).click();
     await owner.page.getByRole("row", { name: /bob@example\.test/ }).waitFor({ state: "detached" });
