@@ -43,7 +43,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
     } finally {
       if (mine === generation.current) setLoading(false);
     }
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // The caller names what the loader depends on, like useEffect's list.
   }, deps);
   useEffect(() => {
     setData(undefined);
@@ -108,10 +108,6 @@ export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children
   }
   if (loaded.data === undefined) return <p class="muted" role="status">Loading…</p>;
   return <>{children(loaded.data)}</>;
-}
-
-export function Busy({ busy, idle, working }: { busy: boolean; idle: string; working: string }) {
-  return <>{busy ? working : idle}</>;
 }
 
 /** A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. */
@@ -234,14 +230,6 @@ export function CopyButton({ text, label = "Copy", what }: { text: string | (() 
       {state === "copying" ? "Copying…" : state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : label}
       {what && <span class="sr-only"> {what}</span>}
     </button>
-  );
-}
-
-export function Status({ message }: { message: string | undefined }) {
-  return (
-    <p class="status" role="status">
-      {message ?? ""}
-    </p>
   );
 }
 

@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { ApiError, get, post, projectPath, type Project, type User } from "../api.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, messageOf, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Link, useAction, useLoad } from "../ui.tsx";
 
 interface WaitingInvitation {
   id: string;
@@ -110,12 +110,11 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
             if (!result) return;
             // The fragment holds a now-used token: drop it from the address bar and history.
             history.replaceState(null, "", "/invite");
-            let name: string | undefined;
-            try {
-              name = (await get<{ project: Project }>(projectPath(result.projectId))).project.name;
-            } catch (e) {
-              void messageOf(e);
-            }
+            // The name is a nicety: the join already succeeded when this lookup fails.
+            const name = await get<{ project: Project }>(projectPath(result.projectId)).then(
+              (r) => r.project.name,
+              () => undefined,
+            );
             setJoined({ ...result, name });
           }}
         >
