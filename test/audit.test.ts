@@ -3,6 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
+import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
@@ -651,4 +652,13 @@ test("secret operations are audited in the secrets category with actor, target, 
   // The filters meet the secrets actions too.
   assert.equal((await readAudit(alice, project.id, "?action=secret.revealed")).events.length, 1);
   assert.equal((await readAudit(alice, project.id, `?action=secrets.exported&actor=${alice.user!.id}`)).events.length, 2);
+});
+
+test("the README lists every audit action with its category", () => {
+  const readme = fs.readFileSync(path.join(import.meta.dirname, "..", "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("## Audit log"));
+  for (const [action, { category }] of Object.entries(AUDIT_ACTIONS)) {
+    assert.ok(section.includes(`\`${action}\``), `${action} is missing from the README`);
+    assert.ok(section.includes(`| \`${category}\` |`), `${category} is missing from the README`);
+  }
 });
