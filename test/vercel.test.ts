@@ -722,6 +722,16 @@ test("one sync at a time: a second sync answers 409 while one runs, and a sync a
   assert.equal((await first).status, 200);
   assert.equal((await s.owner.json("GET", s.base)).body.syncing, false);
 
+  // A lock this process does not hold: honoured while recent, taken over once far too old.
+  const lock = s.server.app.db.$client.prepare("UPDATE integrations SET sync_started_at = ? WHERE project_id = ?");
+  lock.run(new Date(s.server.clock.now().getTime() - 60_000).toISOString(), s.projectId);
+  const recent = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([recent.status, recent.body], [409, M.busy]);
+  s.server.clock.advance(2 * 60 * 60 * 1000);
+  const takenOver = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(takenOver.status, 200, JSON.stringify(takenOver.body));
+  assert.equal((await s.owner.json("GET", s.base)).body.syncing, false);
+
   // The lock lives in the database: simulate a process that died mid-sync.
   await s.server.stop();
   // Let the HTTP client see its kept-alive sockets close before the port is reused.

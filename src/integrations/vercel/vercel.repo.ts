@@ -1,4 +1,4 @@
-import { and, eq, isNotNull, isNull, sql } from "drizzle-orm";
+import { and, eq, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../../core/db.ts";
 import { integrations, integrationVars } from "../../core/schema.ts";
 
@@ -29,11 +29,14 @@ export function createVercelRepo(db: Db) {
      * Takes the one-sync-at-a-time lock: only one conditional UPDATE can find the column
      * empty, in this process or any other on the same file.
      */
-    tryLock(projectId: string, startedAt: string, lastRun: string): boolean {
+    tryLock(projectId: string, startedAt: string, lastRun: string, staleBefore?: string): boolean {
+      const free = staleBefore
+        ? or(isNull(integrations.syncStartedAt), lt(integrations.syncStartedAt, staleBefore))
+        : isNull(integrations.syncStartedAt);
       const result = db
         .update(integrations)
         .set({ syncStartedAt: startedAt, lastRun })
-        .where(and(eq(integrations.projectId, projectId), isNull(integrations.syncStartedAt)))
+        .where(and(eq(integrations.projectId, projectId), free))
         .run();
       return result.changes === 1;
     },

@@ -80,6 +80,8 @@ export const SYNC_ERRORS: Record<Failure | "interrupted" | "hook-missing" | "hoo
 };
 
 const MAX_RESULTS = 200;
+/** Far longer than a run can take: every call has a timeout and bounded retries. */
+const STALE_LOCK_MS = 60 * 60 * 1000;
 const CREATE_BATCH = 50;
 
 /** The plain-data source of secret values: the secrets service's system read. */
@@ -120,6 +122,8 @@ export function openToken(vault: Vault, row: IntegrationRow): string {
 export function createVercelSync({ db, repo, vault, audit, clock, client, secrets, log, debounceMs }: Deps) {
   const timers = new Map<string, NodeJS.Timeout>();
   const inFlight = new Set<Promise<unknown>>();
+  /** Projects whose run this process is executing. */
+  const running = new Set<string>();
   let stopped = false;
 
   function track<T>(promise: Promise<T>): Promise<T> {
@@ -149,13 +153,31 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
       const row = repo.find(projectId);
       if (!row || !row.hostProjectId) return { kind: "not-linked" as const };
       if (row.status === "attention") return { kind: "attention" as const };
-      if (!repo.tryLock(projectId, startedAt, JSON.stringify({ status: "running", trigger, startedAt }))) {
+      // A lock this process does not hold and that is older than any run could be was left
+      // by a run whose last write failed: take it over rather than answer 409 forever.
+      const staleBefore = running.has(projectId) ? undefined : new Date(Date.parse(startedAt) - STALE_LOCK_MS).toISOString();
+      if (!repo.tryLock(projectId, startedAt, JSON.stringify({ status: "running", trigger, startedAt }), staleBefore)) {
         return { kind: "busy" as const };
       }
       return { kind: "locked" as const, row };
     });
     if (start.kind !== "locked") return start;
     const row = start.row;
+    running.add(projectId);
+    try {
+      return await runLocked(row, startedAt, options);
+    } finally {
+      running.delete(projectId);
+    }
+  }
+
+  async function runLocked(
+    row: IntegrationRow,
+    startedAt: string,
+    options: { trigger: Trigger; caller: Caller | null; redeploy: boolean },
+  ): Promise<RunOutcome> {
+    const { trigger, caller } = options;
+    const projectId = row.projectId;
 
     const summary: SyncSummary = {
       status: "ok",
@@ -454,9 +476,12 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
     notifyChange(projectId: string, environment: string): void {
       if (stopped) return;
       try {
+        // Most projects have no connection: a plain read, no write lock, for those.
+        const linked = repo.find(projectId);
+        if (!linked?.hostProjectId || !Object.hasOwn(parseMappings(linked), environment)) return;
         const shouldRun = writeTransaction(db, () => {
           const row = repo.find(projectId);
-          if (!row?.hostProjectId || !(environment in parseMappings(row))) return false;
+          if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return false;
           repo.incrementPending(projectId);
           return row.status === "active";
         });
