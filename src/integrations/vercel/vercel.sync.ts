@@ -147,7 +147,7 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
   }
 
   async function run(projectId: string, options: { trigger: Trigger; caller: Caller | null; redeploy: boolean }): Promise<RunOutcome> {
-    const { trigger, caller } = options;
+    const { trigger } = options;
     const startedAt = clock.now().toISOString();
     const start = writeTransaction(db, () => {
       const row = repo.find(projectId);
