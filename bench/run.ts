@@ -3,10 +3,11 @@
 // BENCH_SECONDS sets the measured time of each scenario (default 8, after 1 s of warm-up).
 import os from "node:os";
 import { formatTable, hasTaskset, pinSelf, type BenchContext, type BenchModule, type BenchRow } from "./lib.ts";
+import { auditBench } from "./audit.bench.ts";
 import { secretsBench } from "./secrets.bench.ts";
 
 /** Every bench module, in the order they run. Add new ones here. */
-const BENCHES: BenchModule[] = [secretsBench];
+const BENCHES: BenchModule[] = [secretsBench, auditBench];
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
