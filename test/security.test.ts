@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
+import { startFakeVercel } from "./fake-vercel.ts";
 import { randomMasterKey, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -220,4 +221,55 @@ test("authentication names the provider (the issuer's host for OIDC); a generate
     "The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.",
     KEY_FILE_NOTE,
   ]);
+});
+
+test("hosting integration through the real endpoints: connected, linked with a hook, synced, then needing attention", async (t) => {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const vercelToken = "vcp_overview_token_0123456789";
+  fake.addToken(vercelToken);
+  fake.addProject("prj_web", "web");
+  const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  await createSecret(alice, project.id, "production", "DATABASE_URL", "postgres://overview-db-value");
+
+  const connected = await alice.json("POST", base, { token: vercelToken });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  let body = await overview(alice, project.id);
+  assert.deepEqual(body.integrations, { hosting: { provider: "vercel", status: "connected", lastSyncAt: null, lastSyncStatus: null } });
+  // The secret's value and the token.
+  assert.deepEqual(body.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
+
+  const linked = await alice.json("PUT", base, {
+    hostProjectId: "prj_web",
+    mappings: { production: "production" },
+    deployHookUrl: fake.addHook("prj_web"),
+  });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  const synced = await alice.json("POST", `${base}/sync`, {});
+  assert.equal(synced.status, 200, JSON.stringify(synced.body));
+  const connection = (await alice.json("GET", base)).body;
+  body = await overview(alice, project.id);
+  assert.deepEqual(body.integrations, {
+    hosting: { provider: "vercel", status: connection.status, lastSyncAt: connection.lastSyncAt, lastSyncStatus: "ok" },
+  });
+  assert.equal(body.integrations.hosting.status, "active");
+  assert.match(body.integrations.hosting.lastSyncAt, /^\d{4}-\d{2}-\d{2}T/);
+  // The deploy hook is the third encrypted record.
+  assert.deepEqual(body.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
+  assert.deepEqual(body.notes, [DEV_SIGN_IN_NOTE]);
+
+  // Vercel stops accepting the token: the next sync fails and the integration needs attention.
+  fake.revokeToken(vercelToken);
+  const failed = await alice.json("POST", `${base}/sync`, {});
+  assert.notEqual(failed.status, 200);
+  body = await overview(alice, project.id);
+  assert.equal(body.integrations.hosting.status, "attention");
+  assert.deepEqual(body.notes, [
+    DEV_SIGN_IN_NOTE,
+    "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.",
+  ]);
+  assert.ok(!JSON.stringify(body).includes(vercelToken));
 });
