@@ -171,3 +171,18 @@ test("migrate applies the migrations and exits", async () => {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+test("an empty variable counts as unset, and only the given environment is read", () => {
+  const config = loadConfig({ MASTER_KEY: "", APP_URL: "", TRUST_PROXY: "" });
+  assert.equal(config.masterKey, undefined);
+  assert.equal(config.appUrl, "http://localhost:8080");
+  assert.equal(config.trustProxy, false);
+  const saved = process.env.PORT;
+  process.env.PORT = "1234";
+  try {
+    assert.equal(loadConfig({}).port, 8080, "process.env does not leak into an explicit environment");
+  } finally {
+    if (saved === undefined) delete process.env.PORT;
+    else process.env.PORT = saved;
+  }
+});

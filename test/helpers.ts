@@ -268,12 +268,22 @@ export class Client {
     if (watch && body !== undefined) {
       collectSensitive(watch, typeof body === "string" ? parseJsonOrUndefined(body) : body, SENSITIVE_REQUEST_FIELDS, `${method} ${urlPath} request`);
     }
-    const res = await fetch(this.baseUrl + urlPath, {
-      method,
-      headers: h,
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-      redirect: "manual",
-    });
+    const send = () =>
+      fetch(this.baseUrl + urlPath, {
+        method,
+        headers: h,
+        body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+        redirect: "manual",
+      });
+    let res: Response;
+    try {
+      res = await send();
+    } catch (error) {
+      // After server.restart() on the same port, fetch's pool may still hold a kept-alive
+      // socket to the stopped server; it fails before any byte reaches the new one.
+      if (!isStaleSocket(error)) throw error;
+      res = await send();
+    }
     if (watch && res.headers.get("content-type")?.includes("application/json")) {
       collectSensitive(watch, parseJsonOrUndefined(await res.clone().text()), SENSITIVE_RESPONSE_FIELDS, `${method} ${urlPath} response`);
     }
@@ -344,4 +354,12 @@ export function runMain(
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+function isStaleSocket(error: unknown): boolean {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  return (
+    error instanceof TypeError &&
+    (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET" || /other side closed/.test(cause?.message ?? ""))
+  );
 }
