@@ -1,10 +1,7 @@
-import { buildApp } from "./app.ts";
+// Each command's module is imported only when that command runs: the CLI commands then
+// start without loading the server (Fastify, SQLite, every feature).
 import { CLI_HELP, cliCommands } from "./cli/index.ts";
-import { auditCommand } from "./audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
-import { openDatabase } from "./core/db.ts";
-import { rotateKeyCommand } from "./secrets/rotate-key.ts";
-import { setupLinkCommand, usersCommand } from "./users/users.commands.ts";
 
 export const VERSION = "0.1.0";
 
@@ -31,14 +28,15 @@ const commands: Record<string, Command> = {
   ...cliCommands,
   migrate: async () => {
     const config = loadConfig();
+    const { openDatabase } = await import("./core/db.ts");
     openDatabase(config).$client.close();
     console.log(`Database in ${config.dataDir} is up to date.`);
     return 0;
   },
-  audit: auditCommand,
-  "rotate-key": rotateKeyCommand,
-  "setup-link": setupLinkCommand,
-  users: usersCommand,
+  audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),
+  "rotate-key": async (args) => (await import("./secrets/rotate-key.ts")).rotateKeyCommand(args),
+  "setup-link": async (args) => (await import("./users/users.commands.ts")).setupLinkCommand(args),
+  users: async (args) => (await import("./users/users.commands.ts")).usersCommand(args),
   version: async () => {
     console.log(VERSION);
     return 0;
@@ -51,6 +49,7 @@ const commands: Record<string, Command> = {
 
 async function serve(): Promise<number> {
   const config = loadConfig();
+  const { buildApp } = await import("./app.ts");
   const server = await buildApp(config);
   let stopping = false;
   const stop = (signal: string) => {
