@@ -10,6 +10,7 @@ const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one ex
 Server commands:
   serve            Start the server (the default when no command is given)
   migrate          Apply database migrations and exit
+  backup FILE      Write a consistent copy of the database to FILE (while the server runs)
   audit verify     Check the audit log's hash chain; exit code 1 at a broken link
   rotate-key       Re-encrypt every record to the current master key version (in batches; rerun to resume)
   setup-link       Print a one-time link to create the first account (AUTH_PROVIDER=local)
@@ -31,6 +32,17 @@ const commands: Record<string, Command> = {
     const { openDatabase } = await import("./core/db.ts");
     openDatabase(config).$client.close();
     console.log(`Database in ${config.dataDir} is up to date.`);
+    return 0;
+  },
+  backup: async ([file]) => {
+    if (!file) {
+      process.stderr.write("Usage: secrets-server backup FILE  (a consistent copy of the database; the server may keep running)\n");
+      return 2;
+    }
+    const config = loadConfig();
+    const { backupDatabase } = await import("./core/db.ts");
+    await backupDatabase(config, file);
+    console.log(`Backed up ${config.dataDir} to ${file}. Keep MASTER_KEY safe elsewhere: the copy cannot be read without it.`);
     return 0;
   },
   audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),

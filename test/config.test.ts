@@ -186,3 +186,26 @@ test("an empty variable counts as unset, and only the given environment is read"
     else process.env.PORT = saved;
   }
 });
+
+test("backup writes a consistent copy that a server can start from", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  await alice.createProject({ name: "kept", environments: ["production"] });
+  const target = path.join(makeTempDir(), "copy.db");
+  t.after(() => fs.rmSync(path.dirname(target), { recursive: true, force: true }));
+
+  const result = await runMain(["backup", target], server.env);
+  assert.equal(result.code, 0, result.stderr);
+  assert.equal(fs.statSync(target).mode & 0o777, 0o600);
+  const again = await runMain(["backup", target], server.env);
+  assert.equal(again.code, 1, "never overwrites");
+  assert.match(again.stderr, /already exists/);
+
+  const restoredDir = makeTempDir();
+  fs.copyFileSync(target, path.join(restoredDir, "secrets.db"));
+  const restored = await startServer(t, { dataDir: restoredDir, env: { MASTER_KEY: server.env.MASTER_KEY } });
+  t.after(() => fs.rmSync(restoredDir, { recursive: true, force: true }));
+  const client = await restored.signIn("alice@example.test");
+  const { body } = await client.json("GET", "/api/projects");
+  assert.deepEqual(body.projects.map((p: { name: string }) => p.name), ["kept"]);
+});

@@ -17,10 +17,7 @@ export const DATABASE_FILE = "secrets.db";
 /** Opens (creating if needed) the database under DATA_DIR, sets the pragmas and applies migrations. */
 export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">): Db {
   fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const sqlite = new Database(path.join(config.dataDir, DATABASE_FILE), {
-    // The loaded addon object is accepted at run time; the typings only know the path form.
-    nativeBinding: (isSingleExecutable() ? loadBundledAddon(config.dataDir) : undefined) as string | undefined,
-  });
+  const sqlite = openSqliteFile(config.dataDir, path.join(config.dataDir, DATABASE_FILE));
   sqlite.pragma("journal_mode = WAL");
   // FULL by default: an acknowledged secret write must survive a power cut. better-sqlite3
   // is built to run WAL at NORMAL, so this has to be said explicitly.
@@ -30,6 +27,33 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
   const db = drizzle(sqlite, { schema }) as Db;
   migrate(db);
   return db;
+}
+
+/** A plain better-sqlite3 connection to `file`, with the executable's bundled addon when needed. */
+export function openSqliteFile(dataDir: string, file: string, options: { readonly?: boolean } = {}): Database.Database {
+  return new Database(file, {
+    readonly: options.readonly ?? false,
+    fileMustExist: options.readonly ?? false,
+    // The loaded addon object is accepted at run time; the typings only know the path form.
+    nativeBinding: (isSingleExecutable() ? loadBundledAddon(dataDir) : undefined) as string | undefined,
+  });
+}
+
+/**
+ * A consistent copy of the live database (SQLite's online backup: the server may keep
+ * writing meanwhile). The copy holds only ciphertext; the master key is not in it.
+ */
+export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
+  const source = path.join(config.dataDir, DATABASE_FILE);
+  if (!fs.existsSync(source)) throw new ConfigError(`There is no database at ${source}: check DATA_DIR.`);
+  if (fs.existsSync(destination)) throw new ConfigError(`${destination} already exists; choose a new file name.`);
+  const sqlite = openSqliteFile(config.dataDir, source, { readonly: true });
+  try {
+    await sqlite.backup(destination);
+    fs.chmodSync(destination, 0o600);
+  } finally {
+    sqlite.close();
+  }
 }
 
 function loadMigrations(): MigrationMeta[] {
