@@ -754,6 +754,52 @@ test("one sync at a time: a second sync answers 409 while one runs, and a sync a
   assert.equal(res.status, 200, JSON.stringify(res.body));
 });
 
+test("a reconnect while a sync runs: the old token's rejection does not put the new connection in attention", async (t) => {
+  const s = await linked(t);
+  await addSecret(s, "development", "RACE_KEY", "race-value-1");
+  await settled(s);
+  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  // The old token is revoked at Vercel and a new one connected while the run waits.
+  s.fake.revokeToken(s.token);
+  const fresh = newToken();
+  s.fake.addToken(fresh);
+  const reconnected = await s.owner.json("POST", s.base, { token: fresh });
+  assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
+  assert.equal(reconnected.body.status, "active");
+  held.release();
+  const res = await run;
+  assert.deepEqual([res.status, res.body], [400, M.savedTokenRejected]);
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(view.status, "active", "the new token was never rejected");
+  assert.equal(view.syncing, false);
+  const again = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(again.status, 200, JSON.stringify(again.body));
+});
+
+test("a sync that ends after a disconnect and a new connection writes nothing into the new connection", async (t) => {
+  const s = await linked(t);
+  const hook = s.fake.addHook("prj_web");
+  assert.equal((await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { production: "production" }, deployHookUrl: hook })).status, 200);
+  await addSecret(s, "production", "HOOK_RACE_KEY", "hook-race-value");
+  await settled(s);
+  const held = s.fake.hold((r) => r.method === "POST" && r.path.startsWith("/v1/integrations/deploy/"));
+  const run = s.owner.json("POST", `${s.base}/sync`, { redeploy: true });
+  await held.reached;
+  assert.deepEqual((await s.owner.json("DELETE", s.base)).body, { ok: true });
+  s.server.clock.advance(1000);
+  assert.equal((await s.owner.json("POST", s.base, { token: s.token })).status, 201);
+  assert.equal((await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { production: "production" } })).status, 200);
+  held.release();
+  assert.equal((await run).status, 200);
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(view.status, "active");
+  assert.equal(view.lastDeployment, null, "the old run's deployment is not the new connection's");
+  assert.equal(view.lastRun, null, "the new connection has not synced yet");
+  assert.equal(view.hookConfigured, false);
+});
+
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {
   const s = await linked(t);
   await addSecret(s, "development", "RETRY_KEY", "retry-value-1");

@@ -132,23 +132,25 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       return openToken(vault, row);
     } catch (error) {
       if (!(error instanceof DecryptError)) throw error;
-      markAttention(row.projectId, SYNC_ERRORS["token-unreadable"]);
+      markAttention(row, SYNC_ERRORS["token-unreadable"]);
       throw new HttpError(400, SYNC_ERRORS["token-unreadable"]);
     }
   }
 
-  function markAttention(projectId: string, message: string): void {
+  /** Only while `used` (the row whose token failed) still holds the saved token: a reconnect since replaced it. */
+  function markAttention(used: IntegrationRow, message: string): void {
     writeTransaction(db, () => {
-      if (!repo.find(projectId)) return;
-      repo.update(projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
+      const current = repo.find(used.projectId);
+      if (!current || !current.tokenCiphertext.equals(used.tokenCiphertext)) return;
+      repo.update(used.projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
     });
   }
 
   /** Turns a failed call with the saved token into the answer; a rejection means attention. */
-  function savedTokenFailure(projectId: string, error: unknown): never {
+  function savedTokenFailure(used: IntegrationRow, error: unknown): never {
     if (error instanceof VercelError) {
       if (error.failure === "rejected") {
-        markAttention(projectId, SYNC_ERRORS.rejected);
+        markAttention(used, SYNC_ERRORS.rejected);
         throw new HttpError(400, MESSAGES.savedTokenRejected);
       }
       if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
@@ -257,7 +259,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           projects: projects.map(({ id, name }) => ({ id, name })),
         };
       } catch (error) {
-        savedTokenFailure(projectId, error);
+        savedTokenFailure(row, error);
       }
     },
 
@@ -282,7 +284,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       try {
         project = await client.findProject(token, teamId, input.hostProjectId);
       } catch (error) {
-        savedTokenFailure(projectId, error);
+        savedTokenFailure(row, error);
       }
       if (!project) throw new HttpError(400, MESSAGES.projectNotFound);
       if (input.deployHookUrl && deployHookProjectId(input.deployHookUrl, vercelApiUrl) !== project.id) {

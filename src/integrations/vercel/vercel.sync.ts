@@ -215,7 +215,10 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
     const finish = writeTransaction(db, () => {
       const current = repo.find(projectId);
       // Disconnected (or disconnected and reconnected) during the run: nothing to record.
-      if (!current || current.syncStartedAt !== startedAt) return { remaining: 0, recorded: false };
+      if (!current || current.syncStartedAt !== startedAt || current.createdAt !== row.createdAt) return { remaining: 0, recorded: false };
+      // A token rejected by Vercel means attention only while it is still the saved one:
+      // a reconnect during the run has replaced it with a token this run never used.
+      const tokenRejected = (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
       const nowIso = summary.finishedAt;
       for (const change of varChanges) {
         if (change.op === "save") {
@@ -227,7 +230,7 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
       // A failed run leaves `pending` as it was: those changes still have to reach Vercel.
       const consumed = failure ? 0 : row.pending;
       repo.finishRun(projectId, consumed, {
-        status: failure === "rejected" || failure === "token-unreadable" ? "attention" : current.status,
+        status: tokenRejected ? "attention" : current.status,
         lastSyncAt: summary.finishedAt,
         lastSyncStatus: summary.status,
         lastError: summary.error ?? null,
@@ -445,11 +448,15 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
       };
     }
     writeTransaction(db, () => {
-      if (!repo.find(projectId)) return;
+      // Disconnected (and perhaps connected anew) while the hook was called: this run's
+      // deployment belongs to a connection that no longer exists.
+      const current = repo.find(projectId);
+      if (!current || current.createdAt !== row.createdAt) return;
       summary.deployment = deployment;
       repo.update(projectId, {
         lastDeployment: JSON.stringify(deployment),
-        lastRun: JSON.stringify(summary),
+        // A follow-up run that has started since keeps its own lastRun ("running").
+        ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),
         ...(deployment.ok ? {} : { lastError: deployment.error }),
       });
       if (deployment.ok) {
