@@ -85,6 +85,19 @@ test("the device name is sanitised and cut to 60 characters", async (t) => {
   }
 });
 
+// Before the tag pattern stopped at the next "<", a name of 300,000 "<" kept the event loop
+// busy for minutes (quadratic scan) on an endpoint that needs no sign-in.
+test("a huge device name of markup characters is sanitised in linear time", { timeout: 30_000 }, async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  for (const input of ["<".repeat(300_000), "<a".repeat(150_000), "x" + "<".repeat(299_999)]) {
+    const device = await startDevice(server, input);
+    const res = await alice.json("POST", "/api/cli/auth/approve", { userCode: device.userCode, approve: false });
+    assert.equal(res.status, 200);
+    assert.equal(res.body.deviceName, input.startsWith("<a") ? "a ".repeat(30).trim() : input.startsWith("x") ? "x" : "CLI");
+  }
+});
+
 test("the whole device flow: pending, approve, tokens exactly once, then expired", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
@@ -216,7 +229,7 @@ test("approve validates its input and needs a browser session", async (t) => {
   const alice = await server.signIn("alice@example.test");
   const device = await startDevice(server);
   const malformed = "Enter the 8 character code from your terminal.";
-  for (const userCode of ["ABC", "BCDF-GHJ1", "AEIO-UBCD", 12345678, ""]) {
+  for (const userCode of ["ABC", "BCDF-GHJ1", "AEIO-UBCD", 12345678, "", "B".repeat(65), "BCDF-GHJK".repeat(10_000)]) {
     const res = await alice.json("POST", "/api/cli/auth/approve", { userCode });
     assert.deepEqual([res.status, res.body], [400, { error: malformed }], String(userCode));
   }

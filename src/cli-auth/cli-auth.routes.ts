@@ -70,13 +70,15 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
     const body = req.body;
     if (body === null || typeof body !== "object" || Array.isArray(body)) throw new HttpError(400, MALFORMED_USER_CODE);
     const fields = body as Record<string, unknown>;
-    if (typeof fields.userCode !== "string") throw new HttpError(400, MALFORMED_USER_CODE);
+    // Any string that is not a code (too long included) gets the code's own message.
+    if (typeof fields.userCode !== "string" || fields.userCode.length > 64 || !normalizeUserCode(fields.userCode)) {
+      throw new HttpError(400, MALFORMED_USER_CODE);
+    }
     // Strictly boolean: the string "false" must never approve by accident.
     if (fields.approve !== undefined && typeof fields.approve !== "boolean") {
       throw new HttpError(400, "approve must be true or false.");
     }
     const input = parse(ApproveBody, body, "Send { userCode, approve } only.");
-    if (!normalizeUserCode(input.userCode)) throw new HttpError(400, MALFORMED_USER_CODE);
     await limitApprovals(req);
     return cliAuth.approve(auth.caller(req), input.userCode, input.approve !== false);
   });
