@@ -74,6 +74,9 @@ test("create validates key and value: 400 invalid key or value, and nothing is w
     { key: "A", value: 5 },
     { key: 5, value: "v" },
     { key: "A", value: "v", extra: true },
+    // Keys go into audit metadata, whose writer refuses token-shaped text: 400, not 500.
+    { key: "svc_at_KEY", value: "v" },
+    { key: "MY_svc_rt_KEY", value: "v" },
     [],
     "text",
     null,
@@ -88,7 +91,11 @@ test("create validates key and value: 400 invalid key or value, and nothing is w
   // The limits themselves are fine.
   await createSecret(owner, projectId, "development", "_" + "a".repeat(127), "x".repeat(10_000));
   await createSecret(owner, projectId, "development", "_x9", "v");
-  await createSecret(owner, projectId, "development", "lower_case", "emoji 🔑 and ünïcödé");
+  const plain = await createSecret(owner, projectId, "development", "lower_case", "emoji 🔑 and ünïcödé");
+
+  // A rename is held to the same key rules.
+  const rename = await owner.json("PATCH", `${url}/${plain.id}`, { key: "svc_at_RENAMED" });
+  assert.deepEqual([rename.status, rename.body], [400, INVALID]);
 });
 
 test("a key is unique within its environment: 409 on create; the same key elsewhere is fine", async (t) => {

@@ -3,10 +3,17 @@ import { z } from "zod";
 import { ENVIRONMENTS } from "../core/access.ts";
 import type { AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
+import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError, parse } from "../core/errors.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
-const Name = z.string().trim().min(1).max(60);
+// The name goes into audit metadata, whose writer refuses token-shaped text: 400, not 500.
+const Name = z
+  .string()
+  .trim()
+  .min(1)
+  .max(60)
+  .refine((name) => !looksLikeToken(name));
 const Description = z.string().max(280);
 
 const NewProject = z.strictObject({

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { z } from "zod";
 import type { AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
+import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError, parse } from "../core/errors.ts";
 import { formatDotenv } from "./dotenv.ts";
 import type { SecretsService } from "./secrets.service.ts";
@@ -14,7 +15,13 @@ const BAD_EXPECTED_VERSION = "expectedVersion must be a positive integer.";
 const INVALID_KEY_OR_VALUE = "invalid key or value";
 const INVALID_REQUEST = "invalid request";
 
-const Key = z.string().max(128).regex(/^[A-Za-z_][A-Za-z0-9_]*$/);
+// The key goes into audit metadata, whose writer refuses token-shaped text (svc_at_…):
+// such a key could be stored but never read, so it is refused here with a 400.
+const Key = z
+  .string()
+  .max(128)
+  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+  .refine((key) => !looksLikeToken(key));
 // Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const Value = z
