@@ -85,6 +85,8 @@ test("invalid create bodies answer 400 invalid fields and write nothing", async 
     { name: "api", description: "d".repeat(281), environments: ["production"] },
     { name: "api", description: 5, environments: ["production"] },
     { name: "api", environments: ["production"], extra: { nested: [1, 2] } },
+    // The audit writer refuses token-shaped text: a 400 here, never a 500 later.
+    { name: "svc_at_api", environments: ["production"] },
     ["api"],
     "api",
     null,
@@ -129,6 +131,14 @@ test("names are unique among the caller's projects, ignoring case", async (t) =>
   const recase = await alice.json("PATCH", `/api/projects/${other.id}`, { name: "OTHER" });
   assert.equal(recase.status, 200);
   assert.equal(recase.body.project.name, "OTHER");
+
+  // Case beyond ASCII counts too.
+  await alice.createProject({ name: "Ärger Über", environments: ["production"] });
+  const unicode = await alice.json("POST", "/api/projects", { name: "ärger über", environments: ["production"] });
+  assert.equal(unicode.status, 409);
+  assert.deepEqual(unicode.body, { error: "A project with this name already exists." });
+  const unicodeRename = await alice.json("PATCH", `/api/projects/${other.id}`, { name: "ÄRGER ÜBER" });
+  assert.equal(unicodeRename.status, 409);
 });
 
 test("the list holds only the caller's projects, most recently updated first", async (t) => {

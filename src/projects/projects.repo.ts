@@ -25,19 +25,15 @@ export function createProjectsRepo(db: Db) {
 
     /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
     isNameTakenForUser(userId: string, name: string, exceptId?: string): boolean {
-      const row = db
-        .select({ id: projects.id })
+      // Compared here, not with SQLite's lower(), which folds only ASCII ("Ärger" vs "ärger").
+      const wanted = name.toLowerCase();
+      return db
+        .select({ id: projects.id, name: projects.name })
         .from(memberships)
         .innerJoin(projects, eq(projects.id, memberships.projectId))
-        .where(
-          and(
-            eq(memberships.userId, userId),
-            sql`lower(${projects.name}) = lower(${name})`,
-            exceptId ? sql`${projects.id} <> ${exceptId}` : undefined,
-          ),
-        )
-        .get();
-      return row !== undefined;
+        .where(and(eq(memberships.userId, userId), exceptId ? sql`${projects.id} <> ${exceptId}` : undefined))
+        .all()
+        .some((row) => row.name.toLowerCase() === wanted);
     },
 
     insert(row: typeof projects.$inferInsert, environments: Environment[], ownerId: string): void {
