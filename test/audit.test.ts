@@ -316,6 +316,10 @@ test("every filter: category, action over category, actor, from and to (dates an
   assert.equal((await readAudit(alice, project.id, `?to=${day1}T23:59:59%2B00:00`)).events.length, 3);
   assert.equal((await readAudit(alice, project.id, `?to=${day1}T23:59`)).events.length, 3);
   assert.equal((await readAudit(alice, project.id, `?to=${day1}T12:00:00-12:00`)).events.length, 3);
+  // The last representable day and offsets past year 9999 still compare as times.
+  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31")).events.length, 7);
+  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31T23:00:00-12:00")).events.length, 7);
+  assert.equal((await readAudit(alice, project.id, "?from=9999-12-31T23:00:00-12:00")).events.length, 0);
 
   // limit
   const one = await readAudit(alice, project.id, "?limit=1");

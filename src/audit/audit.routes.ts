@@ -47,6 +47,14 @@ function parseDate(text: string): { at: Date; isDateOnly: boolean } {
   return { at, isDateOnly: false };
 }
 
+// Event times are compared as text. Past year 9999 toISOString() writes "+010000-…",
+// which sorts before every stored time, so a bound beyond it is clamped to the last one.
+const LAST_STORED_TIME = new Date("9999-12-31T23:59:59.999Z");
+
+function storedTimeText(at: Date): string {
+  return (at > LAST_STORED_TIME ? LAST_STORED_TIME : at).toISOString();
+}
+
 /** Each parameter has its own message (api.md section 7), so they are checked one by one. */
 export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
   const limitText = single(query.limit, INVALID_LIMIT);
@@ -85,8 +93,8 @@ export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
     category: category as AuditCategory | undefined,
     action,
     actorUserId: actor?.toLowerCase(),
-    fromAt: from?.at.toISOString(),
-    to: toBound && { at: toBound.at.toISOString(), exclusive: toBound.exclusive },
+    fromAt: from && storedTimeText(from.at),
+    to: toBound && (toBound.at > LAST_STORED_TIME ? { at: storedTimeText(toBound.at), exclusive: false } : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
     cursor,
   };
 }
