@@ -634,6 +634,63 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByRole("heading", { name: "Connect Vercel" }).waitFor();
     assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body, { connected: false });
   });
+
+  test("a disconnect wins over a status load that was already on its way", async (t) => {
+    const fake = await startFakeVercel();
+    t.after(() => fake.stop());
+    fake.addToken("vcp_ui_race_token_123456");
+    fake.addProject("prj_web", "web");
+    const server = await startServer(t, { env: { VERCEL_API_URL: fake.url } });
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "site", environments: ["production"] });
+    const base = `/api/projects/${project.id}/integrations/hosting`;
+    assert.equal((await alice.json("POST", base, { token: "vcp_ui_race_token_123456" })).status, 201);
+
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/vercel`);
+    await page.getByText("Token saved; no Vercel project linked yet").waitFor();
+
+    // Count response bodies the page has read; a task after one settles, the app has used it.
+    await page.evaluate(() => {
+      const w = window as unknown as { bodiesRead: number };
+      w.bodiesRead = 0;
+      const text = Response.prototype.text;
+      Response.prototype.text = function (this: Response) {
+        return text.call(this).finally(() => setTimeout(() => w.bodiesRead++, 0));
+      };
+    });
+
+    // A status load answered while still connected, delivered only after the disconnect.
+    let fetched!: () => void;
+    const answered = new Promise<void>((resolve) => (fetched = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    await page.route(
+      (url) => url.pathname === base,
+      async (route) => {
+        if (route.request().method() !== "GET") return route.continue();
+        const response = await route.fetch();
+        fetched();
+        await released;
+        await route.fulfill({ response });
+      },
+    );
+    await page.getByRole("button", { name: "Refresh status" }).click();
+    await answered;
+    await page.getByRole("button", { name: "Disconnect Vercel" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Disconnect" }).click();
+    await page.getByRole("heading", { name: "Connect Vercel" }).waitFor();
+    const readBefore = await page.evaluate(() => (window as unknown as { bodiesRead: number }).bodiesRead);
+    release();
+    await page.waitForFunction((n) => (window as unknown as { bodiesRead: number }).bodiesRead > n, readBefore);
+    await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))));
+    assert.equal(await page.getByRole("heading", { name: "Connect Vercel" }).count(), 1, "the stale answer brought the connection back");
+    assert.equal(await page.getByText("Token saved; no Vercel project linked yet").count(), 0);
+    assert.deepEqual((await alice.json("GET", base)).body, { connected: false });
+    assert.deepEqual(tab.problems, []);
+  });
 });
 
 describe("settings, keyboard, phone and dark theme", () => {

@@ -49,7 +49,15 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
     setData(undefined);
     void reload();
   }, [reload]);
-  return { data, error, loading, reload, setData };
+  // Data set by an action (a PUT's answer, a disconnect) is newer than any load still in
+  // flight: that load's answer is dropped, or it would bring back what the action replaced.
+  const replace = useCallback((value: T) => {
+    generation.current++;
+    setData(value);
+    setError(undefined);
+    setLoading(false);
+  }, []);
+  return { data, error, loading, reload, setData: replace };
 }
 
 export interface Action {
