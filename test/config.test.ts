@@ -44,6 +44,9 @@ test("each invalid variable is refused with its name in the message", () => {
     [{ MASTER_KEY_VERSION: "0" }, "MASTER_KEY_VERSION"],
     [{ SMTP_URL: "mail.example.com" }, "SMTP_URL"],
     [{ TRUST_PROXY: " , " }, "TRUST_PROXY"],
+    [{ TRUST_PROXY: "proxy.internal" }, "TRUST_PROXY"],
+    [{ TRUST_PROXY: "10.0.0.1, 10.0.0.0/99" }, "TRUST_PROXY"],
+    [{ TRUST_PROXY: "0.0.0.0/0" }, "TRUST_PROXY"],
   ];
   for (const [env, name] of cases) {
     const message = configError(env);
@@ -72,6 +75,8 @@ test("TRUST_PROXY takes true, a hop count, or a list of addresses", () => {
   assert.equal(loadConfig({ TRUST_PROXY: "true" }).trustProxy, true);
   assert.equal(loadConfig({ TRUST_PROXY: "2" }).trustProxy, 2);
   assert.deepEqual(loadConfig({ TRUST_PROXY: "10.0.0.1, 10.0.0.2" }).trustProxy, ["10.0.0.1", "10.0.0.2"]);
+  assert.deepEqual(loadConfig({ TRUST_PROXY: "loopback,10.0.0.0/8,fd00::/8" }).trustProxy, ["loopback", "10.0.0.0/8", "fd00::/8"]);
+  assert.equal(loadConfig({ TRUST_PROXY: "false" }).trustProxy, false);
 });
 
 test("the process stops with one clear line naming a bad variable", async () => {
@@ -81,6 +86,11 @@ test("the process stops with one clear line naming a bad variable", async () => 
     assert.equal(result.code, 1);
     assert.equal(result.stderr.trim().split("\n").length, 1, result.stderr);
     assert.match(result.stderr, /^secrets-server: configuration error: PORT /);
+
+    const proxy = await runMain(["serve"], { DATA_DIR: dataDir, TRUST_PROXY: "proxy.internal" });
+    assert.equal(proxy.code, 1);
+    assert.equal(proxy.stderr.trim().split("\n").length, 1, proxy.stderr);
+    assert.match(proxy.stderr, /^secrets-server: configuration error: TRUST_PROXY /);
 
     const production = await runMain(["serve"], { DATA_DIR: dataDir, NODE_ENV: "production", AUTH_PROVIDER: "local" });
     assert.equal(production.code, 1);

@@ -1,3 +1,4 @@
+import net from "node:net";
 import path from "node:path";
 import { envSchema } from "env-schema";
 
@@ -188,12 +189,29 @@ function parseAppUrl(value: string, isProduction: boolean): string {
   return url.origin + url.pathname.replace(/\/+$/, "");
 }
 
+const PROXY_RANGE_NAMES = new Set(["loopback", "linklocal", "uniquelocal"]);
+
+/** An address Fastify's proxy-addr takes: an IP, IP/prefix, or one of its range names. */
+function isProxyAddress(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.has(entry)) return true;
+  const [address = "", prefix, ...rest] = entry.split("/");
+  const family = net.isIP(address);
+  if (family === 0 || rest.length > 0) return false;
+  return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128));
+}
+
 function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
-  if (value === undefined) return false;
+  if (value === undefined || value === "false") return false;
   if (value === "true") return true;
   if (/^\d+$/.test(value)) return Number(value);
   const list = value.split(",").map((s) => s.trim()).filter(Boolean);
-  if (list.length === 0) throw new ConfigError("TRUST_PROXY must be a hop count or a comma-separated list of proxy addresses.");
+  // Checked here: Fastify would otherwise stop the start with a stack trace.
+  const wrong = list.find((entry) => !isProxyAddress(entry));
+  if (list.length === 0 || wrong !== undefined) {
+    throw new ConfigError(
+      `TRUST_PROXY must be true, a hop count, or a comma-separated list of proxy addresses (IP, IP/prefix, loopback, linklocal, uniquelocal)${wrong === undefined ? "" : `; "${wrong}" is none of these`}.`,
+    );
+  }
   return list;
 }
 
