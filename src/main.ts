@@ -75,12 +75,36 @@ async function serve(): Promise<number> {
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
-  await server.app.listen({ host: config.host, port: config.port });
+  try {
+    await server.app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await server.close();
+    throw listenError(error, config.host, config.port);
+  }
   server.log.info(
     { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
     "secrets-server is ready",
   );
   return -1; // keep running
+}
+
+/** HOST or PORT that cannot be listened on is a configuration problem: one line, no stack. */
+function listenError(error: unknown, host: string, port: number): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const at = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new ConfigError(`PORT ${port} is already in use on ${host}: stop the other process or set another PORT.`);
+    case "EACCES":
+      return new ConfigError(`PORT ${port} needs privileges on this system: choose a port above 1023.`);
+    case "EADDRNOTAVAIL":
+      return new ConfigError(`HOST ${host} is not an address of this machine (cannot listen on ${at}).`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new ConfigError(`HOST ${host} does not resolve to an address (cannot listen on ${at}).`);
+    default:
+      return error;
+  }
 }
 
 async function main(argv: string[]): Promise<void> {

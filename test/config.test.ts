@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
@@ -96,6 +97,27 @@ test("the process stops with one clear line naming a bad variable", async () => 
     assert.equal(production.code, 1);
     assert.match(production.stderr, /MASTER_KEY is required in production/);
   } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("a PORT already in use or a HOST that does not resolve stops the start with one line", async () => {
+  const dataDir = makeTempDir();
+  const blocker = net.createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve));
+  try {
+    const port = String((blocker.address() as net.AddressInfo).port);
+    const inUse = await runMain(["serve"], { DATA_DIR: dataDir, PORT: port });
+    assert.equal(inUse.code, 1);
+    assert.equal(inUse.stderr.trim().split("\n").length, 1, inUse.stderr);
+    assert.match(inUse.stderr, new RegExp(`^secrets-server: configuration error: PORT ${port} is already in use`));
+
+    const host = await runMain(["serve"], { DATA_DIR: dataDir, PORT: "0", HOST: "no-such-host.invalid" });
+    assert.equal(host.code, 1);
+    assert.equal(host.stderr.trim().split("\n").length, 1, host.stderr);
+    assert.match(host.stderr, /^secrets-server: configuration error: HOST no-such-host\.invalid /);
+  } finally {
+    blocker.close();
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
 });
