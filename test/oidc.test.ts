@@ -117,7 +117,7 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
 
 test("OIDC: returnTo only ever leads to this server", async (t) => {
   const { server } = await setup(t);
-  for (const returnTo of ["https://evil.test/x", "//evil.test/x", "/\\evil.test", "/api/projects", "javascript:alert(1)"]) {
+  for (const returnTo of ["https://evil.test/x", "//evil.test/x", "/\\evil.test", "/api/projects", "javascript:alert(1)", "/..//evil.test/x", "/.//evil.test/x", "/a/..//evil.test", "/%2e%2e//evil.test"]) {
     assert.equal(await signIn(server, new Browser(), returnTo), `${server.origin}/`, returnTo);
   }
 });

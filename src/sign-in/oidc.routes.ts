@@ -32,6 +32,9 @@ export function safeReturnTo(value: unknown, appOrigin: string): string {
     return "/";
   }
   if (url.origin !== appOrigin || url.pathname.startsWith("/api/")) return "/";
+  // Dot segments resolve away: "/..//evil.test" becomes the path "//evil.test", which a
+  // browser reads as another host. Check the result, not only the input.
+  if (url.pathname.startsWith("//")) return "/";
   return url.pathname + url.search + url.hash;
 }
 
