@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
+import { writeTransaction } from "../src/core/db.ts";
 import { createVault, integrationAad } from "../src/core/vault.ts";
 import { randomMasterKey, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
 import { count, createSecret, envPath, signInAfterRestart, startTeam } from "./secrets-helpers.ts";
@@ -140,6 +141,34 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.deepEqual(readIntegration(server, projectId), ["vercel-token-under-key-1", "https://api.vercel.example/hook-under-key-1"]);
   const exported = await client.json("GET", `${envPath(projectId, "production")}/export`);
   assert.equal(exported.body.secrets.length, 3);
+});
+
+test("a project data key created in a transaction that rolls back is not kept in memory", async (t) => {
+  const key1 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const server = await team.server.restart({ MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
+  t.after(() => server.stop());
+  const { db, keyring } = server.app;
+  const projectId = team.projectId;
+  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 0);
+
+  // The first value under key version 2 creates the project's data key, then the write fails.
+  const vault = createVault(db, keyring);
+  assert.throws(
+    () =>
+      writeTransaction(db, () => {
+        vault.seal(projectId, "test|first", "first-value");
+        throw new Error("the write failed after sealing");
+      }),
+    /the write failed after sealing/,
+  );
+  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 0);
+
+  // The next value must be sealed with a data key that is stored, or no restart could open it.
+  const sealed = writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
+  assert.equal(sealed.keyVersion, 2);
+  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 1);
+  assert.equal(createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
 });
 
 test("rotate-key refuses a wrong previous key and changes nothing", async (t) => {

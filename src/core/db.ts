@@ -139,5 +139,19 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
  * failing on a lock upgrade. Statements made through `db` inside fn are part of it.
  */
 export function writeTransaction<T>(db: Db, fn: () => T): T {
-  return db.$client.transaction(fn).immediate();
+  try {
+    return db.$client.transaction(fn).immediate();
+  } catch (error) {
+    for (const listener of rollbackListeners.get(db.$client) ?? []) listener();
+    throw error;
+  }
+}
+
+const rollbackListeners = new WeakMap<Database.Database, (() => void)[]>();
+
+/** Called after any writeTransaction on this database rolled back (for caches of rows it wrote). */
+export function onRollback(db: Db, listener: () => void): void {
+  const list = rollbackListeners.get(db.$client) ?? [];
+  list.push(listener);
+  rollbackListeners.set(db.$client, list);
 }

@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
-import type { Db } from "./db.ts";
+import { onRollback, type Db } from "./db.ts";
 import { open, seal, type Keyring } from "./crypto.ts";
 import { projectKeys } from "./schema.ts";
 
@@ -32,6 +32,14 @@ export function integrationAad(projectId: string, field: "token" | "deploy-hook"
 export function createVault(db: Db, keyring: Keyring) {
   // Unwrapped data keys, so a read costs one AES-GCM open and not two.
   const dataKeys = new Map<string, Buffer>();
+  // Keys this process created inside a transaction: if that transaction rolls back, the
+  // wrapped row is gone, and a cached key would go on sealing values no restart can open.
+  // Forgetting them on any rollback is always safe: a committed key is simply read again.
+  const createdInTransaction = new Set<string>();
+  onRollback(db, () => {
+    for (const cacheKey of createdInTransaction) dataKeys.delete(cacheKey);
+    createdInTransaction.clear();
+  });
 
   function wrapAad(projectId: string, keyVersion: number): string {
     return `project-data-key|${projectId}|${keyVersion}`;
@@ -63,6 +71,7 @@ export function createVault(db: Db, keyring: Keyring) {
           createdAt: new Date().toISOString(),
         })
         .run();
+      if (db.$client.inTransaction) createdInTransaction.add(cacheKey);
     } else {
       throw new DecryptError("project data key missing");
     }
