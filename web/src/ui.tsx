@@ -121,13 +121,15 @@ export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children
 /** A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. */
 export function Dialog(props: { title: string; onClose(): void; children: ComponentChildren; drawer?: boolean; wide?: boolean }) {
   const ref = useRef<HTMLDialogElement>(null);
+  // Captured at the first render, not in the effect: effects run after paint, and by then
+  // something else may hold focus.
+  const opener = useRef(document.activeElement as HTMLElement | null).current;
   useEffect(() => {
     const dialog = ref.current!;
-    const opener = document.activeElement as HTMLElement | null;
     dialog.showModal();
     return () => {
       dialog.close();
-      opener?.focus?.();
+      if (opener?.isConnected) opener.focus();
     };
   }, []);
   const titleId = useRef(`dialog-${Math.random().toString(36).slice(2)}`).current;
