@@ -153,37 +153,13 @@ export function createAuditRepo(db: Db) {
   return {
     /** One page, newest first by (at, id); asks for limit rows (the service asks one extra). */
     page(filter: AuditFilter): AuditEventRow[] {
-      return pageStatement(filter).all({
-        projectId: filter.projectId,
-        action: filter.action,
-        category: filter.category,
-        actorUserId: filter.actorUserId,
-        fromAt: filter.fromAt,
-        toAt: filter.toAt,
-        beforeAt: filter.before?.at,
-        beforeId: filter.before?.id,
-        limit: filter.limit,
-      }) as AuditEventRow[];
+      return pageStatement(filter).all(pageParameters(filter)) as AuditEventRow[];
     },
 
     /** For tests and the benchmark: the plan SQLite picks for a filter. */
     explainPage(filter: AuditFilter): string[] {
       const statement = pageStatement(filter);
-      const plan = sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all(
-        Object.fromEntries(
-          Object.entries({
-            projectId: filter.projectId,
-            action: filter.action,
-            category: filter.category,
-            actorUserId: filter.actorUserId,
-            fromAt: filter.fromAt,
-            toAt: filter.toAt,
-            beforeAt: filter.before?.at,
-            beforeId: filter.before?.id,
-            limit: filter.limit,
-          }).filter(([, v]) => v !== undefined),
-        ),
-      ) as { detail: string }[];
+      const plan = sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all(pageParameters(filter)) as { detail: string }[];
       return plan.map((r) => r.detail);
     },
 
@@ -226,3 +202,19 @@ export function createAuditRepo(db: Db) {
 }
 
 export type AuditRepo = ReturnType<typeof createAuditRepo>;
+
+/** The named parameters of a page query; the ones a filter leaves out are not bound at all. */
+function pageParameters(filter: AuditFilter): Record<string, string | number> {
+  const all = {
+    projectId: filter.projectId,
+    action: filter.action,
+    category: filter.category,
+    actorUserId: filter.actorUserId,
+    fromAt: filter.fromAt,
+    toAt: filter.toAt,
+    beforeAt: filter.before?.at,
+    beforeId: filter.before?.id,
+    limit: filter.limit,
+  };
+  return Object.fromEntries(Object.entries(all).filter(([, v]) => v !== undefined)) as Record<string, string | number>;
+}
