@@ -2,7 +2,7 @@ import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import helmet from "@fastify/helmet";
 import rateLimit from "@fastify/rate-limit";
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
 import pino, { type Logger } from "pino";
 import { createAuditRepo } from "./audit/audit.repo.ts";
@@ -115,6 +115,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     trustProxy: config.trustProxy as boolean | string | string[],
     // The UI is served at every path the API does not claim; keep /x and /x/ the same.
     routerOptions: { ignoreTrailingSlash: true },
+    // No automatic HEAD twin of every GET: a HEAD on a secret would decrypt it and write a
+    // `secret.revealed` event while returning nothing.
+    exposeHeadRoutes: false,
+    // Errors Fastify raises before routing (a malformed %-escape, an over-long path
+    // parameter) get the same { error } body as every other error.
+    frameworkErrors: (error, _req, reply) => {
+      const status = typeof error.statusCode === "number" && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+      // Typed loosely by Fastify at this stage (no route, so no reply schema).
+      void (reply as unknown as FastifyReply).code(status).send({
+        error: status === 414 ? "The address is too long." : "The address could not be understood.",
+      });
+    },
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

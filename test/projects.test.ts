@@ -86,7 +86,7 @@ test("invalid create bodies answer 400 invalid fields and write nothing", async 
     { name: "api", description: 5, environments: ["production"] },
     { name: "api", environments: ["production"], extra: { nested: [1, 2] } },
     // The audit writer refuses token-shaped text: a 400 here, never a 500 later.
-    { name: "svc_at_api", environments: ["production"] },
+    { name: `svc_at_${"A".repeat(24)}`, environments: ["production"] },
     ["api"],
     "api",
     null,

@@ -101,8 +101,8 @@ test("import validates the whole request first: one invalid 500th entry and noth
     { key: "EXTRA", value: "v", overwrite: true, note: "x" },
     { key: "NUMBER", value: 5, overwrite: true },
     { key: "KEY_1", value: "duplicate key in the same request", overwrite: true },
-    // Token-shaped: it could be stored but every later read's audit event would refuse it.
-    { key: "svc_rt_IMPORTED", value: "v", overwrite: true },
+    // Shaped like one of our tokens: refused like at create.
+    { key: `svc_rt_${"I".repeat(24)}`, value: "v", overwrite: true },
     null,
     "KEY=value",
   ];

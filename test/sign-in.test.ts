@@ -153,3 +153,16 @@ test("the default rate limit answers 429 with Retry-After and a message", async 
   const body = (await last!.json()) as { error: string };
   assert.match(body.error, /Too many requests/);
 });
+
+test("errors raised before routing keep the { error } body; HEAD is not an alias of GET", async (t) => {
+  const server = await startServer(t);
+  const client = await server.signIn("alice@example.test");
+  const badEscape = await client.get("/api/projects/%E0%A4%A");
+  assert.equal(badEscape.status, 400);
+  assert.deepEqual(await badEscape.json(), { error: "The address could not be understood." });
+  const longParam = await client.delete(`/api/cli/sessions/${"a".repeat(200)}`);
+  assert.equal(longParam.status, 414);
+  assert.deepEqual(await longParam.json(), { error: "The address is too long." });
+  const head = await client.request("HEAD", "/api/projects");
+  assert.equal(head.status, 404);
+});

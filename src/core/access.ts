@@ -105,8 +105,9 @@ export function createAccessGuard(db: Db) {
 
     /**
      * preHandler form of require(), for project-scoped routes: runs after the credential
-     * check and before the body is parsed, so a non-member learns nothing, not even
-     * whether the body was valid. Reads :projectId and, when given, :env from the path.
+     * check and before the handler validates the body, so a non-member learns nothing, not
+     * even whether the body was valid (malformed JSON is refused earlier, by Fastify's
+     * parser, which says nothing about the project). Reads :projectId and :env.
      */
     route(permission?: Permission, options: { environment?: boolean } = {}) {
       return async (req: FastifyRequest): Promise<void> => {
