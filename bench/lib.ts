@@ -6,6 +6,7 @@ import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
+import { freePort } from "../test/helpers.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -64,18 +65,6 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  const net = await import("node:net");
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const address = srv.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts `node --import tsx <script> ...args` pinned with `pin`, and waits for `readyPath` to answer. */
 export async function startProcess(
@@ -239,3 +228,5 @@ export function formatTable(rows: BenchRow[]): string {
   const line = (cells: string[]) => "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
   return [line(header), "|" + widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|", ...body.map(line)].join("\n");
 }
+
+export { freePort };

@@ -287,15 +287,7 @@ export class Client {
     if (watch && res.headers.get("content-type")?.includes("application/json")) {
       collectSensitive(watch, parseJsonOrUndefined(await res.clone().text()), SENSITIVE_RESPONSE_FIELDS, `${method} ${urlPath} response`);
     }
-    for (const line of res.headers.getSetCookie()) {
-      const [pair, ...attributes] = line.split(";");
-      const eq = pair!.indexOf("=");
-      const name = pair!.slice(0, eq).trim();
-      const value = pair!.slice(eq + 1).trim();
-      const expired = attributes.some((a) => /max-age=0|expires=thu, 01 jan 1970/i.test(a.trim()));
-      if (!value || expired) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
+    storeCookies(this.cookies, res);
     return res;
   }
 
@@ -362,4 +354,17 @@ function isStaleSocket(error: unknown): boolean {
     error instanceof TypeError &&
     (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET" || /other side closed/.test(cause?.message ?? ""))
   );
+}
+
+/** Keeps a response's Set-Cookie headers in a cookie jar, dropping cleared cookies. */
+export function storeCookies(jar: Map<string, string>, res: Response): void {
+  for (const line of res.headers.getSetCookie()) {
+    const [pair, ...attributes] = line.split(";");
+    const eq = pair!.indexOf("=");
+    const name = pair!.slice(0, eq).trim();
+    const value = pair!.slice(eq + 1).trim();
+    const expired = attributes.some((a) => /max-age=0|expires=thu, 01 jan 1970/i.test(a.trim()));
+    if (!value || expired) jar.delete(name);
+    else jar.set(name, value);
+  }
 }

@@ -4,6 +4,7 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TestContext } from "node:test";
 import { Provider } from "oidc-provider";
+import { storeCookies } from "./helpers.ts";
 
 export interface TestAccount {
   email?: string;
@@ -101,15 +102,7 @@ export class Browser {
     const headers: Record<string, string> = {};
     if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
     const res = await fetch(url, { headers, redirect: "manual" });
-    for (const line of res.headers.getSetCookie()) {
-      const [pair, ...attributes] = line.split(";");
-      const eq = pair!.indexOf("=");
-      const name = pair!.slice(0, eq).trim();
-      const value = pair!.slice(eq + 1).trim();
-      const expired = attributes.some((a) => /max-age=0|expires=thu, 01 jan 1970/i.test(a.trim()));
-      if (!value || expired) this.cookies.delete(name);
-      else this.cookies.set(name, value);
-    }
+    storeCookies(this.cookies, res);
     return res;
   }
 
