@@ -204,6 +204,13 @@ test("users commands: add, list, set the password through the link, reset, disab
   list = await cli(server, "users", "list");
   assert.match(list.stdout, /^bob@example\.com\tBob Builder\tlocal\tactive\tyes\t/m);
 
+  // A CLI session approved from Bob's browser session, to see the reset end it too.
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "bob laptop" });
+  assert.equal((await bob.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
+  const bobTokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  const bobCli = server.client().withBearer(bobTokens.body.accessToken);
+  assert.equal((await bobCli.json("GET", "/api/projects")).status, 200);
+
   // A reset link: using it sets the new password and ends the sessions of the old one.
   const reset = await cli(server, "users", "reset-password", "bob@example.com");
   assert.equal(reset.code, 0, reset.stderr);
@@ -211,6 +218,7 @@ test("users commands: add, list, set the password through the link, reset, disab
   const other = server.client();
   assert.equal((await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "bobs newer long password" })).status, 200);
   assert.equal((await bob.json("GET", "/api/auth/me")).status, 401, "the old session ended");
+  assert.equal((await bobCli.json("GET", "/api/projects")).status, 401, "the CLI session ended too");
   assert.equal((await signIn(server, "bob@example.com", "bobs own long password")).status, 401);
   assert.equal((await signIn(server, "bob@example.com", "bobs newer long password")).status, 200);
   assert.equal((await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "yet another password" })).status, 410);

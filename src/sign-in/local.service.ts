@@ -160,8 +160,12 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
           const user = link.userId ? users.findById(link.userId) : undefined;
           if (!user || user.disabledAt) throw new HttpError(410, LINK_UNUSABLE);
           userId = user.id;
-          // A reset ends the sessions that may have been opened with the old password.
-          if (link.purpose === "reset") users.deleteBrowserSessions(userId);
+          // A reset ends every session that may have been opened with the old password:
+          // browser sessions, and CLI sessions approved from them.
+          if (link.purpose === "reset") {
+            users.deleteBrowserSessions(userId);
+            users.revokeCliSessions(userId, now);
+          }
         }
         if (!repo.markLinkUsed(link.id, now)) throw new HttpError(410, LINK_UNUSABLE);
         users.setPassword(userId, passwordHash, input.name ?? null, now);
