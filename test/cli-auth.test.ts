@@ -465,8 +465,7 @@ test("a disabled user's tokens stop working and cannot be refreshed", async (t) 
   assert.deepEqual((await refresh(server, pair.refreshToken)).body, SESSION_ENDED);
 });
 
-// Every endpoint of api.md with its credential column. Endpoints not built yet answer the
-// router's 404 and are reported as skipped.
+// Every endpoint of api.md with its credential column.
 const P = ":project";
 const S = ":secret";
 const BROWSER_ONLY: [string, string][] = [
@@ -517,40 +516,30 @@ test("Bearer tokens work on every CLI endpoint and get 403 on every browser-only
   assert.equal((await cli.json("GET", `/api/projects/${project.id}`)).status, 200);
   const base = `/api/projects/${project.id}/environments/development`;
   const created = await cli.json("POST", `${base}/secrets`, { key: "CLI_KEY", value: "from the cli" });
-  if (created.status === 404 && created.body?.error === "Not found.") {
-    t.diagnostic("secret endpoints not built yet: skipped");
-  } else {
-    assert.equal(created.status, 201);
-    const id = created.body.secret.id;
-    assert.equal((await cli.json("GET", `${base}/secrets`)).status, 200);
-    assert.equal((await cli.json("GET", `${base}/secrets/${id}`)).status, 200);
-    assert.equal((await cli.json("PATCH", `${base}/secrets/${id}`, { value: "changed" })).status, 200);
-    assert.equal((await cli.json("GET", `${base}/export`)).status, 200);
-    assert.equal((await cli.request("GET", `${base}/export?format=dotenv`)).status, 200);
-    // Audit metadata of secret operations made with a CLI token says via: "cli".
-    const rows = server.app.db.$client
-      .prepare("SELECT action, metadata FROM audit_events WHERE action LIKE 'secret%' ORDER BY seq")
-      .all() as { action: string; metadata: string }[];
-    assert.ok(rows.length >= 4);
-    for (const row of rows) assert.equal(JSON.parse(row.metadata).via, "cli", row.action);
-  }
+  assert.equal(created.status, 201);
+  const id = created.body.secret.id;
+  assert.equal((await cli.json("GET", `${base}/secrets`)).status, 200);
+  assert.equal((await cli.json("GET", `${base}/secrets/${id}`)).status, 200);
+  assert.equal((await cli.json("PATCH", `${base}/secrets/${id}`, { value: "changed" })).status, 200);
+  assert.equal((await cli.json("GET", `${base}/export`)).status, 200);
+  assert.equal((await cli.request("GET", `${base}/export?format=dotenv`)).status, 200);
+  // Audit metadata of secret operations made with a CLI token says via: "cli".
+  const rows = server.app.db.$client
+    .prepare("SELECT action, metadata FROM audit_events WHERE action LIKE 'secret%' ORDER BY seq")
+    .all() as { action: string; metadata: string }[];
+  assert.ok(rows.length >= 4);
+  for (const row of rows) assert.equal(JSON.parse(row.metadata).via, "cli", row.action);
 
   // The browser column: a good token is refused with 403, a bad one with 401.
   const bad = server.client().withBearer("svc_at_" + "z".repeat(43));
-  const skipped: string[] = [];
   for (const [method, template] of BROWSER_ONLY) {
     const path = fill(template);
     const body = method === "GET" || method === "DELETE" ? undefined : {};
     const res = await cli.json(method, path, body);
-    if (res.status === 404 && res.body?.error === "Not found.") {
-      skipped.push(`${method} ${template}`);
-      continue;
-    }
     assert.equal(res.status, 403, `${method} ${template}: ${JSON.stringify(res.body)}`);
     const badRes = await bad.json(method, path, body);
     assert.equal(badRes.status, 401, `${method} ${template} with a bad token`);
   }
-  if (skipped.length > 0) t.diagnostic(`not built yet, skipped: ${skipped.join(", ")}`);
   // Nothing of the above changed anything the token can see.
   assert.equal((await cli.json("GET", `/api/projects/${project.id}`)).status, 200);
 });
