@@ -8,6 +8,7 @@ import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { assertNoLeaks, makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import type { AuditEventView } from "../src/audit/audit.service.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -15,16 +16,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 const INVALID_LIMIT = { error: "limit must be a whole number from 1 to 100." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
 
-interface AuditEvent {
-  id: string;
-  at: string;
-  action: string;
-  category: string;
-  targetType: string;
-  targetId: string;
-  metadata: Record<string, unknown>;
-  actor: { userId: string; email: string | null; isYou: boolean; isMember: boolean } | null;
-}
+type AuditEvent = AuditEventView;
 
 interface AuditPage {
   events: AuditEvent[];

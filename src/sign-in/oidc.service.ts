@@ -4,6 +4,7 @@ import type { Clock } from "../core/clock.ts";
 import { ConfigError, type Config } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
 import type { UserRow, UsersRepo } from "../users/users.repo.ts";
+import type { SignInErrorCode } from "./sign-in-errors.ts";
 
 export const OIDC_SCOPES = "openid email profile";
 /** How long a started sign-in may take at the identity provider. */
@@ -19,23 +20,6 @@ export interface PendingSignIn {
   returnTo: string;
   expiresAt: string;
 }
-
-/**
- * Why a sign-in failed, as the `error` query parameter of the redirect to /sign-in. Only
- * these fixed codes travel in the URL (never a token, code or provider text); the UI
- * shows the matching sentence of SIGN_IN_ERRORS.
- */
-export const SIGN_IN_ERRORS = {
-  sign_in_expired: "The sign-in took too long or was started in another browser. Try again.",
-  state_mismatch: "The sign-in response did not match the sign-in this browser started. Try again.",
-  access_denied: "The sign-in was cancelled at the identity provider.",
-  sign_in_failed: "The identity provider did not confirm the sign-in. Try again.",
-  provider_unavailable: "The identity provider could not be reached. Try again later.",
-  domain_not_allowed: "Your account's e-mail domain is not allowed to sign in here.",
-  email_not_verified: "Your identity provider has not verified your e-mail address, which this server requires.",
-  account_disabled: "This account is disabled. Ask your administrator.",
-} as const;
-export type SignInErrorCode = keyof typeof SIGN_IN_ERRORS;
 
 export class SignInFailure extends Error {
   constructor(readonly code: SignInErrorCode, detail?: string) {

@@ -2,6 +2,7 @@
 // OIDC is a redirect to the identity provider; local accounts sign in with a password.
 import { useEffect, useState } from "preact/hooks";
 import { get, post, type User } from "../api.ts";
+import { SIGN_IN_ERRORS, type SignInErrorCode } from "../../../src/sign-in/sign-in-errors.ts";
 import { ErrorText, messageOf, useAction } from "../ui.tsx";
 
 interface ProviderInfo {
@@ -31,21 +32,10 @@ export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
  * The sign-in redirect reports failures as /sign-in?error=<code>. Only these fixed
  * sentences are shown, never text from the URL, so a crafted link cannot put words here.
  */
-const SIGN_IN_ERRORS: Record<string, string> = {
-  sign_in_expired: "The sign-in took too long or was started in another browser. Try again.",
-  state_mismatch: "The sign-in response did not match the sign-in this browser started. Try again.",
-  access_denied: "The sign-in was cancelled at the identity provider.",
-  sign_in_failed: "The identity provider did not confirm the sign-in. Try again.",
-  provider_unavailable: "The identity provider could not be reached. Try again later.",
-  domain_not_allowed: "Your account's e-mail domain is not allowed to sign in here.",
-  email_not_verified: "Your identity provider has not verified your e-mail address, which this server requires.",
-  account_disabled: "This account is disabled. Ask your administrator.",
-};
-
 function failedSignIn(): string | undefined {
   const code = new URLSearchParams(window.location.search).get("error");
   if (!code) return undefined;
-  return Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code] : "The sign-in did not complete. Try again.";
+  return Object.hasOwn(SIGN_IN_ERRORS, code) ? SIGN_IN_ERRORS[code as SignInErrorCode] : "The sign-in did not complete. Try again.";
 }
 
 function DevSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
