@@ -116,11 +116,6 @@ function assertNoToken(home: CliHome, ...outputs: string[]): void {
 }
 
 /** Whether the secrets endpoints (built in parallel) exist yet. */
-async function secretsApiExists(server: TestServer, owner: Client, projectId: string): Promise<boolean> {
-  const res = await owner.json("GET", `/api/projects/${projectId}/environments/development/secrets`);
-  return !(res.status === 404 && res.body?.error === "Not found.");
-}
-
 async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
   const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
   assert.equal(res.status, 201, JSON.stringify(res.body));
@@ -255,7 +250,6 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
-  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
   await login(server, home, alice);
   const tricky = "multi\nline 'quoted' \"double\" $HOME # not a comment";
   await addSecret(alice, project.id, "production", "TRICKY", tricky);
@@ -313,7 +307,6 @@ test("link remembers project and environment for the folder", async (t) => {
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "web", environments: ["staging"] });
-  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
   await addSecret(alice, project.id, "staging", "GREETING", "hello");
   await login(server, home, alice);
   const folder = path.join(home.dir, "app");
@@ -336,7 +329,6 @@ test("run --fallback uses the encrypted last copy when the server is down, withi
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
   await addSecret(alice, project.id, "development", "TOKEN", "kept-for-a-rainy-day");
   await login(server, home, alice);
   const target = ["--project", project.id, "--env", "development"];
@@ -378,7 +370,6 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  if (!(await secretsApiExists(server, alice, project.id))) return t.skip("secret endpoints not built yet");
   await login(server, home, alice);
   const script = "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
   const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);

@@ -101,16 +101,3 @@ export function openFile(server: TestServer): Database.Database {
   return new Database(path.join(server.dataDir, DATABASE_FILE));
 }
 
-/**
- * Signs in on a server that was just restarted on the same port. fetch's connection pool
- * may still hold a keep-alive socket to the stopped server; the first request on it fails
- * with "other side closed", and the pool drops it.
- */
-export async function signInAfterRestart(server: TestServer, email: string): Promise<Client> {
-  try {
-    return await server.signIn(email);
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
-    return server.signIn(email);
-  }
-}

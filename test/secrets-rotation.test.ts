@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { writeTransaction } from "../src/core/db.ts";
 import { createVault, integrationAad } from "../src/core/vault.ts";
 import { randomMasterKey, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
-import { count, createSecret, envPath, signInAfterRestart, startTeam } from "./secrets-helpers.ts";
+import { count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 function keyVersions(server: TestServer) {
   const db = server.app.db.$client;
@@ -101,7 +101,7 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
   server = await server.restart(rotatedEnv);
   t.after(() => server.stop());
-  let client = await signInAfterRestart(server, "olivia@example.test");
+  let client = await server.signIn("olivia@example.test");
   assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
   // New writes use key 2 while the old records stay on key 1 until rotated.
   const fresh = await createSecret(client, projectId, "staging", "WRITTEN_ON_KEY_2", "written-on-key-2");
@@ -133,7 +133,7 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   // Key 2 alone: everything reads, history included.
   await server.stop();
   server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
-  client = await signInAfterRestart(server, "olivia@example.test");
+  client = await server.signIn("olivia@example.test");
   assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
   assert.deepEqual(await readEverything(client, projectId, "production"), before.prod);
   assert.deepEqual(await readEverything(client, other.id, "production"), before.other);
@@ -224,7 +224,7 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
     assert.equal(code, 0, stdout);
   }
   // Mixed key versions read fine in the meantime.
-  const client = await signInAfterRestart(server, "olivia@example.test");
+  const client = await server.signIn("olivia@example.test");
   const exported = await client.json("GET", `${envPath(team.projectId, "development")}/export`);
   assert.equal(exported.body.secrets.length, 300);
 

@@ -1,7 +1,7 @@
 // api.md 4.1 over HTTP against a real server: every rule, status and message.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { auditEvents, cliFor, count, createSecret, envPath, ISO_MS, openFile, signInAfterRestart, startTeam, UUID } from "./secrets-helpers.ts";
+import { auditEvents, cliFor, count, createSecret, envPath, ISO_MS, openFile, startTeam, UUID } from "./secrets-helpers.ts";
 
 const NOT_FOUND = { error: "Project not found." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
@@ -702,7 +702,7 @@ test("the project data key is itself bound to its project: a wrapped key copied 
   db.close();
   const restarted = await server.restart();
   t.after(() => restarted.stop());
-  const client = await signInAfterRestart(restarted, "olivia@example.test");
+  const client = await restarted.signIn("olivia@example.test");
   const res = await client.json("GET", `${envPath(projectId, "production")}/secrets/${secret.id}`);
   assert.deepEqual([res.status, res.body], [500, NOT_DECRYPTED_ONE]);
 });
