@@ -1,5 +1,5 @@
 // The audit log: filters, newest first, "load more" by cursor, one readable line each.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { get, projectPath, type AuditEvent, type Member, type Project } from "../api.ts";
 import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
 
@@ -131,7 +131,15 @@ export function AuditPage({ project }: { project: Project }) {
   const [loading, setLoading] = useState(false);
   const [error, setError] = useState<string | undefined>(undefined);
 
+  // Filters applied twice in a row start two requests; only the latest one may fill the list.
+  const latest = useRef(0);
+
   async function load(f: Filters, after: string | null) {
+    const request = ++latest.current;
+    if (!after) {
+      setEvents([]);
+      setCursor(null);
+    }
     setLoading(true);
     setError(undefined);
     try {
@@ -143,12 +151,13 @@ export function AuditPage({ project }: { project: Project }) {
       if (f.to) q.set("to", f.to);
       if (after) q.set("cursor", after);
       const page = await get<{ events: AuditEvent[]; nextCursor: string | null }>(`${base}/audit?${q}`);
+      if (request !== latest.current) return;
       setEvents((old) => (after ? [...old, ...page.events] : page.events));
       setCursor(page.nextCursor);
     } catch (e) {
-      setError(messageOf(e));
+      if (request === latest.current) setError(messageOf(e));
     } finally {
-      setLoading(false);
+      if (request === latest.current) setLoading(false);
     }
   }
 
