@@ -152,6 +152,16 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   const projectsJson = await cli(home, ["projects", "--json"]);
   assert.equal(JSON.parse(projectsJson.stdout)[0].name, "api");
   assertNoToken(home, who.stdout, who.stderr, projects.stdout, projects.stderr, projectsJson.stdout);
+
+  // Text the server sends never drives the terminal, even from rows older than the
+  // server's own refusal of control characters.
+  server.app.db.$client.prepare("UPDATE projects SET name = ?").run("api\u001b[2J\u202e");
+  server.app.db.$client.prepare("UPDATE users SET name = ?").run("Alice\u001b]0;owned\u0007");
+  const escaped = await cli(home, ["projects"]);
+  assert.match(escaped.stdout, /\napi\ufffd\[2J\ufffd\s+[0-9a-f-]{36}\s+owner/);
+  const whoEscaped = await cli(home, ["whoami"]);
+  assert.equal(whoEscaped.stdout, `alice@example.test (Alice\ufffd]0;owned\ufffd) on ${server.url}\n`);
+  for (const output of [escaped.stdout, whoEscaped.stdout]) assert.doesNotMatch(output, /[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
 });
 
 test("a denied login saves nothing and fails with a clear message", async (t) => {

@@ -93,11 +93,12 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
   assert.equal(row.email_verified, 1);
 
   // E-mail and name follow the provider at each sign-in; the user stays the same.
-  provider.accounts["alice-sub"] = { email: "alice@example.org", email_verified: true, name: "Alice L." };
+  // A name with terminal escapes or a bidi override is kept readable and harmless.
+  provider.accounts["alice-sub"] = { email: "alice@example.org", email_verified: true, name: "Alice\u001b[2J\u202e L.\n" };
   const again = new Browser();
   await signIn(server, again);
   const me2 = await apiClient(server, again).json("GET", "/api/auth/me");
-  assert.deepEqual(me2.body.user, { id: me.body.user.id, email: "alice@example.org", name: "Alice L." });
+  assert.deepEqual(me2.body.user, { id: me.body.user.id, email: "alice@example.org", name: "Alice [2J L." });
   assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 1);
 
   // The security overview names the provider by the issuer's host.

@@ -87,6 +87,13 @@ test("invalid create bodies answer 400 invalid fields and write nothing", async 
     { name: "api", environments: ["production"], extra: { nested: [1, 2] } },
     // The audit writer refuses token-shaped text: a 400 here, never a 500 later.
     { name: `svc_at_${"A".repeat(24)}`, environments: ["production"] },
+    // Names reach terminals and audit sentences: no escape sequences, line breaks or bidi overrides.
+    { name: "api\u001b[2K\rprod", environments: ["production"] },
+    { name: "api\nprod", environments: ["production"] },
+    { name: "api\u202etset", environments: ["production"] },
+    { name: "api\u2028b", environments: ["production"] },
+    { name: "api", description: "line\u001b]0;title\u0007", environments: ["production"] },
+    { name: "api", description: "\u2067reversed", environments: ["production"] },
     ["api"],
     "api",
     null,
@@ -177,7 +184,7 @@ test("PATCH: at least one field, name rules, description cleared by empty string
     assert.equal(res.status, 400, JSON.stringify(body));
   }
   assert.deepEqual((await alice.json("PATCH", path, {})).body, { error: "Nothing to update." });
-  for (const body of [{ name: "" }, { name: "x".repeat(61) }, { name: 5 }, { description: "d".repeat(281) }, { description: 7 }]) {
+  for (const body of [{ name: "" }, { name: "x".repeat(61) }, { name: 5 }, { name: "a\u0000b" }, { description: "d".repeat(281) }, { description: 7 }, { description: "\u001b[31mred" }]) {
     const res = await alice.json("PATCH", path, body);
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.deepEqual(res.body, { error: "invalid fields" });
@@ -188,6 +195,12 @@ test("PATCH: at least one field, name rules, description cleared by empty string
   assert.equal(renamed.status, 200);
   assert.equal(renamed.body.project.name, "api-v2");
   assert.equal(renamed.body.project.description, "second");
+  // Emoji sequences (joined by zero-width joiners) and multi-line descriptions are fine.
+  const friendly = await alice.json("PATCH", path, { name: "api-v2 👩\u200d💻", description: "line one\n\tline two" });
+  assert.equal(friendly.status, 200, JSON.stringify(friendly.body));
+  assert.equal(friendly.body.project.name, "api-v2 👩\u200d💻");
+  assert.equal(friendly.body.project.description, "line one\n\tline two");
+  assert.equal((await alice.json("PATCH", path, { name: "api-v2", description: "second" })).status, 200);
 
   const cleared = await alice.json("PATCH", path, { description: "" });
   assert.equal(cleared.status, 200);

@@ -38,7 +38,7 @@ test("signed out, /me answers 401 not signed in", async (t) => {
 test("bad sign-in input is a 400 and creates no user", async (t) => {
   const server = await startServer(t);
   const client = server.client();
-  for (const body of [{}, { email: "nope" }, { email: 42 }, { email: "a@b.test", extra: { nested: true } }, { email: "a@b.test", name: "x".repeat(101) }, []]) {
+  for (const body of [{}, { email: "nope" }, { email: 42 }, { email: "a@b.test", extra: { nested: true } }, { email: "a@b.test", name: "x".repeat(101) }, { email: "a@b.test", name: "Eve\u001b[2J" }, []]) {
     const res = await client.json("POST", "/api/auth/dev/sign-in", body);
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.equal(typeof res.body.error, "string");

@@ -1,5 +1,6 @@
 // The CLI commands of the executable. They talk to a server only over HTTP (fetch), like
 // any other client, with the credentials kept in $XDG_CONFIG_HOME/secrets-server.
+import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
 import { run, RUN_USAGE } from "./run.ts";
@@ -31,10 +32,10 @@ function guarded(command: Command, usage: string): Command {
       return await command(args);
     } catch (error) {
       if (error instanceof CliError) {
-        process.stderr.write(`secrets-server: ${error.message}\n`);
+        process.stderr.write(`secrets-server: ${printable(error.message)}\n`);
         return error.exitCode;
       }
-      process.stderr.write(`secrets-server: unexpected error: ${(error as Error)?.message ?? String(error)}\n`);
+      process.stderr.write(`secrets-server: unexpected error: ${printable((error as Error)?.message ?? String(error))}\n`);
       return EXIT.failed;
     }
   };

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import os from "node:os";
+import { printable } from "../core/text.ts";
 import { Api, errorFor, post, refreshCredentials } from "./api.ts";
 import { JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
@@ -115,7 +116,7 @@ export async function login(args: string[]): Promise<number> {
   }
 
   if (values.json) process.stdout.write(JSON.stringify({ server, email: credentials.email }) + "\n");
-  else process.stdout.write(`Signed in to ${server} as ${credentials.email}.\n`);
+  else process.stdout.write(`Signed in to ${server} as ${printable(credentials.email)}.\n`);
   return EXIT.ok;
 }
 
@@ -192,6 +193,6 @@ export async function whoami(args: string[]): Promise<number> {
   const server = resolveServer(values.server);
   const { user } = await new Api(server).expect<{ user: { id: string; email: string; name: string | null } }>(200, "GET", "/api/auth/me");
   if (values.json) process.stdout.write(JSON.stringify({ server, ...user }) + "\n");
-  else process.stdout.write(`${user.email}${user.name ? ` (${user.name})` : ""} on ${server}\n`);
+  else process.stdout.write(printable(`${user.email}${user.name ? ` (${user.name})` : ""}`) + ` on ${server}\n`);
   return EXIT.ok;
 }

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
+import { printable } from "../core/text.ts";
 import { Api } from "./api.ts";
 import {
   environmentPath,
@@ -28,8 +29,10 @@ interface SecretMeta {
   updatedAt: string;
 }
 
-function table(rows: string[][]): string {
-  if (rows.length === 0) return "";
+/** Server-sent text is made printable: a project name must not drive the terminal. */
+function table(cells: string[][]): string {
+  if (cells.length === 0) return "";
+  const rows = cells.map((row) => row.map(printable));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
 }
@@ -216,6 +219,6 @@ export async function link(args: string[]): Promise<number> {
   const file = path.join(process.cwd(), LINK_FILE);
   fs.writeFileSync(file, JSON.stringify(content, null, 2) + "\n", { mode: 0o644 });
   if (values.json) process.stdout.write(JSON.stringify(content) + "\n");
-  else process.stdout.write(`Linked ${process.cwd()} to ${project.name} / ${environment} on ${server}.\n`);
+  else process.stdout.write(`Linked ${process.cwd()} to ${printable(project.name)} / ${environment} on ${server}.\n`);
   return EXIT.ok;
 }

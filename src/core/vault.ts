@@ -1,6 +1,7 @@
 import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { onRollback, type Db } from "./db.ts";
+import { systemClock, type Clock } from "./clock.ts";
 import { open, seal, type Keyring } from "./crypto.ts";
 import { projectKeys } from "./schema.ts";
 
@@ -29,7 +30,7 @@ export function integrationAad(projectId: string, field: "token" | "deploy-hook"
  * wrapped by that master key; values are sealed with the project's data key of the
  * current version and carry that version, so rotation can move them one by one.
  */
-export function createVault(db: Db, keyring: Keyring) {
+export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock) {
   // Unwrapped data keys, so a read costs one AES-GCM open and not two.
   const dataKeys = new Map<string, Buffer>();
   // Keys this process created inside a transaction: if that transaction rolls back, the
@@ -68,7 +69,7 @@ export function createVault(db: Db, keyring: Keyring) {
           projectId,
           keyVersion,
           wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
-          createdAt: new Date().toISOString(),
+          createdAt: clock.now().toISOString(),
         })
         .run();
       if (db.$client.inTransaction) createdInTransaction.add(cacheKey);

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
 import { parse } from "../core/errors.ts";
+import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser } from "../users/users.repo.ts";
 import type { LocalAccounts } from "./local.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
@@ -15,7 +16,7 @@ const LinkLookup = z.strictObject({ token: Token });
 const SetPassword = z.strictObject({
   token: Token,
   password: z.string().min(PASSWORD_MIN_LENGTH).max(PASSWORD_MAX_LENGTH),
-  name: z.string().trim().min(1).max(100).optional(),
+  name: z.string().trim().min(1).max(DISPLAY_NAME_MAX).refine(isSingleLine).optional(),
   email: z.email().max(254).optional(),
 });
 

@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Clock } from "../core/clock.ts";
 import { ConfigError, type Config } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
+import { displayName } from "../core/text.ts";
 import type { UserRow, UsersRepo } from "../users/users.repo.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
 
@@ -169,7 +170,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
       const email = typeof profile.email === "string" && profile.email.includes("@") ? profile.email.toLowerCase() : null;
       // Some providers send the claim as the string "true".
       const emailVerified = email !== null && (profile.email_verified === true || profile.email_verified === "true");
-      const name = typeof profile.name === "string" && profile.name.trim() ? profile.name.trim().slice(0, 100) : null;
+      const name = typeof profile.name === "string" ? displayName(profile.name) : null;
       if (allowedDomains.size > 0) {
         // An unverified address proves nothing about the domain.
         if (!isAllowedEmail(email)) throw new SignInFailure("domain_not_allowed");

@@ -4,11 +4,12 @@ import type { Auth } from "../core/auth.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { HttpError, parse } from "../core/errors.ts";
+import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser, type UsersRepo } from "../users/users.repo.ts";
 
 const DevSignIn = z.strictObject({
   email: z.email().max(254),
-  name: z.string().trim().min(1).max(100).optional(),
+  name: z.string().trim().min(1).max(DISPLAY_NAME_MAX).refine(isSingleLine).optional(),
 });
 
 interface Deps {

@@ -1,0 +1,33 @@
+// Text that people type for other people to read (project names, descriptions, display
+// names) ends up in terminals and audit sentences. A control character or a bidirectional
+// override there could rewrite a terminal line or make a name read as another one, so the
+// server refuses them and the CLI never prints them.
+
+// Control characters, line and paragraph separators, the byte-order mark and every
+// bidirectional mark, embedding, override and isolate. Zero-width joiners stay allowed:
+// emoji sequences need them.
+const UNSAFE = /[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
+const UNSAFE_ALL = new RegExp(UNSAFE.source, "gu");
+export const DISPLAY_NAME_MAX = 100;
+const UNSAFE_EXCEPT_LINE_BREAKS = /(?![\n\t])[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
+
+/** True for a one-line name: nothing that moves the cursor, breaks the line or flips direction. */
+export function isSingleLine(text: string): boolean {
+  return !UNSAFE.test(text);
+}
+
+/** True for a free text that may span lines (tabs and line feeds allowed, nothing else unsafe). */
+export function isPlainText(text: string): boolean {
+  return !UNSAFE_EXCEPT_LINE_BREAKS.test(text);
+}
+
+/** A name someone typed or an identity provider sent, made fit to show: unsafe characters become spaces. */
+export function displayName(text: string): string | null {
+  const cleaned = text.replace(UNSAFE_ALL, " ").replace(/\s+/g, " ").trim();
+  return cleaned ? [...cleaned].slice(0, DISPLAY_NAME_MAX).join("") : null;
+}
+
+/** The text with every unsafe character replaced, for printing what a server sent. */
+export function printable(text: string): string {
+  return text.replace(UNSAFE_ALL, "\ufffd");
+}
