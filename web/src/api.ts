@@ -65,95 +65,67 @@ export const put = <T,>(path: string, body?: unknown) => api<T>("PUT", path, bod
 export const patch = <T,>(path: string, body: unknown) => api<T>("PATCH", path, body);
 export const del = <T,>(path: string) => api<T>("DELETE", path);
 
-export const ENVIRONMENTS = ["development", "staging", "production"] as const;
-export type Environment = (typeof ENVIRONMENTS)[number];
-export const ROLES = ["owner", "admin", "member", "viewer"] as const;
-export type Role = (typeof ROLES)[number];
+// The response types come from the server modules that build the responses, so the UI and
+// the API cannot drift apart. Type imports only: esbuild erases them, and no server code
+// reaches the browser bundle.
+import type { AuditEventView, AuditService } from "../../src/audit/audit.service.ts";
+import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth.service.ts";
+import type { Environment } from "../../src/core/access.ts";
+import type { AuthProvider } from "../../src/core/config.ts";
+import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
+import type { InboxService } from "../../src/invitations/inbox.service.ts";
+import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
+import type { MemberView } from "../../src/members/members.service.ts";
+import type { ProjectView } from "../../src/projects/projects.service.ts";
+import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
+import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
+import type { toPublicUser } from "../../src/users/users.repo.ts";
 
-export interface User {
-  id: string;
-  email: string | null;
-  name: string | null;
+export type { AuditPage } from "../../src/audit/audit.service.ts";
+export type { Environment, Permission, Role } from "../../src/core/access.ts";
+export type { NamedItem } from "../../src/integrations/vercel/vercel.client.ts";
+export type { Target } from "../../src/integrations/vercel/vercel.service.ts";
+export type { SyncSummary } from "../../src/integrations/vercel/vercel.sync.ts";
+export type { AccessMatrix } from "../../src/members/environment-access.service.ts";
+export type { SecretMeta, VersionEntry } from "../../src/secrets/secrets.service.ts";
+
+/** What a server function answers, once its promise (if any) settles. */
+type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
+
+export type User = ReturnType<typeof toPublicUser>;
+export type Project = ProjectView;
+export type SecretValue = SecretWithValue;
+export type VersionHistory = Answer<SecretsService["versions"]>;
+export type VersionValue = Answer<SecretsService["revealVersion"]>;
+export type ImportResult = ImportSummary;
+export type Member = MemberView;
+export type Invitation = InvitationView;
+export type InvitationCreated = Answer<InvitationsService["create"]>;
+export type InvitationAccepted = Answer<InvitationsService["acceptToken"]>;
+export type AuditEvent = AuditEventView;
+export type SecurityOverview = Answer<AuditService["overview"]>;
+export type CliSession = CliSessionView;
+export type PendingDeviceRequest = Answer<CliAuthService["describePending"]>;
+export type DeviceApproval = Answer<CliAuthService["approve"]>;
+export type InboxList = Answer<InboxService["list"]>;
+export type InboxInvitation = InboxList["invitations"][number];
+export type InboxAccepted = Answer<InboxService["accept"]>;
+export type SetPasswordLink = Answer<LocalAccounts["describeLink"]>;
+export type HostingConnection = ConnectionView;
+export type HostingOptions = Answer<VercelService["options"]>;
+
+/** GET /api/auth/provider, answered inline by the sign-in routes. */
+export interface ProviderInfo {
+  provider: AuthProvider;
+  production: boolean;
 }
 
-export interface Project {
-  id: string;
-  role: Role;
-  permissions: string[];
-  name: string;
-  description?: string;
-  environments: Environment[];
-  secretCounts: Record<string, number>;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface SecretMeta {
-  id: string;
-  key: string;
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-}
-
-export interface VersionEntry {
-  versionNumber: number;
-  changeType: "CREATED" | "UPDATED" | "ROLLED_BACK" | "BASELINE";
-  key: string;
-  isCurrent: boolean;
-  restoredFromVersion?: number;
-  createdAt: string;
-  changedBy: { userId: string; email?: string | null; isYou: boolean; isMember: boolean } | null;
-}
-
-export interface Member {
-  userId: string;
-  email?: string;
-  name?: string;
-  role: Role;
-  isYou: boolean;
-  createdAt: string;
-}
-
-export interface Invitation {
-  id: string;
-  email: string;
-  role: Role;
-  environments: Environment[];
-  createdAt: string;
-  expiresAt: string;
-  expired: boolean;
-}
-
-export interface AccessMatrix {
-  environments: Environment[];
-  members: {
-    userId: string;
-    email?: string;
-    role: Role;
-    isYou: boolean;
-    secretPermissions: string[];
-    access: Record<string, "implicit" | "granted" | "none">;
-  }[];
-}
-
-export interface AuditEvent {
-  id: string;
-  at: string;
-  action: string;
-  targetType: string;
-  targetId: string;
-  metadata: Record<string, unknown>;
-  actor: { userId: string | null; email?: string | null; isYou: boolean; isMember: boolean } | null;
-}
-
-export interface CliSession {
-  id: string;
-  deviceName: string;
-  createdAt: string;
-  lastUsedAt: string;
-  expiresAt: string;
-}
+// Values cannot be imported (that would bundle server code), so these lists are copies;
+// the checks below fail tsc when they stop matching the server's types.
+export const ENVIRONMENTS = ["development", "staging", "production"] as const satisfies readonly Environment[];
+type Holds<T extends true> = T;
+// Every server environment is in the list (`satisfies` above checks the other direction).
+export type EnvironmentsComplete = Holds<[Environment] extends [(typeof ENVIRONMENTS)[number]] ? true : false>;
 
 export const projectPath = (projectId: string) => `/api/projects/${encodeURIComponent(projectId)}`;
 export const envPath = (projectId: string, env: string) => `${projectPath(projectId)}/environments/${encodeURIComponent(env)}`;
