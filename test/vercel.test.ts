@@ -798,6 +798,30 @@ test("a sync that ends after a disconnect and a new connection writes nothing in
   assert.equal(view.lastDeployment, null, "the old run's deployment is not the new connection's");
   assert.equal(view.lastRun, null, "the new connection has not synced yet");
   assert.equal(view.hookConfigured, false);
+  // The deployment did start at Vercel, so the log says so.
+  const redeployed = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.redeployed");
+  assert.equal(redeployed.length, 1);
+  assert.equal(redeployed[0]!.metadata.trigger, "manual");
+});
+
+test("a sync cut short by a disconnect still audits what it did at Vercel, and recreates nothing", async (t) => {
+  // No automatic run: the manual one below must be the one that is cut short.
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const syncedBefore = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced").length;
+  await addSecret(s, "development", "LATE_KEY", "late-value");
+  const held = s.fake.hold((r) => r.method === "POST" && r.path === "/v10/projects/prj_web/env");
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  assert.deepEqual((await s.owner.json("DELETE", s.base)).body, { ok: true });
+  held.release();
+  assert.equal((await run).status, 200);
+  assert.equal(s.fake.envFor("prj_web", "LATE_KEY", "development")!.value, "late-value");
+  const synced = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced");
+  assert.equal(synced.length, syncedBefore + 1);
+  assert.equal(synced.at(-1)!.metadata.created, 1);
+  assert.equal(integrationRow(s.server, s.projectId), undefined, "the deleted connection stays deleted");
+  assert.equal(s.server.app.db.$client.prepare("SELECT count(*) FROM integration_vars WHERE project_id = ?").pluck().get(s.projectId), 0);
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
 });
 
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {

@@ -212,9 +212,39 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
     }
     if (summary.results.length > MAX_RESULTS) summary.results = summary.results.slice(0, MAX_RESULTS);
 
+    function recordRun(): void {
+      if (failure) {
+        audit.record(caller, {
+          projectId,
+          action: "integration.sync_failed",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: { trigger, error: summary.error },
+        });
+        return;
+      }
+      audit.record(caller, {
+        projectId,
+        action: "integration.synced",
+        targetType: "integration",
+        targetId: projectId,
+        metadata: {
+          trigger,
+          created: summary.created,
+          updated: summary.updated,
+          unchanged: summary.unchanged,
+          skipped: summary.skipped,
+          deleted: summary.deleted,
+          failed: summary.failed,
+        },
+      });
+    }
+
     const finish = writeTransaction(db, () => {
+      // What reached Vercel is audited even when the connection is gone by now.
+      recordRun();
       const current = repo.find(projectId);
-      // Disconnected (or disconnected and reconnected) during the run: nothing to record.
+      // Disconnected (or disconnected and reconnected) during the run: nothing else to record.
       if (!current || current.syncStartedAt !== startedAt || current.createdAt !== row.createdAt) return { remaining: 0, recorded: false };
       // A token rejected by Vercel means attention only while it is still the saved one:
       // a reconnect during the run has replaced it with a token this run never used.
@@ -237,31 +267,6 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
         lastRun: JSON.stringify(summary),
         updatedAt: nowIso,
       });
-      if (failure) {
-        audit.record(caller, {
-          projectId,
-          action: "integration.sync_failed",
-          targetType: "integration",
-          targetId: projectId,
-          metadata: { trigger, error: summary.error },
-        });
-      } else {
-        audit.record(caller, {
-          projectId,
-          action: "integration.synced",
-          targetType: "integration",
-          targetId: projectId,
-          metadata: {
-            trigger,
-            created: summary.created,
-            updated: summary.updated,
-            unchanged: summary.unchanged,
-            skipped: summary.skipped,
-            deleted: summary.deleted,
-            failed: summary.failed,
-          },
-        });
-      }
       return { remaining: Math.max(current.pending - consumed, 0), recorded: true };
     });
 
@@ -450,15 +455,7 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
     writeTransaction(db, () => {
       // Disconnected (and perhaps connected anew) while the hook was called: this run's
       // deployment belongs to a connection that no longer exists.
-      const current = repo.find(projectId);
-      if (!current || current.createdAt !== row.createdAt) return;
-      summary.deployment = deployment;
-      repo.update(projectId, {
-        lastDeployment: JSON.stringify(deployment),
-        // A follow-up run that has started since keeps its own lastRun ("running").
-        ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),
-        ...(deployment.ok ? {} : { lastError: deployment.error }),
-      });
+      // A deployment that started is audited all the same.
       if (deployment.ok) {
         audit.record(caller, {
           projectId,
@@ -468,6 +465,15 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
           metadata: { trigger, jobId: deployment.jobId, state: deployment.state },
         });
       }
+      const current = repo.find(projectId);
+      if (!current || current.createdAt !== row.createdAt) return;
+      summary.deployment = deployment;
+      repo.update(projectId, {
+        lastDeployment: JSON.stringify(deployment),
+        // A follow-up run that has started since keeps its own lastRun ("running").
+        ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),
+        ...(deployment.ok ? {} : { lastError: deployment.error }),
+      });
     });
     return deployment;
   }
