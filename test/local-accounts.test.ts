@@ -160,8 +160,23 @@ test("local: failed sign-ins are limited per account (10 per 15 minutes), whethe
   assert.equal(limited.status, 429, "even the right password waits");
   assert.equal(limited.body.error, "Too many failed sign-ins for this account. Try again in 15 minutes.");
   assert.equal(limited.client.cookies.size, 0);
-  server.clock.advance(15 * 60 * 1000);
-  assert.equal((await signIn(server, "admin@example.com", GOOD_PASSWORD)).status, 200);
+
+  // The count lives in the database: a restart does not hand out a fresh set of tries.
+  // Made-up addresses are not kept in the clear.
+  assert.equal((await signIn(server, "made-up@example.com", "wrong password")).status, 401);
+  const stored = server.app.db.$client.prepare("SELECT account_hash FROM sign_in_failures").pluck().all() as string[];
+  assert.equal(stored.length, 11);
+  assert.ok(stored.every((h) => /^[0-9a-f]{64}$/.test(h)), "hashed, not the e-mail");
+  const restarted = await server.restart();
+  t.after(() => restarted.stop());
+  assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 429);
+
+  restarted.clock.advance(15 * 60 * 1000);
+  assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 200);
+  // A success clears the account's failures; stale ones of other accounts go with the next failure.
+  assert.equal(restarted.app.db.$client.prepare("SELECT count(*) FROM sign_in_failures").pluck().get(), 1);
+  assert.equal((await signIn(restarted, "other@example.com", "wrong password")).status, 401);
+  assert.equal(restarted.app.db.$client.prepare("SELECT count(*) FROM sign_in_failures").pluck().get(), 1);
 });
 
 test("local: sign-in is limited per address (20 a minute)", async (t) => {

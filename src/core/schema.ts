@@ -69,6 +69,21 @@ export const accountLinks = sqliteTable(
   (t) => [uniqueIndex("account_links_token").on(t.tokenHash)],
 );
 
+/**
+ * Failed local sign-ins, kept in the database so that a restart does not reset the
+ * per-account limit. The account is named by a hash of its lower-case e-mail: made-up
+ * addresses tried against the server are not stored in the clear.
+ */
+export const signInFailures = sqliteTable(
+  "sign_in_failures",
+  {
+    id: integer("id").primaryKey({ autoIncrement: true }),
+    accountHash: text("account_hash").notNull(),
+    failedAt: text("failed_at").notNull(),
+  },
+  (t) => [index("sign_in_failures_account").on(t.accountHash, t.failedAt), index("sign_in_failures_at").on(t.failedAt)],
+);
+
 export const projects = sqliteTable(
   "projects",
   {

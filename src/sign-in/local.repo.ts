@@ -1,6 +1,6 @@
-import { and, eq, isNull } from "drizzle-orm";
+import { and, asc, eq, gt, isNull, lte } from "drizzle-orm";
 import type { Db } from "../core/db.ts";
-import { accountLinks } from "../core/schema.ts";
+import { accountLinks, signInFailures } from "../core/schema.ts";
 
 export type AccountLinkRow = typeof accountLinks.$inferSelect;
 export type LinkPurpose = AccountLinkRow["purpose"];
@@ -38,6 +38,27 @@ export function createLocalRepo(db: Db) {
           ),
         )
         .run();
+    },
+
+    /** Times of the account's failures after `since`, oldest first. */
+    failuresSince(accountHash: string, since: string): string[] {
+      return db
+        .select({ failedAt: signInFailures.failedAt })
+        .from(signInFailures)
+        .where(and(eq(signInFailures.accountHash, accountHash), gt(signInFailures.failedAt, since)))
+        .orderBy(asc(signInFailures.failedAt))
+        .all()
+        .map((r) => r.failedAt);
+    },
+
+    /** Records a failure and forgets every failure (of any account) at or before `staleBefore`. */
+    recordFailure(accountHash: string, failedAt: string, staleBefore: string): void {
+      db.delete(signInFailures).where(lte(signInFailures.failedAt, staleBefore)).run();
+      db.insert(signInFailures).values({ accountHash, failedAt }).run();
+    },
+
+    clearFailures(accountHash: string): void {
+      db.delete(signInFailures).where(eq(signInFailures.accountHash, accountHash)).run();
     },
   };
 }

@@ -46,20 +46,14 @@ export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
  * one verifies the e-mail.
  */
 export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
-  // Failed sign-ins per lower-case e-mail (existing or not, so a 429 reveals nothing).
-  const failures = new Map<string, number[]>();
-
-  function recentFailures(email: string, now: number): number[] {
-    const list = (failures.get(email) ?? []).filter((at) => now - at < ACCOUNT_FAILURE_WINDOW_MS);
-    if (list.length === 0) failures.delete(email);
-    else failures.set(email, list);
-    return list;
+  // Failed sign-ins per account, existing or not (so a 429 reveals nothing), in the
+  // database so that a restart does not hand an attacker a fresh set of tries.
+  function recentFailures(accountHash: string, now: number): number[] {
+    return repo.failuresSince(accountHash, new Date(now - ACCOUNT_FAILURE_WINDOW_MS).toISOString()).map((at) => Date.parse(at));
   }
 
-  function recordFailure(email: string, now: number): void {
-    // Bounded memory under a spray of made-up addresses: drop the stale entries first.
-    if (failures.size > 10_000) for (const key of [...failures.keys()]) recentFailures(key, now);
-    failures.set(email, [...recentFailures(email, now), now]);
+  function recordFailure(accountHash: string, now: number): void {
+    writeTransaction(db, () => repo.recordFailure(accountHash, new Date(now).toISOString(), new Date(now - ACCOUNT_FAILURE_WINDOW_MS).toISOString()));
   }
 
   /** Writes a new link (replacing unused ones of the same purpose and user) and returns its URL. */
@@ -179,8 +173,9 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
      */
     async signIn(email: string, password: string): Promise<UserRow> {
       const normalized = email.trim().toLowerCase();
+      const account = hashToken(normalized);
       const now = clock.now().getTime();
-      const recent = recentFailures(normalized, now);
+      const recent = recentFailures(account, now);
       if (recent.length >= ACCOUNT_FAILURE_LIMIT) {
         const retryInSeconds = Math.max(1, Math.ceil((recent[0]! + ACCOUNT_FAILURE_WINDOW_MS - now) / 1000));
         throw new HttpError(
@@ -193,10 +188,10 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
       const user = findLocalUser(normalized);
       const isValid = await verifyPassword(password, user?.passwordHash);
       if (!user || !isValid) {
-        recordFailure(normalized, now);
+        recordFailure(account, now);
         throw new HttpError(401, SIGN_IN_FAILED);
       }
-      failures.delete(normalized);
+      repo.clearFailures(account);
       // Said only to someone who knows the password.
       if (user.disabledAt) throw new HttpError(403, ACCOUNT_DISABLED);
       return user;
