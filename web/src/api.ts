@@ -1,6 +1,22 @@
 // The one way the UI talks to the server: JSON over fetch, same origin, session cookie.
 // Errors carry the API's own message so every action can show it as is.
 
+// The response types come from the server modules that build the responses, so the UI and
+// the API cannot drift apart. Type imports only: esbuild erases them, and no server code
+// reaches the browser bundle.
+import type { AuditEventView, AuditService } from "../../src/audit/audit.service.ts";
+import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth.service.ts";
+import type { Environment } from "../../src/core/access.ts";
+import type { AuthProvider } from "../../src/core/config.ts";
+import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
+import type { InboxService } from "../../src/invitations/inbox.service.ts";
+import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
+import type { MemberView } from "../../src/members/members.service.ts";
+import type { ProjectView } from "../../src/projects/projects.service.ts";
+import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
+import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
+import type { toPublicUser } from "../../src/users/users.repo.ts";
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -65,25 +81,9 @@ export const put = <T,>(path: string, body?: unknown) => api<T>("PUT", path, bod
 export const patch = <T,>(path: string, body: unknown) => api<T>("PATCH", path, body);
 export const del = <T,>(path: string) => api<T>("DELETE", path);
 
-// The response types come from the server modules that build the responses, so the UI and
-// the API cannot drift apart. Type imports only: esbuild erases them, and no server code
-// reaches the browser bundle.
-import type { AuditEventView, AuditService } from "../../src/audit/audit.service.ts";
-import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth.service.ts";
-import type { Environment } from "../../src/core/access.ts";
-import type { AuthProvider } from "../../src/core/config.ts";
-import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
-import type { InboxService } from "../../src/invitations/inbox.service.ts";
-import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
-import type { MemberView } from "../../src/members/members.service.ts";
-import type { ProjectView } from "../../src/projects/projects.service.ts";
-import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
-import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
-import type { toPublicUser } from "../../src/users/users.repo.ts";
-
-export type { AuditPage } from "../../src/audit/audit.service.ts";
+// Re-exported under the server's names; the aliases below name what the pages ask for.
+export type { AuditPage as AuditEventPage } from "../../src/audit/audit.service.ts";
 export type { Environment, Permission, Role } from "../../src/core/access.ts";
-export type { NamedItem } from "../../src/integrations/vercel/vercel.client.ts";
 export type { Target } from "../../src/integrations/vercel/vercel.service.ts";
 export type { SyncSummary } from "../../src/integrations/vercel/vercel.sync.ts";
 export type { AccessMatrix } from "../../src/members/environment-access.service.ts";
@@ -98,6 +98,7 @@ export type SecretValue = SecretWithValue;
 export type VersionHistory = Answer<SecretsService["versions"]>;
 export type VersionValue = Answer<SecretsService["revealVersion"]>;
 export type ImportResult = ImportSummary;
+export type ExportedSecret = Answer<SecretsService["export"]>[number];
 export type Member = MemberView;
 export type Invitation = InvitationView;
 export type InvitationCreated = Answer<InvitationsService["create"]>;
@@ -120,12 +121,12 @@ export interface ProviderInfo {
   production: boolean;
 }
 
-// Values cannot be imported (that would bundle server code), so these lists are copies;
-// the checks below fail tsc when they stop matching the server's types.
+// A value cannot be imported (that would bundle server code), so this list is a copy of
+// src/core/access.ts's; these checks fail tsc when it stops matching the server's type.
 export const ENVIRONMENTS = ["development", "staging", "production"] as const satisfies readonly Environment[];
 type Holds<T extends true> = T;
 // Every server environment is in the list (`satisfies` above checks the other direction).
-export type EnvironmentsComplete = Holds<[Environment] extends [(typeof ENVIRONMENTS)[number]] ? true : false>;
+type EnvironmentsComplete = Holds<[Environment] extends [(typeof ENVIRONMENTS)[number]] ? true : false>;
 
 export const projectPath = (projectId: string) => `/api/projects/${encodeURIComponent(projectId)}`;
 export const envPath = (projectId: string, env: string) => `${projectPath(projectId)}/environments/${encodeURIComponent(env)}`;

@@ -1,6 +1,6 @@
 // The audit log: filters, newest first, "load more" by cursor, one readable line each.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { get, projectPath, type AuditEvent, type Member, type Project } from "../api.ts";
+import { get, projectPath, type AuditEvent, type AuditEventPage, type Member, type Project } from "../api.ts";
 import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
@@ -150,7 +150,7 @@ export function AuditPage({ project }: { project: Project }) {
       if (f.from) q.set("from", f.from);
       if (f.to) q.set("to", f.to);
       if (after) q.set("cursor", after);
-      const page = await get<{ events: AuditEvent[]; nextCursor: string | null }>(`${base}/audit?${q}`);
+      const page = await get<AuditEventPage>(`${base}/audit?${q}`);
       if (request !== latest.current) return;
       setEvents((old) => (after ? [...old, ...page.events] : page.events));
       setCursor(page.nextCursor);

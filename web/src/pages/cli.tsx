@@ -1,7 +1,7 @@
 // CLI sessions (list, revoke one or all) and the device approval page. Approval is always
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
-import { del, get, post, type CliSession } from "../api.ts";
+import { del, get, post, type CliSession, type DeviceApproval, type PendingDeviceRequest } from "../api.ts";
 import { Confirm, ErrorText, Link, LoadState, Time, useAction, useLoad } from "../ui.tsx";
 
 export function CliSessionsPage() {
@@ -95,17 +95,11 @@ function formatCode(raw: string): string {
   return clean.length === 8 ? `${clean.slice(0, 4)}-${clean.slice(4)}` : raw.trim();
 }
 
-interface PendingRequest {
-  userCode: string;
-  deviceName: string;
-  expiresAt: string;
-}
-
 export function CliAuthorizePage({ code: initial }: { code: string }) {
   const [code, setCode] = useState(formatCode(initial));
   const [done, setDone] = useState<{ approved: boolean; deviceName: string } | undefined>(undefined);
   const [choice, setChoice] = useState<boolean | undefined>(undefined);
-  const [pending, setPending] = useState<PendingRequest | undefined>(undefined);
+  const [pending, setPending] = useState<PendingDeviceRequest | undefined>(undefined);
   const action = useAction();
   const lookup = useAction();
   const [looked, setLooked] = useState("");
@@ -116,7 +110,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
     if (clean.length !== 8 || clean === looked) return;
     setLooked(clean);
     setPending(undefined);
-    const result = await lookup.run(() => post<{ request: PendingRequest }>("/api/cli/auth/pending", { userCode: raw.trim() }));
+    const result = await lookup.run(() => post<{ request: PendingDeviceRequest }>("/api/cli/auth/pending", { userCode: raw.trim() }));
     if (result) setPending(result.request);
   }
 
@@ -126,7 +120,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
 
   async function answer(approve: boolean) {
     setChoice(approve);
-    const result = await action.run(() => post<{ ok: true; approved: boolean; deviceName: string }>("/api/cli/auth/approve", { userCode: code.trim(), approve }));
+    const result = await action.run(() => post<DeviceApproval>("/api/cli/auth/approve", { userCode: code.trim(), approve }));
     if (result) setDone({ approved: result.approved, deviceName: result.deviceName });
   }
 

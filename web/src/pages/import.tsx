@@ -1,17 +1,12 @@
 // Import: paste .env text or pick a file; it is parsed here in the browser and previewed
 // against the environment's keys before anything is sent.
 import { useMemo, useState } from "preact/hooks";
-import { envPath, get, post, type Environment, type Project, type SecretMeta } from "../api.ts";
+import { envPath, get, post, type Environment, type ExportedSecret, type ImportResult, type Project, type SecretMeta } from "../api.ts";
 import { parseDotenv } from "../dotenv.ts";
 import { ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
 import { KEY_PATTERN } from "./secrets.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
-
-interface ImportResult {
-  summary: { created: number; updated: number; unchanged: number; skipped: number; failed: number };
-  results: { key: string; status: string; error?: string }[];
-}
 
 const MAX_ENTRIES = 500;
 
@@ -128,7 +123,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
                     disabled={compare.busy}
                     onClick={() =>
                       void compare.run(async () => {
-                        const { secrets } = await get<{ secrets: { key: string; value: string }[] }>(`${base}/export`);
+                        const { secrets } = await get<{ secrets: ExportedSecret[] }>(`${base}/export`);
                         setCurrent(new Map(secrets.map((s) => [s.key, s.value])));
                       })
                     }
@@ -244,7 +239,6 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
                     </th>
                     <td>
                       <span class={`badge status-${r.status}`}>{r.status}</span>
-                      {r.error && <span class="small"> {r.error}</span>}
                     </td>
                   </tr>
                 ))}

@@ -1,20 +1,11 @@
 // The signed-in person's pending invitations (GET /api/invitations), shown above the
 // project list: invitations reach people even when no e-mail could be sent.
-import { get, post } from "../api.ts";
+import { get, post, type InboxAccepted, type InboxList } from "../api.ts";
 import { navigate } from "../router.ts";
 import { ErrorText, Time, useAction, useLoad } from "../ui.tsx";
 
-interface PendingInvitation {
-  id: string;
-  project: { id: string; name: string };
-  role: string;
-  environments: string[];
-  invitedBy: { email: string | null; name: string | null } | null;
-  expiresAt: string;
-}
-
 export function PendingInvitations() {
-  const loaded = useLoad(() => get<{ invitations: PendingInvitation[]; emailVerified: boolean }>("/api/invitations"), []);
+  const loaded = useLoad(() => get<InboxList>("/api/invitations"), []);
   const action = useAction();
   const list = loaded.data?.invitations ?? [];
   // Quiet when there is nothing (or the list could not load): the project list matters more.
@@ -38,7 +29,7 @@ export function PendingInvitations() {
                 class="primary"
                 disabled={action.busy}
                 onClick={async () => {
-                  const result = await action.run(() => post<{ projectId: string }>(`/api/invitations/${invitation.id}/accept`));
+                  const result = await action.run(() => post<InboxAccepted>(`/api/invitations/${invitation.id}/accept`));
                   if (result) navigate(`/projects/${result.projectId}`);
                   else void loaded.reload();
                 }}

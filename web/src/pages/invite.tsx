@@ -1,17 +1,9 @@
 // /invite#<token>: the token sits in the fragment, so it never reaches a server log.
 // The app has already made the visitor sign in (and come back here) before this renders.
 import { useState } from "preact/hooks";
-import { ApiError, get, post, projectPath, type Project, type User } from "../api.ts";
+import { ApiError, get, post, projectPath, type InboxInvitation, type InvitationAccepted, type Project, type User } from "../api.ts";
 import { navigate } from "../router.ts";
 import { ErrorText, Link, useAction, useLoad } from "../ui.tsx";
-
-interface WaitingInvitation {
-  id: string;
-  project: { id: string; name: string };
-  role: string;
-  environments: string[];
-  invitedBy: { email: string | null; name: string | null } | null;
-}
 
 export function InvitePage({ token, user }: { token: string; user: User }) {
   const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
@@ -21,7 +13,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
   // to the signed-in user do (GET /api/invitations); an empty list hints at another address.
   const waiting = useLoad(
     () =>
-      get<{ invitations: WaitingInvitation[] }>("/api/invitations").then(
+      get<{ invitations: InboxInvitation[] }>("/api/invitations").then(
         (r) => r.invitations,
         () => undefined,
       ),
@@ -101,7 +93,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
             setStatus(undefined);
             const result = await action.run(async () => {
               try {
-                return await post<{ projectId: string; role: string }>("/api/invitations/accept", { token });
+                return await post<InvitationAccepted>("/api/invitations/accept", { token });
               } catch (e) {
                 if (e instanceof ApiError) setStatus(e.status);
                 throw e;

@@ -1,7 +1,7 @@
 // Members (roles, remove, leave) and invitations (invite, pending list, revoke, and the
 // development accept link).
 import { useState } from "preact/hooks";
-import { del, get, patch, post, projectPath, type Environment, type Invitation, type Member, type Project, type Role } from "../api.ts";
+import { del, get, patch, post, projectPath, type Environment, type Invitation, type InvitationCreated, type Member, type Permission, type Project, type Role } from "../api.ts";
 import { navigate } from "../router.ts";
 import { Confirm, CopyButton, ErrorText, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
@@ -10,7 +10,7 @@ const ASSIGNABLE: Role[] = ["admin", "member", "viewer"];
 export function MembersPage({ project, onChanged }: { project: Project; onChanged(): Promise<void> }) {
   const base = projectPath(project.id);
   const members = useLoad(() => get<{ members: Member[] }>(`${base}/members`).then((r) => r.members), [base]);
-  const can = (permission: string) => project.permissions.includes(permission);
+  const can = (permission: Permission) => project.permissions.includes(permission);
   const [removing, setRemoving] = useState<Member | undefined>(undefined);
   const [rowError, setRowError] = useState<string | undefined>(undefined);
   const [busyUser, setBusyUser] = useState<string | undefined>(undefined);
@@ -147,7 +147,7 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
             setAcceptUrl(undefined);
             const body: Record<string, unknown> = { email: email.trim(), role };
             if (canGrant && environments.length > 0) body.environments = environments;
-            const result = await invite.run(() => post<{ invitation: Invitation; devAcceptUrl?: string }>(`${base}/invitations`, body));
+            const result = await invite.run(() => post<InvitationCreated>(`${base}/invitations`, body));
             if (result) {
               if (result.devAcceptUrl) setAcceptUrl({ email: result.invitation.email, url: result.devAcceptUrl });
               setEmail("");

@@ -2,7 +2,7 @@
 // pages as the caller's permissions allow. The project (and so the permissions) is
 // fetched again on every visit: a role may have changed since.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ENVIRONMENTS, del, get, patch, projectPath, type Project } from "../api.ts";
+import { ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
 import { Confirm, ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
 import { AccessPage } from "./access.tsx";
@@ -38,7 +38,7 @@ export function ProjectPage({ projectId, section, sub }: { projectId: string; se
 }
 
 function ProjectView({ project, section, sub, reload }: { project: Project; section?: string; sub?: string; reload(): Promise<void> }) {
-  const can = (permission: string) => project.permissions.includes(permission);
+  const can = (permission: Permission) => project.permissions.includes(permission);
   const base = `/projects/${project.id}`;
   const firstEnv = project.environments[0];
 

@@ -2,19 +2,26 @@
 // with expectedVersion, delete, history with old values and restore, export.
 // Values live only in this component's memory: never in storage or the URL.
 import { useState } from "preact/hooks";
-import { del, envPath, get, patch, post, request, type Environment, type Project, type SecretMeta, type VersionEntry } from "../api.ts";
+import {
+  del,
+  envPath,
+  get,
+  patch,
+  post,
+  request,
+  type Environment,
+  type Permission,
+  type Project,
+  type SecretMeta,
+  type SecretValue,
+  type VersionEntry,
+  type VersionHistory,
+  type VersionValue,
+} from "../api.ts";
 import { Confirm, CopyButton, Dialog, ErrorText, Link, LoadState, Time, envLabel, messageOf, useAction, useLoad, whoLabel } from "../ui.tsx";
 
 export const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";
-
-interface SecretValue {
-  id: string;
-  key: string;
-  value: string;
-  version: number;
-  updatedAt: string;
-}
 
 export function SecretsPage({ project, env, onChanged }: { project: Project; env: Environment; onChanged(): Promise<void> }) {
   const base = envPath(project.id, env);
@@ -27,7 +34,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
   const [editing, setEditing] = useState<SecretMeta | undefined>(undefined);
   const [deleting, setDeleting] = useState<SecretMeta | undefined>(undefined);
   const [history, setHistory] = useState<SecretMeta | undefined>(undefined);
-  const can = (permission: string) => project.permissions.includes(permission);
+  const can = (permission: Permission) => project.permissions.includes(permission);
 
   async function readValue(secret: SecretMeta): Promise<string> {
     const { secret: full } = await get<{ secret: SecretValue }>(`${base}/secrets/${secret.id}`);
@@ -349,7 +356,7 @@ const CHANGE_LABELS: Record<VersionEntry["changeType"], string> = {
 
 function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: boolean; onClose(): void; onRestored(): Promise<void> }) {
   const path = `${props.base}/secrets/${props.secret.id}/versions`;
-  const history = useLoad(() => get<{ currentVersion: number; versions: VersionEntry[] }>(path), [path]);
+  const history = useLoad(() => get<VersionHistory>(path), [path]);
   const [values, setValues] = useState<Record<number, string>>({});
   const [restoring, setRestoring] = useState<VersionEntry | undefined>(undefined);
   const reveal = useAction();
@@ -386,7 +393,7 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                       aria-label={`Reveal version ${v.versionNumber}`}
                       onClick={() =>
                         void reveal.run(async () => {
-                          const { version } = await get<{ version: { versionNumber: number; value: string } }>(`${path}/${v.versionNumber}`);
+                          const { version } = await get<{ version: VersionValue }>(`${path}/${v.versionNumber}`);
                           setValues((all) => ({ ...all, [v.versionNumber]: version.value }));
                         })
                       }

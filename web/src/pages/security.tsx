@@ -1,27 +1,8 @@
 // The read-only security overview. Fields the API document leaves open (notes, the
 // per-environment grant summary, the hosting details) are shown generically.
 import type { ComponentChildren } from "preact";
-import { get, projectPath, type Project } from "../api.ts";
+import { get, projectPath, type Project, type SecurityOverview } from "../api.ts";
 import { LoadState, formatTime, useLoad } from "../ui.tsx";
-
-interface Overview {
-  encryption: {
-    algorithm: string;
-    secretsEncryptedAtRest: boolean;
-    keyConfigured: boolean;
-    currentKeyVersion: number;
-    records: { total: number; onCurrentKeyVersion: number; other: number };
-    keyRotation: boolean;
-    externalKms: boolean;
-  };
-  authentication: { provider: string; cliAccessTokenMinutes: number; cliRefreshTokenDays: number };
-  access: { members: Record<string, number>; pendingInvitations: number; [more: string]: unknown };
-  integrations: { hosting: Record<string, unknown> | null; [more: string]: unknown };
-  auditLog: { events: number; [more: string]: unknown };
-  notes?: unknown;
-  environments?: unknown;
-  [more: string]: unknown;
-}
 
 const yesNo = (value: boolean) => (value ? "Yes" : "No");
 
@@ -85,14 +66,15 @@ function toNotes(raw: unknown): Note[] {
 }
 
 export function SecurityPage({ project }: { project: Project }) {
-  const overview = useLoad(() => get<Overview>(`${projectPath(project.id)}/security`), [project.id]);
+  const overview = useLoad(() => get<SecurityOverview>(`${projectPath(project.id)}/security`), [project.id]);
   return (
     <div class="stack">
       <h2>Security overview</h2>
       <LoadState loaded={overview}>
         {(o) => {
           const { encryption: e, authentication: a, access, integrations, auditLog, notes, environments, ...rest } = o;
-          const grants = Array.isArray(environments) ? (environments as Record<string, unknown>[]) : [];
+          // Column by column from the rows themselves, so a field the server adds shows up too.
+          const grants = environments.map((grant): Record<string, unknown> => ({ ...grant }));
           const { members, pendingInvitations, ...accessMore } = access;
           return (
             <div class="grid">

@@ -2,25 +2,19 @@
 // setup, `users add`, `users reset-password`). The token stays in the fragment, so it never
 // reaches a server log; it is sent only in POST bodies.
 import { useEffect, useState } from "preact/hooks";
-import { post, type User } from "../api.ts";
+import { post, type SetPasswordLink, type User } from "../api.ts";
 import { ErrorText, Time, messageOf, useAction } from "../ui.tsx";
-
-interface LinkInfo {
-  purpose: "setup" | "invite" | "reset";
-  email: string | null;
-  expiresAt: string;
-}
 
 const MIN_LENGTH = 12;
 
-const TITLES: Record<LinkInfo["purpose"], string> = {
+const TITLES: Record<SetPasswordLink["purpose"], string> = {
   setup: "Create the first account",
   invite: "Set your password",
   reset: "Choose a new password",
 };
 
 export function SetPasswordPage({ token, onSignedIn }: { token: string; onSignedIn(user: User): void }) {
-  const [info, setInfo] = useState<LinkInfo | undefined>(undefined);
+  const [info, setInfo] = useState<SetPasswordLink | undefined>(undefined);
   const [loadError, setLoadError] = useState<string | undefined>(undefined);
   const [email, setEmail] = useState("");
   const [name, setName] = useState("");
@@ -31,7 +25,7 @@ export function SetPasswordPage({ token, onSignedIn }: { token: string; onSigned
 
   useEffect(() => {
     if (!token) return;
-    post<{ link: LinkInfo }>("/api/auth/local/link", { token }).then(
+    post<{ link: SetPasswordLink }>("/api/auth/local/link", { token }).then(
       (r) => setInfo(r.link),
       (e) => setLoadError(messageOf(e)),
     );

@@ -1,14 +1,9 @@
 // Sign-in: the form of the configured provider. The dev form exists in development only;
 // OIDC is a redirect to the identity provider; local accounts sign in with a password.
 import { useEffect, useState } from "preact/hooks";
-import { get, post, type User } from "../api.ts";
+import { get, post, type ProviderInfo, type User } from "../api.ts";
 import { SIGN_IN_ERRORS, type SignInErrorCode } from "../../../src/sign-in/sign-in-errors.ts";
 import { ErrorText, messageOf, useAction } from "../ui.tsx";
-
-interface ProviderInfo {
-  provider: "dev" | "oidc" | "local";
-  production: boolean;
-}
 
 export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
   const [info, setInfo] = useState<ProviderInfo | undefined>(undefined);

@@ -2,38 +2,12 @@
 // to targets, conflict policy, deploy hook, auto-redeploy, sync, status, disconnect.
 // The token and the hook URL are sent once and never shown again (the API never returns them).
 import { useEffect, useState } from "preact/hooks";
-import { del, get, post, projectPath, put, type Project } from "../api.ts";
+import { del, get, post, projectPath, put, type HostingConnection, type HostingOptions, type Project, type SyncSummary, type Target } from "../api.ts";
 import { Confirm, ErrorText, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
-const TARGETS = ["development", "preview", "production"] as const;
+const TARGETS = ["development", "preview", "production"] as const satisfies readonly Target[];
 
-interface NamedItem {
-  id: string;
-  name: string;
-}
-
-type Connection =
-  | { connected: false }
-  | {
-      connected: true;
-      status: "connected" | "active" | "attention";
-      hostProjectId: string | null;
-      hostProjectName: string | null;
-      teamId: string | null;
-      mappings: Record<string, string>;
-      autoRedeploy: boolean;
-      hookConfigured: boolean;
-      conflictPolicy: "skip" | "overwrite";
-      lastSyncAt: string | null;
-      lastSyncStatus: string | null;
-      lastError: string | null;
-      syncing: boolean;
-      pending: number;
-      environments: string[];
-      lastRun: Record<string, unknown> | null;
-      lastDeployment: Record<string, unknown> | null;
-    };
-
+type Connection = HostingConnection;
 type Connected = Extract<Connection, { connected: true }>;
 
 const STATUS_TEXT: Record<Connected["status"], string> = {
@@ -101,7 +75,7 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
 
 function Connected({ base, connection: c, reload, onChange }: { base: string; connection: Connected; reload(): Promise<void>; onChange(c: Connection): void }) {
   const [teamId, setTeamId] = useState(c.teamId ?? "");
-  const options = useLoad(() => get<{ teams: NamedItem[]; projects: NamedItem[] }>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`), [base, teamId]);
+  const options = useLoad(() => get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`), [base, teamId]);
   const [hostProjectId, setHostProjectId] = useState(c.hostProjectId ?? "");
   const [mappings, setMappings] = useState<Record<string, string>>(c.mappings ?? {});
   const [conflictPolicy, setConflictPolicy] = useState(c.conflictPolicy);
@@ -109,7 +83,7 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
   const [hookUrl, setHookUrl] = useState("");
   const [removeHook, setRemoveHook] = useState(false);
   const [saved, setSaved] = useState(false);
-  const [syncResult, setSyncResult] = useState<Record<string, unknown> | undefined>(undefined);
+  const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
   const [disconnecting, setDisconnecting] = useState(false);
   const save = useAction();
   const sync = useAction();
@@ -343,14 +317,14 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
 
   async function runSync(redeploy: boolean) {
     setSyncResult(undefined);
-    const result = await sync.run(() => post<{ summary: Record<string, unknown> }>(`${base}/sync`, { redeploy }));
+    const result = await sync.run(() => post<{ summary: SyncSummary }>(`${base}/sync`, { redeploy }));
     if (result) setSyncResult(result.summary);
     await reload();
   }
 }
 
 /** A run or deployment summary of fields the API leaves open, as short readable text. */
-function Summary({ value }: { value: Record<string, unknown> }) {
+function Summary({ value }: { value: object }) {
   const parts = Object.entries(value)
     .filter(([, v]) => v !== null && v !== undefined && typeof v !== "object")
     .map(([k, v]) => {
