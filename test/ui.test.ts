@@ -364,9 +364,9 @@ describe("members and access in Chromium", () => {
       await owner.page.getByLabel("E-mail address").fill(email);
       await owner.page.getByLabel("Role").selectOption("member");
       await owner.page.getByRole("button", { name: "Send invitation" }).click();
-      const link = owner.page.getByLabel("Invitation link");
       await owner.page.getByRole("cell", { name: email }).waitFor();
-      return link.inputValue();
+      // The link box of the previous invitation looks the same: read the one announced for this address.
+      return owner.page.getByRole("status").filter({ hasText: `Invitation created for ${email}.` }).getByLabel("Invitation link").inputValue();
     };
     const bobLink = await invite("bob@example.test");
     assert.match(bobLink, new RegExp(`^${server.url}/invite#[A-Za-z0-9_-]+$`));
@@ -390,8 +390,10 @@ describe("members and access in Chromium", () => {
     await bob.page.getByRole("button", { name: "Accept invitation" }).click();
     await bob.page.getByRole("alert").filter({ hasText: "This invitation was sent to a different email address." }).waitFor();
     await check(bob, "invite-wrong-address");
-    // Accepting Bob's used link again: 410 with the API's message.
+    // Accepting Bob's used link again: 410 with the API's message. Only the fragment differs
+    // from Dave's link, so the page stays: Dave's answer must not linger on Bob's link.
     await bob.page.goto(new URL(bobLink).pathname + new URL(bobLink).hash);
+    await bob.page.getByRole("alert").waitFor({ state: "detached" });
     await bob.page.getByRole("button", { name: "Accept invitation" }).click();
     await bob.page.getByRole("alert").filter({ hasText: "This invitation is invalid, expired, or already used." }).waitFor();
 
@@ -412,7 +414,10 @@ describe("members and access in Chromium", () => {
 
     // Role change and removal from the members page.
     await owner.page.getByRole("link", { name: "Members" }).click();
+    // The select is enabled before the change too: wait for the change's own answer.
+    const roleChanged = owner.page.waitForResponse((r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname));
     await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
+    assert.equal((await roleChanged).status(), 200);
     await owner.page.getByLabel("Role of bob@example.test").and(owner.page.locator(":enabled")).waitFor();
     const members = await alice.json("GET", `/api/projects/${project.id}/members`);
     assert.equal(members.body.members.find((m: { email: string }) => m.email === "bob@example.test").role, "viewer");

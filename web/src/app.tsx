@@ -134,7 +134,9 @@ function Route({ user, pathname, search, hash }: { user: User; pathname: string;
   if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} />;
   if (parts[0] === "cli-sessions") return <CliSessionsPage />;
   if (parts[0] === "cli" && parts[1] === "authorize") return <CliAuthorizePage code={search.get("code") ?? ""} />;
-  if (parts[0] === "invite") return <InvitePage token={hash.replace(/^#/, "")} user={user} />;
+  // Keyed by the link: another invitation link opened in this tab (only the fragment differs,
+  // so the page stays) must not keep the previous link's answer or its "joined" state.
+  if (parts[0] === "invite") return <InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} />;
   return (
     <section>
       <h1>Page not found</h1>
