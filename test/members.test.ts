@@ -543,6 +543,7 @@ test("creating invitations: permissions, validation and conflicts with their mes
     [{ email: "new@example.test", role: "viewer", team: "x" }, "Send an invitation as { email, role, environments? }."],
     [["new@example.test"], "Send an invitation as { email, role, environments? }."],
     [{ email: "new@example.test", role: "admin", environments: ["production"] }, "Admins already have access to every environment. Invite them without environments."],
+    [{ email: "new@example.test", role: "admin", environments: [] }, "Admins already have access to every environment. Invite them without environments."],
   ];
   for (const [body, message] of bad) {
     const res = await owner.json("POST", path, body);

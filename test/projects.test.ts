@@ -184,6 +184,10 @@ test("PATCH: at least one field, name rules, description cleared by empty string
     assert.equal(res.status, 400, JSON.stringify(body));
   }
   assert.deepEqual((await alice.json("PATCH", path, {})).body, { error: "Nothing to update." });
+  // No body at all says the same, as on PATCH secret.
+  const bare = await alice.request("PATCH", path);
+  assert.equal(bare.status, 400);
+  assert.deepEqual(await bare.json(), { error: "Nothing to update." });
   for (const body of [{ name: "" }, { name: "x".repeat(61) }, { name: 5 }, { name: "a\u0000b" }, { description: "d".repeat(281) }, { description: 7 }, { description: "\u001b[31mred" }]) {
     const res = await alice.json("PATCH", path, body);
     assert.equal(res.status, 400, JSON.stringify(body));

@@ -129,7 +129,8 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
       const row = writeTransaction(db, () => {
         const projectAccess = access.require(caller.userId, projectId, "members:invite");
         const environments = input.environments ?? [];
-        if (environments.length > 0) {
+        // Given at all (even empty), the list is an access decision.
+        if (input.environments !== undefined) {
           access.require(caller.userId, projectId, "environments:manage");
           if (input.role === "admin") {
             throw new HttpError(400, "Admins already have access to every environment. Invite them without environments.");

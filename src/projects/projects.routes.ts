@@ -53,8 +53,9 @@ export function registerProjectRoutes(app: FastifyInstance, { auth, access, proj
 
   app.patch("/api/projects/:projectId", { preHandler: [auth.browser, access.route("project:update")] }, async (req) => {
     const { projectId } = parse(ProjectParams, req.params, "Project not found.");
-    const body = req.body;
-    if (body !== null && typeof body === "object" && !Array.isArray(body) && Object.keys(body).length === 0) {
+    // No body at all is "nothing to update" too, as on PATCH secret.
+    const body = req.body ?? {};
+    if (typeof body === "object" && !Array.isArray(body) && Object.keys(body).length === 0) {
       throw new HttpError(400, "Nothing to update.");
     }
     const input = parse(ProjectChanges, body, "invalid fields");
