@@ -128,7 +128,8 @@ export function AuditPage({ project }: { project: Project }) {
   const [filters, setFilters] = useState<Filters>(EMPTY);
   const [events, setEvents] = useState<AuditEvent[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
-  const [loading, setLoading] = useState(false);
+  // The first load starts in an effect, after the first paint: until then this is loading, not "No events match."
+  const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | undefined>(undefined);
 
   // Filters applied twice in a row start two requests; only the latest one may fill the list.
