@@ -1,6 +1,6 @@
 // Small shared pieces: links, loading data, running actions with progress and the API's
-// error message, dialogs, times.
-import type { AnchorHTMLAttributes, ComponentChildren } from "preact";
+// error message, dialogs, form and table buttons, tables, times.
+import type { AnchorHTMLAttributes, ButtonHTMLAttributes, ComponentChildren } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import { ApiError } from "./api.ts";
 import { onLinkClick } from "./router.ts";
@@ -154,8 +154,39 @@ export function Dialog(props: { title: string; onClose(): void; children: Compon
   );
 }
 
-/** A confirmation dialog; with `typed`, the user must type that word to confirm. */
-export function Confirm(props: {
+interface SubmitProps {
+  label: string;
+  /** Shown instead of `label` while `busy` ("Saving…"). */
+  busyLabel: string;
+  busy: boolean;
+  disabled?: boolean;
+  danger?: boolean;
+}
+
+/** A form's submit button: no second click while the first one's request runs. */
+export function SubmitButton({ label, busyLabel, busy, disabled, danger }: SubmitProps) {
+  return (
+    <button type="submit" class={danger ? "danger" : "primary"} disabled={busy || Boolean(disabled)}>
+      {busy ? busyLabel : label}
+    </button>
+  );
+}
+
+/** A form's row of buttons: submit, then Cancel when the form sits in a dialog. */
+export function FormActions({ onCancel, ...submit }: SubmitProps & { onCancel?(): void }) {
+  return (
+    <div class="actions">
+      <SubmitButton {...submit} />
+      {onCancel && (
+        <button type="button" onClick={onCancel}>
+          Cancel
+        </button>
+      )}
+    </div>
+  );
+}
+
+interface ConfirmProps {
   title: string;
   children: ComponentChildren;
   confirmLabel: string;
@@ -163,7 +194,10 @@ export function Confirm(props: {
   typed?: string;
   onConfirm(): Promise<unknown>;
   onClose(): void;
-}) {
+}
+
+/** A confirmation dialog; with `typed`, the user must type that word to confirm. */
+export function Confirm(props: ConfirmProps) {
   const action = useAction();
   const [typed, setTyped] = useState("");
   const ready = !props.typed || typed === props.typed;
@@ -190,16 +224,67 @@ export function Confirm(props: {
           </label>
         )}
         <ErrorText error={action.error} />
-        <div class="actions">
-          <button type="submit" class={props.danger ? "danger" : "primary"} disabled={!ready || action.busy}>
-            {action.busy ? "Working…" : props.confirmLabel}
-          </button>
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormActions label={props.confirmLabel} busyLabel="Working…" busy={action.busy} disabled={!ready} danger={props.danger} onCancel={props.onClose} />
       </form>
     </Dialog>
+  );
+}
+
+/**
+ * A card for one action that cannot be undone: `text` says what it does, the button opens
+ * a confirmation (children are its body).
+ */
+export function DangerZone(props: { title: string; text: string; button: string; confirmTitle: string } & Omit<ConfirmProps, "title" | "danger" | "onClose">) {
+  const { title, text, button, confirmTitle, ...confirm } = props;
+  const [confirming, setConfirming] = useState(false);
+  return (
+    <>
+      <div class="card danger-zone">
+        <h3>{title}</h3>
+        <p>{text}</p>
+        <button type="button" class="danger" onClick={() => setConfirming(true)}>
+          {button}
+        </button>
+      </div>
+      {confirming && <Confirm {...confirm} title={confirmTitle} danger onClose={() => setConfirming(false)} />}
+    </>
+  );
+}
+
+/**
+ * A button in a table row. `label` is its accessible name where the short text alone
+ * ("Delete") would not say which row it acts on ("Delete API_KEY").
+ */
+export function RowButton({ label, danger, ...button }: Omit<ButtonHTMLAttributes<HTMLButtonElement>, "type" | "class" | "label"> & { label?: string; danger?: boolean }) {
+  return <button {...button} type="button" class={danger ? "danger-text" : undefined} aria-label={label} />;
+}
+
+/**
+ * A table in its scrolling wrapper, one header cell per column. With `actions`, a last
+ * column holds the rows' buttons; its header is named "Actions" for screen readers only.
+ */
+export function DataTable(props: { columns: string[]; actions?: boolean; class?: string; caption?: ComponentChildren; children: ComponentChildren }) {
+  return (
+    <div class="table-wrap">
+      <table class={props.class}>
+        {props.caption !== undefined && <caption class="sr-only">{props.caption}</caption>}
+        <thead>
+          <tr>
+            {props.columns.map((column) => (
+              <th scope="col" key={column}>
+                {column}
+              </th>
+            ))}
+            {props.actions && (
+              <th scope="col">
+                <span class="sr-only">Actions</span>
+              </th>
+            )}
+          </tr>
+        </thead>
+        <tbody>{props.children}</tbody>
+      </table>
+    </div>
   );
 }
 

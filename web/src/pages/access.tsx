@@ -2,7 +2,7 @@
 // viewers get a toggle per environment.
 import { useState } from "preact/hooks";
 import { del, get, projectPath, put, type AccessMatrix, type Project } from "../api.ts";
-import { ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
+import { DataTable, ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
 
 export function AccessPage({ project }: { project: Project }) {
   const base = projectPath(project.id);
@@ -39,63 +39,48 @@ export function AccessPage({ project }: { project: Project }) {
       </p>
       <LoadState loaded={matrix}>
         {(m) => (
-          <div class="table-wrap">
-            <table class="matrix">
-              <thead>
-                <tr>
-                  <th scope="col">Member</th>
-                  <th scope="col">Role</th>
-                  {m.environments.map((env) => (
-                    <th scope="col" key={env}>
-                      {envLabel(env)}
-                    </th>
-                  ))}
+          <DataTable class="matrix" columns={["Member", "Role", ...m.environments.map(envLabel)]}>
+            {m.members.map((member) => {
+              const who = member.email ?? member.userId;
+              return (
+                <tr key={member.userId}>
+                  <th scope="row">
+                    {who}
+                    {member.isYou && <span class="badge">you</span>}
+                  </th>
+                  <td>{member.role}</td>
+                  {m.environments.map((env) => {
+                    const access = member.access[env] ?? "none";
+                    if (access === "implicit") {
+                      return (
+                        <td key={env} class="implicit">
+                          Implicit <span class="sr-only">access to {env} as {member.role}</span>
+                        </td>
+                      );
+                    }
+                    const mine = pending?.key === `${member.userId}:${env}` ? pending : undefined;
+                    const on = mine ? mine.grant : access === "granted";
+                    return (
+                      <td key={env}>
+                        <label class="switch">
+                          <input
+                            type="checkbox"
+                            checked={on}
+                            disabled={mine !== undefined}
+                            onChange={(e) => void toggle(member.userId, who, env, e.currentTarget.checked)}
+                          />
+                          <span class="sr-only">
+                            {who} can use {env}
+                          </span>
+                          <span aria-hidden="true">{on ? "Granted" : "No access"}</span>
+                        </label>
+                      </td>
+                    );
+                  })}
                 </tr>
-              </thead>
-              <tbody>
-                {m.members.map((member) => {
-                  const who = member.email ?? member.userId;
-                  return (
-                    <tr key={member.userId}>
-                      <th scope="row">
-                        {who}
-                        {member.isYou && <span class="badge">you</span>}
-                      </th>
-                      <td>{member.role}</td>
-                      {m.environments.map((env) => {
-                        const access = member.access[env] ?? "none";
-                        if (access === "implicit") {
-                          return (
-                            <td key={env} class="implicit">
-                              Implicit <span class="sr-only">access to {env} as {member.role}</span>
-                            </td>
-                          );
-                        }
-                        const mine = pending?.key === `${member.userId}:${env}` ? pending : undefined;
-                        const on = mine ? mine.grant : access === "granted";
-                        return (
-                          <td key={env}>
-                            <label class="switch">
-                              <input
-                                type="checkbox"
-                                checked={on}
-                                disabled={mine !== undefined}
-                                onChange={(e) => void toggle(member.userId, who, env, e.currentTarget.checked)}
-                              />
-                              <span class="sr-only">
-                                {who} can use {env}
-                              </span>
-                              <span aria-hidden="true">{on ? "Granted" : "No access"}</span>
-                            </label>
-                          </td>
-                        );
-                      })}
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </DataTable>
         )}
       </LoadState>
     </div>

@@ -2,7 +2,7 @@
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
 import { del, get, post, type CliSession, type DeviceApproval, type PendingDeviceRequest } from "../api.ts";
-import { Confirm, ErrorText, Link, LoadState, Time, useAction, useLoad } from "../ui.tsx";
+import { Confirm, DataTable, ErrorText, Link, LoadState, RowButton, Time, useAction, useLoad } from "../ui.tsx";
 
 export function CliSessionsPage() {
   const sessions = useLoad(() => get<{ sessions: CliSession[] }>("/api/cli/sessions").then((r) => r.sessions), []);
@@ -27,42 +27,27 @@ export function CliSessionsPage() {
           list.length === 0 ? (
             <p class="empty">No active CLI sessions.</p>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Device</th>
-                    <th scope="col">Signed in</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((s) => (
-                    <tr key={s.id}>
-                      <th scope="row">{s.deviceName || "unnamed device"}</th>
-                      <td>
-                        <Time iso={s.createdAt} />
-                      </td>
-                      <td>
-                        <Time iso={s.lastUsedAt} />
-                      </td>
-                      <td>
-                        <Time iso={s.expiresAt} />
-                      </td>
-                      <td class="row-actions">
-                        <button type="button" class="danger-text" aria-label={`Revoke ${s.deviceName || "this session"}`} onClick={() => setRevoking(s)}>
-                          Revoke
-                        </button>
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable columns={["Device", "Signed in", "Last used", "Expires"]} actions>
+              {list.map((s) => (
+                <tr key={s.id}>
+                  <th scope="row">{s.deviceName || "unnamed device"}</th>
+                  <td>
+                    <Time iso={s.createdAt} />
+                  </td>
+                  <td>
+                    <Time iso={s.lastUsedAt} />
+                  </td>
+                  <td>
+                    <Time iso={s.expiresAt} />
+                  </td>
+                  <td class="row-actions">
+                    <RowButton danger label={`Revoke ${s.deviceName || "this session"}`} onClick={() => setRevoking(s)}>
+                      Revoke
+                    </RowButton>
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           )
         }
       </LoadState>

@@ -3,7 +3,7 @@
 import { useMemo, useState } from "preact/hooks";
 import { envPath, get, post, type Environment, type ExportedSecret, type ImportResult, type Project, type SecretMeta } from "../api.ts";
 import { parseDotenv } from "../dotenv.ts";
-import { ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import { DataTable, ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
 import { KEY_PATTERN } from "./secrets.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
@@ -149,44 +149,33 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
               ) : (
                 <p class="muted small">Your role cannot change existing secrets: existing keys are skipped.</p>
               )}
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Key</th>
-                      <th scope="col">Status</th>
-                      <th scope="col">Overwrite</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {rows.map((row) => (
-                      <tr key={row.key}>
-                        <th scope="row">
-                          <code>{row.key}</code>
-                        </th>
-                        <td>
-                          <span class={`badge status-${row.status}`}>{row.status}</span>
-                          {row.reason && <span class="small muted"> {row.reason}</span>}
-                        </td>
-                        <td>
-                          {(row.status === "existing" || row.status === "changed") && canOverwrite ? (
-                            <label class="check">
-                              <input
-                                type="checkbox"
-                                checked={row.overwrite}
-                                onChange={(e) => setOverwrite({ ...overwrite, [row.key]: e.currentTarget.checked })}
-                              />
-                              <span class="sr-only">Overwrite {row.key}</span>
-                            </label>
-                          ) : (
-                            <span class="muted">—</span>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable columns={["Key", "Status", "Overwrite"]}>
+                {rows.map((row) => (
+                  <tr key={row.key}>
+                    <th scope="row">
+                      <code>{row.key}</code>
+                    </th>
+                    <td>
+                      <span class={`badge status-${row.status}`}>{row.status}</span>
+                      {row.reason && <span class="small muted"> {row.reason}</span>}
+                    </td>
+                    <td>
+                      {(row.status === "existing" || row.status === "changed") && canOverwrite ? (
+                        <label class="check">
+                          <input
+                            type="checkbox"
+                            checked={row.overwrite}
+                            onChange={(e) => setOverwrite({ ...overwrite, [row.key]: e.currentTarget.checked })}
+                          />
+                          <span class="sr-only">Overwrite {row.key}</span>
+                        </label>
+                      ) : (
+                        <span class="muted">—</span>
+                      )}
+                    </td>
+                  </tr>
+                ))}
+              </DataTable>
               <ErrorText error={submit.error} />
               <div class="actions">
                 <button
@@ -223,28 +212,18 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
             {result.summary.created} created, {result.summary.updated} updated, {result.summary.unchanged} unchanged, {result.summary.skipped} skipped,{" "}
             {result.summary.failed} failed.
           </p>
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Key</th>
-                  <th scope="col">Result</th>
-                </tr>
-              </thead>
-              <tbody>
-                {result.results.map((r) => (
-                  <tr key={r.key}>
-                    <th scope="row">
-                      <code>{r.key}</code>
-                    </th>
-                    <td>
-                      <span class={`badge status-${r.status}`}>{r.status}</span>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable columns={["Key", "Result"]}>
+            {result.results.map((r) => (
+              <tr key={r.key}>
+                <th scope="row">
+                  <code>{r.key}</code>
+                </th>
+                <td>
+                  <span class={`badge status-${r.status}`}>{r.status}</span>
+                </td>
+              </tr>
+            ))}
+          </DataTable>
           <Link href={`/projects/${project.id}/${env}`}>See the secrets of {env}</Link>
         </div>
       )}

@@ -3,7 +3,7 @@
 import { useState } from "preact/hooks";
 import { del, get, patch, post, projectPath, type Environment, type Invitation, type InvitationCreated, type Member, type Permission, type Project, type Role } from "../api.ts";
 import { navigate } from "../router.ts";
-import { Confirm, CopyButton, ErrorText, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
 const ASSIGNABLE: Role[] = ["admin", "member", "viewer"];
 
@@ -21,80 +21,66 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
       <ErrorText error={rowError} />
       <LoadState loaded={members}>
         {(list) => (
-          <div class="table-wrap">
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">Member</th>
-                  <th scope="col">Role</th>
-                  <th scope="col">Since</th>
-                  <th scope="col">
-                    <span class="sr-only">Actions</span>
+          <DataTable columns={["Member", "Role", "Since"]} actions>
+            {list.map((m) => {
+              const label = m.email ?? m.name ?? m.userId;
+              const editable = can("members:update_role") && m.role !== "owner" && !m.isYou;
+              return (
+                <tr key={m.userId}>
+                  <th scope="row">
+                    {m.name && m.email ? `${m.name} <${m.email}>` : label}
+                    {m.isYou && <span class="badge">you</span>}
                   </th>
+                  <td>
+                    {editable ? (
+                      <select
+                        aria-label={`Role of ${label}`}
+                        value={m.role}
+                        disabled={busyUser === m.userId}
+                        onChange={async (e) => {
+                          const role = e.currentTarget.value;
+                          setRowError(undefined);
+                          setBusyUser(m.userId);
+                          try {
+                            await patch(`${base}/members/${m.userId}`, { role });
+                            await members.reload();
+                          } catch (err) {
+                            setRowError(`${label}: ${(err as Error).message}`);
+                            await members.reload();
+                          } finally {
+                            setBusyUser(undefined);
+                          }
+                        }}
+                      >
+                        {ASSIGNABLE.map((r) => (
+                          <option key={r} value={r}>
+                            {r}
+                          </option>
+                        ))}
+                      </select>
+                    ) : (
+                      <span class={`badge role-${m.role}`}>{m.role}</span>
+                    )}
+                  </td>
+                  <td>
+                    <Time iso={m.createdAt} />
+                  </td>
+                  <td class="row-actions">
+                    {m.isYou && m.role !== "owner" && (
+                      <RowButton danger onClick={() => setRemoving(m)}>
+                        Leave project
+                      </RowButton>
+                    )}
+                    {!m.isYou && m.role !== "owner" && can("members:remove") && (
+                      <RowButton danger label={`Remove ${label}`} onClick={() => setRemoving(m)}>
+                        Remove
+                      </RowButton>
+                    )}
+                  </td>
                 </tr>
-              </thead>
-              <tbody>
-                {list.map((m) => {
-                  const label = m.email ?? m.name ?? m.userId;
-                  const editable = can("members:update_role") && m.role !== "owner" && !m.isYou;
-                  return (
-                    <tr key={m.userId}>
-                      <th scope="row">
-                        {m.name && m.email ? `${m.name} <${m.email}>` : label}
-                        {m.isYou && <span class="badge">you</span>}
-                      </th>
-                      <td>
-                        {editable ? (
-                          <select
-                            aria-label={`Role of ${label}`}
-                            value={m.role}
-                            disabled={busyUser === m.userId}
-                            onChange={async (e) => {
-                              const role = e.currentTarget.value;
-                              setRowError(undefined);
-                              setBusyUser(m.userId);
-                              try {
-                                await patch(`${base}/members/${m.userId}`, { role });
-                                await members.reload();
-                              } catch (err) {
-                                setRowError(`${label}: ${(err as Error).message}`);
-                                await members.reload();
-                              } finally {
-                                setBusyUser(undefined);
-                              }
-                            }}
-                          >
-                            {ASSIGNABLE.map((r) => (
-                              <option key={r} value={r}>
-                                {r}
-                              </option>
-                            ))}
-                          </select>
-                        ) : (
-                          <span class={`badge role-${m.role}`}>{m.role}</span>
-                        )}
-                      </td>
-                      <td>
-                        <Time iso={m.createdAt} />
-                      </td>
-                      <td class="row-actions">
-                        {m.isYou && m.role !== "owner" && (
-                          <button type="button" class="danger-text" onClick={() => setRemoving(m)}>
-                            Leave project
-                          </button>
-                        )}
-                        {!m.isYou && m.role !== "owner" && can("members:remove") && (
-                          <button type="button" class="danger-text" aria-label={`Remove ${label}`} onClick={() => setRemoving(m)}>
-                            Remove
-                          </button>
-                        )}
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
+              );
+            })}
+          </DataTable>
         )}
       </LoadState>
       {removing && (
@@ -191,11 +177,7 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           )}
           {role === "admin" && <p class="muted small">Admins have access to every environment.</p>}
           <ErrorText error={invite.error} />
-          <div class="actions">
-            <button type="submit" class="primary" disabled={invite.busy}>
-              {invite.busy ? "Inviting…" : "Send invitation"}
-            </button>
-          </div>
+          <FormActions label="Send invitation" busyLabel="Inviting…" busy={invite.busy} />
           {acceptUrl && (
             <div class="notice" role="status">
               <p>
@@ -214,40 +196,25 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           list.length === 0 ? (
             <p class="empty">No pending invitations.</p>
           ) : (
-            <div class="table-wrap">
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">E-mail</th>
-                    <th scope="col">Role</th>
-                    <th scope="col">Environments</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
-                    </th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((inv) => (
-                    <tr key={inv.id}>
-                      <th scope="row">{inv.email}</th>
-                      <td>{inv.role}</td>
-                      <td>{inv.role === "admin" ? "all" : inv.environments.length ? inv.environments.join(", ") : "none"}</td>
-                      <td>
-                        {inv.expired ? <span class="badge status-invalid">expired</span> : null} <Time iso={inv.expiresAt} />
-                      </td>
-                      <td class="row-actions">
-                        {project.permissions.includes("invitations:revoke") && (
-                          <button type="button" class="danger-text" aria-label={`Revoke the invitation of ${inv.email}`} onClick={() => setRevoking(inv)}>
-                            Revoke
-                          </button>
-                        )}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable columns={["E-mail", "Role", "Environments", "Expires"]} actions>
+              {list.map((inv) => (
+                <tr key={inv.id}>
+                  <th scope="row">{inv.email}</th>
+                  <td>{inv.role}</td>
+                  <td>{inv.role === "admin" ? "all" : inv.environments.length ? inv.environments.join(", ") : "none"}</td>
+                  <td>
+                    {inv.expired ? <span class="badge status-invalid">expired</span> : null} <Time iso={inv.expiresAt} />
+                  </td>
+                  <td class="row-actions">
+                    {project.permissions.includes("invitations:revoke") && (
+                      <RowButton danger label={`Revoke the invitation of ${inv.email}`} onClick={() => setRevoking(inv)}>
+                        Revoke
+                      </RowButton>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </DataTable>
           )
         }
       </LoadState>

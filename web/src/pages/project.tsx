@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
-import { Confirm, ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, useAction, useLoad } from "../ui.tsx";
 import { AccessPage } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
@@ -101,7 +101,6 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
   const [name, setName] = useState(project.name);
   const [description, setDescription] = useState(project.description ?? "");
   const [saved, setSaved] = useState(false);
-  const [deleting, setDeleting] = useState(false);
   const action = useAction();
   const canUpdate = project.permissions.includes("project:update");
   return (
@@ -135,34 +134,24 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
           <p class="status" role="status">
             {saved ? "Saved." : ""}
           </p>
-          <button type="submit" class="primary" disabled={action.busy}>
-            {action.busy ? "Saving…" : "Save"}
-          </button>
+          <SubmitButton label="Save" busyLabel="Saving…" busy={action.busy} />
         </form>
       )}
       {project.permissions.includes("project:delete") && (
-        <div class="card danger-zone">
-          <h3>Delete this project</h3>
-          <p>Deleting removes every secret, version, member, invitation, environment grant and integration of the project. The audit log is kept. This cannot be undone.</p>
-          <button type="button" class="danger" onClick={() => setDeleting(true)}>
-            Delete project
-          </button>
-        </div>
-      )}
-      {deleting && (
-        <Confirm
-          title={`Delete ${project.name}?`}
+        <DangerZone
+          title="Delete this project"
+          text="Deleting removes every secret, version, member, invitation, environment grant and integration of the project. The audit log is kept. This cannot be undone."
+          button="Delete project"
+          confirmTitle={`Delete ${project.name}?`}
           confirmLabel="Delete project"
-          danger
           typed={project.name}
-          onClose={() => setDeleting(false)}
           onConfirm={async () => {
             await del(projectPath(project.id));
             navigate("/");
           }}
         >
           <p>All secrets of this project will be gone for everyone.</p>
-        </Confirm>
+        </DangerZone>
       )}
     </div>
   );

@@ -2,7 +2,7 @@
 import { useState } from "preact/hooks";
 import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
-import { Dialog, ErrorText, Link, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
 export function ProjectsPage() {
   const projects = useLoad(() => get<{ projects: Project[] }>("/api/projects").then((r) => r.projects), []);
@@ -100,14 +100,7 @@ function CreateProject({ onClose }: { onClose(): void }) {
           ))}
         </fieldset>
         <ErrorText error={action.error} />
-        <div class="actions">
-          <button type="submit" class="primary" disabled={action.busy || environments.length === 0}>
-            {action.busy ? "Creating…" : "Create project"}
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormActions label="Create project" busyLabel="Creating…" busy={action.busy} disabled={environments.length === 0} onCancel={onClose} />
       </form>
     </Dialog>
   );

@@ -18,7 +18,7 @@ import {
   type VersionHistory,
   type VersionValue,
 } from "../api.ts";
-import { Confirm, CopyButton, Dialog, ErrorText, Link, LoadState, Time, envLabel, messageOf, useAction, useLoad, whoLabel } from "../ui.tsx";
+import { Confirm, CopyButton, DataTable, Dialog, ErrorText, FormActions, Link, LoadState, RowButton, Time, envLabel, messageOf, useAction, useLoad, whoLabel } from "../ui.tsx";
 
 export const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";
@@ -99,84 +99,65 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
           if (secrets.length === 0) return <p class="empty">No secrets in {env} yet.</p>;
           if (shown.length === 0) return <p class="empty">No key matches “{query}”.</p>;
           return (
-            <div class="table-wrap">
-              <table class="secrets">
-                <caption class="sr-only">
-                  Secrets of {env}, most recently updated first
-                </caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Key</th>
-                    <th scope="col">Value</th>
-                    <th scope="col">Version</th>
-                    <th scope="col">Updated</th>
-                    <th scope="col">
-                      <span class="sr-only">Actions</span>
+            <DataTable class="secrets" caption={<>Secrets of {env}, most recently updated first</>} columns={["Key", "Value", "Version", "Updated"]} actions>
+              {shown.map((secret) => {
+                const value = revealed[secret.id];
+                return (
+                  <tr key={secret.id}>
+                    <th scope="row">
+                      <code>{secret.key}</code>
                     </th>
+                    <td class="value-cell">
+                      {value === undefined ? (
+                        <span class="masked">
+                          <span aria-hidden="true">••••••••</span>
+                          <span class="sr-only">hidden</span>
+                        </span>
+                      ) : (
+                        <code class="value">{value}</code>
+                      )}
+                    </td>
+                    <td>v{secret.version}</td>
+                    <td>
+                      <Time iso={secret.updatedAt} />
+                    </td>
+                    <td class="row-actions">
+                      {value === undefined ? (
+                        <RowButton
+                          title={REVEAL_NOTE}
+                          aria-describedby="reveal-note"
+                          label={`Reveal ${secret.key}`}
+                          disabled={revealing === secret.id}
+                          onClick={() => void reveal(secret)}
+                        >
+                          {revealing === secret.id ? "Revealing…" : "Reveal"}
+                        </RowButton>
+                      ) : (
+                        <RowButton label={`Hide ${secret.key}`} onClick={() => hide(secret.id)}>
+                          Hide
+                        </RowButton>
+                      )}
+                      <span title={REVEAL_NOTE}>
+                        <CopyButton what={secret.key} text={() => value ?? readValue(secret)} />
+                      </span>
+                      {can("secrets:update") && (
+                        <RowButton label={`Edit ${secret.key}`} onClick={() => setEditing(secret)}>
+                          Edit
+                        </RowButton>
+                      )}
+                      <RowButton label={`History of ${secret.key}`} onClick={() => setHistory(secret)}>
+                        History
+                      </RowButton>
+                      {can("secrets:delete") && (
+                        <RowButton danger label={`Delete ${secret.key}`} onClick={() => setDeleting(secret)}>
+                          Delete
+                        </RowButton>
+                      )}
+                    </td>
                   </tr>
-                </thead>
-                <tbody>
-                  {shown.map((secret) => {
-                    const value = revealed[secret.id];
-                    return (
-                      <tr key={secret.id}>
-                        <th scope="row">
-                          <code>{secret.key}</code>
-                        </th>
-                        <td class="value-cell">
-                          {value === undefined ? (
-                            <span class="masked">
-                              <span aria-hidden="true">••••••••</span>
-                              <span class="sr-only">hidden</span>
-                            </span>
-                          ) : (
-                            <code class="value">{value}</code>
-                          )}
-                        </td>
-                        <td>v{secret.version}</td>
-                        <td>
-                          <Time iso={secret.updatedAt} />
-                        </td>
-                        <td class="row-actions">
-                          {value === undefined ? (
-                            <button
-                              type="button"
-                              title={REVEAL_NOTE}
-                              aria-describedby="reveal-note"
-                              aria-label={`Reveal ${secret.key}`}
-                              disabled={revealing === secret.id}
-                              onClick={() => void reveal(secret)}
-                            >
-                              {revealing === secret.id ? "Revealing…" : "Reveal"}
-                            </button>
-                          ) : (
-                            <button type="button" aria-label={`Hide ${secret.key}`} onClick={() => hide(secret.id)}>
-                              Hide
-                            </button>
-                          )}
-                          <span title={REVEAL_NOTE}>
-                            <CopyButton what={secret.key} text={() => value ?? readValue(secret)} />
-                          </span>
-                          {can("secrets:update") && (
-                            <button type="button" aria-label={`Edit ${secret.key}`} onClick={() => setEditing(secret)}>
-                              Edit
-                            </button>
-                          )}
-                          <button type="button" aria-label={`History of ${secret.key}`} onClick={() => setHistory(secret)}>
-                            History
-                          </button>
-                          {can("secrets:delete") && (
-                            <button type="button" class="danger-text" aria-label={`Delete ${secret.key}`} onClick={() => setDeleting(secret)}>
-                              Delete
-                            </button>
-                          )}
-                        </td>
-                      </tr>
-                    );
-                  })}
-                </tbody>
-              </table>
-            </div>
+                );
+              })}
+            </DataTable>
           );
         }}
       </LoadState>
@@ -270,14 +251,7 @@ function CreateSecret({ base, env, onClose, onCreated }: { base: string; env: st
           <textarea required maxLength={10000} rows={4} value={value} onInput={(e) => setValue(e.currentTarget.value)} autoComplete="off" spellcheck={false} />
         </label>
         <ErrorText error={action.error} />
-        <div class="actions">
-          <button type="submit" class="primary" disabled={action.busy || !keyValid}>
-            {action.busy ? "Saving…" : "Create secret"}
-          </button>
-          <button type="button" onClick={onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormActions label="Create secret" busyLabel="Saving…" busy={action.busy} disabled={!keyValid} onCancel={onClose} />
       </form>
     </Dialog>
   );
@@ -334,14 +308,7 @@ function EditSecret(props: { base: string; secret: SecretMeta; onClose(): void; 
             </button>
           )}
         </ErrorText>
-        <div class="actions">
-          <button type="submit" class="primary" disabled={action.busy || !keyValid}>
-            {action.busy ? "Saving…" : "Save"}
-          </button>
-          <button type="button" onClick={props.onClose}>
-            Cancel
-          </button>
-        </div>
+        <FormActions label="Save" busyLabel="Saving…" busy={action.busy} disabled={!keyValid} onCancel={props.onClose} />
       </form>
     </Dialog>
   );
@@ -387,10 +354,9 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                 {values[v.versionNumber] !== undefined && <code class="value block">{values[v.versionNumber]}</code>}
                 <div class="row-actions">
                   {values[v.versionNumber] === undefined ? (
-                    <button
-                      type="button"
+                    <RowButton
                       title={REVEAL_NOTE}
-                      aria-label={`Reveal version ${v.versionNumber}`}
+                      label={`Reveal version ${v.versionNumber}`}
                       onClick={() =>
                         void reveal.run(async () => {
                           const { version } = await get<{ version: VersionValue }>(`${path}/${v.versionNumber}`);
@@ -399,11 +365,10 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                       }
                     >
                       Reveal
-                    </button>
+                    </RowButton>
                   ) : (
-                    <button
-                      type="button"
-                      aria-label={`Hide version ${v.versionNumber}`}
+                    <RowButton
+                      label={`Hide version ${v.versionNumber}`}
                       onClick={() =>
                         setValues((all) => {
                           const { [v.versionNumber]: _gone, ...rest } = all;
@@ -412,12 +377,12 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                       }
                     >
                       Hide
-                    </button>
+                    </RowButton>
                   )}
                   {props.canRestore && !v.isCurrent && (
-                    <button type="button" aria-label={`Restore version ${v.versionNumber}`} onClick={() => setRestoring(v)}>
+                    <RowButton label={`Restore version ${v.versionNumber}`} onClick={() => setRestoring(v)}>
                       Restore
-                    </button>
+                    </RowButton>
                   )}
                 </div>
               </li>

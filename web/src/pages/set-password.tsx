@@ -3,7 +3,7 @@
 // reaches a server log; it is sent only in POST bodies.
 import { useEffect, useState } from "preact/hooks";
 import { post, type SetPasswordLink, type User } from "../api.ts";
-import { ErrorText, Time, messageOf, useAction } from "../ui.tsx";
+import { ErrorText, SubmitButton, Time, messageOf, useAction } from "../ui.tsx";
 
 const MIN_LENGTH = 12;
 
@@ -119,9 +119,7 @@ export function SetPasswordPage({ token, onSignedIn }: { token: string; onSigned
           />
         </label>
         <ErrorText error={mismatch ? "The two passwords differ. Type the same password twice." : action.error} />
-        <button type="submit" class="primary" disabled={action.busy}>
-          {action.busy ? "Saving…" : "Save and sign in"}
-        </button>
+        <SubmitButton label="Save and sign in" busyLabel="Saving…" busy={action.busy} />
       </form>
     </main>
   );

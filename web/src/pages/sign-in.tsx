@@ -3,7 +3,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { get, post, type ProviderInfo, type User } from "../api.ts";
 import { SIGN_IN_ERRORS, type SignInErrorCode } from "../../../src/sign-in/sign-in-errors.ts";
-import { ErrorText, messageOf, useAction } from "../ui.tsx";
+import { ErrorText, SubmitButton, messageOf, useAction } from "../ui.tsx";
 
 export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
   const [info, setInfo] = useState<ProviderInfo | undefined>(undefined);
@@ -56,9 +56,7 @@ function DevSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
         <input name="name" autoComplete="name" value={name} onInput={(e) => setName(e.currentTarget.value)} />
       </label>
       <ErrorText error={action.error} />
-      <button type="submit" class="primary" disabled={action.busy}>
-        {action.busy ? "Signing in…" : "Sign in"}
-      </button>
+      <SubmitButton label="Sign in" busyLabel="Signing in…" busy={action.busy} />
     </form>
   );
 }
@@ -108,9 +106,7 @@ function LocalSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
         />
       </label>
       <ErrorText error={action.error} />
-      <button type="submit" class="primary" disabled={action.busy}>
-        {action.busy ? "Signing in…" : "Sign in"}
-      </button>
+      <SubmitButton label="Sign in" busyLabel="Signing in…" busy={action.busy} />
       <p class="muted">Forgot your password, or no account yet? Ask your administrator for a link.</p>
     </form>
   );

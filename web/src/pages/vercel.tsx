@@ -3,7 +3,7 @@
 // The token and the hook URL are sent once and never shown again (the API never returns them).
 import { useEffect, useState } from "preact/hooks";
 import { del, get, post, projectPath, put, type HostingConnection, type HostingOptions, type Project, type SyncSummary, type Target } from "../api.ts";
-import { Confirm, ErrorText, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, FormActions, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
 const TARGETS = ["development", "preview", "production"] as const satisfies readonly Target[];
 
@@ -64,11 +64,7 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
         <input placeholder="team_…" value={teamId} onInput={(e) => setTeamId(e.currentTarget.value)} autoComplete="off" spellcheck={false} />
       </label>
       <ErrorText error={action.error} />
-      <div class="actions">
-        <button type="submit" class="primary" disabled={action.busy}>
-          {action.busy ? "Connecting…" : reconnect ? "Reconnect" : "Connect"}
-        </button>
-      </div>
+      <FormActions label={reconnect ? "Reconnect" : "Connect"} busyLabel="Connecting…" busy={action.busy} />
     </form>
   );
 }
@@ -84,7 +80,6 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
   const [removeHook, setRemoveHook] = useState(false);
   const [saved, setSaved] = useState(false);
   const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
-  const [disconnecting, setDisconnecting] = useState(false);
   const save = useAction();
   const sync = useAction();
 
@@ -284,34 +279,22 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
         <p class="status" role="status">
           {saved ? "Saved." : ""}
         </p>
-        <div class="actions">
-          <button type="submit" class="primary" disabled={save.busy}>
-            {save.busy ? "Saving…" : "Save"}
-          </button>
-        </div>
+        <FormActions label="Save" busyLabel="Saving…" busy={save.busy} />
       </form>
 
-      <div class="card danger-zone">
-        <h3>Disconnect</h3>
-        <p>Removes the saved token and settings. Variables already at Vercel stay there.</p>
-        <button type="button" class="danger" onClick={() => setDisconnecting(true)}>
-          Disconnect Vercel
-        </button>
-      </div>
-      {disconnecting && (
-        <Confirm
-          title="Disconnect Vercel?"
-          confirmLabel="Disconnect"
-          danger
-          onClose={() => setDisconnecting(false)}
-          onConfirm={async () => {
-            await del(base);
-            onChange({ connected: false });
-          }}
-        >
-          <p>Syncing stops. Variables already at Vercel stay there.</p>
-        </Confirm>
-      )}
+      <DangerZone
+        title="Disconnect"
+        text="Removes the saved token and settings. Variables already at Vercel stay there."
+        button="Disconnect Vercel"
+        confirmTitle="Disconnect Vercel?"
+        confirmLabel="Disconnect"
+        onConfirm={async () => {
+          await del(base);
+          onChange({ connected: false });
+        }}
+      >
+        <p>Syncing stops. Variables already at Vercel stay there.</p>
+      </DangerZone>
     </>
   );
 
