@@ -89,15 +89,6 @@ async function check(tab: Tab, name: string): Promise<void> {
   assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
 }
 
-/** Polls a condition (server state the page does not show) for up to 10 seconds. */
-async function until(condition: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("condition not met within 10 s");
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 function mainNav(page: Page, name: string) {
   return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name });
 }
@@ -663,10 +654,19 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.ok(fake.hookCalls.length >= 1, "the deploy hook was called");
 
     const before = (await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body.lastRun.startedAt;
+    // The earlier "Sync finished." is still on screen: wait for the new run's answer, and for
+    // the notice it replaces to go.
+    const finished = page.getByText("Sync finished.");
+    const earlierNotice = await finished.elementHandle();
+    const syncAnswer = page.waitForResponse((r) => r.request().method() === "POST" && new URL(r.url()).pathname === `/api/projects/${project.id}/integrations/hosting/sync`);
     await page.getByRole("button", { name: "Sync now" }).click();
-    // The earlier "Sync finished." may still be on screen: wait for the new run itself.
-    await until(async () => (await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body.lastRun.startedAt !== before);
-    await page.getByText("Sync finished.").waitFor();
+    const syncResponse = await syncAnswer;
+    assert.equal(syncResponse.status(), 200);
+    const run = (await syncResponse.json()).summary;
+    assert.notEqual(run.startedAt, before);
+    assert.equal((await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body.lastRun.startedAt, run.startedAt);
+    await page.waitForFunction((notice) => !notice?.isConnected, earlierNotice);
+    await finished.waitFor();
     await page.getByRole("button", { name: "Sync now" }).and(page.locator(":enabled")).waitFor();
 
     await page.getByRole("button", { name: "Disconnect Vercel" }).click();
