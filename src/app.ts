@@ -152,6 +152,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     hsts: config.isProduction,
   });
 
+  // Every API answer is someone's own data (values, tokens, device codes, member lists):
+  // no browser or proxy cache may keep it.
+  app.addHook("onSend", async (req, reply) => {
+    if (req.url.startsWith("/api/")) void reply.header("cache-control", "no-store");
+  });
+
   const auth = createAuth(db, config, clock);
   auth.register(app);
 

@@ -17,6 +17,7 @@ interface TokenPair {
 async function startDevice(server: TestServer, deviceName?: string) {
   const res = await server.client().json("POST", "/api/cli/auth/device", deviceName === undefined ? {} : { deviceName });
   assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.headers.get("cache-control"), "no-store");
   return res.body as { deviceCode: string; userCode: string; verificationUrl: string; expiresIn: number; interval: number };
 }
 
@@ -31,6 +32,8 @@ async function cliLogin(server: TestServer, approver: Client, deviceName = "lapt
   assert.equal(approved.status, 200, JSON.stringify(approved.body));
   const res = await poll(server, device.deviceCode);
   assert.equal(res.status, 200, JSON.stringify(res.body));
+  // Tokens must never be kept by a cache (RFC 6749 5.1); nor the device code.
+  assert.equal(res.headers.get("cache-control"), "no-store");
   return res.body as TokenPair;
 }
 
@@ -303,6 +306,7 @@ test("refresh rotates the pair; the old access token lives until its own expiry"
   server.clock.advance(10 * MINUTE);
   const res = await refresh(server, first.refreshToken);
   assert.equal(res.status, 200);
+  assert.equal(res.headers.get("cache-control"), "no-store");
   const second = res.body as TokenPair;
   assert.equal(second.status, "approved");
   assert.equal(second.email, "alice@example.test");

@@ -106,6 +106,34 @@ test("a cross-origin state-changing request is 403 and changes nothing", async (
   assert.equal(csrf.status, 403);
 });
 
+test("a link on another site cannot make a signed-in browser reveal or export (Sec-Fetch-Site)", async (t) => {
+  const server = await startServer(t);
+  const client = await server.signIn("alice@example.test");
+  const project = await client.createProject({ name: "shop", environments: ["production"] });
+  const base = `/api/projects/${project.id}/environments/production`;
+  const created = await client.json("POST", `${base}/secrets`, { key: "API_KEY", value: "cross-site-value" });
+  const audited = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events WHERE action IN ('secret.revealed', 'secrets.exported')").pluck().get();
+  for (const site of ["cross-site", "same-site"]) {
+    for (const url of [`${base}/export?format=dotenv`, `${base}/secrets/${created.body.secret.id}`, "/api/projects"]) {
+      const res = await client.request("GET", url, undefined, { "sec-fetch-site": site, "sec-fetch-mode": "navigate" });
+      assert.equal(res.status, 403, `${site} ${url}`);
+      const text = await res.text();
+      assert.deepEqual(JSON.parse(text), { error: "Cross-origin request refused." });
+    }
+  }
+  assert.equal(audited(), 0, "nothing was revealed or exported");
+  // Our own pages, and a URL typed into the address bar, still work.
+  for (const site of ["same-origin", "none"]) {
+    const res = await client.request("GET", `${base}/export?format=dotenv`, undefined, { "sec-fetch-site": site });
+    assert.equal(res.status, 200, site);
+    assert.match(await res.text(), /API_KEY=/);
+  }
+  assert.equal(audited(), 2);
+  // The identity provider's redirect back is cross-site by design and is not refused here.
+  const callback = await server.client().request("GET", "/api/auth/oidc/callback?code=x&state=y", undefined, { "sec-fetch-site": "cross-site" });
+  assert.notEqual(callback.status, 403);
+});
+
 test("a request with an Authorization header is a CLI request: its cookie is ignored", async (t) => {
   const server = await startServer(t);
   const client = await server.signIn("alice@example.test");

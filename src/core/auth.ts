@@ -130,6 +130,15 @@ export function createAuth(db: Db, config: Config, clock: Clock) {
         if (STATE_CHANGING.has(req.method) && origin !== undefined && origin !== config.appOrigin) {
           throw new HttpError(403, "Cross-origin request refused.");
         }
+        // Origin guards writes; reads that reveal or export values are audited, so a link
+        // on another site must not make a signed-in browser fetch them either. Browsers say
+        // where a request comes from in Sec-Fetch-Site; the API is called by our own pages
+        // only ("same-origin"), or typed in the address bar ("none"). The OpenID provider's
+        // redirect back to the callback is the one cross-site arrival by design.
+        const fetchSite = req.headers["sec-fetch-site"];
+        if ((fetchSite === "cross-site" || fetchSite === "same-site") && req.url.startsWith("/api/") && !req.url.startsWith("/api/auth/oidc/")) {
+          throw new HttpError(403, "Cross-origin request refused.");
+        }
         const token = req.cookies[cookieName];
         if (token) req.caller = resolveCookie(token);
       });

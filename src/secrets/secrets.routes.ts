@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
@@ -68,11 +68,6 @@ function checkExpectedVersion(body: Record<string, unknown>): void {
   }
 }
 
-/** Responses that carry values must not be kept by a browser or proxy cache. */
-function noStore(reply: FastifyReply): void {
-  void reply.header("cache-control", "no-store");
-}
-
 export function registerSecretRoutes(
   app: FastifyInstance,
   { auth, access, secrets }: { auth: Auth; access: AccessGuard; secrets: SecretsService },
@@ -96,10 +91,9 @@ export function registerSecretRoutes(
     },
   );
 
-  app.get(`${BASE}/secrets/:secretId`, { preHandler: [auth.browserOrCli, read] }, async (req, reply) => {
+  app.get(`${BASE}/secrets/:secretId`, { preHandler: [auth.browserOrCli, read] }, async (req) => {
     const { projectId, env, secretId } = params(req);
     const secret = secrets.reveal(auth.caller(req), projectId, env, secretId);
-    noStore(reply);
     return { secret };
   });
 
@@ -132,10 +126,9 @@ export function registerSecretRoutes(
     return secrets.versions(auth.caller(req), projectId, env, secretId);
   });
 
-  app.get(`${BASE}/secrets/:secretId/versions/:versionNumber`, { preHandler: [auth.browser, read] }, async (req, reply) => {
+  app.get(`${BASE}/secrets/:secretId/versions/:versionNumber`, { preHandler: [auth.browser, read] }, async (req) => {
     const { projectId, env, secretId, versionNumber } = params(req);
     const version = secrets.revealVersion(auth.caller(req), projectId, env, secretId, versionNumberOf(versionNumber));
-    noStore(reply);
     return { version };
   });
 
@@ -160,7 +153,6 @@ export function registerSecretRoutes(
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, "Unknown export format: use format=dotenv, or leave it out for JSON.");
       const values = secrets.export(auth.caller(req), projectId, env, format);
-      noStore(reply);
       if (format === "json") return { secrets: values };
       return reply
         .type("text/plain; charset=utf-8")

@@ -44,7 +44,7 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
   const perAddress = { max: 30, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `oidc:${req.ip}` };
 
   function fail(reply: FastifyReply, failure: SignInFailure) {
-    return reply.header("cache-control", "no-store").redirect(`${SIGN_IN_PAGE}?error=${failure.code}`, 302);
+    return reply.redirect(`${SIGN_IN_PAGE}?error=${failure.code}`, 302);
   }
 
   app.get("/api/auth/oidc/start", { config: { rateLimit: perAddress } }, async (req, reply) => {
@@ -58,7 +58,7 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
       return fail(reply, error);
     }
     void reply.setCookie(cookie.name, cookie.seal(started.pending), cookie.options(OIDC_SIGN_IN_SECONDS));
-    return reply.header("cache-control", "no-store").redirect(started.url, 302);
+    return reply.redirect(started.url, 302);
   });
 
   app.get("/api/auth/oidc/callback", { config: { rateLimit: perAddress } }, async (req, reply) => {
@@ -71,7 +71,7 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
     try {
       const user = await oidc.finish(query, pending);
       auth.startBrowserSession(reply, user.id);
-      return reply.header("cache-control", "no-store").redirect(pending!.returnTo, 302);
+      return reply.redirect(pending!.returnTo, 302);
     } catch (error) {
       if (!(error instanceof SignInFailure)) throw error;
       log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in failed");
