@@ -89,6 +89,18 @@ async function check(tab: Tab, name: string): Promise<void> {
   assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
 }
 
+/** Fails when anything but a scrollable table sticks out sideways (the page scrolls sideways). */
+async function assertNoSidewaysScroll(page: Page, name: string): Promise<void> {
+  const overflow = await page.evaluate(() => {
+    const width = document.documentElement.clientWidth;
+    const wide = [...document.querySelectorAll("body *")]
+      .filter((el) => el.getBoundingClientRect().right > width + 1 && !el.closest(".table-wrap"))
+      .map((el) => `${el.tagName}.${el.className}`);
+    return { by: document.documentElement.scrollWidth - width, wide: wide.slice(0, 5) };
+  });
+  assert.ok(overflow.by <= 0, `${name}: the page scrolls sideways by ${overflow.by}px: ${overflow.wide.join(", ")}`);
+}
+
 function mainNav(page: Page, name: string) {
   return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name });
 }
@@ -409,7 +421,7 @@ describe("members and access in Chromium", () => {
     const roleChanged = owner.page.waitForResponse((r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname));
     await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
     assert.equal((await roleChanged).status(), 200);
-    await owner.page.getByLabel("Role of bob@example.test").and(owner.page.locator(":enabled")).waitFor();
+    await owner.page.getByRole("status").filter({ hasText: "bob@example.test is now a viewer." }).waitFor();
     const members = await alice.json("GET", `/api/projects/${project.id}/members`);
     assert.equal(members.body.members.find((m: { email: string }) => m.email === "bob@example.test").role, "viewer");
     // As a viewer, Bob's page offers reading only.
@@ -821,20 +833,97 @@ describe("settings, keyboard, phone and dark theme", () => {
       const { page } = tab;
       await page.goto(`/projects/${project.id}/production`);
       await page.getByRole("row", { name: /REDIS_URL/ }).waitFor();
-      // Nothing sticks out sideways except inside the scrollable table.
-      const overflow = await page.evaluate(() => {
-        const width = document.documentElement.clientWidth;
-        const wide = [...document.querySelectorAll("body *")]
-          .filter((el) => el.getBoundingClientRect().right > width + 1 && !el.closest(".table-wrap"))
-          .map((el) => `${el.tagName}.${el.className}`);
-        return { by: document.documentElement.scrollWidth - width, wide: wide.slice(0, 5) };
-      });
-      assert.ok(overflow.by <= 0, `${name}: the page scrolls sideways by ${overflow.by}px: ${overflow.wide.join(", ")}`);
+      await assertNoSidewaysScroll(page, name);
       await check(tab, `secrets-${name}`);
       await page.goto("/");
       await page.getByRole("link", { name: "mobile" }).waitFor();
       await check(tab, `projects-${name}`);
       await tab.context.close();
     }
+  });
+
+  test("one-word names, descriptions, addresses and device names wrap at 360px instead of widening the page", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const name = "w".repeat(60);
+    const project = await alice.createProject({ name, description: "d".repeat(280), environments: ["production"] });
+    const bob = await server.signIn(`${"b".repeat(60)}@example.test`);
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: `${"b".repeat(60)}@example.test`, role: "viewer" });
+    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
+    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: `K${"_".repeat(100)}`, value: "v" })).status, 201);
+    const device = await fetch(`${server.url}/api/cli/auth/device`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ deviceName: "laptop-" + "x".repeat(50) }),
+    }).then((r) => r.json() as Promise<{ userCode: string }>);
+
+    const tab = await openTab(server, { phone: true });
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.setViewportSize({ width: 360, height: 740 });
+    await page.goto("/");
+    await page.getByRole("link", { name }).waitFor();
+    await assertNoSidewaysScroll(page, "projects");
+    await page.goto(`/projects/${project.id}/production`);
+    await page.getByRole("heading", { name, level: 1 }).waitFor();
+    await assertNoSidewaysScroll(page, "project");
+    await page.goto(`/projects/${project.id}/audit`);
+    const list = page.getByRole("list", { name: "Audit events, newest first" });
+    // An address is shown as it is, not capitalized like "You".
+    await list.getByText(`${"b".repeat(60)}@example.test accepted an invitation as viewer`).waitFor();
+    await list.getByText(`You created secret K${"_".repeat(100)} in production`).waitFor();
+    await assertNoSidewaysScroll(page, "audit");
+    await page.goto(`/projects/${project.id}/settings`);
+    await page.getByRole("button", { name: "Delete project" }).click();
+    await page.getByRole("dialog").waitFor();
+    await assertNoSidewaysScroll(page, "delete dialog");
+    await page.goto(`/cli/authorize?code=${device.userCode}`);
+    await page.getByText(/The request expires at/).waitFor();
+    await assertNoSidewaysScroll(page, "CLI authorize");
+    await check(tab, "long-names-phone");
+  });
+
+  test("keyboard focus survives actions: an access switch keeps it, a role change says what happened, a deleted row hands it to the page", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const bob = await server.signIn("bob@example.test");
+    const project = await alice.createProject({ name: "focus", environments: ["production"] });
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
+    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
+    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "OLD_KEY", value: "v" })).status, 201);
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    const focused = () => page.evaluate(() => document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.id ?? document.activeElement?.tagName);
+
+    // A switch that was disabled while its request ran dropped focus to the body.
+    await page.goto(`/projects/${project.id}/access`);
+    const toggle = page.getByLabel("bob@example.test can use production");
+    await toggle.focus();
+    await page.keyboard.press("Space");
+    await page.getByText("bob@example.test can now use production.").waitFor();
+    assert.equal(await toggle.evaluate((el) => el === document.activeElement), true, "the switch keeps focus");
+
+    await page.goto(`/projects/${project.id}/members`);
+    const role = page.getByLabel("Role of bob@example.test");
+    await role.focus();
+    await role.selectOption("viewer");
+    await page.getByRole("status").filter({ hasText: "bob@example.test is now a viewer." }).waitFor();
+    assert.equal(await focused(), "Role of bob@example.test");
+
+    // The Delete button leaves with its row: focus goes to the main region, not nowhere.
+    await page.goto(`/projects/${project.id}/production`);
+    await page.getByRole("button", { name: "Delete OLD_KEY" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete secret" }).click();
+    await page.getByText("No secrets in production yet").waitFor();
+    await page.waitForFunction(() => document.activeElement?.id === "main", undefined, { timeout: 5000 }).catch(() => undefined);
+    assert.equal(await focused(), "main");
+
+    // A project that is gone says so and links home, instead of offering "Try again".
+    await page.goto("/projects/00000000-0000-0000-0000-000000000000/settings");
+    await page.getByRole("heading", { name: "Project not found" }).waitFor();
+    await page.getByRole("link", { name: "Go to your projects" }).click();
+    await page.waitForURL((url) => url.pathname === "/");
+    await check(tab, "focus-after-actions");
   });
 });

@@ -129,7 +129,10 @@ export function Dialog(props: { title: string; onClose(): void; children: Compon
     dialog.showModal();
     return () => {
       dialog.close();
+      // The opener may be gone with its row (a deleted secret, a revoked session): the
+      // page's main region takes focus rather than leaving it nowhere.
       if (opener?.isConnected) opener.focus();
+      else document.getElementById("main")?.focus();
     };
   }, []);
   const titleId = useRef(`dialog-${Math.random().toString(36).slice(2)}`).current;

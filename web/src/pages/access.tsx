@@ -63,11 +63,15 @@ export function AccessPage({ project }: { project: Project }) {
                     return (
                       <td key={env}>
                         <label class="switch">
+                          {/* aria-disabled, not disabled: a disabled control loses keyboard focus. */}
                           <input
                             type="checkbox"
                             checked={on}
-                            disabled={mine !== undefined}
-                            onChange={(e) => void toggle(member.userId, who, env, e.currentTarget.checked)}
+                            aria-disabled={mine !== undefined}
+                            onChange={(e) => {
+                              if (mine) e.currentTarget.checked = on;
+                              else void toggle(member.userId, who, env, e.currentTarget.checked);
+                            }}
                           />
                           <span class="sr-only">
                             {who} can use {env}

@@ -65,7 +65,7 @@ export function describe(event: AuditEvent): string {
     case "secret.version_revealed":
       return `revealed an earlier value of${k}${inEnv}${str(m.versionNumber) ? ` (version ${str(m.versionNumber)})` : ""}`;
     case "secrets.exported":
-      return `exported ${count ? `${count} secrets` : "the secrets"}${inEnv}`;
+      return `exported ${count ? `${count} ${count === "1" ? "secret" : "secrets"}` : "the secrets"}${inEnv}`;
     case "secrets.imported":
       return `imported secrets${inEnv}${m.created !== undefined ? ` (${str(m.created)} created, ${str(m.updated) ?? 0} updated, ${str(m.skipped) ?? 0} skipped)` : ""}`;
     case "member.role_changed":
@@ -107,8 +107,10 @@ export function describe(event: AuditEvent): string {
   }
 }
 
-function capitalize(text: string): string {
-  return text.charAt(0).toUpperCase() + text.slice(1);
+/** Starts the sentence: "You", "System", "A former member"; an e-mail address stays as it is. */
+function actorLabel(actor: AuditEvent["actor"]): string {
+  const label = whoLabel(actor);
+  return actor?.email && !actor.isYou ? label : label.charAt(0).toUpperCase() + label.slice(1);
 }
 
 interface Filters {
@@ -243,7 +245,7 @@ export function AuditPage({ project }: { project: Project }) {
             <li key={event.id}>
               <Time iso={event.at} />
               <span class="audit-line">
-                <strong>{capitalize(whoLabel(event.actor))}</strong> {describe(event)}
+                <strong>{actorLabel(event.actor)}</strong> {describe(event)}
                 {event.metadata?.via === "cli" && <span class="badge">CLI</span>}
               </span>
               <code class="small muted">{event.action}</code>

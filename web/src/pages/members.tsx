@@ -14,11 +14,15 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
   const [removing, setRemoving] = useState<Member | undefined>(undefined);
   const [rowError, setRowError] = useState<string | undefined>(undefined);
   const [busyUser, setBusyUser] = useState<string | undefined>(undefined);
+  const [status, setStatus] = useState("");
 
   return (
     <div class="stack">
       <h2>Members</h2>
       <ErrorText error={rowError} />
+      <p class="status" role="status">
+        {status}
+      </p>
       <LoadState loaded={members}>
         {(list) => (
           <DataTable columns={["Member", "Role", "Since"]} actions>
@@ -33,17 +37,24 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                   </th>
                   <td>
                     {editable ? (
+                      // aria-disabled, not disabled: a disabled control loses keyboard focus.
                       <select
                         aria-label={`Role of ${label}`}
                         value={m.role}
-                        disabled={busyUser === m.userId}
+                        aria-disabled={busyUser === m.userId}
                         onChange={async (e) => {
                           const role = e.currentTarget.value;
+                          if (busyUser === m.userId) {
+                            e.currentTarget.value = m.role;
+                            return;
+                          }
                           setRowError(undefined);
+                          setStatus("");
                           setBusyUser(m.userId);
                           try {
                             await patch(`${base}/members/${m.userId}`, { role });
                             await members.reload();
+                            setStatus(`${label} is now ${role === "admin" ? "an" : "a"} ${role}.`);
                           } catch (err) {
                             setRowError(`${label}: ${(err as Error).message}`);
                             await members.reload();

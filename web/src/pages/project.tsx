@@ -2,7 +2,7 @@
 // pages as the caller's permissions allow. The project (and so the permissions) is
 // fetched again on every visit: a role may have changed since.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
+import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
 import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, useAction, useLoad } from "../ui.tsx";
 import { AccessPage } from "./access.tsx";
@@ -30,6 +30,17 @@ export function ProjectPage({ projectId, section, sub }: { projectId: string; se
     if (first.current) first.current = false;
     else void project.reload();
   }, [section]);
+  // A deleted project, or one the caller left or never joined: no point in "Try again".
+  if (project.error instanceof ApiError && project.error.status === 404) {
+    return (
+      <section>
+        <h1>Project not found</h1>
+        <p>
+          It may have been deleted, or you are not a member of it. <Link href="/">Go to your projects</Link>.
+        </p>
+      </section>
+    );
+  }
   return (
     <LoadState loaded={project}>
       {(p) => <ProjectView project={p} section={section} sub={sub} reload={project.reload} />}
@@ -124,11 +135,27 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
         >
           <label class="field">
             <span>Name</span>
-            <input required maxLength={60} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+            <input
+              required
+              maxLength={60}
+              value={name}
+              onInput={(e) => {
+                setName(e.currentTarget.value);
+                setSaved(false);
+              }}
+            />
           </label>
           <label class="field">
             <span>Description</span>
-            <textarea maxLength={280} rows={3} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+            <textarea
+              maxLength={280}
+              rows={3}
+              value={description}
+              onInput={(e) => {
+                setDescription(e.currentTarget.value);
+                setSaved(false);
+              }}
+            />
           </label>
           <ErrorText error={action.error} />
           <p class="status" role="status">
