@@ -290,6 +290,30 @@ describe("secrets in Chromium", () => {
     );
   });
 
+  test("a long revealed value (a PEM key) scrolls inside its own box instead of stretching its row", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "tls", environments: ["production"] });
+    const pem = ["-----BEGIN PRIVATE KEY-----", ...Array.from({ length: 40 }, (_, i) => `MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC${i}`), "-----END PRIVATE KEY-----"].join("\n");
+    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "TLS_KEY", value: pem })).status, 201);
+    for (const phone of [false, true]) {
+      const tab = await openTab(server, { phone });
+      await useSession(tab, server, alice);
+      const { page } = tab;
+      await page.goto(`/projects/${project.id}/production`);
+      await page.getByRole("button", { name: "Reveal TLS_KEY" }).click();
+      const value = page.getByRole("row", { name: /TLS_KEY/ }).locator("code.value");
+      await value.getByText("-----END PRIVATE KEY-----", { exact: false }).waitFor();
+      const row = await page.getByRole("row", { name: /TLS_KEY/ }).evaluate((el) => el.getBoundingClientRect().height);
+      assert.ok(row < 500, `the revealed row is ${row}px tall`);
+      // Scrollable, and reachable from the keyboard so it can be scrolled without a mouse.
+      assert.equal(await value.evaluate((el) => el.scrollHeight > el.clientHeight && el.tabIndex === 0), true);
+      await assertNoSidewaysScroll(page, phone ? "phone" : "desktop");
+      await check(tab, `long-value-${phone ? "phone" : "desktop"}`);
+      await tab.context.close();
+    }
+  });
+
   test("import a pasted .env with a preview and per-key overwrite; download the export and read it back", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");
@@ -760,6 +784,10 @@ describe("settings, keyboard, phone and dark theme", () => {
     await page.getByText("Saved.").waitFor();
     await page.getByRole("heading", { name: "new-name", level: 1 }).waitFor();
     await check(tab, "settings");
+    // Editing again: "Saved." no longer describes the fields.
+    await page.getByLabel("Description").fill("Billing service, v2");
+    await page.getByText("Saved.").waitFor({ state: "detached" });
+    await page.getByLabel("Description").fill("Billing service");
     const { body } = await alice.json("GET", `/api/projects/${project.id}`);
     assert.equal(body.project.name, "new-name");
     assert.equal(body.project.description, "Billing service");
@@ -873,6 +901,14 @@ describe("settings, keyboard, phone and dark theme", () => {
     await list.getByText(`${"b".repeat(60)}@example.test accepted an invitation as viewer`).waitFor();
     await list.getByText(`You created secret K${"_".repeat(100)} in production`).waitFor();
     await assertNoSidewaysScroll(page, "audit");
+    // In a table, an address keeps a readable width (it was squeezed to three letters a line
+    // beside an unbreakable date); the table scrolls inside its wrapper instead.
+    await page.goto(`/projects/${project.id}/members`);
+    const address = page.getByRole("rowheader", { name: /^b+@example\.test/ });
+    await address.waitFor();
+    const width = await address.evaluate((el) => el.getBoundingClientRect().width);
+    assert.ok(width >= 140, `the member's address cell is ${width}px wide`);
+    await assertNoSidewaysScroll(page, "members");
     await page.goto(`/projects/${project.id}/settings`);
     await page.getByRole("button", { name: "Delete project" }).click();
     await page.getByRole("dialog").waitFor();

@@ -114,7 +114,9 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                           <span class="sr-only">hidden</span>
                         </span>
                       ) : (
-                        <code class="value">{value}</code>
+                        <code class="value" tabIndex={0}>
+                          {value}
+                        </code>
                       )}
                     </td>
                     <td>v{secret.version}</td>
@@ -351,7 +353,11 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                     </>
                   )}
                 </p>
-                {values[v.versionNumber] !== undefined && <code class="value block">{values[v.versionNumber]}</code>}
+                {values[v.versionNumber] !== undefined && (
+                  <code class="value block" tabIndex={0}>
+                    {values[v.versionNumber]}
+                  </code>
+                )}
                 <div class="row-actions">
                   {values[v.versionNumber] === undefined ? (
                     <RowButton
