@@ -24,6 +24,39 @@ Configuration comes from environment variables; see the README.
 
 type Command = (args: string[]) => Promise<number>;
 
+/**
+ * Usage of the server commands that take no options. `<command> --help` prints it and does
+ * nothing else, and an unexpected argument is a usage error: `serve --help` used to start
+ * the server, `backup --help` wrote a backup to a file named --help, and `setup-link --help`
+ * voided the pending setup link.
+ */
+const SERVER_USAGE: Record<string, string> = {
+  serve: "Usage: secrets-server serve\n\nStarts the server (also the default with no command), configured by environment variables (see the README).\n",
+  migrate: "Usage: secrets-server migrate\n\nApplies the database migrations in DATA_DIR and exits (serve also does this at start).\n",
+  backup: "Usage: secrets-server backup FILE\n\nWrites a consistent copy of the database in DATA_DIR to FILE, a new file; the server may keep running.\n",
+  "setup-link": "Usage: secrets-server setup-link\n\nPrints a one-time link to create the first account (AUTH_PROVIDER=local) and voids the previous one.\n",
+  version: "Usage: secrets-server version\n",
+};
+
+function usageCheck(name: string, args: string[]): number | undefined {
+  const usage = SERVER_USAGE[name];
+  if (usage === undefined) return undefined;
+  if (args.some(isHelpFlag)) {
+    process.stdout.write(usage);
+    return 0;
+  }
+  const expected = name === "backup" ? 1 : 0;
+  if (args.length !== expected || args.some((a) => a.startsWith("-"))) {
+    process.stderr.write(usage);
+    return 2;
+  }
+  return undefined;
+}
+
+function isHelpFlag(arg: string): boolean {
+  return arg === "--help" || arg === "-h";
+}
+
 const commands: Record<string, Command> = {
   serve: serve,
   ...cliCommands,
@@ -114,8 +147,11 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(`Unknown command "${name}". Run "secrets-server help" for the list.\n`);
     process.exit(2);
   }
+  const usage = usageCheck(name, args);
+  if (usage !== undefined) process.exit(usage);
   try {
-    const code = await command(args);
+    // `audit verify --help` would verify: every help flag asks for audit's usage.
+    const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
     if (code >= 0) process.exit(code);
   } catch (error) {
     if (error instanceof ConfigError) {
