@@ -241,3 +241,58 @@ test("backup writes a consistent copy that a server can start from", async (t) =
   const { body } = await client.json("GET", "/api/projects");
   assert.deepEqual(body.projects.map((p: { name: string }) => p.name), ["kept"]);
 });
+
+test("a variable with a fixed set of values names them", () => {
+  assert.equal(configError({ LOG_LEVEL: "loud" }), "LOG_LEVEL must be one of: fatal, error, warn, info, debug, trace, silent.");
+  assert.equal(configError({ NODE_ENV: "prod" }), "NODE_ENV must be one of: development, production, test.");
+});
+
+test("MASTER_KEYS_PREVIOUS naming the current version says what to do, and leaves no generated key file", async () => {
+  const dataDir = makeTempDir();
+  try {
+    const result = await runMain(["serve"], { DATA_DIR: dataDir, MASTER_KEYS_PREVIOUS: `1:${randomMasterKey()}` });
+    assert.equal(result.code, 1);
+    assert.equal(
+      result.stderr,
+      "secrets-server: configuration error: MASTER_KEYS_PREVIOUS holds key version 1, the version of MASTER_KEY: give the new MASTER_KEY a higher MASTER_KEY_VERSION.\n",
+    );
+    assert.ok(!fs.existsSync(path.join(dataDir, "master.key")));
+  } finally {
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test("a DATA_DIR that cannot be used and a backup into a missing folder stop with one line", async (t) => {
+  const dir = makeTempDir();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, "a-file");
+  fs.writeFileSync(file, "");
+  const result = await runMain(["migrate"], { DATA_DIR: file, MASTER_KEY: randomMasterKey() });
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: EEXIST\.\n$/);
+
+  const server = await startServer(t);
+  const backup = await runMain(["backup", path.join(dir, "missing", "copy.db")], server.env);
+  assert.equal(backup.code, 1);
+  assert.match(backup.stderr, /^secrets-server: configuration error: The folder of .* does not exist; create it first\.\n$/);
+});
+
+test("--help on a server command prints its usage and does nothing else", async (t) => {
+  const cwd = makeTempDir();
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const env = { DATA_DIR: path.join(cwd, "data"), AUTH_PROVIDER: "local", MASTER_KEY: randomMasterKey() };
+  for (const command of ["serve", "migrate", "backup", "setup-link", "version"]) {
+    const result = await runMain([command, "--help"], env, { cwd });
+    assert.equal(result.code, 0, `${command}: ${result.stderr}`);
+    assert.match(result.stdout, new RegExp(`^Usage: secrets-server ${command}`));
+  }
+  const audit = await runMain(["audit", "verify", "--help"], env, { cwd });
+  assert.equal(audit.code, 0);
+  assert.match(audit.stderr, /^Usage: secrets-server audit verify/);
+  assert.doesNotMatch(audit.stdout, /verified/);
+  assert.deepEqual(fs.readdirSync(cwd), [], "no backup file named --help, no database");
+
+  const extra = await runMain(["serve", "now"], env, { cwd });
+  assert.equal(extra.code, 2);
+  assert.match(extra.stderr, /^Usage: secrets-server serve/);
+});

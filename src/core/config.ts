@@ -217,6 +217,12 @@ function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
 
 function describeSchemaError(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error);
+  // ajv's "must be equal to one of the allowed values" does not say which: name them.
+  type AjvIssue = { instancePath?: string; keyword?: string; params?: { allowedValues?: unknown[] } };
+  const issue = (error as { errors?: AjvIssue[] } | null)?.errors?.[0];
+  if (issue?.keyword === "enum" && issue.instancePath && Array.isArray(issue.params?.allowedValues)) {
+    return `${issue.instancePath.slice(1)} must be one of: ${issue.params.allowedValues.join(", ")}.`;
+  }
   // ajv says "env/PORT must be <= 65535" or "env must have required property 'X'".
   const first = message.split(/,\s*(?=env)/)[0] ?? message;
   const named = first.match(/^env\/(\w+) (.*)$/);

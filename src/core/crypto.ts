@@ -91,6 +91,20 @@ function decodeKey(name: string, text: string): Buffer {
  * DATA_DIR/master.key.
  */
 export function loadKeyring(config: Config, log?: Pick<Logger, "warn">): Keyring {
+  // The older keys are checked first: a mistake there must not leave a generated key file.
+  const previous = new Map<number, Buffer>();
+  for (const entry of config.previousMasterKeys.split(",").map((s) => s.trim()).filter(Boolean)) {
+    const match = entry.match(/^(\d+):(.+)$/);
+    if (!match) throw new ConfigError("MASTER_KEYS_PREVIOUS must be a comma-separated list of <version>:<base64 key>.");
+    const version = Number(match[1]);
+    if (version === config.masterKeyVersion) {
+      throw new ConfigError(
+        `MASTER_KEYS_PREVIOUS holds key version ${version}, the version of MASTER_KEY: give the new MASTER_KEY a higher MASTER_KEY_VERSION.`,
+      );
+    }
+    if (previous.has(version)) throw new ConfigError(`MASTER_KEYS_PREVIOUS holds key version ${version} twice.`);
+    previous.set(version, decodeKey(`MASTER_KEYS_PREVIOUS (version ${version})`, match[2]!));
+  }
   let current: Buffer;
   if (config.masterKey) {
     current = decodeKey("MASTER_KEY", config.masterKey);
@@ -99,14 +113,7 @@ export function loadKeyring(config: Config, log?: Pick<Logger, "warn">): Keyring
   } else {
     current = loadOrCreateDevKey(config.dataDir, log);
   }
-  const keys = new Map<number, Buffer>([[config.masterKeyVersion, current]]);
-  for (const entry of config.previousMasterKeys.split(",").map((s) => s.trim()).filter(Boolean)) {
-    const match = entry.match(/^(\d+):(.+)$/);
-    if (!match) throw new ConfigError("MASTER_KEYS_PREVIOUS must be a comma-separated list of <version>:<base64 key>.");
-    const version = Number(match[1]);
-    if (keys.has(version)) throw new ConfigError(`MASTER_KEYS_PREVIOUS repeats key version ${version} (or names the current version).`);
-    keys.set(version, decodeKey(`MASTER_KEYS_PREVIOUS (version ${version})`, match[2]!));
-  }
+  const keys = new Map<number, Buffer>([[config.masterKeyVersion, current], ...previous]);
   return new Keyring(config.masterKeyVersion, keys);
 }
 

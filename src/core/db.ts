@@ -16,8 +16,20 @@ export const DATABASE_FILE = "secrets.db";
 
 /** Opens (creating if needed) the database under DATA_DIR, sets the pragmas and applies migrations. */
 export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">): Db {
-  fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
-  const sqlite = openSqliteFile(config.dataDir, path.join(config.dataDir, DATABASE_FILE));
+  try {
+    fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    // A file in the way or a folder this user may not write: one line naming the variable.
+    throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+  }
+  let sqlite: Database.Database;
+  try {
+    sqlite = openSqliteFile(config.dataDir, path.join(config.dataDir, DATABASE_FILE));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== "SQLITE_CANTOPEN" && code !== "EACCES") throw error;
+    throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: the database cannot be opened by this user (${code}).`);
+  }
   sqlite.pragma("journal_mode = WAL");
   // FULL by default: an acknowledged secret write must survive a power cut. better-sqlite3
   // is built to run WAL at NORMAL, so this has to be said explicitly.
@@ -46,11 +58,23 @@ export function openSqliteFile(dataDir: string, file: string, options: { readonl
 export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
   const source = path.join(config.dataDir, DATABASE_FILE);
   if (!fs.existsSync(source)) throw new ConfigError(`There is no database at ${source}: check DATA_DIR.`);
-  if (fs.existsSync(destination)) throw new ConfigError(`${destination} already exists; choose a new file name.`);
+  // Created empty with mode 0600 first (SQLite takes an empty file as an empty database), so
+  // the copy is never readable by others, not even while it is being written.
+  try {
+    fs.closeSync(fs.openSync(destination, "wx", 0o600));
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") throw new ConfigError(`${destination} already exists; choose a new file name.`);
+    if (code === "ENOENT") throw new ConfigError(`The folder of ${destination} does not exist; create it first.`);
+    throw new ConfigError(`${destination} cannot be written: ${code ?? String(error)}.`);
+  }
   const sqlite = openSqliteFile(config.dataDir, source, { readonly: true });
   try {
     await sqlite.backup(destination);
     fs.chmodSync(destination, 0o600);
+  } catch (error) {
+    fs.rmSync(destination, { force: true });
+    throw error;
   } finally {
     sqlite.close();
   }
