@@ -272,6 +272,9 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   const update = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target]);
   assert.equal(update.stdout, "Updated API_KEY in production (version 2).\n");
   assert.ok(!set.stdout.includes("s3cr3t") && !update.stdout.includes("second value"));
+  const same = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target]);
+  assert.equal(same.code, 0, same.stderr);
+  assert.equal(same.stdout, "API_KEY in production already has this value (version 2): nothing changed.\n");
 
   const get = await cli(home, ["secrets", "get", "API_KEY", ...target]);
   assert.equal(get.code, 0, get.stderr);

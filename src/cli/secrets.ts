@@ -123,6 +123,8 @@ export async function secrets(args: string[]): Promise<number> {
       saved = (await target.api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value: newValue })).secret;
     }
     if (values.json) process.stdout.write(JSON.stringify(saved) + "\n");
+    // The server answers an equal value with the current version and writes nothing.
+    else if (existing && saved.version === existing.version) process.stdout.write(`${saved.key} in ${target.environment} already has this value (version ${saved.version}): nothing changed.\n`);
     else process.stdout.write(`${existing ? "Updated" : "Created"} ${saved.key} in ${target.environment} (version ${saved.version}).\n`);
     return EXIT.ok;
   }
