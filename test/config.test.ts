@@ -1,10 +1,11 @@
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { makeTempDir, randomMasterKey, runMain, startServer } from "./helpers.ts";
+import { makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {
   try {
@@ -295,4 +296,26 @@ test("--help on a server command prints its usage and does nothing else", async 
   const extra = await runMain(["serve", "now"], env, { cwd });
   assert.equal(extra.code, 2);
   assert.match(extra.stderr, /^Usage: secrets-server serve/);
+});
+
+test("a database file the server's user may read but not write stops the start with one line", async (t) => {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const env = { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() };
+  const made = await runMain(["migrate"], env);
+  assert.equal(made.code, 0, made.stderr);
+  // Like a restored copy left owned by root: readable, not writable. Root may write any file,
+  // so as root the command runs as nobody; SQLite would open the file read-only and start.
+  fs.chmodSync(dataDir, 0o755);
+  fs.chmodSync(path.join(dataDir, "secrets.db"), 0o444);
+  const asRoot = process.getuid?.() === 0;
+  const result = spawnSync(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+    cwd: dataDir,
+    env: { PATH: process.env.PATH, ...env, PORT: "0" },
+    encoding: "utf8",
+    timeout: 20_000,
+    ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
+  });
+  assert.equal(result.status, 1, result.stderr);
+  assert.match(result.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: this user may not write secrets\.db; give it to the user the server runs as\.\n$/);
 });

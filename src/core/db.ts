@@ -22,9 +22,19 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
     // A file in the way or a folder this user may not write: one line naming the variable.
     throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
   }
+  const file = path.join(config.dataDir, DATABASE_FILE);
+  // SQLite quietly opens a file it may read but not write (say a restored copy owned by root)
+  // read-only, and every write would then answer 500: refuse to start instead.
+  if (fs.existsSync(file)) {
+    try {
+      fs.accessSync(file, fs.constants.R_OK | fs.constants.W_OK);
+    } catch {
+      throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: this user may not write ${DATABASE_FILE}; give it to the user the server runs as.`);
+    }
+  }
   let sqlite: Database.Database;
   try {
-    sqlite = openSqliteFile(config.dataDir, path.join(config.dataDir, DATABASE_FILE));
+    sqlite = openSqliteFile(config.dataDir, file);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
     if (code !== "SQLITE_CANTOPEN" && code !== "EACCES") throw error;
