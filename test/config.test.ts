@@ -4,6 +4,8 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
 
@@ -134,6 +136,34 @@ test("MASTER_KEY must decode to 32 bytes", async () => {
   } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
+});
+
+test("a database a newer version migrated refuses to start, and is left as it was", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  await alice.createProject({ name: "api", environments: ["production"] });
+  await server.stop();
+  // What a newer version leaves behind: a migration this code does not have.
+  const sqlite = new Database(path.join(server.dataDir, DATABASE_FILE));
+  const newest = sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() as number;
+  sqlite.prepare("INSERT INTO __drizzle_migrations (hash, created_at) VALUES ('from-the-future', ?)").run(newest + 86_400_000);
+  sqlite.prepare("CREATE TABLE from_the_future (id INTEGER)").run();
+  sqlite.close();
+
+  const result = await runMain(["serve"], server.env);
+  assert.equal(result.code, 1);
+  assert.match(result.stderr, /configuration error: The database in DATA_DIR was upgraded by a newer version of secrets-server/);
+  const migrate = await runMain(["migrate"], server.env);
+  assert.equal(migrate.code, 1);
+
+  // Back to what this version knows (as restoring the pre-upgrade backup would): it starts.
+  const fix = new Database(path.join(server.dataDir, DATABASE_FILE));
+  fix.prepare("DELETE FROM __drizzle_migrations WHERE hash = 'from-the-future'").run();
+  fix.close();
+  const again = await server.restart();
+  t.after(() => again.stop());
+  const client = await again.signIn("alice@example.test");
+  assert.deepEqual((await client.json("GET", "/api/projects")).body.projects.map((p: { name: string }) => p.name), ["api"]);
 });
 
 test("a different MASTER_KEY against an existing database refuses to start and changes nothing", async (t) => {

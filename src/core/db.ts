@@ -47,7 +47,12 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
   sqlite.pragma("foreign_keys = ON");
   sqlite.pragma("busy_timeout = 5000");
   const db = drizzle(sqlite, { schema }) as Db;
-  migrate(db);
+  try {
+    migrate(db);
+  } catch (error) {
+    sqlite.close();
+    throw error;
+  }
   return db;
 }
 
@@ -96,9 +101,29 @@ function loadMigrations(): MigrationMeta[] {
 }
 
 export function migrate(db: Db): void {
+  const migrations = loadMigrations();
+  refuseNewerDatabase(db, migrations);
   // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
   const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): void }; session: unknown };
-  internals.dialect.migrate(loadMigrations(), internals.session, {});
+  internals.dialect.migrate(migrations, internals.session, {});
+}
+
+/**
+ * drizzle applies the migrations newer than the newest one recorded, and says nothing when
+ * the database is ahead of the code: an older executable started on a database a newer one
+ * migrated would run against tables it does not know. Refuse instead.
+ */
+function refuseNewerDatabase(db: Db, migrations: MigrationMeta[]): void {
+  const sqlite = db.$client;
+  const recorded = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'").get();
+  if (!recorded) return;
+  const newestApplied = Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0);
+  const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
+  if (newestApplied > newestKnown) {
+    throw new ConfigError(
+      "The database in DATA_DIR was upgraded by a newer version of secrets-server, which this version cannot use. Run the newer version, or restore the backup taken before the upgrade.",
+    );
+  }
 }
 
 /**
