@@ -215,20 +215,29 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     process.off("SIGTERM", stop);
     const counts = countEncryptedRecords(db, keyring.currentVersion);
     if (result.interrupted) {
-      console.log(`Interrupted after ${result.reencrypted} records. Nothing is half done: run rotate-key again to continue.`);
+      console.log(`Interrupted after ${plural(result.reencrypted, "record")}. Nothing is half done: run rotate-key again to continue.`);
       return 130;
     }
     console.log(
-      `Done: ${result.reencrypted} records re-encrypted, ${result.projectKeysRemoved} old project data keys removed. ` +
-        `${counts.onCurrentKeyVersion} of ${counts.total} records are on key version ${keyring.currentVersion}.`,
+      `Done: ${plural(result.reencrypted, "record")} re-encrypted, ${plural(result.projectKeysRemoved, "old project data key")} removed. ` +
+        `${counts.onCurrentKeyVersion} of ${plural(counts.total, "record")} ${counts.total === 1 ? "is" : "are"} on key version ${keyring.currentVersion}.`,
     );
     if (result.failed > 0 || counts.other > 0) {
-      console.error(`${result.failed} records could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`);
+      console.error(
+        `${plural(result.failed, "record")} could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`,
+      );
       return 1;
     }
-    console.log("Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS and restart the server.");
+    if (config.previousMasterKeys.trim()) {
+      console.log("Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS and restart the server.");
+    }
     return 0;
   } finally {
     db.$client.close();
   }
+}
+
+/** "1 record", "2 records". */
+function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }
