@@ -280,8 +280,10 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   assert.equal(get.code, 0, get.stderr);
   assert.equal(get.stdout, "second value\n");
   const list = await cli(home, ["secrets", "list", ...target, "--json"]);
-  assert.deepEqual(JSON.parse(list.stdout).map((s: any) => s.key).sort(), ["API_KEY", "DATABASE_URL", "TRICKY"]);
+  assert.deepEqual(JSON.parse(list.stdout).map((s: any) => s.key), ["API_KEY", "DATABASE_URL", "TRICKY"]);
   assert.ok(!list.stdout.includes("second value"));
+  const listTable = await cli(home, ["secrets", "list", ...target]);
+  assert.match(listTable.stdout, /^KEY\s+VERSION\s+UPDATED\nAPI_KEY\s+2\s+\S+\nDATABASE_URL\s+1\s+\S+\nTRICKY\s+1\s+\S+\n$/);
   const missing = await cli(home, ["secrets", "get", "NOPE", ...target]);
   assert.equal(missing.code, 4);
 

@@ -90,7 +90,8 @@ export async function secrets(args: string[]): Promise<number> {
   const base = environmentPath(projectId, target.environment);
 
   if (action === "list" && !key) {
-    const list = await listSecrets(target, projectId);
+    // By key, as `env | sort` would: the API lists the most recently changed first.
+    const list = (await listSecrets(target, projectId)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     if (values.json) process.stdout.write(JSON.stringify(list, null, 2) + "\n");
     else if (list.length === 0) process.stderr.write(`No secrets in ${target.environment} yet.\n`);
     else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), s.updatedAt])]));
