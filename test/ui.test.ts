@@ -38,12 +38,13 @@ interface Tab {
 }
 
 /** A fresh browser context (no cookies) on the test server, CSP enforced. */
-async function openTab(server: TestServer, options: { phone?: boolean; dark?: boolean } = {}): Promise<Tab> {
+async function openTab(server: TestServer, options: { phone?: boolean; dark?: boolean; timezoneId?: string } = {}): Promise<Tab> {
   const context = await browser.newContext({
     baseURL: server.url,
     acceptDownloads: true,
     viewport: options.phone ? { width: 375, height: 740 } : { width: 1280, height: 860 },
     colorScheme: options.dark ? "dark" : "light",
+    ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
   });
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
   // Nothing may be fetched from anywhere but the server itself.
@@ -640,6 +641,56 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByText("AES-256-GCM").waitFor();
     await page.getByRole("heading", { name: "Checklist" }).waitFor();
     await check(tab, "security");
+  });
+
+  test("From and To mean whole days of the browser's time zone, as the times shown are", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "tz", environments: ["production"] });
+    const base = `/api/projects/${project.id}/environments/production`;
+    // Two events at 12:30 UTC on consecutive days, a few days ahead. In Auckland (UTC+12 or
+    // +13) each is 00:30 or 01:30 of the NEXT day: the local day `day` holds only the first,
+    // while the UTC day of that date holds only the second.
+    const now = server.clock.now();
+    const first = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate() + 3, 12, 30));
+    const day = new Date(first.getTime() + 24 * 3600_000).toISOString().slice(0, 10);
+    server.clock.advance(first.getTime() - server.clock.now().getTime());
+    assert.equal((await alice.json("POST", `${base}/secrets`, { key: "FIRST", value: "1" })).status, 201);
+    server.clock.advance(24 * 3600_000);
+    assert.equal((await alice.json("POST", `${base}/secrets`, { key: "SECOND", value: "2" })).status, 201);
+
+    const tab = await openTab(server, { timezoneId: "Pacific/Auckland" });
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/audit`);
+    await auditListShows(page, ["You created secret SECOND in production", "You created secret FIRST in production", "You created the project"]);
+
+    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from"));
+    await page.getByLabel("From", { exact: true }).fill(day);
+    await page.getByLabel("To", { exact: true }).fill(day);
+    await page.getByRole("button", { name: "Apply filters" }).click();
+    const query = new URL((await sent).url()).searchParams;
+    // Local midnight of that day and its last millisecond, as full UTC timestamps.
+    const inAuckland = new Intl.DateTimeFormat("sv-SE", {
+      timeZone: "Pacific/Auckland",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
+      fractionalSecondDigits: 3,
+      hourCycle: "h23",
+    });
+    for (const [name, time] of [
+      ["from", "00:00:00,000"],
+      ["to", "23:59:59,999"],
+    ] as const) {
+      const sentValue = query.get(name) ?? "";
+      assert.match(sentValue, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/, name);
+      assert.equal(inAuckland.format(new Date(sentValue)), `${day} ${time}`, name);
+    }
+    await auditListShows(page, ["You created secret FIRST in production"]);
   });
 
   test("connect Vercel against the fake, pick a project, map environments, add a hook, sync and redeploy", async (t) => {

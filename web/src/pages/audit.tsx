@@ -113,6 +113,20 @@ function actorLabel(actor: AuditEvent["actor"]): string {
   return actor?.email && !actor.isYou ? label : label.charAt(0).toUpperCase() + label.slice(1);
 }
 
+/**
+ * A date picked in the From/To fields, as the bounds of that day in this browser's time zone
+ * (the times shown are local; the API reads a bare YYYY-MM-DD as a UTC day). `end` gives the
+ * day's last millisecond, which the API includes.
+ */
+export function localDayBound(date: string, end: boolean): string {
+  const [year, month, day] = date.split("-").map(Number) as [number, number, number];
+  // setFullYear, not the constructor, which reads years 0 to 99 as 1900 to 1999.
+  const midnight = new Date(0);
+  midnight.setFullYear(year, month - 1, end ? day + 1 : day);
+  midnight.setHours(0, 0, 0, 0);
+  return new Date(midnight.getTime() - (end ? 1 : 0)).toISOString();
+}
+
 interface Filters {
   category: string;
   action: string;
@@ -150,8 +164,8 @@ export function AuditPage({ project }: { project: Project }) {
       if (f.action) q.set("action", f.action);
       else if (f.category) q.set("category", f.category);
       if (f.actor) q.set("actor", f.actor);
-      if (f.from) q.set("from", f.from);
-      if (f.to) q.set("to", f.to);
+      if (f.from) q.set("from", localDayBound(f.from, false));
+      if (f.to) q.set("to", localDayBound(f.to, true));
       if (after) q.set("cursor", after);
       const page = await get<AuditEventPage>(`${base}/audit?${q}`);
       if (request !== latest.current) return;
