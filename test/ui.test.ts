@@ -102,6 +102,12 @@ async function assertNoSidewaysScroll(page: Page, name: string): Promise<void> {
   assert.ok(overflow.by <= 0, `${name}: the page scrolls sideways by ${overflow.by}px: ${overflow.wide.join(", ")}`);
 }
 
+/** The tab's title becomes `title` (pages set it after loading what it names). */
+async function assertTitle(page: Page, title: string): Promise<void> {
+  await page.waitForFunction((wanted) => document.title === wanted, title, { timeout: 5000 }).catch(() => undefined);
+  assert.equal(await page.title(), title);
+}
+
 function mainNav(page: Page, name: string) {
   return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name });
 }
@@ -164,11 +170,13 @@ describe("admin UI in Chromium", () => {
     await tab.page.goto("/cli-sessions");
     await tab.page.waitForURL("**/sign-in");
     await tab.page.getByLabel("E-mail address").waitFor();
+    await assertTitle(tab.page, "Sign in · Secrets");
     await check(tab, "sign-in");
     await tab.page.getByLabel("E-mail address").fill("alice@example.test");
     await tab.page.getByRole("button", { name: "Sign in" }).click();
     await tab.page.waitForURL("**/cli-sessions");
     await tab.page.getByRole("heading", { name: "CLI sessions" }).waitFor();
+    await assertTitle(tab.page, "CLI sessions · Secrets");
 
     await mainNav(tab.page, "Projects").click();
     await tab.page.getByText("No projects yet").waitFor();
@@ -209,6 +217,7 @@ describe("secrets in Chromium", () => {
     const { page } = tab;
     await page.goto(`/projects/${project.id}/production`);
     await page.getByText("No secrets in production yet").waitFor();
+    await assertTitle(page, "Production secrets · api · Secrets");
 
     await page.getByRole("button", { name: "New secret" }).click();
     await page.getByRole("dialog").getByLabel("Key").fill("DATABASE_URL");
@@ -332,6 +341,7 @@ describe("secrets in Chromium", () => {
     const { page } = tab;
     await page.goto(`/projects/${project.id}/staging`);
     await page.getByRole("link", { name: "Import .env" }).click();
+    await assertTitle(page, "Import into Staging · web · Secrets");
     await page.getByLabel("Paste the contents of a .env file").fill(
       ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "CHANGE_ME=new", "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
     );
@@ -406,6 +416,7 @@ describe("members and access in Chromium", () => {
     await signInThroughForm(bob, "bob@example.test", new URL(bobLink).pathname + new URL(bobLink).hash);
     await bob.page.waitForURL((url) => url.pathname === "/invite");
     await bob.page.getByRole("heading", { name: "You have been invited to a project" }).waitFor();
+    await assertTitle(bob.page, "Invitation · Secrets");
     await bob.page.getByRole("listitem").filter({ hasText: "shop as member, from alice@example.test" }).waitFor();
     await check(bob, "invite");
     await bob.page.getByRole("button", { name: "Accept invitation" }).click();
@@ -515,6 +526,7 @@ describe("CLI sign-in in Chromium", () => {
     const code = new URL(url).searchParams.get("code")!;
     await page.goto(new URL(url).pathname + new URL(url).search);
     await page.getByRole("heading", { name: "Authorize the command-line tool" }).waitFor();
+    await assertTitle(page, "Authorize the CLI · Secrets");
     assert.equal(await page.getByLabel("Code shown in your terminal").inputValue(), code);
     await page.getByRole("status").filter({ hasText: "Device: build box." }).waitFor();
     await check(tab, "cli-authorize");
@@ -611,6 +623,7 @@ describe("audit, security and Vercel in Chromium", () => {
     const list = page.getByRole("list", { name: "Audit events, newest first" });
     await list.getByText("bob@example.test changed the value of API_KEY in production (now version 2)").waitFor();
     await list.getByText("You revealed the value of API_KEY in production").first().waitFor();
+    await assertTitle(page, "Audit log · ledger · Secrets");
     await check(tab, "audit");
     assert.equal(await list.getByRole("listitem").count(), 50);
     await page.getByRole("button", { name: "Load more" }).click();
@@ -638,6 +651,7 @@ describe("audit, security and Vercel in Chromium", () => {
 
     await page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Security" }).click();
     await page.getByRole("heading", { name: "Security overview" }).waitFor();
+    await assertTitle(page, "Security · ledger · Secrets");
     await page.getByText("AES-256-GCM").waitFor();
     await page.getByRole("heading", { name: "Checklist" }).waitFor();
     await check(tab, "security");
@@ -1009,8 +1023,14 @@ describe("settings, keyboard, phone and dark theme", () => {
     // A project that is gone says so and links home, instead of offering "Try again".
     await page.goto("/projects/00000000-0000-0000-0000-000000000000/settings");
     await page.getByRole("heading", { name: "Project not found" }).waitFor();
+    await assertTitle(page, "Project not found · Secrets");
     await page.getByRole("link", { name: "Go to your projects" }).click();
     await page.waitForURL((url) => url.pathname === "/");
+    await assertTitle(page, "Projects · Secrets");
+    await page.goto("/nowhere");
+    await page.getByRole("heading", { name: "Page not found" }).waitFor();
+    await assertTitle(page, "Page not found · Secrets");
+    await page.getByRole("link", { name: "Go to your projects" }).click();
     await check(tab, "focus-after-actions");
   });
 });

@@ -43,9 +43,11 @@ export function App() {
     if (session.state === "signed-in" && onSignInPage) navigate(takeReturnTo(), { replace: true });
   }, [session.state, onSignInPage, onSetPasswordPage]);
 
+  // A project page names itself (its name is known only once loaded): see ProjectPage.
+  const title = titleFor(location.pathname);
   useEffect(() => {
-    document.title = titleFor(location.pathname);
-  }, [location.pathname]);
+    if (title) document.title = title;
+  }, [title]);
 
   if (session.state === "loading") return <p class="boot" role="status">Loading…</p>;
   if (session.state === "error") {
@@ -147,12 +149,16 @@ function Route({ user, pathname, search, hash }: { user: User; pathname: string;
   );
 }
 
-function titleFor(pathname: string): string {
-  if (pathname === "/sign-in") return "Sign in · Secrets";
-  if (pathname === "/set-password") return "Set a password · Secrets";
-  if (pathname.startsWith("/cli/authorize")) return "Authorize the CLI · Secrets";
-  if (pathname.startsWith("/cli-sessions")) return "CLI sessions · Secrets";
-  if (pathname.startsWith("/invite")) return "Invitation · Secrets";
-  if (pathname.startsWith("/projects/")) return "Project · Secrets";
-  return "Projects · Secrets";
+/** The tab's title for a path, as Route reads it; null where the page sets its own. */
+function titleFor(pathname: string): string | null {
+  const parts = pathname.split("/").filter(Boolean);
+  const page = (name: string) => `${name} · Secrets`;
+  if (parts.length === 0) return page("Projects");
+  if (pathname === "/sign-in") return page("Sign in");
+  if (pathname === "/set-password") return page("Set a password");
+  if (parts[0] === "projects" && parts[1]) return null;
+  if (parts[0] === "cli-sessions") return page("CLI sessions");
+  if (parts[0] === "cli" && parts[1] === "authorize") return page("Authorize the CLI");
+  if (parts[0] === "invite") return page("Invitation");
+  return page("Page not found");
 }

@@ -30,8 +30,13 @@ export function ProjectPage({ projectId, section, sub }: { projectId: string; se
     if (first.current) first.current = false;
     else void project.reload();
   }, [section]);
+  const notFound = project.error instanceof ApiError && project.error.status === 404;
+  const title = project.data ? projectTitle(project.data, section, sub) : notFound ? "Project not found" : "Project";
+  useEffect(() => {
+    document.title = `${title} · Secrets`;
+  }, [title]);
   // A deleted project, or one the caller left or never joined: no point in "Try again".
-  if (project.error instanceof ApiError && project.error.status === 404) {
+  if (notFound) {
     return (
       <section>
         <h1>Project not found</h1>
@@ -46,6 +51,15 @@ export function ProjectPage({ projectId, section, sub }: { projectId: string; se
       {(p) => <ProjectView project={p} section={section} sub={sub} reload={project.reload} />}
     </LoadState>
   );
+}
+
+/** The tab's title: the page, then the project ("Production secrets · ledger"). */
+function projectTitle(project: Project, section: string | undefined, sub: string | undefined): string {
+  const env = ENVIRONMENTS.find((e) => e === section);
+  let page: string | undefined;
+  if (env) page = sub === "import" ? `Import into ${envLabel(env)}` : `${envLabel(env)} secrets`;
+  else if (section) page = SECTIONS.find((s) => s.slug === section)?.label ?? "Page not found";
+  return page ? `${page} · ${project.name}` : project.name;
 }
 
 function ProjectView({ project, section, sub, reload }: { project: Project; section?: string; sub?: string; reload(): Promise<void> }) {
