@@ -843,11 +843,34 @@ describe("settings, keyboard, phone and dark theme", () => {
     await useSession(tab, server, alice);
     const { page } = tab;
     await page.goto(`/projects/${project.id}/settings`);
+    await assertTitle(page, "Settings · old-name · Secrets");
+    // Nothing changed yet: Save is unavailable but stays focusable; neither a click nor Enter sends anything.
+    const patches: string[] = [];
+    page.on("request", (r) => {
+      if (r.method() === "PATCH") patches.push(r.url());
+    });
+    const save = page.getByRole("button", { name: "Save" });
+    assert.equal(await save.getAttribute("aria-disabled"), "true");
+    assert.equal(await save.evaluate((el) => (el as HTMLButtonElement).disabled), false, "focusable, not disabled");
+    // force: Playwright waits for an aria-disabled button to become enabled; a person can still click it.
+    await save.click({ force: true });
+    await page.getByLabel("Name").press("Enter");
+    await page.getByLabel("Description").fill(" ");
+    assert.equal(await save.getAttribute("aria-disabled"), "true", "a blank description is no change");
+    await save.focus();
+    await page.keyboard.press("Enter");
+    assert.equal(await save.evaluate((el) => el === document.activeElement), true);
+    assert.deepEqual(patches, []);
+    assert.equal(await page.getByRole("alert").count(), 0);
     await page.getByLabel("Name").fill("new-name");
+    assert.equal(await save.getAttribute("aria-disabled"), null);
     await page.getByLabel("Description").fill("Billing service");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByText("Saved.").waitFor();
     await page.getByRole("heading", { name: "new-name", level: 1 }).waitFor();
+    await assertTitle(page, "Settings · new-name · Secrets");
+    assert.equal(patches.length, 1);
+    await page.waitForFunction(() => document.querySelector('button[type="submit"]')?.getAttribute("aria-disabled") === "true");
     await check(tab, "settings");
     // Editing again: "Saved." no longer describes the fields.
     await page.getByLabel("Description").fill("Billing service, v2");

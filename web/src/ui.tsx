@@ -163,13 +163,25 @@ interface SubmitProps {
   busyLabel: string;
   busy: boolean;
   disabled?: boolean;
+  /**
+   * Not available yet (nothing to save), but keeps keyboard focus: aria-disabled rather than
+   * disabled, and a click or Enter in a field submits nothing.
+   */
+  unavailable?: boolean;
   danger?: boolean;
 }
 
 /** A form's submit button: no second click while the first one's request runs. */
-export function SubmitButton({ label, busyLabel, busy, disabled, danger }: SubmitProps) {
+export function SubmitButton({ label, busyLabel, busy, disabled, unavailable, danger }: SubmitProps) {
   return (
-    <button type="submit" class={danger ? "danger" : "primary"} disabled={busy || Boolean(disabled)}>
+    <button
+      type="submit"
+      class={danger ? "danger" : "primary"}
+      disabled={busy || Boolean(disabled)}
+      aria-disabled={unavailable ? "true" : undefined}
+      // Enter in a field submits through a click on this button too, so this stops both.
+      onClick={unavailable ? (e) => e.preventDefault() : undefined}
+    >
       {busy ? busyLabel : label}
     </button>
   );

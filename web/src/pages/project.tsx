@@ -128,6 +128,11 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
   const [saved, setSaved] = useState(false);
   const action = useAction();
   const canUpdate = project.permissions.includes("project:update");
+  const changes: { name?: string; description?: string | null } = {};
+  if (name.trim() !== project.name) changes.name = name.trim();
+  if (description.trim() !== (project.description ?? "")) changes.description = description.trim() || null;
+  // The API answers an empty change with an error ("Nothing to update."): Save waits for one.
+  const changed = Object.keys(changes).length > 0;
   return (
     <div class="stack">
       <h2>Settings</h2>
@@ -136,10 +141,8 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
           class="card"
           onSubmit={async (e) => {
             e.preventDefault();
+            if (!changed) return;
             setSaved(false);
-            const changes: Record<string, unknown> = {};
-            if (name.trim() !== project.name) changes.name = name.trim();
-            if (description.trim() !== (project.description ?? "")) changes.description = description.trim() || null;
             const result = await action.run(() => patch(projectPath(project.id), changes));
             if (result) {
               setSaved(true);
@@ -175,7 +178,7 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
           <p class="status" role="status">
             {saved ? "Saved." : ""}
           </p>
-          <SubmitButton label="Save" busyLabel="Saving…" busy={action.busy} />
+          <SubmitButton label="Save" busyLabel="Saving…" busy={action.busy} unavailable={!changed} />
         </form>
       )}
       {project.permissions.includes("project:delete") && (
