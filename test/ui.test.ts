@@ -180,8 +180,31 @@ describe("admin UI in Chromium", () => {
 
     await mainNav(tab.page, "Projects").click();
     await tab.page.getByText("No projects yet").waitFor();
+    await assertTitle(tab.page, "Projects · Secrets");
     await tab.page.getByRole("button", { name: "New project" }).click();
+
+    // The name is checked in the dialog (trimmed, 1 to 60 characters), before any request.
+    const posts: string[] = [];
+    tab.page.on("request", (r) => {
+      if (r.method() === "POST" && new URL(r.url()).pathname === "/api/projects") posts.push(r.url());
+    });
+    const nameField = tab.page.getByRole("dialog").getByLabel("Name");
+    const nameProblem = async () => {
+      const id = await nameField.getAttribute("aria-describedby");
+      return { invalid: await nameField.getAttribute("aria-invalid"), text: id ? await tab.page.locator(`#${id}`).textContent() : null };
+    };
+    await nameField.fill("   ");
+    await tab.page.getByRole("button", { name: "Create project" }).click();
+    await tab.page.getByText("Enter a name: it cannot be empty or only spaces.").waitFor();
+    assert.deepEqual(await nameProblem(), { invalid: "true", text: "Enter a name: it cannot be empty or only spaces." });
+    assert.equal(await nameField.evaluate((el) => el === document.activeElement), true, "focus goes to the name");
+    await nameField.fill("n".repeat(61));
+    assert.deepEqual(await nameProblem(), { invalid: "true", text: "Use at most 60 characters: this name has 61." });
+    await tab.page.getByRole("button", { name: "Create project" }).click();
+    assert.deepEqual(posts, []);
+    assert.equal(await tab.page.getByRole("alert").count(), 0);
     await tab.page.getByLabel("Name").fill("payments");
+    assert.deepEqual(await nameProblem(), { invalid: "false", text: null });
     await tab.page.getByLabel("Description (optional)").fill("Card processing");
     await tab.page.getByLabel("Staging").uncheck();
     await check(tab, "project-create");
@@ -189,6 +212,8 @@ describe("admin UI in Chromium", () => {
     await tab.page.waitForURL(/\/projects\/[0-9a-f-]+\/development$/);
     await tab.page.getByRole("heading", { name: "payments" }).waitFor();
     await tab.page.getByText("No secrets in development yet").waitFor();
+    await assertTitle(tab.page, "Development secrets · payments · Secrets");
+    assert.equal(posts.length, 1);
 
     const alice = await server.signIn("alice@example.test");
     const { body } = await alice.json("GET", "/api/projects");
@@ -890,6 +915,7 @@ describe("settings, keyboard, phone and dark theme", () => {
     await confirm.click();
     await page.waitForURL((url) => url.pathname === "/");
     await page.getByText("No projects yet").waitFor();
+    await page.getByRole("status").filter({ hasText: "Project “new-name” was deleted." }).waitFor();
     assert.equal((await alice.json("GET", `/api/projects/${project.id}`)).status, 404);
   });
 

@@ -60,6 +60,24 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
   return { data, error, loading, reload, setData: replace };
 }
 
+let nextPageNotice: string | undefined;
+
+/** A message for the page an action leads to ("Project … was deleted."): set it, then navigate. */
+export function setNextPageNotice(message: string): void {
+  nextPageNotice = message;
+}
+
+/** The next page's notice, once: read after mount, so its role=status region announces it. */
+export function useNextPageNotice(): string {
+  const [notice, setNotice] = useState("");
+  useEffect(() => {
+    const message = nextPageNotice;
+    nextPageNotice = undefined;
+    if (message) setNotice(message);
+  }, []);
+  return notice;
+}
+
 export interface Action {
   busy: boolean;
   error: string | undefined;

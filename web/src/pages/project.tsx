@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
-import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
 import { AccessPage } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
@@ -191,6 +191,7 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
           typed={project.name}
           onConfirm={async () => {
             await del(projectPath(project.id));
+            setNextPageNotice(`Project “${project.name}” was deleted.`);
             navigate("/");
           }}
         >

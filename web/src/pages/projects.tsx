@@ -1,12 +1,24 @@
 // The project list and the create form.
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
-import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad, useNextPageNotice } from "../ui.tsx";
+
+const NAME_MAX = 60;
+
+/** What is wrong with a project name, in the API's rules (trimmed, 1 to 60 characters). */
+export function nameProblem(name: string): string | undefined {
+  const trimmed = name.trim();
+  if (trimmed.length === 0) return "Enter a name: it cannot be empty or only spaces.";
+  if (trimmed.length > NAME_MAX) return `Use at most ${NAME_MAX} characters: this name has ${trimmed.length}.`;
+  return undefined;
+}
 
 export function ProjectsPage() {
   const projects = useLoad(() => get<{ projects: Project[] }>("/api/projects").then((r) => r.projects), []);
   const [creating, setCreating] = useState(false);
+  // Set by the project that was deleted on its way here.
+  const notice = useNextPageNotice();
   return (
     <section>
       <div class="page-head">
@@ -15,6 +27,9 @@ export function ProjectsPage() {
           New project
         </button>
       </div>
+      <p class="status" role="status">
+        {notice}
+      </p>
       <LoadState loaded={projects}>
         {(list) =>
           list.length === 0 ? (
@@ -58,11 +73,23 @@ function CreateProject({ onClose }: { onClose(): void }) {
   const [description, setDescription] = useState("");
   const [environments, setEnvironments] = useState<Environment[]>([...ENVIRONMENTS]);
   const action = useAction();
+  // Checked here first, so the field says what is wrong instead of the API's "invalid fields";
+  // shown once a submit was tried, or as soon as the name is too long.
+  const [tried, setTried] = useState(false);
+  const problem = nameProblem(name);
+  const showProblem = problem !== undefined && (tried || name.trim().length > NAME_MAX);
+  const nameInput = useRef<HTMLInputElement>(null);
   return (
     <Dialog title="New project" onClose={onClose}>
       <form
+        noValidate
         onSubmit={async (e) => {
           e.preventDefault();
+          setTried(true);
+          if (problem) {
+            nameInput.current?.focus();
+            return;
+          }
           const result = await action.run(() =>
             post<{ project: Project }>("/api/projects", {
               name: name.trim(),
@@ -78,8 +105,20 @@ function CreateProject({ onClose }: { onClose(): void }) {
       >
         <label class="field">
           <span>Name</span>
-          <input required maxLength={60} value={name} onInput={(e) => setName(e.currentTarget.value)} />
+          <input
+            ref={nameInput}
+            required
+            value={name}
+            onInput={(e) => setName(e.currentTarget.value)}
+            aria-invalid={showProblem}
+            aria-describedby={showProblem ? "project-name-problem" : undefined}
+          />
         </label>
+        {showProblem && (
+          <p id="project-name-problem" class="small error-text">
+            {problem}
+          </p>
+        )}
         <label class="field">
           <span>Description (optional)</span>
           <textarea maxLength={280} rows={2} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
