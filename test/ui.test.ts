@@ -396,6 +396,10 @@ describe("secrets in Chromium", () => {
     await page.getByRole("button", { name: "Import 1 key" }).click();
     await page.getByText("1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed.").waitFor();
     assert.equal((await alice.json("GET", `${base}/export`)).body.secrets.length, 6);
+    // The input is emptied after the import: the same file chosen again is read again.
+    assert.equal(await page.getByLabel("Or choose a file").inputValue(), "");
+    await page.getByLabel("Or choose a file").setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
+    await page.getByText("1 key: 0 new, 1 existing.").waitFor();
     await alice.json("DELETE", `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`);
 
     await page.getByRole("link", { name: "Back to secrets" }).click();

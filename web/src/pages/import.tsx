@@ -1,6 +1,6 @@
 // Import: paste .env text or pick a file; it is parsed here in the browser and previewed
 // against the environment's keys before anything is sent.
-import { useMemo, useState } from "preact/hooks";
+import { useMemo, useRef, useState } from "preact/hooks";
 import { envPath, get, post, type Environment, type ExportedSecret, type ImportResult, type Project, type SecretMeta } from "../api.ts";
 import { parseDotenv } from "../dotenv.ts";
 import { DataTable, ErrorText, Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
@@ -19,6 +19,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
   const [overwriteAll, setOverwriteAll] = useState(false);
   const [overwrite, setOverwrite] = useState<Record<string, boolean>>({});
   const [result, setResult] = useState<ImportResult | undefined>(undefined);
+  const fileInput = useRef<HTMLInputElement>(null);
   const compare = useAction();
   const submit = useAction();
   const canOverwrite = project.permissions.includes("secrets:update");
@@ -68,6 +69,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
         <label class="field">
           <span>Or choose a file</span>
           <input
+            ref={fileInput}
             type="file"
             accept=".env,text/plain,*"
             onChange={async (e) => {
@@ -191,6 +193,8 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
                     if (res) {
                       setResult(res);
                       setText("");
+                      // Emptied, so choosing the same file again is a change and is read again.
+                      if (fileInput.current) fileInput.current.value = "";
                       setCurrent(undefined);
                       setOverwrite({});
                       await existing.reload();
