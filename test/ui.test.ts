@@ -325,6 +325,41 @@ describe("secrets in Chromium", () => {
     );
   });
 
+  test("a failed reveal's message goes when the next action starts", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "gone", environments: ["production"] });
+    const base = `/api/projects/${project.id}/environments/production`;
+    const gone = await alice.json("POST", `${base}/secrets`, { key: "GONE", value: "g" });
+    assert.equal((await alice.json("POST", `${base}/secrets`, { key: "STAYS", value: "s" })).status, 201);
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/production`);
+    await page.getByRole("row", { name: /GONE/ }).waitFor();
+    assert.equal((await alice.json("DELETE", `${base}/secrets/${gone.body.secret.id}`)).status, 200);
+
+    const failed = page.getByRole("alert").filter({ hasText: /^GONE: / });
+    const revealGone = async () => {
+      await page.getByRole("button", { name: "Reveal GONE" }).click();
+      await failed.waitFor();
+    };
+    // Opening another secret's history, hiding a value, copying: each clears it.
+    await revealGone();
+    await page.getByRole("button", { name: "History of STAYS" }).click();
+    await failed.waitFor({ state: "detached" });
+    await page.getByRole("dialog").getByRole("button", { name: "Close" }).click();
+    await page.getByRole("button", { name: "Reveal STAYS" }).click();
+    await page.getByRole("button", { name: "Hide STAYS" }).waitFor();
+    await revealGone();
+    await page.getByRole("button", { name: "Hide STAYS" }).click();
+    await failed.waitFor({ state: "detached" });
+    await revealGone();
+    await page.getByRole("button", { name: "Copy STAYS" }).click();
+    await page.getByRole("button", { name: "Copied STAYS" }).waitFor();
+    assert.equal(await failed.count(), 0);
+  });
+
   test("a long revealed value (a PEM key) scrolls inside its own box instead of stretching its row", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");

@@ -338,13 +338,17 @@ export function Time({ iso }: { iso: string | undefined | null }) {
   );
 }
 
-/** `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied DATABASE_URL"). */
-export function CopyButton({ text, label = "Copy", what }: { text: string | (() => Promise<string> | string); label?: string; what?: string }) {
+/**
+ * `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied
+ * DATABASE_URL"); `onStart` runs as the copy begins (to clear an earlier action's message).
+ */
+export function CopyButton({ text, label = "Copy", what, onStart }: { text: string | (() => Promise<string> | string); label?: string; what?: string; onStart?(): void }) {
   const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
   return (
     <button
       type="button"
       onClick={async () => {
+        onStart?.();
         setState("copying");
         try {
           await navigator.clipboard.writeText(typeof text === "string" ? text : await text());

@@ -54,6 +54,11 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
     }
   }
 
+  // A failed reveal's message is about that click: the next action takes it away.
+  function startAction() {
+    setRowError(undefined);
+  }
+
   function hide(id: string) {
     setRevealed((r) => {
       const { [id]: _gone, ...rest } = r;
@@ -73,7 +78,14 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
         <h2>{envLabel(env)} secrets</h2>
         <div class="toolbar-actions">
           {can("secrets:create") && (
-            <button type="button" class="primary" onClick={() => setCreating(true)}>
+            <button
+              type="button"
+              class="primary"
+              onClick={() => {
+                startAction();
+                setCreating(true);
+              }}
+            >
               New secret
             </button>
           )}
@@ -82,7 +94,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
               Import .env
             </Link>
           )}
-          <ExportButtons project={project} env={env} />
+          <ExportButtons project={project} env={env} onStart={startAction} />
         </div>
       </div>
       <label class="field search">
@@ -135,23 +147,48 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                           {revealing === secret.id ? "Revealing…" : "Reveal"}
                         </RowButton>
                       ) : (
-                        <RowButton label={`Hide ${secret.key}`} onClick={() => hide(secret.id)}>
+                        <RowButton
+                          label={`Hide ${secret.key}`}
+                          onClick={() => {
+                            startAction();
+                            hide(secret.id);
+                          }}
+                        >
                           Hide
                         </RowButton>
                       )}
                       <span title={REVEAL_NOTE}>
-                        <CopyButton what={secret.key} text={() => value ?? readValue(secret)} />
+                        <CopyButton what={secret.key} text={() => value ?? readValue(secret)} onStart={startAction} />
                       </span>
                       {can("secrets:update") && (
-                        <RowButton label={`Edit ${secret.key}`} onClick={() => setEditing(secret)}>
+                        <RowButton
+                          label={`Edit ${secret.key}`}
+                          onClick={() => {
+                            startAction();
+                            setEditing(secret);
+                          }}
+                        >
                           Edit
                         </RowButton>
                       )}
-                      <RowButton label={`History of ${secret.key}`} onClick={() => setHistory(secret)}>
+                      <RowButton
+                        label={`History of ${secret.key}`}
+                        onClick={() => {
+                          startAction();
+                          setHistory(secret);
+                        }}
+                      >
                         History
                       </RowButton>
                       {can("secrets:delete") && (
-                        <RowButton danger label={`Delete ${secret.key}`} onClick={() => setDeleting(secret)}>
+                        <RowButton
+                          danger
+                          label={`Delete ${secret.key}`}
+                          onClick={() => {
+                            startAction();
+                            setDeleting(secret);
+                          }}
+                        >
                           Delete
                         </RowButton>
                       )}
@@ -375,18 +412,25 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                   ) : (
                     <RowButton
                       label={`Hide version ${v.versionNumber}`}
-                      onClick={() =>
+                      onClick={() => {
+                        reveal.clear();
                         setValues((all) => {
                           const { [v.versionNumber]: _gone, ...rest } = all;
                           return rest;
-                        })
-                      }
+                        });
+                      }}
                     >
                       Hide
                     </RowButton>
                   )}
                   {props.canRestore && !v.isCurrent && (
-                    <RowButton label={`Restore version ${v.versionNumber}`} onClick={() => setRestoring(v)}>
+                    <RowButton
+                      label={`Restore version ${v.versionNumber}`}
+                      onClick={() => {
+                        reveal.clear();
+                        setRestoring(v);
+                      }}
+                    >
                       Restore
                     </RowButton>
                   )}
@@ -417,11 +461,12 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
   );
 }
 
-function ExportButtons({ project, env }: { project: Project; env: Environment }) {
+function ExportButtons({ project, env, onStart }: { project: Project; env: Environment; onStart(): void }) {
   const action = useAction();
   const [which, setWhich] = useState<string | undefined>(undefined);
   if (!project.permissions.includes("secrets:read")) return null;
   async function download(format: "dotenv" | "json") {
+    onStart();
     setWhich(format);
     await action.run(async () => {
       const res = await request("GET", `${envPath(project.id, env)}/export${format === "dotenv" ? "?format=dotenv" : ""}`);
