@@ -27,7 +27,7 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 /** AES-256-GCM with a fresh 96-bit nonce; the result is nonce | ciphertext | tag. */
-export function seal(key: Buffer, plaintext: Buffer | string, aad: string): Buffer {
+export function seal(key: Buffer | crypto.KeyObject, plaintext: Buffer | string, aad: string): Buffer {
   const nonce = crypto.randomBytes(NONCE_BYTES);
   const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(Buffer.from(aad, "utf8"));
@@ -36,7 +36,7 @@ export function seal(key: Buffer, plaintext: Buffer | string, aad: string): Buff
 }
 
 /** Throws when the key, the AAD or any byte differs: a ciphertext moved to another row never opens. */
-export function open(key: Buffer, sealed: Buffer, aad: string): Buffer {
+export function open(key: Buffer | crypto.KeyObject, sealed: Buffer, aad: string): Buffer {
   if (sealed.length < NONCE_BYTES + TAG_BYTES) throw new Error("ciphertext too short");
   const nonce = sealed.subarray(0, NONCE_BYTES);
   const tag = sealed.subarray(sealed.length - TAG_BYTES);
