@@ -1,6 +1,7 @@
 // api.md 4.1 over HTTP against a real server: every rule, status and message.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { runMain } from "./helpers.ts";
 import { auditEvents, cliFor, count, createSecret, envPath, ISO_MS, openFile, startTeam, UUID } from "./secrets-helpers.ts";
 
 const NOT_FOUND = { error: "Project not found." };
@@ -155,6 +156,32 @@ test("read returns the value, is audited as secret.revealed, and is not cached",
     assert.deepEqual(missing.body, SECRET_NOT_FOUND);
   }
   assert.equal(auditEvents(server, projectId, "secret.revealed").length, 1);
+});
+
+test("concurrent reads share a commit, yet each answers only with its event on disk; no event, no value", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const created = await createSecret(owner, projectId, "production", "SHARED_KEY", "shared-commit-value");
+  const path = `${envPath(projectId, "production")}/secrets/${created.id}`;
+  const answers = await Promise.all(Array.from({ length: 40 }, () => owner.json("GET", path)));
+  assert.deepEqual(new Set(answers.map((a) => a.status)), new Set([200]));
+  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 40);
+  const history = await owner.json("GET", `${path}/versions/1`);
+  assert.equal(history.status, 200);
+  assert.equal(auditEvents(server, projectId, "secret.version_revealed").length, 1);
+
+  // When the event cannot be written, the value is not given out.
+  server.app.db.$client.exec("CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+  const refused = await Promise.all([owner.json("GET", path), owner.json("GET", path), owner.json("GET", `${path}/versions/1`)]);
+  for (const res of refused) {
+    assert.equal(res.status, 500);
+    assert.ok(!JSON.stringify(res.body).includes("shared-commit-value"), JSON.stringify(res.body));
+  }
+  server.app.db.$client.exec("DROP TRIGGER refuse_audit");
+  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 40);
+  assert.equal((await owner.json("GET", path)).body.secret.value, "shared-commit-value");
+  // Events written together still chain one after another.
+  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir });
+  assert.equal(verified.code, 0, verified.stdout + verified.stderr);
 });
 
 test("checks run in order before anything is read: membership 404, permission 403, environment 404/403", async (t) => {

@@ -133,32 +133,69 @@ export function createAuditWriter(db: Db, clock: Clock) {
   // Reading the last hash and appending must be one step, or two processes writing the
   // same file (the server and a CLI command) could both chain onto the same event.
   const appendAlone = sqlite.transaction(append);
+  const appendAll = sqlite.transaction((contents: StoredEventContent[]) => {
+    for (const content of contents) append(content);
+  });
+
+  // Events of reads waiting for the next flush (see recordRead).
+  let pendingReads: { content: StoredEventContent; settle: (error?: unknown) => void }[] = [];
+
+  function flushReads(): void {
+    const batch = pendingReads;
+    pendingReads = [];
+    try {
+      appendAll.immediate(batch.map((item) => item.content));
+    } catch (error) {
+      for (const item of batch) item.settle(error);
+      return;
+    }
+    for (const item of batch) item.settle();
+  }
+
+  function toContent(actor: Caller | null, entry: AuditEntry): StoredEventContent {
+    const definition = AUDIT_ACTIONS[entry.action];
+    if (!definition) throw new Error(`unknown audit action "${entry.action}"`);
+    const allowed: readonly string[] = definition.metadata;
+    const metadata: Record<string, MetadataValue> = {};
+    for (const [name, value] of Object.entries(entry.metadata ?? {})) {
+      if (value === undefined) continue;
+      // A programming error, not user input: fail loudly so no test can miss it.
+      if (!allowed.includes(name)) throw new Error(`audit metadata key "${name}" is not allowed for ${entry.action}`);
+      metadata[name] = cleanValue(value);
+    }
+    if (actor?.via === "cli" && allowed.includes("via")) metadata.via = "cli";
+    return {
+      id: nextId(),
+      projectId: entry.projectId,
+      at: clock.now().toISOString(),
+      action: entry.action,
+      category: definition.category,
+      actorUserId: actor?.userId ?? null,
+      targetType: entry.targetType,
+      targetId: entry.targetId,
+      metadata: JSON.stringify(metadata),
+    };
+  }
 
   return {
+    /**
+     * The event of a read that changes nothing (a value revealed). There is no change to
+     * commit it with, and committing each alone would cost one fsync per read: events of
+     * reads arriving together are written in one transaction on the next turn of the event
+     * loop. The promise settles once the event is durable, and the caller must not answer
+     * before: a value is never shown without its event on disk.
+     */
+    recordRead(actor: Caller | null, entry: AuditEntry): Promise<void> {
+      const content = toContent(actor, entry);
+      return new Promise((resolve, reject) => {
+        if (pendingReads.length === 0) setImmediate(flushReads);
+        pendingReads.push({ content, settle: (error) => (error === undefined ? resolve() : reject(error)) });
+      });
+    },
+
     /** `actor` is the caller, or null for the server's own actions (automatic sync). */
     record(actor: Caller | null, entry: AuditEntry): void {
-      const definition = AUDIT_ACTIONS[entry.action];
-      if (!definition) throw new Error(`unknown audit action "${entry.action}"`);
-      const allowed: readonly string[] = definition.metadata;
-      const metadata: Record<string, MetadataValue> = {};
-      for (const [name, value] of Object.entries(entry.metadata ?? {})) {
-        if (value === undefined) continue;
-        // A programming error, not user input: fail loudly so no test can miss it.
-        if (!allowed.includes(name)) throw new Error(`audit metadata key "${name}" is not allowed for ${entry.action}`);
-        metadata[name] = cleanValue(value);
-      }
-      if (actor?.via === "cli" && allowed.includes("via")) metadata.via = "cli";
-      const content: StoredEventContent = {
-        id: nextId(),
-        projectId: entry.projectId,
-        at: clock.now().toISOString(),
-        action: entry.action,
-        category: definition.category,
-        actorUserId: actor?.userId ?? null,
-        targetType: entry.targetType,
-        targetId: entry.targetId,
-        metadata: JSON.stringify(metadata),
-      };
+      const content = toContent(actor, entry);
       if (sqlite.inTransaction) append(content);
       else appendAlone.immediate(content);
     },

@@ -206,6 +206,11 @@ export function writeTransaction<T>(db: Db, fn: () => T): T {
   }
 }
 
+/** Reads in one snapshot (BEGIN DEFERRED): no lock is taken for writing, and nothing is fsynced. */
+export function readTransaction<T>(db: Db, fn: () => T): T {
+  return db.$client.transaction(fn).deferred();
+}
+
 const rollbackListeners = new WeakMap<Database.Database, (() => void)[]>();
 
 /** Called after any writeTransaction on this database rolled back (for caches of rows it wrote). */

@@ -93,7 +93,7 @@ export function registerSecretRoutes(
 
   app.get(`${BASE}/secrets/:secretId`, { preHandler: [auth.browserOrCli, read] }, async (req) => {
     const { projectId, env, secretId } = params(req);
-    const secret = secrets.reveal(auth.caller(req), projectId, env, secretId);
+    const secret = await secrets.reveal(auth.caller(req), projectId, env, secretId);
     return { secret };
   });
 
@@ -128,7 +128,7 @@ export function registerSecretRoutes(
 
   app.get(`${BASE}/secrets/:secretId/versions/:versionNumber`, { preHandler: [auth.browser, read] }, async (req) => {
     const { projectId, env, secretId, versionNumber } = params(req);
-    const version = secrets.revealVersion(auth.caller(req), projectId, env, secretId, versionNumberOf(versionNumber));
+    const version = await secrets.revealVersion(auth.caller(req), projectId, env, secretId, versionNumberOf(versionNumber));
     return { version };
   });
 

@@ -4,7 +4,7 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
@@ -193,20 +193,21 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     /** The only single-secret read that returns a value; audited in the same transaction. */
-    reveal(caller: Caller, projectId: string, environment: string, secretId: string): SecretWithValue {
-      return writeTransaction(db, () => {
+    /** Answers only once the `secret.revealed` event is on disk (reads share its commit). */
+    async reveal(caller: Caller, projectId: string, environment: string, secretId: string): Promise<SecretWithValue> {
+      const { at, row, value } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const row = findOrFail(projectId, at.environment, secretId);
-        const value = openOrFail(row, row.version);
-        audit.record(caller, {
-          projectId,
-          action: "secret.revealed",
-          targetType: "secret",
-          targetId: row.id,
-          metadata: { key: row.key, environment: at.environment, version: row.version },
-        });
-        return { id: row.id, key: row.key, value, version: row.version, updatedAt: row.updatedAt };
+        return { at, row, value: openOrFail(row, row.version) };
       });
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secret.revealed",
+        targetType: "secret",
+        targetId: row.id,
+        metadata: { key: row.key, environment: at.environment, version: row.version },
+      });
+      return { id: row.id, key: row.key, value, version: row.version, updatedAt: row.updatedAt };
     },
 
     update(
@@ -293,22 +294,22 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return { currentVersion: secret.version, versions };
     },
 
-    revealVersion(caller: Caller, projectId: string, environment: string, secretId: string, versionNumber: number): { versionNumber: number; value: string } {
-      return writeTransaction(db, () => {
+    async revealVersion(caller: Caller, projectId: string, environment: string, secretId: string, versionNumber: number): Promise<{ versionNumber: number; value: string }> {
+      const { at, row, value } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const row = findOrFail(projectId, at.environment, secretId);
         const version = repo.findVersion(row.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
-        const value = openOrFail(row, versionNumber, version.ciphertext, version.keyVersion);
-        audit.record(caller, {
-          projectId,
-          action: "secret.version_revealed",
-          targetType: "secret",
-          targetId: row.id,
-          metadata: { key: row.key, environment: at.environment, versionNumber },
-        });
-        return { versionNumber, value };
+        return { at, row, value: openOrFail(row, versionNumber, version.ciphertext, version.keyVersion) };
       });
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secret.version_revealed",
+        targetType: "secret",
+        targetId: row.id,
+        metadata: { key: row.key, environment: at.environment, versionNumber },
+      });
+      return { versionNumber, value };
     },
 
     /** Writes version N's value as a new version: history only grows. */
