@@ -926,6 +926,13 @@ describe("settings, keyboard, phone and dark theme", () => {
     assert.equal(await save.evaluate((el) => el === document.activeElement), true);
     assert.deepEqual(patches, []);
     assert.equal(await page.getByRole("alert").count(), 0);
+    // A name of only spaces is explained at the field, and nothing is sent.
+    await page.getByLabel("Name").fill("   ");
+    await save.click();
+    await page.getByText("Enter a name: it cannot be empty or only spaces.").waitFor();
+    assert.equal(await page.getByLabel("Name").getAttribute("aria-invalid"), "true");
+    assert.equal(await page.getByLabel("Name").evaluate((el) => el === document.activeElement), true);
+    assert.deepEqual(patches, []);
     await page.getByLabel("Name").fill("new-name");
     assert.equal(await save.getAttribute("aria-disabled"), null);
     await page.getByLabel("Description").fill("Billing service");

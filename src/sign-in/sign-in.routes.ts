@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
 import type { Clock } from "../core/clock.ts";
-import type { Config } from "../core/config.ts";
+import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError, parse } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser, type UsersRepo } from "../users/users.repo.ts";
@@ -11,6 +11,12 @@ const DevSignIn = z.strictObject({
   email: z.email().max(254),
   name: z.string().trim().min(1).max(DISPLAY_NAME_MAX).refine(isSingleLine).optional(),
 });
+
+/** What GET /api/auth/provider answers. */
+export interface ProviderInfo {
+  provider: AuthProvider;
+  production: boolean;
+}
 
 interface Deps {
   auth: Auth;
@@ -22,7 +28,7 @@ interface Deps {
 /** operations.md's browser sign-in endpoints that every provider shares, plus the dev sign-in. */
 export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock, users }: Deps): void {
   // Tells the UI which sign-in form to show.
-  app.get("/api/auth/provider", async () => ({ provider: config.authProvider, production: config.isProduction }));
+  app.get("/api/auth/provider", async (): Promise<ProviderInfo> => ({ provider: config.authProvider, production: config.isProduction }));
 
   app.get("/api/auth/me", async (req) => {
     if (req.badBearer || !req.caller) throw new HttpError(401, "not signed in");

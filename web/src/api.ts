@@ -7,7 +7,6 @@
 import type { AuditEventView, AuditService } from "../../src/audit/audit.service.ts";
 import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth.service.ts";
 import type { Environment } from "../../src/core/access.ts";
-import type { AuthProvider } from "../../src/core/config.ts";
 import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
 import type { InboxService } from "../../src/invitations/inbox.service.ts";
 import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
@@ -116,10 +115,7 @@ export type HostingConnection = ConnectionView;
 export type HostingOptions = Answer<VercelService["options"]>;
 
 /** GET /api/auth/provider, answered inline by the sign-in routes. */
-export interface ProviderInfo {
-  provider: AuthProvider;
-  production: boolean;
-}
+export type { ProviderInfo } from "../../src/sign-in/sign-in.routes.ts";
 
 // A value cannot be imported (that would bundle server code), so this list is a copy of
 // src/core/access.ts's; these checks fail tsc when it stops matching the server's type.

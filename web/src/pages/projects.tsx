@@ -4,7 +4,7 @@ import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.
 import { navigate } from "../router.ts";
 import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad, useNextPageNotice } from "../ui.tsx";
 
-const NAME_MAX = 60;
+export const NAME_MAX = 60;
 
 /** What is wrong with a project name, in the API's rules (trimmed, 1 to 60 characters). */
 export function nameProblem(name: string): string | undefined {
