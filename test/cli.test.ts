@@ -409,3 +409,85 @@ test("the dotenv output reads back exactly with the dotenv package, whatever the
   // No dotenv quoting holds all three quote characters at once: said, not silently changed.
   assert.deepEqual(formatDotenv([{ key: "ALL", value: "all ' \" ` three" }]).inexact, ["ALL"]);
 });
+
+test("run leaves out secrets that would choose which code runs, unless named with --allow-env", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "deploy", environments: ["production"] });
+  await addSecret(alice, project.id, "production", "LD_PRELOAD", "/tmp/planted.so");
+  await addSecret(alice, project.id, "production", "NODE_OPTIONS", "--max-old-space-size=123");
+  await addSecret(alice, project.id, "production", "PATH", "/tmp/planted-bin");
+  await addSecret(alice, project.id, "production", "APP_MODE", "live");
+  await login(server, home, alice);
+  const target = ["--project", "deploy", "--env", "production"];
+  const show = ["--", process.execPath, "-e", "process.stdout.write(JSON.stringify([process.env.LD_PRELOAD, process.env.NODE_OPTIONS, process.env.PATH, process.env.APP_MODE]))"];
+
+  const guarded = await cli(home, ["run", ...target, ...show]);
+  assert.equal(guarded.code, 0, guarded.stderr);
+  const [ldPreload, nodeOptions, pathVar, appMode] = JSON.parse(guarded.stdout);
+  assert.equal(ldPreload, null);
+  assert.equal(nodeOptions, null);
+  assert.equal(pathVar, process.env.PATH, "the inherited PATH, not the secret");
+  assert.equal(appMode, "live");
+  for (const key of ["LD_PRELOAD", "NODE_OPTIONS", "PATH"]) {
+    assert.match(guarded.stderr, new RegExp(`left out ${key}: it decides which code runs\\. Add --allow-env ${key} to set it anyway\\.`));
+  }
+  assert.ok(!guarded.stderr.includes("/tmp/planted"), "values are never printed");
+
+  const allowed = await cli(home, ["run", ...target, "--allow-env", "NODE_OPTIONS", ...show]);
+  assert.equal(allowed.code, 0, allowed.stderr);
+  assert.equal(JSON.parse(allowed.stdout)[1], "--max-old-space-size=123");
+  assert.equal(JSON.parse(allowed.stdout)[0], null);
+});
+
+test("a link file cannot lead the CLI to a server it has not signed in to; plain http only on loopback", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  await alice.createProject({ name: "web", environments: ["staging"] });
+  await login(server, home, alice);
+  // A repository arrives with a link file naming another server.
+  const repo = path.join(home.dir, "cloned");
+  fs.mkdirSync(repo);
+  const elsewhere = "http://127.0.0.2:9";
+  fs.writeFileSync(path.join(repo, ".secrets-server.json"), JSON.stringify({ server: elsewhere, projectId: "x", environment: "staging" }));
+
+  const listed = await cli(home, ["secrets", "list"], { cwd: repo });
+  assert.equal(listed.code, 3);
+  assert.match(listed.stderr, /names the server http:\/\/127\.0\.0\.2:9, where this machine is not signed in\. If you trust that server, sign in to it first/);
+  // login never takes its server from a link file: here it goes to the last server signed in to.
+  const started = startCli(["login", "--no-browser", "--device-name", "repo box"], home.env, { cwd: repo });
+  await started.waitFor(/\b[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}\b/);
+  assert.ok(started.stderr().includes(`signed in to ${server.url}`), started.stderr());
+  started.child.kill("SIGINT");
+  await started.done;
+
+  // Tokens never travel in clear text to another machine.
+  const plain = await cli(home, ["projects", "--server", "http://secrets.example.test"]);
+  assert.equal(plain.code, 2);
+  assert.match(plain.stderr, /http:\/\/secrets\.example\.test uses plain http, which would send your tokens and secrets unencrypted\. Use https, or set SECRETS_SERVER_ALLOW_HTTP=1/);
+});
+
+test("export --output writes a new 0600 file in one step: a planted file or symlink is replaced, never written through", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await addSecret(alice, project.id, "development", "TOKEN", "planted-test-value");
+  await login(server, home, alice);
+  const folder = path.join(home.dir, "shared");
+  fs.mkdirSync(folder);
+  const victim = path.join(home.dir, "victim.txt");
+  fs.writeFileSync(victim, "untouched");
+  const target = path.join(folder, ".env");
+  fs.symlinkSync(victim, target);
+
+  const exported = await cli(home, ["export", "--project", "api", "--env", "development", "--output", target]);
+  assert.equal(exported.code, 0, exported.stderr);
+  assert.equal(fs.readFileSync(victim, "utf8"), "untouched");
+  assert.equal(fs.lstatSync(target).isSymbolicLink(), false);
+  assert.equal(fs.statSync(target).mode & 0o777, 0o600);
+  assert.match(fs.readFileSync(target, "utf8"), /^TOKEN=/m);
+  assert.deepEqual(fs.readdirSync(folder), [".env"], "no temporary file left behind");
+});

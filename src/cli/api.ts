@@ -2,6 +2,7 @@ import { readCredentials, withCredentialsLock, writeCredentials, type ServerCred
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
+const isLoopback = (hostname: string) => hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 const REQUEST_TIMEOUT_MS = 30_000;
 // Refresh a little before the recorded expiry, so a token does not die in flight.
 const EXPIRY_MARGIN_MS = 30_000;
@@ -23,6 +24,15 @@ export function normalizeServerUrl(input: string): string {
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new CliError(`The server URL must start with http:// or https:// (got "${input}").`, EXIT.usage);
   }
+  // Tokens and values would cross the network in clear text; the server demands https for
+  // APP_URL in production by the same rule.
+  if (url.protocol === "http:" && !isLoopback(url.hostname) && process.env.SECRETS_SERVER_ALLOW_HTTP !== "1") {
+    throw new CliError(
+      `${url.origin} uses plain http, which would send your tokens and secrets unencrypted. Use https, ` +
+        `or set SECRETS_SERVER_ALLOW_HTTP=1 if this network is trusted.`,
+      EXIT.usage,
+    );
+  }
   return url.origin + url.pathname.replace(/\/+$/, "");
 }
 
@@ -39,7 +49,10 @@ export function errorFor(res: ApiResponse, server: string): CliError {
   const message = typeof res.body?.error === "string" ? res.body.error : `The server answered ${res.status}.`;
   if (res.status === 401) return sessionEndedError(server);
   if (res.status === 403 || res.status === 404) return new CliError(message, EXIT.denied);
-  if (res.status >= 500) return new UnreachableError(`${server} failed: ${message}`);
+  // Only a server that is not there (a proxy's 502/503/504) lets `--fallback` use the saved
+  // copy: a 500 is the server answering, as the README says.
+  if (res.status === 502 || res.status === 503 || res.status === 504) return new UnreachableError(`${server} failed: ${message}`);
+  if (res.status >= 500) return new CliError(`${server} failed: ${message}`, EXIT.unreachable);
   return new CliError(message, EXIT.failed);
 }
 

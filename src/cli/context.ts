@@ -52,11 +52,23 @@ export function findLink(from = process.cwd()): { file: string; link: LinkFile }
 }
 
 /** --server, then SECRETS_SERVER_URL, then the link file, then the last login, then localhost. */
-export function resolveServer(flag: string | undefined): string {
+export function resolveServer(flag: string | undefined, options: { forLogin?: boolean } = {}): string {
   if (flag) return normalizeServerUrl(flag);
   if (process.env.SECRETS_SERVER_URL) return normalizeServerUrl(process.env.SECRETS_SERVER_URL);
-  const linked = findLink()?.link.server;
-  if (linked) return normalizeServerUrl(linked);
+  // A link file can arrive with a cloned repository. It may only choose among servers this
+  // machine has signed in to; it must never lead a login, and so a session, elsewhere.
+  const found = options.forLogin ? undefined : findLink();
+  if (found?.link.server) {
+    const server = normalizeServerUrl(found.link.server);
+    if (!readCredentials().servers[server]) {
+      throw new CliError(
+        `${found.file} names the server ${server}, where this machine is not signed in. ` +
+          `If you trust that server, sign in to it first: secrets-server login --server ${server}`,
+        EXIT.auth,
+      );
+    }
+    return server;
+  }
   return readCredentials().defaultServer ?? DEFAULT_SERVER;
 }
 

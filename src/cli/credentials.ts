@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { writeFileAtomically } from "./files.ts";
 import { CliError } from "./errors.ts";
 
 /** What the CLI keeps per server URL. The tokens never leave this file except as a Bearer header. */
@@ -60,10 +61,7 @@ export function readCredentials(env: NodeJS.ProcessEnv = process.env): Credentia
 export function writeCredentials(data: CredentialsFile, env: NodeJS.ProcessEnv = process.env): void {
   const file = credentialsPath(env);
   ensureDir(path.dirname(file));
-  const temporary = `${file}.${process.pid}.${crypto.randomBytes(4).toString("hex")}.tmp`;
-  fs.writeFileSync(temporary, JSON.stringify(data, null, 2) + "\n", { mode: 0o600 });
-  fs.chmodSync(temporary, 0o600);
-  fs.renameSync(temporary, file);
+  writeFileAtomically(file, JSON.stringify(data, null, 2) + "\n", 0o600);
 }
 
 function isAlive(pid: number): boolean {

@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { configDir, ensureFallbackKey, readCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
+import { writeFileAtomically } from "./files.ts";
 import { CliError, EXIT } from "./errors.ts";
 import type { SecretPair } from "./dotenv.ts";
 
@@ -67,9 +68,7 @@ export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]):
   const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
   const sealed = Buffer.concat([nonce, body, cipher.getAuthTag()]);
   const file = fallbackFile(place);
-  const temporary = `${file}.${process.pid}.tmp`;
-  fs.writeFileSync(temporary, sealed, { mode: 0o600 });
-  fs.renameSync(temporary, file);
+  writeFileAtomically(file, sealed, 0o600);
 }
 
 /** The saved copy, or a CliError saying why there is none to use. */

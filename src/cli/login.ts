@@ -19,6 +19,15 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** Opens the browser only on a desktop session with a terminal; a headless machine gets nothing opened. */
+function webPage(input: unknown): URL | undefined {
+  try {
+    const url = new URL(String(input));
+    return url.protocol === "https:" || url.protocol === "http:" ? url : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function maybeOpenBrowser(url: string): void {
   if (!process.stdin.isTTY || !process.stderr.isTTY) return;
   const opener =
@@ -65,7 +74,7 @@ export async function login(args: string[]): Promise<number> {
     { ...SERVER_OPTION, ...JSON_OPTION, "device-name": { type: "string" }, "no-browser": { type: "boolean", default: false } },
     LOGIN_USAGE,
   );
-  const server = resolveServer(values.server);
+  const server = resolveServer(values.server, { forLogin: true });
   const deviceName = values["device-name"] ?? defaultDeviceName();
 
   const start = await post(server, "/api/cli/auth/device", { deviceName });
@@ -78,11 +87,17 @@ export async function login(args: string[]): Promise<number> {
     interval: number;
   };
 
+  // What the server sent is shown, never obeyed: printable text, and a page opened only
+  // when it is a web address.
+  const page = webPage(verificationUrl);
   process.stderr.write(
-    `To sign in, open this page in a browser where you are signed in to ${server}:\n\n  ${verificationUrl}\n\n` +
-      `and check that it shows this code before you approve:\n\n  ${userCode}\n\n`,
+    `To sign in, open this page in a browser where you are signed in to ${server}:\n\n  ${printable(String(verificationUrl))}\n\n` +
+      `and check that it shows this code before you approve:\n\n  ${printable(String(userCode))}\n\n`,
   );
-  if (!values["no-browser"]) maybeOpenBrowser(verificationUrl);
+  if (page && page.origin !== new URL(server).origin) {
+    process.stderr.write(`Note: that page is on ${page.origin}, not on ${server}. Approve only if that is your secrets server's address.\n\n`);
+  }
+  if (page && !values["no-browser"]) maybeOpenBrowser(page.href);
 
   const spinner = new Spinner("Waiting for approval in the browser…");
   spinner.start();

@@ -19,6 +19,7 @@ import {
 } from "./context.ts";
 import { formatDotenv, formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
+import { writeFileAtomically } from "./files.ts";
 import { formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
 
 interface SecretMeta {
@@ -191,10 +192,7 @@ export async function exportSecrets(args: string[]): Promise<number> {
   }
   if (values.output) {
     // Secrets on disk: readable by the owner only, written in one step.
-    const file = path.resolve(values.output);
-    const temporary = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(temporary, text, { mode: 0o600 });
-    fs.renameSync(temporary, file);
+    writeFileAtomically(path.resolve(values.output), text, 0o600);
     process.stderr.write(`Wrote ${list.length} secret${list.length === 1 ? "" : "s"} to ${values.output}.\n`);
   } else {
     process.stdout.write(text);
@@ -220,7 +218,7 @@ export async function link(args: string[]): Promise<number> {
   }
   const content: LinkFile = { server, projectId: project.id, projectName: project.name, environment };
   const file = path.join(process.cwd(), LINK_FILE);
-  fs.writeFileSync(file, JSON.stringify(content, null, 2) + "\n", { mode: 0o644 });
+  writeFileAtomically(file, JSON.stringify(content, null, 2) + "\n", 0o644);
   if (values.json) process.stdout.write(JSON.stringify(content) + "\n");
   else process.stdout.write(`Linked ${process.cwd()} to ${printable(project.name)} / ${environment} on ${server}.\n`);
   return EXIT.ok;
