@@ -10,7 +10,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { createAuditRepo, type AuditFilter } from "../src/audit/audit.repo.ts";
-import { createAuditService, encodeCursor, type AuditQuery } from "../src/audit/audit.service.ts";
+import { auditFilter, createAuditService, encodeCursor, type AuditQuery } from "../src/audit/audit.service.ts";
 import { verifyAuditChain } from "../src/audit/audit.verify.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "../src/audit/audit.actions.ts";
 import { createEventIds, eventHash, GENESIS_HASH } from "../src/audit/audit.writer.ts";
@@ -20,6 +20,7 @@ import { systemClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { Keyring } from "../src/core/crypto.ts";
 import { openDatabase, type Db } from "../src/core/db.ts";
+import type { BenchModule, BenchRow } from "./lib.ts";
 
 const TARGET_MS = 20;
 const RUNS = 15;
@@ -126,18 +127,8 @@ function time(fn: () => unknown): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
-/** The fields of a row of the bench table (bench/lib.ts), filled from page timings. */
-interface PageRow {
-  name: string;
-  requests: number;
-  requestsPerSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  errors: number;
-  serverCpuMicros: number;
-}
-
-function pageRow(name: string, times: number[]): PageRow {
+/** A row of the bench table, filled from page timings. */
+function pageRow(name: string, times: number[]): BenchRow {
   const p50 = median(times);
   return {
     name,
@@ -151,10 +142,10 @@ function pageRow(name: string, times: number[]): PageRow {
   };
 }
 
-export const auditBench = {
+export const auditBench: BenchModule = {
   name: "audit",
-  run: (ctx: { log(line: string): void }) => run(ctx.log),
-  summary(rows: PageRow[]): string[] {
+  run: (ctx) => run(ctx.log),
+  summary(rows) {
     const worst = Math.max(...rows.map((r) => r.p50Ms));
     return [
       `audit: slowest median page ${worst.toFixed(2)} ms over ${rows.length} pages (the first and a deep page of each filter): ` +
@@ -163,7 +154,7 @@ export const auditBench = {
   },
 };
 
-async function run(log: (line: string) => void): Promise<PageRow[]> {
+async function run(log: (line: string) => void): Promise<BenchRow[]> {
   const count = Number(process.env.AUDIT_BENCH_EVENTS ?? 1_000_000);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "audit-bench-"));
   try {
@@ -254,20 +245,11 @@ async function run(log: (line: string) => void): Promise<PageRow[]> {
     ];
 
     const rows: string[][] = [];
-    const pageRows: PageRow[] = [];
+    const pageRows: BenchRow[] = [];
     let worst = 0;
     for (const [name, filter] of filters) {
       const query: AuditQuery = { limit: 50, ...filter };
-      const repoFilter: AuditFilter = {
-        projectId,
-        category: filter.category,
-        action: filter.action,
-        actorUserId: filter.actorUserId,
-        fromAt: filter.fromAt,
-        toAt: filter.to?.at,
-        toExclusive: filter.to?.exclusive,
-        limit: 1,
-      };
+      const repoFilter: AuditFilter = { ...auditFilter(projectId, filter), limit: 1 };
       // A deep position: the event at 80% of this filter's matches (found untimed).
       const matches = countMatches(db, repoFilter);
       const deepRow = deepEvent(db, repoFilter, Math.floor(matches * 0.8));
