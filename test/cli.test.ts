@@ -5,6 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
+import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { formatDotenv } from "../src/cli/dotenv.ts";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
@@ -229,6 +230,21 @@ test("the access token is refreshed by itself after expiry, once, even by two pr
   assert.equal((await alice.json("GET", "/api/cli/sessions")).body.sessions.length, 1);
   assert.ok(!fs.existsSync(`${home.credentialsFile}.lock`));
   assert.ok(!server.logs.some((l) => l.includes("refresh token reused")));
+});
+
+test("the credentials lock: a dead holder's lock is broken; a release leaves a lock another process took over", async (t) => {
+  const home = cliHome(t);
+  const lock = `${home.credentialsFile}.lock`;
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  // A pid no process has: its lock is stale at once.
+  fs.writeFileSync(lock, "2147483646\n");
+  const inside = await withCredentialsLock(async () => fs.readFileSync(lock, "utf8"), home.env);
+  assert.match(inside, new RegExp(`^${process.pid} [0-9a-f]{16}\n$`));
+  assert.ok(!fs.existsSync(lock));
+
+  // Held too long, the lock was broken and taken by another process: releasing ours keeps theirs.
+  await withCredentialsLock(async () => fs.writeFileSync(lock, "1 another\n"), home.env);
+  assert.equal(fs.readFileSync(lock, "utf8"), "1 another\n");
 });
 
 test("a revoked session: exit code 3 and the login hint; logout ends the session on the server", async (t) => {

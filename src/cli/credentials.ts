@@ -81,16 +81,20 @@ function isAlive(pid: number): boolean {
 export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
   const lock = `${credentialsPath(env)}.lock`;
   ensureDir(path.dirname(lock));
+  // Our pid (for the staleness check) and a random part: released, the lock is removed only
+  // while it still holds this, never when another process has taken it over as stale.
+  const owner = `${process.pid} ${crypto.randomBytes(8).toString("hex")}\n`;
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (;;) {
     try {
-      fs.writeFileSync(lock, `${process.pid}\n`, { mode: 0o600, flag: "wx" });
+      fs.writeFileSync(lock, owner, { mode: 0o600, flag: "wx" });
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
-    if (isStale(lock)) {
-      fs.rmSync(lock, { force: true });
+    const stale = staleLock(lock);
+    if (stale !== undefined) {
+      removeLockHolding(lock, stale);
       continue;
     }
     if (Date.now() > deadline) {
@@ -101,18 +105,28 @@ export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.P
   try {
     return await fn();
   } finally {
-    fs.rmSync(lock, { force: true });
+    removeLockHolding(lock, owner);
   }
 }
 
-/** A lock left behind by a process that died, or held far longer than any refresh takes. */
-function isStale(lock: string): boolean {
+/** The content of a lock left behind by a process that died, or held far longer than any refresh takes. */
+function staleLock(lock: string): string | undefined {
   try {
-    const pid = Number(fs.readFileSync(lock, "utf8").trim());
-    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return true;
-    return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS;
+    const content = fs.readFileSync(lock, "utf8");
+    const pid = Number(content.split(/\s/)[0]);
+    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return content;
+    return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS ? content : undefined;
   } catch {
-    return false;
+    return undefined;
+  }
+}
+
+/** Removes the lock if it still holds `content`: a lock another process took meanwhile stays. */
+function removeLockHolding(lock: string, content: string): void {
+  try {
+    if (fs.readFileSync(lock, "utf8") === content) fs.rmSync(lock, { force: true });
+  } catch {
+    // Already gone.
   }
 }
 
