@@ -5,7 +5,7 @@ import type { Config } from "../core/config.ts";
 import { ALGORITHM, type Keyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import type { AuditCategory } from "./audit.actions.ts";
-import type { AuditEventRow, AuditRepo } from "./audit.repo.ts";
+import type { AuditEventRow, AuditFilter, AuditRepo } from "./audit.repo.ts";
 
 export const PAGE_SIZE_DEFAULT = 50;
 export const PAGE_SIZE_MAX = 100;
@@ -77,6 +77,19 @@ export function decodeCursor(cursor: string): { at: string; id: string } {
   return { at: decoded[0], id: decoded[1] };
 }
 
+/** The repo's filter for a query's conditions; the caller sets the position and the row count. */
+export function auditFilter(projectId: string, query: Omit<AuditQuery, "limit" | "cursor">): Omit<AuditFilter, "limit"> {
+  return {
+    projectId,
+    action: query.action,
+    category: query.category,
+    actorUserId: query.actorUserId,
+    fromAt: query.fromAt,
+    toAt: query.to?.at,
+    toExclusive: query.to?.exclusive,
+  };
+}
+
 interface Deps {
   repo: AuditRepo;
   access: AccessGuard;
@@ -119,17 +132,7 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
       access.require(caller.userId, projectId, "audit:read");
       const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
       // One row more than the page tells whether another page exists, without a count.
-      const rows = repo.page({
-        projectId,
-        action: query.action,
-        category: query.category,
-        actorUserId: query.actorUserId,
-        fromAt: query.fromAt,
-        toAt: query.to?.at,
-        toExclusive: query.to?.exclusive,
-        before,
-        limit: query.limit + 1,
-      });
+      const rows = repo.page({ ...auditFilter(projectId, query), before, limit: query.limit + 1 });
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
