@@ -20,22 +20,6 @@ export function createCliAuthRepo(db: Db) {
       db.insert(deviceRequests).values(row).run();
     },
 
-    /** Whether a pending, unexpired request already shows this user code. */
-    isUserCodeInUse(userCodeHash: string, nowIso: string): boolean {
-      const row = db
-        .select({ id: deviceRequests.id })
-        .from(deviceRequests)
-        .where(
-          and(
-            eq(deviceRequests.userCodeHash, userCodeHash),
-            eq(deviceRequests.status, "pending"),
-            gt(deviceRequests.expiresAt, nowIso),
-          ),
-        )
-        .get();
-      return row !== undefined;
-    },
-
     /** Requests that ended more than a day ago are of no use to anyone. */
     deleteDeviceRequestsExpiredBefore(iso: string): void {
       db.delete(deviceRequests).where(lt(deviceRequests.expiresAt, iso)).run();
@@ -45,6 +29,7 @@ export function createCliAuthRepo(db: Db) {
       return db.select().from(deviceRequests).where(eq(deviceRequests.deviceCodeHash, deviceCodeHash)).get();
     },
 
+    /** The pending, unexpired request showing this user code (startDevice never gives out one in use). */
     findPendingDeviceRequestByUserCode(userCodeHash: string, nowIso: string): DeviceRequestRow | undefined {
       return db
         .select()

@@ -130,7 +130,7 @@ export function createCliAuthService({ db, repo, clock, config, log }: Deps) {
         // Two pending requests must never share a code, or one approval could sign in the wrong terminal.
         for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
           const candidate = newUserCode();
-          if (repo.isUserCodeInUse(hashToken(candidate), nowIso)) continue;
+          if (repo.findPendingDeviceRequestByUserCode(hashToken(candidate), nowIso)) continue;
           repo.insertDeviceRequest({
             id: crypto.randomUUID(),
             deviceCodeHash: hashToken(deviceCode),
