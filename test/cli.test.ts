@@ -378,6 +378,11 @@ test("run --fallback uses the encrypted last copy when the server is down, withi
     assert.ok(!fs.readFileSync(full).toString("latin1").includes("kept-for-a-rainy-day"));
   }
   assert.match(readCredentials(home).fallbackKey, /^[A-Za-z0-9+/]{43}=$/);
+  // The index that lets logout find a server's copies: 0600 too, and no temporary file left.
+  const index = path.join(configDir, "fallback", "index.json");
+  assert.deepEqual(JSON.parse(fs.readFileSync(index, "utf8")), { [server.url]: files });
+  assert.equal(fs.statSync(index).mode & 0o777, 0o600);
+  assert.deepEqual(fs.readdirSync(path.join(configDir, "fallback")).sort(), [...files, "index.json"].sort());
 
   await server.stop();
   const offline = await cli(home, ["run", "--fallback", ...target, ...print]);
@@ -394,6 +399,12 @@ test("run --fallback uses the encrypted last copy when the server is down, withi
   const without = await cli(home, ["run", ...target, ...print]);
   assert.equal(without.code, 5);
   assert.equal(without.stdout, "");
+
+  // Logout, even with the server down, deletes the server's copies.
+  const out = await cli(home, ["logout"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.deepEqual(fs.readdirSync(path.join(configDir, "fallback")), ["index.json"]);
+  assert.deepEqual(JSON.parse(fs.readFileSync(index, "utf8")), {});
 });
 
 test("run passes signals to the command and returns its exit code", async (t) => {

@@ -49,6 +49,10 @@ function readIndex(): Record<string, string[]> {
   }
 }
 
+function writeIndex(index: Record<string, string[]>): void {
+  writeFileAtomically(indexFile(), JSON.stringify(index), 0o600);
+}
+
 export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]): Promise<void> {
   const key = await withCredentialsLock(async () => {
     const data = readCredentials();
@@ -58,7 +62,7 @@ export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]):
     const file = path.basename(fallbackFile(place));
     index[place.server] = [...new Set([...(index[place.server] ?? []), file])];
     fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
-    fs.writeFileSync(indexFile(), JSON.stringify(index), { mode: 0o600 });
+    writeIndex(index);
     return key;
   });
   const content: FallbackContent = { savedAt: new Date().toISOString(), secrets };
@@ -105,7 +109,7 @@ export function removeFallbacks(server: string): void {
   for (const file of index[server] ?? []) fs.rmSync(path.join(fallbackDir(), path.basename(file)), { force: true });
   if (index[server]) {
     delete index[server];
-    fs.writeFileSync(indexFile(), JSON.stringify(index), { mode: 0o600 });
+    writeIndex(index);
   }
 }
 
