@@ -9,7 +9,7 @@ import { AccessPage } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
 import { MembersPage } from "./members.tsx";
-import { NAME_MAX, nameProblem } from "./projects.tsx";
+import { NameField, useNameCheck } from "./projects.tsx";
 import { SecretsPage } from "./secrets.tsx";
 import { SecurityPage } from "./security.tsx";
 import { VercelPage } from "./vercel.tsx";
@@ -129,12 +129,8 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
   const [saved, setSaved] = useState(false);
   const action = useAction();
   const canUpdate = project.permissions.includes("project:update");
-  // The same check as the New project dialog, so the field says what is wrong rather than
-  // the API's "invalid fields".
-  const [tried, setTried] = useState(false);
-  const problem = nameProblem(name);
-  const showProblem = problem !== undefined && (tried || name.trim().length > NAME_MAX);
-  const nameInput = useRef<HTMLInputElement>(null);
+  // The same check as the New project dialog.
+  const nameCheck = useNameCheck(name);
   const changes: { name?: string; description?: string | null } = {};
   if (name.trim() !== project.name) changes.name = name.trim();
   if (description.trim() !== (project.description ?? "")) changes.description = description.trim() || null;
@@ -150,11 +146,7 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
           onSubmit={async (e) => {
             e.preventDefault();
             if (!changed) return;
-            setTried(true);
-            if (problem) {
-              nameInput.current?.focus();
-              return;
-            }
+            if (!nameCheck.passes()) return;
             setSaved(false);
             const result = await action.run(() => patch(projectPath(project.id), changes));
             if (result) {
@@ -163,25 +155,15 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
             }
           }}
         >
-          <label class="field">
-            <span>Name</span>
-            <input
-              ref={nameInput}
-              required
-              value={name}
-              onInput={(e) => {
-                setName(e.currentTarget.value);
-                setSaved(false);
-              }}
-              aria-invalid={showProblem}
-              aria-describedby={showProblem ? "settings-name-problem" : undefined}
-            />
-          </label>
-          {showProblem && (
-            <p id="settings-name-problem" class="small error-text">
-              {problem}
-            </p>
-          )}
+          <NameField
+            id="settings-name"
+            value={name}
+            check={nameCheck}
+            onInput={(value) => {
+              setName(value);
+              setSaved(false);
+            }}
+          />
           <label class="field">
             <span>Description</span>
             <textarea

@@ -1,17 +1,70 @@
 // The project list and the create form.
+import type { RefObject } from "preact";
 import { useRef, useState } from "preact/hooks";
 import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
 import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad, useNextPageNotice } from "../ui.tsx";
 
-export const NAME_MAX = 60;
+const NAME_MAX = 60;
 
 /** What is wrong with a project name, in the API's rules (trimmed, 1 to 60 characters). */
-export function nameProblem(name: string): string | undefined {
+function nameProblem(name: string): string | undefined {
   const trimmed = name.trim();
   if (trimmed.length === 0) return "Enter a name: it cannot be empty or only spaces.";
   if (trimmed.length > NAME_MAX) return `Use at most ${NAME_MAX} characters: this name has ${trimmed.length}.`;
   return undefined;
+}
+
+export interface NameCheck {
+  /** The problem to show at the field, if any. */
+  shown: string | undefined;
+  input: RefObject<HTMLInputElement | null>;
+  /** On submit: true when the name may be sent; otherwise the problem shows and the field takes focus. */
+  passes(): boolean;
+}
+
+/**
+ * The project name checked here first, so the field says what is wrong instead of the API's
+ * "invalid fields"; the problem shows once a submit was tried, or as soon as the name is too long.
+ */
+export function useNameCheck(name: string): NameCheck {
+  const [tried, setTried] = useState(false);
+  const problem = nameProblem(name);
+  const input = useRef<HTMLInputElement>(null);
+  return {
+    shown: problem !== undefined && (tried || name.trim().length > NAME_MAX) ? problem : undefined,
+    input,
+    passes() {
+      setTried(true);
+      if (problem) input.current?.focus();
+      return problem === undefined;
+    },
+  };
+}
+
+/** A project's Name field, with its problem (from useNameCheck) tied to it. */
+export function NameField({ id, value, check, onInput }: { id: string; value: string; check: NameCheck; onInput(value: string): void }) {
+  const problemId = `${id}-problem`;
+  return (
+    <>
+      <label class="field">
+        <span>Name</span>
+        <input
+          ref={check.input}
+          required
+          value={value}
+          onInput={(e) => onInput(e.currentTarget.value)}
+          aria-invalid={check.shown !== undefined}
+          aria-describedby={check.shown ? problemId : undefined}
+        />
+      </label>
+      {check.shown && (
+        <p id={problemId} class="small error-text">
+          {check.shown}
+        </p>
+      )}
+    </>
+  );
 }
 
 export function ProjectsPage() {
@@ -73,23 +126,14 @@ function CreateProject({ onClose }: { onClose(): void }) {
   const [description, setDescription] = useState("");
   const [environments, setEnvironments] = useState<Environment[]>([...ENVIRONMENTS]);
   const action = useAction();
-  // Checked here first, so the field says what is wrong instead of the API's "invalid fields";
-  // shown once a submit was tried, or as soon as the name is too long.
-  const [tried, setTried] = useState(false);
-  const problem = nameProblem(name);
-  const showProblem = problem !== undefined && (tried || name.trim().length > NAME_MAX);
-  const nameInput = useRef<HTMLInputElement>(null);
+  const nameCheck = useNameCheck(name);
   return (
     <Dialog title="New project" onClose={onClose}>
       <form
         noValidate
         onSubmit={async (e) => {
           e.preventDefault();
-          setTried(true);
-          if (problem) {
-            nameInput.current?.focus();
-            return;
-          }
+          if (!nameCheck.passes()) return;
           const result = await action.run(() =>
             post<{ project: Project }>("/api/projects", {
               name: name.trim(),
@@ -103,22 +147,7 @@ function CreateProject({ onClose }: { onClose(): void }) {
           }
         }}
       >
-        <label class="field">
-          <span>Name</span>
-          <input
-            ref={nameInput}
-            required
-            value={name}
-            onInput={(e) => setName(e.currentTarget.value)}
-            aria-invalid={showProblem}
-            aria-describedby={showProblem ? "project-name-problem" : undefined}
-          />
-        </label>
-        {showProblem && (
-          <p id="project-name-problem" class="small error-text">
-            {problem}
-          </p>
-        )}
+        <NameField id="project-name" value={name} check={nameCheck} onInput={setName} />
         <label class="field">
           <span>Description (optional)</span>
           <textarea maxLength={280} rows={2} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
