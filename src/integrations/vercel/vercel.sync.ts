@@ -59,6 +59,23 @@ export interface SyncSummary {
   deployment?: Deployment;
 }
 
+/** A run that has changed nothing yet: the counts a run adds to as it goes. */
+function emptySummary(trigger: Trigger, startedAt: string): SyncSummary {
+  return {
+    status: "ok",
+    trigger,
+    startedAt,
+    finishedAt: startedAt,
+    created: 0,
+    updated: 0,
+    unchanged: 0,
+    skipped: 0,
+    deleted: 0,
+    failed: 0,
+    results: [],
+  };
+}
+
 export type RunOutcome =
   | { kind: "done"; summary: SyncSummary }
   | { kind: "failed"; summary: SyncSummary; failure: Failure }
@@ -179,19 +196,7 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
     const { trigger, caller } = options;
     const projectId = row.projectId;
 
-    const summary: SyncSummary = {
-      status: "ok",
-      trigger,
-      startedAt,
-      finishedAt: startedAt,
-      created: 0,
-      updated: 0,
-      unchanged: 0,
-      skipped: 0,
-      deleted: 0,
-      failed: 0,
-      results: [],
-    };
+    const summary = emptySummary(trigger, startedAt);
     const varChanges: { op: "save" | "delete"; target: string; key: string; hostEnvId?: string }[] = [];
     let failure: Failure | undefined;
     try {
@@ -527,17 +532,9 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
             // Keep the default.
           }
           const summary: SyncSummary = {
+            ...emptySummary(trigger, row.syncStartedAt!),
             status: "failed",
-            trigger,
-            startedAt: row.syncStartedAt!,
             finishedAt: nowIso,
-            created: 0,
-            updated: 0,
-            unchanged: 0,
-            skipped: 0,
-            deleted: 0,
-            failed: 0,
-            results: [],
             error: SYNC_ERRORS.interrupted,
           };
           repo.finishRun(row.projectId, 0, {
