@@ -36,30 +36,25 @@ const withCiphertext = {
 };
 
 export function createSecretsRepo(db: Db) {
+  // A secret by id, only within its own project and environment.
+  const idInEnvironment = and(
+    eq(secrets.id, sql.placeholder("id")),
+    eq(secrets.projectId, sql.placeholder("projectId")),
+    eq(secrets.environment, sql.placeholder("environment")),
+  );
+
   // Prepared once: reading a value is the hottest path of the server.
   const findWithValue = db
     .select(withCiphertext)
     .from(secrets)
     .innerJoin(secretVersions, and(eq(secretVersions.secretId, secrets.id), eq(secretVersions.versionNumber, secrets.version)))
-    .where(
-      and(
-        eq(secrets.id, sql.placeholder("id")),
-        eq(secrets.projectId, sql.placeholder("projectId")),
-        eq(secrets.environment, sql.placeholder("environment")),
-      ),
-    )
+    .where(idInEnvironment)
     .prepare();
 
   const findById = db
     .select()
     .from(secrets)
-    .where(
-      and(
-        eq(secrets.id, sql.placeholder("id")),
-        eq(secrets.projectId, sql.placeholder("projectId")),
-        eq(secrets.environment, sql.placeholder("environment")),
-      ),
-    )
+    .where(idInEnvironment)
     .prepare();
 
   return {
