@@ -132,21 +132,28 @@ export async function refreshCredentials(server: string, stale: string | undefin
 
 /** An authenticated client for one server: refreshes by itself when the access token has expired. */
 export class Api {
+  /** Read from credentials.json once, then kept: a command's requests share one read. */
+  #credentials?: ServerCredentials;
+
   constructor(readonly server: string) {}
 
   credentials(): ServerCredentials {
+    if (this.#credentials) return this.#credentials;
     const found = readCredentials().servers[this.server];
     if (!found) throw new CliError(`Not signed in to ${this.server}. Run: ${loginHint(this.server)}`, EXIT.auth);
-    return found;
+    return (this.#credentials = found);
   }
 
-  /** Sends with the access token; on an expired one (by our clock or the server's 401) refreshes once and retries. */
+  /**
+   * Sends with the access token; on an expired one (by our clock or the server's 401) refreshes once and retries.
+   * A token another process refreshed meanwhile answers 401, and refreshCredentials then takes the file's newer pair.
+   */
   async request(method: string, path: string, body?: unknown): Promise<ApiResponse> {
     let credentials = this.credentials();
-    if (isExpired(credentials)) credentials = await refreshCredentials(this.server, credentials.accessToken);
+    if (isExpired(credentials)) credentials = this.#credentials = await refreshCredentials(this.server, credentials.accessToken);
     let res = await send(this.server, method, path, body, credentials.accessToken);
     if (res.status === 401) {
-      credentials = await refreshCredentials(this.server, credentials.accessToken);
+      credentials = this.#credentials = await refreshCredentials(this.server, credentials.accessToken);
       res = await send(this.server, method, path, body, credentials.accessToken);
       if (res.status === 401) throw sessionEndedError(this.server);
     }

@@ -31,8 +31,13 @@ export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(ar
   }
 }
 
+export interface FoundLink {
+  file: string;
+  link: LinkFile;
+}
+
 /** The nearest link file from the current folder upwards. */
-export function findLink(from = process.cwd()): { file: string; link: LinkFile } | undefined {
+export function findLink(from = process.cwd()): FoundLink | undefined {
   let dir = path.resolve(from);
   for (;;) {
     const file = path.join(dir, LINK_FILE);
@@ -51,13 +56,16 @@ export function findLink(from = process.cwd()): { file: string; link: LinkFile }
   }
 }
 
-/** --server, then SECRETS_SERVER_URL, then the link file, then the last login, then localhost. */
-export function resolveServer(flag: string | undefined, options: { forLogin?: boolean } = {}): string {
+/**
+ * --server, then SECRETS_SERVER_URL, then the link file, then the last login, then localhost.
+ * `known` is the link file the caller has looked for already (undefined: none, or none to use).
+ */
+export function resolveServer(flag: string | undefined, known?: { link: FoundLink | undefined }): string {
   if (flag) return normalizeServerUrl(flag);
   if (process.env.SECRETS_SERVER_URL) return normalizeServerUrl(process.env.SECRETS_SERVER_URL);
   // A link file can arrive with a cloned repository. It may only choose among servers this
   // machine has signed in to; it must never lead a login, and so a session, elsewhere.
-  const found = options.forLogin ? undefined : findLink();
+  const found = known ? known.link : findLink();
   if (found?.link.server) {
     const server = normalizeServerUrl(found.link.server);
     if (!readCredentials().servers[server]) {
@@ -90,7 +98,8 @@ export interface Target {
 
 /** Project and environment from flags, then SECRETS_SERVER_PROJECT / SECRETS_SERVER_ENV, then the link file. */
 export function resolveTarget(values: { server?: string; project?: string; env?: string }): Target {
-  const linked = findLink()?.link;
+  const found = findLink();
+  const linked = found?.link;
   const project = values.project ?? process.env.SECRETS_SERVER_PROJECT ?? linked?.projectId;
   const environment = values.env ?? process.env.SECRETS_SERVER_ENV ?? linked?.environment;
   if (!project || !environment) {
@@ -99,7 +108,7 @@ export function resolveTarget(values: { server?: string; project?: string; env?:
       EXIT.usage,
     );
   }
-  const server = resolveServer(values.server);
+  const server = resolveServer(values.server, { link: found });
   return { api: new Api(server), server, project, environment: normalizeEnvironment(environment) };
 }
 

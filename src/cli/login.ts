@@ -74,7 +74,8 @@ export async function login(args: string[]): Promise<number> {
     { ...SERVER_OPTION, ...JSON_OPTION, "device-name": { type: "string" }, "no-browser": { type: "boolean", default: false } },
     LOGIN_USAGE,
   );
-  const server = resolveServer(values.server, { forLogin: true });
+  // Never from a link file: see resolveServer.
+  const server = resolveServer(values.server, { link: undefined });
   const deviceName = values["device-name"] ?? defaultDeviceName();
 
   const start = await post(server, "/api/cli/auth/device", { deviceName });
