@@ -9,6 +9,7 @@ import { BROWSER_ONLY } from "../src/core/auth.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { assertNoLeaks, makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 import type { AuditEventView } from "../src/audit/audit.service.ts";
+import { addMember } from "./secrets-helpers.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -40,20 +41,6 @@ async function readAll(client: Client, projectId: string, query = ""): Promise<A
     cursor = page.nextCursor;
   } while (cursor);
   return events;
-}
-
-/** Creates an invitation and accepts it as `invitee` (signed in with the invited address). */
-async function addMember(owner: Client, invitee: Client, projectId: string, role: string, environments?: string[]) {
-  const created = await owner.json("POST", `/api/projects/${projectId}/invitations`, {
-    email: invitee.user!.email,
-    role,
-    ...(environments ? { environments } : {}),
-  });
-  assert.equal(created.status, 201, JSON.stringify(created.body));
-  const token = new URL(created.body.devAcceptUrl).hash.slice(1);
-  const accepted = await invitee.json("POST", "/api/invitations/accept", { token });
-  assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
-  return created.body.invitation;
 }
 
 /** A real CLI access token for the approver, through the device flow. */

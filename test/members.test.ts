@@ -3,6 +3,7 @@ import crypto from "node:crypto";
 import { test } from "node:test";
 import { PERMISSIONS } from "../src/core/access.ts";
 import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { invite } from "./secrets-helpers.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -35,13 +36,6 @@ function grantsOf(server: TestServer, projectId: string, userId: string): string
     .prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ? ORDER BY environment")
     .pluck()
     .all(projectId, userId) as string[];
-}
-
-/** Creates an invitation and returns the token from its devAcceptUrl fragment. */
-async function invite(by: Client, projectId: string, email: string, role: string, environments?: string[]): Promise<string> {
-  const res = await by.json("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return tokenOf(res.body.devAcceptUrl);
 }
 
 function tokenOf(devAcceptUrl: string): string {

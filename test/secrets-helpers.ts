@@ -21,10 +21,23 @@ export interface Team {
   outsider: Client;
 }
 
-async function invite(by: Client, projectId: string, email: string, role: string, environments?: string[]): Promise<string> {
+async function createInvitation(by: Client, projectId: string, email: string, role: string, environments?: string[]) {
   const res = await by.json("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
   assert.equal(res.status, 201, JSON.stringify(res.body));
-  return new URL(res.body.devAcceptUrl as string).hash.slice(1);
+  return { invitation: res.body.invitation, token: new URL(res.body.devAcceptUrl as string).hash.slice(1) };
+}
+
+/** Creates an invitation and returns the token from its devAcceptUrl fragment. */
+export async function invite(by: Client, projectId: string, email: string, role: string, environments?: string[]): Promise<string> {
+  return (await createInvitation(by, projectId, email, role, environments)).token;
+}
+
+/** Creates an invitation and accepts it as `invitee` (signed in with the invited address); returns the invitation. */
+export async function addMember(owner: Client, invitee: Client, projectId: string, role: string, environments?: string[]): Promise<any> {
+  const { invitation, token } = await createInvitation(owner, projectId, invitee.user!.email, role, environments);
+  const accepted = await invitee.json("POST", "/api/invitations/accept", { token });
+  assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+  return invitation;
 }
 
 /** A project with development, staging and production (unless told otherwise) and one user per role. */

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { randomMasterKey, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { addMember, createSecret } from "./secrets-helpers.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const DEV_SIGN_IN_NOTE =
@@ -23,23 +24,6 @@ async function overview(client: Client, projectId: string) {
   const res = await client.json("GET", `/api/projects/${projectId}/security`);
   assert.equal(res.status, 200, JSON.stringify(res.body));
   return res.body;
-}
-
-async function addMember(owner: Client, invitee: Client, projectId: string, role: string, environments?: string[]) {
-  const created = await owner.json("POST", `/api/projects/${projectId}/invitations`, {
-    email: invitee.user!.email,
-    role,
-    ...(environments ? { environments } : {}),
-  });
-  assert.equal(created.status, 201, JSON.stringify(created.body));
-  const accepted = await invitee.json("POST", "/api/invitations/accept", { token: new URL(created.body.devAcceptUrl).hash.slice(1) });
-  assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
-}
-
-async function createSecret(client: Client, projectId: string, environment: string, key: string, value: string): Promise<string> {
-  const res = await client.json("POST", `/api/projects/${projectId}/environments/${environment}/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.secret.id;
 }
 
 async function auditEventCount(server: TestServer, client: Client, projectId: string): Promise<number> {
@@ -107,7 +91,7 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   assert.equal(first.auditLog.events, 11);
 
   // Values and their versions: 3 secrets, one updated twice = 5 encrypted records.
-  const apiKey = await createSecret(alice, project.id, "development", "API_KEY", "first-api-key-value");
+  const apiKey = (await createSecret(alice, project.id, "development", "API_KEY", "first-api-key-value")).id;
   await createSecret(alice, project.id, "staging", "DB_URL", "postgres://staging-db-value");
   await createSecret(carol, project.id, "development", "TOKEN", "carol-token-value");
   for (const value of ["second-api-key-value", "third-api-key-value"]) {
