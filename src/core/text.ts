@@ -8,8 +8,8 @@
 // emoji sequences need them.
 const UNSAFE = /[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
 const UNSAFE_ALL = new RegExp(UNSAFE.source, "gu");
+const UNSAFE_EXCEPT_LINE_BREAKS = new RegExp(`(?![\\n\\t])${UNSAFE.source}`, "u");
 export const DISPLAY_NAME_MAX = 100;
-const UNSAFE_EXCEPT_LINE_BREAKS = /(?![\n\t])[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
 
 /** True for a one-line name: nothing that moves the cursor, breaks the line or flips direction. */
 export function isSingleLine(text: string): boolean {
