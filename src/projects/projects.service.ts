@@ -29,11 +29,9 @@ interface Deps {
   audit: AuditWriter;
   vault: Vault;
   clock: Clock;
-  /** Called after a project is deleted, so other features can drop what they hold in memory. */
-  onDeleted?: (projectId: string) => void;
 }
 
-export function createProjectsService({ db, repo, access, audit, vault, clock, onDeleted }: Deps) {
+export function createProjectsService({ db, repo, access, audit, vault, clock }: Deps) {
   function toView(row: ProjectRow, projectAccess: ProjectAccess): ProjectView {
     return {
       id: row.id,
@@ -121,7 +119,6 @@ export function createProjectsService({ db, repo, access, audit, vault, clock, o
         });
       });
       vault.forget(projectId);
-      onDeleted?.(projectId);
     },
   };
 }
