@@ -163,6 +163,11 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   const whoEscaped = await cli(home, ["whoami"]);
   assert.equal(whoEscaped.stdout, `alice@example.test (Alice\ufffd]0;owned\ufffd) on ${server.url}\n`);
   for (const output of [escaped.stdout, whoEscaped.stdout]) assert.doesNotMatch(output, /[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
+
+  // A second login on this machine ends the first session rather than leave it live.
+  await login(server, home, alice, "test box again");
+  const after = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
+  assert.deepEqual(after.map((s: any) => s.deviceName), ["test box again"]);
 });
 
 test("a denied login saves nothing and fails with a clear message", async (t) => {

@@ -90,12 +90,12 @@ async function send(server: string, method: string, path: string, body: unknown,
   return { status: res.status, body: parsed, headers: res.headers };
 }
 
-/** Unauthenticated calls (device flow, refresh). */
-export function post(server: string, path: string, body: unknown): Promise<ApiResponse> {
-  return send(server, "POST", path, body, undefined);
+/** Calls outside Api's refresh: the device flow and refresh (no token), logout (the token to end). */
+export function post(server: string, path: string, body: unknown, token?: string): Promise<ApiResponse> {
+  return send(server, "POST", path, body, token);
 }
 
-function isExpired(credentials: ServerCredentials): boolean {
+export function isExpired(credentials: ServerCredentials): boolean {
   return Date.parse(credentials.accessExpiresAt) - EXPIRY_MARGIN_MS <= Date.now();
 }
 

@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
-import { Api, errorFor, post, refreshCredentials } from "./api.ts";
+import { Api, errorFor, isExpired, post, refreshCredentials } from "./api.ts";
 import { JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -126,9 +126,7 @@ export async function login(args: string[]): Promise<number> {
   });
   // A second login on the same machine replaces the first; end the old session rather than leave it live.
   if (previous && previous.accessToken !== credentials.accessToken) {
-    await fetch(`${server}/api/cli/auth/logout`, { method: "POST", headers: { authorization: `Bearer ${previous.accessToken}` } }).catch(
-      () => undefined,
-    );
+    await post(server, "/api/cli/auth/logout", undefined, previous.accessToken).catch(() => undefined);
   }
 
   if (values.json) process.stdout.write(JSON.stringify({ server, email: credentials.email }) + "\n");
@@ -173,13 +171,9 @@ export async function logout(args: string[]): Promise<number> {
   if (stored) {
     try {
       // An expired access token would make logout a no-op on the server: refresh first.
-      const fresh = Date.parse(stored.accessExpiresAt) <= Date.now() ? await refreshCredentials(server, stored.accessToken) : stored;
-      const res = await fetch(`${server}/api/cli/auth/logout`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${fresh.accessToken}` },
-        signal: AbortSignal.timeout(15_000),
-      });
-      if (!res.ok) warning = `the server answered ${res.status}`;
+      const fresh = isExpired(stored) ? await refreshCredentials(server, stored.accessToken) : stored;
+      const res = await post(server, "/api/cli/auth/logout", undefined, fresh.accessToken);
+      if (res.status !== 200) warning = `the server answered ${res.status}`;
     } catch (error) {
       // A session that already ended is what logout wants; only "unreachable" deserves a word.
       if (!(error instanceof CliError && error.exitCode === EXIT.auth)) warning = (error as Error).message;
