@@ -79,9 +79,15 @@ export const signInFailures = sqliteTable(
   {
     id: integer("id").primaryKey({ autoIncrement: true }),
     accountHash: text("account_hash").notNull(),
+    /** Hash of the client address the attempt came from (null on rows older than the pair limit). */
+    addressHash: text("address_hash"),
     failedAt: text("failed_at").notNull(),
   },
-  (t) => [index("sign_in_failures_account").on(t.accountHash, t.failedAt), index("sign_in_failures_at").on(t.failedAt)],
+  (t) => [
+    index("sign_in_failures_account").on(t.accountHash, t.failedAt),
+    index("sign_in_failures_pair").on(t.accountHash, t.addressHash, t.failedAt),
+    index("sign_in_failures_at").on(t.failedAt),
+  ],
 );
 
 export const projects = sqliteTable(
@@ -304,6 +310,8 @@ export const auditEvents = sqliteTable(
     metadata: text("metadata").notNull().default("{}"),
     prevHash: text("prev_hash").notNull(),
     hash: text("hash").notNull(),
+    /** Master key version whose derived MAC key chained this event; null: plain SHA-256 (older events). */
+    macKeyVersion: integer("mac_key_version"),
   },
   (t) => [
     uniqueIndex("audit_events_id").on(t.id),
@@ -345,6 +353,10 @@ export const integrations = sqliteTable("integrations", {
   /** JSON: the last run and the last deployment, documented in the README. */
   lastRun: text("last_run"),
   lastDeployment: text("last_deployment"),
+  /** Who saved the token: syncing pauses when that person loses integrations:manage or leaves. */
+  connectedBy: text("connected_by"),
+  pausedAt: text("paused_at"),
+  pausedReason: text("paused_reason"),
   createdAt: text("created_at").notNull(),
   updatedAt: text("updated_at").notNull(),
 });
