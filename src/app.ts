@@ -12,7 +12,7 @@ import { createAccessGuard } from "./core/access.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
-import { createAuth } from "./core/auth.ts";
+import { createAuth, isApiRoute, matchedRoute } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
@@ -110,7 +110,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const clock = options.clock ?? systemClock;
   const log = createLogger(config, options.logStream);
   const keyring = loadKeyring(config, log);
-  const db = openDatabase(config);
+  const db = openDatabase(config, { warn: (message) => log.warn(message) });
   try {
     checkMasterKeys(db, keyring, clock.now());
   } catch (error) {
@@ -148,8 +148,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Every API answer is someone's own data (values, tokens, device codes, member lists):
   // no browser or proxy cache may keep it.
+  // Keyed on the matched route, not the raw URL (see matchedRoute); an answer of no route
+  // at all (a 404, an unparsable address) is no-store as well, since nothing there is for keeping.
   app.addHook("onSend", async (req, reply) => {
-    if (req.url.startsWith("/api/")) void reply.header("cache-control", "no-store");
+    if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
   });
 
   const auth = createAuth(db, config, clock);

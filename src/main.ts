@@ -149,6 +149,9 @@ async function main(argv: string[]): Promise<void> {
   }
   const usage = usageCheck(name, args);
   if (usage !== undefined) process.exit(usage);
+  // Server commands create the database, its -wal/-shm, the key file, backups and the
+  // addon cache: nothing they create is for other users. The CLI sets each file's mode itself.
+  if (!(name in cliCommands)) process.umask(0o077);
   try {
     // `audit verify --help` would verify: every help flag asks for audit's usage.
     const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);

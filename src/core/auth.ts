@@ -29,6 +29,20 @@ export const BROWSER_ONLY = "This action needs a browser session; CLI tokens can
 
 const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
+/**
+ * The route the router matched, as declared ("/api/projects/:projectId"), or "" when none
+ * did. Guards key on this, never on req.url: the router decodes the path before matching,
+ * so "/%61pi/projects/…" reaches an API handler while its raw URL does not start with /api/.
+ */
+export function matchedRoute(req: FastifyRequest): string {
+  return req.routeOptions.url ?? "";
+}
+
+/** True when the request is handled by an API route (the UI's catch-all is not one). */
+export function isApiRoute(req: FastifyRequest): boolean {
+  return matchedRoute(req).startsWith("/api/");
+}
+
 export function sessionCookieName(config: Pick<Config, "isProduction">): string {
   // __Host- binds the cookie to this exact origin over https, with no Domain attribute.
   return config.isProduction ? "__Host-secrets_session" : "secrets_session";
@@ -136,7 +150,7 @@ export function createAuth(db: Db, config: Config, clock: Clock) {
         // only ("same-origin"), or typed in the address bar ("none"). The OpenID provider's
         // redirect back to the callback is the one cross-site arrival by design.
         const fetchSite = req.headers["sec-fetch-site"];
-        if ((fetchSite === "cross-site" || fetchSite === "same-site") && req.url.startsWith("/api/") && !req.url.startsWith("/api/auth/oidc/")) {
+        if ((fetchSite === "cross-site" || fetchSite === "same-site") && isApiRoute(req) && !matchedRoute(req).startsWith("/api/auth/oidc/")) {
           throw new HttpError(403, "Cross-origin request refused.");
         }
         const token = req.cookies[cookieName];

@@ -14,14 +14,23 @@ export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Data
 
 export const DATABASE_FILE = "secrets.db";
 
+/** Files of DATA_DIR that hold ciphertext or key material: only the server's user may read them. */
+const PRIVATE_FILES = [DATABASE_FILE, `${DATABASE_FILE}-wal`, `${DATABASE_FILE}-shm`, `${DATABASE_FILE}-journal`, "master.key"];
+
+export interface OpenOptions {
+  /** Where a warning about DATA_DIR goes (the server's log; stderr for the commands). */
+  warn?: (message: string) => void;
+}
+
 /** Opens (creating if needed) the database under DATA_DIR, sets the pragmas and applies migrations. */
-export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">): Db {
+export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">, options: OpenOptions = {}): Db {
   try {
     fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   } catch (error) {
     // A file in the way or a folder this user may not write: one line naming the variable.
     throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
   }
+  protectDataDir(config.dataDir, options.warn ?? ((message) => process.stderr.write(`secrets-server: warning: ${message}\n`)));
   const file = path.join(config.dataDir, DATABASE_FILE);
   // SQLite quietly opens a file it may read but not write (say a restored copy owned by root)
   // read-only, and every write would then answer 500: refuse to start instead.
@@ -54,6 +63,42 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
     throw error;
   }
   return db;
+}
+
+/**
+ * The database files are created 0600 and existing ones are tightened to 0600 (an older
+ * version, a restore or a copy may have left them 0644): a readable database is every
+ * ciphertext, its wrapped keys and the audit log, protected only by the folder's mode.
+ * SQLite gives the -wal and -shm files the mode of the database file, so creating that
+ * one private is enough for the others. The folder itself is the operator's to set; a
+ * folder others may enter is only reported.
+ */
+function protectDataDir(dataDir: string, warn: (message: string) => void): void {
+  const database = path.join(dataDir, DATABASE_FILE);
+  try {
+    fs.closeSync(fs.openSync(database, fs.constants.O_CREAT | fs.constants.O_RDWR, 0o600));
+  } catch {
+    // Not writable or not creatable: the checks below and SQLite's own open say why.
+  }
+  for (const name of PRIVATE_FILES) {
+    const file = path.join(dataDir, name);
+    let stat: fs.Stats;
+    try {
+      stat = fs.lstatSync(file);
+    } catch {
+      continue;
+    }
+    if (!stat.isFile() || (stat.mode & 0o077) === 0) continue;
+    try {
+      fs.chmodSync(file, stat.mode & 0o700);
+    } catch {
+      warn(`${file} can be read by other users of this machine and this user may not change that: run chmod 600 on it.`);
+    }
+  }
+  const folder = fs.statSync(dataDir);
+  if ((folder.mode & 0o077) !== 0) {
+    warn(`DATA_DIR ${dataDir} can be entered by other users of this machine (mode ${(folder.mode & 0o777).toString(8)}): run chmod 700 on it.`);
+  }
 }
 
 /** A plain better-sqlite3 connection to `file`, with the executable's bundled addon when needed. */

@@ -116,16 +116,18 @@ export function registerUiRoutes(app: FastifyInstance): void {
 
   app.get("/*", { config: { rateLimit: false } }, async (req, reply) => {
     const pathname = req.url.split("?")[0]!.split("#")[0]!;
-    if (pathname === "/api" || pathname.startsWith("/api/")) throw new HttpError(404, "Not found.");
-    if (!files) {
-      if (failure) throw new HttpError(503, "The web UI is not available: its build failed. See the server log.");
-      files = (await loadWebFiles()).files;
-    }
     let name: string;
     try {
       name = decodeURIComponent(pathname).replace(/^\/+/, "");
     } catch {
       throw new HttpError(404, "Not found.");
+    }
+    // Decoded and case-folded first: "/%61pi/nope" or "/API/nope" is an unknown API path, not a page.
+    const folded = name.toLowerCase();
+    if (folded === "api" || folded.startsWith("api/")) throw new HttpError(404, "Not found.");
+    if (!files) {
+      if (failure) throw new HttpError(503, "The web UI is not available: its build failed. See the server log.");
+      files = (await loadWebFiles()).files;
     }
     const file = files.get(name);
     if (file) return send(req, reply, file);
