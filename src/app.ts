@@ -105,6 +105,19 @@ class OneLinePerRequest extends LogController {
   }
 }
 
+/**
+ * Fastify ignores a plain hop count (it trusts no proxy then), so TRUST_PROXY=<n> is passed
+ * as the function it used to build: the socket peer and the next n-1 addresses of
+ * X-Forwarded-For are proxies. That is only safe when the proxies are the only way in
+ * (README, Configuration); buildApp warns when HOST is not loopback.
+ */
+function fastifyTrustProxy(trustProxy: Config["trustProxy"]): false | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof trustProxy !== "number") return trustProxy;
+  return (_address, hop) => hop < trustProxy;
+}
+
+const LOOPBACK_LISTEN_HOSTS = new Set(["127.0.0.1", "localhost", "::1"]);
+
 /** Opens the database, wires every module by hand and returns the (not yet listening) server. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<App> {
   const clock = options.clock ?? systemClock;
@@ -118,11 +131,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw error;
   }
 
+  if (typeof config.trustProxy === "number" && config.trustProxy > 0 && !LOOPBACK_LISTEN_HOSTS.has(config.host)) {
+    log.warn(
+      `TRUST_PROXY=${config.trustProxy} trusts X-Forwarded-For from whoever connects, and HOST=${config.host} accepts connections from other machines: make sure only your proxy can reach this port, or set TRUST_PROXY to the proxy's addresses instead.`,
+    );
+  }
+
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
-    // A hop count is valid for Fastify, but its types only list the other forms.
-    trustProxy: config.trustProxy as boolean | string | string[],
+    trustProxy: fastifyTrustProxy(config.trustProxy),
     // The UI is served at every path the API does not claim; keep /x and /x/ the same.
     routerOptions: { ignoreTrailingSlash: true },
     // No automatic HEAD twin of every GET: a HEAD on a secret would decrypt it and write a

@@ -153,7 +153,7 @@ test("local: sign-in answers the same generic message for a wrong password and a
   assert.equal(extra.status, 400);
 });
 
-test("local: failed sign-ins are limited per account (10 per 15 minutes), whether or not it exists", async (t) => {
+test("local: failed sign-ins are limited per account and address (10 per 15 minutes), whether or not the account exists", async (t) => {
   const { server } = await firstAccount(t);
   for (let i = 0; i < 10; i++) assert.equal((await signIn(server, "admin@example.com", `wrong password ${i}`)).status, 401);
   const limited = await signIn(server, "admin@example.com", GOOD_PASSWORD);
@@ -164,17 +164,20 @@ test("local: failed sign-ins are limited per account (10 per 15 minutes), whethe
   // The count lives in the database: a restart does not hand out a fresh set of tries.
   // Made-up addresses are not kept in the clear.
   assert.equal((await signIn(server, "made-up@example.com", "wrong password")).status, 401);
-  const stored = server.app.db.$client.prepare("SELECT account_hash FROM sign_in_failures").pluck().all() as string[];
-  assert.equal(stored.length, 11);
-  assert.ok(stored.every((h) => /^[0-9a-f]{64}$/.test(h)), "hashed, not the e-mail");
+  const stored = server.app.db.$client.prepare("SELECT account_hash, address_hash FROM sign_in_failures").all() as { account_hash: string; address_hash: string }[];
+  assert.equal(stored.length, 11, "the refused attempt is not counted");
+  assert.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.account_hash)), "hashed, not the e-mail");
+  assert.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.address_hash)), "hashed, not the address");
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 429);
 
   restarted.clock.advance(15 * 60 * 1000);
   assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 200);
-  // A success clears the account's failures; stale ones of other accounts go with the next failure.
+  // A success clears the failures of its account and address; failures older than the
+  // longest window (an hour) go with the next failure, whoever's they are.
   assert.equal(restarted.app.db.$client.prepare("SELECT count(*) FROM sign_in_failures").pluck().get(), 1);
+  restarted.clock.advance(45 * 60 * 1000);
   assert.equal((await signIn(restarted, "other@example.com", "wrong password")).status, 401);
   assert.equal(restarted.app.db.$client.prepare("SELECT count(*) FROM sign_in_failures").pluck().get(), 1);
 });

@@ -80,7 +80,8 @@ export interface Config {
   vercelApiUrl: string;
   logLevel: string;
   sqliteSynchronous: "full" | "normal";
-  trustProxy: boolean | number | string[];
+  /** false, a hop count, or proxy addresses; never `true`, which would trust any X-Forwarded-For. */
+  trustProxy: false | number | string[];
   smtp?: { url: string; from: string };
   rateLimitPerMinute: number;
   /** Delay between a secret change and the automatic Vercel sync it schedules. */
@@ -200,17 +201,23 @@ function isProxyAddress(entry: string): boolean {
   return prefix === undefined || (/^\d{1,3}$/.test(prefix) && Number(prefix) >= 1 && Number(prefix) <= (family === 4 ? 32 : 128));
 }
 
+/** More proxies than this in front of one server is no real set-up, only a way to spell `true`. */
+const TRUST_PROXY_MAX_HOPS = 10;
+const TRUST_PROXY_FORMS = `the number of proxies in front of the server (a hop count from 1 to ${TRUST_PROXY_MAX_HOPS}) or a comma-separated list of their addresses (IP, IP/prefix, loopback, linklocal, uniquelocal)`;
+
 function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
   if (value === undefined || value === "false") return false;
-  if (value === "true") return true;
+  // `true` would take the left-most X-Forwarded-For entry, which the client writes itself:
+  // anyone could pick their address and so escape every per-address limit.
+  if (/^(true|yes|on|\*)$/i.test(value.trim()) || (/^\d+$/.test(value) && Number(value) > TRUST_PROXY_MAX_HOPS)) {
+    throw new ConfigError(`TRUST_PROXY=${value.trim()} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`);
+  }
   if (/^\d+$/.test(value)) return Number(value);
   const list = value.split(",").map((s) => s.trim()).filter(Boolean);
   // Checked here: Fastify would otherwise stop the start with a stack trace.
   const wrong = list.find((entry) => !isProxyAddress(entry));
   if (list.length === 0 || wrong !== undefined) {
-    throw new ConfigError(
-      `TRUST_PROXY must be true, a hop count, or a comma-separated list of proxy addresses (IP, IP/prefix, loopback, linklocal, uniquelocal)${wrong === undefined ? "" : `; "${wrong}" is none of these`}.`,
-    );
+    throw new ConfigError(`TRUST_PROXY must be ${TRUST_PROXY_FORMS}${wrong === undefined ? "" : `; "${wrong}" is none of these`}.`);
   }
   return list;
 }

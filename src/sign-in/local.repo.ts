@@ -40,25 +40,37 @@ export function createLocalRepo(db: Db) {
         .run();
     },
 
-    /** Times of the account's failures after `since`, oldest first. */
-    failuresSince(accountHash: string, since: string): string[] {
+    /**
+     * Times of the failures after `since`, oldest first: of one account, or of one account
+     * from one client address when `addressHash` is given.
+     */
+    failuresSince(accountHash: string, addressHash: string | undefined, since: string): string[] {
       return db
         .select({ failedAt: signInFailures.failedAt })
         .from(signInFailures)
-        .where(and(eq(signInFailures.accountHash, accountHash), gt(signInFailures.failedAt, since)))
+        .where(
+          and(
+            eq(signInFailures.accountHash, accountHash),
+            addressHash === undefined ? undefined : eq(signInFailures.addressHash, addressHash),
+            gt(signInFailures.failedAt, since),
+          ),
+        )
         .orderBy(asc(signInFailures.failedAt))
         .all()
         .map((r) => r.failedAt);
     },
 
     /** Records a failure and forgets every failure (of any account) at or before `staleBefore`. */
-    recordFailure(accountHash: string, failedAt: string, staleBefore: string): void {
+    recordFailure(accountHash: string, addressHash: string, failedAt: string, staleBefore: string): void {
       db.delete(signInFailures).where(lte(signInFailures.failedAt, staleBefore)).run();
-      db.insert(signInFailures).values({ accountHash, failedAt }).run();
+      db.insert(signInFailures).values({ accountHash, addressHash, failedAt }).run();
     },
 
-    clearFailures(accountHash: string): void {
-      db.delete(signInFailures).where(eq(signInFailures.accountHash, accountHash)).run();
+    /** Forgets the failures of one account from one client address. */
+    clearPairFailures(accountHash: string, addressHash: string): void {
+      db.delete(signInFailures)
+        .where(and(eq(signInFailures.accountHash, accountHash), eq(signInFailures.addressHash, addressHash)))
+        .run();
     },
   };
 }

@@ -20,7 +20,7 @@ const SetPassword = z.strictObject({
   email: z.email().max(254).optional(),
 });
 
-/** Per address, on top of the per-account limit of the service. */
+/** Attempts per address, on top of the failure limits of the service. */
 export const LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE = 20;
 
 interface Deps {
@@ -39,7 +39,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
 
   app.post("/api/auth/local/sign-in", { config: perAddress("local-sign-in", LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE) }, async (req, reply) => {
     const input = parse(SignIn, req.body, "Enter your e-mail address and password.");
-    const user = await local.signIn(input.email, input.password);
+    const user = await local.signIn(input.email, input.password, req.ip);
     auth.startBrowserSession(reply, user.id);
     return { user: toPublicUser(user) };
   });

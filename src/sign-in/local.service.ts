@@ -15,9 +15,16 @@ const HOUR_MS = 60 * 60 * 1000;
 /** How long each kind of one-time link works. */
 export const LINK_LIFETIME_HOURS: Record<LinkPurpose, number> = { setup: 24, invite: 7 * 24, reset: 24 };
 
-/** Per account: this many failed sign-ins in the window, then 429 until the window passes. */
-export const ACCOUNT_FAILURE_LIMIT = 10;
-export const ACCOUNT_FAILURE_WINDOW_MS = 15 * 60 * 1000;
+/**
+ * Failed sign-ins are limited twice. Per account and client address: 10 in 15 minutes,
+ * which slows one guesser to a crawl but leaves the owner, who signs in from elsewhere,
+ * alone. Per account over all addresses: 100 in an hour, so that guessing from many
+ * addresses is still bounded (and only that can lock the owner out).
+ */
+const PAIR_FAILURE_LIMIT = 10;
+const PAIR_FAILURE_WINDOW_MS = 15 * 60 * 1000;
+const ACCOUNT_FAILURE_LIMIT = 100;
+const ACCOUNT_FAILURE_WINDOW_MS = 60 * 60 * 1000;
 
 export const SIGN_IN_FAILED = "Incorrect e-mail or password.";
 export const ACCOUNT_DISABLED = "This account is disabled. Ask your administrator.";
@@ -48,12 +55,29 @@ export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
 export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
   // Failed sign-ins per account, existing or not (so a 429 reveals nothing), in the
   // database so that a restart does not hand an attacker a fresh set of tries.
-  function recentFailures(accountHash: string, now: number): number[] {
-    return repo.failuresSince(accountHash, new Date(now - ACCOUNT_FAILURE_WINDOW_MS).toISOString()).map((at) => Date.parse(at));
+  /** Seconds until the window holds fewer than `limit` of `times` (oldest first), or 0 when it already does. */
+  function secondsUntilBelow(times: string[], limit: number, windowMs: number, now: number): number {
+    if (times.length < limit) return 0;
+    const freedAt = Date.parse(times[times.length - limit]!) + windowMs;
+    return Math.max(1, Math.ceil((freedAt - now) / 1000));
   }
 
-  function recordFailure(accountHash: string, now: number): void {
-    writeTransaction(db, () => repo.recordFailure(accountHash, new Date(now).toISOString(), new Date(now - ACCOUNT_FAILURE_WINDOW_MS).toISOString()));
+  /**
+   * Counts this attempt as a failure before the password is checked, in the same IMMEDIATE
+   * transaction as the count: checking first and recording after the (slow, asynchronous)
+   * hash let parallel guesses all pass the check, and the lock makes two processes on one
+   * file queue too. Returns the seconds to wait when a limit is reached (nothing recorded).
+   */
+  function countAttempt(accountHash: string, addressHash: string, now: number): number {
+    return writeTransaction(db, () => {
+      const since = (windowMs: number) => new Date(now - windowMs).toISOString();
+      const waitSeconds = Math.max(
+        secondsUntilBelow(repo.failuresSince(accountHash, addressHash, since(PAIR_FAILURE_WINDOW_MS)), PAIR_FAILURE_LIMIT, PAIR_FAILURE_WINDOW_MS, now),
+        secondsUntilBelow(repo.failuresSince(accountHash, undefined, since(ACCOUNT_FAILURE_WINDOW_MS)), ACCOUNT_FAILURE_LIMIT, ACCOUNT_FAILURE_WINDOW_MS, now),
+      );
+      if (waitSeconds === 0) repo.recordFailure(accountHash, addressHash, new Date(now).toISOString(), since(ACCOUNT_FAILURE_WINDOW_MS));
+      return waitSeconds;
+    });
   }
 
   /** Writes a new link (replacing unused ones of the same purpose and user) and returns its URL. */
@@ -170,14 +194,14 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
     /**
      * Checks e-mail and password. Every failure gives the same message, whether or not the
      * account exists, and takes the same time (a dummy hash is verified for unknown ones).
+     * `address` is the client address (`req.ip`, which TRUST_PROXY decides); it is stored hashed.
      */
-    async signIn(email: string, password: string): Promise<UserRow> {
+    async signIn(email: string, password: string, address: string): Promise<UserRow> {
       const normalized = email.trim().toLowerCase();
       const account = hashToken(normalized);
-      const now = clock.now().getTime();
-      const recent = recentFailures(account, now);
-      if (recent.length >= ACCOUNT_FAILURE_LIMIT) {
-        const retryInSeconds = Math.max(1, Math.ceil((recent[0]! + ACCOUNT_FAILURE_WINDOW_MS - now) / 1000));
+      const pair = hashToken(address);
+      const retryInSeconds = countAttempt(account, pair, clock.now().getTime());
+      if (retryInSeconds > 0) {
         throw new HttpError(
           429,
           `Too many failed sign-ins for this account. Try again in ${Math.ceil(retryInSeconds / 60)} minutes.`,
@@ -186,12 +210,11 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
         );
       }
       const user = findLocalUser(normalized);
+      // A wrong password leaves the failure countAttempt recorded; a right one takes it back
+      // together with the earlier failures from this address (not those from elsewhere).
       const isValid = await verifyPassword(password, user?.passwordHash);
-      if (!user || !isValid) {
-        recordFailure(account, now);
-        throw new HttpError(401, SIGN_IN_FAILED);
-      }
-      repo.clearFailures(account);
+      if (!user || !isValid) throw new HttpError(401, SIGN_IN_FAILED);
+      writeTransaction(db, () => repo.clearPairFailures(account, pair));
       // Said only to someone who knows the password.
       if (user.disabledAt) throw new HttpError(403, ACCOUNT_DISABLED);
       return user;
