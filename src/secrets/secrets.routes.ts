@@ -161,8 +161,9 @@ export function registerSecretRoutes(
     },
   );
 
-  // Credential and access run before the body is read (preParsing), so a caller who may
-  // not import learns nothing and costs nothing; the size limit is checked next.
+  // The rate limit runs first (onRequest, like every limit: see app.ts), then credential and
+  // access before the body is read (preParsing), so a caller who may not import learns
+  // nothing and costs nothing; the size limit is checked next, on Content-Length when sent.
   const guardImport = [auth.browser, access.route("secrets:create", { environment: true })];
   app.post(
     `${BASE}/import`,
