@@ -152,7 +152,7 @@ export function registerSecretRoutes(
     async (req, reply) => {
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, "Unknown export format: use format=dotenv, or leave it out for JSON.");
-      const values = secrets.export(auth.caller(req), projectId, env, format);
+      const values = await secrets.export(auth.caller(req), projectId, env, format);
       if (format === "json") return { secrets: values };
       return reply
         .type("text/plain; charset=utf-8")

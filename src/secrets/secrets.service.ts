@@ -341,28 +341,31 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return toMeta(row);
     },
 
-    /** Every value of the environment sorted by key, or a 500 when any one does not open. */
-    export(caller: Caller, projectId: string, environment: string, format: "json" | "dotenv"): { key: string; value: string }[] {
-      return writeTransaction(db, () => {
+    /**
+     * Every value of the environment sorted by key, or a 500 when any one does not open.
+     * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
+     * only once the `secrets.exported` event is on disk, like a reveal.
+     */
+    async export(caller: Caller, projectId: string, environment: string, format: "json" | "dotenv"): Promise<{ key: string; value: string }[]> {
+      const { at, values } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
-        let values: { key: string; value: string }[];
         try {
-          values = rows.map((row) => ({ key: row.key, value: open(row, row.version) }));
+          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })) };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
           throw new HttpError(500, NOT_DECRYPTED_SOME);
         }
-        audit.record(caller, {
-          projectId,
-          action: "secrets.exported",
-          targetType: "environment",
-          targetId: `${projectId}/${at.environment}`,
-          metadata: { environment: at.environment, count: values.length, format },
-        });
-        return values;
       });
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secrets.exported",
+        targetType: "environment",
+        targetId: `${projectId}/${at.environment}`,
+        metadata: { environment: at.environment, count: values.length, format },
+      });
+      return values;
     },
 
     /** All or nothing: the request was validated whole; this is one transaction. */
