@@ -1,5 +1,6 @@
-// Bounded work, over HTTP against a real server: limits are checked before a body is read,
-// and export decrypts in a read snapshot instead of holding the write lock.
+// Bounded work (issue 14, item 8), over HTTP against a real server: limits are checked before a
+// body is read, an environment and a secret's history have a size, and export decrypts in a
+// read snapshot instead of holding the write lock.
 import assert from "node:assert/strict";
 import http from "node:http";
 import { createRequire } from "node:module";
@@ -11,6 +12,10 @@ import { startServer, type Client, type TestServer } from "./helpers.ts";
 import { auditEvents, createSecret, envPath, openFile } from "./secrets-helpers.ts";
 
 const TOO_LARGE = { error: "The import is too large." };
+const ENVIRONMENT_FULL = {
+  error: "This environment already holds 1,000 secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.",
+};
+const VERSION_NOT_FOUND = { error: "Version not found." };
 // Long enough for a server that answers before reading, far too short to wait for a body that never comes.
 const ANSWER_WITHIN_MS = 3_000;
 
@@ -85,6 +90,89 @@ test("an import whose Content-Length is over 2,000,000 bytes is refused with 413
   const probe = await postHeadersOnly(outsider, url, 50_000_000);
   assert.deepEqual([probe.status, probe.body], [404, { error: "Project not found." }]);
   assert.deepEqual((await owner.json("GET", `${envPath(projectId, "development")}/secrets`)).body, { secrets: [] });
+});
+
+test("an environment holds at most 1,000 secrets: create and import past it are 409 and write nothing", async (t) => {
+  const { server, owner, projectId } = await startProject(t);
+  const base = envPath(projectId, "development");
+  const entries = (from: number, to: number) =>
+    Array.from({ length: to - from }, (_, i) => ({ key: `KEY_${from + i}`, value: `bulk-value-${from + i}`, overwrite: false }));
+  const keys = async () => ((await owner.json("GET", `${base}/secrets`)).body.secrets as { key: string }[]).map((s) => s.key).sort();
+
+  assert.equal((await owner.json("POST", `${base}/import`, { entries: entries(0, 500) })).status, 200);
+  assert.equal((await owner.json("POST", `${base}/import`, { entries: entries(500, 999) })).status, 200);
+  const at999 = await keys();
+  assert.equal(at999.length, 999);
+  const auditBefore = auditEvents(server, projectId).length;
+
+  // Two new keys do not fit in one place; the overwrite in the same request is not applied either.
+  const twoNew = await owner.json("POST", `${base}/import`, {
+    entries: [
+      { key: "KEY_0", value: "overwritten-value", overwrite: true },
+      { key: "NEW_A", value: "new-a-value", overwrite: false },
+      { key: "NEW_B", value: "new-b-value", overwrite: false },
+    ],
+  });
+  assert.deepEqual([twoNew.status, twoNew.body], [
+    409,
+    {
+      error:
+        "This import would add 2 new secrets to the 999 this environment holds, more than the 1,000 it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.",
+    },
+  ]);
+  assert.deepEqual(await keys(), at999);
+  assert.equal(auditEvents(server, projectId).length, auditBefore);
+
+  // The 1,000th fits; the 1,001st does not, by create or by import.
+  const last = await owner.json("POST", `${base}/secrets`, { key: "THE_LAST", value: "the-last-value" });
+  assert.equal(last.status, 201);
+  const create = await owner.json("POST", `${base}/secrets`, { key: "ONE_MORE", value: "one-more-value" });
+  assert.deepEqual([create.status, create.body], [409, ENVIRONMENT_FULL]);
+  const importOne = await owner.json("POST", `${base}/import`, { entries: [{ key: "ONE_MORE", value: "one-more-value", overwrite: true }] });
+  assert.equal(importOne.status, 409);
+  assert.match(importOne.body.error, /^This import would add 1 new secret to the 1,000 this environment holds/);
+  const full = await keys();
+  assert.equal(full.length, 1_000);
+  assert.ok(!full.includes("ONE_MORE"));
+  assert.equal((await owner.json("GET", `${base}/export`)).body.secrets.length, 1_000);
+
+  // Changing what is there still works at the limit, and the limit is per environment.
+  const overwrite = await owner.json("POST", `${base}/import`, { entries: [{ key: "KEY_0", value: "overwritten-value", overwrite: true }] });
+  assert.deepEqual([overwrite.status, overwrite.body.summary.updated], [200, 1]);
+  await createSecret(owner, projectId, "staging", "ONE_MORE", "one-more-value");
+  // Deleting one makes a place.
+  assert.equal((await owner.json("DELETE", `${base}/secrets/${last.body.secret.id}`)).status, 200);
+  assert.equal((await owner.json("POST", `${base}/secrets`, { key: "ONE_MORE", value: "one-more-value" })).status, 201);
+});
+
+test("a secret keeps its newest 100 versions: a new value drops the oldest", async (t) => {
+  const { owner, projectId } = await startProject(t);
+  const base = envPath(projectId, "development");
+  const value = (n: number) => `pruned-value-${String(n).padStart(3, "0")}`;
+  const secret = await createSecret(owner, projectId, "development", "ROTATED", value(1));
+  const url = `${base}/secrets/${secret.id}`;
+  for (let n = 2; n <= 101; n++) assert.equal((await owner.json("PATCH", url, { value: value(n) })).status, 200, `version ${n}`);
+
+  const numbers = async () => {
+    const history = (await owner.json("GET", `${url}/versions`)).body;
+    return { current: history.currentVersion as number, numbers: (history.versions as { versionNumber: number }[]).map((v) => v.versionNumber) };
+  };
+  const range = (newest: number) => Array.from({ length: 100 }, (_, i) => newest - i);
+  assert.deepEqual(await numbers(), { current: 101, numbers: range(101) });
+  const dropped = await owner.json("GET", `${url}/versions/1`);
+  assert.deepEqual([dropped.status, dropped.body], [404, VERSION_NOT_FOUND]);
+  assert.deepEqual((await owner.json("GET", `${url}/versions/2`)).body, { version: { versionNumber: 2, value: value(2) } });
+  const restoreDropped = await owner.json("POST", `${url}/versions/1/restore`, {});
+  assert.deepEqual([restoreDropped.status, restoreDropped.body], [404, VERSION_NOT_FOUND]);
+
+  // A restore and an import overwrite make new versions too, and prune the same way.
+  const restored = await owner.json("POST", `${url}/versions/2/restore`, {});
+  assert.deepEqual([restored.status, restored.body.secret.version], [200, 102]);
+  assert.deepEqual(await numbers(), { current: 102, numbers: range(102) });
+  const imported = await owner.json("POST", `${base}/import`, { entries: [{ key: "ROTATED", value: value(103), overwrite: true }] });
+  assert.equal(imported.body.summary.updated, 1);
+  assert.deepEqual(await numbers(), { current: 103, numbers: range(103) });
+  assert.equal((await owner.json("GET", url)).body.secret.value, value(103));
 });
 
 test("export reads in a snapshot: it does not wait for another connection's write transaction", async (t) => {
