@@ -179,8 +179,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     global: true,
     max: config.rateLimitPerMinute,
     timeWindow: 60_000,
-    // After the credential is resolved, so limits count per user rather than per address.
-    hook: "preHandler",
+    // onRequest: before the body is read or any work is done, so a caller over a limit
+    // costs nothing (an 11th import is refused before its 2 MB arrive). The credential is
+    // already resolved by then (auth's onRequest hook is the app's, registered above; a
+    // limit's hook is the route's, and those run after), so limits count per user.
+    hook: "onRequest",
     keyGenerator: (req) => (req.caller ? `user:${req.caller.userId}` : `ip:${req.ip}`),
     errorResponseBuilder: (_req, context) => ({
       statusCode: 429,

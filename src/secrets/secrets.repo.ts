@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, sql } from "drizzle-orm";
+import { and, asc, count, desc, eq, lt, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
 import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
@@ -79,6 +79,16 @@ export function createSecretsRepo(db: Db) {
         .all();
     },
 
+    /** How many secrets an environment holds (the secrets_env_key index answers it). */
+    countInEnvironment(projectId: string, environment: Environment): number {
+      const row = db
+        .select({ n: count() })
+        .from(secrets)
+        .where(and(eq(secrets.projectId, projectId), eq(secrets.environment, environment)))
+        .get();
+      return row?.n ?? 0;
+    },
+
     findById(projectId: string, environment: Environment, id: string): SecretRow | undefined {
       return findById.get({ id, projectId, environment });
     },
@@ -103,8 +113,8 @@ export function createSecretsRepo(db: Db) {
         .get();
     },
 
-    /** History newest first, with who made each change and whether they are still a member. */
-    listVersions(projectId: string, secretId: string): VersionListRow[] {
+    /** The newest `limit` versions, newest first, with who made each change and whether they are still a member. */
+    listVersions(projectId: string, secretId: string, limit: number): VersionListRow[] {
       return db
         .select({
           versionNumber: secretVersions.versionNumber,
@@ -121,6 +131,7 @@ export function createSecretsRepo(db: Db) {
         .leftJoin(memberships, and(eq(memberships.projectId, projectId), eq(memberships.userId, secretVersions.changedBy)))
         .where(eq(secretVersions.secretId, secretId))
         .orderBy(desc(secretVersions.versionNumber))
+        .limit(limit)
         .all();
     },
 
@@ -130,6 +141,13 @@ export function createSecretsRepo(db: Db) {
 
     insertVersion(row: typeof secretVersions.$inferInsert): void {
       db.insert(secretVersions).values(row).run();
+    },
+
+    /** Drops a secret's versions numbered below `versionNumber`. */
+    deleteVersionsBefore(secretId: string, versionNumber: number): void {
+      db.delete(secretVersions)
+        .where(and(eq(secretVersions.secretId, secretId), lt(secretVersions.versionNumber, versionNumber)))
+        .run();
     },
 
     /** Compare-and-set on the version: returns false when the secret moved on meanwhile. */

@@ -152,7 +152,7 @@ export function registerSecretRoutes(
     async (req, reply) => {
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, "Unknown export format: use format=dotenv, or leave it out for JSON.");
-      const values = secrets.export(auth.caller(req), projectId, env, format);
+      const values = await secrets.export(auth.caller(req), projectId, env, format);
       if (format === "json") return { secrets: values };
       return reply
         .type("text/plain; charset=utf-8")
@@ -161,8 +161,9 @@ export function registerSecretRoutes(
     },
   );
 
-  // Credential and access run before the body is read (preParsing), so a caller who may
-  // not import learns nothing and costs nothing; the size limit is checked next.
+  // The rate limit runs first (onRequest, like every limit: see app.ts), then credential and
+  // access before the body is read (preParsing), so a caller who may not import learns
+  // nothing and costs nothing; the size limit is checked next, on Content-Length when sent.
   const guardImport = [auth.browser, access.route("secrets:create", { environment: true })];
   app.post(
     `${BASE}/import`,

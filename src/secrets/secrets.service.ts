@@ -18,6 +18,25 @@ export const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite 
 export const NOT_DECRYPTED_ONE = "This secret could not be decrypted. Nothing partial is returned.";
 export const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
+/**
+ * The most secrets one environment holds. It bounds every read of a whole environment (the
+ * list, export, the Vercel sync) to the size the README's benchmark measures (an export of
+ * 1,000 costs about 11 ms of server CPU), far above what one application's configuration needs.
+ */
+const MAX_SECRETS_PER_ENVIRONMENT = 1_000;
+/** The versions kept per secret, the current one included; a new value drops the oldest (like Vault's max_versions). */
+const MAX_VERSIONS_PER_SECRET = 100;
+
+const MAX_SECRETS_TEXT = MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US");
+const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_TEXT} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
+
+function importOverLimit(existing: number, added: number): string {
+  return (
+    `This import would add ${added.toLocaleString("en-US")} new ${added === 1 ? "secret" : "secrets"} to the ${existing.toLocaleString("en-US")} this environment holds, ` +
+    `more than the ${MAX_SECRETS_TEXT} it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.`
+  );
+}
+
 export interface SecretMeta {
   id: string;
   key: string;
@@ -122,7 +141,11 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     return row;
   }
 
-  /** Writes version `versionNumber` of a secret, sealed for exactly that row. */
+  /**
+   * Writes version `versionNumber` of a secret, sealed for exactly that row, and drops the
+   * versions that fall out of the newest MAX_VERSIONS_PER_SECRET. The current version is
+   * always the newest number (restore writes a new one), so it is never dropped.
+   */
   function writeVersion(
     caller: Caller,
     secret: { id: string; projectId: string; environment: Environment; key: string },
@@ -145,6 +168,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       changedBy: caller.userId,
       createdAt: now,
     });
+    if (versionNumber > MAX_VERSIONS_PER_SECRET) repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
   }
 
   /** Moves the secret to a new version; the compare-and-set makes a lost update impossible. */
@@ -178,6 +202,8 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       const row = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:create", environment);
         if (repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
+        // Counted inside the IMMEDIATE transaction: parallel creates cannot both take the last place.
+        if (repo.countInEnvironment(projectId, at.environment) >= MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, ENVIRONMENT_FULL);
         const created = createOne(caller, projectId, at.environment, input.key, input.value, clock.now().toISOString());
         audit.record(caller, {
           projectId,
@@ -277,7 +303,9 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       const at = requireAccess(caller, projectId, "secrets:read", environment);
       const secret = repo.findById(projectId, at.environment, secretId);
       if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
-      const versions = repo.listVersions(projectId, secret.id).map(
+      // Limited as well as pruned: a secret written before the limit existed keeps its older
+      // versions until its next new value, and the list stays bounded meanwhile.
+      const versions = repo.listVersions(projectId, secret.id, MAX_VERSIONS_PER_SECRET).map(
         (v): VersionEntry => ({
           versionNumber: v.versionNumber,
           changeType: v.changeType,
@@ -312,7 +340,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return { versionNumber, value };
     },
 
-    /** Writes version N's value as a new version: history only grows. */
+    /** Writes version N's value as a new version rather than rewinding. */
     restore(caller: Caller, projectId: string, environment: string, secretId: string, versionNumber: number, expectedVersion?: number): SecretMeta {
       const row = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:update", environment);
@@ -341,28 +369,31 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return toMeta(row);
     },
 
-    /** Every value of the environment sorted by key, or a 500 when any one does not open. */
-    export(caller: Caller, projectId: string, environment: string, format: "json" | "dotenv"): { key: string; value: string }[] {
-      return writeTransaction(db, () => {
+    /**
+     * Every value of the environment sorted by key, or a 500 when any one does not open.
+     * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
+     * only once the `secrets.exported` event is on disk, like a reveal.
+     */
+    async export(caller: Caller, projectId: string, environment: string, format: "json" | "dotenv"): Promise<{ key: string; value: string }[]> {
+      const { at, values } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
-        let values: { key: string; value: string }[];
         try {
-          values = rows.map((row) => ({ key: row.key, value: open(row, row.version) }));
+          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })) };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
           throw new HttpError(500, NOT_DECRYPTED_SOME);
         }
-        audit.record(caller, {
-          projectId,
-          action: "secrets.exported",
-          targetType: "environment",
-          targetId: `${projectId}/${at.environment}`,
-          metadata: { environment: at.environment, count: values.length, format },
-        });
-        return values;
       });
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secrets.exported",
+        targetType: "environment",
+        targetId: `${projectId}/${at.environment}`,
+        metadata: { environment: at.environment, count: values.length, format },
+      });
+      return values;
     },
 
     /** All or nothing: the request was validated whole; this is one transaction. */
@@ -374,6 +405,8 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite && existing.has(e.key))) {
           throw new HttpError(403, NO_OVERWRITE_PERMISSION);
         }
+        const added = entries.filter((e) => !existing.has(e.key)).length;
+        if (existing.size + added > MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, importOverLimit(existing.size, added));
         const now = clock.now().toISOString();
         const results = entries.map(({ key, value, overwrite }): { key: string; status: ImportStatus } => {
           const row = existing.get(key);
