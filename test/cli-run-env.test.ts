@@ -1,10 +1,12 @@
-// `run` against a real server: which secret names may reach a command's environment
-// without the consent of whoever runs the command (the rule is isAppSettingName; README, The CLI, "run").
+// `run` and `export` against a real server: which secret names may reach a command's
+// environment, or a shell that sources an exported file, without the consent of whoever
+// runs the command (the rule is isAppSettingName; README, The CLI, "run").
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
+import dotenv from "dotenv";
 import { isAppSettingName } from "../src/core/env-names.ts";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
@@ -194,4 +196,44 @@ test("run: GIT_CONFIG_* secrets cannot make the next git command run a program (
   assert.equal(status.code, 0, status.stderr);
   assert.equal(fs.existsSync(canary), false, "git ran the program a secret chose");
   assert.match(status.stderr, /left out GIT_CONFIG_COUNT, GIT_CONFIG_KEY_0, GIT_CONFIG_VALUE_0:/);
+});
+
+test("export: a shell sourcing the .env file runs nothing and sets no name that run would leave out; dotenv reads everything", async (t) => {
+  const hasBash = spawnSync("bash", ["--version"]).status === 0;
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  const canary = path.join(home.dir, "CANARY");
+  const secrets: Record<string, string> = {
+    // A ' made the CLI quote the value in backticks, which bash runs as a command.
+    NOTE_TEXT: `it''s; touch ${canary}`,
+    GIT_ASKPASS: `/tmp/planted-askpass`,
+    LD_PRELOAD: "/tmp/planted.so",
+    PATH: "/tmp/planted-bin",
+    DATABASE_URL: "postgres://u:p@db/app",
+  };
+  const res = await alice.json("POST", `/api/projects/${project.id}/environments/production/import`, {
+    entries: Object.entries(secrets).map(([key, value]) => ({ key, value, overwrite: false })),
+  });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  await login(server, home, alice);
+  const file = path.join(home.dir, "prod.env");
+
+  const exported = await cli(home, ["export", "--project", "api", "--env", "production", "--output", file]);
+  assert.equal(exported.code, 0, exported.stderr);
+  const text = fs.readFileSync(file, "utf8");
+  assert.deepEqual(dotenv.parse(text), secrets);
+  assert.match(exported.stderr, /a shell that sources this file does not set GIT_ASKPASS, LD_PRELOAD, PATH: /);
+  // The same file as the server's own export (and the web UI's download).
+  const served = await alice.get(`/api/projects/${project.id}/environments/production/export?format=dotenv`);
+  assert.equal(await served.text(), text);
+  if (!hasBash) return;
+  const script = `set -a; . "$1"; set +a; printf '%s\\0' "\${GIT_ASKPASS-unset}" "\${LD_PRELOAD-unset}" "$PATH" "\${DATABASE_URL-unset}"`;
+  const sourced = spawnSync("bash", ["--norc", "--noprofile", "-c", script, "bash", file], {
+    env: { PATH: "/usr/bin:/bin", HOME: home.dir },
+    encoding: "utf8",
+  });
+  assert.equal(fs.existsSync(canary), false, "sourcing the file ran a command");
+  assert.deepEqual(sourced.stdout.split("\0").slice(0, 4), ["unset", "unset", "/usr/bin:/bin", "postgres://u:p@db/app"]);
 });

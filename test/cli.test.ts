@@ -6,7 +6,6 @@ import path from "node:path";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
-import { formatDotenv } from "../src/cli/dotenv.ts";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
 const MINUTE = 60_000;
@@ -429,17 +428,6 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   // A command killed by a signal: the CLI ends the same way.
   const killed = await cli(home, ["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", "process.kill(process.pid,'SIGKILL')"]);
   assert.equal(killed.code, null);
-});
-
-test("the dotenv output reads back exactly with the dotenv package, whatever the value", () => {
-  const values = ["plain", "  spaces kept  ", "it's", "multi\nline", "# not a comment", 'say "hi"', "back`tick", "literal \\n", "ends with \\",
-    "", "unicode ✓ 日本", "mix ' and `", "tab\there", "$HOME ${X}", "crlf\r\nline", "'quoted'", "a'b\nc"];
-  const secrets = values.map((value, i) => ({ key: `K${i}`, value }));
-  const { text, inexact } = formatDotenv(secrets);
-  assert.deepEqual(inexact, []);
-  assert.deepEqual(dotenv.parse(text), Object.fromEntries(secrets.map((s) => [s.key, s.value])));
-  // No dotenv quoting holds all three quote characters at once: said, not silently changed.
-  assert.deepEqual(formatDotenv([{ key: "ALL", value: "all ' \" ` three" }]).inexact, ["ALL"]);
 });
 
 test("run leaves out secrets that would choose which code runs, unless named with --allow-env", async (t) => {
