@@ -1,5 +1,7 @@
 import { spawn } from "node:child_process";
 import os from "node:os";
+import { isAppSettingName, parseNameList } from "../core/env-names.ts";
+import { printable } from "../core/text.ts";
 import { parseFlags, resolveTarget, SERVER_OPTION, TARGET_OPTIONS } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { fallbackSettings, fetchAll, FALLBACK_OPTIONS } from "./secrets.ts";
@@ -8,16 +10,22 @@ export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--f
 
 Runs COMMAND with the environment's secrets added to its environment variables (they win
 over variables of the same name). stdin, stdout and stderr are the command's own; signals
-are passed on, and the command's exit code is this command's exit code. Secrets named like
-variables that choose which code runs (PATH, LD_*, DYLD_*, NODE_OPTIONS, BASH_ENV,
-PYTHONPATH, JAVA_TOOL_OPTIONS and the like) are left out with a warning unless named
-with --allow-env.`;
+are passed on, and the command's exit code is this command's exit code.
 
-// Variables that decide which code runs rather than how it is configured. A secret with
-// such a name would hand whoever may create secrets in the environment every host that runs
-// this command, so they are left out unless named with --allow-env.
-const CODE_LOADING =
-  /^(LD_\w*|DYLD_\w*|NODE_OPTIONS|NODE_PATH|PATH|BASH_ENV|ENV|SHELLOPTS|BASHOPTS|PS4|PROMPT_COMMAND|IFS|PYTHONPATH|PYTHONSTARTUP|PYTHONHOME|PERL5LIB|PERL5OPT|PERLLIB|RUBYOPT|RUBYLIB|JAVA_TOOL_OPTIONS|_JAVA_OPTIONS|JDK_JAVA_OPTIONS|GCONV_PATH|GIT_SSH_COMMAND|GIT_EXEC_PATH)$/;
+A secret is added only when its name looks like an application setting:
+- upper-case letters and digits in words joined by single underscores, starting with a
+  letter (so not http_proxy, npm_config_x or _JAVA_OPTIONS);
+- at least two words (PORT and DEBUG are the only one-word names: PATH, HOME, SHELL,
+  PAGER, EDITOR, CLASSPATH and most one-word variables belong to shells and tools);
+- NODE_ENV aside, not in a namespace of a shell, runtime, linker, VCS, package manager or
+  build tool (GIT_, SSH_, LD_, DYLD_, NODE_, NPM_, PYTHON_, JAVA_, DOTNET_, XDG_, LC_,
+  DOCKER_, KUBE_, SECRETS_SERVER_ and the others the README lists);
+- not ending in a word that says where code, configuration, arguments or trust come from
+  (_PATH, _HOME, _ROOT, _OPTIONS, _OPTS, _ARGS, _HOOKS, _ASKPASS, _EDITOR, _PAGER, _SHELL,
+  _PRELOAD, _COMMAND, _CONFIG, _CONFIG_FILE, _PROXY and the others the README lists).
+Other secrets are left out with one warning naming them: such variables choose which code
+runs, and whoever may create a secret must not choose that on this machine. To set one
+anyway, name it with --allow-env KEY (repeatable) or in SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2.`;
 
 // Signals a supervisor (systemd, docker, a shell) sends that the command should see.
 const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH"];
@@ -36,13 +44,19 @@ export async function run(args: string[]): Promise<number> {
   const target = resolveTarget(values);
   const secrets = await fetchAll(target, fallbackSettings(values));
   const env: NodeJS.ProcessEnv = { ...process.env };
-  const allowed = new Set(values["allow-env"] ?? []);
+  // The person running the command owns this machine: only they may let a name through.
+  const allowed = new Set([...(values["allow-env"] ?? []), ...parseNameList(process.env.SECRETS_SERVER_ALLOW_ENV)]);
+  const leftOut: string[] = [];
   for (const { key, value } of secrets) {
-    if (CODE_LOADING.test(key) && !allowed.has(key)) {
-      process.stderr.write(`secrets-server: left out ${key}: it decides which code runs. Add --allow-env ${key} to set it anyway.\n`);
-      continue;
-    }
-    env[key] = value;
+    if (isAppSettingName(key) || allowed.has(key)) env[key] = value;
+    else leftOut.push(printable(key));
+  }
+  if (leftOut.length > 0) {
+    process.stderr.write(
+      `secrets-server: left out ${leftOut.join(", ")}: not named like application settings, and variables like these choose which code runs. ` +
+        `If you trust ${leftOut.length === 1 ? "it" : "them"}, add ${leftOut.map((key) => `--allow-env ${key}`).join(" ")} ` +
+        `(or SECRETS_SERVER_ALLOW_ENV=${leftOut.join(",")}). See secrets-server run --help.\n`,
+    );
   }
 
   return new Promise<number>((resolve) => {

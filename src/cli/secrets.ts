@@ -17,7 +17,9 @@ import {
   type ProjectSummary,
   type Target,
 } from "./context.ts";
-import { formatDotenv, formatJson, type SecretPair } from "./dotenv.ts";
+import { isAppSettingName } from "../core/env-names.ts";
+import { formatDotenv } from "../secrets/dotenv.ts";
+import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
 import { formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
@@ -184,9 +186,18 @@ export async function exportSecrets(args: string[]): Promise<number> {
   if (values.format === "json") {
     text = formatJson(list);
   } else {
+    // The server's own .env writer: dotenv reads every value back exactly, and a shell that
+    // sources the file never runs or expands a value, nor sets a name `run` would leave out.
     const formatted = formatDotenv(list);
-    if (formatted.inexact.length > 0) {
-      process.stderr.write(`Warning: dotenv cannot hold these values exactly: ${formatted.inexact.join(", ")}. Use --format json.\n`);
+    if (formatted.omitted.length > 0) {
+      process.stderr.write(`Warning: dotenv cannot hold these values: ${formatted.omitted.map(printable).join(", ")}. Use --format json.\n`);
+    }
+    const dotenvOnly = list.map((s) => s.key).filter((key) => !isAppSettingName(key) && !formatted.omitted.includes(key));
+    if (dotenvOnly.length > 0) {
+      process.stderr.write(
+        `Warning: a shell that sources this file does not set ${dotenvOnly.map(printable).join(", ")}: not named like application settings, ` +
+          `and variables like these choose which code runs (see secrets-server run --help). dotenv still reads them.\n`,
+      );
     }
     text = formatted.text;
   }

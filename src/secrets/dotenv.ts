@@ -15,6 +15,8 @@
 // read the same value; every other line goes inside a quoted here-document (`: <<'END'`),
 // which bash skips without expanding anything and dotenv reads like any other line.
 
+import { isAppSettingName } from "../core/env-names.ts";
+
 export interface DotenvEntry {
   key: string;
   value: string;
@@ -29,12 +31,6 @@ export interface DotenvFile {
    */
   omitted: string[];
 }
-
-/**
- * Keys that an interactive bash would act on later (a prompt is expanded, PROMPT_COMMAND
- * runs): a value under one of these names must not take effect when the file is sourced.
- */
-const BASH_ACTIVE_KEYS = new Set(["PROMPT_COMMAND", "PS0", "PS1", "PS2", "PS3", "PS4", "BASH_ENV", "ENV"]);
 
 const QUOTES = ["'", '"', "`"] as const;
 type Quote = (typeof QUOTES)[number];
@@ -98,7 +94,10 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
       blocks.push({ shared: true, lines: [`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`] });
       continue;
     }
-    const shared = BASH_ACTIVE_KEYS.has(key) ? undefined : sharedForm(value);
+    // A name that is not an application setting (PATH, LD_PRELOAD, PROMPT_COMMAND, PS1,
+    // GIT_CONFIG_KEY_0...) would let the file choose which code later runs in a shell that
+    // sources it (with `set -a`, in every command it starts): dotenv-only, like `run` leaves it out.
+    const shared = isAppSettingName(key) ? sharedForm(value) : undefined;
     if (shared !== undefined) {
       blocks.push({ shared: true, lines: lines(key, shared) });
       continue;

@@ -1,0 +1,103 @@
+// Which secret names may become environment variables of a program on someone else's
+// machine (`run`) or be set by a shell that sources an exported .env file.
+//
+// Why an allow-rule: runtimes, shells, linkers, VCS tools and package managers read
+// hundreds of variables that decide which code runs (GIT_CONFIG_KEY_0=core.fsmonitor,
+// GIT_ASKPASS, LD_PRELOAD, NODE_OPTIONS, PAGER, EDITOR, HOME, XDG_CONFIG_HOME, ...), and new
+// ones appear with every release. A list of bad names is never finished, and every name it
+// misses lets anyone who may create a secret run code on every machine that uses it. So a
+// name passes only when it looks like an application's own setting; anything else needs
+// the consent of the person who runs the command (`--allow-env KEY`). The rule is in the
+// README (The CLI, "run"); keep the two in step.
+
+/** Upper-case words of letters and digits joined by underscores, starting with a letter. */
+const SHAPE = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
+
+/**
+ * One-word names are mostly read by shells and tools (PATH, HOME, SHELL, PAGER, EDITOR,
+ * CLASSPATH, GOFLAGS, RUSTFLAGS, PYTHONPATH, KUBECONFIG...). These two are the platform
+ * conventions for an application's own listening port and debug logging; neither names
+ * code to load.
+ */
+const SINGLE_WORD_SETTINGS = new Set(["PORT", "DEBUG"]);
+
+/**
+ * In a reserved namespace but only an application setting: Node.js itself does not read
+ * NODE_ENV; frameworks use it to pick production behaviour.
+ */
+const NAMESPACE_EXCEPTIONS = new Set(["NODE_ENV"]);
+
+/**
+ * Leading words (one or more) of names that a shell, the C library, a runtime, a package
+ * manager, a VCS or a build or deployment tool reads. A name equal to one of these or
+ * starting with it and an underscore is refused.
+ */
+const RESERVED_NAMESPACES = [
+  // shells, terminals, the C library and the dynamic linker
+  "BASH", "ZSH", "KSH", "FISH", "SHELL", "PROMPT", "POSIXLY", "HIST", "XDG", "LC", "LANG", "LESS", "MAN", "TERM",
+  "TERMINFO", "INPUTRC", "READLINE", "TMUX", "SCREEN", "VIM", "NVIM", "EMACS", "LD", "DYLD", "GCONV", "MALLOC",
+  "GLIBC", "GLIBCXX", "LIBC", "SUDO", "DOAS", "PAM", "SYSTEMD", "DBUS", "WAYLAND", "DISPLAY", "DESKTOP",
+  // TLS, proxies and network tools that other programs call
+  "OPENSSL", "SSL", "GNUTLS", "NSS", "CURL", "WGET", "REQUESTS", "KRB5", "GPG", "GNUPG", "SSH", "RSYNC",
+  // version control
+  "GIT", "GH", "SVN", "HG", "CVS", "JJ",
+  // compilers and build tools
+  "GCC", "CC", "CXX", "CPP", "CLANG", "LLVM", "CCACHE", "DISTCC", "MAKE", "CMAKE", "NINJA", "MESON", "PKG", "AUTOCONF",
+  "GO", "CGO", "RUSTC", "RUSTDOC", "RUSTUP", "CARGO", "ZIG", "SWIFT",
+  // JavaScript
+  "NODE", "NPM", "NPX", "YARN", "PNPM", "COREPACK", "NVM", "VOLTA", "FNM", "DENO", "BUN", "TS", "TSX", "BABEL",
+  "ELECTRON", "VSCODE",
+  // Python, Perl, Ruby, PHP, Lua, R, Erlang and friends
+  "PYTHON", "PIP", "PIPX", "PIPENV", "UV", "POETRY", "PDM", "CONDA", "MAMBA", "VIRTUAL", "PYENV", "TOX", "IPYTHON",
+  "JUPYTER", "PERL", "PERL5", "CPAN", "RUBY", "GEM", "BUNDLE", "BUNDLER", "RBENV", "RVM", "PHP", "COMPOSER", "LUA",
+  "R", "JULIA", "ERL", "ELIXIR", "MIX", "HEX", "GHC", "CABAL", "OCAML", "OPAM",
+  // JVM and .NET
+  "JAVA", "JDK", "JRE", "JVM", "MAVEN", "MVN", "GRADLE", "ANT", "SBT", "KOTLIN", "SCALA", "DOTNET", "CORECLR",
+  "COMPLUS", "NUGET", "MSBUILD", "MONO", "ASPNETCORE",
+  // operating system packages, containers, deployment tools
+  "APT", "DPKG", "DEBCONF", "RPM", "YUM", "DNF", "HOMEBREW", "NIX", "DOCKER", "BUILDKIT", "COMPOSE", "PODMAN",
+  "CONTAINERS", "BUILDAH", "KUBE", "KUBECTL", "HELM", "TF", "TERRAFORM", "PULUMI", "ANSIBLE", "VAGRANT", "PACKER",
+  "CLOUDSDK", "GCLOUD",
+  // this CLI: a nested `secrets-server run` must not take its settings from a secret
+  "SECRETS_SERVER",
+];
+
+/**
+ * Last words (or last two words) of names that say where code, a program, a tool's
+ * configuration, arguments or trust comes from, whatever the namespace: GCONV_PATH,
+ * JAVA_HOME, MAVEN_OPTS, DOTNET_STARTUP_HOOKS, SUDO_ASKPASS, GIT_EDITOR, CONFIG_SHELL,
+ * LD_PRELOAD, PROMPT_COMMAND, TF_CLI_ARGS, AWS_CONFIG_FILE (credential_process runs a
+ * command), HTTPS_PROXY.
+ */
+const RESERVED_ENDINGS = [
+  "PATH", "PATHS", "HOME", "ROOT", "OPT", "OPTS", "OPTIONS", "ARGS", "ARGV", "HOOK", "HOOKS", "ASKPASS", "EDITOR",
+  "VISUAL", "PAGER", "BROWSER", "SHELL", "RSH", "PRELOAD", "COMMAND", "CMD", "PROGRAM", "EXEC", "EXECUTABLE",
+  "INTERPRETER", "LOADER", "LIB", "LIBS", "MODULE", "MODULES", "PLUGIN", "PLUGINS", "HELPER", "INIT", "STARTUP",
+  "RC", "CONFIG", "CONF", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "PROXY", "CONFIG_FILE", "CREDENTIALS_FILE",
+  "APPLICATION_CREDENTIALS", "CA_BUNDLE", "CA_CERTS", "CERT_FILE", "CERT_DIR",
+];
+
+function startsWithWords(key: string, words: string): boolean {
+  return key === words || key.startsWith(`${words}_`);
+}
+
+function endsWithWords(key: string, words: string): boolean {
+  return key.endsWith(`_${words}`);
+}
+
+/**
+ * Whether `key` looks like an application's own setting, so a secret of that name may be
+ * put in a command's environment without the consent of whoever runs it.
+ */
+export function isAppSettingName(key: string): boolean {
+  if (!SHAPE.test(key)) return false;
+  if (NAMESPACE_EXCEPTIONS.has(key)) return true;
+  if (!key.includes("_")) return SINGLE_WORD_SETTINGS.has(key);
+  if (RESERVED_NAMESPACES.some((words) => startsWithWords(key, words))) return false;
+  return !RESERVED_ENDINGS.some((words) => endsWithWords(key, words));
+}
+
+/** Names in a comma-separated list, such as SECRETS_SERVER_ALLOW_ENV. */
+export function parseNameList(text: string | undefined): string[] {
+  return (text ?? "").split(",").map((name) => name.trim()).filter(Boolean);
+}
