@@ -1,5 +1,5 @@
 // Audit log at a million events: fills the table directly (prepared statements, a few
-// large transactions, real hash chain), then times the endpoint's service call for the
+// large transactions, real keyed hash chain), then times the endpoint's service call for the
 // first page and a deep page of every filter. Target: under 20 ms per page.
 // Run alone with `npm run bench -- audit`; AUDIT_BENCH_EVENTS overrides the count.
 // In-process on purpose: this measures the query and the service, not HTTP (the secrets
@@ -64,12 +64,13 @@ function pickerOf(weights: Partial<Record<AuditAction, number>>): () => AuditAct
   };
 }
 
-function fill(db: Db, count: number, projectIds: string[], userIds: string[], startMs: number, spanMs: number): void {
+function fill(db: Db, keyring: Keyring, count: number, projectIds: string[], userIds: string[], startMs: number, spanMs: number): void {
   const sqlite = db.$client;
   const insert = sqlite.prepare(
-    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
   );
+  const macKey = keyring.auditMacKey(keyring.currentVersion);
   const pickAction = pickerOf(ACTION_WEIGHTS);
   const nextId = createEventIds();
   const secretIds = Array.from({ length: 200 }, () => crypto.randomUUID());
@@ -96,7 +97,7 @@ function fill(db: Db, count: number, projectIds: string[], userIds: string[], st
             action.startsWith("secret.") ? { key: `KEY_${i % 200}`, environment: "production", version: 1 + (i % 7) } : {},
           ),
         };
-        const hash = eventHash(prevHash, content);
+        const hash = eventHash(prevHash, content, macKey);
         insert.run(
           content.id,
           content.projectId,
@@ -109,6 +110,7 @@ function fill(db: Db, count: number, projectIds: string[], userIds: string[], st
           content.metadata,
           prevHash,
           hash,
+          keyring.currentVersion,
         );
         prevHash = hash;
       }
@@ -188,7 +190,8 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     // A large page cache for the fill only; the pages are then read with the server's default.
     const defaultCacheSize = sqlite.pragma("cache_size", { simple: true }) as number;
     sqlite.pragma("cache_size = -524288");
-    const fillMs = time(() => fill(db, count, projectIds, userIds, startMs, spanMs));
+    const keyring = new Keyring(1, new Map([[1, crypto.randomBytes(32)]]));
+    const fillMs = time(() => fill(db, keyring, count, projectIds, userIds, startMs, spanMs));
     sqlite.pragma(`cache_size = ${defaultCacheSize}`);
     sqlite.pragma("wal_checkpoint(TRUNCATE)");
     const inMain = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck().get(projectIds[0]) as number;
@@ -202,7 +205,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       repo,
       access: createAccessGuard(db),
       config,
-      keyring: new Keyring(1, new Map([[1, crypto.randomBytes(32)]])),
+      keyring,
       clock: systemClock,
     });
     const caller: Caller = {
@@ -283,7 +286,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     );
 
     const verifyMs = time(() => {
-      const result = verifyAuditChain(db);
+      const result = verifyAuditChain(db, keyring);
       if (!result.ok) throw new Error("the benchmark's own chain does not verify");
     });
     log(`audit verify over ${count.toLocaleString("en")} events: ${(verifyMs / 1000).toFixed(1)} s.`);

@@ -201,7 +201,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw error;
   }
   const access = createAccessGuard(db);
-  const audit = createAuditWriter(db, clock);
+  const audit = createAuditWriter(db, clock, keyring);
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
   const secrets = createSecretsService({ db, repo: createSecretsRepo(db), access, audit, vault, clock, log });

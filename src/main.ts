@@ -11,8 +11,8 @@ Server commands:
   serve            Start the server (the default when no command is given)
   migrate          Apply database migrations and exit
   backup FILE      Write a consistent copy of the database to FILE (while the server runs)
-  audit verify     Check the audit log's hash chain; exit code 1 at a broken link
-  rotate-key       Re-encrypt every record to the current master key version (in batches; rerun to resume)
+  audit verify     Check the audit log's keyed hash chain (needs the master keys); exit code 1 at a broken link
+  rotate-key       Verify and re-key the audit chain, then re-encrypt every record to the current master key version (in batches; rerun to resume)
   setup-link       Print a one-time link to create the first account (AUTH_PROVIDER=local)
   users ...        list, add EMAIL, reset-password EMAIL, disable EMAIL, enable EMAIL
   version          Print the version

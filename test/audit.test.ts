@@ -448,7 +448,7 @@ test("events survive project deletion and the chain still verifies", async (t) =
   );
   assert.deepEqual(JSON.parse(rows[2]!.metadata), { name: "doomed" });
 
-  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir });
+  const verified = await runMain(["audit", "verify"], server.env);
   assert.equal(verified.code, 0, verified.stderr);
   assert.match(verified.stdout, /Audit log intact: 3 events verified\./);
   assert.match(verified.stdout, /Head hash: [0-9a-f]{64}/);
@@ -461,7 +461,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   for (let i = 0; i < 4; i++) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `v${i}` });
   await server.stop();
   const file = path.join(server.dataDir, DATABASE_FILE);
-  const env = { DATA_DIR: server.dataDir };
+  const env = server.env;
 
   const intact = await runMain(["audit", "verify"], env);
   assert.equal(intact.code, 0, intact.stderr);
@@ -481,7 +481,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   assert.match(edited.stderr, new RegExp(`BROKEN at event #${third.seq} \\(id ${third.id}, at [^)]+\\): its content does not match its hash`));
   assert.match(edited.stderr, /2 events before it verified\./);
 
-  // Re-hashing the edited row is not enough: the next event names the old hash.
+  // Re-hashing the edited row (even with the key) is not enough: the next event names the old hash.
   sqlite = new Database(file);
   const { eventHash } = await import("../src/audit/audit.writer.ts");
   const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as Record<string, string | null>;
@@ -495,7 +495,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
     targetType: row.target_type!,
     targetId: row.target_id!,
     metadata: row.metadata!,
-  });
+  }, server.app.keyring.auditMacKey(1));
   sqlite.prepare("UPDATE audit_events SET hash = ? WHERE seq = ?").run(rehashed, third.seq);
   sqlite.close();
   const rehashedRun = await runMain(["audit", "verify"], env);
@@ -506,7 +506,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   sqlite = new Database(path.join(copy, DATABASE_FILE));
   sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(third.seq);
   sqlite.close();
-  const removed = await runMain(["audit", "verify"], { DATA_DIR: copy });
+  const removed = await runMain(["audit", "verify"], { ...env, DATA_DIR: copy });
   assert.equal(removed.code, 1);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
 
@@ -519,7 +519,7 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  const writer = createAuditWriter(server.app.db, server.clock);
+  const writer = createAuditWriter(server.app.db, server.clock, server.app.keyring);
   const count = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events").pluck().get() as number;
   const before = count();
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;

@@ -118,7 +118,12 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
     ["4", "8", "12", "16", "20", "24", "27"].map((n) => `secret values: ${n}/27`),
   );
   assert.ok(lines.includes("integration credentials: 1/2") && lines.includes("integration credentials: 2/2"), rotated.stdout);
-  assert.match(rotated.stdout, /Done: 29 records re-encrypted, 2 old project data keys removed\. 32 of 32 records are on key version 2\./);
+  // Audit events are counted apart from encrypted records: the whole chain is re-keyed.
+  assert.match(rotated.stdout, /\nAudit log: \d+ of (\d+) events to re-key with version 2\.\nAudit log verified; \1 events re-keyed with version 2\./);
+  assert.match(
+    rotated.stdout,
+    /Done: 29 records re-encrypted, (\d+) audit events re-keyed, 2 old project data keys removed\. 32 of 32 records and \1 of \1 audit events are on key version 2\./,
+  );
   assert.match(rotated.stdout, /Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS/);
   assert.equal(rotated.stderr, "");
   for (const secret of [key1, key2, "value-1", "vercel-token"]) assert.ok(!rotated.stdout.includes(secret));
@@ -136,7 +141,14 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   // With no older key configured there is nothing to tell the operator to remove.
   const alone = await runMain(["rotate-key"], { ...server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
   assert.equal(alone.code, 0, alone.stderr);
-  assert.match(alone.stdout, /Done: 0 records re-encrypted, 0 old project data keys removed\. 32 of 32 records are on key version 2\.\n$/);
+  assert.match(
+    alone.stdout,
+    /Done: 0 records re-encrypted, 0 audit events re-keyed, 0 old project data keys removed\. 32 of 32 records and (\d+) of \1 audit events are on key version 2\.\n$/,
+  );
+  // The audit chain, re-keyed with key 2, verifies without key 1.
+  const verified = await runMain(["audit", "verify"], { ...server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /^Audit log intact: (\d+) events verified\.\n\1 events keyed with master key version 2 /);
   server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
   client = await server.signIn("olivia@example.test");
   assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
@@ -219,7 +231,7 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   const moved = count(server, "SELECT count(*) FROM secret_versions WHERE key_version = 2");
   t.diagnostic(`rotate-key exited with ${code} after moving ${moved} of 300 values`);
   if (code === 130) {
-    assert.match(stdout, /Interrupted after \d+ records?\. Nothing is half done: run rotate-key again to continue\./);
+    assert.match(stdout, /Interrupted after \d+ records? re-encrypted and \d+ audit events? re-keyed\. Nothing is half done: run rotate-key again to continue\./);
     assert.ok(moved >= 1 && moved < 300, `moved ${moved}`);
     // Each batch is whole: the count printed last is exactly what was moved.
     const last = stdout.trim().split("\n").filter((l) => l.startsWith("secret values:")).at(-1)!;

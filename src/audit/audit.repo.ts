@@ -43,6 +43,8 @@ export interface StoredEventRow {
   metadata: string;
   prev_hash: string;
   hash: string;
+  /** null: chained with plain SHA-256, before the chain was keyed. */
+  mac_key_version: number | null;
 }
 
 export interface EnvironmentGrantCount {
@@ -145,9 +147,13 @@ export function createAuditRepo(db: Db) {
   const findHosting = sqlite.prepare(
     "SELECT provider, status, last_sync_at, last_sync_status FROM integrations WHERE project_id = ?",
   );
-  const allEvents = sqlite.prepare(
-    `SELECT seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash
-     FROM audit_events ORDER BY seq`,
+  const chainColumns =
+    "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version";
+  const allEvents = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events ORDER BY seq`);
+  const chainPage = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`);
+  const relink = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
+  const countNotKeyedWith = sqlite.prepare(
+    "SELECT count(*) AS total, coalesce(sum(mac_key_version IS NOT @version), 0) AS other FROM audit_events",
   );
 
   return {
@@ -197,6 +203,21 @@ export function createAuditRepo(db: Db) {
     /** Every event in chain order, streamed: the verifier must not hold a million rows. */
     iterateChain(): IterableIterator<StoredEventRow> {
       return allEvents.iterate() as IterableIterator<StoredEventRow>;
+    },
+
+    /** Events in chain order after `afterSeq`, for a walk that also writes (iterate() would block it). */
+    chainPage(afterSeq: number, limit: number): StoredEventRow[] {
+      return chainPage.all(afterSeq, limit) as StoredEventRow[];
+    },
+
+    /** Rewrites one link of the chain (rotate-key's re-keying, after verifying it). */
+    relink(seq: number, prevHash: string, hash: string, macKeyVersion: number): void {
+      relink.run(prevHash, hash, macKeyVersion, seq);
+    },
+
+    /** All events, and how many are not keyed with `version` (hash-only ones included). */
+    countNotKeyedWith(version: number): { total: number; other: number } {
+      return countNotKeyedWith.get({ version }) as { total: number; other: number };
     },
   };
 }

@@ -1,6 +1,7 @@
-import crypto from "node:crypto";
+import crypto, { type KeyObject } from "node:crypto";
 import type { Clock } from "../core/clock.ts";
 import type { Caller } from "../core/caller.ts";
+import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
@@ -29,8 +30,13 @@ export interface StoredEventContent {
   metadata: string;
 }
 
-/** The chain link: each hash covers the previous hash and this event's content. */
-export function eventHash(prevHash: string, event: StoredEventContent): string {
+/**
+ * The chain link: each hash covers the previous hash and this event's content. With a MAC
+ * key (the master key version's audit key) it is an HMAC-SHA256, which nobody without the
+ * master key can recompute; with null it is the plain SHA-256 of events written before the
+ * chain was keyed (mac_key_version null), kept only so those still verify.
+ */
+export function eventHash(prevHash: string, event: StoredEventContent, macKey: KeyObject | null): string {
   const content = JSON.stringify([
     event.id,
     event.projectId,
@@ -42,7 +48,8 @@ export function eventHash(prevHash: string, event: StoredEventContent): string {
     event.targetId,
     event.metadata,
   ]);
-  return crypto.createHash("sha256").update(prevHash).update("\n").update(content).digest("hex");
+  const digest = macKey ? crypto.createHmac("sha256", macKey) : crypto.createHash("sha256");
+  return digest.update(prevHash).update("\n").update(content).digest("hex");
 }
 
 // Shapes of our own credentials. The allow-list keeps them out by key; this catches a
@@ -117,18 +124,22 @@ export type AuditWriter = ReturnType<typeof createAuditWriter>;
  * The single function that writes audit events. Call it inside the transaction of the
  * change it records (better-sqlite3 runs every statement of the connection in it).
  */
-export function createAuditWriter(db: Db, clock: Clock) {
+export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const sqlite = db.$client;
   const lastHash = sqlite.prepare("SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1").pluck();
   const insert = sqlite.prepare(
-    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash)
-     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata, @prevHash, @hash)`,
+    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version)
+     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata, @prevHash, @hash, @macKeyVersion)`,
   );
   const nextId = createEventIds();
+  // New events are always keyed with the current master key version; rotate-key moves older
+  // ones onto it.
+  const macKeyVersion = keyring.currentVersion;
+  const macKey = keyring.auditMacKey(macKeyVersion);
 
   function append(content: StoredEventContent): void {
     const prevHash = (lastHash.get() as string | undefined) ?? GENESIS_HASH;
-    insert.run({ ...content, prevHash, hash: eventHash(prevHash, content) });
+    insert.run({ ...content, prevHash, hash: eventHash(prevHash, content, macKey), macKeyVersion });
   }
   // Reading the last hash and appending must be one step, or two processes writing the
   // same file (the server and a CLI command) could both chain onto the same event.

@@ -7,6 +7,8 @@ import { ConfigError, type Config } from "./config.ts";
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 export const ALGORITHM = "AES-256-GCM";
+/** HKDF info of the audit chain's MAC keys; a new purpose gets a new label, never this one. */
+const AUDIT_MAC_INFO = "secrets-server audit chain mac v1";
 
 /** URL-safe random text carrying `bytes` bytes of entropy. */
 export function randomToken(bytes = 32): string {
@@ -49,6 +51,8 @@ export function open(key: Buffer | crypto.KeyObject, sealed: Buffer, aad: string
 
 /** The master keys this process holds: the current one and any older ones still needed to read. */
 export class Keyring {
+  private readonly auditMacKeys = new Map<number, crypto.KeyObject>();
+
   constructor(
     readonly currentVersion: number,
     private readonly keys: ReadonlyMap<number, Buffer>,
@@ -66,6 +70,20 @@ export class Keyring {
 
   versions(): number[] {
     return [...this.keys.keys()].sort((a, b) => a - b);
+  }
+
+  /**
+   * The key that chains audit events written under this master key version (HMAC-SHA256).
+   * Derived with HKDF under its own label, so the master key itself never MACs anything
+   * and this key opens nothing else.
+   */
+  auditMacKey(version: number): crypto.KeyObject {
+    let key = this.auditMacKeys.get(version);
+    if (!key) {
+      key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", this.key(version), Buffer.alloc(0), AUDIT_MAC_INFO, 32)));
+      this.auditMacKeys.set(version, key);
+    }
+    return key;
   }
 
   /** A value that proves which key this is without revealing it (HMAC of a fixed label). */

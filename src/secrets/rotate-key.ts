@@ -2,6 +2,9 @@
 // version. Each batch is one transaction, so an interruption (Ctrl-C, a crash, a power
 // cut) leaves every record either old and readable with the previous key, or new; running
 // the command again continues where it stopped. The server may keep running meanwhile.
+// The audit chain is verified and re-keyed first, in one transaction of its own.
+import { describeBreak, keyVersionList, rekeyAuditChain } from "../audit/audit.verify.ts";
+import { createAuditRepo } from "../audit/audit.repo.ts";
 import { loadConfig } from "../core/config.ts";
 import { loadKeyring, type Keyring } from "../core/crypto.ts";
 import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
@@ -42,6 +45,10 @@ export interface RotationResult {
   reencrypted: number;
   failed: number;
   projectKeysRemoved: number;
+  /** Audit events whose chain link was rewritten under the current version. */
+  auditEventsRekeyed: number;
+  /** Set when the audit chain did not verify: then nothing at all was changed. */
+  auditBreak?: string;
   interrupted: boolean;
 }
 
@@ -55,7 +62,7 @@ export async function rotateRecords(
   const current = keyring.currentVersion;
   const { out, err } = options.output;
   const sqlite = db.$client;
-  const result: RotationResult = { reencrypted: 0, failed: 0, projectKeysRemoved: 0, interrupted: false };
+  const result: RotationResult = { reencrypted: 0, failed: 0, projectKeysRemoved: 0, auditEventsRekeyed: 0, interrupted: false };
 
   const pendingValues = (sqlite.prepare("SELECT count(*) FROM secret_versions WHERE key_version <> ?").pluck().get(current) as number) ?? 0;
   const pendingIntegrations = sqlite
@@ -66,6 +73,22 @@ export async function rotateRecords(
     .pluck()
     .get({ c: current }) as number;
   out(`Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`);
+
+  // The audit chain first: if it does not verify, stop before anything changes, so the old
+  // key stays needed and the break stays visible to audit verify.
+  const audit = createAuditRepo(db).countNotKeyedWith(current);
+  out(`Audit log: ${audit.other} of ${audit.total} events to re-key with version ${current}.`);
+  if (audit.other > 0) {
+    if (options.shouldStop()) return { ...result, interrupted: true };
+    const rekeyed = rekeyAuditChain(db, keyring);
+    if (!rekeyed.ok) return { ...result, auditBreak: describeBreak(rekeyed) };
+    result.auditEventsRekeyed = rekeyed.rekeyed;
+    const hashOnly = rekeyed.wereHashOnly > 0 ? ` (${rekeyed.wereHashOnly} of them were checked by hash only before)` : "";
+    out(
+      `Audit log verified; ${rekeyed.rekeyed} events re-keyed with ${keyVersionList([current])}${hashOnly}. ` +
+        `The head hash was ${rekeyed.previousHeadHash} and is now ${rekeyed.headHash}: record the new one.`,
+    );
+  }
 
   // Secret values, by rowid so a row that fails to open is passed over instead of retried forever.
   const selectValues = sqlite.prepare(
@@ -213,18 +236,41 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     });
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
+    if (result.auditBreak !== undefined) {
+      console.error(
+        `The audit log does not verify at ${result.auditBreak}.\n` +
+          "rotate-key re-keys the audit log only after verifying it, so it stopped and changed nothing. " +
+          'Run "secrets-server audit verify", find out what happened to the log, and keep every older key in MASTER_KEYS_PREVIOUS meanwhile.',
+      );
+      return 1;
+    }
     const counts = countEncryptedRecords(db, keyring.currentVersion);
+    // Events a server still configured with an older MASTER_KEY may have written meanwhile.
+    const audit = createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
+    const auditLeft = audit.other;
+    const rekeyed = plural(result.auditEventsRekeyed, "audit event");
     if (result.interrupted) {
-      console.log(`Interrupted after ${plural(result.reencrypted, "record")}. Nothing is half done: run rotate-key again to continue.`);
+      console.log(
+        `Interrupted after ${plural(result.reencrypted, "record")} re-encrypted and ${rekeyed} re-keyed. Nothing is half done: run rotate-key again to continue.`,
+      );
       return 130;
     }
+    // Audit events are counted apart: they are MACed, not encrypted.
     console.log(
-      `Done: ${plural(result.reencrypted, "record")} re-encrypted, ${plural(result.projectKeysRemoved, "old project data key")} removed. ` +
-        `${counts.onCurrentKeyVersion} of ${plural(counts.total, "record")} ${counts.total === 1 ? "is" : "are"} on key version ${keyring.currentVersion}.`,
+      `Done: ${plural(result.reencrypted, "record")} re-encrypted, ${rekeyed} re-keyed, ${plural(result.projectKeysRemoved, "old project data key")} removed. ` +
+        `${counts.onCurrentKeyVersion} of ${plural(counts.total, "record")} and ${audit.total - auditLeft} of ${plural(audit.total, "audit event")} ` +
+        `are on key version ${keyring.currentVersion}.`,
     );
     if (result.failed > 0 || counts.other > 0) {
       console.error(
         `${plural(result.failed, "record")} could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`,
+      );
+      return 1;
+    }
+    if (auditLeft > 0) {
+      console.error(
+        `${plural(auditLeft, "audit event")} written meanwhile ${auditLeft === 1 ? "is" : "are"} not keyed with version ${keyring.currentVersion} ` +
+          "(is a server still running with the old MASTER_KEY?); keep the older keys in MASTER_KEYS_PREVIOUS and run rotate-key again.",
       );
       return 1;
     }

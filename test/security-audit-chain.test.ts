@@ -1,0 +1,305 @@
+// Security review, issue 14 item 7: the audit chain is keyed with a key derived from the
+// master key, so someone who can write the database but has no master key cannot edit or
+// remove events and rebuild a chain that `audit verify` accepts; and the chain stays
+// verifiable across `rotate-key`, even once the old key is gone.
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
+
+interface EventRow {
+  seq: number;
+  id: string;
+  project_id: string | null;
+  at: string;
+  action: string;
+  category: string;
+  actor_user_id: string | null;
+  target_type: string;
+  target_id: string;
+  metadata: string;
+  prev_hash: string;
+  hash: string;
+  mac_key_version: number | null;
+}
+
+/** The published formula of the chain without a key (README), as an attacker would compute it. */
+function plainHash(prevHash: string, row: EventRow): string {
+  const content = JSON.stringify([
+    row.id,
+    row.project_id,
+    row.at,
+    row.action,
+    row.category,
+    row.actor_user_id,
+    row.target_type,
+    row.target_id,
+    row.metadata,
+  ]);
+  return crypto.createHash("sha256").update(prevHash).update("\n").update(content).digest("hex");
+}
+
+function allEvents(file: string): EventRow[] {
+  const sqlite = new Database(file, { readonly: true });
+  try {
+    return sqlite.prepare("SELECT * FROM audit_events ORDER BY seq").all() as EventRow[];
+  } finally {
+    sqlite.close();
+  }
+}
+
+/**
+ * What a database writer without the master key can do: recompute every hash with plain
+ * SHA-256 from `fromSeq` on, relinking each event to the one before it; optionally marking
+ * the rebuilt events as written before the chain was keyed.
+ */
+function rebuildWithoutKey(file: string, fromSeq: number, options: { asHashOnly: boolean; throughSeq?: number }): void {
+  const sqlite = new Database(file);
+  try {
+    const rows = sqlite.prepare("SELECT * FROM audit_events ORDER BY seq").all() as EventRow[];
+    const update = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
+    let prev = "0".repeat(64);
+    for (const row of rows) {
+      if (row.seq >= fromSeq && row.seq <= (options.throughSeq ?? Infinity)) {
+        const hash = plainHash(prev, row);
+        update.run(prev, hash, options.asHashOnly ? null : row.mac_key_version, row.seq);
+        prev = hash;
+      } else {
+        prev = row.hash;
+      }
+    }
+  } finally {
+    sqlite.close();
+  }
+}
+
+/** A server with one project and `updates` more events; returns it stopped. */
+async function serverWithEvents(t: Parameters<typeof startServer>[0], updates: number, env?: Record<string, string>): Promise<TestServer> {
+  const server = await startServer(t, { env });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  for (let i = 0; i < updates; i++) {
+    assert.equal((await alice.json("PATCH", `/api/projects/${project.id}`, { description: `v${i}` })).status, 200);
+  }
+  await server.stop();
+  return server;
+}
+
+test("a database writer without the master key cannot edit or remove an event and rebuild the chain", async (t) => {
+  const server = await serverWithEvents(t, 5);
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  const intact = await runMain(["audit", "verify"], server.env);
+  assert.equal(intact.code, 0, intact.stderr);
+  assert.match(intact.stdout, /^Audit log intact: 6 events verified\.\n/);
+  const copies = Array.from({ length: 2 }, () => {
+    const dir = makeTempDir();
+    t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+    fs.copyFileSync(file, path.join(dir, DATABASE_FILE));
+    return dir;
+  });
+  const third = allEvents(file)[2]!;
+
+  // Edit the third event's metadata, then recompute its hash and every later link.
+  let sqlite = new Database(file);
+  sqlite.prepare("UPDATE audit_events SET metadata = ? WHERE seq = ?").run(JSON.stringify({ descriptionChanged: false }), third.seq);
+  sqlite.close();
+  rebuildWithoutKey(file, third.seq, { asHashOnly: false });
+  const edited = await runMain(["audit", "verify"], server.env);
+  assert.equal(edited.code, 1, edited.stdout);
+  assert.equal(edited.stdout, "");
+  assert.match(edited.stderr, new RegExp(`^Audit log chain BROKEN at event #${third.seq} \\(id ${third.id}, at ${third.at}\\): its content does not match its hash: the event was edited\\.\n`));
+  assert.match(edited.stderr, /\n2 events before it verified\.\n$/);
+
+  // Passing the rebuilt events off as written before the chain was keyed does not help:
+  // hash-only events may only come before the keyed ones.
+  rebuildWithoutKey(file, third.seq, { asHashOnly: true });
+  const downgraded = await runMain(["audit", "verify"], server.env);
+  assert.equal(downgraded.code, 1, downgraded.stdout);
+  assert.match(downgraded.stderr, new RegExp(`BROKEN at event #${third.seq} .*: it is checked by hash only but comes after keyed events: it was rewritten without the master key\\.`));
+
+  // Remove the third event and relink the rest.
+  const removedFile = path.join(copies[0]!, DATABASE_FILE);
+  sqlite = new Database(removedFile);
+  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(third.seq);
+  sqlite.close();
+  rebuildWithoutKey(removedFile, third.seq, { asHashOnly: false });
+  const removed = await runMain(["audit", "verify"], { ...server.env, DATA_DIR: copies[0]! });
+  assert.equal(removed.code, 1, removed.stdout);
+  assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*: its content does not match its hash`));
+
+  // The MAC key is not the master key itself: a chain rebuilt with HMAC under the master
+  // key does not verify either.
+  const masterKeyFile = path.join(copies[1]!, DATABASE_FILE);
+  sqlite = new Database(masterKeyFile);
+  const masterKey = Buffer.from(server.env.MASTER_KEY!, "base64");
+  const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as EventRow;
+  const content = JSON.stringify([row.id, row.project_id, row.at, row.action, row.category, row.actor_user_id, row.target_type, row.target_id, row.metadata]);
+  const withMasterKey = crypto.createHmac("sha256", masterKey).update(row.prev_hash).update("\n").update(content).digest("hex");
+  assert.notEqual(withMasterKey, row.hash);
+  sqlite.close();
+});
+
+test("audit verify says what it proved: keyed versions, hash-only events, the head hash", async (t) => {
+  const server = await serverWithEvents(t, 2);
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  const events = allEvents(file);
+  assert.deepEqual(new Set(events.map((e) => e.mac_key_version)), new Set([1]));
+  const head = events.at(-1)!.hash;
+  const verified = await runMain(["audit", "verify"], server.env);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.equal(
+    verified.stdout,
+    "Audit log intact: 3 events verified.\n" +
+      "3 events keyed with master key version 1 (HMAC-SHA256): nobody without the master key can edit, remove, insert or reorder them and rebuild the chain to match.\n" +
+      `Head hash: ${head}\n` +
+      "Record the head hash somewhere else to detect later removal of the newest events: a chain cut short still verifies.\n",
+  );
+
+  // Without the server's key, verify refuses to guess instead of calling every event edited.
+  const wrongKey = await runMain(["audit", "verify"], { ...server.env, MASTER_KEY: randomMasterKey() });
+  assert.equal(wrongKey.code, 1);
+  assert.match(wrongKey.stderr, /configuration error: MASTER_KEY does not match the key version 1/);
+
+  // What verify cannot tell from the database alone: a writer who rebuilds every event as
+  // hash-only. It says so, and that no event is keyed, which a server of this version
+  // never leaves behind once it has written one.
+  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  const rebuilt = await runMain(["audit", "verify"], server.env);
+  assert.equal(rebuilt.code, 0, rebuilt.stderr);
+  assert.match(rebuilt.stdout, /\n3 events checked by hash only \(SHA-256\) and none keyed: anyone who can write the database could have rewritten them all\./);
+  assert.doesNotMatch(rebuilt.stdout, /keyed with master key/);
+});
+
+test("events from before the chain was keyed still verify, the keyed chain continues from them, and rotate-key keys them", async (t) => {
+  const server = await serverWithEvents(t, 2);
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  // These three events as the previous version wrote them: plain SHA-256, no key version.
+  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  const restarted = await server.restart();
+  t.after(() => restarted.stop());
+  const alice = await restarted.signIn("alice@example.test");
+  const projectId = allEvents(file)[0]!.target_id;
+  assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "keyed" })).status, 200);
+  await restarted.stop();
+  const mixed = allEvents(file);
+  assert.deepEqual(mixed.map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.equal(mixed[3]!.prev_hash, mixed[2]!.hash);
+
+  const verified = await runMain(["audit", "verify"], restarted.env);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /^Audit log intact: 4 events verified\.\n1 event keyed with master key version 1 \(HMAC-SHA256\)/);
+  assert.match(verified.stdout, /\n3 events from before the chain was keyed checked by hash only \(SHA-256\); the keyed events after them vouch for them/);
+
+  // The keyed event seals the hash-only ones before it: editing one and rebuilding the
+  // hash-only part breaks the link into the keyed event, which only the key could redo.
+  const copy = makeTempDir();
+  t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
+  const copyFile = path.join(copy, DATABASE_FILE);
+  fs.copyFileSync(file, copyFile);
+  const sqlite = new Database(copyFile);
+  sqlite.prepare("UPDATE audit_events SET metadata = '{}' WHERE seq = ?").run(mixed[1]!.seq);
+  sqlite.close();
+  rebuildWithoutKey(copyFile, mixed[1]!.seq, { asHashOnly: true, throughSeq: mixed[2]!.seq });
+  const sealed = await runMain(["audit", "verify"], { ...restarted.env, DATA_DIR: copy });
+  assert.equal(sealed.code, 1, sealed.stdout);
+  assert.match(sealed.stderr, new RegExp(`BROKEN at event #${mixed[3]!.seq} .*does not follow the event before it`));
+
+  // rotate-key on the same key version keys the older events too, after verifying them.
+  const rotated = await runMain(["rotate-key"], restarted.env);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  assert.match(rotated.stdout, /\nAudit log: 3 of 4 events to re-key with version 1\.\n/);
+  assert.match(
+    rotated.stdout,
+    new RegExp(`\nAudit log verified; 4 events re-keyed with version 1 \\(3 of them were checked by hash only before\\)\\. The head hash was ${mixed[3]!.hash} and is now [0-9a-f]{64}: record the new one\\.\n`),
+  );
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [1, 1, 1, 1]);
+  const after = await runMain(["audit", "verify"], restarted.env);
+  assert.equal(after.code, 0, after.stderr);
+  assert.match(after.stdout, /^Audit log intact: 4 events verified\.\n4 events keyed with master key version 1 /);
+  assert.doesNotMatch(after.stdout, /hash only/);
+});
+
+test("rotation: events under key 1, rotate to key 2 with the server running, drop key 1: audit verify still passes", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const first = await serverWithEvents(t, 3, { MASTER_KEY: key1 });
+  const file = path.join(first.dataDir, DATABASE_FILE);
+  const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  let server = await first.restart(rotatedEnv);
+  t.after(() => server.stop());
+  let alice = await server.signIn("alice@example.test");
+  const projectId = allEvents(file)[0]!.target_id;
+  assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "under key 2" })).status, 200);
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [1, 1, 1, 1, 2]);
+  const mixed = await runMain(["audit", "verify"], server.env);
+  assert.equal(mixed.code, 0, mixed.stderr);
+  assert.match(mixed.stdout, /\n5 events keyed with master key versions 1 and 2 \(HMAC-SHA256\)/);
+
+  const rotated = await runMain(["rotate-key"], server.env);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  assert.match(rotated.stdout, /\nAudit log: 4 of 5 events to re-key with version 2\.\n/);
+  assert.match(rotated.stdout, /\nAudit log verified; 5 events re-keyed with version 2\. The head hash was [0-9a-f]{64} and is now [0-9a-f]{64}: record the new one\.\n/);
+  assert.match(rotated.stdout, /\nDone: 0 records re-encrypted, 5 audit events re-keyed, 1 old project data key removed\. 1 of 1 record and 5 of 5 audit events are on key version 2\.\n/);
+  assert.match(rotated.stdout, /Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS/);
+  // The running server chains its next event onto the re-keyed head.
+  assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "after rotation" })).status, 200);
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [2, 2, 2, 2, 2, 2]);
+
+  // Key 2 alone.
+  server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  alice = await server.signIn("alice@example.test");
+  assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "key 2 alone" })).status, 200);
+  const alone = await runMain(["audit", "verify"], server.env);
+  assert.equal(alone.code, 0, alone.stderr);
+  assert.match(alone.stdout, /^Audit log intact: 7 events verified\.\n7 events keyed with master key version 2 \(HMAC-SHA256\)/);
+  assert.equal(alone.stdout.match(/Head hash: ([0-9a-f]{64})/)![1], allEvents(file).at(-1)!.hash);
+});
+
+test("rotate-key refuses to re-key a tampered audit chain and changes nothing", async (t) => {
+  const key1 = randomMasterKey();
+  const server = await startServer(t, { env: { MASTER_KEY: key1 } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development/secrets`;
+  assert.equal((await alice.json("POST", base, { key: "API_KEY", value: "tamper-test-value" })).status, 201);
+  assert.equal((await alice.json("PATCH", `/api/projects/${project.id}`, { description: "one" })).status, 200);
+  await server.stop();
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  const second = allEvents(file)[1]!;
+  let sqlite = new Database(file);
+  sqlite.prepare("UPDATE audit_events SET actor_user_id = NULL WHERE seq = ?").run(second.seq);
+  sqlite.close();
+  const eventsBefore = allEvents(file);
+  const snapshot = () => {
+    const db = new Database(file, { readonly: true });
+    try {
+      return {
+        values: db.prepare("SELECT key_version FROM secret_versions").pluck().all(),
+        projectKeys: db.prepare("SELECT key_version FROM project_keys ORDER BY key_version").pluck().all(),
+      };
+    } finally {
+      db.close();
+    }
+  };
+  const recordsBefore = snapshot();
+
+  const env = { ...server.env, MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  const rotated = await runMain(["rotate-key"], env);
+  assert.equal(rotated.code, 1, rotated.stdout);
+  assert.match(rotated.stdout, /\nAudit log: 3 of 3 events to re-key with version 2\.\n$/);
+  assert.equal(
+    rotated.stderr,
+    `The audit log does not verify at event #${second.seq} (id ${second.id}, at ${second.at}): its content does not match its hash: the event was edited.\n` +
+      'rotate-key re-keys the audit log only after verifying it, so it stopped and changed nothing. Run "secrets-server audit verify", find out what happened to the log, and keep every older key in MASTER_KEYS_PREVIOUS meanwhile.\n',
+  );
+  assert.deepEqual(allEvents(file), eventsBefore);
+  // Only the new key's verifier was recorded; no value moved to key 2 and no data key was added.
+  assert.deepEqual(snapshot(), recordsBefore);
+  const verified = await runMain(["audit", "verify"], env);
+  assert.equal(verified.code, 1);
+  assert.match(verified.stderr, new RegExp(`BROKEN at event #${second.seq} `));
+});
