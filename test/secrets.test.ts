@@ -180,7 +180,7 @@ test("concurrent reads share a commit, yet each answers only with its event on d
   assert.equal(auditEvents(server, projectId, "secret.revealed").length, 40);
   assert.equal((await owner.json("GET", path)).body.secret.value, "shared-commit-value");
   // Events written together still chain one after another.
-  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir });
+  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir, MASTER_KEY: server.env.MASTER_KEY });
   assert.equal(verified.code, 0, verified.stdout + verified.stderr);
 });
 
@@ -606,20 +606,20 @@ test("restore writes the old value as a new ROLLED_BACK version, with the spec's
 test("export: JSON sorted by key, or a .env attachment; audited with the key count", async (t) => {
   const { server, projectId, owner } = await startTeam(t);
   const base = envPath(projectId, "staging");
-  await createSecret(owner, projectId, "staging", "ZULU", "zulu-value-1");
-  await createSecret(owner, projectId, "staging", "ALPHA", "it's a \"quoted\" value");
-  await createSecret(owner, projectId, "staging", "MIKE", "line one\nline two");
+  await createSecret(owner, projectId, "staging", "ZULU_KEY", "zulu-value-1");
+  await createSecret(owner, projectId, "staging", "ALPHA_NOTE", "it's a \"quoted\" value");
+  await createSecret(owner, projectId, "staging", "MIKE_LINES", "line one\nline two");
   await createSecret(owner, projectId, "staging", "B_LOWER", "b-lower-value");
-  await createSecret(owner, projectId, "production", "ELSEWHERE", "elsewhere-value");
+  await createSecret(owner, projectId, "production", "ELSE_WHERE", "elsewhere-value");
 
   const json = await owner.json("GET", `${base}/export`);
   assert.equal(json.status, 200);
   assert.deepEqual(json.body, {
     secrets: [
-      { key: "ALPHA", value: "it's a \"quoted\" value" },
+      { key: "ALPHA_NOTE", value: "it's a \"quoted\" value" },
       { key: "B_LOWER", value: "b-lower-value" },
-      { key: "MIKE", value: "line one\nline two" },
-      { key: "ZULU", value: "zulu-value-1" },
+      { key: "MIKE_LINES", value: "line one\nline two" },
+      { key: "ZULU_KEY", value: "zulu-value-1" },
     ],
   });
   assert.equal(json.headers.get("cache-control"), "no-store");
@@ -633,12 +633,12 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
     await res.text(),
     [
       ": <<'END_OF_DOTENV_ONLY_LINES'",
-      "ALPHA=`it's a \"quoted\" value`",
+      "ALPHA_NOTE=`it's a \"quoted\" value`",
       "END_OF_DOTENV_ONLY_LINES",
       "B_LOWER='b-lower-value'",
-      "MIKE='line one",
+      "MIKE_LINES='line one",
       "line two'",
-      "ZULU='zulu-value-1'",
+      "ZULU_KEY='zulu-value-1'",
       "",
     ].join("\n"),
   );
