@@ -46,6 +46,8 @@ import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
 import { registerVercelRoutes } from "./integrations/vercel/vercel.routes.ts";
 import { createVercelService } from "./integrations/vercel/vercel.service.ts";
 import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
+import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
+import { wireLostRights } from "./lost-rights.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 
@@ -226,6 +228,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs });
   const vercel = createVercelService({ db, repo: vercelRepo, access, audit, vault, clock, client: vercelClient, sync: vercelSync, vercelApiUrl: config.vercelApiUrl });
   secrets.onChange((projectId, environment) => vercelSync.notifyChange(projectId, environment));
+  wireLostRights(members, { invitations, vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }) });
   vercelSync.recover();
   app.addHook("onClose", async () => {
     vercelShutdown.abort();

@@ -21,7 +21,8 @@ export interface Team {
   outsider: Client;
 }
 
-async function createInvitation(by: Client, projectId: string, email: string, role: string, environments?: string[]) {
+/** Creates an invitation; returns it with the token from its devAcceptUrl fragment. */
+export async function createInvitation(by: Client, projectId: string, email: string, role: string, environments?: string[]) {
   const res = await by.json("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return { invitation: res.body.invitation, token: new URL(res.body.devAcceptUrl as string).hash.slice(1) };

@@ -159,7 +159,10 @@ test("hosting integration status and last sync, with notes when it needs attenti
     )
     .run(project.id, now, now, now);
   const active = await overview(alice, project.id);
-  assert.deepEqual(active.integrations, { hosting: { provider: "vercel", status: "active", lastSyncAt: now, lastSyncStatus: "ok" } });
+  assert.deepEqual(active.integrations, {
+    // Written without connected_by, as connections made before it was recorded: nobody to check, never paused.
+    hosting: { provider: "vercel", status: "active", lastSyncAt: now, lastSyncStatus: "ok", connectedBy: null, paused: false, pausedAt: null, pausedReason: null },
+  });
   assert.deepEqual(active.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
   assert.deepEqual(active.notes, [DEV_SIGN_IN_NOTE]);
 
@@ -222,7 +225,10 @@ test("hosting integration through the real endpoints: connected, linked with a h
   const connected = await alice.json("POST", base, { token: vercelToken });
   assert.equal(connected.status, 201, JSON.stringify(connected.body));
   let body = await overview(alice, project.id);
-  assert.deepEqual(body.integrations, { hosting: { provider: "vercel", status: "connected", lastSyncAt: null, lastSyncStatus: null } });
+  const connectedBy = { userId: alice.user!.id, email: "alice@example.test" };
+  assert.deepEqual(body.integrations, {
+    hosting: { provider: "vercel", status: "connected", lastSyncAt: null, lastSyncStatus: null, connectedBy, paused: false, pausedAt: null, pausedReason: null },
+  });
   // The secret's value and the token.
   assert.deepEqual(body.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
 
@@ -237,7 +243,7 @@ test("hosting integration through the real endpoints: connected, linked with a h
   const connection = (await alice.json("GET", base)).body;
   body = await overview(alice, project.id);
   assert.deepEqual(body.integrations, {
-    hosting: { provider: "vercel", status: connection.status, lastSyncAt: connection.lastSyncAt, lastSyncStatus: "ok" },
+    hosting: { provider: "vercel", status: connection.status, lastSyncAt: connection.lastSyncAt, lastSyncStatus: "ok", connectedBy, paused: false, pausedAt: null, pausedReason: null },
   });
   assert.equal(body.integrations.hosting.status, "active");
   assert.match(body.integrations.hosting.lastSyncAt, /^\d{4}-\d{2}-\d{2}T/);

@@ -191,6 +191,10 @@ test("connect: a good token (and team) is checked with Vercel, stored encrypted,
     environments: ALL_ENVS,
     lastRun: null,
     lastDeployment: null,
+    connectedBy: { userId: s.owner.user!.id, email: "owner@example.test" },
+    paused: false,
+    pausedAt: null,
+    pausedReason: null,
   });
   assert.deepEqual((await s.owner.json("GET", s.base)).body, res.body);
   // Vercel saw the token as a Bearer header on /v2/user and /v2/teams.

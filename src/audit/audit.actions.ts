@@ -26,19 +26,22 @@ export const AUDIT_ACTIONS = {
   "member.removed": { category: "access", metadata: ["email", "role"] },
   "member.left": { category: "access", metadata: ["email", "role"] },
   "invitation.created": { category: "access", metadata: ["email", "role", "environments", "delivery"] },
-  "invitation.revoked": { category: "access", metadata: ["email", "role"] },
+  // reason "inviter_lost_access": voided because its inviter lost the right to invite (cause says how).
+  "invitation.revoked": { category: "access", metadata: ["email", "role", "reason", "inviter", "cause"] },
   "invitation.accepted": { category: "access", metadata: ["email", "role", "environments", "invitationId"] },
   "environment_access.granted": { category: "access", metadata: ["email", "environment"] },
   "environment_access.revoked": { category: "access", metadata: ["email", "environment"] },
   "project.created": { category: "project", metadata: ["name", "environments"] },
   "project.updated": { category: "project", metadata: ["name", "previousName", "descriptionChanged"] },
   "project.deleted": { category: "project", metadata: ["name"] },
-  "integration.connected": { category: "integrations", metadata: ["provider", "teamId"] },
+  "integration.connected": { category: "integrations", metadata: ["provider", "teamId", "resumed"] },
   "integration.updated": {
     category: "integrations",
     metadata: ["hostProjectId", "hostProjectName", "teamId", "mappings", "conflictPolicy", "autoRedeploy", "hookConfigured"],
   },
   "integration.disconnected": { category: "integrations", metadata: ["provider"] },
+  // The person whose token it uses lost integrations:manage: no sync runs until an admin reconnects.
+  "integration.paused": { category: "integrations", metadata: ["provider", "reason", "connectedBy", "cause"] },
   "integration.synced": {
     category: "integrations",
     metadata: ["trigger", "created", "updated", "unchanged", "skipped", "deleted", "failed"],

@@ -58,6 +58,10 @@ export interface HostingRow {
   status: string;
   last_sync_at: string | null;
   last_sync_status: string | null;
+  paused_at: string | null;
+  paused_reason: string | null;
+  connected_by: string | null;
+  connected_by_email: string | null;
 }
 
 /**
@@ -145,7 +149,9 @@ export function createAuditRepo(db: Db) {
     )
     .pluck();
   const findHosting = sqlite.prepare(
-    "SELECT provider, status, last_sync_at, last_sync_status FROM integrations WHERE project_id = ?",
+    `SELECT i.provider, i.status, i.last_sync_at, i.last_sync_status, i.paused_at, i.paused_reason,
+            i.connected_by, u.email AS connected_by_email
+     FROM integrations i LEFT JOIN users u ON u.id = i.connected_by WHERE i.project_id = ?`,
   );
   const chainColumns =
     "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version";

@@ -155,6 +155,10 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
             status: hostingRow.status,
             lastSyncAt: hostingRow.last_sync_at,
             lastSyncStatus: hostingRow.last_sync_status,
+            connectedBy: hostingRow.connected_by === null ? null : { userId: hostingRow.connected_by, email: hostingRow.connected_by_email },
+            paused: hostingRow.paused_at !== null,
+            pausedAt: hostingRow.paused_at,
+            pausedReason: hostingRow.paused_reason,
           }
         : null;
       const order: readonly string[] = ENVIRONMENTS;
@@ -194,7 +198,11 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
           `${invitations.expired} ${invitations.expired === 1 ? "invitation has" : "invitations have"} expired without being accepted. Revoke ${invitations.expired === 1 ? "it" : "them"}, and invite again if still needed.`,
         );
       }
-      if (hosting?.status === "attention") {
+      if (hosting?.paused) {
+        notes.push(
+          `Vercel syncing is paused: ${hosting.connectedBy?.email ?? "the person who connected it"} no longer manages this project's integrations, so their access token is not used. An admin or the owner should reconnect Vercel with their own token, or disconnect it.`,
+        );
+      } else if (hosting?.status === "attention") {
         notes.push("The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.");
       } else if (hosting?.lastSyncStatus === "failed") {
         notes.push("The last Vercel sync failed. Open the integration to see the error, then sync again.");

@@ -83,6 +83,7 @@ export function createAccessGuard(db: Db) {
   const findGrants = sqlite
     .prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ?")
     .pluck();
+  const isDisabled = sqlite.prepare("SELECT disabled_at IS NOT NULL FROM users WHERE id = ?").pluck();
 
   function load(userId: string, projectId: string): ProjectAccess | undefined {
     const role = findRole.get(projectId, userId) as Role | undefined;
@@ -102,6 +103,17 @@ export function createAccessGuard(db: Db) {
     find: load,
 
     require: requireAccess,
+
+    /**
+     * Whether someone other than the caller still holds a permission here right now: an
+     * enabled user (a disabled or deleted one holds nothing) who is a member with it. For
+     * authority that outlives a request: the inviter behind an invitation, the person whose
+     * token a Vercel connection uses.
+     */
+    holds(userId: string, projectId: string, permission: Permission): boolean {
+      if (isDisabled.get(userId) !== 0) return false;
+      return load(userId, projectId)?.permissions.includes(permission) ?? false;
+    },
 
     /**
      * preHandler form of require(), for project-scoped routes: runs after the credential

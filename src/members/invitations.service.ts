@@ -9,7 +9,7 @@ import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { InvitationMailer } from "../invitations/invitation-mail.ts";
 import type { InvitationRow, MembersRepo } from "./members.repo.ts";
-import type { AssignableRole } from "./members.service.ts";
+import type { AssignableRole, LostRights } from "./members.service.ts";
 
 export interface InvitationView {
   id: string;
@@ -61,6 +61,17 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
     return Date.parse(row.expiresAt) <= clock.now().getTime();
   }
 
+  /**
+   * An invitation is the inviter's authority, used later by someone else: it stands only while
+   * the inviter still holds members:invite here (and environments:manage when it grants
+   * environments). One whose inviter is gone, disabled or demoted is void.
+   */
+  function isBackedByInviter(row: InvitationRow): boolean {
+    if (!row.invitedBy) return false;
+    if (!access.holds(row.invitedBy, row.projectId, "members:invite")) return false;
+    return environmentsOf(row).length === 0 || access.holds(row.invitedBy, row.projectId, "environments:manage");
+  }
+
   function toView(row: InvitationRow): InvitationView {
     return {
       id: row.id,
@@ -91,6 +102,9 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
       // Read again inside the write lock: a concurrent accept or a revoke may have won.
       const row = repo.findInvitation(invitation.id);
       if (!row || row.acceptedAt !== null || isExpired(row)) throw new HttpError(410, INVITATION_UNUSABLE);
+      // Checked at acceptance as well as voided when the inviter loses the right: this also
+      // refuses invitations created before voiding existed.
+      if (!isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
       // An invitation never changes an existing membership (it could otherwise demote the owner).
       if (repo.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
 
@@ -193,6 +207,24 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
           metadata: { email: row.email, role: row.role },
         });
       });
+    },
+
+    /**
+     * A members:rights-lost listener: deletes (as a revocation does) the open invitations this
+     * person created that their rights no longer back, audited with the reason.
+     */
+    voidForLostRights(lost: LostRights): void {
+      for (const row of repo.listOpenInvitationsBy(lost.projectId, lost.userId)) {
+        if (isBackedByInviter(row)) continue;
+        repo.deleteInvitation(row.id);
+        audit.record(lost.actor, {
+          projectId: lost.projectId,
+          action: "invitation.revoked",
+          targetType: "invitation",
+          targetId: row.id,
+          metadata: { email: row.email, role: row.role, reason: "inviter_lost_access", inviter: lost.userId, cause: lost.cause },
+        });
+      }
     },
 
     /** POST /api/invitations/accept: the token from the link's fragment. */

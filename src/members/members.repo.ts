@@ -48,6 +48,25 @@ export function createMembersRepo(db: Db) {
         .get();
     },
 
+    /** The projects this user is a member of, in any role. */
+    listProjectIdsOf(userId: string): string[] {
+      return db
+        .select({ projectId: memberships.projectId })
+        .from(memberships)
+        .where(eq(memberships.userId, userId))
+        .all()
+        .map((row) => row.projectId);
+    },
+
+    /** Not yet accepted invitations this user created in the project, expired ones included. */
+    listOpenInvitationsBy(projectId: string, invitedBy: string): InvitationRow[] {
+      return db
+        .select()
+        .from(invitations)
+        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
+        .all();
+    },
+
     /** Whether a member of the project has this e-mail address, ignoring case. */
     isMemberByEmail(projectId: string, email: string): boolean {
       const row = db

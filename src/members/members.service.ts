@@ -21,6 +21,24 @@ export type AssignableRole = (typeof ASSIGNABLE_ROLES)[number];
 
 export const MEMBER_NOT_FOUND = "Member not found.";
 
+/** How a person's rights in a project just shrank or ended. */
+export type LostRightsCause = "role_changed" | "removed" | "left" | "disabled";
+
+export interface LostRights {
+  projectId: string;
+  userId: string;
+  cause: LostRightsCause;
+  /** Who caused it (the admin who changed the role, the person leaving); null for the operator's users command. */
+  actor: Caller | null;
+}
+
+/**
+ * Runs inside the transaction that changed the membership, after the change: what the person
+ * created on their authority (invitations, a Vercel connection) is checked against their
+ * rights as they are now, and voided or paused in the same commit.
+ */
+export type LostRightsListener = (lost: LostRights) => void;
+
 interface Deps {
   db: Db;
   repo: MembersRepo;
@@ -41,7 +59,29 @@ export function toMemberView(row: MemberRow, caller: Caller): MemberView {
 }
 
 export function createMembersService({ db, repo, access, audit, clock }: Deps) {
+  const lostRightsListeners: LostRightsListener[] = [];
+
+  // The one place that hears "this person just lost rights in this project": every path that
+  // lowers or ends a membership calls it, so no listener can miss one of them.
+  function rightsLost(lost: LostRights): void {
+    for (const listener of lostRightsListeners) listener(lost);
+  }
+
   return {
+    /** Registered once, in app.ts and in the users command (see src/lost-rights.ts). */
+    onRightsLost(listener: LostRightsListener): void {
+      lostRightsListeners.push(listener);
+    },
+
+    /**
+     * A user was disabled: in each of their projects they now hold nothing, though the
+     * membership stays (enabling them again restores it, not what was voided). Call inside
+     * the transaction that disabled them.
+     */
+    userDisabled(userId: string): void {
+      for (const projectId of repo.listProjectIdsOf(userId)) rightsLost({ projectId, userId, cause: "disabled", actor: null });
+    },
+
     list(caller: Caller, projectId: string): MemberView[] {
       access.require(caller.userId, projectId, "members:read");
       return repo.listMembers(projectId).map((row) => toMemberView(row, caller));
@@ -69,6 +109,8 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
             targetId: userId,
             metadata: { email: member.email ?? undefined, from: member.role, to: role },
           });
+          // Every change, promotions included: the listeners compare with the rights as they are now.
+          rightsLost({ projectId, userId, cause: "role_changed", actor: caller });
         }
         return { userId, ...(member.email ? { email: member.email } : {}), role };
       });
@@ -95,6 +137,7 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
           targetId: userId,
           metadata: { email: member.email ?? undefined, role: member.role },
         });
+        rightsLost({ projectId, userId, cause: isLeaving ? "left" : "removed", actor: caller });
       });
     },
   };

@@ -4,6 +4,10 @@ import { openDatabase, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { createLocalRepo } from "../sign-in/local.repo.ts";
 import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
+import { createAuditWriter } from "../audit/audit.writer.ts";
+import { createAccessGuard } from "../core/access.ts";
+import { createMembersRepo } from "../members/members.repo.ts";
+import { createMembersForCommand } from "../lost-rights.ts";
 import { createUsersRepo, type UserRow } from "./users.repo.ts";
 import { createUsersService } from "./users.service.ts";
 
@@ -130,8 +134,21 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       const email = emailArgument(args, "users disable EMAIL");
       if (!email) return 2;
       return run(() =>
-        withDatabase((db) => {
-          const results = createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).disable(email);
+        withDatabase((db, config) => {
+          const members = createMembersForCommand({
+            db,
+            repo: createMembersRepo(db),
+            access: createAccessGuard(db),
+            audit: createAuditWriter(db, systemClock),
+            clock: systemClock,
+            config,
+          });
+          const results = createUsersService({
+            db,
+            users: createUsersRepo(db),
+            clock: systemClock,
+            onDisabled: (userId) => members.userDisabled(userId),
+          }).disable(email);
           for (const r of results) {
             console.log(
               `Disabled ${r.user.email} (${r.user.authIssuer}): ended ${r.browserSessions} browser and ${r.cliSessions} CLI sessions.`,

@@ -7,12 +7,18 @@ interface Deps {
   db: Db;
   users: UsersRepo;
   clock: Clock;
+  /**
+   * Called inside the transaction that disabled a user: the members feature voids what the
+   * user created on their authority (invitations, a Vercel connection). The users command
+   * passes it; list and enable need none.
+   */
+  onDisabled?: (userId: string) => void;
 }
 
 export type UsersService = ReturnType<typeof createUsersService>;
 
 /** The operator's user management (the `users` commands), for every sign-in provider. */
-export function createUsersService({ db, users, clock }: Deps) {
+export function createUsersService({ db, users, clock, onDisabled }: Deps) {
   function matching(email: string): UserRow[] {
     const rows = users.listByEmail(email.trim());
     if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${email.trim().toLowerCase()}.`);
@@ -35,6 +41,8 @@ export function createUsersService({ db, users, clock }: Deps) {
         return matching(email).map((user) => {
           if (!user.disabledAt) users.setDisabled(user.id, now, now);
           users.deleteUnusedAccountLinks(user.id);
+          // Also for one disabled before: running disable again finishes what an older version left.
+          onDisabled?.(user.id);
           return { user, browserSessions: users.deleteBrowserSessions(user.id), cliSessions: users.revokeCliSessions(user.id, now) };
         });
       });

@@ -1,6 +1,6 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import type { Db } from "../../core/db.ts";
-import { integrations, integrationVars } from "../../core/schema.ts";
+import { integrations, integrationVars, users } from "../../core/schema.ts";
 
 export type IntegrationRow = typeof integrations.$inferSelect;
 export type IntegrationVarRow = typeof integrationVars.$inferSelect;
@@ -9,6 +9,11 @@ export function createVercelRepo(db: Db) {
   return {
     find(projectId: string): IntegrationRow | undefined {
       return db.select().from(integrations).where(eq(integrations.projectId, projectId)).get();
+    },
+
+    /** The e-mail of the person who connected, for the connection view (read only). */
+    findUserEmail(userId: string): string | undefined {
+      return db.select({ email: users.email }).from(users).where(eq(users.id, userId)).get()?.email ?? undefined;
     },
 
     insert(row: typeof integrations.$inferInsert): void {

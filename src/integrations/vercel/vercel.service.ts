@@ -6,6 +6,7 @@ import { writeTransaction, type Db } from "../../core/db.ts";
 import { HttpError } from "../../core/errors.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { deployHookProblem, deployHookProjectId, VercelError, type NamedItem, type VercelClient } from "./vercel.client.ts";
+import type { PauseReason } from "./vercel.pause.ts";
 import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
 import { openToken, parseMappings, SYNC_ERRORS, type Deployment, type SyncSummary, type VercelSync } from "./vercel.sync.ts";
 
@@ -34,6 +35,8 @@ export const MESSAGES = {
   hookOtherProject: "This deploy hook belongs to another Vercel project.",
   redeployNeedsHook: "Add a deploy hook URL before asking for a redeploy.",
   syncBody: "Send no body, or { redeploy: true | false }.",
+  paused:
+    "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   badBody: "Send a JSON object with the documented fields only.",
 } as const;
 
@@ -67,6 +70,12 @@ export type ConnectionView =
       environments: Environment[];
       lastRun: RunView | null;
       lastDeployment: Deployment | null;
+      /** Who saved the token; null for connections made before this was recorded. */
+      connectedBy: { userId: string; email: string | null } | null;
+      /** True while no sync runs because connectedBy lost integrations:manage. */
+      paused: boolean;
+      pausedAt: string | null;
+      pausedReason: PauseReason | null;
     };
 
 export interface LinkInput {
@@ -123,6 +132,10 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       environments: projectAccess.projectEnvironments,
       lastRun: parseJson<RunView>(row.lastRun),
       lastDeployment: parseJson<Deployment>(row.lastDeployment),
+      connectedBy: row.connectedBy === null ? null : { userId: row.connectedBy, email: repo.findUserEmail(row.connectedBy) ?? null },
+      paused: row.pausedAt !== null,
+      pausedAt: row.pausedAt,
+      pausedReason: row.pausedReason as PauseReason | null,
     };
   }
 
@@ -163,6 +176,11 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     const row = repo.find(projectId);
     if (!row) throw new HttpError(400, MESSAGES.notConnected);
     return row;
+  }
+
+  /** The saved token is a former manager's: it is not used for anything until an admin reconnects. */
+  function requireNotPaused(row: IntegrationRow): void {
+    if (row.pausedAt !== null) throw new HttpError(400, MESSAGES.paused);
   }
 
   return {
@@ -216,6 +234,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
             tokenCiphertext: sealed.ciphertext,
             tokenKeyVersion: sealed.keyVersion,
             teamId,
+            connectedBy: caller.userId,
             createdAt: now,
             updatedAt: now,
           });
@@ -227,6 +246,10 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
             tokenKeyVersion: sealed.keyVersion,
             teamId,
             lastError: null,
+            // A token saved by someone who holds integrations:manage now: a pause ends here.
+            connectedBy: caller.userId,
+            pausedAt: null,
+            pausedReason: null,
             ...(linked
               ? {}
               : { hostProjectId: null, hostProjectName: null, mappings: "{}", autoRedeploy: false, hookCiphertext: null, hookKeyVersion: null }),
@@ -238,7 +261,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           action: "integration.connected",
           targetType: "integration",
           targetId: projectId,
-          metadata: { provider: "vercel", teamId },
+          metadata: { provider: "vercel", teamId, ...(existing?.pausedAt ? { resumed: true } : {}) },
         });
         return toView(repo.find(projectId), projectAccess);
       });
@@ -250,6 +273,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     async options(caller: Caller, projectId: string, query: { teamId?: string }): Promise<{ teams: NamedItem[]; projects: NamedItem[] }> {
       access.require(caller.userId, projectId, "integrations:manage");
       const row = requireConnection(projectId);
+      requireNotPaused(row);
       const token = savedToken(row);
       try {
         const teams = await client.listTeams(token);
@@ -274,6 +298,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
         throw new HttpError(400, `The deploy hook URL must look like ${vercelApiUrl}/v1/integrations/deploy/prj_…/…`);
       }
       const row = requireConnection(projectId);
+      requireNotPaused(row);
       if (row.status === "attention") throw new HttpError(400, MESSAGES.savedTokenRejected);
       const keepsHook = input.deployHookUrl === undefined && row.hookCiphertext !== null;
       if (input.autoRedeploy && !input.deployHookUrl && !keepsHook) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
@@ -295,6 +320,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       return writeTransaction(db, () => {
         const current = access.require(caller.userId, projectId, "integrations:manage");
         const existing = requireConnection(projectId);
+        requireNotPaused(existing);
         let hook: Partial<IntegrationRow> = {};
         if (input.deployHookUrl === null) hook = { hookCiphertext: null, hookKeyVersion: null };
         else if (input.deployHookUrl !== undefined) {
@@ -340,6 +366,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       access.require(caller.userId, projectId, "integrations:manage");
       const row = repo.find(projectId);
       if (!row?.hostProjectId) throw new HttpError(400, MESSAGES.linkFirst);
+      requireNotPaused(row);
       if (row.status === "attention") throw new HttpError(400, MESSAGES.reconnect);
       if (input.redeploy && row.hookCiphertext === null) throw new HttpError(400, MESSAGES.redeployNeedsHook);
       const outcome = await sync.run(projectId, { trigger: "manual", caller, redeploy: input.redeploy });
@@ -352,6 +379,8 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           throw new HttpError(400, MESSAGES.linkFirst);
         case "attention":
           throw new HttpError(400, MESSAGES.reconnect);
+        case "paused":
+          throw new HttpError(400, MESSAGES.paused);
         case "failed":
           if (outcome.failure === "unavailable") throw new HttpError(502, SYNC_ERRORS.unavailable);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);

@@ -81,7 +81,8 @@ export type RunOutcome =
   | { kind: "failed"; summary: SyncSummary; failure: Failure }
   | { kind: "busy" }
   | { kind: "not-linked" }
-  | { kind: "attention" };
+  | { kind: "attention" }
+  | { kind: "paused" };
 
 type Failure = "rejected" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected";
 
@@ -170,6 +171,9 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
       const row = repo.find(projectId);
       if (!row || !row.hostProjectId) return { kind: "not-linked" as const };
       if (row.status === "attention") return { kind: "attention" as const };
+      // Checked here, in the transaction that takes the lock, so no trigger (a debounced
+      // change, a follow-up run, recovery at start) can sync with a paused connection's token.
+      if (row.pausedAt !== null) return { kind: "paused" as const };
       // A lock this process does not hold and that is older than any run could be was left
       // by a run whose last write failed: take it over rather than answer 409 forever.
       const staleBefore = running.has(projectId) ? undefined : new Date(Date.parse(startedAt) - STALE_LOCK_MS).toISOString();
@@ -500,8 +504,9 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
         const shouldRun = writeTransaction(db, () => {
           const row = repo.find(projectId);
           if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return false;
+          // Counted while paused too: the reconnect that ends the pause sends them.
           repo.incrementPending(projectId);
-          return row.status === "active";
+          return row.status === "active" && row.pausedAt === null;
         });
         if (shouldRun) schedule(projectId);
       } catch (error) {
@@ -554,7 +559,7 @@ export function createVercelSync({ db, repo, vault, audit, clock, client, secret
         }
       });
       for (const row of repo.listWithPending()) {
-        if (row.status === "active" && row.hostProjectId) schedule(row.projectId);
+        if (row.status === "active" && row.hostProjectId && row.pausedAt === null) schedule(row.projectId);
       }
     },
 

@@ -29,6 +29,7 @@ export const CATEGORIES: Record<string, string[]> = {
     "integration.connected",
     "integration.updated",
     "integration.disconnected",
+    "integration.paused",
     "integration.synced",
     "integration.sync_failed",
     "integration.redeployed",
@@ -77,6 +78,7 @@ export function describe(event: AuditEvent): string {
     case "invitation.created":
       return `invited ${email ?? "someone"}${role ? ` as ${role}` : ""}`;
     case "invitation.revoked":
+      if (m.reason === "inviter_lost_access") return `voided the invitation of ${email ?? "someone"}: its inviter can no longer invite`;
       return `revoked the invitation of ${email ?? "someone"}`;
     case "invitation.accepted":
       return `accepted an invitation${role ? ` as ${role}` : ""}`;
@@ -96,6 +98,8 @@ export function describe(event: AuditEvent): string {
       return "changed the Vercel settings";
     case "integration.disconnected":
       return "disconnected Vercel";
+    case "integration.paused":
+      return "paused Vercel syncing: the person who connected it no longer manages integrations";
     case "integration.synced":
       return `synced secrets to Vercel${m.created !== undefined ? ` (${str(m.created)} created, ${str(m.updated) ?? 0} updated, ${str(m.skipped) ?? 0} skipped, ${str(m.failed) ?? 0} failed)` : ""}`;
     case "integration.sync_failed":

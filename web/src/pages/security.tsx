@@ -118,6 +118,12 @@ export function SecurityPage({ project }: { project: Project }) {
               </section>
               <section class="card" aria-labelledby="sec-int">
                 <h3 id="sec-int">Integrations</h3>
+                {integrations.hosting?.paused && (
+                  <p class="notice" role="alert">
+                    Vercel syncing is paused: {integrations.hosting.connectedBy?.email ?? "the person who connected it"} no longer manages this project's
+                    integrations. Reconnect Vercel with an admin's own token, or disconnect it.
+                  </p>
+                )}
                 <dl class="kv">
                   <Row label="Vercel">{integrations.hosting ? <Value value={integrations.hosting} /> : "Not connected"}</Row>
                 </dl>

@@ -10,6 +10,14 @@ const TARGETS = ["development", "preview", "production"] as const satisfies read
 type Connection = HostingConnection;
 type Connected = Extract<Connection, { connected: true }>;
 
+/** Why syncing paused (pausedReason), ending "…and no longer manages this project's integrations". */
+const PAUSE_TEXT: Record<string, string> = {
+  connector_role_changed: "had their role changed",
+  connector_removed: "was removed from the project",
+  connector_left: "left the project",
+  connector_disabled: "had their account disabled",
+};
+
 const STATUS_TEXT: Record<Connected["status"], string> = {
   connected: "Token saved; no Vercel project linked yet",
   active: "Active",
@@ -71,7 +79,11 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
 
 function Connected({ base, connection: c, reload, onChange }: { base: string; connection: Connected; reload(): Promise<void>; onChange(c: Connection): void }) {
   const [teamId, setTeamId] = useState(c.teamId ?? "");
-  const options = useLoad(() => get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`), [base, teamId]);
+  // A paused connection's token is not used, not even to list projects, until someone reconnects.
+  const options = useLoad(
+    () => (c.paused ? Promise.resolve({ teams: [], projects: [] }) : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`)),
+    [base, teamId, c.paused],
+  );
   const [hostProjectId, setHostProjectId] = useState(c.hostProjectId ?? "");
   const [mappings, setMappings] = useState<Record<string, string>>(c.mappings ?? {});
   const [conflictPolicy, setConflictPolicy] = useState(c.conflictPolicy);
@@ -92,20 +104,44 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
 
   const hookWillExist = removeHook ? false : hookUrl.trim() !== "" || c.hookConfigured;
   const linked = c.hostProjectId !== null && c.status !== "connected";
+  const who = c.connectedBy?.email ?? "The person who connected Vercel";
 
   return (
     <>
       <section class="card" aria-labelledby="vercel-status">
         <h3 id="vercel-status">Status</h3>
+        {c.paused && (
+          <div class="notice" role="alert">
+            <p>
+              <strong>Syncing is paused.</strong> {who} {c.pausedReason ? (PAUSE_TEXT[c.pausedReason] ?? "lost their rights") : "lost their rights"} and no
+              longer manages this project's integrations, so the access token they saved is not used. Nothing is sent to Vercel until an admin or the owner
+              reconnects with their own token below; changes made meanwhile are sent then.
+            </p>
+          </div>
+        )}
         <dl class="kv">
           <dt>Connection</dt>
           <dd>
             <span class={`badge status-${c.status}`}>{c.status}</span> <span>{STATUS_TEXT[c.status]}</span>
+            {c.paused && (
+              <>
+                {" "}
+                <span class="badge status-attention">paused</span>
+                {c.pausedAt && (
+                  <span class="small">
+                    {" "}
+                    since <Time iso={c.pausedAt} />
+                  </span>
+                )}
+              </>
+            )}
           </dd>
           <dt>Vercel project</dt>
           <dd>{c.hostProjectName ?? c.hostProjectId ?? "none linked"}</dd>
           <dt>Team</dt>
           <dd>{c.teamId ?? "personal account"}</dd>
+          <dt>Connected by</dt>
+          <dd>{c.connectedBy ? (c.connectedBy.email ?? "a former user") : "not recorded"}</dd>
           <dt>Last sync</dt>
           <dd>
             {c.lastSyncAt ? (
@@ -143,10 +179,10 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
           )}
         </dl>
         <div class="actions">
-          <button type="button" class="primary" disabled={sync.busy || !linked} onClick={() => void runSync(false)}>
+          <button type="button" class="primary" disabled={sync.busy || !linked || c.paused} onClick={() => void runSync(false)}>
             {sync.busy ? "Syncing…" : "Sync now"}
           </button>
-          <button type="button" disabled={sync.busy || !linked || !c.hookConfigured} onClick={() => void runSync(true)} title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}>
+          <button type="button" disabled={sync.busy || !linked || c.paused || !c.hookConfigured} onClick={() => void runSync(true)} title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}>
             Sync and redeploy
           </button>
           <button type="button" onClick={() => void reload()}>
@@ -162,125 +198,127 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
         )}
       </section>
 
-      {c.status === "attention" && <ConnectForm base={base} onConnected={onChange} reconnect />}
+      {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} reconnect />}
 
-      <form
-        class="card stack"
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setSaved(false);
-          const body: Record<string, unknown> = {
-            hostProjectId,
-            mappings: Object.fromEntries(Object.entries(mappings).filter(([, target]) => target)),
-            conflictPolicy,
-            autoRedeploy: hookWillExist && autoRedeploy,
-          };
-          if (teamId) body.teamId = teamId;
-          if (removeHook) body.deployHookUrl = null;
-          else if (hookUrl.trim()) body.deployHookUrl = hookUrl.trim();
-          const result = await save.run(() => put<Connection>(base, body));
-          if (result) {
-            setSaved(true);
-            setHookUrl("");
-            setRemoveHook(false);
-            onChange(result);
-          }
-        }}
-      >
-        <h3>Link and settings</h3>
-        <LoadState loaded={options}>
-          {(o) => (
-            <div class="inline-fields">
-              {o.teams.length > 0 && (
+      {!c.paused && (
+        <form
+          class="card stack"
+          onSubmit={async (e) => {
+            e.preventDefault();
+            setSaved(false);
+            const body: Record<string, unknown> = {
+              hostProjectId,
+              mappings: Object.fromEntries(Object.entries(mappings).filter(([, target]) => target)),
+              conflictPolicy,
+              autoRedeploy: hookWillExist && autoRedeploy,
+            };
+            if (teamId) body.teamId = teamId;
+            if (removeHook) body.deployHookUrl = null;
+            else if (hookUrl.trim()) body.deployHookUrl = hookUrl.trim();
+            const result = await save.run(() => put<Connection>(base, body));
+            if (result) {
+              setSaved(true);
+              setHookUrl("");
+              setRemoveHook(false);
+              onChange(result);
+            }
+          }}
+        >
+          <h3>Link and settings</h3>
+          <LoadState loaded={options}>
+            {(o) => (
+              <div class="inline-fields">
+                {o.teams.length > 0 && (
+                  <label class="field">
+                    <span>Team</span>
+                    <select
+                      value={teamId}
+                      onChange={(e) => {
+                        setTeamId(e.currentTarget.value);
+                        setHostProjectId("");
+                      }}
+                    >
+                      <option value="">Personal account</option>
+                      {o.teams.map((t) => (
+                        <option key={t.id} value={t.id}>
+                          {t.name}
+                        </option>
+                      ))}
+                    </select>
+                  </label>
+                )}
                 <label class="field">
-                  <span>Team</span>
-                  <select
-                    value={teamId}
-                    onChange={(e) => {
-                      setTeamId(e.currentTarget.value);
-                      setHostProjectId("");
-                    }}
-                  >
-                    <option value="">Personal account</option>
-                    {o.teams.map((t) => (
-                      <option key={t.id} value={t.id}>
-                        {t.name}
+                  <span>Vercel project</span>
+                  <select required value={hostProjectId} onChange={(e) => setHostProjectId(e.currentTarget.value)}>
+                    <option value="">Choose a project…</option>
+                    {o.projects.map((p) => (
+                      <option key={p.id} value={p.id}>
+                        {p.name}
                       </option>
                     ))}
                   </select>
                 </label>
-              )}
-              <label class="field">
-                <span>Vercel project</span>
-                <select required value={hostProjectId} onChange={(e) => setHostProjectId(e.currentTarget.value)}>
-                  <option value="">Choose a project…</option>
-                  {o.projects.map((p) => (
-                    <option key={p.id} value={p.id}>
-                      {p.name}
-                    </option>
-                  ))}
-                </select>
-              </label>
+              </div>
+            )}
+          </LoadState>
+          <fieldset>
+            <legend>Environments to Vercel targets</legend>
+            <p class="muted small">Each environment syncs to at most one target; two environments cannot share a target.</p>
+            <div class="inline-fields">
+              {c.environments.map((env) => (
+                <label key={env} class="field">
+                  <span>{envLabel(env)}</span>
+                  <select value={mappings[env] ?? ""} onChange={(e) => setMappings({ ...mappings, [env]: e.currentTarget.value })}>
+                    <option value="">Not synced</option>
+                    {TARGETS.map((t) => (
+                      <option key={t} value={t}>
+                        {t}
+                      </option>
+                    ))}
+                  </select>
+                </label>
+              ))}
             </div>
+          </fieldset>
+          <fieldset>
+            <legend>When a variable already exists at Vercel</legend>
+            <label class="check">
+              <input type="radio" name="conflictPolicy" value="skip" checked={conflictPolicy === "skip"} onChange={() => setConflictPolicy("skip")} />
+              Keep Vercel's value (skip)
+            </label>
+            <label class="check">
+              <input type="radio" name="conflictPolicy" value="overwrite" checked={conflictPolicy === "overwrite"} onChange={() => setConflictPolicy("overwrite")} />
+              Replace it with ours (overwrite)
+            </label>
+          </fieldset>
+          <label class="field">
+            <span>Deploy hook URL {c.hookConfigured ? "(one is saved; enter a new one to replace it)" : "(optional)"}</span>
+            <input
+              type="password"
+              autoComplete="off"
+              value={hookUrl}
+              disabled={removeHook}
+              onInput={(e) => setHookUrl(e.currentTarget.value)}
+              placeholder="https://api.vercel.com/v1/integrations/deploy/…"
+            />
+          </label>
+          {c.hookConfigured && (
+            <label class="check">
+              <input type="checkbox" checked={removeHook} onChange={(e) => setRemoveHook(e.currentTarget.checked)} />
+              Remove the saved deploy hook
+            </label>
           )}
-        </LoadState>
-        <fieldset>
-          <legend>Environments to Vercel targets</legend>
-          <p class="muted small">Each environment syncs to at most one target; two environments cannot share a target.</p>
-          <div class="inline-fields">
-            {c.environments.map((env) => (
-              <label key={env} class="field">
-                <span>{envLabel(env)}</span>
-                <select value={mappings[env] ?? ""} onChange={(e) => setMappings({ ...mappings, [env]: e.currentTarget.value })}>
-                  <option value="">Not synced</option>
-                  {TARGETS.map((t) => (
-                    <option key={t} value={t}>
-                      {t}
-                    </option>
-                  ))}
-                </select>
-              </label>
-            ))}
-          </div>
-        </fieldset>
-        <fieldset>
-          <legend>When a variable already exists at Vercel</legend>
           <label class="check">
-            <input type="radio" name="conflictPolicy" value="skip" checked={conflictPolicy === "skip"} onChange={() => setConflictPolicy("skip")} />
-            Keep Vercel's value (skip)
+            <input type="checkbox" checked={autoRedeploy && hookWillExist} disabled={!hookWillExist} onChange={(e) => setAutoRedeploy(e.currentTarget.checked)} />
+            Redeploy automatically after each sync {hookWillExist ? "" : "(needs a deploy hook)"}
           </label>
-          <label class="check">
-            <input type="radio" name="conflictPolicy" value="overwrite" checked={conflictPolicy === "overwrite"} onChange={() => setConflictPolicy("overwrite")} />
-            Replace it with ours (overwrite)
-          </label>
-        </fieldset>
-        <label class="field">
-          <span>Deploy hook URL {c.hookConfigured ? "(one is saved; enter a new one to replace it)" : "(optional)"}</span>
-          <input
-            type="password"
-            autoComplete="off"
-            value={hookUrl}
-            disabled={removeHook}
-            onInput={(e) => setHookUrl(e.currentTarget.value)}
-            placeholder="https://api.vercel.com/v1/integrations/deploy/…"
-          />
-        </label>
-        {c.hookConfigured && (
-          <label class="check">
-            <input type="checkbox" checked={removeHook} onChange={(e) => setRemoveHook(e.currentTarget.checked)} />
-            Remove the saved deploy hook
-          </label>
-        )}
-        <label class="check">
-          <input type="checkbox" checked={autoRedeploy && hookWillExist} disabled={!hookWillExist} onChange={(e) => setAutoRedeploy(e.currentTarget.checked)} />
-          Redeploy automatically after each sync {hookWillExist ? "" : "(needs a deploy hook)"}
-        </label>
-        <ErrorText error={save.error} />
-        <p class="status" role="status">
-          {saved ? "Saved." : ""}
-        </p>
-        <FormActions label="Save" busyLabel="Saving…" busy={save.busy} />
-      </form>
+          <ErrorText error={save.error} />
+          <p class="status" role="status">
+            {saved ? "Saved." : ""}
+          </p>
+          <FormActions label="Save" busyLabel="Saving…" busy={save.busy} />
+        </form>
+      )}
 
       <DangerZone
         title="Disconnect"

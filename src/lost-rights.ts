@@ -1,0 +1,41 @@
+import type { AccessGuard } from "./core/access.ts";
+import type { AuditWriter } from "./audit/audit.writer.ts";
+import type { Clock } from "./core/clock.ts";
+import type { Config } from "./core/config.ts";
+import type { Db } from "./core/db.ts";
+import { createVercelPause, type VercelPause } from "./integrations/vercel/vercel.pause.ts";
+import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
+import { createInvitationsService, type InvitationsService } from "./members/invitations.service.ts";
+import type { MembersRepo } from "./members/members.repo.ts";
+import { createMembersService, type MembersService } from "./members/members.service.ts";
+
+/**
+ * What a person created on their own authority and must not outlive it: when their rights in
+ * a project shrink or end (role change, removal, leaving, a disabled account), their pending
+ * invitations that no longer stand are voided and a Vercel connection syncing with their token
+ * is paused. The one list of listeners, for the server (app.ts) and the users command alike.
+ */
+export function wireLostRights(
+  members: MembersService,
+  handlers: { invitations: Pick<InvitationsService, "voidForLostRights">; vercel: VercelPause },
+): void {
+  members.onRightsLost((lost) => handlers.invitations.voidForLostRights(lost));
+  members.onRightsLost((lost) => handlers.vercel.pauseForLostRights(lost));
+}
+
+/** For the users command, which runs without the server: the members service with the listeners above. */
+export function createMembersForCommand(deps: {
+  db: Db;
+  repo: MembersRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  clock: Clock;
+  config: Config;
+}): MembersService {
+  const members = createMembersService(deps);
+  wireLostRights(members, {
+    invitations: createInvitationsService(deps),
+    vercel: createVercelPause({ repo: createVercelRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
+  });
+  return members;
+}

@@ -1,0 +1,370 @@
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import { test, type TestContext } from "node:test";
+import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
+import { runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { addMember, createInvitation } from "./secrets-helpers.ts";
+
+// Issue 14, items 2 and 6: a person who loses a right must not keep acting through what they
+// created with it. Pending invitations die with their inviter's right to invite (and are
+// refused at acceptance even when they predate that rule); a Vercel connection pauses when
+// the person whose token it uses loses integrations:manage.
+
+const GONE = { error: "This invitation is invalid, expired, or already used." };
+const PAUSED = {
+  error:
+    "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
+};
+const ALL_ENVS = ["development", "staging", "production"];
+
+interface Team {
+  server: TestServer;
+  projectId: string;
+  owner: Client;
+  alice: Client;
+}
+
+/** An owner and Alice, an admin who joined through an invitation. */
+async function startTeam(t: TestContext, env: Record<string, string> = {}): Promise<Team> {
+  const server = await startServer(t, { env });
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ALL_ENVS });
+  const alice = await server.signIn("alice@example.test");
+  await addMember(owner, alice, project.id, "admin");
+  return { server, projectId: project.id, owner, alice };
+}
+
+interface Pending {
+  id: string;
+  email: string;
+  token: string;
+}
+
+/** Alice invites one admin and one member holding production, the owner one viewer. */
+async function inviteAround(team: Team): Promise<{ byAlice: Pending[]; byOwner: Pending }> {
+  const make = async (by: Client, email: string, role: string, environments?: string[]): Promise<Pending> => {
+    const { invitation, token } = await createInvitation(by, team.projectId, email, role, environments);
+    return { id: invitation.id as string, email, token };
+  };
+  return {
+    byAlice: [
+      await make(team.alice, "new-admin@example.test", "admin"),
+      await make(team.alice, "new-member@example.test", "member", ["production"]),
+    ],
+    byOwner: await make(team.owner, "new-viewer@example.test", "viewer"),
+  };
+}
+
+async function listedInvitations(team: Team): Promise<string[]> {
+  const res = await team.owner.json("GET", `/api/projects/${team.projectId}/invitations`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return (res.body.invitations as { email: string }[]).map((i) => i.email).sort();
+}
+
+async function memberEmails(team: Team): Promise<string[]> {
+  const res = await team.owner.json("GET", `/api/projects/${team.projectId}/members`);
+  assert.equal(res.status, 200);
+  return (res.body.members as { email: string }[]).map((m) => m.email).sort();
+}
+
+async function auditOf(team: Team, action: string): Promise<any[]> {
+  const res = await team.owner.json("GET", `/api/projects/${team.projectId}/audit?action=${action}`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return (res.body.events as any[]).reverse();
+}
+
+/** Each invitee signs in with the invited address and tries the token: 410, and no membership. */
+async function assertRefused(team: Team, invitations: Pending[]): Promise<void> {
+  const before = await memberEmails(team);
+  for (const invitation of invitations) {
+    const invitee = await team.server.signIn(invitation.email);
+    const res = await invitee.json("POST", "/api/invitations/accept", { token: invitation.token });
+    assert.equal(res.status, 410, `${invitation.email}: ${JSON.stringify(res.body)}`);
+    assert.deepEqual(res.body, GONE);
+    const project = await invitee.json("GET", `/api/projects/${team.projectId}`);
+    assert.equal(project.status, 404, `${invitation.email} must not have become a member`);
+  }
+  assert.deepEqual(await memberEmails(team), before);
+}
+
+// ---------------------------------------------------------------------------------------
+// Invitations
+
+const LOSSES: { name: string; cause: string; act(team: Team): Promise<{ status: number; body: unknown }>; actor: "owner" | "alice" }[] = [
+  {
+    name: "demoted to member",
+    cause: "role_changed",
+    actor: "owner",
+    act: (team) => team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`, { role: "member" }),
+  },
+  {
+    name: "demoted to viewer",
+    cause: "role_changed",
+    actor: "owner",
+    act: (team) => team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`, { role: "viewer" }),
+  },
+  {
+    name: "removed",
+    cause: "removed",
+    actor: "owner",
+    act: (team) => team.owner.json("DELETE", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`),
+  },
+  {
+    name: "leaving",
+    cause: "left",
+    actor: "alice",
+    act: (team) => team.alice.json("DELETE", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`),
+  },
+];
+
+for (const loss of LOSSES) {
+  test(`an admin ${loss.name}: their pending invitations are voided and audited, and their tokens answer 410`, async (t) => {
+    const team = await startTeam(t);
+    const { byAlice, byOwner } = await inviteAround(team);
+    assert.deepEqual(await listedInvitations(team), [...byAlice.map((i) => i.email), byOwner.email].sort());
+
+    const res = await loss.act(team);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+
+    assert.deepEqual(await listedInvitations(team), [byOwner.email], "only the owner's invitation is left");
+    const revoked = await auditOf(team, "invitation.revoked");
+    assert.deepEqual(
+      revoked
+        .map((e) => ({ targetId: e.targetId, category: e.category, actor: e.actor.userId, metadata: e.metadata }))
+        .sort((a, b) => a.targetId.localeCompare(b.targetId)),
+      byAlice.map((i, n) => ({
+        targetId: i.id,
+        category: "access",
+        actor: (loss.actor === "owner" ? team.owner : team.alice).user!.id,
+        metadata: {
+          email: i.email,
+          role: n === 0 ? "admin" : "member",
+          reason: "inviter_lost_access",
+          inviter: team.alice.user!.id,
+          cause: loss.cause,
+        },
+      })).sort((a, b) => a.targetId.localeCompare(b.targetId)),
+    );
+    await assertRefused(team, byAlice);
+
+    // The owner's invitation is untouched and still works.
+    const viewer = await team.server.signIn(byOwner.email);
+    const accepted = await viewer.json("POST", "/api/invitations/accept", { token: byOwner.token });
+    assert.equal(accepted.status, 200, JSON.stringify(accepted.body));
+    assert.deepEqual(accepted.body, { projectId: team.projectId, role: "viewer" });
+  });
+}
+
+test("a role change that leaves the right to invite voids nothing: promoting a member, then the admin who invited stays admin", async (t) => {
+  const team = await startTeam(t);
+  const bob = await team.server.signIn("bob@example.test");
+  await addMember(team.owner, bob, team.projectId, "member");
+  const { byAlice } = await inviteAround(team);
+  const promoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${bob.user!.id}`, { role: "admin" });
+  assert.equal(promoted.status, 200);
+  // Demoting Bob (who invited no one) touches nobody else's invitations.
+  const demoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${bob.user!.id}`, { role: "viewer" });
+  assert.equal(demoted.status, 200);
+  assert.equal((await listedInvitations(team)).length, 3);
+  assert.deepEqual(await auditOf(team, "invitation.revoked"), []);
+  const invitee = await team.server.signIn(byAlice[1]!.email);
+  const accepted = await invitee.json("POST", "/api/invitations/accept", { token: byAlice[1]!.token });
+  assert.deepEqual([accepted.status, accepted.body], [200, { projectId: team.projectId, role: "member" }]);
+});
+
+test("acceptance re-checks the inviter: an invitation from before voiding existed, or whose inviter is gone, answers 410 and changes nothing", async (t) => {
+  const team = await startTeam(t);
+  const { byAlice, byOwner } = await inviteAround(team);
+  // The state an older server left behind: Alice demoted without her invitations being voided.
+  // No API path reaches it any more, so it is written directly.
+  team.server.app.db.$client
+    .prepare("UPDATE memberships SET role = 'member' WHERE project_id = ? AND user_id = ?")
+    .run(team.projectId, team.alice.user!.id);
+  assert.equal((await listedInvitations(team)).length, 3, "still pending, as an older server left them");
+
+  await assertRefused(team, byAlice);
+  assert.equal((await listedInvitations(team)).length, 3, "a refused acceptance changes nothing");
+  assert.deepEqual(
+    (await auditOf(team, "invitation.accepted")).map((e) => e.metadata.email),
+    ["alice@example.test"],
+    "no acceptance but Alice's own, from before",
+  );
+
+  // An invitation whose inviter no longer exists (invited_by emptied) is refused too.
+  team.server.app.db.$client.prepare("UPDATE invitations SET invited_by = NULL WHERE id = ?").run(byOwner.id);
+  await assertRefused(team, [byOwner]);
+});
+
+// ---------------------------------------------------------------------------------------
+// Vercel
+
+function newToken(): string {
+  return `vcp_${crypto.randomBytes(18).toString("hex")}`;
+}
+
+interface VercelTeam extends Team {
+  fake: FakeVercel;
+  base: string;
+}
+
+/** Alice (admin) connects Vercel with her token and links prj_web: production → production. */
+async function connectedByAlice(t: TestContext): Promise<VercelTeam> {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const token = newToken();
+  fake.addToken(token);
+  fake.addProject("prj_web", "web");
+  const team = await startTeam(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" });
+  const base = `/api/projects/${team.projectId}/integrations/hosting`;
+  const connected = await team.alice.json("POST", base, { token });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  assert.deepEqual(
+    [connected.body.connectedBy, connected.body.paused, connected.body.pausedReason],
+    [{ userId: team.alice.user!.id, email: "alice@example.test" }, false, null],
+  );
+  const linked = await team.alice.json("PUT", base, { hostProjectId: "prj_web", mappings: { production: "production" } });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  return { ...team, fake, base };
+}
+
+async function addSecret(team: Team, key: string, value: string): Promise<void> {
+  const res = await team.owner.json("POST", `/api/projects/${team.projectId}/environments/production/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+test("Vercel: the admin who connected is demoted; syncing pauses (visible, audited, nothing sent) until the owner reconnects", async (t) => {
+  const team = await connectedByAlice(t);
+  const demoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`, { role: "member" });
+  assert.equal(demoted.status, 200);
+
+  const connection = await team.owner.json("GET", team.base);
+  assert.equal(connection.status, 200);
+  assert.equal(connection.body.paused, true);
+  assert.equal(connection.body.pausedReason, "connector_role_changed");
+  assert.match(connection.body.pausedAt, /^\d{4}-\d{2}-\d{2}T/);
+  assert.deepEqual(connection.body.connectedBy, { userId: team.alice.user!.id, email: "alice@example.test" });
+  assert.equal(connection.body.status, "active", "status keeps its api.md values; paused is its own field");
+  assert.equal(JSON.stringify(connection.body).includes("vcp_"), false, "never the token");
+
+  const paused = await auditOf(team, "integration.paused");
+  assert.deepEqual(
+    paused.map((e) => ({ category: e.category, actor: e.actor.userId, metadata: e.metadata })),
+    [
+      {
+        category: "integrations",
+        actor: team.owner.user!.id,
+        metadata: { provider: "vercel", reason: "connector_lost_access", connectedBy: team.alice.user!.id, cause: "role_changed" },
+      },
+    ],
+  );
+
+  // Nothing reaches Vercel with Alice's token: no manual sync, no automatic one, no listing.
+  const requestsBefore = team.fake.requests.length;
+  const sync = await team.owner.json("POST", `${team.base}/sync`);
+  assert.deepEqual([sync.status, sync.body], [400, PAUSED]);
+  const redeploy = await team.owner.json("POST", `${team.base}/sync`, { redeploy: true });
+  assert.deepEqual([redeploy.status, redeploy.body], [400, PAUSED]);
+  const options = await team.owner.json("GET", `${team.base}/options`);
+  assert.deepEqual([options.status, options.body], [400, PAUSED]);
+  const relink = await team.owner.json("PUT", team.base, { hostProjectId: "prj_web", mappings: { production: "production" } });
+  assert.deepEqual([relink.status, relink.body], [400, PAUSED]);
+  await addSecret(team, "PAUSED_KEY", "value-while-paused");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(team.fake.requests.length, requestsBefore, "no request reached Vercel while paused");
+  assert.equal(team.fake.envFor("prj_web", "PAUSED_KEY", "production"), undefined);
+  const waiting = await team.owner.json("GET", team.base);
+  assert.equal(waiting.body.pending, 1, "the change waits for the reconnect");
+  assert.equal(waiting.body.syncing, false);
+
+  // The security overview shows it, with a note saying what to do.
+  const overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
+  assert.equal(overview.status, 200);
+  assert.equal(overview.body.integrations.hosting.paused, true);
+  assert.equal(overview.body.integrations.hosting.pausedReason, "connector_role_changed");
+  assert.deepEqual(overview.body.integrations.hosting.connectedBy, { userId: team.alice.user!.id, email: "alice@example.test" });
+  assert.ok(
+    (overview.body.notes as string[]).some((n) => n.startsWith("Vercel syncing is paused: alice@example.test no longer manages")),
+    JSON.stringify(overview.body.notes),
+  );
+
+  // The owner reconnects with a token of their own: the pause ends and the waiting change goes out.
+  const ownerToken = newToken();
+  team.fake.addToken(ownerToken);
+  const reconnected = await team.owner.json("POST", team.base, { token: ownerToken });
+  assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
+  assert.deepEqual(
+    [reconnected.body.paused, reconnected.body.pausedAt, reconnected.body.pausedReason, reconnected.body.connectedBy, reconnected.body.status],
+    [false, null, null, { userId: team.owner.user!.id, email: "owner@example.test" }, "active"],
+  );
+  const connectedEvents = await auditOf(team, "integration.connected");
+  assert.deepEqual(connectedEvents.at(-1).metadata, { provider: "vercel", teamId: null, resumed: true });
+  await waitFor("the automatic sync after the reconnect", async () => team.fake.envFor("prj_web", "PAUSED_KEY", "production"));
+  assert.equal(team.fake.envFor("prj_web", "PAUSED_KEY", "production")!.value, "value-while-paused");
+  const afterSync = team.fake.requests.filter((r) => r.authorization !== undefined).slice(-1)[0]!;
+  assert.equal(afterSync.authorization, `Bearer ${ownerToken}`, "the sync uses the owner's token now");
+  const cleared = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
+  assert.equal(cleared.body.integrations.hosting.paused, false);
+  assert.equal((cleared.body.notes as string[]).some((n) => n.startsWith("Vercel syncing is paused")), false);
+});
+
+test("Vercel: removing or losing the connector pauses only their connection; one without a recorded connector keeps running", async (t) => {
+  const team = await connectedByAlice(t);
+  // Another admin changing roles is not Alice: nothing pauses.
+  const bob = await team.server.signIn("bob@example.test");
+  await addMember(team.owner, bob, team.projectId, "admin");
+  assert.equal((await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${bob.user!.id}`, { role: "member" })).status, 200);
+  assert.equal((await team.owner.json("GET", team.base)).body.paused, false);
+
+  const removed = await team.owner.json("DELETE", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`);
+  assert.equal(removed.status, 200);
+  const connection = await team.owner.json("GET", team.base);
+  assert.deepEqual([connection.body.paused, connection.body.pausedReason], [true, "connector_removed"]);
+  assert.deepEqual(connection.body.connectedBy, { userId: team.alice.user!.id, email: "alice@example.test" });
+
+  // A connection made before connected_by was recorded has no one to check, and keeps syncing.
+  const legacy = await connectedByAlice(t);
+  legacy.server.app.db.$client.prepare("UPDATE integrations SET connected_by = NULL WHERE project_id = ?").run(legacy.projectId);
+  assert.equal((await legacy.alice.json("DELETE", `/api/projects/${legacy.projectId}/members/${legacy.alice.user!.id}`)).status, 200);
+  const kept = await legacy.owner.json("GET", legacy.base);
+  assert.deepEqual([kept.body.paused, kept.body.connectedBy], [false, null]);
+  const synced = await legacy.owner.json("POST", `${legacy.base}/sync`);
+  assert.equal(synced.status, 200, JSON.stringify(synced.body));
+});
+
+test("disabling a user (users disable) voids their invitations and pauses the Vercel connection they made, in every project", async (t) => {
+  const team = await connectedByAlice(t);
+  const { byAlice, byOwner } = await inviteAround(team);
+
+  const disabled = await runMain(["users", "disable", "alice@example.test"], team.server.env);
+  assert.equal(disabled.code, 0, disabled.stderr);
+
+  assert.deepEqual(await listedInvitations(team), [byOwner.email]);
+  const revoked = await auditOf(team, "invitation.revoked");
+  assert.deepEqual(
+    revoked.map((e) => [e.actor, e.metadata.reason, e.metadata.cause]),
+    [
+      [null, "inviter_lost_access", "disabled"],
+      [null, "inviter_lost_access", "disabled"],
+    ],
+  );
+  await assertRefused(team, byAlice);
+
+  const connection = await team.owner.json("GET", team.base);
+  assert.deepEqual([connection.body.paused, connection.body.pausedReason], [true, "connector_disabled"]);
+  const requestsBefore = team.fake.requests.length;
+  await addSecret(team, "AFTER_DISABLE", "value-after-disable");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(team.fake.requests.length, requestsBefore, "the server process sees the pause another process wrote");
+  const sync = await team.owner.json("POST", `${team.base}/sync`);
+  assert.deepEqual([sync.status, sync.body], [400, PAUSED]);
+});
