@@ -1,6 +1,7 @@
 import { systemClock } from "../core/clock.ts";
 import { loadConfig, type Config } from "../core/config.ts";
-import { openDatabase, type Db } from "../core/db.ts";
+import { checkMasterKeys, openDatabase, type Db } from "../core/db.ts";
+import { loadKeyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { createLocalRepo } from "../sign-in/local.repo.ts";
 import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
@@ -135,11 +136,15 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       if (!email) return 2;
       return run(() =>
         withDatabase((db, config) => {
+          // The events this writes are chained under the master key like the server's: a
+          // key that does not match the database stops here instead of breaking the chain.
+          const keyring = loadKeyring(config);
+          checkMasterKeys(db, keyring, systemClock.now());
           const members = createMembersForCommand({
             db,
             repo: createMembersRepo(db),
             access: createAccessGuard(db),
-            audit: createAuditWriter(db, systemClock),
+            audit: createAuditWriter(db, systemClock, keyring),
             clock: systemClock,
             config,
           });
