@@ -203,6 +203,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       access: createAccessGuard(db),
       config,
       keyring: new Keyring(1, new Map([[1, crypto.randomBytes(32)]])),
+      serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
       clock: systemClock,
     });
     const caller: Caller = {

@@ -12,7 +12,7 @@ import { createAccessGuard } from "./core/access.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
-import { createAuth } from "./core/auth.ts";
+import { createAuth, rateLimitKey } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
@@ -31,6 +31,10 @@ import { createProjectsService } from "./projects/projects.service.ts";
 import { createSecretsRepo } from "./secrets/secrets.repo.ts";
 import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
+import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
+import { registerServiceAccountRoutes } from "./service-accounts/service-accounts.routes.ts";
+import { createServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
+import { createWorkloadIdentityService } from "./service-accounts/workload-identity.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
 import { createInboxRepo } from "./invitations/inbox.repo.ts";
@@ -152,7 +156,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (req.url.startsWith("/api/")) void reply.header("cache-control", "no-store");
   });
 
-  const auth = createAuth(db, config, clock);
+  const access = createAccessGuard(db);
+  const audit = createAuditWriter(db, clock);
+  // Before auth: service tokens are resolved by their own feature on every request.
+  const serviceAccountsRepo = createServiceAccountsRepo(db);
+  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, access, audit, clock });
+  const auth = createAuth(db, config, clock, serviceAccounts);
   auth.register(app);
 
   await app.register(rateLimit, {
@@ -161,7 +170,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     timeWindow: 60_000,
     // After the credential is resolved, so limits count per user rather than per address.
     hook: "preHandler",
-    keyGenerator: (req) => (req.caller ? `user:${req.caller.userId}` : `ip:${req.ip}`),
+    keyGenerator: rateLimitKey,
     errorResponseBuilder: (_req, context) => ({
       statusCode: 429,
       message: `Too many requests. Try again in ${Math.max(1, Math.ceil(context.ttl / 1000))} seconds.`,
@@ -177,8 +186,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     db.$client.close();
     throw error;
   }
-  const access = createAccessGuard(db);
-  const audit = createAuditWriter(db, clock);
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
   const secrets = createSecretsService({ db, repo: createSecretsRepo(db), access, audit, vault, clock, log });
@@ -224,9 +231,22 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
-  registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
+  registerAuditRoutes(app, { auth, access, audit: createAuditService({
+      repo: createAuditRepo(db),
+      access,
+      config,
+      keyring,
+      clock,
+      serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
+    }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });
+  registerServiceAccountRoutes(app, {
+    auth,
+    access,
+    serviceAccounts,
+    workloadIdentity: createWorkloadIdentityService({ db, repo: serviceAccountsRepo, audit, clock, log }),
+  });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerVercelRoutes(app, { auth, access, vercel });
   registerUiRoutes(app);

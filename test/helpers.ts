@@ -25,7 +25,8 @@ export const allLogLines: string[] = [];
 // ignored; pick distinctive values in tests (a value like "secret" also occurs in
 // ordinary log text).
 const SENSITIVE_REQUEST_FIELDS = new Set(["value", "token", "refreshToken", "accessToken", "deviceCode", "password", "deployHookUrl"]);
-const SENSITIVE_RESPONSE_FIELDS = new Set(["accessToken", "refreshToken", "deviceCode", "devAcceptUrl"]);
+// `token`: a service token, shown once by POST .../service-accounts/<id>/tokens.
+const SENSITIVE_RESPONSE_FIELDS = new Set(["accessToken", "refreshToken", "deviceCode", "devAcceptUrl", "token"]);
 const MIN_SENSITIVE_LENGTH = 6;
 
 interface LeakWatch {

@@ -39,6 +39,8 @@ export function verifyAuditChain(db: Db): ChainCheck {
       targetType: row.target_type,
       targetId: row.target_id,
       metadata: row.metadata,
+      serviceAccountId: row.service_account_id,
+      serviceAccountName: row.service_account_name,
     });
     if (hash !== row.hash) {
       return { ok: false, events, brokenAt: position, reason: "its content does not match its hash: the event was edited" };

@@ -167,13 +167,13 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
 
   return {
     get(caller: Caller, projectId: string): ConnectionView {
-      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      const projectAccess = access.require(caller, projectId, "integrations:manage");
       return toView(repo.find(projectId), projectAccess);
     },
 
     /** Checks the token (and team) with Vercel before anything is saved. */
     async connect(caller: Caller, projectId: string, input: { token: string; teamId?: string }): Promise<ConnectionView> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const teamId = input.teamId ?? null;
       try {
         await client.getUser(input.token);
@@ -204,7 +204,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       }
 
       const view = writeTransaction(db, () => {
-        const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+        const projectAccess = access.require(caller, projectId, "integrations:manage");
         const sealed = vault.seal(projectId, integrationAad(projectId, "token"), input.token);
         const now = clock.now().toISOString();
         const existing = repo.find(projectId);
@@ -248,7 +248,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async options(caller: Caller, projectId: string, query: { teamId?: string }): Promise<{ teams: NamedItem[]; projects: NamedItem[] }> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const row = requireConnection(projectId);
       const token = savedToken(row);
       try {
@@ -264,7 +264,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async link(caller: Caller, projectId: string, input: LinkInput): Promise<ConnectionView> {
-      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      const projectAccess = access.require(caller, projectId, "integrations:manage");
       for (const environment of Object.keys(input.mappings)) {
         if (!(projectAccess.projectEnvironments as string[]).includes(environment)) {
           throw new HttpError(400, `Mappings may only name this project's environments: ${projectAccess.projectEnvironments.join(", ")}.`);
@@ -293,7 +293,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       const hostProject = project;
 
       return writeTransaction(db, () => {
-        const current = access.require(caller.userId, projectId, "integrations:manage");
+        const current = access.require(caller, projectId, "integrations:manage");
         const existing = requireConnection(projectId);
         let hook: Partial<IntegrationRow> = {};
         if (input.deployHookUrl === null) hook = { hookCiphertext: null, hookKeyVersion: null };
@@ -337,7 +337,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async sync(caller: Caller, projectId: string, input: { redeploy: boolean }): Promise<{ summary: SyncSummary }> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const row = repo.find(projectId);
       if (!row?.hostProjectId) throw new HttpError(400, MESSAGES.linkFirst);
       if (row.status === "attention") throw new HttpError(400, MESSAGES.reconnect);
@@ -362,7 +362,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     /** Removes the connection, its token and hook; vars already at Vercel stay. */
     disconnect(caller: Caller, projectId: string): void {
       writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "integrations:manage");
+        access.require(caller, projectId, "integrations:manage");
         if (!repo.delete(projectId)) return;
         audit.record(caller, {
           projectId,
