@@ -57,6 +57,8 @@ export interface AppOptions {
   clock?: Clock;
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
+  /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
+  jwksCooldownMs?: number;
 }
 
 export interface App {
@@ -245,7 +247,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     auth,
     access,
     serviceAccounts,
-    workloadIdentity: createWorkloadIdentityService({ db, repo: serviceAccountsRepo, audit, clock, log }),
+    workloadIdentity: createWorkloadIdentityService({
+      db,
+      repo: serviceAccountsRepo,
+      audit,
+      clock,
+      log,
+      jwksCooldownMs: options.jwksCooldownMs,
+    }),
   });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerVercelRoutes(app, { auth, access, vercel });

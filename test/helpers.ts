@@ -114,6 +114,8 @@ export interface ServerOptions {
   exactEnv?: boolean;
   dataDir?: string;
   clock?: ManualClock;
+  /** Passed to buildApp: the identity issuers' key-set refetch cooldown. */
+  jwksCooldownMs?: number;
 }
 
 export interface TestServer {
@@ -172,7 +174,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   env.PORT = String(port);
   if (!options.env?.APP_URL) env.APP_URL = `http://127.0.0.1:${port}`;
   const config = loadConfig(env);
-  const app = await buildApp(config, { clock, logStream });
+  const app = await buildApp(config, { clock, logStream, jwksCooldownMs: options.jwksCooldownMs });
   await app.app.listen({ host: "127.0.0.1", port });
   const url = `http://127.0.0.1:${port}`;
   leakWatchesByUrl.set(url, watch);

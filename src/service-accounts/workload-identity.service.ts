@@ -87,9 +87,10 @@ interface Deps {
   audit: AuditWriter;
   clock: Clock;
   log: Pick<Logger, "warn">;
+  jwksCooldownMs?: number;
 }
 
-export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
+export function createWorkloadIdentityService({ db, repo, audit, clock, log, jwksCooldownMs = JWKS_COOLDOWN_MS }: Deps) {
   // Per issuer: its discovered key set, rediscovered after JWKS_MAX_AGE_MS.
   const keySets = new Map<string, KeySet>();
 
@@ -112,7 +113,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     }
     const jwks = createRemoteJWKSet(new URL(document.jwks_uri), {
       timeoutDuration: FETCH_TIMEOUT_MS,
-      cooldownDuration: JWKS_COOLDOWN_MS,
+      cooldownDuration: jwksCooldownMs,
       cacheMaxAge: JWKS_MAX_AGE_MS,
     });
     keySets.set(issuer, { jwks, fetchedAt: Date.now() });
