@@ -35,15 +35,15 @@ export function createServiceAccountsRepo(db: Db) {
   );
   const countsStatement = sqlite.prepare(
     `SELECT
-             (SELECT count(*) FROM service_accounts WHERE project_id = @projectId) AS accounts,
-             count(t.id) AS tokens,
-             coalesce(sum(t.expires_at IS NULL), 0) AS tokensWithoutExpiry,
-             coalesce(sum(coalesce(t.last_used_at, t.created_at) < @unusedSince), 0) AS tokensUnusedFor90Days,
-             (SELECT count(*) FROM service_account_trusts r JOIN service_accounts a ON a.id = r.service_account_id
-               WHERE a.project_id = @projectId) AS trusts
-           FROM service_accounts a
-           JOIN service_tokens t ON t.service_account_id = a.id AND t.kind = 'service' AND (t.expires_at IS NULL OR t.expires_at > @now)
-           WHERE a.project_id = @projectId`,
+       (SELECT count(*) FROM service_accounts WHERE project_id = @projectId) AS accounts,
+       count(t.id) AS tokens,
+       coalesce(sum(t.expires_at IS NULL), 0) AS tokensWithoutExpiry,
+       coalesce(sum(coalesce(t.last_used_at, t.created_at) < @unusedSince), 0) AS tokensUnusedFor90Days,
+       (SELECT count(*) FROM service_account_trusts r JOIN service_accounts a ON a.id = r.service_account_id
+         WHERE a.project_id = @projectId) AS trusts
+     FROM service_accounts a
+     JOIN service_tokens t ON t.service_account_id = a.id AND t.kind = 'service' AND (t.expires_at IS NULL OR t.expires_at > @now)
+     WHERE a.project_id = @projectId`,
   );
   const touchToken = sqlite.prepare("UPDATE service_tokens SET last_used_at = ?, last_used_ip = ? WHERE id = ?");
 
@@ -114,7 +114,7 @@ export function createServiceAccountsRepo(db: Db) {
       db.insert(serviceTokens).values(row).run();
     },
 
-    /** Removes one service token of the account; false when there was none. */
+    /** Removes one service token of the account; undefined when there was none. */
     deleteToken(accountId: string, tokenId: string): ServiceTokenRow | undefined {
       return db
         .delete(serviceTokens)
