@@ -206,6 +206,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       access: createAccessGuard(db),
       config,
       keyring,
+      serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
       clock: systemClock,
     });
     const caller: Caller = {

@@ -12,7 +12,7 @@ import { createAccessGuard } from "./core/access.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
-import { createAuth, isApiRoute, matchedRoute } from "./core/auth.ts";
+import { createAuth, isApiRoute, matchedRoute, rateLimitKey } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
@@ -31,6 +31,10 @@ import { createProjectsService } from "./projects/projects.service.ts";
 import { createSecretsRepo } from "./secrets/secrets.repo.ts";
 import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
+import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
+import { registerServiceAccountRoutes } from "./service-accounts/service-accounts.routes.ts";
+import { createServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
+import { createWorkloadIdentityService } from "./service-accounts/workload-identity.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
 import { createInboxRepo } from "./invitations/inbox.repo.ts";
@@ -55,6 +59,8 @@ export interface AppOptions {
   clock?: Clock;
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
+  /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
+  jwksCooldownMs?: number;
 }
 
 export interface App {
@@ -174,7 +180,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
   });
 
-  const auth = createAuth(db, config, clock);
+  const access = createAccessGuard(db);
+  const audit = createAuditWriter(db, clock, keyring);
+  // Before auth: service tokens are resolved by their own feature on every request.
+  const serviceAccountsRepo = createServiceAccountsRepo(db);
+  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, access, audit, clock });
+  const auth = createAuth(db, config, clock, serviceAccounts);
   auth.register(app);
 
   await app.register(rateLimit, {
@@ -186,7 +197,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // already resolved by then (auth's onRequest hook is the app's, registered above; a
     // limit's hook is the route's, and those run after), so limits count per user.
     hook: "onRequest",
-    keyGenerator: (req) => (req.caller ? `user:${req.caller.userId}` : `ip:${req.ip}`),
+    keyGenerator: rateLimitKey,
     errorResponseBuilder: (_req, context) => ({
       statusCode: 429,
       message: `Too many requests. Try again in ${Math.max(1, Math.ceil(context.ttl / 1000))} seconds.`,
@@ -202,8 +213,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     db.$client.close();
     throw error;
   }
-  const access = createAccessGuard(db);
-  const audit = createAuditWriter(db, clock, keyring);
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
   const secrets = createSecretsService({ db, repo: createSecretsRepo(db), access, audit, vault, clock, log });
@@ -250,9 +259,29 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
-  registerAuditRoutes(app, { auth, access, audit: createAuditService({ repo: createAuditRepo(db), access, config, keyring, clock }) });
+  registerAuditRoutes(app, { auth, access, audit: createAuditService({
+      repo: createAuditRepo(db),
+      access,
+      config,
+      keyring,
+      clock,
+      serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
+    }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });
+  registerServiceAccountRoutes(app, {
+    auth,
+    access,
+    serviceAccounts,
+    workloadIdentity: createWorkloadIdentityService({
+      db,
+      repo: serviceAccountsRepo,
+      audit,
+      clock,
+      log,
+      jwksCooldownMs: options.jwksCooldownMs,
+    }),
+  });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerVercelRoutes(app, { auth, access, vercel });
   registerUiRoutes(app);

@@ -95,9 +95,12 @@ test("project operations are audited with category, actor, target and metadata",
     "category",
     "id",
     "metadata",
+    "serviceAccount",
     "targetId",
     "targetType",
   ]);
+  // A person's event names no service account (machine-access.md).
+  assert.equal(page.events[0]!.serviceAccount, null);
 
   // Only a real change is an event.
   await alice.json("PATCH", `/api/projects/${project.id}`, { name: "api-2" });

@@ -25,7 +25,8 @@ export const allLogLines: string[] = [];
 // ignored; pick distinctive values in tests (a value like "secret" also occurs in
 // ordinary log text).
 const SENSITIVE_REQUEST_FIELDS = new Set(["value", "token", "refreshToken", "accessToken", "deviceCode", "password", "deployHookUrl"]);
-const SENSITIVE_RESPONSE_FIELDS = new Set(["accessToken", "refreshToken", "deviceCode", "devAcceptUrl"]);
+// `token`: a service token, shown once by POST .../service-accounts/<id>/tokens.
+const SENSITIVE_RESPONSE_FIELDS = new Set(["accessToken", "refreshToken", "deviceCode", "devAcceptUrl", "token"]);
 const MIN_SENSITIVE_LENGTH = 6;
 
 interface LeakWatch {
@@ -113,6 +114,8 @@ export interface ServerOptions {
   exactEnv?: boolean;
   dataDir?: string;
   clock?: ManualClock;
+  /** Passed to buildApp: the identity issuers' key-set refetch cooldown. */
+  jwksCooldownMs?: number;
 }
 
 export interface TestServer {
@@ -171,7 +174,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   env.PORT = String(port);
   if (!options.env?.APP_URL) env.APP_URL = `http://127.0.0.1:${port}`;
   const config = loadConfig(env);
-  const app = await buildApp(config, { clock, logStream });
+  const app = await buildApp(config, { clock, logStream, jwksCooldownMs: options.jwksCooldownMs });
   await app.app.listen({ host: "127.0.0.1", port });
   const url = `http://127.0.0.1:${port}`;
   leakWatchesByUrl.set(url, watch);

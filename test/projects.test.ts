@@ -49,7 +49,8 @@ test("create answers 201 with the full project shape; the caller is owner", asyn
   assert.equal(project.description, "Payments");
   assert.equal(project.role, "owner");
   assert.deepEqual(project.permissions, [...PERMISSIONS]);
-  assert.equal(project.permissions.length, 16);
+  // api.md's sixteen and machine-access.md's service_accounts:manage.
+  assert.equal(project.permissions.length, 17);
   assert.deepEqual(project.environments, ["development", "production"]);
   assert.deepEqual(project.secretCounts, { development: 0, production: 0 });
   assert.match(project.createdAt, ISO_MS);
@@ -247,7 +248,7 @@ test("the permissions array follows a role change on the very next request", asy
   server.app.db.$client.prepare("UPDATE memberships SET role = 'admin' WHERE user_id = ?").run(carol.user!.id);
   const after = await carol.json("GET", `/api/projects/${project.id}`);
   assert.equal(after.body.project.role, "admin");
-  assert.equal(after.body.project.permissions.length, 15);
+  assert.equal(after.body.project.permissions.length, 16);
 });
 
 test("a non-member gets 404 Project not found. on every project route, whatever the body", async (t) => {

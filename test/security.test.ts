@@ -73,7 +73,11 @@ test("every overview field from live data: keys, records, roles, invitations, gr
       externalKms: false,
     },
     authentication: { provider: "dev", cliAccessTokenMinutes: 60, cliRefreshTokenDays: 30 },
-    access: { members: { owner: 1, admin: 1, member: 2, viewer: 1 }, pendingInvitations: 1 },
+    access: {
+      members: { owner: 1, admin: 1, member: 2, viewer: 1 },
+      pendingInvitations: 1,
+      serviceAccounts: { accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 },
+    },
     integrations: { hosting: null },
     auditLog: { events: await auditEventCount(server, alice, project.id) },
     notes: [

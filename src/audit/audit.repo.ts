@@ -7,6 +7,8 @@ export interface AuditFilter {
   category?: string;
   action?: string;
   actorUserId?: string;
+  /** Events caused by this service account (exclusive with actorUserId). */
+  serviceAccountId?: string;
   /** Inclusive lower bound, ISO text. */
   fromAt?: string;
   /** Upper bound, ISO text; exclusive when `toExclusive` (a date-only `to`). */
@@ -28,6 +30,8 @@ export interface AuditEventRow {
   actor_user_id: string | null;
   actor_email: string | null;
   actor_is_member: number;
+  service_account_id: string | null;
+  service_account_name: string | null;
 }
 
 export interface StoredEventRow {
@@ -41,6 +45,8 @@ export interface StoredEventRow {
   target_type: string;
   target_id: string;
   metadata: string;
+  service_account_id: string | null;
+  service_account_name: string | null;
   prev_hash: string;
   hash: string;
   /** null: chained with plain SHA-256, before the chain was keyed. */
@@ -71,6 +77,8 @@ export interface HostingRow {
  * for actor + dates and scan every event of the period.
  */
 function indexFor(filter: AuditFilter): string {
+  // A service account's events are few next to people's: one index serves all its filters.
+  if (filter.serviceAccountId !== undefined) return "audit_events_project_service_account_at";
   const kind = filter.action !== undefined ? "action" : filter.category !== undefined ? "category" : undefined;
   if (filter.actorUserId !== undefined) return kind ? `audit_events_project_actor_${kind}_at` : "audit_events_project_actor_at";
   return kind ? `audit_events_project_${kind}_at` : "audit_events_project_at";
@@ -92,6 +100,7 @@ export function createAuditRepo(db: Db) {
     if (filter.action !== undefined) where.push("e.action = @action");
     else if (filter.category !== undefined) where.push("e.category = @category");
     if (filter.actorUserId !== undefined) where.push("e.actor_user_id = @actorUserId");
+    if (filter.serviceAccountId !== undefined) where.push("e.service_account_id = @serviceAccountId");
     if (filter.fromAt !== undefined) where.push("e.at >= @fromAt");
     // A cursor older than `to` makes `to` redundant; dropping it leaves SQLite one upper
     // bound, the cursor, so a deep page seeks straight to it instead of scanning from `to`.
@@ -103,7 +112,7 @@ export function createAuditRepo(db: Db) {
     // A row-value comparison is a single range on the (…, at, id) indexes.
     if (filter.before !== undefined) where.push("(e.at, e.id) < (@beforeAt, @beforeId)");
     const sql = `SELECT e.id, e.at, e.action, e.category, e.target_type, e.target_id, e.metadata, e.actor_user_id,
-        u.email AS actor_email, (m.user_id IS NOT NULL) AS actor_is_member
+        e.service_account_id, e.service_account_name, u.email AS actor_email, (m.user_id IS NOT NULL) AS actor_is_member
       FROM audit_events e INDEXED BY ${indexFor(filter)}
       LEFT JOIN users u ON u.id = e.actor_user_id
       LEFT JOIN memberships m ON m.project_id = e.project_id AND m.user_id = e.actor_user_id
@@ -118,6 +127,9 @@ export function createAuditRepo(db: Db) {
     return statement;
   }
 
+  const hasServiceAccountEvents = sqlite
+    .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at WHERE project_id = ? AND service_account_id = ? LIMIT 1")
+    .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
   // Every encrypted record of the project: each value version (the current ones included)
   // and the integration's token and deploy hook.
@@ -154,7 +166,7 @@ export function createAuditRepo(db: Db) {
      FROM integrations i LEFT JOIN users u ON u.id = i.connected_by WHERE i.project_id = ?`,
   );
   const chainColumns =
-    "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version";
+    "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, service_account_id, service_account_name, prev_hash, hash, mac_key_version";
   const allEvents = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events ORDER BY seq`);
   const chainPage = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`);
   const relink = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
@@ -173,6 +185,11 @@ export function createAuditRepo(db: Db) {
       const statement = pageStatement(filter);
       const plan = sqlite.prepare(`EXPLAIN QUERY PLAN ${statement.source}`).all(pageParameters(filter)) as { detail: string }[];
       return plan.map((r) => r.detail);
+    },
+
+    /** Whether a service account with this id (deleted or not) caused any event of the project. */
+    hasServiceAccountEvents(projectId: string, serviceAccountId: string): boolean {
+      return hasServiceAccountEvents.get(projectId, serviceAccountId) !== undefined;
     },
 
     countProjectEvents(projectId: string): number {
@@ -237,6 +254,7 @@ function pageParameters(filter: AuditFilter): Record<string, string | number> {
     action: filter.action,
     category: filter.category,
     actorUserId: filter.actorUserId,
+    serviceAccountId: filter.serviceAccountId,
     fromAt: filter.fromAt,
     toAt: filter.toAt,
     beforeAt: filter.before?.at,

@@ -37,6 +37,17 @@ export interface AuditEventView {
   metadata: Record<string, unknown>;
   /** null for the server's own actions (an automatic sync). */
   actor: { userId: string; email: string | null; isYou: boolean; isMember: boolean } | null;
+  /** The service account that caused the event, as named then; null for people and the server. */
+  serviceAccount: { id: string; name: string } | null;
+}
+
+/** machine-access.md's `access.serviceAccounts` of the security overview (live tokens only). */
+export interface ServiceAccountCounts {
+  accounts: number;
+  tokens: number;
+  tokensWithoutExpiry: number;
+  tokensUnusedFor90Days: number;
+  trusts: number;
 }
 
 export interface AuditPage {
@@ -96,9 +107,11 @@ interface Deps {
   config: Config;
   keyring: Keyring;
   clock: Clock;
+  /** Given by app.ts from the service-accounts feature (which writes audit events itself, so no import). */
+  serviceAccountCounts: (projectId: string) => ServiceAccountCounts;
 }
 
-export function createAuditService({ repo, access, config, keyring, clock }: Deps) {
+export function createAuditService({ repo, access, config, keyring, clock, serviceAccountCounts }: Deps) {
   function toView(row: AuditEventRow, caller: Caller): AuditEventView {
     return {
       id: row.id,
@@ -118,6 +131,8 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
               isYou: row.actor_user_id === caller.userId,
               isMember: row.actor_is_member === 1,
             },
+      serviceAccount:
+        row.service_account_id === null ? null : { id: row.service_account_id, name: row.service_account_name ?? "" },
     };
   }
 
@@ -129,10 +144,17 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
 
   return {
     list(caller: Caller, projectId: string, query: AuditQuery): AuditPage {
-      access.require(caller.userId, projectId, "audit:read");
+      access.require(caller, projectId, "audit:read");
       const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
       // One row more than the page tells whether another page exists, without a count.
-      const rows = repo.page({ ...auditFilter(projectId, query), before, limit: query.limit + 1 });
+      const filter = auditFilter(projectId, query);
+      // The actor filter names a person or a service account; ids are UUIDs, so an id that
+      // caused service-account events of this project is that account's (deleted or not).
+      if (filter.actorUserId !== undefined && repo.hasServiceAccountEvents(projectId, filter.actorUserId)) {
+        filter.serviceAccountId = filter.actorUserId;
+        filter.actorUserId = undefined;
+      }
+      const rows = repo.page({ ...filter, before, limit: query.limit + 1 });
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
@@ -143,7 +165,7 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
 
     /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */
     overview(caller: Caller, projectId: string) {
-      access.require(caller.userId, projectId, "audit:read");
+      access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;
       const records = repo.countRecords(projectId, currentKeyVersion);
       const members = repo.countRoles(projectId);
@@ -225,7 +247,7 @@ export function createAuditService({ repo, access, config, keyring, clock }: Dep
           cliAccessTokenMinutes: CLI_ACCESS_TOKEN_MINUTES,
           cliRefreshTokenDays: CLI_REFRESH_TOKEN_DAYS,
         },
-        access: { members, pendingInvitations: invitations.pending },
+        access: { members, pendingInvitations: invitations.pending, serviceAccounts: serviceAccountCounts(projectId) },
         integrations: { hosting },
         auditLog: { events: repo.countProjectEvents(projectId) },
         notes,

@@ -36,6 +36,8 @@ function contentOf(row: StoredEventRow): StoredEventContent {
     targetType: row.target_type,
     targetId: row.target_id,
     metadata: row.metadata,
+    serviceAccountId: row.service_account_id,
+    serviceAccountName: row.service_account_name,
   };
 }
 

@@ -1,6 +1,6 @@
 import crypto, { type KeyObject } from "node:crypto";
 import type { Clock } from "../core/clock.ts";
-import type { Caller } from "../core/caller.ts";
+import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
@@ -28,6 +28,9 @@ export interface StoredEventContent {
   targetType: string;
   targetId: string;
   metadata: string;
+  /** The service account that caused the event; null for people and the server. */
+  serviceAccountId?: string | null;
+  serviceAccountName?: string | null;
 }
 
 /**
@@ -47,6 +50,8 @@ export function eventHash(prevHash: string, event: StoredEventContent, macKey: K
     event.targetType,
     event.targetId,
     event.metadata,
+    // Only when set, so the hashes of events written before service accounts existed stay valid.
+    ...(event.serviceAccountId == null ? [] : [event.serviceAccountId, event.serviceAccountName ?? null]),
   ]);
   const digest = macKey ? crypto.createHmac("sha256", macKey) : crypto.createHash("sha256");
   return digest.update(prevHash).update("\n").update(content).digest("hex");
@@ -56,7 +61,7 @@ export function eventHash(prevHash: string, event: StoredEventContent, macKey: K
 // token passed under an allowed key (an `error` text quoting a request, say).
 // Our tokens are svc_at_/svc_rt_ followed by 43 url-safe characters; 20 or more is what
 // the server accepts as token-shaped anywhere.
-const TOKEN_SHAPES = /svc_(at|rt)_[A-Za-z0-9_-]{20,}/g;
+const TOKEN_SHAPES = /svc_(at|rt|st|wt)_[A-Za-z0-9_-]{20,}/g;
 const MAX_METADATA_TEXT = 500;
 
 /**
@@ -128,8 +133,10 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const sqlite = db.$client;
   const lastHash = sqlite.prepare("SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1").pluck();
   const insert = sqlite.prepare(
-    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, prev_hash, hash, mac_key_version)
-     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata, @prevHash, @hash, @macKeyVersion)`,
+    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
+       service_account_id, service_account_name, prev_hash, hash, mac_key_version)
+     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata,
+       @serviceAccountId, @serviceAccountName, @prevHash, @hash, @macKeyVersion)`,
   );
   const nextId = createEventIds();
   // New events are always keyed with the current master key version; rotate-key moves older
@@ -139,7 +146,14 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
 
   function append(content: StoredEventContent): void {
     const prevHash = (lastHash.get() as string | undefined) ?? GENESIS_HASH;
-    insert.run({ ...content, prevHash, hash: eventHash(prevHash, content, macKey), macKeyVersion });
+    insert.run({
+      ...content,
+      serviceAccountId: content.serviceAccountId ?? null,
+      serviceAccountName: content.serviceAccountName ?? null,
+      prevHash,
+      hash: eventHash(prevHash, content, macKey),
+      macKeyVersion,
+    });
   }
   // Reading the last hash and appending must be one step, or two processes writing the
   // same file (the server and a CLI command) could both chain onto the same event.
@@ -163,7 +177,7 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     for (const item of batch) item.settle();
   }
 
-  function toContent(actor: Caller | null, entry: AuditEntry): StoredEventContent {
+  function toContent(actor: Principal | null, entry: AuditEntry): StoredEventContent {
     const definition = AUDIT_ACTIONS[entry.action];
     if (!definition) throw new Error(`unknown audit action "${entry.action}"`);
     const allowed: readonly string[] = definition.metadata;
@@ -174,17 +188,21 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
       if (!allowed.includes(name)) throw new Error(`audit metadata key "${name}" is not allowed for ${entry.action}`);
       metadata[name] = cleanValue(value);
     }
-    if (actor?.via === "cli" && allowed.includes("via")) metadata.via = "cli";
+    if (actor && actor.via !== "browser" && allowed.includes("via")) metadata.via = actor.via;
+    const serviceAccount = actor && isServiceAccount(actor) ? actor : null;
     return {
       id: nextId(),
       projectId: entry.projectId,
       at: clock.now().toISOString(),
       action: entry.action,
       category: definition.category,
-      actorUserId: actor?.userId ?? null,
+      // A service account is not a person: the event names it instead of an actor.
+      actorUserId: actor && !isServiceAccount(actor) ? actor.userId : null,
       targetType: entry.targetType,
       targetId: entry.targetId,
       metadata: JSON.stringify(metadata),
+      serviceAccountId: serviceAccount?.serviceAccountId ?? null,
+      serviceAccountName: serviceAccount?.serviceAccountName ?? null,
     };
   }
 
@@ -196,7 +214,7 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
      * loop. The promise settles once the event is durable, and the caller must not answer
      * before: a value is never shown without its event on disk.
      */
-    recordRead(actor: Caller | null, entry: AuditEntry): Promise<void> {
+    recordRead(actor: Principal | null, entry: AuditEntry): Promise<void> {
       const content = toContent(actor, entry);
       return new Promise((resolve, reject) => {
         if (pendingReads.length === 0) setImmediate(flushReads);
@@ -205,7 +223,7 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     },
 
     /** `actor` is the caller, or null for the server's own actions (automatic sync). */
-    record(actor: Caller | null, entry: AuditEntry): void {
+    record(actor: Principal | null, entry: AuditEntry): void {
       const content = toContent(actor, entry);
       if (sqlite.inTransaction) append(content);
       else appendAlone.immediate(content);

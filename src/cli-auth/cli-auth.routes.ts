@@ -1,3 +1,4 @@
+import { isServiceAccount } from "../core/caller.ts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
@@ -30,7 +31,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
   const approvesPerUser = app.createRateLimit({
     max: APPROVE_LIMIT_PER_USER_PER_MINUTE,
     timeWindow: 60_000,
-    keyGenerator: (req) => `cli-approve-user:${req.caller?.userId ?? ""}`,
+    keyGenerator: (req) => `cli-approve-user:${req.caller && !isServiceAccount(req.caller) ? req.caller.userId : ""}`,
   });
   const approvesPerIp = app.createRateLimit({
     max: APPROVE_LIMIT_PER_IP_PER_MINUTE,
@@ -99,7 +100,8 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
 
   // No preHandler: an unknown or expired token is already logged out, which is what was asked.
   app.post("/api/cli/auth/logout", async (req) => {
-    cliAuth.logout(req.caller);
+    // A service token is ended by revoking it, not by logging out: nothing to do for it.
+    cliAuth.logout(req.caller && !isServiceAccount(req.caller) ? req.caller : null);
     return { ok: true };
   });
 

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from "fastify";
+import { isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Db } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
@@ -25,6 +26,7 @@ export const PERMISSIONS = [
   "secrets:delete",
   "audit:read",
   "integrations:manage",
+  "service_accounts:manage",
 ] as const;
 export type Permission = (typeof PERMISSIONS)[number];
 
@@ -57,7 +59,6 @@ export function isEnvironment(value: string): value is Environment {
 
 export interface ProjectAccess {
   projectId: string;
-  userId: string;
   role: Role;
   permissions: Permission[];
   /** The project's environments in canonical order. */
@@ -95,12 +96,33 @@ export function createAccessGuard(db: Db) {
       const granted = new Set(findGrants.all(projectId, userId) as string[]);
       environments = ordered.filter((e) => granted.has(e));
     }
-    return { projectId, userId, role, permissions: permissionsOf(role), projectEnvironments: ordered, environments };
+    return { projectId, role, permissions: permissionsOf(role), projectEnvironments: ordered, environments };
+  }
+
+  /**
+   * A service account is a caller of its own project only, with its role's permissions and
+   * its environments; the credential resolver read both from the database for this request.
+   */
+  function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): ProjectAccess | undefined {
+    if (caller.projectId !== projectId) return undefined;
+    const projectEnvs = findEnvironments.all(projectId) as string[];
+    const ordered = ENVIRONMENTS.filter((e) => projectEnvs.includes(e));
+    return {
+      projectId,
+      role: caller.role,
+      permissions: permissionsOf(caller.role),
+      projectEnvironments: ordered,
+      environments: ordered.filter((e) => caller.environments.includes(e)),
+    };
+  }
+
+  function find(caller: Principal, projectId: string): ProjectAccess | undefined {
+    return isServiceAccount(caller) ? loadServiceAccount(caller, projectId) : load(caller.userId, projectId);
   }
 
   return {
     /** Membership, or undefined; for listings that must not throw. */
-    find: load,
+    find,
 
     require: requireAccess,
 
@@ -125,7 +147,7 @@ export function createAccessGuard(db: Db) {
       return async (req: FastifyRequest): Promise<void> => {
         const params = req.params as Record<string, string | undefined>;
         if (!req.caller) throw new HttpError(401, "not signed in");
-        requireAccess(req.caller.userId, params.projectId ?? "", permission, options.environment ? (params.env ?? "") : undefined);
+        requireAccess(req.caller, params.projectId ?? "", permission, options.environment ? (params.env ?? "") : undefined);
       };
     },
   };
@@ -134,8 +156,8 @@ export function createAccessGuard(db: Db) {
    * Membership first (404, so ids can't be probed), then the permission (403), then,
    * when the path names one, the environment: unknown to the project 404, not granted 403.
    */
-  function requireAccess(userId: string, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
-    const access = load(userId, projectId);
+  function requireAccess(caller: Principal, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
+    const access = find(caller, projectId);
     if (!access) throw new HttpError(404, PROJECT_NOT_FOUND);
     if (permission && !access.permissions.includes(permission)) {
       throw new HttpError(403, "You do not have permission to do this in this project.");

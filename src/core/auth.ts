@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { Caller } from "./caller.ts";
+import { isServiceAccount, type Caller, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashToken, randomToken } from "./crypto.ts";
@@ -10,7 +10,7 @@ import { HttpError } from "./errors.ts";
 declare module "fastify" {
   interface FastifyRequest {
     /** Resolved from the request's credential before any handler runs; null when signed out. */
-    caller: Caller | null;
+    caller: Principal | null;
     /** True when an Authorization header was sent but did not name a live CLI token. */
     badBearer: boolean;
   }
@@ -26,6 +26,23 @@ const TOUCH_INTERVAL_MS = 60 * 1000;
 export const NOT_SIGNED_IN = "not signed in";
 export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
+/** machine-access.md: one message for every failed service credential, whatever the reason. */
+export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
+
+/** Resolves service tokens and workload access tokens (the service-accounts feature). */
+export interface ServiceTokenResolver {
+  /** The account behind a svc_st_/svc_wt_ token presented from `clientIp`, or null when it must be refused. */
+  resolve(token: string, clientIp: string): ServiceAccountCaller | null;
+}
+
+/**
+ * The rate-limit key of a request: per person, per service account, or per client address
+ * when signed out, so limits that api.md counts per user count per account too.
+ */
+export function rateLimitKey(req: FastifyRequest): string {
+  if (!req.caller) return `ip:${req.ip}`;
+  return isServiceAccount(req.caller) ? `service-account:${req.caller.serviceAccountId}` : `user:${req.caller.userId}`;
+}
 
 const STATE_CHANGING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -57,7 +74,7 @@ interface UserRow {
 
 export type Auth = ReturnType<typeof createAuth>;
 
-export function createAuth(db: Db, config: Config, clock: Clock) {
+export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?: ServiceTokenResolver) {
   const sqlite = db.$client;
   const cookieName = sessionCookieName(config);
 
@@ -109,14 +126,15 @@ export function createAuth(db: Db, config: Config, clock: Clock) {
     return toCaller(row, "browser", row.session_id);
   }
 
-  function requireBrowser(req: FastifyRequest): Caller {
-    if (req.caller?.via === "cli") throw new HttpError(403, BROWSER_ONLY);
+  function requireBrowser(req: FastifyRequest): Principal {
+    // A service account gets the CLI token's answer: neither is a browser.
+    if (req.caller && req.caller.via !== "browser") throw new HttpError(403, BROWSER_ONLY);
     if (req.badBearer) throw new HttpError(401, CLI_SESSION_ENDED);
     if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
     return req.caller;
   }
 
-  function requireBrowserOrCli(req: FastifyRequest): Caller {
+  function requireBrowserOrCli(req: FastifyRequest): Principal {
     if (req.badBearer) throw new HttpError(401, CLI_SESSION_ENDED);
     if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
     return req.caller;
@@ -131,6 +149,15 @@ export function createAuth(db: Db, config: Config, clock: Clock) {
       app.decorateRequest("badBearer", false);
       app.addHook("onRequest", async (req) => {
         const authorization = req.headers.authorization;
+        if (authorization !== undefined && /^Bearer\s+svc_(st|wt)_/.test(authorization)) {
+          // Refused here, before any route: machine-access.md gives a bad service credential
+          // the same 401 on every endpoint, and says nothing about why.
+          const token = authorization.replace(/^Bearer\s+/, "");
+          const caller = /^svc_(st|wt)_[A-Za-z0-9_-]{43,200}$/.test(token) ? (serviceTokens?.resolve(token, req.ip) ?? null) : null;
+          if (!caller) throw new HttpError(401, SERVICE_TOKEN_INVALID);
+          req.caller = caller;
+          return;
+        }
         if (authorization !== undefined) {
           // A request with an Authorization header is a CLI request: its cookie is ignored,
           // so a browser-only endpoint can never be reached with a token plus a cookie.
@@ -167,9 +194,22 @@ export function createAuth(db: Db, config: Config, clock: Clock) {
       requireBrowserOrCli(req);
     },
 
-    /** The caller of a route guarded by `browser` or `browserOrCli`. */
+    /** The person calling a route guarded by `browser`; a service account never gets this far. */
     caller(req: FastifyRequest): Caller {
       if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
+      if (isServiceAccount(req.caller)) throw new HttpError(403, BROWSER_ONLY);
+      return req.caller;
+    },
+
+    /** The caller of a route guarded by `browserOrCli`: a person or a service account. */
+    principal(req: FastifyRequest): Principal {
+      if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
+      return req.caller;
+    },
+
+    /** The service account of a request made with its token, for /api/service-accounts/me. */
+    serviceAccount(req: FastifyRequest): ServiceAccountCaller {
+      if (!req.caller || !isServiceAccount(req.caller)) throw new HttpError(401, NOT_SIGNED_IN);
       return req.caller;
     },
 

@@ -205,6 +205,9 @@ export const secretVersions = sqliteTable(
     ciphertext: blob("ciphertext", { mode: "buffer" }).notNull(),
     keyVersion: integer("key_version").notNull(),
     changedBy: text("changed_by"),
+    /** Set with a null changed_by when a service account wrote the version; kept after it is deleted. */
+    changedByServiceAccountId: text("changed_by_service_account_id"),
+    changedByServiceAccountName: text("changed_by_service_account_name"),
     createdAt: text("created_at").notNull(),
   },
   (t) => [
@@ -312,6 +315,9 @@ export const auditEvents = sqliteTable(
     hash: text("hash").notNull(),
     /** Master key version whose derived MAC key chained this event; null: plain SHA-256 (older events). */
     macKeyVersion: integer("mac_key_version"),
+    /** The service account that caused the event (actor_user_id is then null), as of the event. */
+    serviceAccountId: text("service_account_id"),
+    serviceAccountName: text("service_account_name"),
   },
   (t) => [
     uniqueIndex("audit_events_id").on(t.id),
@@ -323,6 +329,7 @@ export const auditEvents = sqliteTable(
     // busy actor's events for a rare action (bench/audit.bench.ts).
     index("audit_events_project_actor_category_at").on(t.projectId, t.actorUserId, t.category, t.at, t.id),
     index("audit_events_project_actor_action_at").on(t.projectId, t.actorUserId, t.action, t.at, t.id),
+    index("audit_events_project_service_account_at").on(t.projectId, t.serviceAccountId, t.at, t.id),
   ],
 );
 
@@ -374,4 +381,72 @@ export const integrationVars = sqliteTable(
     createdAt: text("created_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.projectId, t.target, t.key] })],
+);
+
+/** A machine caller of one project: the secret permissions of its role, in its environments only. */
+export const serviceAccounts = sqliteTable(
+  "service_accounts",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    description: text("description"),
+    role: text("role", { enum: ["viewer", "member"] }).notNull(),
+    /** JSON array of environment slugs, each one of the project's. */
+    environments: text("environments").notNull(),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [index("service_accounts_project").on(t.projectId)],
+);
+
+/**
+ * Bearer credentials of service accounts, stored as SHA-256 hashes: long-lived service
+ * tokens (svc_st_) and the short-lived access tokens a workload exchange issues (svc_wt_,
+ * with the trust that issued them). A revoked token is deleted.
+ */
+export const serviceTokens = sqliteTable(
+  "service_tokens",
+  {
+    id: text("id").primaryKey(),
+    serviceAccountId: text("service_account_id")
+      .notNull()
+      .references(() => serviceAccounts.id, { onDelete: "cascade" }),
+    kind: text("kind", { enum: ["service", "workload"] }).notNull(),
+    tokenHash: text("token_hash").notNull(),
+    name: text("name").notNull(),
+    /** JSON array of CIDR strings; empty: any address. */
+    allowedCidrs: text("allowed_cidrs").notNull().default("[]"),
+    trustId: text("trust_id").references(() => serviceAccountTrusts.id, { onDelete: "cascade" }),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at"),
+    lastUsedAt: text("last_used_at"),
+    lastUsedIp: text("last_used_ip"),
+  },
+  (t) => [uniqueIndex("service_tokens_hash").on(t.tokenHash), index("service_tokens_account").on(t.serviceAccountId, t.kind)],
+);
+
+/** Identity-token issuers a workload may present to act as the account. */
+export const serviceAccountTrusts = sqliteTable(
+  "service_account_trusts",
+  {
+    id: text("id").primaryKey(),
+    serviceAccountId: text("service_account_id")
+      .notNull()
+      .references(() => serviceAccounts.id, { onDelete: "cascade" }),
+    issuer: text("issuer").notNull(),
+    audience: text("audience").notNull(),
+    subject: text("subject").notNull(),
+    /** JSON object of claim name to exact string value. */
+    claims: text("claims").notNull().default("{}"),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    /** When the last exchange was audited: at most one event a minute per trust. */
+    lastAuditedAt: text("last_audited_at"),
+  },
+  (t) => [index("service_account_trusts_account").on(t.serviceAccountId)],
 );

@@ -44,7 +44,7 @@ export function createEnvironmentAccessService({ db, repo, access, audit, clock 
    * project (404), a member (404), and one whose access is not implicit (400).
    */
   function requireGrantable(caller: Caller, projectId: string, environment: string, userId: string) {
-    const projectAccess = access.require(caller.userId, projectId, "environments:manage", environment);
+    const projectAccess = access.require(caller, projectId, "environments:manage", environment);
     const member = repo.findMember(projectId, userId);
     if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
     if (hasImplicitEnvironmentAccess(member.role)) throw new HttpError(400, IMPLICIT_ACCESS);
@@ -53,7 +53,7 @@ export function createEnvironmentAccessService({ db, repo, access, audit, clock 
 
   return {
     matrix(caller: Caller, projectId: string): AccessMatrix {
-      const projectAccess = access.require(caller.userId, projectId, "environments:manage");
+      const projectAccess = access.require(caller, projectId, "environments:manage");
       const environments = projectAccess.projectEnvironments;
       const grants = repo.listGrants(projectId);
       return {

@@ -112,7 +112,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
       if (!repo.markInvitationAccepted(row.id, caller.userId, now)) throw new HttpError(410, INVITATION_UNUSABLE);
       repo.insertMember(row.projectId, caller.userId, row.role, now);
       const environments = row.role === "admin" ? [] : environmentsOf(row);
-      const projectEnvironments = access.find(caller.userId, row.projectId)?.projectEnvironments ?? [];
+      const projectEnvironments = access.find(caller, row.projectId)?.projectEnvironments ?? [];
       const granted = environments.filter((e) => projectEnvironments.includes(e));
       for (const environment of granted) {
         repo.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
@@ -130,7 +130,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
 
   return {
     list(caller: Caller, projectId: string): InvitationView[] {
-      access.require(caller.userId, projectId, "invitations:read");
+      access.require(caller, projectId, "invitations:read");
       return repo.listOpenInvitations(projectId).map(toView);
     },
 
@@ -141,11 +141,11 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
     async create(caller: Caller, projectId: string, input: NewInvitation): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
       const token = randomToken(TOKEN_BYTES);
       const row = writeTransaction(db, () => {
-        const projectAccess = access.require(caller.userId, projectId, "members:invite");
+        const projectAccess = access.require(caller, projectId, "members:invite");
         const environments = input.environments ?? [];
         // Given at all (even empty), the list is an access decision.
         if (input.environments !== undefined) {
-          access.require(caller.userId, projectId, "environments:manage");
+          access.require(caller, projectId, "environments:manage");
           if (input.role === "admin") {
             throw new HttpError(400, "Admins already have access to every environment. Invite them without environments.");
           }
@@ -195,7 +195,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
 
     revoke(caller: Caller, projectId: string, invitationId: string): void {
       writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "invitations:revoke");
+        access.require(caller, projectId, "invitations:revoke");
         const row = repo.findInvitation(invitationId);
         if (!row || row.projectId !== projectId || row.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
         repo.deleteInvitation(row.id);

@@ -83,13 +83,13 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
     },
 
     list(caller: Caller, projectId: string): MemberView[] {
-      access.require(caller.userId, projectId, "members:read");
+      access.require(caller, projectId, "members:read");
       return repo.listMembers(projectId).map((row) => toMemberView(row, caller));
     },
 
     changeRole(caller: Caller, projectId: string, userId: string, role: AssignableRole): { userId: string; email?: string; role: Role } {
       return writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "members:update_role");
+        access.require(caller, projectId, "members:update_role");
         if (userId === caller.userId) throw new HttpError(400, "You cannot change your own role.");
         const member = repo.findMember(projectId, userId);
         if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
@@ -122,7 +122,7 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
         const isLeaving = userId === caller.userId;
         // Leaving needs only membership; removing someone else needs the permission, checked
         // before the target is looked up so a member cannot probe who else belongs.
-        const callerAccess = access.require(caller.userId, projectId, isLeaving ? undefined : "members:remove");
+        const callerAccess = access.require(caller, projectId, isLeaving ? undefined : "members:remove");
         if (isLeaving) {
           if (callerAccess.role === "owner") throw new HttpError(403, "The owner cannot leave the project.");
         }

@@ -37,7 +37,7 @@ const ProjectParams = z.object({ projectId: z.string() });
 
 export function registerProjectRoutes(app: FastifyInstance, { auth, access, projects }: { auth: Auth; access: AccessGuard; projects: ProjectsService }): void {
   app.get("/api/projects", { preHandler: auth.browserOrCli }, async (req) => {
-    return { projects: projects.list(auth.caller(req)) };
+    return { projects: projects.list(auth.principal(req)) };
   });
 
   app.post("/api/projects", { preHandler: auth.browser }, async (req, reply) => {
@@ -48,7 +48,7 @@ export function registerProjectRoutes(app: FastifyInstance, { auth, access, proj
 
   app.get("/api/projects/:projectId", { preHandler: [auth.browserOrCli, access.route("project:read")] }, async (req) => {
     const { projectId } = parse(ProjectParams, req.params, "Project not found.");
-    return { project: projects.get(auth.caller(req), projectId) };
+    return { project: projects.get(auth.principal(req), projectId) };
   });
 
   app.patch("/api/projects/:projectId", { preHandler: [auth.browser, access.route("project:update")] }, async (req) => {

@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import type { AccessGuard, Environment, Permission, ProjectAccess, Role } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import type { Caller } from "../core/caller.ts";
+import { isServiceAccount, type Caller, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
@@ -46,15 +46,17 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
     };
   }
 
-  function view(caller: Caller, projectId: string): ProjectView {
-    const projectAccess = access.require(caller.userId, projectId, "project:read");
+  function view(caller: Principal, projectId: string): ProjectView {
+    const projectAccess = access.require(caller, projectId, "project:read");
     return toView(repo.findById(projectId)!, projectAccess);
   }
 
   return {
-    list(caller: Caller): ProjectView[] {
-      return repo.listForUser(caller.userId).flatMap((row) => {
-        const projectAccess = access.find(caller.userId, row.id);
+    list(caller: Principal): ProjectView[] {
+      // A service account belongs to exactly one project.
+      const rows = isServiceAccount(caller) ? [repo.findById(caller.projectId)].filter((row) => row !== undefined) : repo.listForUser(caller.userId);
+      return rows.flatMap((row) => {
+        const projectAccess = access.find(caller, row.id);
         return projectAccess ? [toView(row, projectAccess)] : [];
       });
     },
@@ -85,7 +87,7 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
 
     update(caller: Caller, projectId: string, input: { name?: string; description?: string | null }): ProjectView {
       writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "project:update");
+        access.require(caller, projectId, "project:update");
         const row = repo.findById(projectId)!;
         const name = input.name ?? row.name;
         const description = input.description === undefined ? row.description : input.description || null;
@@ -107,7 +109,7 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
 
     delete(caller: Caller, projectId: string): void {
       writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "project:delete");
+        access.require(caller, projectId, "project:delete");
         const row = repo.findById(projectId)!;
         repo.delete(projectId);
         audit.record(caller, {

@@ -21,6 +21,8 @@ export interface VersionListRow {
   changedBy: string | null;
   changedByEmail: string | null;
   changedByIsMember: boolean;
+  changedByServiceAccountId: string | null;
+  changedByServiceAccountName: string | null;
 }
 
 const withCiphertext = {
@@ -125,6 +127,8 @@ export function createSecretsRepo(db: Db) {
           changedBy: secretVersions.changedBy,
           changedByEmail: users.email,
           changedByIsMember: sql<number>`${memberships.userId} IS NOT NULL`.mapWith(Boolean),
+          changedByServiceAccountId: secretVersions.changedByServiceAccountId,
+          changedByServiceAccountName: secretVersions.changedByServiceAccountName,
         })
         .from(secretVersions)
         .leftJoin(users, eq(users.id, secretVersions.changedBy))

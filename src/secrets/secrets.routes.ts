@@ -77,7 +77,7 @@ export function registerSecretRoutes(
 
   app.get(`${BASE}/secrets`, { preHandler: [auth.browserOrCli, read] }, async (req) => {
     const { projectId, env } = params(req);
-    return { secrets: secrets.list(auth.caller(req), projectId, env) };
+    return { secrets: secrets.list(auth.principal(req), projectId, env) };
   });
 
   app.post(
@@ -86,14 +86,14 @@ export function registerSecretRoutes(
     async (req, reply) => {
       const { projectId, env } = params(req);
       const input = parse(NewSecret, req.body, INVALID_KEY_OR_VALUE);
-      const secret = secrets.create(auth.caller(req), projectId, env, input);
+      const secret = secrets.create(auth.principal(req), projectId, env, input);
       return reply.code(201).send({ secret });
     },
   );
 
   app.get(`${BASE}/secrets/:secretId`, { preHandler: [auth.browserOrCli, read] }, async (req) => {
     const { projectId, env, secretId } = params(req);
-    const secret = await secrets.reveal(auth.caller(req), projectId, env, secretId);
+    const secret = await secrets.reveal(auth.principal(req), projectId, env, secretId);
     return { secret };
   });
 
@@ -107,7 +107,7 @@ export function registerSecretRoutes(
       if (body.key === undefined && body.value === undefined) throw new HttpError(400, NOTHING_TO_UPDATE);
       checkExpectedVersion(body);
       const input = parse(SecretChanges, body, INVALID_KEY_OR_VALUE);
-      return { secret: secrets.update(auth.caller(req), projectId, env, secretId, input) };
+      return { secret: secrets.update(auth.principal(req), projectId, env, secretId, input) };
     },
   );
 
@@ -152,7 +152,7 @@ export function registerSecretRoutes(
     async (req, reply) => {
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, "Unknown export format: use format=dotenv, or leave it out for JSON.");
-      const values = await secrets.export(auth.caller(req), projectId, env, format);
+      const values = await secrets.export(auth.principal(req), projectId, env, format);
       if (format === "json") return { secrets: values };
       return reply
         .type("text/plain; charset=utf-8")

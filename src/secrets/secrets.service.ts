@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts";
-import type { Caller } from "../core/caller.ts";
+import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
@@ -61,6 +61,8 @@ export interface VersionEntry {
   restoredFromVersion?: number;
   createdAt: string;
   changedBy: { userId: string; email: string | null; isYou: boolean; isMember: boolean } | null;
+  /** Present (with changedBy null) on versions a service account wrote. */
+  changedByServiceAccount?: { id: string; name: string };
 }
 
 export interface ImportEntry {
@@ -147,7 +149,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
    * always the newest number (restore writes a new one), so it is never dropped.
    */
   function writeVersion(
-    caller: Caller,
+    caller: Principal,
     secret: { id: string; projectId: string; environment: Environment; key: string },
     versionNumber: number,
     value: string,
@@ -165,7 +167,10 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       restoredFromVersion: restoredFromVersion ?? null,
       ciphertext: sealed.ciphertext,
       keyVersion: sealed.keyVersion,
-      changedBy: caller.userId,
+      // A service account is not a user: its versions name it in their own columns.
+      changedBy: isServiceAccount(caller) ? null : caller.userId,
+      changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
+      changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
       createdAt: now,
     });
     if (versionNumber > MAX_VERSIONS_PER_SECRET) repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
@@ -176,11 +181,11 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     if (!repo.update(row.id, row.version, fields)) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
   }
 
-  function requireAccess(caller: Caller, projectId: string, permission: Parameters<AccessGuard["require"]>[2], environment: string): ProjectAccess & { environment: Environment } {
-    return access.require(caller.userId, projectId, permission, environment) as ProjectAccess & { environment: Environment };
+  function requireAccess(caller: Principal, projectId: string, permission: Parameters<AccessGuard["require"]>[2], environment: string): ProjectAccess & { environment: Environment } {
+    return access.require(caller, projectId, permission, environment) as ProjectAccess & { environment: Environment };
   }
 
-  function createOne(caller: Caller, projectId: string, environment: Environment, key: string, value: string, now: string): SecretRow {
+  function createOne(caller: Principal, projectId: string, environment: Environment, key: string, value: string, now: string): SecretRow {
     const row: SecretRow = { id: crypto.randomUUID(), projectId, environment, key, version: 1, createdAt: now, updatedAt: now };
     repo.insertSecret(row);
     writeVersion(caller, row, 1, value, "CREATED", now);
@@ -193,12 +198,12 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       listeners.push(listener);
     },
 
-    list(caller: Caller, projectId: string, environment: string): SecretMeta[] {
+    list(caller: Principal, projectId: string, environment: string): SecretMeta[] {
       const at = requireAccess(caller, projectId, "secrets:read", environment);
       return repo.list(projectId, at.environment).map(toMeta);
     },
 
-    create(caller: Caller, projectId: string, environment: string, input: { key: string; value: string }): SecretMeta {
+    create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): SecretMeta {
       const row = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:create", environment);
         if (repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
@@ -220,7 +225,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
 
     /** The only single-secret read that returns a value; audited in the same transaction. */
     /** Answers only once the `secret.revealed` event is on disk (reads share its commit). */
-    async reveal(caller: Caller, projectId: string, environment: string, secretId: string): Promise<SecretWithValue> {
+    async reveal(caller: Principal, projectId: string, environment: string, secretId: string): Promise<SecretWithValue> {
       const { at, row, value } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const row = findOrFail(projectId, at.environment, secretId);
@@ -237,7 +242,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     update(
-      caller: Caller,
+      caller: Principal,
       projectId: string,
       environment: string,
       secretId: string,
@@ -282,7 +287,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return toMeta(result.row);
     },
 
-    delete(caller: Caller, projectId: string, environment: string, secretId: string): void {
+    delete(caller: Principal, projectId: string, environment: string, secretId: string): void {
       const env = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:delete", environment);
         const row = findOrFail(projectId, at.environment, secretId);
@@ -299,7 +304,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       changed(projectId, env);
     },
 
-    versions(caller: Caller, projectId: string, environment: string, secretId: string): { currentVersion: number; versions: VersionEntry[] } {
+    versions(caller: Principal, projectId: string, environment: string, secretId: string): { currentVersion: number; versions: VersionEntry[] } {
       const at = requireAccess(caller, projectId, "secrets:read", environment);
       const secret = repo.findById(projectId, at.environment, secretId);
       if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
@@ -316,13 +321,21 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
           changedBy:
             v.changeType === "BASELINE" || v.changedBy === null
               ? null
-              : { userId: v.changedBy, email: v.changedByEmail, isYou: v.changedBy === caller.userId, isMember: v.changedByIsMember },
+              : {
+                  userId: v.changedBy,
+                  email: v.changedByEmail,
+                  isYou: !isServiceAccount(caller) && v.changedBy === caller.userId,
+                  isMember: v.changedByIsMember,
+                },
+          ...(v.changedByServiceAccountId !== null
+            ? { changedByServiceAccount: { id: v.changedByServiceAccountId, name: v.changedByServiceAccountName ?? "" } }
+            : {}),
         }),
       );
       return { currentVersion: secret.version, versions };
     },
 
-    async revealVersion(caller: Caller, projectId: string, environment: string, secretId: string, versionNumber: number): Promise<{ versionNumber: number; value: string }> {
+    async revealVersion(caller: Principal, projectId: string, environment: string, secretId: string, versionNumber: number): Promise<{ versionNumber: number; value: string }> {
       const { at, row, value } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const row = findOrFail(projectId, at.environment, secretId);
@@ -341,7 +354,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     /** Writes version N's value as a new version rather than rewinding. */
-    restore(caller: Caller, projectId: string, environment: string, secretId: string, versionNumber: number, expectedVersion?: number): SecretMeta {
+    restore(caller: Principal, projectId: string, environment: string, secretId: string, versionNumber: number, expectedVersion?: number): SecretMeta {
       const row = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:update", environment);
         const current = findOrFail(projectId, at.environment, secretId);
@@ -374,7 +387,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
      * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
      * only once the `secrets.exported` event is on disk, like a reveal.
      */
-    async export(caller: Caller, projectId: string, environment: string, format: "json" | "dotenv"): Promise<{ key: string; value: string }[]> {
+    async export(caller: Principal, projectId: string, environment: string, format: "json" | "dotenv"): Promise<{ key: string; value: string }[]> {
       const { at, values } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
@@ -397,7 +410,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     /** All or nothing: the request was validated whole; this is one transaction. */
-    import(caller: Caller, projectId: string, environment: string, entries: ImportEntry[]): ImportSummary {
+    import(caller: Principal, projectId: string, environment: string, entries: ImportEntry[]): ImportSummary {
       const result = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:create", environment);
         const existing = new Map(repo.listWithCiphertext(projectId, at.environment).map((row) => [row.key, row]));

@@ -1,3 +1,4 @@
+import { isServiceAccount } from "../core/caller.ts";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
@@ -31,7 +32,8 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
   app.get("/api/auth/provider", async (): Promise<ProviderInfo> => ({ provider: config.authProvider, production: config.isProduction }));
 
   app.get("/api/auth/me", async (req) => {
-    if (req.badBearer || !req.caller) throw new HttpError(401, "not signed in");
+    // A service account is no user: it has /api/service-accounts/me instead.
+    if (req.badBearer || !req.caller || isServiceAccount(req.caller)) throw new HttpError(401, "not signed in");
     const user = users.findById(req.caller.userId)!;
     return { user: toPublicUser(user) };
   });

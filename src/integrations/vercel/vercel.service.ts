@@ -185,13 +185,13 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
 
   return {
     get(caller: Caller, projectId: string): ConnectionView {
-      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      const projectAccess = access.require(caller, projectId, "integrations:manage");
       return toView(repo.find(projectId), projectAccess);
     },
 
     /** Checks the token (and team) with Vercel before anything is saved. */
     async connect(caller: Caller, projectId: string, input: { token: string; teamId?: string }): Promise<ConnectionView> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const teamId = input.teamId ?? null;
       try {
         await client.getUser(input.token);
@@ -222,7 +222,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       }
 
       const view = writeTransaction(db, () => {
-        const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+        const projectAccess = access.require(caller, projectId, "integrations:manage");
         const sealed = vault.seal(projectId, integrationAad(projectId, "token"), input.token);
         const now = clock.now().toISOString();
         const existing = repo.find(projectId);
@@ -271,7 +271,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async options(caller: Caller, projectId: string, query: { teamId?: string }): Promise<{ teams: NamedItem[]; projects: NamedItem[] }> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const row = requireConnection(projectId);
       requireNotPaused(row);
       const token = savedToken(row);
@@ -288,7 +288,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async link(caller: Caller, projectId: string, input: LinkInput): Promise<ConnectionView> {
-      const projectAccess = access.require(caller.userId, projectId, "integrations:manage");
+      const projectAccess = access.require(caller, projectId, "integrations:manage");
       for (const environment of Object.keys(input.mappings)) {
         if (!(projectAccess.projectEnvironments as string[]).includes(environment)) {
           throw new HttpError(400, `Mappings may only name this project's environments: ${projectAccess.projectEnvironments.join(", ")}.`);
@@ -318,7 +318,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       const hostProject = project;
 
       return writeTransaction(db, () => {
-        const current = access.require(caller.userId, projectId, "integrations:manage");
+        const current = access.require(caller, projectId, "integrations:manage");
         const existing = requireConnection(projectId);
         requireNotPaused(existing);
         let hook: Partial<IntegrationRow> = {};
@@ -363,7 +363,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async sync(caller: Caller, projectId: string, input: { redeploy: boolean }): Promise<{ summary: SyncSummary }> {
-      access.require(caller.userId, projectId, "integrations:manage");
+      access.require(caller, projectId, "integrations:manage");
       const row = repo.find(projectId);
       if (!row?.hostProjectId) throw new HttpError(400, MESSAGES.linkFirst);
       requireNotPaused(row);
@@ -391,7 +391,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     /** Removes the connection, its token and hook; vars already at Vercel stay. */
     disconnect(caller: Caller, projectId: string): void {
       writeTransaction(db, () => {
-        access.require(caller.userId, projectId, "integrations:manage");
+        access.require(caller, projectId, "integrations:manage");
         if (!repo.delete(projectId)) return;
         audit.record(caller, {
           projectId,

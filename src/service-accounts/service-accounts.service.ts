@@ -1,0 +1,456 @@
+import crypto from "node:crypto";
+import net from "node:net";
+import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import { hashToken, randomToken } from "../core/crypto.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
+
+export const ACCOUNT_NOT_FOUND = "Service account not found.";
+export const TOKEN_NOT_FOUND = "Token not found.";
+export const TRUST_NOT_FOUND = "Trust not found.";
+export const ACCOUNT_NAME_TAKEN = "A service account with this name already exists.";
+export const TOO_MANY_TOKENS = "This service account already has 20 tokens. Revoke one first.";
+export const TOO_MANY_TRUSTS = "This service account already has 10 trusts. Remove one first.";
+export const INVALID_FIELDS = "invalid fields";
+
+export const MAX_LIVE_TOKENS = 20;
+export const MAX_TRUSTS = 10;
+export const SERVICE_TOKEN_PREFIX = "svc_st_";
+export const WORKLOAD_TOKEN_PREFIX = "svc_wt_";
+const DAY_MS = 24 * 60 * 60 * 1000;
+// Writing last use on every request would make every read a write; once a minute is enough.
+const TOUCH_INTERVAL_MS = 60 * 1000;
+const UNUSED_DAYS = 90;
+
+export type ServiceAccountRole = "viewer" | "member";
+
+export interface Person {
+  userId: string;
+  email: string | null;
+}
+
+export interface TokenView {
+  id: string;
+  name: string;
+  createdAt: string;
+  createdBy: Person | null;
+  expiresAt: string | null;
+  allowedCidrs: string[];
+  lastUsedAt: string | null;
+  lastUsedIp: string | null;
+}
+
+export interface TrustView {
+  id: string;
+  issuer: string;
+  audience: string;
+  subject: string;
+  claims: Record<string, string>;
+  createdAt: string;
+}
+
+export interface ServiceAccountView {
+  id: string;
+  name: string;
+  description: string | null;
+  role: ServiceAccountRole;
+  environments: Environment[];
+  createdAt: string;
+  createdBy: Person | null;
+  tokens: TokenView[];
+  trusts: TrustView[];
+}
+
+export interface NewServiceAccount {
+  name: string;
+  description?: string | null;
+  role: ServiceAccountRole;
+  environments: Environment[];
+}
+
+export interface NewToken {
+  name: string;
+  expiresInDays?: number | null;
+  allowedCidrs?: string[];
+}
+
+export interface NewTrust {
+  issuer: string;
+  audience: string;
+  subject: string;
+  claims?: Record<string, string>;
+}
+
+/** An address as rate limits see it; an IPv4-mapped IPv6 address is its IPv4 address. */
+export function normalizeAddress(address: string): string {
+  const mapped = address.match(/^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i);
+  return mapped && net.isIPv4(mapped[1]!) ? mapped[1]! : address;
+}
+
+/** `address/prefix` (or a bare address, one host) of either family; undefined when it is none. */
+export function parseCidr(text: string): { address: string; prefix: number; family: "ipv4" | "ipv6" } | undefined {
+  const [address = "", prefixText, ...rest] = text.split("/");
+  const version = net.isIP(address);
+  if (version === 0 || rest.length > 0) return undefined;
+  const max = version === 4 ? 32 : 128;
+  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return undefined;
+  const prefix = prefixText === undefined ? max : Number(prefixText);
+  if (prefix > max) return undefined;
+  return { address, prefix, family: version === 4 ? "ipv4" : "ipv6" };
+}
+
+/** Whether a client address lies in one of the networks. */
+export function isAddressAllowed(address: string, cidrs: string[]): boolean {
+  if (cidrs.length === 0) return true;
+  const client = normalizeAddress(address);
+  const family = net.isIP(client);
+  if (family === 0) return false;
+  const list = new net.BlockList();
+  for (const text of cidrs) {
+    const cidr = parseCidr(text);
+    if (cidr) list.addSubnet(normalizeAddress(cidr.address), cidr.prefix, cidr.family);
+  }
+  return list.check(client, family === 4 ? "ipv4" : "ipv6");
+}
+
+function parseEnvironments(text: string): Environment[] {
+  const list = JSON.parse(text) as string[];
+  return ENVIRONMENTS.filter((e) => list.includes(e));
+}
+
+function creator(userId: string | null, email: string | null): Person | null {
+  return userId === null ? null : { userId, email };
+}
+
+function toTokenView(row: ServiceTokenRow & WithCreator): TokenView {
+  return {
+    id: row.id,
+    name: row.name,
+    createdAt: row.createdAt,
+    createdBy: creator(row.createdBy, row.createdByEmail),
+    expiresAt: row.expiresAt,
+    allowedCidrs: JSON.parse(row.allowedCidrs) as string[],
+    lastUsedAt: row.lastUsedAt,
+    lastUsedIp: row.lastUsedIp,
+  };
+}
+
+export function toTrustView(row: TrustRow): TrustView {
+  return {
+    id: row.id,
+    issuer: row.issuer,
+    audience: row.audience,
+    subject: row.subject,
+    claims: JSON.parse(row.claims) as Record<string, string>,
+    createdAt: row.createdAt,
+  };
+}
+
+/** The caller a request made with one of the account's credentials acts as. */
+export function accountCaller(
+  account: ServiceAccountRow,
+  via: ServiceAccountCaller["via"],
+  tokenId: string,
+  expiresAt: string | null,
+): ServiceAccountCaller {
+  return {
+    via,
+    serviceAccountId: account.id,
+    serviceAccountName: account.name,
+    projectId: account.projectId,
+    role: account.role,
+    environments: parseEnvironments(account.environments),
+    tokenId,
+    expiresAt,
+  };
+}
+
+interface Deps {
+  db: Db;
+  repo: ServiceAccountsRepo;
+  access: AccessGuard;
+  audit: AuditWriter;
+  clock: Clock;
+}
+
+export function createServiceAccountsService({ db, repo, access, audit, clock }: Deps) {
+  function toView(row: ServiceAccountRow & WithCreator): ServiceAccountView {
+    return {
+      id: row.id,
+      name: row.name,
+      description: row.description,
+      role: row.role,
+      environments: parseEnvironments(row.environments),
+      createdAt: row.createdAt,
+      createdBy: creator(row.createdBy, row.createdByEmail),
+      tokens: repo.listTokens(row.id, clock.now().toISOString()).map(toTokenView),
+      trusts: repo.listTrusts(row.id).map(toTrustView),
+    };
+  }
+
+  /** Owners and admins only; a non-member learns nothing (404), not even whether the account exists. */
+  function requireManage(caller: Caller, projectId: string) {
+    return access.require(caller, projectId, "service_accounts:manage");
+  }
+
+  function findOrFail(projectId: string, id: string): ServiceAccountRow & WithCreator {
+    const row = repo.findAccount(projectId, id);
+    if (!row) throw new HttpError(404, ACCOUNT_NOT_FOUND);
+    return row;
+  }
+
+  function isNameTaken(projectId: string, name: string, exceptId?: string): boolean {
+    // Compared here, not with SQLite's lower(), which folds only ASCII.
+    const wanted = name.toLowerCase();
+    return repo.listAccounts(projectId).some((row) => row.id !== exceptId && row.name.toLowerCase() === wanted);
+  }
+
+  /** Each environment must be one of the project's; order is canonical. */
+  function checkEnvironments(projectEnvironments: Environment[], environments: Environment[]): Environment[] {
+    if (environments.some((e) => !projectEnvironments.includes(e))) throw new HttpError(400, INVALID_FIELDS);
+    return ENVIRONMENTS.filter((e) => environments.includes(e));
+  }
+
+  return {
+    list(caller: Caller, projectId: string): ServiceAccountView[] {
+      requireManage(caller, projectId);
+      return repo
+        .listAccounts(projectId)
+        .sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.name.localeCompare(b.name))
+        .map(toView);
+    },
+
+    get(caller: Caller, projectId: string, id: string): ServiceAccountView {
+      requireManage(caller, projectId);
+      return toView(findOrFail(projectId, id));
+    },
+
+    create(caller: Caller, projectId: string, input: NewServiceAccount): ServiceAccountView {
+      const id = crypto.randomUUID();
+      writeTransaction(db, () => {
+        const projectAccess = requireManage(caller, projectId);
+        const environments = checkEnvironments(projectAccess.projectEnvironments, input.environments);
+        if (isNameTaken(projectId, input.name)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
+        const now = clock.now().toISOString();
+        repo.insertAccount({
+          id,
+          projectId,
+          name: input.name,
+          description: input.description || null,
+          role: input.role,
+          environments: JSON.stringify(environments),
+          createdBy: caller.userId,
+          createdAt: now,
+          updatedAt: now,
+        });
+        audit.record(caller, {
+          projectId,
+          action: "service_account.created",
+          targetType: "service_account",
+          targetId: id,
+          metadata: { name: input.name, role: input.role, environments },
+        });
+      });
+      return toView(findOrFail(projectId, id));
+    },
+
+    update(caller: Caller, projectId: string, id: string, input: Partial<NewServiceAccount>): ServiceAccountView {
+      writeTransaction(db, () => {
+        const projectAccess = requireManage(caller, projectId);
+        const row = findOrFail(projectId, id);
+        const before = parseEnvironments(row.environments);
+        const name = input.name ?? row.name;
+        const description = input.description === undefined ? row.description : input.description || null;
+        const role = input.role ?? row.role;
+        const environments = input.environments ? checkEnvironments(projectAccess.projectEnvironments, input.environments) : before;
+        const nameChanged = name !== row.name;
+        const environmentsChanged = environments.join(",") !== before.join(",");
+        const descriptionChanged = description !== row.description;
+        if (!nameChanged && !environmentsChanged && !descriptionChanged && role === row.role) return;
+        if (nameChanged && isNameTaken(projectId, name, id)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
+        repo.updateAccount(id, { name, description, role, environments: JSON.stringify(environments), updatedAt: clock.now().toISOString() });
+        audit.record(caller, {
+          projectId,
+          action: "service_account.updated",
+          targetType: "service_account",
+          targetId: id,
+          metadata: {
+            name,
+            previousName: nameChanged ? row.name : undefined,
+            role,
+            previousRole: role !== row.role ? row.role : undefined,
+            environments,
+            previousEnvironments: environmentsChanged ? before : undefined,
+            descriptionChanged,
+          },
+        });
+      });
+      return toView(findOrFail(projectId, id));
+    },
+
+    delete(caller: Caller, projectId: string, id: string): void {
+      writeTransaction(db, () => {
+        requireManage(caller, projectId);
+        const row = findOrFail(projectId, id);
+        repo.deleteAccount(id);
+        audit.record(caller, {
+          projectId,
+          action: "service_account.deleted",
+          targetType: "service_account",
+          targetId: id,
+          metadata: { name: row.name, role: row.role },
+        });
+      });
+    },
+
+    /** The only place the token exists in the clear: it is returned once and only its hash is kept. */
+    createToken(caller: Caller, projectId: string, id: string, input: NewToken): { token: string; tokenInfo: TokenView } {
+      const token = `${SERVICE_TOKEN_PREFIX}${randomToken(32)}`;
+      const tokenId = crypto.randomUUID();
+      writeTransaction(db, () => {
+        requireManage(caller, projectId);
+        const account = findOrFail(projectId, id);
+        const now = clock.now();
+        const nowIso = now.toISOString();
+        if (repo.countLiveTokens(id, nowIso) >= MAX_LIVE_TOKENS) throw new HttpError(409, TOO_MANY_TOKENS);
+        repo.deleteExpiredTokens(id, nowIso);
+        const expiresAt = input.expiresInDays ? new Date(now.getTime() + input.expiresInDays * DAY_MS).toISOString() : null;
+        const allowedCidrs = input.allowedCidrs ?? [];
+        repo.insertToken({
+          id: tokenId,
+          serviceAccountId: id,
+          kind: "service",
+          tokenHash: hashToken(token),
+          name: input.name,
+          allowedCidrs: JSON.stringify(allowedCidrs),
+          createdBy: caller.userId,
+          createdAt: nowIso,
+          expiresAt,
+        });
+        audit.record(caller, {
+          projectId,
+          action: "service_token.created",
+          targetType: "service_account",
+          targetId: id,
+          metadata: { serviceAccountName: account.name, tokenId, name: input.name, expiresAt, allowedCidrs },
+        });
+      });
+      const tokenInfo = toView(findOrFail(projectId, id)).tokens.find((t) => t.id === tokenId)!;
+      return { token, tokenInfo };
+    },
+
+    revokeToken(caller: Caller, projectId: string, id: string, tokenId: string): void {
+      writeTransaction(db, () => {
+        requireManage(caller, projectId);
+        const account = findOrFail(projectId, id);
+        const row = repo.deleteToken(id, tokenId);
+        if (!row) throw new HttpError(404, TOKEN_NOT_FOUND);
+        audit.record(caller, {
+          projectId,
+          action: "service_token.revoked",
+          targetType: "service_account",
+          targetId: id,
+          metadata: { serviceAccountName: account.name, tokenId, name: row.name },
+        });
+      });
+    },
+
+    createTrust(caller: Caller, projectId: string, id: string, input: NewTrust): TrustView {
+      const trustId = crypto.randomUUID();
+      writeTransaction(db, () => {
+        requireManage(caller, projectId);
+        const account = findOrFail(projectId, id);
+        if (repo.listTrusts(id).length >= MAX_TRUSTS) throw new HttpError(409, TOO_MANY_TRUSTS);
+        const claims = input.claims ?? {};
+        repo.insertTrust({
+          id: trustId,
+          serviceAccountId: id,
+          issuer: input.issuer,
+          audience: input.audience,
+          subject: input.subject,
+          claims: JSON.stringify(claims),
+          createdBy: caller.userId,
+          createdAt: clock.now().toISOString(),
+        });
+        audit.record(caller, {
+          projectId,
+          action: "service_account_trust.created",
+          targetType: "service_account",
+          targetId: id,
+          metadata: {
+            serviceAccountName: account.name,
+            trustId,
+            issuer: input.issuer,
+            audience: input.audience,
+            subject: input.subject,
+            claims,
+          },
+        });
+      });
+      return toTrustView(repo.listTrusts(id).find((t) => t.id === trustId)!);
+    },
+
+    deleteTrust(caller: Caller, projectId: string, id: string, trustId: string): void {
+      writeTransaction(db, () => {
+        requireManage(caller, projectId);
+        const account = findOrFail(projectId, id);
+        const row = repo.deleteTrust(id, trustId);
+        if (!row) throw new HttpError(404, TRUST_NOT_FOUND);
+        audit.record(caller, {
+          projectId,
+          action: "service_account_trust.deleted",
+          targetType: "service_account",
+          targetId: id,
+          metadata: { serviceAccountName: account.name, trustId, issuer: row.issuer, subject: row.subject },
+        });
+      });
+    },
+
+    /** /api/service-accounts/me: the account behind the credential, as of this request. */
+    me(caller: ServiceAccountCaller) {
+      const projectEnvironments = access.find(caller, caller.projectId)?.environments ?? [];
+      return {
+        serviceAccount: {
+          id: caller.serviceAccountId,
+          name: caller.serviceAccountName,
+          projectId: caller.projectId,
+          projectName: repo.projectName(caller.projectId) ?? "",
+          role: caller.role,
+          environments: projectEnvironments,
+        },
+        expiresAt: caller.expiresAt,
+      };
+    },
+
+    /**
+     * Every request made with a svc_st_/svc_wt_ token comes here (core/auth.ts). Refused
+     * (null) when unknown, revoked (deleted), expired, of a deleted account, of the other
+     * kind than its prefix says, or presented from outside its allowed networks.
+     */
+    resolve(token: string, clientIp: string): ServiceAccountCaller | null {
+      const row = repo.findCredential(hashToken(token));
+      if (!row) return null;
+      const expectedKind = token.startsWith(WORKLOAD_TOKEN_PREFIX) ? "workload" : "service";
+      if (row.kind !== expectedKind) return null;
+      const now = clock.now();
+      if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
+      if (!isAddressAllowed(clientIp, JSON.parse(row.allowedCidrs) as string[])) return null;
+      if (row.lastUsedAt === null || now.getTime() - Date.parse(row.lastUsedAt) >= TOUCH_INTERVAL_MS) {
+        repo.touchToken(row.tokenId, now.toISOString(), normalizeAddress(clientIp));
+      }
+      return accountCaller(row.account, row.kind === "workload" ? "workload" : "service_token", row.tokenId, row.expiresAt);
+    },
+
+    /** The security overview's `access.serviceAccounts`. */
+    counts(projectId: string) {
+      const now = clock.now();
+      return repo.counts(projectId, now.toISOString(), new Date(now.getTime() - UNUSED_DAYS * DAY_MS).toISOString());
+    },
+  };
+}
+
+export type ServiceAccountsService = ReturnType<typeof createServiceAccountsService>;

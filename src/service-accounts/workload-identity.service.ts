@@ -1,0 +1,215 @@
+import crypto from "node:crypto";
+import { createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload } from "jose";
+import type { Logger } from "pino";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Clock } from "../core/clock.ts";
+import { hashToken, randomToken } from "../core/crypto.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
+import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
+
+export const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
+
+const ACCESS_TOKEN_SECONDS = 15 * 60;
+const FETCH_TIMEOUT_MS = 5000;
+// An unknown kid refetches the key set, at most once per 30 s: a stream of made-up kids
+// must not turn this server into a load generator against the issuer.
+const JWKS_COOLDOWN_MS = 30_000;
+const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
+const CLOCK_TOLERANCE_SECONDS = 60;
+const AUDIT_INTERVAL_MS = 60 * 1000;
+// Asymmetric only: "none" is never accepted by jwtVerify, and an HMAC key would be a
+// secret shared with every holder of the public key set.
+const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
+
+/** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
+class Refused extends Error {}
+
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, "");
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
+export function isAllowedIssuerUrl(text: string): boolean {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return false;
+  }
+  if (url.username || url.password || url.search || url.hash) return false;
+  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHost(url.hostname));
+}
+
+/**
+ * `*` matches any run of characters (none included); everything else literally. Matched
+ * without a regular expression: the subject comes from the token, and a pattern of many
+ * stars as a regex could backtrack for a long time.
+ */
+export function matchesSubject(pattern: string, subject: string): boolean {
+  const parts = pattern.split("*");
+  if (parts.length === 1) return pattern === subject;
+  const first = parts[0]!;
+  const last = parts.at(-1)!;
+  if (subject.length < first.length + last.length || !subject.startsWith(first) || !subject.endsWith(last)) return false;
+  // Leftmost placement of each middle part is always safe when only `*` is special.
+  const end = subject.length - last.length;
+  let position = first.length;
+  for (const part of parts.slice(1, -1)) {
+    const found = subject.indexOf(part, position);
+    if (found === -1 || found + part.length > end) return false;
+    position = found + part.length;
+  }
+  return true;
+}
+
+function audienceMatches(aud: JWTPayload["aud"], audience: string): boolean {
+  return typeof aud === "string" ? aud === audience : Array.isArray(aud) && aud.includes(audience);
+}
+
+function trustMatches(trust: TrustRow, payload: JWTPayload): boolean {
+  if (!audienceMatches(payload.aud, trust.audience)) return false;
+  if (typeof payload.sub !== "string" || !matchesSubject(trust.subject, payload.sub)) return false;
+  const claims = JSON.parse(trust.claims) as Record<string, string>;
+  return Object.entries(claims).every(([name, value]) => payload[name] === value);
+}
+
+interface KeySet {
+  jwks: ReturnType<typeof createRemoteJWKSet>;
+  fetchedAt: number;
+}
+
+interface Deps {
+  db: Db;
+  repo: ServiceAccountsRepo;
+  audit: AuditWriter;
+  clock: Clock;
+  log: Pick<Logger, "warn">;
+  jwksCooldownMs?: number;
+}
+
+export function createWorkloadIdentityService({ db, repo, audit, clock, log, jwksCooldownMs = JWKS_COOLDOWN_MS }: Deps) {
+  // Per issuer: its discovered key set, rediscovered after JWKS_MAX_AGE_MS.
+  const keySets = new Map<string, KeySet>();
+
+  async function keySetOf(issuer: string): Promise<KeySet["jwks"]> {
+    const cached = keySets.get(issuer);
+    if (cached && Date.now() - cached.fetchedAt < JWKS_MAX_AGE_MS) return cached.jwks;
+    const discoveryUrl = `${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+    let document: { issuer?: unknown; jwks_uri?: unknown };
+    try {
+      const res = await fetch(discoveryUrl, { redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: "application/json" } });
+      if (res.status !== 200) throw new Refused(`the issuer's OpenID configuration answered ${res.status}`);
+      document = (await res.json()) as typeof document;
+    } catch (error) {
+      if (error instanceof Refused) throw error;
+      throw new Refused(`the issuer's OpenID configuration could not be fetched (${(error as Error).name})`);
+    }
+    if (document.issuer !== issuer) throw new Refused("the issuer's OpenID configuration names another issuer");
+    if (typeof document.jwks_uri !== "string" || !isAllowedIssuerUrl(document.jwks_uri)) {
+      throw new Refused("the issuer's jwks_uri is not https (or http on a loopback host)");
+    }
+    const jwks = createRemoteJWKSet(new URL(document.jwks_uri), {
+      timeoutDuration: FETCH_TIMEOUT_MS,
+      cooldownDuration: jwksCooldownMs,
+      cacheMaxAge: JWKS_MAX_AGE_MS,
+    });
+    keySets.set(issuer, { jwks, fetchedAt: Date.now() });
+    return jwks;
+  }
+
+  async function verify(serviceAccountId: string, jwt: string): Promise<{ payload: JWTPayload; trust: TrustRow }> {
+    const account = repo.findAccountById(serviceAccountId);
+    if (!account) throw new Refused("no such service account");
+    let unverified: JWTPayload;
+    try {
+      unverified = decodeJwt(jwt);
+    } catch {
+      throw new Refused("not a JWT");
+    }
+    // The issuer picks the trusts to try; nothing else of the unverified token is believed.
+    const trusts = repo.listTrusts(account.id).filter((t) => t.issuer === unverified.iss);
+    if (trusts.length === 0) throw new Refused("no trust of the account names the token's issuer");
+    const issuer = trusts[0]!.issuer;
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(jwt, await keySetOf(issuer), {
+        issuer,
+        algorithms: ALGORITHMS,
+        clockTolerance: CLOCK_TOLERANCE_SECONDS,
+        requiredClaims: ["exp", "aud", "sub"],
+        currentDate: clock.now(),
+      }));
+    } catch (error) {
+      if (error instanceof Refused) throw error;
+      const code = (error as { code?: string }).code ?? (error as Error).name;
+      throw new Refused(`verification failed: ${code}: ${(error as Error).message}`);
+    }
+    const trust = trusts.find((t) => trustMatches(t, payload));
+    if (!trust) throw new Refused("the token's audience, subject or claims match no trust of the account");
+    return { payload, trust };
+  }
+
+  return {
+    async exchange(input: { serviceAccountId: unknown; token: unknown }): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number }> {
+      const { serviceAccountId, token } = input;
+      let verified: { payload: JWTPayload; trust: TrustRow };
+      try {
+        if (typeof serviceAccountId !== "string" || serviceAccountId.length > 100) throw new Refused("no service account id");
+        if (typeof token !== "string" || token.length > 16_384) throw new Refused("no token");
+        verified = await verify(serviceAccountId, token);
+      } catch (error) {
+        if (!(error instanceof Refused)) throw error;
+        // The reason, never the token: the log must not become a store of identity tokens.
+        log.warn({ serviceAccountId: typeof serviceAccountId === "string" ? serviceAccountId.slice(0, 100) : null, reason: error.message }, "workload identity exchange refused");
+        throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
+      }
+      const { payload, trust } = verified;
+      const now = clock.now();
+      // 15 minutes, never past the identity token's own expiry.
+      const expiresAtMs = Math.min(now.getTime() + ACCESS_TOKEN_SECONDS * 1000, payload.exp! * 1000);
+      const expiresIn = Math.floor((expiresAtMs - now.getTime()) / 1000);
+      if (expiresIn <= 0) {
+        log.warn({ serviceAccountId, reason: "the identity token expires within the clock tolerance" }, "workload identity exchange refused");
+        throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
+      }
+      const accessToken = `${WORKLOAD_TOKEN_PREFIX}${randomToken(32)}`;
+      const tokenId = crypto.randomUUID();
+      const expiresAt = new Date(expiresAtMs).toISOString();
+      writeTransaction(db, () => {
+        // The account or the trust may have gone while the keys were fetched.
+        const account = repo.findAccountById(trust.serviceAccountId);
+        const current = account && repo.listTrusts(account.id).find((t) => t.id === trust.id);
+        if (!account || !current) throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
+        const nowIso = now.toISOString();
+        repo.deleteExpiredTokens(account.id, nowIso);
+        repo.insertToken({
+          id: tokenId,
+          serviceAccountId: account.id,
+          kind: "workload",
+          tokenHash: hashToken(accessToken),
+          name: `workload ${trust.issuer}`,
+          trustId: trust.id,
+          createdAt: nowIso,
+          expiresAt,
+        });
+        // One event a minute per trust: a busy pipeline must not drown the log.
+        if (current.lastAuditedAt === null || now.getTime() - Date.parse(current.lastAuditedAt) >= AUDIT_INTERVAL_MS) {
+          repo.markTrustAudited(trust.id, nowIso);
+          audit.record(accountCaller(account, "workload", tokenId, expiresAt), {
+            projectId: account.projectId,
+            action: "service_account.token_exchanged",
+            targetType: "service_account",
+            targetId: account.id,
+            metadata: { trustId: trust.id, issuer: trust.issuer, subject: payload.sub, expiresAt },
+          });
+        }
+      });
+      return { accessToken, tokenType: "Bearer", expiresIn };
+    },
+  };
+}
+
+export type WorkloadIdentityService = ReturnType<typeof createWorkloadIdentityService>;

@@ -1,0 +1,276 @@
+// machine-access.md's workload identity exchange against a real OpenID issuer run here: a
+// small HTTP server on 127.0.0.1 publishing its configuration and key set, signing with jose.
+import assert from "node:assert/strict";
+import crypto from "node:crypto";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { test, type TestContext } from "node:test";
+import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type CryptoKey, type JWK } from "jose";
+import { freePort, startServer, type Client, type TestServer } from "./helpers.ts";
+import { createSecret, envPath } from "./secrets-helpers.ts";
+
+const REFUSED = { error: "The identity token was not accepted." };
+const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
+const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens cannot be used here." };
+const AUDIENCE = "https://secrets.example.test";
+const SUBJECT = "repo:acme/api:ref:refs/heads/main";
+
+interface SigningKey {
+  kid: string;
+  alg: "RS256" | "ES256";
+  privateKey: CryptoKey;
+  jwk: JWK;
+}
+
+async function signingKey(kid: string, alg: "RS256" | "ES256"): Promise<SigningKey> {
+  const { privateKey, publicKey } = await generateKeyPair(alg);
+  return { kid, alg, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: "sig" } };
+}
+
+/** An OpenID issuer: /.well-known/openid-configuration and /jwks, with keys the test can rotate. */
+async function startIssuer(t: TestContext) {
+  const published: SigningKey[] = [];
+  let jwksFetches = 0;
+  let redirectDiscovery = false;
+  const server = http.createServer((req, res) => {
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "content-type": "application/json", ...headers });
+      res.end(JSON.stringify(body));
+    };
+    if (req.url === "/.well-known/openid-configuration") {
+      if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/elsewhere` });
+      return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
+    }
+    if (req.url === "/jwks") {
+      jwksFetches += 1;
+      return send(200, { keys: published.map((k) => k.jwk) });
+    }
+    send(404, {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  const issuer = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    publish(key: SigningKey) {
+      published.push(key);
+    },
+    get jwksFetches() {
+      return jwksFetches;
+    },
+    set redirectDiscovery(value: boolean) {
+      redirectDiscovery = value;
+    },
+    /** A JWT from this issuer; `claims` override the defaults (null removes one). */
+    async sign(key: SigningKey, claims: Record<string, unknown> = {}, options: { expiresInSeconds?: number; kid?: string } = {}) {
+      const now = Math.floor(Date.now() / 1000);
+      const payload: Record<string, unknown> = {
+        iss: issuer.url,
+        aud: AUDIENCE,
+        sub: SUBJECT,
+        iat: now,
+        exp: now + (options.expiresInSeconds ?? 3600),
+        repository: "acme/api",
+        ref: "refs/heads/main",
+        ...claims,
+      };
+      for (const [name, value] of Object.entries(payload)) if (value === null) delete payload[name];
+      return new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid }).sign(key.privateKey);
+    },
+  };
+  return issuer;
+}
+
+type Issuer = Awaited<ReturnType<typeof startIssuer>>;
+
+async function setUp(t: TestContext, options: { jwksCooldownMs?: number } = {}) {
+  const server = await startServer(t, { jwksCooldownMs: options.jwksCooldownMs });
+  const issuer = await startIssuer(t);
+  const rsa = await signingKey("rsa-1", "RS256");
+  const ec = await signingKey("ec-1", "ES256");
+  issuer.publish(rsa);
+  issuer.publish(ec);
+  const owner = await server.signIn("olivia@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
+  const secret = await createSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-6613");
+  const created = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, { name: "github-deploy", role: "viewer", environments: ["production"] });
+  assert.equal(created.status, 201);
+  const account = created.body.serviceAccount;
+  const trust = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, {
+    issuer: issuer.url,
+    audience: AUDIENCE,
+    subject: "repo:acme/api:*",
+    claims: { repository: "acme/api" },
+  });
+  assert.equal(trust.status, 201, JSON.stringify(trust.body));
+  return { server, issuer, rsa, ec, owner, project, secret, account, trust: trust.body.trust };
+}
+
+function exchange(server: TestServer, serviceAccountId: unknown, token: unknown) {
+  return server.client().json("POST", "/api/auth/workload/token", { serviceAccountId, token });
+}
+
+test("an identity token from a trusted issuer becomes a short access token that reads secrets", async (t) => {
+  const { server, issuer, rsa, ec, owner, project, secret, account } = await setUp(t);
+  const res = await exchange(server, account.id, await issuer.sign(rsa));
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.deepEqual(Object.keys(res.body).sort(), ["accessToken", "expiresIn", "tokenType"]);
+  assert.match(res.body.accessToken, /^svc_wt_[A-Za-z0-9_-]{43,}$/);
+  assert.equal(res.body.tokenType, "Bearer");
+  assert.equal(res.body.expiresIn, 900);
+
+  const workload = server.client().withBearer(res.body.accessToken);
+  const read = await workload.json("GET", `${envPath(project.id, "production")}/secrets/${secret.id}`);
+  assert.equal(read.status, 200);
+  assert.equal(read.body.secret.value, "postgres://prod-db/app-6613");
+  assert.equal((await workload.json("GET", `${envPath(project.id, "development")}/secrets`)).status, 403);
+  const me = await workload.json("GET", "/api/service-accounts/me");
+  assert.equal(me.body.serviceAccount.id, account.id);
+  assert.ok(Math.abs(Date.parse(me.body.expiresAt) - (server.clock.now().getTime() + 900_000)) < 5000);
+  // Used exactly like a service token: browser-only endpoints refuse it.
+  assert.deepEqual(await workload.json("GET", `/api/projects/${project.id}/service-accounts`).then((r) => [r.status, r.body]), [403, BROWSER_ONLY]);
+
+  // ES256 too; and never longer than the identity token itself lives.
+  const short = await exchange(server, account.id, await issuer.sign(ec, {}, { expiresInSeconds: 120 }));
+  assert.equal(short.status, 200, JSON.stringify(short.body));
+  assert.ok(short.body.expiresIn <= 120 && short.body.expiresIn >= 110, String(short.body.expiresIn));
+
+  // Audited as the account, at most once a minute per trust.
+  const events = () =>
+    server.app.db.$client
+      .prepare("SELECT actor_user_id, service_account_id, service_account_name, metadata FROM audit_events WHERE action = 'service_account.token_exchanged'")
+      .all() as { actor_user_id: string | null; service_account_id: string; service_account_name: string; metadata: string }[];
+  assert.equal(events().length, 1);
+  const [event] = events();
+  assert.equal(event!.actor_user_id, null);
+  assert.deepEqual([event!.service_account_id, event!.service_account_name], [account.id, "github-deploy"]);
+  assert.equal(JSON.parse(event!.metadata).via, "workload");
+  assert.equal(JSON.parse(event!.metadata).subject, SUBJECT);
+  server.clock.advance(61_000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.equal(events().length, 2);
+  const page = await owner.json("GET", `/api/projects/${project.id}/audit?action=secret.revealed`);
+  assert.deepEqual(page.body.events[0].serviceAccount, { id: account.id, name: "github-deploy" });
+  assert.equal(page.body.events[0].actor, null);
+  assert.equal(page.body.events[0].metadata.via, "workload");
+
+  // 15 minutes later the access token is refused with the service token's message.
+  server.clock.advance(15 * 60_000);
+  assert.deepEqual(await workload.json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+});
+
+test("every refusal is one 401, with the reason only in the log and never the token", async (t) => {
+  const { server, issuer, rsa, account, project, owner } = await setUp(t);
+  const hmacKey = crypto.randomBytes(32);
+  const hs256 = await new SignJWT({ iss: issuer.url, aud: AUDIENCE, sub: SUBJECT, repository: "acme/api" })
+    .setProtectedHeader({ alg: "HS256", kid: "rsa-1" })
+    .setIssuedAt()
+    .setExpirationTime("1h")
+    .sign(hmacKey);
+  const none = new UnsecuredJWT({ iss: issuer.url, aud: AUDIENCE, sub: SUBJECT, repository: "acme/api" }).setIssuedAt().setExpirationTime("1h").encode();
+  const stranger = await signingKey("rsa-1", "RS256");
+  const unknownKid = await signingKey("rsa-unknown", "RS256");
+  const other = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, { name: "other", role: "viewer", environments: ["production"] });
+
+  const cases: [string, unknown, unknown][] = [
+    ["wrong audience", account.id, await issuer.sign(rsa, { aud: "https://other.example" })],
+    ["audience array without ours", account.id, await issuer.sign(rsa, { aud: ["a", "b"] })],
+    ["wrong subject", account.id, await issuer.sign(rsa, { sub: "repo:evil/api:ref:refs/heads/main" })],
+    ["subject prefix only", account.id, await issuer.sign(rsa, { sub: "repo:acme/api-fork:ref" })],
+    ["wrong claim", account.id, await issuer.sign(rsa, { repository: "acme/other" })],
+    ["missing claim", account.id, await issuer.sign(rsa, { repository: null })],
+    ["expired", account.id, await issuer.sign(rsa, {}, { expiresInSeconds: -120 })],
+    ["no exp", account.id, await issuer.sign(rsa, { exp: null })],
+    ["not yet valid", account.id, await issuer.sign(rsa, { nbf: Math.floor(Date.now() / 1000) + 600 })],
+    ["wrong issuer", account.id, await issuer.sign(rsa, { iss: "https://issuer.example" })],
+    ["alg none", account.id, none],
+    ["HMAC", account.id, hs256],
+    ["signed by another key with the same kid", account.id, await issuer.sign(stranger)],
+    ["unknown kid", account.id, await issuer.sign(unknownKid)],
+    ["account without this trust", other.body.serviceAccount.id, await issuer.sign(rsa)],
+    ["unknown account", "00000000-0000-4000-8000-000000000000", await issuer.sign(rsa)],
+    ["not a JWT", account.id, "not-a-jwt-at-all"],
+    ["no token", account.id, undefined],
+    ["no account", undefined, await issuer.sign(rsa)],
+  ];
+  for (const [why, id, token] of cases) {
+    const res = await exchange(server, id, token);
+    assert.deepEqual([res.status, res.body], [401, REFUSED], why);
+  }
+  // Still fine after all that.
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  const refusals = server.logs.filter((line) => line.includes("workload identity exchange refused"));
+  assert.equal(refusals.length, cases.length);
+  assert.ok(refusals.every((line) => JSON.parse(line).reason), "each refusal says why");
+  for (const [, , token] of cases) {
+    if (typeof token === "string") assert.ok(!server.logs.some((line) => line.includes(token)), "no identity token in the log");
+  }
+});
+
+test("an issuer that is down or redirects is refused", async (t) => {
+  const { server, issuer, rsa, owner, project, account } = await setUp(t);
+  issuer.redirectDiscovery = true;
+  assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
+  issuer.redirectDiscovery = false;
+
+  // A trusted issuer nobody answers for.
+  const down = `http://127.0.0.1:${await freePort()}`;
+  const downKey = await signingKey("down-1", "RS256");
+  await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, { issuer: down, audience: AUDIENCE, subject: "*" });
+  const jwt = await new SignJWT({ iss: down, aud: AUDIENCE, sub: SUBJECT })
+    .setProtectedHeader({ alg: "RS256", kid: "down-1" })
+    .setIssuedAt()
+    .setExpirationTime("1h")
+    .sign(downKey.privateKey);
+  assert.deepEqual(await exchange(server, account.id, jwt).then((r) => [r.status, r.body]), [401, REFUSED]);
+  assert.ok(server.logs.some((line) => line.includes("workload identity exchange refused") && line.includes("OpenID configuration")));
+});
+
+test("a key rotated in at the issuer is picked up; an unknown kid refetches at most once per cooldown", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 300 });
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  const fetched = issuer.jwksFetches;
+  assert.equal(fetched, 1);
+
+  const rotated = await signingKey("rsa-2", "RS256");
+  const early = await signingKey("rsa-3", "RS256");
+  // Within the cooldown a flood of unknown kids costs the issuer nothing.
+  for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(early))).status, 401);
+  assert.ok(issuer.jwksFetches <= fetched + 1, String(issuer.jwksFetches));
+
+  issuer.publish(rotated);
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  const res = await exchange(server, account.id, await issuer.sign(rotated));
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  // The old key still works while the issuer publishes it.
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+});
+
+test("access tokens die with their account or trust; the exchange is limited per client address", async (t) => {
+  const { server, issuer, rsa, owner, project, account, trust } = await setUp(t);
+  const first = (await exchange(server, account.id, await issuer.sign(rsa))).body.accessToken as string;
+  const second = (await exchange(server, account.id, await issuer.sign(rsa))).body.accessToken as string;
+  const as = (token: string): Client => server.client().withBearer(token);
+  assert.equal((await as(first).json("GET", "/api/service-accounts/me")).status, 200);
+  // Access tokens are not service tokens: they are not listed and do not count.
+  const got = await owner.json("GET", `/api/projects/${project.id}/service-accounts/${account.id}`);
+  assert.deepEqual(got.body.serviceAccount.tokens, []);
+
+  await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}/trusts/${trust.id}`);
+  assert.deepEqual(await as(first).json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+  assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
+
+  const again = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, { issuer: issuer.url, audience: AUDIENCE, subject: SUBJECT });
+  assert.equal(again.status, 201);
+  const third = (await exchange(server, account.id, await issuer.sign(rsa))).body.accessToken as string;
+  await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}`);
+  for (const token of [second, third]) {
+    assert.deepEqual(await as(token).json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+  }
+  assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM service_tokens").pluck().get(), 0);
+
+  // 30 attempts a minute per address, refused or not (4 made above).
+  let status = 0;
+  for (let i = 0; i < 26 && status !== 429; i++) status = (await exchange(server, "00000000-0000-4000-8000-000000000000", "x.y.z")).status;
+  assert.equal(status, 401);
+  assert.equal((await exchange(server, "00000000-0000-4000-8000-000000000000", "x.y.z")).status, 429);
+});
