@@ -2,7 +2,7 @@ import { readCredentials, withCredentialsLock, writeCredentials, type ServerCred
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
-const isLoopback = (hostname: string) => hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
+export const isLoopback = (hostname: string) => hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 const REQUEST_TIMEOUT_MS = 30_000;
 // Refresh a little before the recorded expiry, so a token does not die in flight.
 const EXPIRY_MARGIN_MS = 30_000;
@@ -130,12 +130,25 @@ export async function refreshCredentials(server: string, stale: string | undefin
   });
 }
 
-/** An authenticated client for one server: refreshes by itself when the access token has expired. */
+/** A credential given to the process (a service token, a workload access token) instead of login's. */
+export interface BearerSource {
+  bearer(server: string): Promise<string>;
+  /** The error for a 401: what to check, never "run login". */
+  refused(server: string): CliError;
+}
+
+/**
+ * An authenticated client for one server: with login's credentials, refreshes by itself when
+ * the access token has expired; with a machine credential, uses it and touches no file.
+ */
 export class Api {
   /** Read from credentials.json once, then kept: a command's requests share one read. */
   #credentials?: ServerCredentials;
 
-  constructor(readonly server: string) {}
+  constructor(
+    readonly server: string,
+    readonly machine?: BearerSource,
+  ) {}
 
   credentials(): ServerCredentials {
     if (this.#credentials) return this.#credentials;
@@ -149,6 +162,11 @@ export class Api {
    * A token another process refreshed meanwhile answers 401, and refreshCredentials then takes the file's newer pair.
    */
   async request(method: string, path: string, body?: unknown): Promise<ApiResponse> {
+    if (this.machine) {
+      const res = await send(this.server, method, path, body, await this.machine.bearer(this.server));
+      if (res.status === 401) throw this.machine.refused(this.server);
+      return res;
+    }
     let credentials = this.credentials();
     if (isExpired(credentials)) credentials = this.#credentials = await refreshCredentials(this.server, credentials.accessToken);
     let res = await send(this.server, method, path, body, credentials.accessToken);

@@ -4,6 +4,7 @@ import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
+import { machineAuth, TOKEN_FILE_OPTION, type MachineAuth } from "./machine.ts";
 
 export const LINK_FILE = ".secrets-server.json";
 export const ENVIRONMENTS = ["development", "staging", "production"] as const;
@@ -19,6 +20,8 @@ export interface LinkFile {
 }
 
 export const SERVER_OPTION = { server: { type: "string" } } as const;
+/** The server and, for machine access, the token file: the options of every command that calls the API with a credential. */
+export const CONNECTION_OPTIONS = { ...SERVER_OPTION, ...TOKEN_FILE_OPTION } as const;
 export const JSON_OPTION = { json: { type: "boolean", default: false } } as const;
 export const TARGET_OPTIONS = { project: { type: "string", short: "p" }, env: { type: "string", short: "e" } } as const;
 
@@ -80,6 +83,49 @@ export function resolveServer(flag: string | undefined, known?: { link: FoundLin
   return readCredentials().defaultServer ?? DEFAULT_SERVER;
 }
 
+export interface Connection {
+  api: Api;
+  server: string;
+  /** Set when the process was given a service token or an identity token: login's credentials are not used. */
+  machine?: MachineAuth;
+}
+
+/**
+ * The server and the credential of a command. With a machine credential the server comes
+ * from --server or SECRETS_SERVER_URL only: a link file (which arrives with a cloned
+ * repository) or the last login must never decide where a token is sent, and no file of
+ * the config folder is read.
+ */
+export function connect(values: { server?: string; "token-file"?: string }, known?: { link: FoundLink | undefined }): Connection {
+  return connectWith(machineAuth(values["token-file"]), values.server, known);
+}
+
+function connectWith(machine: MachineAuth | undefined, serverFlag: string | undefined, known?: { link: FoundLink | undefined }): Connection {
+  if (!machine) {
+    const server = resolveServer(serverFlag, known);
+    return { api: new Api(server), server };
+  }
+  const given = serverFlag ?? (process.env.SECRETS_SERVER_URL || undefined);
+  if (!given) {
+    throw new CliError(
+      `With ${machine.source}, name the server with --server URL or SECRETS_SERVER_URL: a token is only sent to a server named there, never to a link file's or the last login's.`,
+      EXIT.usage,
+    );
+  }
+  const server = normalizeServerUrl(given);
+  return { api: new Api(server, machine), server, machine };
+}
+
+/** Whether a link file's server is `server` (or it names none); a malformed URL is another server. */
+function linkIsFor(link: LinkFile, server: string): boolean {
+  if (!link.server) return true;
+  try {
+    return normalizeServerUrl(link.server) === server;
+  } catch {
+    return false;
+  }
+}
+
 export function normalizeEnvironment(input: string): string {
   const name = ENVIRONMENT_ALIASES[input.toLowerCase()] ?? input.toLowerCase();
   if (!(ENVIRONMENTS as readonly string[]).includes(name)) {
@@ -88,28 +134,78 @@ export function normalizeEnvironment(input: string): string {
   return name;
 }
 
-export interface Target {
-  api: Api;
-  server: string;
-  /** As the user gave it (id or name): names the fallback copy. */
-  project: string;
-  environment: string;
+export interface Target extends Connection {
+  /** As the user gave it (id or name): names the fallback copy. Undefined only with a machine credential: the account's project. */
+  project?: string;
+  /** Undefined only with a machine credential: the account's one environment. */
+  environment?: string;
+  /** Where project and environment came from, for messages. */
+  from: { project?: string; environment?: string };
 }
 
-/** Project and environment from flags, then SECRETS_SERVER_PROJECT / SECRETS_SERVER_ENV, then the link file. */
-export function resolveTarget(values: { server?: string; project?: string; env?: string }): Target {
+/**
+ * Project and environment from flags, then SECRETS_SERVER_PROJECT / SECRETS_SERVER_ENV, then
+ * the link file; with a machine credential, then the service account's own (see locate).
+ */
+export function resolveTarget(values: { server?: string; "token-file"?: string; project?: string; env?: string }): Target {
+  const machine = machineAuth(values["token-file"]);
   const found = findLink();
-  const linked = found?.link;
-  const project = values.project ?? process.env.SECRETS_SERVER_PROJECT ?? linked?.projectId;
-  const environment = values.env ?? process.env.SECRETS_SERVER_ENV ?? linked?.environment;
-  if (!project || !environment) {
+  const fromEnv = (name: string) => process.env[name] || undefined;
+  let project = values.project ?? fromEnv("SECRETS_SERVER_PROJECT");
+  let environment = values.env ?? fromEnv("SECRETS_SERVER_ENV");
+  const from = {
+    project: values.project !== undefined ? "--project" : project !== undefined ? "SECRETS_SERVER_PROJECT" : undefined,
+    environment: values.env !== undefined ? "--env" : environment !== undefined ? "SECRETS_SERVER_ENV" : undefined,
+  };
+  if (!machine) {
+    project ??= found?.link.projectId;
+    environment ??= found?.link.environment;
+    if (!project || !environment) {
+      throw new CliError(
+        `Name the ${!project ? "project" : "environment"}: --project <id or name> --env <environment>, or run "secrets-server link" in this folder.`,
+        EXIT.usage,
+      );
+    }
+    const connection = connectWith(undefined, values.server, { link: found });
+    return { ...connection, project, environment: normalizeEnvironment(environment), from };
+  }
+  const connection = connectWith(machine, values.server);
+  // A link file of another server names a project there; only one for this server applies.
+  if (found && linkIsFor(found.link, connection.server)) {
+    if (project === undefined) [project, from.project] = [found.link.projectId, found.file];
+    if (environment === undefined) [environment, from.environment] = [found.link.environment, found.file];
+  }
+  return { ...connection, project, environment: environment === undefined ? undefined : normalizeEnvironment(environment), from };
+}
+
+/** The project id and environment a command works in; with a machine credential, checked against the account first. */
+export async function locate(target: Target): Promise<{ projectId: string; environment: string }> {
+  if (!target.machine) {
+    const { id } = await resolveProject(target.api, target.project!);
+    return { projectId: id, environment: target.environment! };
+  }
+  const { serviceAccount: account } = await target.machine.me((method, path) => target.api.request(method, path), target.server);
+  const project = target.project;
+  if (project !== undefined && project !== account.projectId && project.toLowerCase() !== account.projectName.toLowerCase()) {
     throw new CliError(
-      `Name the ${!project ? "project" : "environment"}: --project <id or name> --env <environment>, or run "secrets-server link" in this folder.`,
-      EXIT.usage,
+      `The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`,
+      EXIT.denied,
     );
   }
-  const server = resolveServer(values.server, { link: found });
-  return { api: new Api(server), server, project, environment: normalizeEnvironment(environment) };
+  const choices = account.environments.join(", ");
+  if (target.environment === undefined) {
+    if (account.environments.length !== 1) {
+      throw new CliError(`The service account ${account.name} may use ${choices}: name one with --env (or SECRETS_SERVER_ENV).`, EXIT.usage);
+    }
+    return { projectId: account.projectId, environment: account.environments[0]! };
+  }
+  if (!account.environments.includes(target.environment)) {
+    throw new CliError(
+      `The service account ${account.name} may use ${choices}, not ${target.environment} (from ${target.from.environment}).`,
+      EXIT.denied,
+    );
+  }
+  return { projectId: account.projectId, environment: target.environment };
 }
 
 export interface ProjectSummary {

@@ -10,12 +10,18 @@ import type { SecretPair } from "./dotenv.ts";
 // so deployments keep working while the server is down. AES-256-GCM under a random key
 // kept in credentials.json (mode 0600); the AAD binds a copy to its server, project and
 // environment, so a copy renamed to another's file name does not open.
+//
+// With a service token the key and the file name are derived from the token (HKDF-SHA256),
+// and nothing else is written: only whoever holds the token can find or open its copy, and
+// credentials.json, its lock and the index stay untouched (such copies have no logout).
 
 export interface FallbackPlace {
   server: string;
   /** The project as the user named it (id or name), so a copy is found without the server. */
   project: string;
   environment: string;
+  /** The service token the copy is keyed by; undefined for login's random key. */
+  serviceToken?: string;
 }
 
 interface FallbackContent {
@@ -24,7 +30,17 @@ interface FallbackContent {
 }
 
 function aad(place: FallbackPlace): string {
-  return `secrets-server fallback v1\n${place.server}\n${place.project.toLowerCase()}\n${place.environment}`;
+  const kind = place.serviceToken ? "fallback v1 service token" : "fallback v1";
+  return `secrets-server ${kind}\n${place.server}\n${place.project.toLowerCase()}\n${place.environment}`;
+}
+
+/** A high-entropy token needs no stretching; the salt separates these keys from any other use of it. */
+function fromToken(token: string, purpose: string, length: number): Buffer {
+  return Buffer.from(crypto.hkdfSync("sha256", token, "secrets-server fallback v1", purpose, length));
+}
+
+function describe(place: FallbackPlace): string {
+  return `${place.project || "the service account's project"} / ${place.environment || "its environment"} from ${place.server}`;
 }
 
 export function fallbackDir(): string {
@@ -32,7 +48,9 @@ export function fallbackDir(): string {
 }
 
 function fallbackFile(place: FallbackPlace): string {
-  const id = crypto.createHash("sha256").update(aad(place)).digest("hex").slice(0, 32);
+  const id = place.serviceToken
+    ? fromToken(place.serviceToken, `file name\n${aad(place)}`, 16).toString("hex")
+    : crypto.createHash("sha256").update(aad(place)).digest("hex").slice(0, 32);
   return path.join(fallbackDir(), `${id}.bin`);
 }
 
@@ -54,7 +72,24 @@ function writeIndex(index: Record<string, string[]>): void {
 }
 
 export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]): Promise<void> {
-  const key = await withCredentialsLock(async () => {
+  const key = place.serviceToken ? tokenKey(place.serviceToken) : await personKey(place);
+  const content: FallbackContent = { savedAt: new Date().toISOString(), secrets };
+  const nonce = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
+  cipher.setAAD(Buffer.from(aad(place), "utf8"));
+  const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
+  const sealed = Buffer.concat([nonce, body, cipher.getAuthTag()]);
+  fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
+  writeFileAtomically(fallbackFile(place), sealed, 0o600);
+}
+
+function tokenKey(token: string): Buffer {
+  return fromToken(token, "key", 32);
+}
+
+/** login's random key, created on first use, and the copy entered in the index for logout. */
+async function personKey(place: FallbackPlace): Promise<Buffer> {
+  return withCredentialsLock(async () => {
     const data = readCredentials();
     const { key, created } = ensureFallbackKey(data);
     if (created) writeCredentials(data);
@@ -65,33 +100,25 @@ export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]):
     writeIndex(index);
     return key;
   });
-  const content: FallbackContent = { savedAt: new Date().toISOString(), secrets };
-  const nonce = crypto.randomBytes(12);
-  const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
-  cipher.setAAD(Buffer.from(aad(place), "utf8"));
-  const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
-  const sealed = Buffer.concat([nonce, body, cipher.getAuthTag()]);
-  const file = fallbackFile(place);
-  writeFileAtomically(file, sealed, 0o600);
 }
 
 /** The saved copy, or a CliError saying why there is none to use. */
 export function loadFallback(place: FallbackPlace, maxAgeMs: number | undefined): { secrets: SecretPair[]; ageMs: number } {
   const file = fallbackFile(place);
-  const keyText = readCredentials().fallbackKey;
-  if (!fs.existsSync(file) || !keyText) {
-    throw new CliError(`No fallback copy of ${place.project} / ${place.environment} from ${place.server} exists yet.`, EXIT.unreachable);
+  const key = place.serviceToken ? tokenKey(place.serviceToken) : readCredentials().fallbackKey;
+  if (!fs.existsSync(file) || !key) {
+    throw new CliError(`No fallback copy of ${describe(place)} exists yet.`, EXIT.unreachable);
   }
   let content: FallbackContent;
   try {
     const sealed = fs.readFileSync(file);
-    const decipher = crypto.createDecipheriv("aes-256-gcm", Buffer.from(keyText, "base64"), sealed.subarray(0, 12));
+    const decipher = crypto.createDecipheriv("aes-256-gcm", typeof key === "string" ? Buffer.from(key, "base64") : key, sealed.subarray(0, 12));
     decipher.setAAD(Buffer.from(aad(place), "utf8"));
     decipher.setAuthTag(sealed.subarray(sealed.length - 16));
     const plain = Buffer.concat([decipher.update(sealed.subarray(12, sealed.length - 16)), decipher.final()]);
     content = JSON.parse(plain.toString("utf8")) as FallbackContent;
   } catch {
-    throw new CliError(`The fallback copy in ${file} cannot be opened (damaged, or the key in credentials.json changed).`, EXIT.unreachable);
+    throw new CliError(`The fallback copy in ${file} cannot be opened (damaged, or ${place.serviceToken ? "not saved with this token" : "the key in credentials.json changed"}).`, EXIT.unreachable);
   }
   const ageMs = Math.max(0, Date.now() - Date.parse(content.savedAt));
   if (maxAgeMs !== undefined && ageMs > maxAgeMs) {

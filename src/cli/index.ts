@@ -16,6 +16,17 @@ export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL 
   run              Run a command with the secrets in its environment: run -- COMMAND ARGS...
   link             Remember --project and --env for the current folder
   Most commands take --project, --env and --json. "secrets-server <command> --help" shows more.
+
+Machine access (CI jobs, servers): no login, and nothing in the config folder is read or
+written (except the copy --fallback keeps). The first of these that is set is used:
+  SECRETS_SERVER_TOKEN=svc_st_...  or  --token-file FILE   a service token
+  SECRETS_SERVER_SERVICE_ACCOUNT=<id> with SECRETS_SERVER_IDENTITY_TOKEN=<JWT>, or in
+      GitHub Actions (permissions: id-token: write) alone: an identity token is exchanged
+      for a 15-minute access token (audience SECRETS_SERVER_AUDIENCE, default the server URL)
+  else the credentials of "login".
+  --token-file with SECRETS_SERVER_TOKEN, or a service token with SECRETS_SERVER_IDENTITY_TOKEN,
+  is refused. The server must come from --server or SECRETS_SERVER_URL. Project and
+  environment default to the service account's when it has exactly one environment.
 `;
 
 type Command = (args: string[]) => Promise<number>;

@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
-import { Api, errorFor, isExpired, post, refreshCredentials } from "./api.ts";
-import { JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
+import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
+import { connect, CONNECTION_OPTIONS, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { removeFallbacks } from "./fallback.ts";
@@ -131,6 +131,11 @@ export async function login(args: string[]): Promise<number> {
 
   if (values.json) process.stdout.write(JSON.stringify({ server, email: credentials.email }) + "\n");
   else process.stdout.write(`Signed in to ${server} as ${printable(credentials.email)}.\n`);
+  if (process.env.SECRETS_SERVER_TOKEN || process.env.SECRETS_SERVER_SERVICE_ACCOUNT) {
+    process.stderr.write(
+      `Note: ${process.env.SECRETS_SERVER_TOKEN ? "SECRETS_SERVER_TOKEN" : "SECRETS_SERVER_SERVICE_ACCOUNT"} is set, so other commands use the service account, not this login, until it is unset.\n`,
+    );
+  }
   return EXIT.ok;
 }
 
@@ -196,12 +201,31 @@ export async function logout(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const WHOAMI_USAGE = "Usage: secrets-server whoami [--server URL] [--json]";
+export const WHOAMI_USAGE = `Usage: secrets-server whoami [--server URL] [--token-file FILE] [--json]
+
+Shows the person signed in, or with a service token or an identity token the service
+account: its project, role, environments and when the token expires.`;
 
 export async function whoami(args: string[]): Promise<number> {
-  const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, WHOAMI_USAGE);
-  const server = resolveServer(values.server);
-  const { user } = await new Api(server).expect<{ user: { id: string; email: string; name: string | null } }>(200, "GET", "/api/auth/me");
+  const { values } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION }, WHOAMI_USAGE);
+  const { api, server, machine } = connect(values);
+  if (machine) {
+    const { serviceAccount: account, expiresAt } = await machine.me((method, path) => api.request(method, path), server);
+    const via = machine.kind;
+    if (values.json) {
+      process.stdout.write(JSON.stringify({ server, via, serviceAccount: account, expiresAt }) + "\n");
+    } else {
+      const expiry = `${via === "workload" ? "access token" : "token"} expires ${expiresAt ?? "never"}`;
+      process.stdout.write(
+        printable(`service account ${account.name} (${account.id}) on ${server}`) +
+          "\n" +
+          printable(`  project ${account.projectName} (${account.projectId}), role ${account.role}, environments ${account.environments.join(", ") || "none"}`) +
+          `\n  ${expiry}\n`,
+      );
+    }
+    return EXIT.ok;
+  }
+  const { user } = await api.expect<{ user: { id: string; email: string; name: string | null } }>(200, "GET", "/api/auth/me");
   if (values.json) process.stdout.write(JSON.stringify({ server, ...user }) + "\n");
   else process.stdout.write(printable(`${user.email}${user.name ? ` (${user.name})` : ""}`) + ` on ${server}\n`);
   return EXIT.ok;

@@ -2,11 +2,12 @@ import { spawn } from "node:child_process";
 import os from "node:os";
 import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
-import { parseFlags, resolveTarget, SERVER_OPTION, TARGET_OPTIONS } from "./context.ts";
+import { CONNECTION_OPTIONS, parseFlags, resolveTarget, TARGET_OPTIONS } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { fallbackSettings, fetchAll, FALLBACK_OPTIONS } from "./secrets.ts";
 
-export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]... -- COMMAND [ARGS...]
+export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]...
+                          [--server URL] [--token-file FILE] -- COMMAND [ARGS...]
 
 Runs COMMAND with the environment's secrets added to its environment variables (they win
 over variables of the same name). stdin, stdout and stderr are the command's own; signals
@@ -25,7 +26,10 @@ A secret is added only when its name looks like an application setting:
   _PRELOAD, _COMMAND, _CONFIG, _CONFIG_FILE, _PROXY and the others the README lists).
 Other secrets are left out with one warning naming them: such variables choose which code
 runs, and whoever may create a secret must not choose that on this machine. To set one
-anyway, name it with --allow-env KEY (repeatable) or in SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2.`;
+anyway, name it with --allow-env KEY (repeatable) or in SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2.
+
+SECRETS_SERVER_TOKEN and SECRETS_SERVER_IDENTITY_TOKEN are removed from COMMAND's
+environment: it gets the secrets, not the credential that reads them all.`;
 
 // Signals a supervisor (systemd, docker, a shell) sends that the command should see.
 const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH"];
@@ -35,7 +39,7 @@ export async function run(args: string[]): Promise<number> {
   if (separator < 0 || separator === args.length - 1) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const { values, positionals } = parseFlags(
     args.slice(0, separator),
-    { ...SERVER_OPTION, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, "allow-env": { type: "string", multiple: true } },
+    { ...CONNECTION_OPTIONS, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, "allow-env": { type: "string", multiple: true } },
     RUN_USAGE,
   );
   if (positionals.length > 0) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
@@ -44,6 +48,10 @@ export async function run(args: string[]): Promise<number> {
   const target = resolveTarget(values);
   const secrets = await fetchAll(target, fallbackSettings(values));
   const env: NodeJS.ProcessEnv = { ...process.env };
+  // An application that logs its environment, or a crash reporter that sends it, would
+  // otherwise carry away a credential that reads every secret of the account.
+  delete env.SECRETS_SERVER_TOKEN;
+  delete env.SECRETS_SERVER_IDENTITY_TOKEN;
   // The person running the command owns this machine: only they may let a name through.
   const allowed = new Set([...(values["allow-env"] ?? []), ...parseNameList(process.env.SECRETS_SERVER_ALLOW_ENV)]);
   const leftOut: string[] = [];

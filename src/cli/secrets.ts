@@ -1,17 +1,18 @@
 import fs from "node:fs";
 import path from "node:path";
 import { printable } from "../core/text.ts";
-import { Api } from "./api.ts";
+import type { Api } from "./api.ts";
 import {
+  connect,
+  CONNECTION_OPTIONS,
   environmentPath,
   JSON_OPTION,
   LINK_FILE,
+  locate,
   normalizeEnvironment,
   parseFlags,
   resolveProject,
-  resolveServer,
   resolveTarget,
-  SERVER_OPTION,
   TARGET_OPTIONS,
   type LinkFile,
   type ProjectSummary,
@@ -40,11 +41,11 @@ function table(cells: string[][]): string {
   return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
 }
 
-export const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--json]";
+export const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--token-file FILE] [--json]";
 
 export async function projects(args: string[]): Promise<number> {
-  const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, PROJECTS_USAGE);
-  const api = new Api(resolveServer(values.server));
+  const { values } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION }, PROJECTS_USAGE);
+  const { api } = connect(values);
   const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   if (values.json) {
     process.stdout.write(JSON.stringify(list, null, 2) + "\n");
@@ -62,16 +63,17 @@ export const SECRETS_USAGE = `Usage:
   secrets-server secrets set KEY VALUE [--project P] [--env E] [--json]
   secrets-server secrets set KEY --from-stdin [--project P] [--env E] [--json]
 
+Every form also takes --server URL and --token-file FILE (see "secrets-server help").
 A value given on the command line is visible to other local users in the process list;
 prefer --from-stdin for real secrets.`;
 
-async function listSecrets(target: Target, projectId: string): Promise<SecretMeta[]> {
-  const { secrets } = await target.api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${environmentPath(projectId, target.environment)}/secrets`);
+async function listSecrets(api: Api, base: string): Promise<SecretMeta[]> {
+  const { secrets } = await api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${base}/secrets`);
   return secrets;
 }
 
-async function findSecret(target: Target, projectId: string, key: string): Promise<SecretMeta | undefined> {
-  return (await listSecrets(target, projectId)).find((s) => s.key === key);
+async function findSecret(api: Api, base: string, key: string): Promise<SecretMeta | undefined> {
+  return (await listSecrets(api, base)).find((s) => s.key === key);
 }
 
 async function readStdin(): Promise<string> {
@@ -83,28 +85,29 @@ async function readStdin(): Promise<string> {
 export async function secrets(args: string[]): Promise<number> {
   const { values, positionals } = parseFlags(
     args,
-    { ...SERVER_OPTION, ...JSON_OPTION, ...TARGET_OPTIONS, "from-stdin": { type: "boolean", default: false } },
+    { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS, "from-stdin": { type: "boolean", default: false } },
     SECRETS_USAGE,
   );
   const [action, key, value, ...rest] = positionals;
   if (!action) throw new CliError(SECRETS_USAGE, EXIT.usage);
   const target = resolveTarget(values);
-  const { id: projectId } = await resolveProject(target.api, target.project);
-  const base = environmentPath(projectId, target.environment);
+  const { api } = target;
+  const { projectId, environment } = await locate(target);
+  const base = environmentPath(projectId, environment);
 
   if (action === "list" && !key) {
     // By key, as `env | sort` would: the API lists the most recently changed first.
-    const list = (await listSecrets(target, projectId)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    const list = (await listSecrets(api, base)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     if (values.json) process.stdout.write(JSON.stringify(list, null, 2) + "\n");
-    else if (list.length === 0) process.stderr.write(`No secrets in ${target.environment} yet.\n`);
+    else if (list.length === 0) process.stderr.write(`No secrets in ${environment} yet.\n`);
     else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), s.updatedAt])]));
     return EXIT.ok;
   }
 
   if (action === "get" && key && value === undefined) {
-    const meta = await findSecret(target, projectId, key);
-    if (!meta) throw new CliError(`No secret ${key} in ${target.environment}.`, EXIT.denied);
-    const { secret } = await target.api.expect<{ secret: { key: string; value: string; version: number; updatedAt: string } }>(
+    const meta = await findSecret(api, base, key);
+    if (!meta) throw new CliError(`No secret ${key} in ${environment}.`, EXIT.denied);
+    const { secret } = await api.expect<{ secret: { key: string; value: string; version: number; updatedAt: string } }>(
       200,
       "GET",
       `${base}/secrets/${encodeURIComponent(meta.id)}`,
@@ -119,17 +122,17 @@ export async function secrets(args: string[]): Promise<number> {
     }
     // One trailing newline is what `echo` and editors add; anything else is part of the value.
     const newValue = value ?? (await readStdin()).replace(/\r?\n$/, "");
-    const existing = await findSecret(target, projectId, key);
+    const existing = await findSecret(api, base, key);
     let saved: SecretMeta;
     if (existing) {
-      saved = (await target.api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(existing.id)}`, { value: newValue })).secret;
+      saved = (await api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(existing.id)}`, { value: newValue })).secret;
     } else {
-      saved = (await target.api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value: newValue })).secret;
+      saved = (await api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value: newValue })).secret;
     }
     if (values.json) process.stdout.write(JSON.stringify(saved) + "\n");
     // The server answers an equal value with the current version and writes nothing.
-    else if (existing && saved.version === existing.version) process.stdout.write(`${saved.key} in ${target.environment} already has this value (version ${saved.version}): nothing changed.\n`);
-    else process.stdout.write(`${existing ? "Updated" : "Created"} ${saved.key} in ${target.environment} (version ${saved.version}).\n`);
+    else if (existing && saved.version === existing.version) process.stdout.write(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
+    else process.stdout.write(`${existing ? "Updated" : "Created"} ${saved.key} in ${environment} (version ${saved.version}).\n`);
     return EXIT.ok;
   }
 
@@ -142,10 +145,18 @@ export async function secrets(args: string[]): Promise<number> {
  * removed grant must not be bypassed by a copy.
  */
 export async function fetchAll(target: Target, fallback: { enabled: boolean; maxAgeMs?: number }): Promise<SecretPair[]> {
-  const place = { server: target.server, project: target.project, environment: target.environment };
+  const serviceToken = target.machine?.fallbackSecret();
+  if (fallback.enabled && target.machine && !serviceToken) {
+    throw new CliError(
+      "--fallback needs a service token (SECRETS_SERVER_TOKEN or --token-file) or login: an identity token changes with every job, so no later run could open a copy keyed by it.",
+      EXIT.usage,
+    );
+  }
+  // As given, not as the server resolves them: the copy must be found while the server is down.
+  const place = { server: target.server, project: target.project ?? "", environment: target.environment ?? "", serviceToken };
   try {
-    const { id } = await resolveProject(target.api, target.project);
-    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(id, target.environment)}/export`);
+    const at = await locate(target);
+    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(at.projectId, at.environment)}/export`);
     if (fallback.enabled) {
       try {
         await saveFallback(place, secrets);
@@ -170,12 +181,12 @@ export function fallbackSettings(values: { fallback?: boolean; "fallback-max-age
 }
 
 export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|json] [--output FILE]
-                             [--fallback [--fallback-max-age 24h]]`;
+                             [--fallback [--fallback-max-age 24h]] [--server URL] [--token-file FILE]`;
 
 export async function exportSecrets(args: string[]): Promise<number> {
   const { values, positionals } = parseFlags(
     args,
-    { ...SERVER_OPTION, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, format: { type: "string", default: "dotenv" }, output: { type: "string", short: "o" } },
+    { ...CONNECTION_OPTIONS, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, format: { type: "string", default: "dotenv" }, output: { type: "string", short: "o" } },
     EXPORT_USAGE,
   );
   if (positionals.length > 0) throw new CliError(EXPORT_USAGE, EXIT.usage);
@@ -211,15 +222,14 @@ export async function exportSecrets(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const LINK_USAGE = `Usage: secrets-server link --project P --env E [--server URL]
+export const LINK_USAGE = `Usage: secrets-server link --project P --env E [--server URL] [--token-file FILE]
 
 Writes ${LINK_FILE} in the current folder so later commands here need no flags.`;
 
 export async function link(args: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION, ...TARGET_OPTIONS }, LINK_USAGE);
+  const { values, positionals } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS }, LINK_USAGE);
   if (positionals.length > 0 || !values.project || !values.env) throw new CliError(LINK_USAGE, EXIT.usage);
-  const server = resolveServer(values.server);
-  const api = new Api(server);
+  const { api, server } = connect(values);
   const environment = normalizeEnvironment(values.env);
   const { id } = await resolveProject(api, values.project);
   // Checks membership and the environment now, so a typo fails here rather than in a deploy.
