@@ -12,6 +12,11 @@ import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer }
 
 /** Names that choose which code runs, or where a tool's configuration, trust or traffic goes. */
 const DANGEROUS = [
+  // found by the review after the rule was written: they load a module, a driver or a binary by name
+  "CONFIG_SITE", "CROSS_COMPILE", "PRISMA_QUERY_ENGINE_LIBRARY", "PRISMA_QUERY_ENGINE_BINARY", "GIO_MODULE_DIR",
+  "GDK_PIXBUF_MODULE_FILE", "GTK_IM_MODULE_FILE", "OCL_ICD_FILENAMES", "VK_ICD_FILENAMES", "GST_PLUGIN_SCANNER",
+  "CHROME_BIN", "FLASK_APP", "CATALINA_BASE", "COR_PROFILER", "COR_ENABLE_PROFILING", "SASS_BINARY_SITE",
+  "LIBVA_DRIVER_NAME", "FONTCONFIG_FILE", "SPRING_CONFIG_LOCATION", "RES_OPTIONS", "HOSTALIASES",
   // named in the issue
   "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "GIT_ASKPASS", "SSH_ASKPASS", "DOTNET_STARTUP_HOOKS",
   "CLASSPATH", "NODE_REPL_EXTERNAL_MODULE", "PAGER", "EDITOR", "VISUAL", "LESSOPEN", "HOME", "ZDOTDIR",

@@ -7,8 +7,10 @@
 // ones appear with every release. A list of bad names is never finished, and every name it
 // misses lets anyone who may create a secret run code on every machine that uses it. So a
 // name passes only when it looks like an application's own setting; anything else needs
-// the consent of the person who runs the command (`--allow-env KEY`). The rule is in the
-// README (The CLI, "run"); keep the two in step.
+// the consent of the person who runs the command (`--allow-env KEY`). It is a heuristic
+// that leans to refusing: a name it lets through can still be read by some tool somewhere,
+// which is why the README says to run only what you trust. The rule is in the README
+// (The CLI, "run"); keep the two in step.
 
 /** Upper-case words of letters and digits joined by underscores, starting with a letter. */
 const SHAPE = /^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*$/;
@@ -58,6 +60,13 @@ const RESERVED_NAMESPACES = [
   "APT", "DPKG", "DEBCONF", "RPM", "YUM", "DNF", "HOMEBREW", "NIX", "DOCKER", "BUILDKIT", "COMPOSE", "PODMAN",
   "CONTAINERS", "BUILDAH", "KUBE", "KUBECTL", "HELM", "TF", "TERRAFORM", "PULUMI", "ANSIBLE", "VAGRANT", "PACKER",
   "CLOUDSDK", "GCLOUD",
+  // desktop and graphics libraries that load modules or drivers by name (GIO_MODULE_DIR,
+  // GTK_IM_MODULE_FILE, VK_ICD_FILENAMES, OCL_ICD_FILENAMES, GST_PLUGIN_SCANNER, LIBVA_DRIVER_NAME)
+  "GTK", "GDK", "GIO", "GST", "GSETTINGS", "QT", "VK", "OCL", "LIBVA", "VDPAU", "MESA", "FONTCONFIG",
+  // .NET's profiler (COR_PROFILER loads a library), build-time cross compilers, ORMs and
+  // servers that run a binary or a file the variable names
+  "COR", "CROSS", "PRISMA", "CATALINA", "SPRING", "FLASK", "DJANGO", "SASS", "CHROME", "CHROMIUM", "PUPPETEER",
+  "PLAYWRIGHT", "CYPRESS", "RES", "HOSTALIASES", "CONFIG",
   // this CLI: a nested `secrets-server run` must not take its settings from a secret
   "SECRETS_SERVER",
 ];
@@ -74,7 +83,8 @@ const RESERVED_ENDINGS = [
   "VISUAL", "PAGER", "BROWSER", "SHELL", "RSH", "PRELOAD", "COMMAND", "CMD", "PROGRAM", "EXEC", "EXECUTABLE",
   "INTERPRETER", "LOADER", "LIB", "LIBS", "MODULE", "MODULES", "PLUGIN", "PLUGINS", "HELPER", "INIT", "STARTUP",
   "RC", "CONFIG", "CONF", "CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "PROXY", "CONFIG_FILE", "CREDENTIALS_FILE",
-  "APPLICATION_CREDENTIALS", "CA_BUNDLE", "CA_CERTS", "CERT_FILE", "CERT_DIR",
+  "APPLICATION_CREDENTIALS", "CA_BUNDLE", "CA_CERTS", "CERT_FILE", "CERT_DIR", "BIN", "BINARY", "LIBRARY",
+  "FILENAMES", "MODULE_DIR", "MODULE_FILE", "PLUGIN_DIR", "DRIVER_NAME", "SCANNER",
 ];
 
 function startsWithWords(key: string, words: string): boolean {
