@@ -13,6 +13,7 @@ import type { InvitationView, InvitationsService } from "../../src/members/invit
 import type { MemberView } from "../../src/members/members.service.ts";
 import type { ProjectView } from "../../src/projects/projects.service.ts";
 import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
+import type { ServiceAccountView, ServiceAccountsService, TokenView, TrustView } from "../../src/service-accounts/service-accounts.service.ts";
 import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
 import type { toPublicUser } from "../../src/users/users.repo.ts";
 
@@ -87,6 +88,7 @@ export type { Target } from "../../src/integrations/vercel/vercel.service.ts";
 export type { SyncSummary } from "../../src/integrations/vercel/vercel.sync.ts";
 export type { AccessMatrix } from "../../src/members/environment-access.service.ts";
 export type { SecretMeta, VersionEntry } from "../../src/secrets/secrets.service.ts";
+export type { ServiceAccountRole } from "../../src/service-accounts/service-accounts.service.ts";
 
 /** What a server function answers, once its promise (if any) settles. */
 type Answer<F extends (...args: never[]) => unknown> = Awaited<ReturnType<F>>;
@@ -112,6 +114,11 @@ export type InboxInvitation = InboxList["invitations"][number];
 export type InboxAccepted = Answer<InboxService["accept"]>;
 export type SetPasswordLink = Answer<LocalAccounts["describeLink"]>;
 export type HostingConnection = ConnectionView;
+export type ServiceAccount = ServiceAccountView;
+export type ServiceToken = TokenView;
+export type Trust = TrustView;
+/** POST …/service-accounts/<id>/tokens: the only answer that carries the token itself. */
+export type ServiceTokenCreated = Answer<ServiceAccountsService["createToken"]>;
 export type HostingOptions = Answer<VercelService["options"]>;
 
 /** GET /api/auth/provider, answered inline by the sign-in routes. */

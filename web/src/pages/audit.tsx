@@ -1,6 +1,6 @@
 // The audit log: filters, newest first, "load more" by cursor, one readable line each.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { get, projectPath, type AuditEvent, type AuditEventPage, type Member, type Project } from "../api.ts";
+import { get, projectPath, type AuditEvent, type AuditEventPage, type Member, type Project, type ServiceAccount } from "../api.ts";
 import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
@@ -23,6 +23,14 @@ export const CATEGORIES: Record<string, string[]> = {
     "invitation.accepted",
     "environment_access.granted",
     "environment_access.revoked",
+    "service_account.created",
+    "service_account.updated",
+    "service_account.deleted",
+    "service_token.created",
+    "service_token.revoked",
+    "service_account_trust.created",
+    "service_account_trust.deleted",
+    "service_account.token_exchanged",
   ],
   project: ["project.created", "project.updated", "project.deleted"],
   integrations: [
@@ -38,6 +46,23 @@ export const CATEGORIES: Record<string, string[]> = {
 
 function str(value: unknown): string | undefined {
   return typeof value === "string" || typeof value === "number" ? String(value) : undefined;
+}
+
+function list(value: unknown): string | undefined {
+  return Array.isArray(value) && value.length > 0 ? value.map(String).join(", ") : undefined;
+}
+
+/** What changed in a service_account.updated event, as one phrase. */
+function accountChanges(m: Record<string, unknown>): string {
+  const name = str(m.name) ?? "a service account";
+  const parts: string[] = [];
+  if (str(m.previousName)) parts.push(`renamed service account ${str(m.previousName)} to ${name}`);
+  if (str(m.previousRole)) parts.push(`changed the role of ${parts.length ? "it" : `service account ${name}`} from ${str(m.previousRole)} to ${str(m.role) ?? "?"}`);
+  if (Array.isArray(m.previousEnvironments)) {
+    parts.push(`changed the environments of ${parts.length ? "it" : `service account ${name}`} from ${list(m.previousEnvironments) ?? "none"} to ${list(m.environments) ?? "none"}`);
+  }
+  if (m.descriptionChanged) parts.push(`changed the description of ${parts.length ? "it" : `service account ${name}`}`);
+  return parts.length ? parts.join(", and ") : `changed service account ${name}`;
 }
 
 /** One sentence per action, from the fields the log may carry (never values). */
@@ -86,6 +111,22 @@ export function describe(event: AuditEvent): string {
       return `granted ${email ?? "a member"} access${inEnv}`;
     case "environment_access.revoked":
       return `revoked the access of ${email ?? "a member"}${inEnv}`;
+    case "service_account.created":
+      return `created service account ${str(m.name) ?? ""}${role ? ` as ${role}` : ""}${list(m.environments) ? ` for ${list(m.environments)}` : ""}`;
+    case "service_account.updated":
+      return accountChanges(m);
+    case "service_account.deleted":
+      return `deleted service account ${str(m.name) ?? ""}`;
+    case "service_token.created":
+      return `created token ${str(m.name) ?? ""} for service account ${str(m.serviceAccountName) ?? ""}${str(m.expiresAt) ? "" : " (no expiry)"}${list(m.allowedCidrs) ? `, accepted only from ${list(m.allowedCidrs)}` : ""}`;
+    case "service_token.revoked":
+      return `revoked token ${str(m.name) ?? ""} of service account ${str(m.serviceAccountName) ?? ""}`;
+    case "service_account_trust.created":
+      return `added a trust to service account ${str(m.serviceAccountName) ?? ""}: ${str(m.subject) ?? "?"} from ${str(m.issuer) ?? "?"}`;
+    case "service_account_trust.deleted":
+      return `removed a trust from service account ${str(m.serviceAccountName) ?? ""}: ${str(m.subject) ?? "?"} from ${str(m.issuer) ?? "?"}`;
+    case "service_account.token_exchanged":
+      return `exchanged an identity token of ${str(m.subject) ?? "a workload"} from ${str(m.issuer) ?? "its issuer"} for an access token`;
     case "project.created":
       return "created the project";
     case "project.updated":
@@ -111,8 +152,12 @@ export function describe(event: AuditEvent): string {
   }
 }
 
-/** Starts the sentence: "You", "System", "A former member"; an e-mail address stays as it is. */
-function actorLabel(actor: AuditEvent["actor"]): string {
+/**
+ * Starts the sentence: "You", "System", "A former member", "Service account deploy-bot"; an
+ * e-mail address stays as it is.
+ */
+function actorLabel({ actor, serviceAccount }: AuditEvent): string {
+  if (serviceAccount) return `Service account ${serviceAccount.name}`;
   const label = whoLabel(actor);
   return actor?.email && !actor.isYou ? label : label.charAt(0).toUpperCase() + label.slice(1);
 }
@@ -144,6 +189,12 @@ const EMPTY: Filters = { category: "", action: "", actor: "", from: "", to: "" }
 export function AuditPage({ project }: { project: Project }) {
   const base = projectPath(project.id);
   const members = useLoad(() => get<{ members: Member[] }>(`${base}/members`).then((r) => r.members), [base]);
+  // The actor filter takes a service account's id too; only those who manage them can list them.
+  const canListAccounts = project.permissions.includes("service_accounts:manage");
+  const accounts = useLoad(
+    () => (canListAccounts ? get<{ serviceAccounts: ServiceAccount[] }>(`${base}/service-accounts`).then((r) => r.serviceAccounts) : Promise.resolve([])),
+    [base, canListAccounts],
+  );
   const [draft, setDraft] = useState<Filters>(EMPTY);
   const [filters, setFilters] = useState<Filters>(EMPTY);
   const [events, setEvents] = useState<AuditEvent[]>([]);
@@ -187,6 +238,12 @@ export function AuditPage({ project }: { project: Project }) {
   }, [base, filters]);
 
   const actions = draft.category ? CATEGORIES[draft.category]! : Object.values(CATEGORIES).flat();
+  const people = (members.data ?? []).map((m) => (
+    <option key={m.userId} value={m.userId}>
+      {m.isYou ? `you (${m.email ?? m.userId})` : (m.email ?? m.userId)}
+    </option>
+  ));
+  const serviceAccounts = accounts.data ?? [];
   const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => setDraft({ ...draft, [field]: e.currentTarget.value });
 
   return (
@@ -225,11 +282,20 @@ export function AuditPage({ project }: { project: Project }) {
           <span>Actor</span>
           <select value={draft.actor} onChange={set("actor")}>
             <option value="">Anyone</option>
-            {(members.data ?? []).map((m) => (
-              <option key={m.userId} value={m.userId}>
-                {m.isYou ? `you (${m.email ?? m.userId})` : (m.email ?? m.userId)}
-              </option>
-            ))}
+            {serviceAccounts.length > 0 ? (
+              <>
+                <optgroup label="People">{people}</optgroup>
+                <optgroup label="Service accounts">
+                  {serviceAccounts.map((a) => (
+                    <option key={a.id} value={a.id}>
+                      {`service account ${a.name}`}
+                    </option>
+                  ))}
+                </optgroup>
+              </>
+            ) : (
+              people
+            )}
           </select>
         </label>
         <label class="field">
@@ -263,8 +329,10 @@ export function AuditPage({ project }: { project: Project }) {
             <li key={event.id}>
               <Time iso={event.at} />
               <span class="audit-line">
-                <strong>{actorLabel(event.actor)}</strong> {describe(event)}
+                <strong>{actorLabel(event)}</strong> {describe(event)}
                 {event.metadata?.via === "cli" && <span class="badge">CLI</span>}
+                {event.metadata?.via === "service_token" && <span class="badge">service token</span>}
+                {event.metadata?.via === "workload" && <span class="badge">workload identity</span>}
               </span>
               <code class="small muted">{event.action}</code>
             </li>

@@ -12,11 +12,13 @@ import { MembersPage } from "./members.tsx";
 import { NameField, useNameCheck } from "./projects.tsx";
 import { SecretsPage } from "./secrets.tsx";
 import { SecurityPage } from "./security.tsx";
+import { ServiceAccountsPage } from "./service-accounts.tsx";
 import { VercelPage } from "./vercel.tsx";
 
 const SECTIONS = [
   { slug: "members", label: "Members", permission: "members:read" },
   { slug: "access", label: "Environment access", permission: "environments:manage" },
+  { slug: "service-accounts", label: "Service accounts", permission: "service_accounts:manage" },
   { slug: "audit", label: "Audit log", permission: "audit:read" },
   { slug: "security", label: "Security", permission: "audit:read" },
   { slug: "vercel", label: "Vercel", permission: "integrations:manage" },
@@ -86,6 +88,7 @@ function ProjectView({ project, section, sub, reload }: { project: Project; sect
     body = firstEnv ? null : <p class="notice">You have no access to any environment of this project yet. Ask an owner or admin for access.</p>;
   } else if (section === "members") body = <MembersPage project={project} onChanged={reload} />;
   else if (section === "access") body = <AccessPage project={project} />;
+  else if (section === "service-accounts") body = <ServiceAccountsPage project={project} accountId={sub} />;
   else if (section === "audit") body = <AuditPage project={project} />;
   else if (section === "security") body = <SecurityPage project={project} />;
   else if (section === "vercel") body = <VercelPage project={project} />;

@@ -382,7 +382,7 @@ function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: bo
                 </div>
                 <p class="small">
                   {v.changeType === "ROLLED_BACK" && v.restoredFromVersion !== undefined && <>From v{v.restoredFromVersion}, </>}
-                  by {whoLabel(v.changedBy)}, <Time iso={v.createdAt} />
+                  by {v.changedByServiceAccount ? `service account ${v.changedByServiceAccount.name}` : whoLabel(v.changedBy)}, <Time iso={v.createdAt} />
                   {v.key !== props.secret.key && (
                     <>
                       {" "}

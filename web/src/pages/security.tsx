@@ -2,7 +2,7 @@
 // per-environment grant summary, the hosting details) are shown generically.
 import type { ComponentChildren } from "preact";
 import { get, projectPath, type Project, type SecurityOverview } from "../api.ts";
-import { LoadState, formatTime, useLoad } from "../ui.tsx";
+import { Link, LoadState, formatTime, useLoad } from "../ui.tsx";
 
 const yesNo = (value: boolean) => (value ? "Yes" : "No");
 
@@ -65,6 +65,34 @@ function toNotes(raw: unknown): Note[] {
   });
 }
 
+type ServiceAccountCounts = SecurityOverview["access"]["serviceAccounts"];
+
+/** A count that is a warning when above zero. */
+function Count({ n }: { n: number }) {
+  return n > 0 ? (
+    <>
+      {n} <span class="badge status-attention">warning</span>
+    </>
+  ) : (
+    <>{n}</>
+  );
+}
+
+function serviceAccountWarnings(c: ServiceAccountCounts): string[] {
+  const warnings: string[] = [];
+  if (c.tokensWithoutExpiry > 0) {
+    warnings.push(
+      `${c.tokensWithoutExpiry} service ${c.tokensWithoutExpiry === 1 ? "token never expires" : "tokens never expire"}: a leaked one works until someone revokes it. Replace ${c.tokensWithoutExpiry === 1 ? "it" : "them"} with tokens that expire, or with a trust.`,
+    );
+  }
+  if (c.tokensUnusedFor90Days > 0) {
+    warnings.push(
+      `${c.tokensUnusedFor90Days} service ${c.tokensUnusedFor90Days === 1 ? "token has" : "tokens have"} not been used for 90 days. Revoke ${c.tokensUnusedFor90Days === 1 ? "it" : "them"} if nothing needs ${c.tokensUnusedFor90Days === 1 ? "it" : "them"}.`,
+    );
+  }
+  return warnings;
+}
+
 export function SecurityPage({ project }: { project: Project }) {
   const overview = useLoad(() => get<SecurityOverview>(`${projectPath(project.id)}/security`), [project.id]);
   return (
@@ -75,7 +103,8 @@ export function SecurityPage({ project }: { project: Project }) {
           const { encryption: e, authentication: a, access, integrations, auditLog, notes, environments, ...rest } = o;
           // Column by column from the rows themselves, so a field the server adds shows up too.
           const grants = environments.map((grant): Record<string, unknown> => ({ ...grant }));
-          const { members, pendingInvitations, ...accessMore } = access;
+          const { members, pendingInvitations, serviceAccounts: machines, ...accessMore } = access;
+          const warnings = serviceAccountWarnings(machines);
           return (
             <div class="grid">
               <section class="card" aria-labelledby="sec-enc">
@@ -109,12 +138,33 @@ export function SecurityPage({ project }: { project: Project }) {
                     </Row>
                   ))}
                   <Row label="Pending invitations">{pendingInvitations}</Row>
+                  <Row label="Service accounts">{machines.accounts}</Row>
+                  <Row label="Service tokens">{machines.tokens}</Row>
+                  <Row label="Tokens without expiry">
+                    <Count n={machines.tokensWithoutExpiry} />
+                  </Row>
+                  <Row label="Tokens unused for 90 days">
+                    <Count n={machines.tokensUnusedFor90Days} />
+                  </Row>
+                  <Row label="Workload identity trusts">{machines.trusts}</Row>
                   {Object.entries(accessMore).map(([k, v]) => (
                     <Row key={k} label={humanize(k)}>
                       <Value value={v} />
                     </Row>
                   ))}
                 </dl>
+                {warnings.length > 0 && (
+                  <div class="notice">
+                    {warnings.map((w) => (
+                      <p key={w}>{w}</p>
+                    ))}
+                    {project.permissions.includes("service_accounts:manage") && (
+                      <p>
+                        <Link href={`/projects/${project.id}/service-accounts`}>Review the service accounts</Link>
+                      </p>
+                    )}
+                  </div>
+                )}
               </section>
               <section class="card" aria-labelledby="sec-int">
                 <h3 id="sec-int">Integrations</h3>

@@ -1,0 +1,319 @@
+// The Service accounts page in Chromium (playwright-core, Debian's Chromium) against a real
+// server: accounts, tokens shown once, trusts, and what the audit log and the security
+// overview say about them. Pages are checked with axe-core like test/ui.test.ts.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
+const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+const INVALID_TOKEN = { error: "This service token is invalid, expired or revoked." };
+
+let browser: Browser;
+
+before(async () => {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+interface Tab {
+  page: Page;
+  context: BrowserContext;
+  problems: string[];
+}
+
+/** A fresh browser context holding `client`'s session; nothing outside the server is fetched. */
+async function openTab(server: TestServer, client: Client, options: { dark?: boolean } = {}): Promise<Tab> {
+  const context = await browser.newContext({ baseURL: server.url, viewport: { width: 1280, height: 860 }, colorScheme: options.dark ? "dark" : "light" });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
+  await context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  return { page, context, problems };
+}
+
+/** axe-core in the page: serious and critical violations fail; saves a screenshot. */
+async function check(tab: Tab, name: string): Promise<void> {
+  const { page } = tab;
+  await page.evaluate(() => document.fonts.ready);
+  await page.evaluate(AXE_SOURCE);
+  const violations = (await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
+    return (await axe.run(document, { resultTypes: ["violations"] })).violations;
+  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(
+    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
+    [],
+    `accessibility violations on ${name}`,
+  );
+  assert.deepEqual(tab.problems, [], `console errors on ${name}`);
+}
+
+/** Whether `text` is anywhere in the document: its markup, or the value of any field. */
+function inDom(page: Page, text: string): Promise<boolean> {
+  return page.evaluate(
+    (t) =>
+      document.documentElement.outerHTML.includes(t) ||
+      [...document.querySelectorAll("input, textarea")].some((el) => (el as HTMLInputElement | HTMLTextAreaElement).value.includes(t)),
+    text,
+  );
+}
+
+/** Waits until `isFocused` (run in the page) holds, then asserts it, naming what has focus if not. */
+async function assertFocus(page: Page, what: string, isFocused: () => boolean): Promise<void> {
+  const ok = await page
+    .waitForFunction(isFocused, undefined, { timeout: 5000 })
+    .then(() => true)
+    .catch(() => false);
+  assert.ok(ok, `focus is on ${what}; it is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`);
+}
+
+function projectTab(page: Page, name: string) {
+  return page.getByRole("navigation", { name: "Project" }).getByRole("link", { name, exact: true });
+}
+
+describe("service accounts in Chromium", () => {
+  test("create an account, a token shown once that works until revoked, a trust from the GitHub example; audit and security say so", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "shop", environments: ["development", "production"] });
+    const secret = await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://shop-db" });
+    assert.equal(secret.status, 201);
+
+    const tab = await openTab(server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/development`);
+    await projectTab(page, "Service accounts").click();
+    await page.getByText("No service accounts yet.").waitFor();
+    assert.equal(await page.title(), "Service accounts · shop · Secrets");
+    await check(tab, "service-accounts-empty");
+
+    // Create: name, role, environments.
+    await page.getByRole("button", { name: "New service account" }).click();
+    let dialog = page.getByRole("dialog", { name: "New service account" });
+    await dialog.getByLabel("Name").fill("deploy-bot");
+    await dialog.getByLabel("Description (optional)").fill("Deploys the shop from CI");
+    await dialog.getByLabel("Member: reads").check();
+    await dialog.getByLabel("Production").check();
+    await check(tab, "service-account-create");
+    await dialog.getByRole("button", { name: "Create service account" }).click();
+    await page.waitForURL(/\/service-accounts\/[0-9a-f-]{36}$/);
+    const accountId = new URL(page.url()).pathname.split("/").at(-1)!;
+    const heading = page.getByRole("heading", { level: 2, name: "deploy-bot" });
+    await heading.waitFor();
+    await assertFocus(page, "the account's heading", () => document.activeElement?.tagName === "H2" && document.activeElement.textContent === "deploy-bot");
+    const details = page.getByRole("region", { name: "Details" });
+    await details.getByText("Production").waitFor();
+    await details.getByText("member", { exact: true }).waitFor();
+
+    // The same name again: the API's message at the form.
+    await page.getByRole("link", { name: "Service accounts", exact: true }).first().click();
+    const row = page.getByRole("row", { name: /deploy-bot/ });
+    await row.getByRole("cell", { name: "member" }).waitFor();
+    assert.deepEqual(await row.getByRole("cell").allTextContents(), ["member", "Production", "0", "0", "never"]);
+    await page.getByRole("button", { name: "New service account" }).click();
+    dialog = page.getByRole("dialog", { name: "New service account" });
+    await dialog.getByLabel("Name").fill("DEPLOY-BOT");
+    await dialog.getByLabel("Development").check();
+    await dialog.getByRole("button", { name: "Create service account" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "A service account with this name already exists." }).waitFor();
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await check(tab, "service-accounts-list");
+    await page.getByRole("link", { name: "deploy-bot" }).click();
+    await heading.waitFor();
+
+    // A token: shown once, copied, works over HTTP.
+    await page.getByRole("button", { name: "New token" }).click();
+    dialog = page.getByRole("dialog", { name: "New token for deploy-bot" });
+    await dialog.getByLabel("Name").fill("github-deploy");
+    await dialog.getByLabel("Expires after").selectOption("30");
+    await check(tab, "service-token-create");
+    await dialog.getByRole("button", { name: "Create token" }).click();
+    dialog = page.getByRole("dialog", { name: "Token github-deploy created" });
+    const field = dialog.getByLabel("Service token");
+    await field.waitFor();
+    const token = await field.inputValue();
+    assert.match(token, /^svc_st_[A-Za-z0-9_-]{43,}$/);
+    await dialog.getByText("You will not see this token again.").waitFor();
+    assert.equal(await field.getAttribute("readonly"), "");
+    await assertFocus(page, "the token", () => (document.activeElement as HTMLInputElement | null)?.readOnly === true);
+    await check(tab, "service-token-shown");
+    await dialog.getByRole("button", { name: "Copy token" }).click();
+    await dialog.getByRole("button", { name: "Copied token" }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token);
+
+    const machine = server.client().withBearer(token);
+    const me = await machine.json("GET", "/api/service-accounts/me");
+    assert.equal(me.status, 200);
+    assert.deepEqual(me.body.serviceAccount, { id: accountId, name: "deploy-bot", projectId: project.id, projectName: "shop", role: "member", environments: ["production"] });
+    // Something for the audit log to say about the service account.
+    assert.equal((await machine.json("GET", `/api/projects/${project.id}/environments/production/secrets/${secret.body.secret.id}`)).status, 200);
+
+    await dialog.getByRole("button", { name: "Done" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await assertFocus(page, "the New token button", () => document.activeElement?.textContent === "New token");
+    const tokenRow = page.getByRole("row", { name: /github-deploy/ });
+    await tokenRow.getByRole("button", { name: "Revoke token github-deploy" }).waitFor();
+    await page.getByRole("status").filter({ hasText: "Token github-deploy created." }).waitFor();
+    assert.equal(await inDom(page, token), false, "the token is gone from the page with its dialog");
+
+    // Revoke, confirmed: the token stops working.
+    await tokenRow.getByRole("button", { name: "Revoke token github-deploy" }).click();
+    dialog = page.getByRole("dialog", { name: "Revoke token github-deploy?" });
+    await dialog.getByRole("button", { name: "Revoke token", exact: true }).click();
+    await page.getByText("No tokens.").waitFor();
+    await page.getByRole("status").filter({ hasText: "Token github-deploy revoked." }).waitFor();
+    const refused = await machine.json("GET", "/api/service-accounts/me");
+    assert.equal(refused.status, 401);
+    assert.deepEqual(refused.body, INVALID_TOKEN);
+
+    // A token without expiry, limited to a network; a wrong network is named at the form.
+    await page.getByRole("button", { name: "New token" }).click();
+    dialog = page.getByRole("dialog", { name: "New token for deploy-bot" });
+    await dialog.getByLabel("Name").fill("web-1");
+    await dialog.getByLabel("Expires after").selectOption("never");
+    await dialog.getByLabel("Allowed networks (optional)").fill("10.0.0.0/8\n10.1.0.0/33");
+    await dialog.getByRole("button", { name: "Create token" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "“10.1.0.0/33” is not a network" }).waitFor();
+    await dialog.getByLabel("Allowed networks (optional)").fill("10.0.0.0/8\n2001:db8::/32");
+    await dialog.getByRole("button", { name: "Create token" }).click();
+    dialog = page.getByRole("dialog", { name: "Token web-1 created" });
+    const second = await dialog.getByLabel("Service token").inputValue();
+    await dialog.getByText("Never expires. Accepted only from 10.0.0.0/8, 2001:db8::/32.").waitFor();
+    // Escape closes it too, and the token goes with it.
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "detached" });
+    await page.getByRole("row", { name: /web-1/ }).getByText("10.0.0.0/8, 2001:db8::/32").waitFor();
+    assert.equal(await inDom(page, second), false);
+    // From 127.0.0.1, outside its networks: refused.
+    assert.deepEqual((await server.client().withBearer(second).json("GET", "/api/service-accounts/me")).body, INVALID_TOKEN);
+
+    // A trust from the GitHub Actions example.
+    await page.getByRole("button", { name: "Add trust" }).click();
+    dialog = page.getByRole("dialog", { name: "Add a trust" });
+    await dialog.getByRole("button", { name: "Fill in the GitHub Actions example" }).click();
+    await dialog.getByRole("status").filter({ hasText: "replace OWNER/REPO with your repository" }).waitFor();
+    assert.equal(await dialog.getByLabel("Issuer").inputValue(), "https://token.actions.githubusercontent.com");
+    assert.equal(await dialog.getByLabel("Audience").inputValue(), server.url);
+    assert.equal(await dialog.getByLabel("Subject").inputValue(), "repo:OWNER/REPO:ref:refs/heads/main");
+    assert.match((await dialog.getByLabel("Subject").getAttribute("aria-describedby"))!, /subject-hint/);
+    await dialog.getByLabel("Claims (optional)").fill("environment production");
+    await check(tab, "service-account-trust");
+    await dialog.getByRole("button", { name: "Add trust" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "Write each claim as name=value" }).waitFor();
+    await dialog.getByLabel("Claims (optional)").fill("environment=production");
+    await dialog.getByRole("button", { name: "Add trust" }).click();
+    await dialog.waitFor({ state: "detached" });
+    const trustRow = page.getByRole("row", { name: /token\.actions\.githubusercontent\.com/ });
+    await trustRow.getByText("environment=production").waitFor();
+    await page.getByRole("status").filter({ hasText: "Trust added for repo:OWNER/REPO:ref:refs/heads/main." }).waitFor();
+    const saved = await alice.json("GET", `/api/projects/${project.id}/service-accounts/${accountId}`);
+    assert.deepEqual(
+      saved.body.serviceAccount.trusts.map((x: { issuer: string; audience: string; subject: string; claims: unknown }) => [x.issuer, x.audience, x.subject, x.claims]),
+      [["https://token.actions.githubusercontent.com", server.url, "repo:OWNER/REPO:ref:refs/heads/main", { environment: "production" }]],
+    );
+    await check(tab, "service-account");
+
+    // Edit: role back to viewer, only what changed is sent.
+    const patches: unknown[] = [];
+    page.on("request", (r) => {
+      if (r.method() === "PATCH") patches.push(r.postDataJSON());
+    });
+    await page.getByRole("button", { name: "Edit", exact: true }).click();
+    dialog = page.getByRole("dialog", { name: "Edit deploy-bot" });
+    await dialog.getByLabel("Viewer: reads").check();
+    await dialog.getByRole("button", { name: "Save" }).click();
+    await dialog.waitFor({ state: "detached" });
+    await details.getByText("viewer", { exact: true }).waitFor();
+    assert.deepEqual(patches, [{ role: "viewer" }]);
+
+    // The security overview warns about the token without expiry.
+    await projectTab(page, "Security").click();
+    await page.getByText("1 service token never expires").waitFor();
+    const access = page.getByRole("region", { name: "Access" });
+    await access.getByText("Tokens without expiry").waitFor();
+    await access.getByRole("link", { name: "Review the service accounts" }).waitFor();
+    await check(tab, "security-service-accounts");
+
+    // Remove the trust, then delete the account, each confirmed.
+    await page.goto(`/projects/${project.id}/service-accounts/${accountId}`);
+    await page.getByRole("button", { name: "Remove the trust for repo:OWNER/REPO:ref:refs/heads/main" }).click();
+    dialog = page.getByRole("dialog", { name: "Remove this trust?" });
+    await dialog.getByRole("button", { name: "Remove trust" }).click();
+    await page.getByText("No trusts.").waitFor();
+    assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/service-accounts/${accountId}`)).body.serviceAccount.trusts, []);
+
+    await page.getByRole("button", { name: "Delete service account" }).click();
+    dialog = page.getByRole("dialog", { name: "Delete deploy-bot?" });
+    await dialog.getByRole("button", { name: "Delete service account" }).click();
+    await page.getByText("Service account “deploy-bot” was deleted.").waitFor();
+    await page.getByText("No service accounts yet.").waitFor();
+
+    // The audit log tells people's actions on accounts from the account's own.
+    await projectTab(page, "Audit log").click();
+    const events = page.getByRole("list", { name: "Audit events, newest first" });
+    await events.getByText("You deleted service account deploy-bot").waitFor();
+    for (const line of [
+      "You created service account deploy-bot as member for production",
+      "You created token github-deploy for service account deploy-bot",
+      "You revoked token github-deploy of service account deploy-bot",
+      "You created token web-1 for service account deploy-bot (no expiry), accepted only from 10.0.0.0/8, 2001:db8::/32",
+      "You added a trust to service account deploy-bot: repo:OWNER/REPO:ref:refs/heads/main from https://token.actions.githubusercontent.com",
+      "You changed the role of service account deploy-bot from member to viewer",
+      "You removed a trust from service account deploy-bot: repo:OWNER/REPO:ref:refs/heads/main from https://token.actions.githubusercontent.com",
+    ]) {
+      assert.equal(await events.getByText(line, { exact: true }).count(), 1, line);
+    }
+    // The account's own event, with how it signed in.
+    const revealed = events.getByRole("listitem").filter({ hasText: "Service account deploy-bot revealed the value of DATABASE_URL in production" });
+    assert.equal(await revealed.count(), 1);
+    await revealed.getByText("service token", { exact: true }).waitFor();
+    // The account (deleted now) is not offered as an actor; it was listed while it existed.
+    await check(tab, "audit-service-accounts");
+  });
+
+  test("members and viewers do not see the tab; the page tells them who manages accounts", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const bob = await server.signIn("bob@example.test");
+    const project = await alice.createProject({ name: "shop", environments: ["production"] });
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
+    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
+
+    const tab = await openTab(server, bob);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/members`);
+    await page.getByRole("heading", { name: "Members" }).waitFor();
+    await projectTab(page, "Members").waitFor();
+    assert.equal(await projectTab(page, "Service accounts").count(), 0);
+    await page.goto(`/projects/${project.id}/service-accounts`);
+    await page.getByText("Only owners and admins of this project manage its service accounts.").waitFor();
+
+    // The owner sees it, in light and dark.
+    const owner = await openTab(server, alice, { dark: true });
+    await owner.page.goto(`/projects/${project.id}/members`);
+    await projectTab(owner.page, "Service accounts").click();
+    await owner.page.getByText("No service accounts yet.").waitFor();
+    await check(owner, "service-accounts-dark");
+  });
+});
