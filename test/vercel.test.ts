@@ -553,9 +553,11 @@ test("sync: overwrite updates others' vars in place; vars shared with other targ
 });
 
 test("sync: our own vars follow the secret (update, delete) under skip; others' are never deleted; a partial failure records per-key results", async (t) => {
-  const s = await linked(t);
+  // Both changes below must land in one debounced run: a debounce long enough for two
+  // requests on a busy machine, and the two sent together.
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "400" } });
   const id = await addSecret(s, "development", "TOKEN_A", "first-value-a");
-  await addSecret(s, "development", "GONE_SOON", "will-be-deleted");
+  const goneId = await addSecret(s, "development", "GONE_SOON", "will-be-deleted");
   await addSecret(s, "development", "_LEADING", "vercel-refuses-this");
   await addSecret(s, "development", "TZ", "reserved-at-vercel");
   const theirs = s.fake.addEnv("prj_web", { key: "KEEP_THEIRS", value: "theirs-value", type: "encrypted", target: ["development"] });
@@ -571,10 +573,12 @@ test("sync: our own vars follow the secret (update, delete) under skip; others' 
     ],
   );
 
-  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: "second-value-a" });
+  const [patched, deleted] = await Promise.all([
+    s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: "second-value-a" }),
+    s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${goneId}`),
+  ]);
   assert.equal(patched.status, 200, JSON.stringify(patched.body));
-  const gone = (await s.owner.json("GET", `/api/projects/${s.projectId}/environments/development/secrets`)).body.secrets.find((x: any) => x.key === "GONE_SOON");
-  assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${gone.id}`)).status, 200);
+  assert.equal(deleted.status, 200, JSON.stringify(deleted.body));
   const after = await settled(s);
   assert.deepEqual(counts(after.lastRun), { created: 0, updated: 1, unchanged: 0, skipped: 0, deleted: 1, failed: 2 });
   assert.equal(s.fake.envFor("prj_web", "TOKEN_A", "development")!.value, "second-value-a");
