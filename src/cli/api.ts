@@ -77,7 +77,8 @@ async function send(server: string, method: string, path: string, body: unknown,
     throw new UnreachableError(`Could not reach ${server} (${reason}). Check the URL and your network.`);
   }
   if (res.status === 502 || res.status === 503 || res.status === 504) {
-    throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}). Try again shortly.`);
+    // Our own 503 (disk full, shutting down) says why in { error }; a proxy's page does not.
+    throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}): ${serverSentence(text) ?? "Try again shortly."}`);
   }
   let parsed: unknown = text;
   if ((res.headers.get("content-type") ?? "").includes("application/json") && text) {
@@ -88,6 +89,15 @@ async function send(server: string, method: string, path: string, body: unknown,
     }
   }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+function serverSentence(text: string): string | undefined {
+  try {
+    const error = (JSON.parse(text) as { error?: unknown }).error;
+    return typeof error === "string" && error.length > 0 ? error.slice(0, 300) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Calls outside Api's refresh: the device flow and refresh (no token), logout (the token to end). */
