@@ -49,8 +49,8 @@ export function errorFor(res: ApiResponse, server: string): CliError {
   const message = typeof res.body?.error === "string" ? res.body.error : `The server answered ${res.status}.`;
   if (res.status === 401) return sessionEndedError(server);
   if (res.status === 403 || res.status === 404) return new CliError(message, EXIT.denied);
-  // Only a server that is not there (a proxy's 502/503/504) lets `--fallback` use the saved
-  // copy: a 500 is the server answering, as the README says.
+  // Only a server that is not there (a proxy's 502/503/504) or cannot serve (our own 503: disk
+  // full, stopping) lets `--fallback` use the saved copy: a 500 is the server answering.
   if (res.status === 502 || res.status === 503 || res.status === 504) return new UnreachableError(`${server} failed: ${message}`);
   if (res.status >= 500) return new CliError(`${server} failed: ${message}`, EXIT.unreachable);
   return new CliError(message, EXIT.failed);
