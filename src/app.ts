@@ -17,7 +17,9 @@ import { systemClock, type Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
+import { registerContentEncodingCheck, registerGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { registerErrorHandling } from "./core/errors.ts";
+import { createStorageMonitor } from "./core/storage.ts";
 import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
@@ -70,6 +72,8 @@ export interface App {
   clock: Clock;
   keyring: Keyring;
   log: Logger;
+  /** Graceful stop, before close(): see GracefulStop.drain in core/connections.ts. */
+  drain(drainMs: number, cut?: AbortSignal): Promise<{ closedAtDeadline: number }>;
   close(): Promise<void>;
 }
 
@@ -155,6 +159,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // `secret.revealed` event while returning nothing.
     exposeHeadRoutes: false,
     logController: new OneLinePerRequest(),
+    ...serverTimeouts(config),
     // Errors Fastify raises before routing (a malformed %-escape, an over-long path
     // parameter) get the same { error } body as every other error.
     frameworkErrors: (error, _req, reply) => {
@@ -167,7 +172,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
-  registerErrorHandling(app);
+  const storage = createStorageMonitor(db, config.dataDir, log);
+  registerErrorHandling(app, storage);
+  // First of the onRequest hooks: while stopping, a request is refused before any work.
+  const gracefulStop = registerGracefulStop(app);
+  registerContentEncodingCheck(app);
 
   await app.register(cookie);
   registerSecurityHeaders(app, { hsts: config.isProduction });
@@ -244,7 +253,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     await vercelSync.stop();
   });
 
-  app.get("/healthz", { config: { rateLimit: false } }, async () => ({ ok: true }));
+  // Degraded (503 with the reason) when the storage probe cannot write; `error` as every
+  // error body has it, `reason` for monitors.
+  app.get("/healthz", { config: { rateLimit: false } }, async (_req, reply) => {
+    const health = storage.health();
+    if (health.ok) return { ok: true };
+    return reply
+      .code(503)
+      .header("retry-after", String(health.retryAfterSeconds))
+      .send({ ok: false, reason: health.reason, error: health.reason });
+  });
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   if (config.authProvider === "local") {
@@ -293,6 +311,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     clock,
     keyring,
     log,
+    drain: (drainMs, cut) => gracefulStop.drain(drainMs, cut),
     async close() {
       await app.close();
       db.$client.close();

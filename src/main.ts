@@ -97,14 +97,27 @@ async function serve(): Promise<number> {
   const { buildApp } = await import("./app.ts");
   const server = await buildApp(config);
   let stopping = false;
+  const cut = new AbortController();
   const stop = (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      // A second Ctrl-C or SIGTERM: stop waiting for the connections.
+      cut.abort();
+      return;
+    }
     stopping = true;
-    server.log.info({ signal }, "shutting down");
-    server.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
+    const drainMs = config.shutdownDrainSeconds * 1000;
+    const startedAt = Date.now();
+    server.log.info({ signal, drainSeconds: config.shutdownDrainSeconds }, "shutting down: finishing requests in flight, answering new ones 503");
+    server
+      .drain(drainMs, cut.signal)
+      .then(({ closedAtDeadline }) => {
+        server.log.info({ drainedMs: Date.now() - startedAt, closedAtDeadline }, "connections drained; stopping");
+        return server.close();
+      })
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));

@@ -49,8 +49,8 @@ export function errorFor(res: ApiResponse, server: string): CliError {
   const message = typeof res.body?.error === "string" ? res.body.error : `The server answered ${res.status}.`;
   if (res.status === 401) return sessionEndedError(server);
   if (res.status === 403 || res.status === 404) return new CliError(message, EXIT.denied);
-  // Only a server that is not there (a proxy's 502/503/504) lets `--fallback` use the saved
-  // copy: a 500 is the server answering, as the README says.
+  // Only a server that is not there (a proxy's 502/503/504) or cannot serve (our own 503: disk
+  // full, stopping) lets `--fallback` use the saved copy: a 500 is the server answering.
   if (res.status === 502 || res.status === 503 || res.status === 504) return new UnreachableError(`${server} failed: ${message}`);
   if (res.status >= 500) return new CliError(`${server} failed: ${message}`, EXIT.unreachable);
   return new CliError(message, EXIT.failed);
@@ -77,7 +77,8 @@ async function send(server: string, method: string, path: string, body: unknown,
     throw new UnreachableError(`Could not reach ${server} (${reason}). Check the URL and your network.`);
   }
   if (res.status === 502 || res.status === 503 || res.status === 504) {
-    throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}). Try again shortly.`);
+    // Our own 503 (disk full, shutting down) says why in { error }; a proxy's page does not.
+    throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}): ${serverSentence(text) ?? "Try again shortly."}`);
   }
   let parsed: unknown = text;
   if ((res.headers.get("content-type") ?? "").includes("application/json") && text) {
@@ -88,6 +89,15 @@ async function send(server: string, method: string, path: string, body: unknown,
     }
   }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+function serverSentence(text: string): string | undefined {
+  try {
+    const error = (JSON.parse(text) as { error?: unknown }).error;
+    return typeof error === "string" && error.length > 0 ? error.slice(0, 300) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Calls outside Api's refresh: the device flow and refresh (no token), logout (the token to end). */

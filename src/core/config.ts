@@ -33,6 +33,9 @@ const schema = {
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
+    SHUTDOWN_DRAIN_SECONDS: { type: "integer", minimum: 0, maximum: 600, default: 10 },
+    REQUEST_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 3600, default: 60 },
+    KEEP_ALIVE_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 600, default: 5 },
   },
 } as const;
 
@@ -59,6 +62,9 @@ interface RawEnv {
   RATE_LIMIT_PER_MINUTE: number;
   SYNC_DEBOUNCE_MS: number;
   VERCEL_RETRY_BASE_MS: number;
+  SHUTDOWN_DRAIN_SECONDS: number;
+  REQUEST_TIMEOUT_SECONDS: number;
+  KEEP_ALIVE_TIMEOUT_SECONDS: number;
 }
 
 export type AuthProvider = "dev" | "oidc" | "local";
@@ -88,6 +94,12 @@ export interface Config {
   syncDebounceMs: number;
   /** First back-off step of Vercel retries; it doubles on each attempt. */
   vercelRetryBaseMs: number;
+  /** After SIGTERM/SIGINT: how long open connections may finish before the process exits. */
+  shutdownDrainSeconds: number;
+  /** A request's headers and body must have arrived within this (a body shorter than its Content-Length ends here). */
+  requestTimeoutSeconds: number;
+  /** An idle keep-alive connection is closed after this; announced in the Keep-Alive header. */
+  keepAliveTimeoutSeconds: number;
 }
 
 /** A configuration problem: the process prints the message as one line and exits. */
@@ -165,6 +177,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
     syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
     vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,
+    shutdownDrainSeconds: raw.SHUTDOWN_DRAIN_SECONDS,
+    requestTimeoutSeconds: raw.REQUEST_TIMEOUT_SECONDS,
+    keepAliveTimeoutSeconds: raw.KEEP_ALIVE_TIMEOUT_SECONDS,
   };
 }
 

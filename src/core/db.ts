@@ -264,3 +264,26 @@ export function onRollback(db: Db, listener: () => void): void {
   list.push(listener);
   rollbackListeners.set(db.$client, list);
 }
+
+/**
+ * A write that changes nothing visible but reaches the disk: the first key_checks row is
+ * updated to itself in an IMMEDIATE transaction, which appends a WAL frame and fsyncs it
+ * (SQLite rewrites a row even when its values do not change; an empty or rolled-back
+ * transaction would write nothing). Throws SQLite's error when the write cannot be made.
+ * A short busy timeout for the duration: better-sqlite3 is synchronous, and /healthz must
+ * not hold the event loop for the requests' five seconds.
+ */
+export function probeDatabaseWrite(db: Db, busyTimeoutMs: number): void {
+  const sqlite = db.$client;
+  const previous = sqlite.pragma("busy_timeout", { simple: true }) as number;
+  sqlite.pragma(`busy_timeout = ${Math.max(0, Math.floor(busyTimeoutMs))}`);
+  try {
+    sqlite
+      .transaction(() => {
+        sqlite.prepare("UPDATE key_checks SET check_value = check_value WHERE version = (SELECT min(version) FROM key_checks)").run();
+      })
+      .immediate();
+  } finally {
+    sqlite.pragma(`busy_timeout = ${previous}`);
+  }
+}

@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from "fastify";
 import type { z } from "zod";
+import { storageCondition, storageMessage, type StorageMonitor } from "./storage.ts";
 
 /** The one error type: a status and a message the client may read. */
 export class HttpError extends Error {
@@ -21,7 +22,7 @@ export function parse<S extends z.ZodType>(schema: S, input: unknown, message: s
   return result.data;
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
+export function registerErrorHandling(app: FastifyInstance, storage?: Pick<StorageMonitor, "report">): void {
   app.setNotFoundHandler((_req, reply) => {
     void reply.code(404).send({ error: "Not found." });
   });
@@ -36,6 +37,16 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (status >= 400 && status < 500) {
       // Fastify's own client errors: bad JSON, wrong content type, body too large.
       return reply.code(status).send({ error: clientErrorMessage(error, status) });
+    }
+    // A full, failing, read-only or locked disk is the machine's condition, not a bug: 503
+    // with Retry-After and a sentence saying what is wrong, logged once a minute (not a
+    // stack per request). Reveals and exports audit before they answer, so they fail
+    // closed here too: no value leaves without its audit event.
+    const condition = storageCondition(error);
+    if (condition !== undefined) {
+      storage?.report(condition, error);
+      const { message, retryAfterSeconds } = storageMessage(condition);
+      return reply.code(503).header("retry-after", String(retryAfterSeconds)).send({ error: message });
     }
     req.log.error({ err: error }, "request failed");
     return reply.code(500).send({ error: "Something went wrong on the server. Try again; if it keeps happening, check the server log." });

@@ -1,0 +1,124 @@
+import type { ServerOptions } from "node:http";
+import type { Socket } from "node:net";
+import type { FastifyInstance } from "fastify";
+import type { Config } from "./config.ts";
+import { HttpError } from "./errors.ts";
+import { printable } from "./text.ts";
+
+/** Headers must have arrived this long after a request starts (never more than the whole request's time). */
+const HEADERS_TIMEOUT_SECONDS = 15;
+/** How often Node looks for requests past their time (its default, 30 s, would let one live 30 s too long). */
+const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
+/** What a request arriving during a graceful stop is told: the next process is usually up by then. */
+const CLOSING_RETRY_AFTER_SECONDS = 5;
+
+/**
+ * Timeouts for a server with no proxy in front, where every slow or stalled client is this
+ * process's problem (Node's defaults wait 300 s for a body shorter than its Content-Length):
+ * - headers within 15 s;
+ * - the whole request within REQUEST_TIMEOUT_SECONDS (60): a 2 MB import at 512 kbit/s
+ *   takes about 32 s. Past it Node answers 408 and closes the connection;
+ * - an idle keep-alive connection closes after KEEP_ALIVE_TIMEOUT_SECONDS (5, announced in
+ *   `Keep-Alive: timeout=5` so clients stop reusing it first), below the shutdown drain so a
+ *   graceful stop never has to cut an idle connection a client may be reusing;
+ * - a connection with no traffic either way for twice REQUEST_TIMEOUT_SECONDS is closed (a
+ *   client that stopped reading a response); twice, so a stalled body gets its 408 first.
+ */
+export function serverTimeouts(config: Pick<Config, "requestTimeoutSeconds" | "keepAliveTimeoutSeconds">): {
+  http: ServerOptions;
+  requestTimeout: number;
+  keepAliveTimeout: number;
+  connectionTimeout: number;
+} {
+  const requestTimeout = config.requestTimeoutSeconds * 1000;
+  return {
+    http: {
+      headersTimeout: Math.min(HEADERS_TIMEOUT_SECONDS * 1000, requestTimeout),
+      requestTimeout,
+      connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS,
+    },
+    requestTimeout,
+    keepAliveTimeout: config.keepAliveTimeoutSeconds * 1000,
+    connectionTimeout: 2 * requestTimeout,
+  };
+}
+
+/**
+ * A body in an encoding the server does not decode would be parsed, or stored, as if it
+ * were plain: refuse it before it is read.
+ */
+export function registerContentEncodingCheck(app: FastifyInstance): void {
+  app.addHook("onRequest", async (req) => {
+    const encoding = req.headers["content-encoding"];
+    if (encoding === undefined) return;
+    const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+    if (!hasBody || /^\s*(identity\s*)?$/i.test(encoding)) return;
+    throw new HttpError(
+      415,
+      `Request bodies with Content-Encoding ${printable(encoding.trim().slice(0, 40))} are not accepted: send the body uncompressed (no Content-Encoding).`,
+    );
+  });
+}
+
+export interface GracefulStop {
+  /**
+   * Stops taking work and waits until every connection has closed, at most `drainMs`:
+   * responses carry `Connection: close`, requests in flight finish, new requests (on open
+   * sockets or new connections: the listener stays open) get 503 with Retry-After, and idle
+   * keep-alive connections end by their own timeout, which clients were told of. Resolves
+   * when the drain is over; `cut` ends it early (a second signal).
+   */
+  drain(drainMs: number, cut?: AbortSignal): Promise<{ closedAtDeadline: number }>;
+}
+
+/** Registered before any other onRequest hook: a request refused while closing costs nothing. */
+export function registerGracefulStop(app: FastifyInstance): GracefulStop {
+  const sockets = new Set<Socket>();
+  let closing = false;
+  let onIdle: (() => void) | undefined;
+
+  app.server.on("connection", (socket: Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      if (sockets.size === 0) onIdle?.();
+    });
+  });
+
+  app.addHook("onRequest", async () => {
+    if (closing) {
+      throw new HttpError(503, "The server is shutting down. Try again in a few seconds.", undefined, {
+        "retry-after": String(CLOSING_RETRY_AFTER_SECONDS),
+      });
+    }
+  });
+  // Node then closes the socket once this response is written: the client knows not to
+  // reuse it, so no request is ever sent into a socket the server is closing.
+  app.addHook("onSend", async (_req, reply) => {
+    if (closing) void reply.header("connection", "close");
+  });
+
+  return {
+    drain(drainMs, cut) {
+      closing = true;
+      return new Promise((resolve) => {
+        let timer: NodeJS.Timeout | undefined;
+        const finish = () => {
+          if (timer === undefined) return;
+          clearTimeout(timer);
+          timer = undefined;
+          onIdle = undefined;
+          const closedAtDeadline = sockets.size;
+          // The bound: whatever is still open is cut (a request running past the drain,
+          // a client that opened a connection and sent nothing).
+          for (const socket of sockets) socket.destroy();
+          resolve({ closedAtDeadline });
+        };
+        timer = setTimeout(finish, drainMs);
+        onIdle = finish;
+        cut?.addEventListener("abort", finish, { once: true });
+        if (sockets.size === 0) finish();
+      });
+    },
+  };
+}

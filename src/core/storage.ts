@@ -1,0 +1,173 @@
+import fs from "node:fs";
+import path from "node:path";
+import type { Logger } from "pino";
+import { probeDatabaseWrite, type Db } from "./db.ts";
+
+/**
+ * What a failed write to DATA_DIR says about the storage under it. These are conditions of
+ * the machine, not of the request: the request was fine and may be retried once the
+ * operator has acted, so they answer 503 with Retry-After (the CLI's `--fallback` engages)
+ * instead of the generic 500, and they are logged once a minute instead of per request.
+ */
+export type StorageCondition = "full" | "io" | "readonly" | "busy";
+
+interface ConditionText {
+  /** For the client: what is wrong and when to retry. */
+  message: string;
+  /** For the operator's log: what to do. */
+  operator: string;
+  retryAfterSeconds: number;
+}
+
+const CONDITIONS: Record<StorageCondition, ConditionText> = {
+  full: {
+    message: "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.",
+    operator: "The disk holding DATA_DIR is full: writes, reveals and exports answer 503 until space is freed (no restart needed).",
+    retryAfterSeconds: 60,
+  },
+  io: {
+    message: "The server cannot write to its disk (I/O error): nothing was saved, and nothing that must be audited can be read. Try again later.",
+    operator: "Writing the database in DATA_DIR fails with an I/O error: check the disk and the kernel log. Writes, reveals and exports answer 503 meanwhile.",
+    retryAfterSeconds: 60,
+  },
+  readonly: {
+    message: "The server's database is read-only: nothing was saved, and nothing that must be audited can be read. Try again after the operator makes it writable.",
+    operator: "The database in DATA_DIR is read-only (file mode, owner, or a file system remounted read-only): writes, reveals and exports answer 503 until it is writable again.",
+    retryAfterSeconds: 60,
+  },
+  busy: {
+    message: "The server's database is locked by another process: nothing was saved. Try again in a few seconds.",
+    operator: "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
+    retryAfterSeconds: 5,
+  },
+};
+
+/**
+ * The storage condition behind an error, if any. better-sqlite3 throws SqliteError with the
+ * extended code (SQLITE_IOERR_FSYNC, SQLITE_READONLY_DBMOVED, ...); drizzle wraps it in
+ * DrizzleQueryError with the original as `cause`. Node's own file errors (the health
+ * probe's file) map by errno.
+ */
+export function storageCondition(error: unknown): StorageCondition | undefined {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code !== "string") continue;
+    if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT") return "full";
+    if (code.startsWith("SQLITE_IOERR") || code === "EIO") return "io";
+    if (code.startsWith("SQLITE_READONLY") || code === "EROFS") return "readonly";
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "busy";
+  }
+  return undefined;
+}
+
+export function storageMessage(condition: StorageCondition): { message: string; retryAfterSeconds: number } {
+  const { message, retryAfterSeconds } = CONDITIONS[condition];
+  return { message, retryAfterSeconds };
+}
+
+/** One log line per condition per minute; the failures in between are counted into the next line. */
+const LOG_INTERVAL_MS = 60_000;
+/** A request that hit a condition this recently keeps /healthz degraded (the probe is tiny, a secret write is not). */
+const RECENT_FAILURE_MS = 5_000;
+/** /healthz is polled by load balancers and monitors: the probe runs at most this often. */
+const PROBE_CACHE_MS = 1_000;
+/** The probe must not hold the event loop for the requests' busy timeout. */
+const PROBE_BUSY_TIMEOUT_MS = 100;
+const PROBE_FILE = ".healthz-probe";
+const PROBE_BYTES = Buffer.alloc(4096, 0x2e);
+
+export interface Health {
+  ok: boolean;
+  reason?: string;
+  retryAfterSeconds?: number;
+}
+
+export interface StorageMonitor {
+  /** Records a failure of this condition; logs it unless it was logged less than a minute ago. */
+  report(condition: StorageCondition, error: unknown): void;
+  /** The write probe behind /healthz (cached for a second). */
+  health(): Health;
+}
+
+export function createStorageMonitor(db: Db, dataDir: string, log: Logger): StorageMonitor {
+  const lastLoggedAt = new Map<StorageCondition, number>();
+  const suppressed = new Map<StorageCondition, number>();
+  let lastFailure: { condition: StorageCondition; at: number } | undefined;
+  let cached: { health: Health; at: number } | undefined;
+
+  function report(condition: StorageCondition, error: unknown): void {
+    const now = Date.now();
+    lastFailure = { condition, at: now };
+    const last = lastLoggedAt.get(condition);
+    if (last !== undefined && now - last < LOG_INTERVAL_MS) {
+      suppressed.set(condition, (suppressed.get(condition) ?? 0) + 1);
+      return;
+    }
+    const more = suppressed.get(condition) ?? 0;
+    lastLoggedAt.set(condition, now);
+    suppressed.set(condition, 0);
+    // The code and SQLite's sentence only: drizzle's wrapper carries the statement and its
+    // parameters (ciphertext, hashes), which have no place in a log line. No stack: the
+    // cause is the machine, not the code.
+    log.error(
+      { storage: condition, code: sqliteCode(error), cause: rootMessage(error), failuresSinceLastLine: more },
+      CONDITIONS[condition].operator + (more > 0 ? ` ${more} more failures of this kind in the last minute.` : ""),
+    );
+  }
+
+  function probe(): Health {
+    // 1. A real write through SQLite: an UPDATE of a row to itself in an IMMEDIATE
+    // transaction appends a WAL frame and fsyncs it (a rolled-back or empty transaction
+    // would write nothing), so it fails as the requests do: full, read-only, I/O error.
+    // 2. A 4 KiB file in DATA_DIR, fsynced and removed: the WAL may still have room in
+    // pages it reuses while the disk has none left for the database to grow.
+    try {
+      probeDatabaseWrite(db, PROBE_BUSY_TIMEOUT_MS);
+      const file = path.join(dataDir, PROBE_FILE);
+      const fd = fs.openSync(file, "w", 0o600);
+      try {
+        fs.writeSync(fd, PROBE_BYTES);
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+        fs.rmSync(file, { force: true });
+      }
+    } catch (error) {
+      const condition = storageCondition(error);
+      // A writer holding the lock for the probe's 100 ms is normal traffic, not a fault.
+      if (condition === "busy") return { ok: true };
+      if (condition === undefined) throw error;
+      report(condition, error);
+      return degraded(condition);
+    }
+    if (lastFailure && Date.now() - lastFailure.at < RECENT_FAILURE_MS) return degraded(lastFailure.condition);
+    return { ok: true };
+  }
+
+  return {
+    report,
+    health() {
+      const now = Date.now();
+      if (!cached || now - cached.at >= PROBE_CACHE_MS) cached = { health: probe(), at: now };
+      return cached.health;
+    },
+  };
+}
+
+function degraded(condition: StorageCondition): Health {
+  return { ok: false, reason: CONDITIONS[condition].message, retryAfterSeconds: CONDITIONS[condition].retryAfterSeconds };
+}
+
+function sqliteCode(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+  }
+  return undefined;
+}
+
+function rootMessage(error: unknown): string {
+  let current = error;
+  for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
+  return current instanceof Error ? current.message : String(current);
+}

@@ -1,0 +1,329 @@
+// Faults of the machine and of clients: a full disk, a graceful stop under keep-alive
+// load, a stalled body, a compressed body.
+import assert from "node:assert/strict";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import net from "node:net";
+import path from "node:path";
+import { test, type TestContext } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { freePort, makeTempDir, randomMasterKey, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const DISK_FULL = "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
+
+/** A small tmpfs, or the reason there cannot be one (not root, no mount). */
+function mountTmpfs(t: TestContext, size: string): string | { skip: string } {
+  if (process.getuid?.() !== 0) return { skip: "mounting a tmpfs needs root" };
+  const dir = makeTempDir("secrets-full-");
+  try {
+    execFileSync("mount", ["-t", "tmpfs", "-o", `size=${size},mode=0700`, "tmpfs", dir], { stdio: "pipe" });
+  } catch (error) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    return { skip: `cannot mount a tmpfs here: ${String((error as { stderr?: Buffer }).stderr ?? error).trim()}` };
+  }
+  t.after(() => {
+    execFileSync("umount", ["-l", dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  return dir;
+}
+
+/** Writes a file until the file system says no space is left. */
+function fillDisk(dir: string): string {
+  const filler = path.join(dir, "filler");
+  const fd = fs.openSync(filler, "w");
+  const chunk = Buffer.alloc(64 * 1024, 1);
+  try {
+    for (;;) fs.writeSync(fd, chunk);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOSPC") throw error;
+  }
+  // The last bytes that fit, so not even a page is left.
+  try {
+    for (;;) fs.writeSync(fd, chunk, 0, 512);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOSPC") throw error;
+  } finally {
+    fs.closeSync(fd);
+  }
+  return filler;
+}
+
+/** The storage test: the WAL truncated, so the next write must grow a file (as on a long-running server). */
+function truncateWal(dataDir: string): void {
+  const sqlite = new Database(path.join(dataDir, DATABASE_FILE));
+  try {
+    sqlite.pragma("wal_checkpoint(TRUNCATE)");
+  } finally {
+    sqlite.close();
+  }
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** `secrets-server login` as a process, approved through the API by a browser session. */
+async function cliLogin(server: TestServer, env: Record<string, string>, approver: Client): Promise<void> {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const code = await new Promise<string>((resolve, reject) => {
+    const look = (d: Buffer) => {
+      output += d;
+      const match = output.match(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+      if (match) resolve(match[1]!);
+    };
+    child.stdout.on("data", look);
+    child.stderr.on("data", look);
+    child.on("close", () => reject(new Error(`login ended: ${output}`)));
+  });
+  assert.equal((await approver.json("POST", "/api/cli/auth/approve", { userCode: code })).status, 200);
+  const exit = await new Promise<number | null>((resolve) => child.on("close", resolve));
+  assert.equal(exit, 0, output);
+}
+
+test("a full disk answers 503 with Retry-After and says so, health is degraded, the CLI falls back; freeing space recovers without a restart", async (t) => {
+  const dataDir = mountTmpfs(t, "4m");
+  if (typeof dataDir !== "string") return t.skip(dataDir.skip);
+  const server = await startServer(t, { dataDir });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  const base = `/api/projects/${project.id}/environments/production`;
+  const created = await alice.json("POST", `${base}/secrets`, { key: "DATABASE_URL", value: "postgres://kept-before-full" });
+  assert.equal(created.status, 201);
+  const secretId = created.body.secret.id;
+
+  const home = makeTempDir("secrets-cli-");
+  t.after(() => fs.rmSync(home, { recursive: true, force: true }));
+  const cliEnv = { XDG_CONFIG_HOME: path.join(home, "config"), HOME: home };
+  await cliLogin(server, cliEnv, alice);
+  const print = ["run", "--fallback", "--project", project.id, "--env", "production", "--", process.execPath, "-e", "process.stdout.write(process.env.DATABASE_URL ?? 'unset')"];
+  const online = await runMain(print, cliEnv, { timeoutMs: 60_000 });
+  assert.equal(online.code, 0, online.stderr);
+  assert.equal(online.stdout, "postgres://kept-before-full");
+
+  const auditBefore = (await alice.json("GET", `/api/projects/${project.id}/audit`)).body;
+  truncateWal(dataDir);
+  const filler = fillDisk(dataDir);
+  const logStart = server.logs.length;
+
+  // Writes, reveals and exports (which audit first) all answer 503, never 500.
+  const attempts = [
+    () => alice.json("POST", `${base}/secrets`, { key: "NEW_SETTING", value: "written-while-full" }),
+    () => alice.json("PATCH", `${base}/secrets/${secretId}`, { value: "changed-while-full", expectedVersion: 1 }),
+    () => alice.json("GET", `${base}/secrets/${secretId}`),
+    () => alice.json("GET", `${base}/export?format=json`),
+    () => alice.json("POST", "/api/projects", { name: "another", environments: ["development"] }),
+  ];
+  for (let round = 0; round < 10; round++) {
+    for (const attempt of attempts) {
+      const res = await attempt();
+      assert.equal(res.status, 503, JSON.stringify(res.body));
+      assert.deepEqual(res.body, { error: DISK_FULL });
+      assert.equal(res.headers.get("retry-after"), "60");
+    }
+  }
+  const health = await alice.json("GET", "/healthz");
+  assert.equal(health.status, 503);
+  assert.deepEqual(health.body, { ok: false, reason: DISK_FULL, error: DISK_FULL });
+  assert.equal(health.headers.get("retry-after"), "60");
+
+  // The CLI's --fallback engages on the server's own 503 and names the cause.
+  const offline = await runMain(print, cliEnv, { timeoutMs: 60_000 });
+  assert.equal(offline.code, 0, offline.stderr);
+  assert.equal(offline.stdout, "postgres://kept-before-full");
+  assert.ok(offline.stderr.includes(DISK_FULL), offline.stderr);
+
+  // Fifty-odd failures, one log line for the condition, and no stack trace.
+  const lines = server.logs.slice(logStart);
+  const conditionLines = lines.filter((line) => line.includes('"storage":"full"'));
+  assert.equal(conditionLines.length, 1, conditionLines.join("\n"));
+  assert.match(conditionLines[0]!, /The disk holding DATA_DIR is full/);
+  assert.ok(!lines.some((line) => line.includes('"stack"')), "a stack trace was logged");
+  assert.ok(!lines.some((line) => line.includes('"statusCode":500')), "a 500 was answered");
+
+  // Space freed: everything works again in the same process.
+  fs.rmSync(filler);
+  await waitFor("healthz to recover", async () => ((await alice.json("GET", "/healthz")).status === 200 ? true : undefined));
+  assert.deepEqual((await alice.json("GET", `${base}/secrets/${secretId}`)).body.secret.value, "postgres://kept-before-full");
+  assert.equal((await alice.json("POST", `${base}/secrets`, { key: "NEW_SETTING", value: "written-after-space-freed" })).status, 201);
+  // Nothing partial was written while full: the failed writes left no secret, version, project or audit event.
+  const listed = await alice.json("GET", `${base}/secrets`);
+  assert.deepEqual(listed.body.secrets.map((s: { key: string; version: number }) => [s.key, s.version]).sort(), [["DATABASE_URL", 1], ["NEW_SETTING", 1]]);
+  const projects = await alice.json("GET", "/api/projects");
+  assert.deepEqual(projects.body.projects.map((p: { name: string }) => p.name), ["api"]);
+  const auditAfter = (await alice.json("GET", `/api/projects/${project.id}/audit`)).body;
+  // Since the disk filled: the reveal and the create just above, nothing of the failed attempts.
+  const newActions = auditAfter.events.slice(0, auditAfter.events.length - auditBefore.events.length).map((e: { action: string }) => e.action);
+  assert.deepEqual(newActions.sort(), ["secret.created", "secret.revealed"]);
+});
+
+test("a body shorter than its Content-Length is answered 408 within REQUEST_TIMEOUT_SECONDS", async (t) => {
+  const server = await startServer(t, { env: { REQUEST_TIMEOUT_SECONDS: "2" } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const started = Date.now();
+  const answer = await new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1");
+    let received = "";
+    socket.on("data", (d) => (received += d));
+    socket.on("close", () => resolve(received));
+    socket.on("error", reject);
+    const cookie = [...alice.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+    socket.write(
+      `POST /api/projects/${project.id}/environments/development/secrets HTTP/1.1\r\nHost: x\r\nCookie: ${cookie}\r\nOrigin: ${server.origin}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"key":"HALF_SENT",`,
+    );
+  });
+  const elapsedMs = Date.now() - started;
+  assert.match(answer, /^HTTP\/1\.1 408 /);
+  assert.ok(elapsedMs >= 1900 && elapsedMs < 4_500, `answered after ${elapsedMs} ms`);
+  assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/environments/development/secrets`)).body.secrets, []);
+});
+
+test("a compressed request body answers 415 and stores nothing; identity is fine", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development`;
+  for (const encoding of ["gzip", "br", "deflate, gzip", "x-unknown"]) {
+    const res = await alice.request("POST", `${base}/secrets`, { key: "ZIPPED_VALUE", value: "not-really-gzip" }, { "content-encoding": encoding });
+    assert.equal(res.status, 415, encoding);
+    assert.deepEqual(await res.json(), {
+      error: `Request bodies with Content-Encoding ${encoding} are not accepted: send the body uncompressed (no Content-Encoding).`,
+    });
+  }
+  const imported = await alice.request("POST", `${base}/import`, { entries: [{ key: "ZIPPED_VALUE", value: "x-imported", overwrite: true }] }, { "content-encoding": "gzip" });
+  assert.equal(imported.status, 415);
+  assert.deepEqual((await alice.json("GET", `${base}/secrets`)).body.secrets, []);
+  const plain = await alice.request("POST", `${base}/secrets`, { key: "PLAIN_VALUE", value: "sent-as-identity" }, { "content-encoding": "identity" });
+  assert.equal(plain.status, 201);
+});
+
+interface ServerProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>;
+}
+
+/** The server as its own process (`serve`), ready when it logs so. */
+async function startServerProcess(t: TestContext, env: Record<string, string> = {}): Promise<ServerProcess> {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const port = await freePort();
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: String(port), MASTER_KEY: randomMasterKey(), RATE_LIMIT_PER_MINUTE: "1000000", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d) => (output += d));
+  child.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal, atMs: Date.now() })),
+  );
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+  await waitFor("the server to start", async () => (output.includes("secrets-server is ready") ? true : child.exitCode !== null ? Promise.reject(new Error(output)) : undefined));
+  return { url: `http://127.0.0.1:${port}`, child, output: () => output, exited };
+}
+
+interface Answer {
+  status: number;
+  connection?: string;
+  retryAfter?: string;
+  afterSignal: boolean;
+}
+
+test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connection: close, 503 with Retry-After, exit 0 within the drain", async (t) => {
+  const server = await startServerProcess(t, { SHUTDOWN_DRAIN_SECONDS: "4" });
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
+  t.after(() => agent.destroy());
+  let signalledAt = 0;
+  const answers: Answer[] = [];
+  const failures: string[] = [];
+  const get = (requestPath: string, useAgent: http.Agent | false = agent) =>
+    new Promise<Answer>((resolve, reject) => {
+      const req = http.get(server.url + requestPath, { agent: useAgent }, (res) => {
+        res.resume();
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode!,
+            connection: res.headers.connection,
+            retryAfter: res.headers["retry-after"] as string | undefined,
+            afterSignal: signalledAt > 0,
+          }),
+        );
+      });
+      req.on("error", reject);
+    });
+
+  // Eight clients in a loop; a client stops at a 503 (it would come back after Retry-After).
+  const clients = Array.from({ length: 8 }, async () => {
+    for (;;) {
+      try {
+        const answer = await get("/healthz");
+        answers.push(answer);
+        if (answer.status !== 200) return;
+      } catch (error) {
+        failures.push((error as NodeJS.ErrnoException).code ?? String(error));
+        return;
+      }
+    }
+  });
+
+  // A request in flight when the signal comes: headers sent, body still on its way.
+  const inFlight = new Promise<Answer>((resolve, reject) => {
+    const req = http.request(server.url + "/api/auth/dev/sign-in", { method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": "30" } }, (res) => {
+      res.resume();
+      res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, afterSignal: true }));
+    });
+    req.on("error", reject);
+    req.write('{"email":"late@example');
+    setTimeout(() => req.end('.test"} '), 1_500);
+  });
+
+  await new Promise((r) => setTimeout(r, 700));
+  const before = answers.length;
+  signalledAt = Date.now();
+  server.child.kill("SIGTERM");
+  await new Promise((r) => setTimeout(r, 300));
+  // A new connection during the drain is answered, not refused.
+  const fresh = await get("/healthz", false);
+  await Promise.all(clients);
+  const late = await inFlight;
+  const exit = await server.exited;
+
+  assert.deepEqual(failures, [], "a client saw a connection error");
+  assert.ok(before > 50, `only ${before} requests before the signal`);
+  for (const answer of answers) {
+    assert.ok(answer.status === 200 || answer.status === 503, `status ${answer.status}`);
+    if (answer.status === 503) {
+      assert.equal(answer.retryAfter, "5");
+      assert.equal(answer.connection, "close");
+    }
+  }
+  assert.equal(answers.filter((a) => a.status === 503).length, 8);
+  assert.equal(fresh.status, 503);
+  assert.equal(fresh.connection, "close");
+  assert.equal(fresh.retryAfter, "5");
+  assert.equal(late.status, 200, "the request in flight finished");
+  assert.equal(late.connection, "close");
+  assert.equal(exit.code, 0, server.output());
+  assert.ok(exit.atMs - signalledAt < 4_000 + 1_500, `exited ${exit.atMs - signalledAt} ms after the signal`);
+  assert.match(server.output(), /connections drained; stopping/);
+});
