@@ -171,46 +171,81 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-/** A closed loop: `connections` workers, each sending its next request when the last one answered. */
-export async function runLoad(options: LoadOptions): Promise<BenchRow> {
-  const loop = async (seconds: number, record: boolean) => {
-    const latencies: number[] = [];
-    let errors = 0;
-    const deadline = performance.now() + seconds * 1000;
-    await Promise.all(
-      Array.from({ length: options.connections }, async (_, worker) => {
-        while (performance.now() < deadline) {
-          const spec = options.next(worker);
-          const started = performance.now();
-          const response = await request(options.url, spec);
-          const elapsed = performance.now() - started;
-          if (!(spec.expect ?? [200]).includes(response.status)) {
-            errors++;
-            if (errors === 1) console.error(`  ${options.name}: unexpected ${response.status} ${response.body.slice(0, 200)}`);
-          }
-          options.onResponse?.(worker, response);
-          if (record) latencies.push(elapsed);
-        }
-      }),
-    );
-    return { latencies, errors };
-  };
-  await loop(options.warmupSeconds ?? 1, false);
+interface Measured {
+  latencies: number[];
+  errors: number;
+  elapsedSeconds: number;
+  cpuMicros: number;
+}
+
+/** `connections` workers, each sending its next request when the last one answered, for `seconds`. */
+async function closedLoop(options: LoadOptions, seconds: number): Promise<Measured> {
+  const latencies: number[] = [];
+  let errors = 0;
   const cpuBefore = processCpuMicros(options.serverPid);
   const started = performance.now();
-  const { latencies, errors } = await loop(options.seconds, true);
-  const elapsedSeconds = (performance.now() - started) / 1000;
-  const cpu = processCpuMicros(options.serverPid) - cpuBefore;
-  latencies.sort((a, b) => a - b);
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: options.connections }, async (_, worker) => {
+      while (performance.now() < deadline) {
+        const spec = options.next(worker);
+        const sent = performance.now();
+        const response = await request(options.url, spec);
+        const elapsed = performance.now() - sent;
+        if (!(spec.expect ?? [200]).includes(response.status)) {
+          errors++;
+          if (errors === 1) console.error(`  ${options.name}: unexpected ${response.status} ${response.body.slice(0, 200)}`);
+        }
+        options.onResponse?.(worker, response);
+        latencies.push(elapsed);
+      }
+    }),
+  );
   return {
-    name: options.name,
+    latencies,
+    errors,
+    elapsedSeconds: (performance.now() - started) / 1000,
+    cpuMicros: processCpuMicros(options.serverPid) - cpuBefore,
+  };
+}
+
+function toRow(name: string, parts: Measured[]): BenchRow {
+  const latencies = parts.flatMap((p) => p.latencies).sort((a, b) => a - b);
+  const elapsedSeconds = parts.reduce((sum, p) => sum + p.elapsedSeconds, 0);
+  const cpu = parts.reduce((sum, p) => sum + p.cpuMicros, 0);
+  return {
+    name,
     requests: latencies.length,
     requestsPerSecond: latencies.length / elapsedSeconds,
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
-    errors,
+    errors: parts.reduce((sum, p) => sum + p.errors, 0),
     serverCpuMicros: latencies.length > 0 ? cpu / latencies.length : 0,
   };
+}
+
+/** A closed loop: `connections` workers, each sending its next request when the last one answered. */
+export async function runLoad(options: LoadOptions): Promise<BenchRow> {
+  await closedLoop(options, options.warmupSeconds ?? 1);
+  return toRow(options.name, [await closedLoop(options, options.seconds)]);
+}
+
+/**
+ * Scenarios to compare with each other, against the same server: each is warmed up, then
+ * they take turns in `rounds` rounds of `seconds / rounds` each, so that whatever else the
+ * machine does at the time (other processes, a checkpoint of the WAL) falls on all of them
+ * alike instead of on whichever ran at that moment. One row per scenario, over its rounds.
+ */
+export async function runAlternating(scenarios: LoadOptions[], rounds: number): Promise<BenchRow[]> {
+  for (const options of scenarios) await closedLoop(options, options.warmupSeconds ?? 1);
+  const parts: Measured[][] = scenarios.map(() => []);
+  for (let round = 0; round < rounds; round++) {
+    // Alternate the order too, so neither always runs right after the other.
+    const order = scenarios.map((_, i) => i);
+    if (round % 2 === 1) order.reverse();
+    for (const i of order) parts[i]!.push(await closedLoop(scenarios[i]!, scenarios[i]!.seconds / rounds));
+  }
+  return scenarios.map((options, i) => toRow(options.name, parts[i]!));
 }
 
 export function formatTable(rows: BenchRow[]): string {
