@@ -207,6 +207,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       config,
       keyring,
       serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
+      openTrustAccounts: () => [],
       clock: systemClock,
     });
     const caller: Caller = {

@@ -212,6 +212,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       message: `Too many requests. Try again in ${Math.max(1, Math.ceil(context.ttl / 1000))} seconds.`,
     }),
   });
+  auth.refuseBadServiceTokens(app);
 
   const users = createUsersRepo(db);
   let oidc: OidcService | undefined;
@@ -246,7 +247,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs });
   const vercel = createVercelService({ db, repo: vercelRepo, access, audit, vault, clock, client: vercelClient, sync: vercelSync, vercelApiUrl: config.vercelApiUrl });
   secrets.onChange((projectId, environment) => vercelSync.notifyChange(projectId, environment));
-  wireLostRights(members, { invitations, vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }) });
+  wireLostRights(members, { invitations, vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }), serviceTokens: serviceAccounts });
   vercelSync.recover();
   app.addHook("onClose", async () => {
     vercelShutdown.abort();
@@ -284,6 +285,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       keyring,
       clock,
       serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
+      openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
     }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });

@@ -8,19 +8,28 @@ import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
 import { createInvitationsService, type InvitationsService } from "./members/invitations.service.ts";
 import type { MembersRepo } from "./members/members.repo.ts";
 import { createMembersService, type MembersService } from "./members/members.service.ts";
+import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
+import { createServiceAccountsService, type ServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
 
 /**
  * What a person created on their own authority and must not outlive it: when their rights in
  * a project shrink or end (role change, removal, leaving, a disabled account), their pending
- * invitations that no longer stand are voided and a Vercel connection syncing with their token
- * is paused. The one list of listeners, for the server (app.ts) and the users command alike.
+ * invitations that no longer stand are voided, a Vercel connection syncing with their token
+ * is paused, and the service tokens they created (and saw, once) are revoked when they no
+ * longer manage service accounts. The one list of listeners, for the server (app.ts) and the
+ * users command alike.
  */
 export function wireLostRights(
   members: MembersService,
-  handlers: { invitations: Pick<InvitationsService, "voidForLostRights">; vercel: VercelPause },
+  handlers: {
+    invitations: Pick<InvitationsService, "voidForLostRights">;
+    vercel: VercelPause;
+    serviceTokens: Pick<ServiceAccountsService, "revokeForLostRights">;
+  },
 ): void {
   members.onRightsLost((lost) => handlers.invitations.voidForLostRights(lost));
   members.onRightsLost((lost) => handlers.vercel.pauseForLostRights(lost));
+  members.onRightsLost((lost) => handlers.serviceTokens.revokeForLostRights(lost));
 }
 
 /** For the users command, which runs without the server: the members service with the listeners above. */
@@ -36,6 +45,7 @@ export function createMembersForCommand(deps: {
   wireLostRights(members, {
     invitations: createInvitationsService(deps),
     vercel: createVercelPause({ repo: createVercelRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
+    serviceTokens: createServiceAccountsService({ db: deps.db, repo: createServiceAccountsRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
   });
   return members;
 }

@@ -31,18 +31,23 @@ async function signingKey(kid: string, alg: "RS256" | "ES256"): Promise<SigningK
 async function startIssuer(t: TestContext) {
   const published: SigningKey[] = [];
   let jwksFetches = 0;
+  let discoveryFetches = 0;
   let redirectDiscovery = false;
+  let failing: "discovery" | "jwks" | null = null;
   const server = http.createServer((req, res) => {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify(body));
     };
     if (req.url === "/.well-known/openid-configuration") {
+      discoveryFetches += 1;
+      if (failing === "discovery") return send(503, {});
       if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/elsewhere` });
       return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
     }
     if (req.url === "/jwks") {
       jwksFetches += 1;
+      if (failing === "jwks") return send(503, {});
       return send(200, { keys: published.map((k) => k.jwk) });
     }
     send(404, {});
@@ -56,6 +61,13 @@ async function startIssuer(t: TestContext) {
     },
     get jwksFetches() {
       return jwksFetches;
+    },
+    get discoveryFetches() {
+      return discoveryFetches;
+    },
+    /** Answers 503 to the configuration or the key set until set back to null. */
+    set failing(value: "discovery" | "jwks" | null) {
+      failing = value;
     },
     set redirectDiscovery(value: boolean) {
       redirectDiscovery = value;
@@ -181,6 +193,8 @@ test("every refusal is one 401, with the reason only in the log and never the to
     ["expired", account.id, await issuer.sign(rsa, {}, { expiresInSeconds: -120 })],
     ["no exp", account.id, await issuer.sign(rsa, { exp: null })],
     ["not yet valid", account.id, await issuer.sign(rsa, { nbf: Math.floor(Date.now() / 1000) + 600 })],
+    ["issued an hour from now", account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 3600 })],
+    ["issued 2 minutes from now", account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 120 })],
     ["wrong issuer", account.id, await issuer.sign(rsa, { iss: "https://issuer.example" })],
     ["alg none", account.id, none],
     ["HMAC", account.id, hs256],
@@ -223,6 +237,53 @@ test("an issuer that is down or redirects is refused", async (t) => {
     .sign(downKey.privateKey);
   assert.deepEqual(await exchange(server, account.id, jwt).then((r) => [r.status, r.body]), [401, REFUSED]);
   assert.ok(server.logs.some((line) => line.includes("workload identity exchange refused") && line.includes("OpenID configuration")));
+});
+
+test("iat within the 60 s leeway is accepted", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  const res = await exchange(server, account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 30 }));
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+});
+
+test("an issuer whose configuration or key set fails is not asked again within the cooldown", async (t) => {
+  // The default 30 s cooldown: every attempt below falls within it.
+  const { server, issuer, rsa, account } = await setUp(t);
+  issuer.failing = "discovery";
+  for (let i = 0; i < 5; i++) {
+    assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
+  }
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [1, 0]);
+  // Recovered, but still within the cooldown: not asked yet.
+  issuer.failing = null;
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401);
+  assert.equal(issuer.discoveryFetches, 1);
+
+  const again = await setUp(t);
+  again.issuer.failing = "jwks";
+  for (let i = 0; i < 5; i++) assert.equal((await exchange(again.server, again.account.id, await again.issuer.sign(again.rsa))).status, 401);
+  assert.deepEqual([again.issuer.discoveryFetches, again.issuer.jwksFetches], [1, 1]);
+  assert.ok(again.server.logs.some((line) => line.includes("key set could not be fetched")));
+});
+
+test("after a failed fetch the issuer is asked again once the cooldown is over; keys held meanwhile still verify", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 1000 });
+  issuer.failing = "discovery";
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401);
+  issuer.failing = null;
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [2, 1]);
+
+  // The key set fails on a refetch for an unknown kid: known keys go on working without a
+  // fetch, and unknown kids do not reach the issuer until the cooldown is over.
+  await new Promise((resolve) => setTimeout(resolve, 1100));
+  issuer.failing = "jwks";
+  const unknown = await signingKey("rsa-unknown", "RS256");
+  assert.equal((await exchange(server, account.id, await issuer.sign(unknown))).status, 401);
+  const fetched = issuer.jwksFetches;
+  for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(unknown))).status, 401);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.equal(issuer.jwksFetches, fetched);
 });
 
 test("a key rotated in at the issuer is picked up; an unknown kid refetches at most once per cooldown", async (t) => {

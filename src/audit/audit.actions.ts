@@ -38,7 +38,7 @@ export const AUDIT_ACTIONS = {
   },
   "service_account.deleted": { category: "access", metadata: ["name", "role"] },
   "service_token.created": { category: "access", metadata: ["serviceAccountName", "tokenId", "name", "expiresAt", "allowedCidrs"] },
-  "service_token.revoked": { category: "access", metadata: ["serviceAccountName", "tokenId", "name"] },
+  "service_token.revoked": { category: "access", metadata: ["serviceAccountName", "tokenId", "name", "reason", "createdBy", "cause"] },
   "service_account_trust.created": {
     category: "access",
     metadata: ["serviceAccountName", "trustId", "issuer", "audience", "subject", "claims"],

@@ -109,9 +109,11 @@ interface Deps {
   clock: Clock;
   /** Given by app.ts from the service-accounts feature (which writes audit events itself, so no import). */
   serviceAccountCounts: (projectId: string) => ServiceAccountCounts;
+  /** Names of the project's service accounts with a trust of subject "*" and no claims. */
+  openTrustAccounts: (projectId: string) => string[];
 }
 
-export function createAuditService({ repo, access, config, keyring, clock, serviceAccountCounts }: Deps) {
+export function createAuditService({ repo, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts }: Deps) {
   function toView(row: AuditEventRow, caller: Caller): AuditEventView {
     return {
       id: row.id,
@@ -218,6 +220,13 @@ export function createAuditService({ repo, access, config, keyring, clock, servi
       if (invitations.expired > 0) {
         notes.push(
           `${invitations.expired} ${invitations.expired === 1 ? "invitation has" : "invitations have"} expired without being accepted. Revoke ${invitations.expired === 1 ? "it" : "them"}, and invite again if still needed.`,
+        );
+      }
+      const open = openTrustAccounts(projectId);
+      if (open.length > 0) {
+        const named = open.map((name) => `"${name}"`).join(", ");
+        notes.push(
+          `${open.length === 1 ? `The service account ${named} accepts` : `The service accounts ${named} accept`} an identity token from any workload of a trusted issuer: a trust with subject "*" and no claims. On GitHub Actions that is a workflow in any repository anywhere that asks for the audience. Narrow the subject (for example repo:OWNER/NAME:ref:refs/heads/main) or require claims, such as repository.`,
         );
       }
       if (hosting?.paused) {

@@ -13,6 +13,8 @@ declare module "fastify" {
     caller: Principal | null;
     /** True when an Authorization header was sent but did not name a live CLI token. */
     badBearer: boolean;
+    /** True when a svc_st_/svc_wt_ token was sent and refused; answered 401 in preParsing. */
+    badServiceToken: boolean;
   }
 }
 
@@ -28,6 +30,17 @@ export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. R
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
 /** machine-access.md: one message for every failed service credential, whatever the reason. */
 export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
+
+/** Refused service credentials allowed per client address and minute, on every path. */
+const BAD_SERVICE_TOKENS_PER_MINUTE = 60;
+
+/**
+ * The credential of an `Authorization: Bearer <token>` header, or undefined for any other
+ * header. The scheme is matched without regard to case (RFC 7235), for every kind of token.
+ */
+function bearerToken(header: string): string | undefined {
+  return header.match(/^bearer\s+(.+)$/is)?.[1];
+}
 
 /** Resolves service tokens and workload access tokens (the service-accounts feature). */
 export interface ServiceTokenResolver {
@@ -100,11 +113,10 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
     return { userId: row.id, email: row.email, name: row.name, emailVerified: row.email_verified === 1, via, sessionId };
   }
 
-  function resolveBearer(header: string): Caller | null {
-    const match = header.match(/^Bearer\s+(svc_at_[A-Za-z0-9_-]{20,200})$/);
-    if (!match) return null;
+  function resolveBearer(token: string | undefined): Caller | null {
+    if (token === undefined || !/^svc_at_[A-Za-z0-9_-]{20,200}$/.test(token)) return null;
     const nowIso = clock.now().toISOString();
-    const row = findAccessToken.get(hashToken(match[1]!), nowIso, nowIso) as (UserRow & { session_id: string; last_used_at: string }) | undefined;
+    const row = findAccessToken.get(hashToken(token), nowIso, nowIso) as (UserRow & { session_id: string; last_used_at: string }) | undefined;
     if (!row) return null;
     if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) touchCliSession.run(nowIso, row.session_id);
     return toCaller(row, "cli", row.session_id);
@@ -147,21 +159,22 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
     register(app: FastifyInstance): void {
       app.decorateRequest("caller", null);
       app.decorateRequest("badBearer", false);
+      app.decorateRequest("badServiceToken", false);
       app.addHook("onRequest", async (req) => {
         const authorization = req.headers.authorization;
-        if (authorization !== undefined && /^Bearer\s+svc_(st|wt)_/.test(authorization)) {
-          // Refused here, before any route: machine-access.md gives a bad service credential
-          // the same 401 on every endpoint, and says nothing about why.
-          const token = authorization.replace(/^Bearer\s+/, "");
-          const caller = /^svc_(st|wt)_[A-Za-z0-9_-]{43,200}$/.test(token) ? (serviceTokens?.resolve(token, req.ip) ?? null) : null;
-          if (!caller) throw new HttpError(401, SERVICE_TOKEN_INVALID);
+        const bearer = authorization === undefined ? undefined : bearerToken(authorization);
+        if (bearer !== undefined && /^svc_(st|wt)_/.test(bearer)) {
+          const caller = /^svc_(st|wt)_[A-Za-z0-9_-]{43,200}$/.test(bearer) ? (serviceTokens?.resolve(bearer, req.ip) ?? null) : null;
+          // Not refused here: the route's rate limit (a later onRequest hook) must count the
+          // attempt first, per address since there is no caller. refuseBadServiceTokens answers.
+          req.badServiceToken = caller === null;
           req.caller = caller;
           return;
         }
         if (authorization !== undefined) {
           // A request with an Authorization header is a CLI request: its cookie is ignored,
           // so a browser-only endpoint can never be reached with a token plus a cookie.
-          req.caller = resolveBearer(authorization);
+          req.caller = resolveBearer(bearer);
           req.badBearer = req.caller === null;
           return;
         }
@@ -182,6 +195,31 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
         }
         const token = req.cookies[cookieName];
         if (token) req.caller = resolveCookie(token);
+      });
+    },
+
+    /**
+     * Answers a refused service credential, after every route's rate limit (onRequest) and
+     * before its body is read: machine-access.md gives it the same 401 on every endpoint and
+     * says nothing about why. Refusals have a limit of their own per client address, which
+     * also holds on paths without a rate limit (/healthz, the UI), so a flood of made-up
+     * tokens is answered 429 without further lookups mattering. Registered after the
+     * rate-limit plugin, whose limiter it uses.
+     */
+    refuseBadServiceTokens(app: FastifyInstance): void {
+      const limit = app.createRateLimit({
+        max: BAD_SERVICE_TOKENS_PER_MINUTE,
+        timeWindow: 60_000,
+        keyGenerator: (req) => `bad-service-token:${req.ip}`,
+      });
+      app.addHook("preParsing", async (req, reply) => {
+        if (!req.badServiceToken) return;
+        const counted = await limit(req);
+        if (!counted.isAllowed && counted.isExceeded) {
+          void reply.header("retry-after", String(Math.max(1, counted.ttlInSeconds)));
+          throw new HttpError(429, `Too many requests. Try again in ${Math.max(1, counted.ttlInSeconds)} seconds.`);
+        }
+        throw new HttpError(401, SERVICE_TOKEN_INVALID);
       });
     },
 

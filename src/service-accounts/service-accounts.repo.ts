@@ -102,6 +102,38 @@ export function createServiceAccountsRepo(db: Db) {
         .map((r) => ({ ...r.token, createdByEmail: r.createdByEmail }));
     },
 
+    /** Live service tokens one person created in a project, with their account's name. */
+    listLiveTokensCreatedBy(projectId: string, userId: string, nowIso: string): (ServiceTokenRow & { serviceAccountName: string })[] {
+      return db
+        .select({ token: serviceTokens, serviceAccountName: serviceAccounts.name })
+        .from(serviceTokens)
+        .innerJoin(serviceAccounts, eq(serviceAccounts.id, serviceTokens.serviceAccountId))
+        .where(
+          and(
+            eq(serviceAccounts.projectId, projectId),
+            eq(serviceTokens.createdBy, userId),
+            eq(serviceTokens.kind, "service"),
+            isLive(nowIso),
+          ),
+        )
+        .orderBy(serviceTokens.createdAt, serviceTokens.id)
+        .all()
+        .map((r) => ({ ...r.token, serviceAccountName: r.serviceAccountName }));
+    },
+
+    /** Trusts of a project's accounts whose subject is only `*` and that require no claim. */
+    listOpenTrusts(projectId: string): (TrustRow & { serviceAccountName: string })[] {
+      return db
+        .select({ trust: serviceAccountTrusts, serviceAccountName: serviceAccounts.name })
+        .from(serviceAccountTrusts)
+        .innerJoin(serviceAccounts, eq(serviceAccounts.id, serviceAccountTrusts.serviceAccountId))
+        .where(and(eq(serviceAccounts.projectId, projectId), eq(serviceAccountTrusts.claims, "{}")))
+        .orderBy(serviceAccounts.name, serviceAccountTrusts.createdAt)
+        .all()
+        .filter((r) => /^\*+$/.test(r.trust.subject))
+        .map((r) => ({ ...r.trust, serviceAccountName: r.serviceAccountName }));
+    },
+
     countLiveTokens(accountId: string, nowIso: string): number {
       return db
         .select({ n: sql<number>`count(*)` })

@@ -7,6 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import type { LostRights } from "../members/members.service.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
 export const ACCOUNT_NOT_FOUND = "Service account not found.";
@@ -85,36 +86,73 @@ export interface NewTrust {
   claims?: Record<string, string>;
 }
 
-/** An address as rate limits see it; an IPv4-mapped IPv6 address is its IPv4 address. */
-export function normalizeAddress(address: string): string {
-  const mapped = address.match(/^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i);
-  return mapped && net.isIPv4(mapped[1]!) ? mapped[1]! : address;
+/**
+ * The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:10.0.0.1, ::ffff:a00:1, the
+ * long form), or undefined for any other text. Read from the URL parser's canonical form,
+ * so every spelling of the same address gives the same answer.
+ */
+function mappedIpv4(address: string): string | undefined {
+  if (!net.isIPv6(address) || address.includes("%")) return undefined;
+  let canonical: string;
+  try {
+    canonical = new URL(`http://[${address}]`).hostname;
+  } catch {
+    return undefined;
+  }
+  const match = canonical.match(/^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/);
+  if (!match) return undefined;
+  const high = parseInt(match[1]!, 16);
+  const low = parseInt(match[2]!, 16);
+  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
 }
 
-/** `address/prefix` (or a bare address, one host) of either family; undefined when it is none. */
+/** An address as rate limits see it; an IPv4-mapped IPv6 address is its IPv4 address. */
+export function normalizeAddress(address: string): string {
+  return mappedIpv4(address) ?? address;
+}
+
+/**
+ * `address/prefix` (or a bare address, one host) of either family; undefined when it is none.
+ * An IPv4-mapped network is the IPv4 network it covers (prefix - 96), since clients are
+ * matched by their IPv4 address; a zone id (fe80::1%eth0) names no network, and a prefix is
+ * plain decimal (not "08"), so one text has one meaning.
+ */
 export function parseCidr(text: string): { address: string; prefix: number; family: "ipv4" | "ipv6" } | undefined {
   const [address = "", prefixText, ...rest] = text.split("/");
   const version = net.isIP(address);
-  if (version === 0 || rest.length > 0) return undefined;
+  if (version === 0 || rest.length > 0 || address.includes("%")) return undefined;
   const max = version === 4 ? 32 : 128;
-  if (prefixText !== undefined && !/^\d{1,3}$/.test(prefixText)) return undefined;
+  if (prefixText !== undefined && !/^(0|[1-9][0-9]{0,2})$/.test(prefixText)) return undefined;
   const prefix = prefixText === undefined ? max : Number(prefixText);
   if (prefix > max) return undefined;
-  return { address, prefix, family: version === 4 ? "ipv4" : "ipv6" };
+  if (version === 4) return { address, prefix, family: "ipv4" };
+  const ipv4 = mappedIpv4(address);
+  if (ipv4 === undefined) return { address, prefix, family: "ipv6" };
+  // Under /96 the network reaches outside the mapped range: refused rather than guessed at.
+  if (prefix < 96) return undefined;
+  return { address: ipv4, prefix: prefix - 96, family: "ipv4" };
 }
 
-/** Whether a client address lies in one of the networks. */
+/**
+ * Whether a client address lies in one of the networks. Total: anything unexpected (a
+ * network stored by an older version that parseCidr now refuses) means not allowed, so a
+ * bad list refuses its token with the one 401 instead of failing every request with a 500.
+ */
 export function isAddressAllowed(address: string, cidrs: string[]): boolean {
   if (cidrs.length === 0) return true;
-  const client = normalizeAddress(address);
-  const family = net.isIP(client);
-  if (family === 0) return false;
-  const list = new net.BlockList();
-  for (const text of cidrs) {
-    const cidr = parseCidr(text);
-    if (cidr) list.addSubnet(normalizeAddress(cidr.address), cidr.prefix, cidr.family);
+  try {
+    const client = normalizeAddress(address);
+    const family = net.isIP(client);
+    if (family === 0) return false;
+    const list = new net.BlockList();
+    for (const text of cidrs) {
+      const cidr = parseCidr(text);
+      if (cidr) list.addSubnet(cidr.address, cidr.prefix, cidr.family);
+    }
+    return list.check(client, family === 4 ? "ipv4" : "ipv6");
+  } catch {
+    return false;
   }
-  return list.check(client, family === 4 ? "ipv4" : "ipv6");
 }
 
 function parseEnvironments(text: string): Environment[] {
@@ -408,6 +446,40 @@ export function createServiceAccountsService({ db, repo, access, audit, clock }:
           metadata: { serviceAccountName: account.name, trustId, issuer: row.issuer, subject: row.subject },
         });
       });
+    },
+
+    /**
+     * A members rights-lost listener (src/lost-rights.ts), inside the transaction that changed
+     * the membership. A service token is shown once to the person who created it, who may have
+     * kept a copy: when they no longer hold service_accounts:manage in the project, the live
+     * tokens they created there are revoked, as a revocation by hand does, audited with the
+     * reason. Trusts stay: they hold no secret the person could have kept.
+     */
+    revokeForLostRights(lost: LostRights): void {
+      if (access.holds(lost.userId, lost.projectId, "service_accounts:manage")) return;
+      const nowIso = clock.now().toISOString();
+      for (const row of repo.listLiveTokensCreatedBy(lost.projectId, lost.userId, nowIso)) {
+        repo.deleteToken(row.serviceAccountId, row.id);
+        audit.record(lost.actor, {
+          projectId: lost.projectId,
+          action: "service_token.revoked",
+          targetType: "service_account",
+          targetId: row.serviceAccountId,
+          metadata: {
+            serviceAccountName: row.serviceAccountName,
+            tokenId: row.id,
+            name: row.name,
+            reason: "creator_lost_access",
+            createdBy: lost.userId,
+            cause: lost.cause,
+          },
+        });
+      }
+    },
+
+    /** Names of the project's accounts with a trust that accepts any workload of its issuer. */
+    openTrustAccounts(projectId: string): string[] {
+      return [...new Set(repo.listOpenTrusts(projectId).map((row) => row.serviceAccountName))];
     },
 
     /** /api/service-accounts/me: the account behind the credential, as of this request. */

@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload } from "jose";
+import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Clock } from "../core/clock.ts";
@@ -13,8 +13,10 @@ export const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
 
 const ACCESS_TOKEN_SECONDS = 15 * 60;
 const FETCH_TIMEOUT_MS = 5000;
-// An unknown kid refetches the key set, at most once per 30 s: a stream of made-up kids
-// must not turn this server into a load generator against the issuer.
+// An unknown kid refetches the key set, at most once per 30 s, and an issuer whose
+// configuration or key set could not be fetched is not asked again for 30 s: a stream of
+// made-up kids, or of tokens naming an issuer that is down, must not turn this server into
+// a load generator against the issuer.
 const JWKS_COOLDOWN_MS = 30_000;
 const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
 const CLOCK_TOLERANCE_SECONDS = 60;
@@ -81,6 +83,11 @@ interface KeySet {
   fetchedAt: number;
 }
 
+// What jose's key lookup throws without anything having been fetched wrongly: the key set
+// arrived, the token's key is just not in it. Everything else (timeout, non-200, network
+// error, a body that is no key set) is a failed fetch.
+const KEY_LOOKUP_ERRORS = new Set(["ERR_JWKS_NO_MATCHING_KEY", "ERR_JWKS_MULTIPLE_MATCHING_KEYS", "ERR_JOSE_NOT_SUPPORTED"]);
+
 interface Deps {
   db: Db;
   repo: ServiceAccountsRepo;
@@ -93,31 +100,70 @@ interface Deps {
 export function createWorkloadIdentityService({ db, repo, audit, clock, log, jwksCooldownMs = JWKS_COOLDOWN_MS }: Deps) {
   // Per issuer: its discovered key set, rediscovered after JWKS_MAX_AGE_MS.
   const keySets = new Map<string, KeySet>();
+  // Per issuer: when fetching its configuration or key set last failed.
+  const failedAt = new Map<string, number>();
 
-  async function keySetOf(issuer: string): Promise<KeySet["jwks"]> {
+  function isCoolingDown(issuer: string): boolean {
+    const at = failedAt.get(issuer);
+    return at !== undefined && Date.now() - at < jwksCooldownMs;
+  }
+
+  function fetchFailed(issuer: string, reason: string): Refused {
+    failedAt.set(issuer, Date.now());
+    return new Refused(reason);
+  }
+
+  /** The remote set, noting a failed fetch it makes (a refetch for an unknown kid). */
+  function watched(issuer: string, jwks: KeySet["jwks"]): JWTVerifyGetKey {
+    return async (header, token) => {
+      try {
+        return await jwks(header, token);
+      } catch (error) {
+        if (!KEY_LOOKUP_ERRORS.has((error as { code?: string }).code ?? "")) failedAt.set(issuer, Date.now());
+        throw error;
+      }
+    };
+  }
+
+  async function keySetOf(issuer: string): Promise<JWTVerifyGetKey> {
     const cached = keySets.get(issuer);
-    if (cached && Date.now() - cached.fetchedAt < JWKS_MAX_AGE_MS) return cached.jwks;
+    const isFresh = cached !== undefined && Date.now() - cached.fetchedAt < JWKS_MAX_AGE_MS;
+    if (isCoolingDown(issuer)) {
+      // Keys already held still verify; nothing is fetched until the cooldown ends.
+      const held = isFresh ? cached.jwks.jwks() : undefined;
+      if (held) return createLocalJWKSet(held);
+      throw new Refused("fetching from the issuer failed less than the cooldown ago; not tried again yet");
+    }
+    if (isFresh) return watched(issuer, cached.jwks);
     const discoveryUrl = `${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`;
     let document: { issuer?: unknown; jwks_uri?: unknown };
     try {
       const res = await fetch(discoveryUrl, { redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: "application/json" } });
-      if (res.status !== 200) throw new Refused(`the issuer's OpenID configuration answered ${res.status}`);
+      if (res.status !== 200) throw fetchFailed(issuer, `the issuer's OpenID configuration answered ${res.status}`);
       document = (await res.json()) as typeof document;
     } catch (error) {
       if (error instanceof Refused) throw error;
-      throw new Refused(`the issuer's OpenID configuration could not be fetched (${(error as Error).name})`);
+      throw fetchFailed(issuer, `the issuer's OpenID configuration could not be fetched (${(error as Error).name})`);
     }
-    if (document.issuer !== issuer) throw new Refused("the issuer's OpenID configuration names another issuer");
+    if (document?.issuer !== issuer) throw fetchFailed(issuer, "the issuer's OpenID configuration names another issuer");
     if (typeof document.jwks_uri !== "string" || !isAllowedIssuerUrl(document.jwks_uri)) {
-      throw new Refused("the issuer's jwks_uri is not https (or http on a loopback host)");
+      throw fetchFailed(issuer, "the issuer's jwks_uri is not https (or http on a loopback host)");
     }
     const jwks = createRemoteJWKSet(new URL(document.jwks_uri), {
       timeoutDuration: FETCH_TIMEOUT_MS,
       cooldownDuration: jwksCooldownMs,
       cacheMaxAge: JWKS_MAX_AGE_MS,
     });
+    try {
+      // Fetched now, so that a key set that cannot be had counts as the issuer's failure.
+      await jwks.reload();
+    } catch (error) {
+      const code = (error as { code?: string }).code ?? (error as Error).name;
+      throw fetchFailed(issuer, `the issuer's key set could not be fetched (${code})`);
+    }
+    failedAt.delete(issuer);
     keySets.set(issuer, { jwks, fetchedAt: Date.now() });
-    return jwks;
+    return watched(issuer, jwks);
   }
 
   async function verify(serviceAccountId: string, jwt: string): Promise<{ payload: JWTPayload; trust: TrustRow }> {
@@ -146,6 +192,11 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log, jwk
       if (error instanceof Refused) throw error;
       const code = (error as { code?: string }).code ?? (error as Error).name;
       throw new Refused(`verification failed: ${code}: ${(error as Error).message}`);
+    }
+    // jose checks iat only against a maximum age; machine-access.md gives iat the same 60 s
+    // leeway as nbf, so a token issued in the future is refused.
+    if (typeof payload.iat === "number" && payload.iat > clock.now().getTime() / 1000 + CLOCK_TOLERANCE_SECONDS) {
+      throw new Refused("the token's iat is in the future");
     }
     const trust = trusts.find((t) => trustMatches(t, payload));
     if (!trust) throw new Refused("the token's audience, subject or claims match no trust of the account");

@@ -1,0 +1,263 @@
+// Service tokens against misuse: odd client networks, tokens that outlive their creator's
+// right to make them, floods of made-up tokens, and trusts that let any workload in.
+import assert from "node:assert/strict";
+import { test, type TestContext } from "node:test";
+import { runMain, type Client } from "./helpers.ts";
+import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
+
+const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
+const CLI_SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
+const INVALID_FIELDS = { error: "invalid fields" };
+
+function base(projectId: string): string {
+  return `/api/projects/${projectId}/service-accounts`;
+}
+
+async function createAccount(by: Client, projectId: string, name = "deploy-bot"): Promise<any> {
+  const res = await by.json("POST", base(projectId), { name, role: "viewer", environments: ["production"] });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.serviceAccount;
+}
+
+async function createToken(by: Client, projectId: string, accountId: string, input: Record<string, unknown>) {
+  return by.json("POST", `${base(projectId)}/${accountId}/tokens`, input);
+}
+
+function me(team: Team, token: string, scheme = "Bearer") {
+  return team.server
+    .client()
+    .request("GET", "/api/service-accounts/me", undefined, { authorization: `${scheme} ${token}` })
+    .then(async (res) => ({ status: res.status, body: await res.json() }));
+}
+
+// ---------------------------------------------------------------------------------------
+// Client networks
+
+test("odd allowedCidrs forms are refused with 400 or matched as the IPv4 network they name; never a 500", async (t) => {
+  const team = await startTeam(t);
+  const account = await createAccount(team.owner, team.projectId);
+  // The test client connects from 127.0.0.1.
+  const cases: [string, number, number?][] = [
+    ["::ffff:127.0.0.1", 201, 200],
+    ["::ffff:127.0.0.0/104", 201, 200],
+    ["::ffff:7f00:1", 201, 200],
+    ["0:0:0:0:0:ffff:127.0.0.1/128", 201, 200],
+    ["::ffff:0:0/96", 201, 200],
+    ["::ffff:10.0.0.0/104", 201, 401],
+    ["::ffff:127.0.0.2", 201, 401],
+    ["::ffff:0:0/95", 400],
+    ["::ffff:127.0.0.1/90", 400],
+    ["fe80::1%eth0", 400],
+    ["fe80::%eth0/64", 400],
+    ["127.0.0.0/08", 400],
+    ["::1/0128", 400],
+    ["127.0.0.0/+8", 400],
+    ["127.0.0.0/33", 400],
+  ];
+  for (const [n, [cidr, created, used]] of cases.entries()) {
+    const res = await createToken(team.owner, team.projectId, account.id, { name: `t${n}`, allowedCidrs: [cidr] });
+    if (created === 400) {
+      assert.deepEqual([res.status, res.body], [400, INVALID_FIELDS], cidr);
+      continue;
+    }
+    assert.equal(res.status, 201, `${cidr}: ${JSON.stringify(res.body)}`);
+    assert.deepEqual(res.body.tokenInfo.allowedCidrs, [cidr], "kept as given");
+    const answer = await me(team, res.body.token);
+    assert.equal(answer.status, used, `${cidr}: ${JSON.stringify(answer.body)}`);
+    if (used === 401) assert.deepEqual(answer.body, TOKEN_REFUSED);
+    // Revoked again, to stay under the 20 live tokens.
+    await team.owner.json("DELETE", `${base(team.projectId)}/${account.id}/tokens/${res.body.tokenInfo.id}`);
+  }
+
+  // A list an older version accepted is refused with the one 401, not a 500 on every request.
+  const stored = await createToken(team.owner, team.projectId, account.id, { name: "stored", allowedCidrs: ["127.0.0.0/8"] });
+  assert.equal((await me(team, stored.body.token)).status, 200);
+  team.server.app.db.$client
+    .prepare("UPDATE service_tokens SET allowed_cidrs = ? WHERE id = ?")
+    .run(JSON.stringify(["fe80::1%eth0", "127.0.0.0/08", "::ffff:127.0.0.1/90"]), stored.body.tokenInfo.id);
+  assert.deepEqual(await me(team, stored.body.token).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+  // The owner's session is unaffected.
+  assert.equal((await team.owner.json("GET", `${base(team.projectId)}/${account.id}`)).status, 200);
+});
+
+// ---------------------------------------------------------------------------------------
+// Tokens whose creator lost the right to manage service accounts
+
+const LOSSES: { name: string; cause: string; actor: "owner" | "admin" | null; act(team: Team): Promise<void> }[] = [
+  {
+    name: "demoted to member",
+    cause: "role_changed",
+    actor: "owner",
+    act: async (team) => {
+      const res = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.admin.user!.id}`, { role: "member" });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    },
+  },
+  {
+    name: "removed",
+    cause: "removed",
+    actor: "owner",
+    act: async (team) => {
+      const res = await team.owner.json("DELETE", `/api/projects/${team.projectId}/members/${team.admin.user!.id}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    },
+  },
+  {
+    name: "leaving",
+    cause: "left",
+    actor: "admin",
+    act: async (team) => {
+      const res = await team.admin.json("DELETE", `/api/projects/${team.projectId}/members/${team.admin.user!.id}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    },
+  },
+  {
+    name: "disabled (users disable)",
+    cause: "disabled",
+    actor: null,
+    act: async (team) => {
+      const res = await runMain(["users", "disable", "adam@example.test"], team.server.env);
+      assert.equal(res.code, 0, res.stderr);
+    },
+  },
+];
+
+async function tokensAround(t: TestContext) {
+  const team = await startTeam(t);
+  const account = await createAccount(team.owner, team.projectId);
+  const make = async (by: Client, name: string) => {
+    const res = await createToken(by, team.projectId, account.id, { name });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    return res.body as { token: string; tokenInfo: { id: string } };
+  };
+  return { team, account, byAdmin: [await make(team.admin, "admin-1"), await make(team.admin, "admin-2")], byOwner: await make(team.owner, "owner-1") };
+}
+
+for (const loss of LOSSES) {
+  test(`an admin ${loss.name}: the service tokens they created are revoked and audited; the owner's keep working`, async (t) => {
+    const { team, account, byAdmin, byOwner } = await tokensAround(t);
+    for (const made of [...byAdmin, byOwner]) assert.equal((await me(team, made.token)).status, 200);
+
+    await loss.act(team);
+
+    for (const made of byAdmin) assert.deepEqual(await me(team, made.token).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+    assert.equal((await me(team, byOwner.token)).status, 200);
+    const listed = await team.owner.json("GET", `${base(team.projectId)}/${account.id}`);
+    assert.deepEqual(
+      listed.body.serviceAccount.tokens.map((x: { name: string }) => x.name),
+      ["owner-1"],
+    );
+
+    const audit = await team.owner.json("GET", `/api/projects/${team.projectId}/audit?action=service_token.revoked`);
+    assert.equal(audit.status, 200);
+    const actorId = loss.actor === null ? null : team[loss.actor].user!.id;
+    assert.deepEqual(
+      audit.body.events
+        .map((e: any) => ({ category: e.category, actor: e.actor?.userId ?? null, targetId: e.targetId, metadata: e.metadata }))
+        .sort((a: any, b: any) => a.metadata.name.localeCompare(b.metadata.name)),
+      byAdmin.map((made, n) => ({
+        category: "access",
+        actor: actorId,
+        targetId: account.id,
+        metadata: {
+          serviceAccountName: "deploy-bot",
+          tokenId: made.tokenInfo.id,
+          name: `admin-${n + 1}`,
+          reason: "creator_lost_access",
+          createdBy: team.admin.user!.id,
+          cause: loss.cause,
+        },
+      })),
+    );
+  });
+}
+
+test("tokens of a creator who still manages service accounts are untouched", async (t) => {
+  const { team, byAdmin } = await tokensAround(t);
+  const bob = await team.server.signIn("bob@example.test");
+  await addMember(team.owner, bob, team.projectId, "admin");
+  // Someone else's demotion, and a role change that keeps the right (viewer to admin), revoke nothing.
+  const demoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${bob.user!.id}`, { role: "viewer" });
+  assert.equal(demoted.status, 200);
+  const promoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${bob.user!.id}`, { role: "admin" });
+  assert.equal(promoted.status, 200);
+  for (const made of byAdmin) assert.equal((await me(team, made.token)).status, 200);
+  const audit = await team.owner.json("GET", `/api/projects/${team.projectId}/audit?action=service_token.revoked`);
+  assert.deepEqual(audit.body.events, []);
+});
+
+// ---------------------------------------------------------------------------------------
+// The Authorization header and floods of made-up tokens
+
+test("the Bearer scheme is matched without regard to case, for service and CLI tokens", async (t) => {
+  const team = await startTeam(t);
+  const account = await createAccount(team.owner, team.projectId);
+  const { token } = (await createToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
+  for (const scheme of ["bearer", "BEARER", "Bearer"]) {
+    const good = await me(team, token, scheme);
+    assert.equal(good.status, 200, `${scheme}: ${JSON.stringify(good.body)}`);
+    assert.equal(good.body.serviceAccount.id, account.id);
+    assert.deepEqual(await me(team, `svc_st_${"A".repeat(43)}`, scheme).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED], scheme);
+    assert.deepEqual(await me(team, "svc_wt_short", scheme).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED], scheme);
+  }
+  const cli = await cliFor(team.server, team.owner);
+  const lower = await team.server.client().request("GET", "/api/projects", undefined, { authorization: `bearer ${cli.bearer}` });
+  assert.equal(lower.status, 200);
+  const badCli = await team.server.client().request("GET", "/api/projects", undefined, { authorization: `bearer svc_at_${"C".repeat(43)}` });
+  assert.deepEqual([badCli.status, await badCli.json()], [401, CLI_SESSION_ENDED]);
+});
+
+test("refused service tokens are limited per client address on every path: 429 after 60 a minute; good tokens unaffected", async (t) => {
+  const team = await startTeam(t);
+  const account = await createAccount(team.owner, team.projectId);
+  const { token } = (await createToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
+  const bad = (n: number) => `svc_st_${String(n).padStart(43, "x")}`;
+  const paths = ["/api/service-accounts/me", "/healthz", "/api/projects", "/some/ui/page"];
+  for (let n = 0; n < 60; n++) {
+    const res = await team.server.client().withBearer(bad(n)).json("GET", paths[n % paths.length]!);
+    assert.deepEqual([res.status, res.body], [401, TOKEN_REFUSED], `attempt ${n + 1}`);
+  }
+  for (const path of paths) {
+    const res = await team.server.client().withBearer(bad(100)).json("GET", path);
+    assert.equal(res.status, 429, path);
+    assert.match(res.body.error, /^Too many requests\. Try again in \d+ seconds\.$/);
+    assert.match(res.headers.get("retry-after") ?? "", /^\d+$/);
+  }
+  // A body is not read for them either.
+  const posted = await team.server.client().withBearer(bad(101)).json("POST", `/api/projects/${team.projectId}/environments/production/secrets`, { key: "K", value: "v" });
+  assert.equal(posted.status, 429);
+  // The limit counts refusals only: the good token and people go on.
+  assert.equal((await me(team, token)).status, 200);
+  assert.equal((await team.owner.json("GET", "/api/projects")).status, 200);
+});
+
+// ---------------------------------------------------------------------------------------
+// Trusts that accept any workload
+
+test("the security overview warns about a trust with subject \"*\" and no claims", async (t) => {
+  const team = await startTeam(t);
+  const open = await createAccount(team.owner, team.projectId, "open-bot");
+  const narrow = await createAccount(team.owner, team.projectId, "narrow-bot");
+  const note = (notes: string[]) => notes.filter((n) => n.includes("any workload"));
+  const trust = (accountId: string, body: Record<string, unknown>) =>
+    team.owner.json("POST", `${base(team.projectId)}/${accountId}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "https://secrets.example.test", ...body });
+
+  // Narrow ones: a pattern with more than stars, or "*" with a claim.
+  assert.equal((await trust(narrow.id, { subject: "repo:acme/api:*" })).status, 201);
+  assert.equal((await trust(narrow.id, { subject: "*", claims: { repository: "acme/api" } })).status, 201);
+  let overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
+  assert.equal(overview.status, 200);
+  assert.deepEqual(note(overview.body.notes), []);
+
+  // Still accepted (the contract allows it), and shown.
+  const created = await trust(open.id, { subject: "*" });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
+  assert.deepEqual(note(overview.body.notes), [
+    'The service account "open-bot" accepts an identity token from any workload of a trusted issuer: a trust with subject "*" and no claims. On GitHub Actions that is a workflow in any repository anywhere that asks for the audience. Narrow the subject (for example repo:OWNER/NAME:ref:refs/heads/main) or require claims, such as repository.',
+  ]);
+
+  await team.owner.json("DELETE", `${base(team.projectId)}/${open.id}/trusts/${created.body.trust.id}`);
+  overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
+  assert.deepEqual(note(overview.body.notes), []);
+});
