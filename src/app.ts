@@ -18,6 +18,7 @@ import type { Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { registerErrorHandling } from "./core/errors.ts";
+import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
@@ -188,7 +189,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const auth = createAuth(db, config, clock, serviceAccounts);
   auth.register(app);
 
+  // Counted in memory, saved every few seconds and at close: a restart keeps the windows.
+  const rateLimits = createRateLimitStore(db, clock);
+  rateLimits.start((error) => log.error({ err: error }, "could not save rate-limit counters"));
+  app.addHook("onClose", async () => rateLimits.stop());
   await app.register(rateLimit, {
+    store: rateLimits.Store,
     global: true,
     max: config.rateLimitPerMinute,
     timeWindow: 60_000,
