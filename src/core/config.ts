@@ -33,6 +33,7 @@ const schema = {
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
+    AUDIT_RETENTION_DAYS: { type: "integer", minimum: 1, maximum: 36_500 },
   },
 } as const;
 
@@ -59,6 +60,7 @@ interface RawEnv {
   RATE_LIMIT_PER_MINUTE: number;
   SYNC_DEBOUNCE_MS: number;
   VERCEL_RETRY_BASE_MS: number;
+  AUDIT_RETENTION_DAYS?: number;
 }
 
 export type AuthProvider = "dev" | "oidc" | "local";
@@ -88,6 +90,8 @@ export interface Config {
   syncDebounceMs: number;
   /** First back-off step of Vercel retries; it doubles on each attempt. */
   vercelRetryBaseMs: number;
+  /** Audit events older than this many days are pruned; undefined keeps them forever. */
+  auditRetentionDays?: number;
 }
 
 /** A configuration problem: the process prints the message as one line and exits. */
@@ -165,6 +169,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
     syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
     vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,
+    auditRetentionDays: raw.AUDIT_RETENTION_DAYS,
   };
 }
 
