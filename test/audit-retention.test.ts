@@ -118,6 +118,26 @@ test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the
   assert.match(again.stdout, /^Audit log intact: 2 events verified\.\nEvents before .* \(AUDIT_RETENTION_DAYS; 9 events in all\)/);
 });
 
+test("pruning over several batches (100 events per transaction) leaves one chain that verifies", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "1" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development/secrets`;
+  const created = await alice.json("POST", base, { key: "READ_OFTEN", value: "value-read-often" });
+  await Promise.all(Array.from({ length: 248 }, async () => assert.equal((await alice.json("GET", `${base}/${created.body.secret.id}`)).status, 200)));
+  const old = chain(server);
+  assert.equal(old.length, 250);
+  alice = await later(server, 2);
+  await revealOne(alice, project.id, "KEPT");
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 250 });
+  assert.equal(checkpoint(server)!.hash, old.at(-1)!.hash);
+  assert.deepEqual(chain(server).map((e) => e.seq), [251, 252]);
+  assert.ok(server.logs.some((line) => line.includes('"pruned":250') && line.includes("audit events pruned under AUDIT_RETENTION_DAYS")));
+  const verified = await runMain(["audit", "verify"], server.env);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /\(AUDIT_RETENTION_DAYS; 250 events in all\)/);
+});
+
 test("a moved, edited or missing checkpoint, or a removed first kept event, fails audit verify", async (t) => {
   const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
   let alice = await server.signIn("alice@example.test");
