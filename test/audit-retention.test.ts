@@ -31,6 +31,15 @@ function chain(server: TestServer): { seq: number; at: string; prev_hash: string
   }
 }
 
+function chainTarget(server: TestServer, seq: number): string {
+  const sqlite = openDb(server);
+  try {
+    return sqlite.prepare("SELECT target_id FROM audit_events WHERE seq = ?").pluck().get(seq) as string;
+  } finally {
+    sqlite.close();
+  }
+}
+
 function checkpoint(server: TestServer): Checkpoint | undefined {
   const sqlite = openDb(server);
   try {
@@ -138,7 +147,7 @@ test("pruning over several batches (100 events per transaction) leaves one chain
   assert.match(verified.stdout, /\(AUDIT_RETENTION_DAYS; 250 events in all\)/);
 });
 
-test("a moved, edited or missing checkpoint, or a removed first kept event, fails audit verify", async (t) => {
+test("a moved, edited or missing checkpoint, or an edited, relinked or removed first kept event, fails audit verify", async (t) => {
   const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
   let alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
@@ -160,6 +169,21 @@ test("a moved, edited or missing checkpoint, or a removed first kept event, fail
     edited.stderr,
     `Audit log chain BROKEN at the retention checkpoint (after pruned event #3, at ${saved.at}): its signature does not match its content: the checkpoint was edited.\n0 events before it verified.\n`,
   );
+
+  const firstEdited = await verifyWith(
+    server,
+    `UPDATE audit_events SET target_id = 'someone-else' WHERE seq = ${first!.seq}`,
+    `UPDATE audit_events SET target_id = '${chainTarget(server, first!.seq)}' WHERE seq = ${first!.seq}`,
+  );
+  assert.equal(firstEdited.code, 1);
+  assert.match(firstEdited.stderr, new RegExp(`^Audit log chain BROKEN at event #${first!.seq} .*: its content does not match its hash: the event was edited\\.\\n`));
+  const relinked = await verifyWith(
+    server,
+    `UPDATE audit_events SET prev_hash = '${"0".repeat(64)}' WHERE seq = ${first!.seq}`,
+    `UPDATE audit_events SET prev_hash = '${saved.hash}' WHERE seq = ${first!.seq}`,
+  );
+  assert.equal(relinked.code, 1);
+  assert.match(relinked.stderr, /it does not follow the retention checkpoint/);
 
   // Hiding the first kept event: moving the checkpoint onto it needs the audit key.
   const moved = await verifyWith(
