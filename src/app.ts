@@ -5,6 +5,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
 import pino, { type Logger } from "pino";
 import { createAuditRepo } from "./audit/audit.repo.ts";
+import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
 import { createAuditService } from "./audit/audit.service.ts";
 import { createAuditWriter } from "./audit/audit.writer.ts";
@@ -20,6 +21,8 @@ import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { registerContentEncodingCheck, registerGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { registerErrorHandling } from "./core/errors.ts";
 import { createStorageMonitor } from "./core/storage.ts";
+import { createRateLimitStore } from "./core/rate-limit-store.ts";
+import { createWalMaintenance } from "./core/wal.ts";
 import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
@@ -74,6 +77,13 @@ export interface App {
   log: Logger;
   /** Graceful stop, before close(): see GracefulStop.drain in core/connections.ts. */
   drain(drainMs: number, cut?: AbortSignal): Promise<{ closedAtDeadline: number }>;
+  /** What the server's timers do, for tests and tools that cannot wait an hour. */
+  maintenance: {
+    /** Prunes audit events past AUDIT_RETENTION_DAYS now (nothing when it is unset). */
+    pruneAuditLog(): Promise<PruneResult>;
+    /** Empties the WAL into the database; false when another connection was in the way. */
+    truncateWal(): boolean;
+  };
   close(): Promise<void>;
 }
 
@@ -189,6 +199,19 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
   });
 
+  const wal = createWalMaintenance(db, log);
+  // A callback hook, not an async one: no promise per request for a timestamp.
+  app.addHook("onResponse", (_req, _reply, done) => {
+    wal.noteRequest();
+    done();
+  });
+  app.addHook("onClose", async () => wal.stop());
+  const retention =
+    config.auditRetentionDays === undefined
+      ? undefined
+      : createAuditRetention({ db, keyring, clock, log, retentionDays: config.auditRetentionDays, afterPrune: () => wal.afterLargeWrite() });
+  if (retention) app.addHook("onClose", async () => retention.stop());
+
   const access = createAccessGuard(db);
   const audit = createAuditWriter(db, clock, keyring);
   // Before auth: service tokens are resolved by their own feature on every request.
@@ -197,7 +220,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const auth = createAuth(db, config, clock, serviceAccounts);
   auth.register(app);
 
+  // Counted in memory, saved every few seconds and at close: a restart keeps the windows.
+  const rateLimits = createRateLimitStore(db, clock);
+  app.addHook("onClose", async () => rateLimits.stop());
   await app.register(rateLimit, {
+    store: rateLimits.Store,
     global: true,
     max: config.rateLimitPerMinute,
     timeWindow: 60_000,
@@ -225,7 +252,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
-  const secrets = createSecretsService({ db, repo: createSecretsRepo(db), access, audit, vault, clock, log });
+  const secrets = createSecretsService({
+    db,
+    repo: createSecretsRepo(db),
+    access,
+    audit,
+    vault,
+    clock,
+    log,
+    afterLargeWrite: () => wal.afterLargeWrite(),
+  });
   const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
   const invitations = createInvitationsService({
@@ -306,6 +342,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerVercelRoutes(app, { auth, access, vercel });
   registerUiRoutes(app);
 
+  // Timers last: nothing below can fail and leave them running on a closed database.
+  rateLimits.start((error) => log.error({ err: error }, "could not save rate-limit counters"));
+  wal.start();
+  retention?.start();
+
   return {
     app,
     db,
@@ -314,6 +355,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     keyring,
     log,
     drain: (drainMs, cut) => gracefulStop.drain(drainMs, cut),
+    maintenance: {
+      pruneAuditLog: () => retention?.run() ?? Promise.resolve({ pruned: 0 }),
+      truncateWal: () => wal.truncate(),
+    },
     async close() {
       await app.close();
       db.$client.close();

@@ -117,6 +117,10 @@ test("names are 1 to 60 characters after trimming, descriptions up to 280", asyn
   assert.equal(long.description.length, 280);
   const padded = await alice.createProject({ name: `  ${"m".repeat(60)}  `, environments: ["production"] });
   assert.equal(padded.name, "m".repeat(60));
+  const astral = await alice.createProject({ name: "🔑".repeat(30), description: "🔑".repeat(140), environments: ["production"] });
+  assert.equal(astral.name.length, 60);
+  const tooLong = await alice.json("POST", "/api/projects", { name: `${"🔑".repeat(30)}x`, environments: ["production"] });
+  assert.deepEqual([tooLong.status, tooLong.body], [400, { error: "invalid fields" }]);
 });
 
 test("names are unique among the caller's projects, ignoring case", async (t) => {
@@ -189,7 +193,8 @@ test("PATCH: at least one field, name rules, description cleared by empty string
   const bare = await alice.request("PATCH", path);
   assert.equal(bare.status, 400);
   assert.deepEqual(await bare.json(), { error: "Nothing to update." });
-  for (const body of [{ name: "" }, { name: "x".repeat(61) }, { name: 5 }, { name: "a\u0000b" }, { description: "d".repeat(281) }, { description: 7 }, { description: "\u001b[31mred" }]) {
+  // Limits count UTF-16 units, as the UI's checks do: 30 emoji are a 60-unit name, 31 are not.
+  for (const body of [{ name: "🔑".repeat(31) }, { description: "🔑".repeat(140) + "d" }, { name: "" }, { name: "x".repeat(61) }, { name: 5 }, { name: "a\u0000b" }, { description: "d".repeat(281) }, { description: 7 }, { description: "\u001b[31mred" }]) {
     const res = await alice.json("PATCH", path, body);
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.deepEqual(res.body, { error: "invalid fields" });

@@ -1,7 +1,10 @@
 // api.md 4.1 import rules over HTTP: validation of the whole request first, all or nothing,
 // overwrite semantics, size limits and the rate limit.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import { test } from "node:test";
+import { DATABASE_FILE } from "../src/core/db.ts";
 import { auditEvents, cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 const INVALID = { error: "invalid request" };
@@ -198,4 +201,18 @@ test("import is limited to 10 a minute per user (429)", async (t) => {
   assert.equal(limited.status, 429);
   assert.match(limited.body.error, /^Too many requests\./);
   assert.equal((await admin.json("POST", url, { entries: [] })).status, 200);
+});
+
+test("after an import of many entries the WAL file is checkpointed and truncated, off the request path", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const wal = path.join(server.dataDir, `${DATABASE_FILE}-wal`);
+  const entries = Array.from({ length: 300 }, (_, i) => ({ key: `BULK_${i}`, value: `bulk-value-${i}-${"x".repeat(200)}`, overwrite: false }));
+  const res = await owner.json("POST", `${envPath(projectId, "development")}/import`, { entries });
+  assert.equal(res.status, 200);
+  assert.equal(res.body.summary.created, 300);
+  // Truncated shortly after the answer, not inside it.
+  const deadline = Date.now() + 5000;
+  while (fs.statSync(wal).size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(fs.statSync(wal).size, 0);
+  assert.equal(count(server, "SELECT count(*) FROM secrets"), 300);
 });

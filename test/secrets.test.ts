@@ -57,6 +57,34 @@ test("two encryptions of the same value differ: a fresh nonce every time", async
   assert.notDeepEqual(a, b);
 });
 
+test("the value limit counts UTF-16 code units: 5,000 emoji fit, one more character does not, on create, PATCH and import", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const base = envPath(projectId, "development");
+  // Astral characters: two UTF-16 units, one code point, four UTF-8 bytes each.
+  const atLimit = "🔑".repeat(5_000);
+  const overLimit = `${atLimit}x`;
+  assert.equal(atLimit.length, 10_000);
+  assert.equal([...overLimit].length, 5_001);
+
+  const over = await owner.json("POST", `${base}/secrets`, { key: "EMOJI", value: overLimit });
+  assert.deepEqual([over.status, over.body], [400, INVALID]);
+  assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
+  const created = await createSecret(owner, projectId, "development", "EMOJI", atLimit);
+  assert.equal((await owner.json("GET", `${base}/secrets/${created.id}`)).body.secret.value, atLimit);
+
+  const patched = await owner.json("PATCH", `${base}/secrets/${created.id}`, { value: `${overLimit}y` });
+  assert.deepEqual([patched.status, patched.body], [400, INVALID]);
+  const stillOne = await owner.json("PATCH", `${base}/secrets/${created.id}`, { value: `x${"🔑".repeat(4_999)}x` });
+  assert.equal(stillOne.status, 200);
+  assert.equal(stillOne.body.secret.version, 2);
+
+  const imported = await owner.json("POST", `${base}/import`, { entries: [{ key: "OTHER", value: overLimit, overwrite: false }] });
+  assert.deepEqual([imported.status, imported.body], [400, { error: "invalid request" }]);
+  const fits = await owner.json("POST", `${base}/import`, { entries: [{ key: "OTHER", value: atLimit, overwrite: false }] });
+  assert.deepEqual(fits.body.summary, { created: 1, updated: 0, unchanged: 0, skipped: 0, failed: 0 });
+  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 3);
+});
+
 test("create validates key and value: 400 invalid key or value, and nothing is written", async (t) => {
   const { server, projectId, owner } = await startTeam(t);
   const url = `${envPath(projectId, "development")}/secrets`;

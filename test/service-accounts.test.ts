@@ -199,6 +199,9 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
     {},
     { name: "", role: "viewer", environments: ["development"] },
     { name: "x".repeat(61), role: "viewer", environments: ["development"] },
+    // UTF-16 units: 31 emoji are 62.
+    { name: "🔑".repeat(31), role: "viewer", environments: ["development"] },
+    { name: "ok", role: "viewer", environments: ["development"], description: `${"🔑".repeat(140)}d` },
     { name: "two\nlines", role: "viewer", environments: ["development"] },
     { name: "ok", role: "admin", environments: ["development"] },
     { name: "ok", role: "owner", environments: ["development"] },

@@ -53,6 +53,18 @@ export interface StoredEventRow {
   mac_key_version: number | null;
 }
 
+/** The signed start of the chain once retention pruned its oldest events (audit.retention.ts). */
+export interface CheckpointRow {
+  seq: number;
+  hash: string;
+  at: string;
+  is_keyed: number;
+  pruned_before: string;
+  pruned_events: number;
+  mac_key_version: number;
+  mac: string;
+}
+
 export interface EnvironmentGrantCount {
   environment: string;
   members: number;
@@ -171,8 +183,21 @@ export function createAuditRepo(db: Db) {
   const chainPage = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events WHERE seq > ? ORDER BY seq LIMIT ?`);
   const relink = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
   const countNotKeyedWith = sqlite.prepare(
-    "SELECT count(*) AS total, coalesce(sum(mac_key_version IS NOT @version), 0) AS other FROM audit_events",
+    `SELECT count(*) AS total, coalesce(sum(mac_key_version IS NOT @version), 0) AS other,
+       coalesce((SELECT mac_key_version <> @version FROM audit_checkpoint WHERE id = 1), 0) AS isCheckpointStale
+     FROM audit_events`,
   );
+  const findCheckpoint = sqlite.prepare(
+    "SELECT seq, hash, at, is_keyed, pruned_before, pruned_events, mac_key_version, mac FROM audit_checkpoint WHERE id = 1",
+  );
+  const saveCheckpoint = sqlite.prepare(
+    `INSERT INTO audit_checkpoint (id, seq, hash, at, is_keyed, pruned_before, pruned_events, mac_key_version, mac)
+     VALUES (1, @seq, @hash, @at, @is_keyed, @pruned_before, @pruned_events, @mac_key_version, @mac)
+     ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, at = excluded.at, is_keyed = excluded.is_keyed,
+       pruned_before = excluded.pruned_before, pruned_events = excluded.pruned_events,
+       mac_key_version = excluded.mac_key_version, mac = excluded.mac`,
+  );
+  const deleteThrough = sqlite.prepare("DELETE FROM audit_events WHERE seq <= ?");
 
   return {
     /** One page, newest first by (at, id); asks for limit rows (the service asks one extra). */
@@ -238,9 +263,26 @@ export function createAuditRepo(db: Db) {
       relink.run(prevHash, hash, macKeyVersion, seq);
     },
 
-    /** All events, and how many are not keyed with `version` (hash-only ones included). */
-    countNotKeyedWith(version: number): { total: number; other: number } {
-      return countNotKeyedWith.get({ version }) as { total: number; other: number };
+    /**
+     * All events, and how many are not keyed with `version` (hash-only ones included); and
+     * whether the retention checkpoint is signed with another version.
+     */
+    countNotKeyedWith(version: number): { total: number; other: number; isCheckpointStale: boolean } {
+      const row = countNotKeyedWith.get({ version }) as { total: number; other: number; isCheckpointStale: number };
+      return { total: row.total, other: row.other, isCheckpointStale: row.isCheckpointStale === 1 };
+    },
+
+    findCheckpoint(): CheckpointRow | undefined {
+      return findCheckpoint.get() as CheckpointRow | undefined;
+    },
+
+    saveCheckpoint(row: CheckpointRow): void {
+      saveCheckpoint.run(row);
+    },
+
+    /** Removes the oldest events up to and including `seq` (retention, after checking them). */
+    deleteThrough(seq: number): void {
+      deleteThrough.run(seq);
     },
   };
 }

@@ -1,13 +1,17 @@
+import crypto from "node:crypto";
 import { loadConfig } from "../core/config.ts";
-import { loadKeyring, type Keyring } from "../core/crypto.ts";
-import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
-import { createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
+import { loadKeyring, safeEqual, type Keyring } from "../core/crypto.ts";
+import { checkMasterKeys, openDatabase, readTransaction, writeTransaction, type Db } from "../core/db.ts";
+import { createAuditRepo, type CheckpointRow, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
 
 export interface ChainBreak {
   /** Events before the broken one that verified. */
   events: number;
+  /** The event that breaks the chain; for a bad checkpoint, the pruned event it names. */
   brokenAt: { seq: number; id: string; at: string };
+  /** Set when the retention checkpoint itself does not verify. */
+  isCheckpoint?: boolean;
   reason: string;
   /** Set when the event names a master key version that is not configured. */
   missingKeyVersion?: number;
@@ -21,6 +25,8 @@ export interface ChainSummary {
   keyedEvents: number;
   /** Events written before the chain was keyed, checked by plain SHA-256 only. */
   hashOnlyEvents: number;
+  /** Set when retention pruned the oldest events: the verified chain starts here. */
+  checkpoint?: { seq: number; at: string; hash: string; prunedBefore: string; prunedEvents: number; macKeyVersion: number };
 }
 
 export type ChainCheck = ({ ok: true } & ChainSummary) | ({ ok: false } & ChainBreak);
@@ -41,6 +47,41 @@ function contentOf(row: StoredEventRow): StoredEventContent {
   };
 }
 
+/** What the checkpoint's MAC covers: every field but the key version, which picks the key. */
+type CheckpointContent = Omit<CheckpointRow, "mac" | "mac_key_version">;
+
+function checkpointMac(content: CheckpointContent, macKey: crypto.KeyObject): string {
+  const fields = [content.seq, content.hash, content.at, content.is_keyed, content.pruned_before, content.pruned_events];
+  // A label of its own, so a checkpoint's MAC can never pass for an event's link or back.
+  return crypto.createHmac("sha256", macKey).update("audit-checkpoint\n").update(JSON.stringify(fields)).digest("hex");
+}
+
+/** A checkpoint signed with the current master key version's audit key. */
+export function signCheckpoint(content: CheckpointContent, keyring: Keyring): CheckpointRow {
+  const version = keyring.currentVersion;
+  return { ...content, mac_key_version: version, mac: checkpointMac(content, keyring.auditMacKey(version)) };
+}
+
+/** Why the checkpoint cannot be trusted, or undefined when its MAC holds. */
+function checkpointProblem(checkpoint: CheckpointRow, keyring: Keyring): Omit<ChainBreak, "events" | "brokenAt"> | undefined {
+  const version = checkpoint.mac_key_version;
+  if (!keyring.has(version)) {
+    return {
+      isCheckpoint: true,
+      reason: `it is signed with master key version ${version}, which is not configured. Add that key to MASTER_KEYS_PREVIOUS as ${version}:<base64>; if there never was a version ${version}, the checkpoint was edited`,
+      missingKeyVersion: version,
+    };
+  }
+  if (!safeEqual(checkpointMac(checkpoint, keyring.auditMacKey(version)), checkpoint.mac)) {
+    return { isCheckpoint: true, reason: "its signature does not match its content: the checkpoint was edited" };
+  }
+  return undefined;
+}
+
+function checkpointBreak(checkpoint: CheckpointRow, problem: Omit<ChainBreak, "events" | "brokenAt">): ChainBreak {
+  return { events: 0, brokenAt: { seq: checkpoint.seq, id: "checkpoint", at: checkpoint.at }, ...problem };
+}
+
 /**
  * Checks events one by one in write order. Each event must name the previous event's hash,
  * and its own hash must match its content under its own key version: an edited row fails
@@ -49,10 +90,13 @@ function contentOf(row: StoredEventRow): StoredEventContent {
  * are accepted only before the first keyed one, so nobody can turn a keyed event into a
  * hash-only one to rebuild it.
  */
-function createChainWalker(keyring: Keyring) {
-  let expectedPrev = GENESIS_HASH;
+export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) {
+  // After retention the chain starts at the checkpoint (its MAC checked by the caller):
+  // the first kept event must name the last pruned one's hash.
+  let expectedPrev = checkpoint?.hash ?? GENESIS_HASH;
   let events = 0;
   let keyedEvents = 0;
+  let isKeyed = checkpoint?.is_keyed === 1;
   const keyVersions = new Set<number>();
 
   return {
@@ -61,13 +105,15 @@ function createChainWalker(keyring: Keyring) {
       if (row.prev_hash !== expectedPrev) {
         return {
           reason:
-            events === 0
-              ? "the first event does not start the chain: earlier events were removed"
-              : "it does not follow the event before it: an event was removed, inserted or reordered",
+            events > 0
+              ? "it does not follow the event before it: an event was removed, inserted or reordered"
+              : checkpoint
+                ? "it does not follow the retention checkpoint: events after the checkpoint were removed, or the event was edited"
+                : "the first event does not start the chain: earlier events were removed",
         };
       }
       const version = row.mac_key_version;
-      if (version === null && keyedEvents > 0) {
+      if (version === null && isKeyed) {
         return { reason: "it is checked by hash only but comes after keyed events: it was rewritten without the master key" };
       }
       if (version !== null && !keyring.has(version)) {
@@ -81,10 +127,16 @@ function createChainWalker(keyring: Keyring) {
       if (version !== null) {
         keyedEvents += 1;
         keyVersions.add(version);
+        isKeyed = true;
       }
       expectedPrev = row.hash;
       events += 1;
       return undefined;
+    },
+
+    /** Whether the chain is keyed at the head: no hash-only event may follow. */
+    isKeyed(): boolean {
+      return isKeyed;
     },
 
     summary(): ChainSummary {
@@ -105,12 +157,34 @@ function createChainWalker(keyring: Keyring) {
  * to catch that.
  */
 export function verifyAuditChain(db: Db, keyring: Keyring): ChainCheck {
-  const walker = createChainWalker(keyring);
-  for (const row of createAuditRepo(db).iterateChain()) {
-    const problem = walker.check(row);
-    if (problem) return { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
-  }
-  return { ok: true, ...walker.summary() };
+  const repo = createAuditRepo(db);
+  // One snapshot: the server may prune (moving the checkpoint) while this runs.
+  return readTransaction(db, (): ChainCheck => {
+    const checkpoint = repo.findCheckpoint();
+    if (checkpoint) {
+      const problem = checkpointProblem(checkpoint, keyring);
+      if (problem) return { ok: false, ...checkpointBreak(checkpoint, problem) };
+    }
+    const walker = createChainWalker(keyring, checkpoint);
+    for (const row of repo.iterateChain()) {
+      const problem = walker.check(row);
+      if (problem) return { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
+    }
+    return {
+      ok: true,
+      ...walker.summary(),
+      ...(checkpoint && {
+        checkpoint: {
+          seq: checkpoint.seq,
+          at: checkpoint.at,
+          hash: checkpoint.hash,
+          prunedBefore: checkpoint.pruned_before,
+          prunedEvents: checkpoint.pruned_events,
+          macKeyVersion: checkpoint.mac_key_version,
+        },
+      }),
+    };
+  });
 }
 
 export interface RekeyCounts {
@@ -144,8 +218,14 @@ export function rekeyAuditChain(db: Db, keyring: Keyring): ({ ok: true } & Rekey
   const macKey = keyring.auditMacKey(current);
   try {
     return writeTransaction(db, () => {
-      const walker = createChainWalker(keyring);
-      const counts: RekeyCounts = { rekeyed: 0, wereHashOnly: 0, previousHeadHash: GENESIS_HASH, headHash: GENESIS_HASH };
+      const checkpoint = repo.findCheckpoint();
+      if (checkpoint) {
+        const problem = checkpointProblem(checkpoint, keyring);
+        if (problem) throw new ChainBroken(checkpointBreak(checkpoint, problem));
+      }
+      const walker = createChainWalker(keyring, checkpoint);
+      const start = checkpoint?.hash ?? GENESIS_HASH;
+      const counts: RekeyCounts = { rekeyed: 0, wereHashOnly: 0, previousHeadHash: start, headHash: start };
       let isRewriting = false;
       let afterSeq = 0;
       for (;;) {
@@ -170,6 +250,10 @@ export function rekeyAuditChain(db: Db, keyring: Keyring): ({ ok: true } & Rekey
         afterSeq = rows.at(-1)!.seq;
       }
       counts.previousHeadHash = walker.summary().headHash;
+      // The checkpoint's hash stays (the event it names is gone and cannot be re-hashed): the
+      // first kept event's new MAC covers it. Its signature moves to the current version, so
+      // the older key is not needed for it either.
+      if (checkpoint && checkpoint.mac_key_version !== current) repo.saveCheckpoint(signCheckpoint(checkpoint, keyring));
       return { ok: true as const, ...counts };
     });
   } catch (error) {
@@ -192,6 +276,7 @@ export function keyVersionList(versions: number[]): string {
 /** Where a chain breaks, in one line for stderr. */
 export function describeBreak(check: ChainBreak): string {
   const { seq, id, at } = check.brokenAt;
+  if (check.isCheckpoint) return `the retention checkpoint (after pruned event #${seq}, at ${at}): ${check.reason}`;
   return `event #${seq} (id ${id}, at ${at}): ${check.reason}`;
 }
 
@@ -199,7 +284,9 @@ const USAGE = `Usage: secrets-server audit verify
 
 Checks the audit log's chain in DATA_DIR and reports the first broken link. It needs the
 server's MASTER_KEY (and MASTER_KEYS_PREVIOUS): keyed events are checked with keys derived
-from them. Exit code 0 when the chain is intact, 1 when it is broken or cannot be checked.
+from them. With AUDIT_RETENTION_DAYS the oldest events are pruned and the chain starts at
+a checkpoint signed under the same keys; the output says up to when events were pruned.
+Exit code 0 when the chain is intact, 1 when it is broken or cannot be checked.
 `;
 
 /** `secrets-server audit <subcommand>`. */
@@ -218,6 +305,14 @@ export async function auditCommand(args: string[]): Promise<number> {
     const result = verifyAuditChain(db, keyring);
     if (result.ok) {
       const lines = [`Audit log intact: ${events(result.events)} verified.`];
+      if (result.checkpoint) {
+        const cp = result.checkpoint;
+        lines.push(
+          `Events before ${cp.prunedBefore} were pruned under retention (AUDIT_RETENTION_DAYS; ${events(cp.prunedEvents)} in all). ` +
+            `The chain continues from a checkpoint signed with master key ${keyVersionList([cp.macKeyVersion])}: ` +
+            `the last pruned event, #${cp.seq} at ${cp.at}, hash ${cp.hash}.`,
+        );
+      }
       if (result.keyedEvents > 0) {
         lines.push(
           `${events(result.keyedEvents)} keyed with master key ${keyVersionList(result.keyVersions)} (HMAC-SHA256): ` +

@@ -131,7 +131,13 @@ export type AuditWriter = ReturnType<typeof createAuditWriter>;
  */
 export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const sqlite = db.$client;
-  const lastHash = sqlite.prepare("SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1").pluck();
+  // With every event pruned under retention, the chain goes on from the checkpoint.
+  const lastHash = sqlite
+    .prepare(
+      `SELECT coalesce((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1),
+                       (SELECT hash FROM audit_checkpoint WHERE id = 1))`,
+    )
+    .pluck();
   const insert = sqlite.prepare(
     `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
        service_account_id, service_account_name, prev_hash, hash, mac_key_version)
@@ -145,7 +151,7 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const macKey = keyring.auditMacKey(macKeyVersion);
 
   function append(content: StoredEventContent): void {
-    const prevHash = (lastHash.get() as string | undefined) ?? GENESIS_HASH;
+    const prevHash = (lastHash.get() as string | null) ?? GENESIS_HASH;
     insert.run({
       ...content,
       serviceAccountId: content.serviceAccountId ?? null,

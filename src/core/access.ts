@@ -71,6 +71,16 @@ export interface ProjectAccess {
 
 export const PROJECT_NOT_FOUND = "Project not found.";
 
+/**
+ * A person's access from their membership rows: the guard reads them per request, the
+ * projects list for every project at once; both decide here.
+ */
+export function memberAccess(projectId: string, role: Role, projectEnvironments: string[], grants: string[]): ProjectAccess {
+  const ordered = ENVIRONMENTS.filter((e) => projectEnvironments.includes(e));
+  const environments = hasImplicitEnvironmentAccess(role) ? ordered : ordered.filter((e) => grants.includes(e));
+  return { projectId, role, permissions: permissionsOf(role), projectEnvironments: ordered, environments };
+}
+
 export type AccessGuard = ReturnType<typeof createAccessGuard>;
 
 /**
@@ -89,14 +99,8 @@ export function createAccessGuard(db: Db) {
   function load(userId: string, projectId: string): ProjectAccess | undefined {
     const role = findRole.get(projectId, userId) as Role | undefined;
     if (!role) return undefined;
-    const projectEnvs = findEnvironments.all(projectId) as string[];
-    const ordered = ENVIRONMENTS.filter((e) => projectEnvs.includes(e));
-    let environments = ordered;
-    if (!hasImplicitEnvironmentAccess(role)) {
-      const granted = new Set(findGrants.all(projectId, userId) as string[]);
-      environments = ordered.filter((e) => granted.has(e));
-    }
-    return { projectId, role, permissions: permissionsOf(role), projectEnvironments: ordered, environments };
+    const grants = hasImplicitEnvironmentAccess(role) ? [] : (findGrants.all(projectId, userId) as string[]);
+    return memberAccess(projectId, role, findEnvironments.all(projectId) as string[], grants);
   }
 
   /**

@@ -36,6 +36,7 @@ const schema = {
     SHUTDOWN_DRAIN_SECONDS: { type: "integer", minimum: 0, maximum: 600, default: 10 },
     REQUEST_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 3600, default: 60 },
     KEEP_ALIVE_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 600, default: 5 },
+    AUDIT_RETENTION_DAYS: { type: "integer", minimum: 1, maximum: 36_500 },
   },
 } as const;
 
@@ -65,6 +66,7 @@ interface RawEnv {
   SHUTDOWN_DRAIN_SECONDS: number;
   REQUEST_TIMEOUT_SECONDS: number;
   KEEP_ALIVE_TIMEOUT_SECONDS: number;
+  AUDIT_RETENTION_DAYS?: number;
 }
 
 export type AuthProvider = "dev" | "oidc" | "local";
@@ -100,6 +102,8 @@ export interface Config {
   requestTimeoutSeconds: number;
   /** An idle keep-alive connection is closed after this; announced in the Keep-Alive header. */
   keepAliveTimeoutSeconds: number;
+  /** Audit events older than this many days are pruned; undefined keeps them forever. */
+  auditRetentionDays?: number;
 }
 
 /** A configuration problem: the process prints the message as one line and exits. */
@@ -180,6 +184,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownDrainSeconds: raw.SHUTDOWN_DRAIN_SECONDS,
     requestTimeoutSeconds: raw.REQUEST_TIMEOUT_SECONDS,
     keepAliveTimeoutSeconds: raw.KEEP_ALIVE_TIMEOUT_SECONDS,
+    auditRetentionDays: raw.AUDIT_RETENTION_DAYS,
   };
 }
 

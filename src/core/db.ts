@@ -14,6 +14,9 @@ export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Data
 
 export const DATABASE_FILE = "secrets.db";
 
+/** How long a statement waits for another connection's lock before SQLITE_BUSY. */
+export const BUSY_TIMEOUT_MS = 5000;
+
 /** Files of DATA_DIR that hold ciphertext or key material: only the server's user may read them. */
 const PRIVATE_FILES = [DATABASE_FILE, `${DATABASE_FILE}-wal`, `${DATABASE_FILE}-shm`, `${DATABASE_FILE}-journal`, "master.key"];
 
@@ -54,7 +57,7 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
   // is built to run WAL at NORMAL, so this has to be said explicitly.
   sqlite.pragma(`synchronous = ${config.sqliteSynchronous === "normal" ? "NORMAL" : "FULL"}`);
   sqlite.pragma("foreign_keys = ON");
-  sqlite.pragma("busy_timeout = 5000");
+  sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   const db = drizzle(sqlite, { schema }) as Db;
   try {
     migrate(db);

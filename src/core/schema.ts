@@ -333,6 +333,41 @@ export const auditEvents = sqliteTable(
   ],
 );
 
+/**
+ * Where the audit chain starts once retention pruned its oldest events: the last pruned
+ * event's seq, hash and time, signed with an HMAC under the audit key of `mac_key_version`
+ * so nobody without the master key can move it (one row, id 1).
+ */
+export const auditCheckpoint = sqliteTable("audit_checkpoint", {
+  id: integer("id").primaryKey(),
+  seq: integer("seq").notNull(),
+  hash: text("hash").notNull(),
+  at: text("at").notNull(),
+  /** Whether the chain was keyed at that event: hash-only events may not follow a keyed one. */
+  isKeyed: integer("is_keyed", { mode: "boolean" }).notNull(),
+  /** Cut-off of the prune that last moved the checkpoint: events before it are gone. */
+  prunedBefore: text("pruned_before").notNull(),
+  prunedEvents: integer("pruned_events").notNull(),
+  macKeyVersion: integer("mac_key_version").notNull(),
+  mac: text("mac").notNull(),
+});
+
+/**
+ * Rate-limit windows saved every few seconds and at close, so a restart does not hand
+ * everyone a fresh allowance; counted in memory in between (core/rate-limit-store.ts).
+ */
+export const rateLimitWindows = sqliteTable(
+  "rate_limit_windows",
+  {
+    /** The limit's scope (route or "global") and the caller's key, joined by a newline. */
+    key: text("key").primaryKey(),
+    count: integer("count").notNull(),
+    startedAt: text("started_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [index("rate_limit_windows_expires").on(t.expiresAt)],
+);
+
 /** The Vercel connection of a project. The token and deploy hook are encrypted like values. */
 export const integrations = sqliteTable("integrations", {
   projectId: text("project_id")

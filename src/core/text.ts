@@ -31,3 +31,12 @@ export function displayName(text: string): string | null {
 export function printable(text: string): string {
   return text.replace(UNSAFE_ALL, "\ufffd");
 }
+
+/**
+ * A length check in UTF-16 code units: JavaScript's `length`, what an HTML `maxlength`
+ * counts and what the README promises. zod's `.max()` counts code points instead, which
+ * let 10,000 emoji (20,000 units) through a 10,000 limit.
+ */
+export function fitsUnits(max: number): (text: string) => boolean {
+  return (text) => text.length <= max;
+}

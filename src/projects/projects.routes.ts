@@ -5,7 +5,7 @@ import type { AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
 import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError, parse } from "../core/errors.ts";
-import { isPlainText, isSingleLine } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
 // The name goes into audit metadata, whose writer refuses token-shaped text: 400, not 500.
@@ -13,10 +13,11 @@ const Name = z
   .string()
   .trim()
   .min(1)
-  .max(60)
+  // UTF-16 units like the UI's check (zod's .max would count code points).
+  .refine(fitsUnits(60))
   .refine((name) => !looksLikeToken(name))
   .refine(isSingleLine);
-const Description = z.string().max(280).refine(isPlainText);
+const Description = z.string().refine(fitsUnits(280)).refine(isPlainText);
 
 const NewProject = z.strictObject({
   name: Name,

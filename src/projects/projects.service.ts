@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import type { AccessGuard, Environment, Permission, ProjectAccess, Role } from "../core/access.ts";
+import { memberAccess, type AccessGuard, type Environment, type Permission, type ProjectAccess, type Role } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { isServiceAccount, type Caller, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
@@ -32,7 +32,11 @@ interface Deps {
 }
 
 export function createProjectsService({ db, repo, access, audit, vault, clock }: Deps) {
-  function toView(row: ProjectRow, projectAccess: ProjectAccess): ProjectView {
+  function toView(
+    row: Pick<ProjectRow, "id" | "name" | "description" | "createdAt" | "updatedAt">,
+    projectAccess: ProjectAccess,
+    counts: Record<string, number> = repo.secretCounts(row.id, projectAccess.environments),
+  ): ProjectView {
     return {
       id: row.id,
       role: projectAccess.role,
@@ -40,7 +44,8 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
       name: row.name,
       ...(row.description ? { description: row.description } : {}),
       environments: projectAccess.environments,
-      secretCounts: repo.secretCounts(row.id, projectAccess.environments),
+      // Only the listed environments, each with a count (0 when it holds no secret).
+      secretCounts: Object.fromEntries(projectAccess.environments.map((e) => [e, counts[e] ?? 0])),
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
     };
@@ -54,11 +59,15 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
   return {
     list(caller: Principal): ProjectView[] {
       // A service account belongs to exactly one project.
-      const rows = isServiceAccount(caller) ? [repo.findById(caller.projectId)].filter((row) => row !== undefined) : repo.listForUser(caller.userId);
-      return rows.flatMap((row) => {
-        const projectAccess = access.find(caller, row.id);
-        return projectAccess ? [toView(row, projectAccess)] : [];
-      });
+      if (isServiceAccount(caller)) {
+        const row = repo.findById(caller.projectId);
+        const projectAccess = row && access.find(caller, row.id);
+        return row && projectAccess ? [toView(row, projectAccess)] : [];
+      }
+      // One statement, so every project's counts and grants are of the same moment as its row.
+      return repo.listForUser(caller.userId).map((row) =>
+        toView(row, memberAccess(row.id, row.role, row.environments, row.grants), row.secretCounts),
+      );
     },
 
     get: view,

@@ -77,8 +77,11 @@ export async function rotateRecords(
   // The audit chain first: if it does not verify, stop before anything changes, so the old
   // key stays needed and the break stays visible to audit verify.
   const audit = createAuditRepo(db).countNotKeyedWith(current);
-  out(`Audit log: ${audit.other} of ${audit.total} events to re-key with version ${current}.`);
-  if (audit.other > 0) {
+  out(
+    `Audit log: ${audit.other} of ${audit.total} events to re-key with version ${current}` +
+      (audit.isCheckpointStale ? ", and its retention checkpoint to re-sign." : "."),
+  );
+  if (audit.other > 0 || audit.isCheckpointStale) {
     if (options.shouldStop()) return { ...result, interrupted: true };
     const rekeyed = rekeyAuditChain(db, keyring);
     if (!rekeyed.ok) return { ...result, auditBreak: describeBreak(rekeyed) };
@@ -264,6 +267,14 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     if (result.failed > 0 || counts.other > 0) {
       console.error(
         `${plural(result.failed, "record")} could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`,
+      );
+      return 1;
+    }
+    if (audit.isCheckpointStale) {
+      // Pruned meanwhile by a server still on the old key: its checkpoint needs that key.
+      console.error(
+        `The audit log's retention checkpoint is not signed with version ${keyring.currentVersion} ` +
+          "(is a server still running with the old MASTER_KEY?); keep the older keys in MASTER_KEYS_PREVIOUS and run rotate-key again.",
       );
       return 1;
     }

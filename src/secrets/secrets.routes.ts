@@ -4,6 +4,7 @@ import type { AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
 import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError, parse } from "../core/errors.ts";
+import { fitsUnits } from "../core/text.ts";
 import { formatDotenv } from "./dotenv.ts";
 import type { SecretsService } from "./secrets.service.ts";
 
@@ -24,10 +25,13 @@ const Key = z
   .refine((key) => !looksLikeToken(key));
 // Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const MAX_VALUE_UNITS = 10_000;
+// Keys are ASCII by their pattern, so .max(128) counts them the same either way; values are
+// not, and are counted in UTF-16 units (fitsUnits), as the UI's maxlength counts them.
 const Value = z
   .string()
   .min(1)
-  .max(10_000)
+  .refine(fitsUnits(MAX_VALUE_UNITS))
   .refine((v) => !LONE_SURROGATE.test(v));
 const ExpectedVersion = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 

@@ -88,13 +88,18 @@ interface Deps {
   vault: Vault;
   clock: Clock;
   log?: Pick<Logger, "error">;
+  /** Called after an import that wrote many entries (the WAL's space is given back then). */
+  afterLargeWrite?: () => void;
 }
+
+/** Imports writing at least this many entries count as large (see afterLargeWrite). */
+const LARGE_IMPORT_ENTRIES = 100;
 
 function toMeta(row: SecretRow): SecretMeta {
   return { id: row.id, key: row.key, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt };
 }
 
-export function createSecretsService({ db, repo, access, audit, vault, clock, log }: Deps) {
+export function createSecretsService({ db, repo, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
   const listeners: ChangeListener[] = [];
 
   /** After the commit, never inside it: a listener may read, and its failure is its own. */
@@ -444,7 +449,9 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         });
         return { environment: at.environment, summary, results };
       });
-      if (result.summary.created + result.summary.updated > 0) changed(projectId, result.environment);
+      const written = result.summary.created + result.summary.updated;
+      if (written > 0) changed(projectId, result.environment);
+      if (written >= LARGE_IMPORT_ENTRIES) afterLargeWrite?.();
       return { summary: result.summary, results: result.results };
     },
 

@@ -4,7 +4,7 @@ import { looksLikeToken } from "../audit/audit.writer.ts";
 import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
 import { HttpError, parse } from "../core/errors.ts";
-import { isPlainText, isSingleLine } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
 import { INVALID_FIELDS, parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
 import { isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
 
@@ -15,10 +15,11 @@ const Name = z
   .string()
   .trim()
   .min(1)
-  .max(60)
+  // UTF-16 units, like project names (zod's .max would count code points).
+  .refine(fitsUnits(60))
   .refine((name) => !looksLikeToken(name))
   .refine(isSingleLine);
-const Description = z.string().max(280).refine(isPlainText);
+const Description = z.string().refine(fitsUnits(280)).refine(isPlainText);
 const Role = z.enum(["viewer", "member"]);
 const Environments = z
   .array(z.enum(ENVIRONMENTS))

@@ -1,0 +1,253 @@
+// AUDIT_RETENTION_DAYS: old events are pruned in batches, and `audit verify` still proves
+// the rest from a checkpoint signed under the audit key (README, "Audit log").
+import assert from "node:assert/strict";
+import path from "node:path";
+import { test } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { randomMasterKey, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+interface Checkpoint {
+  seq: number;
+  hash: string;
+  at: string;
+  pruned_before: string;
+  pruned_events: number;
+  mac_key_version: number;
+}
+
+function openDb(server: TestServer): Database.Database {
+  return new Database(path.join(server.dataDir, DATABASE_FILE));
+}
+
+function chain(server: TestServer): { seq: number; at: string; prev_hash: string; hash: string }[] {
+  const sqlite = openDb(server);
+  try {
+    return sqlite.prepare("SELECT seq, at, prev_hash, hash FROM audit_events ORDER BY seq").all() as { seq: number; at: string; prev_hash: string; hash: string }[];
+  } finally {
+    sqlite.close();
+  }
+}
+
+function chainTarget(server: TestServer, seq: number): string {
+  const sqlite = openDb(server);
+  try {
+    return sqlite.prepare("SELECT target_id FROM audit_events WHERE seq = ?").pluck().get(seq) as string;
+  } finally {
+    sqlite.close();
+  }
+}
+
+function checkpoint(server: TestServer): Checkpoint | undefined {
+  const sqlite = openDb(server);
+  try {
+    return sqlite.prepare("SELECT * FROM audit_checkpoint").get() as Checkpoint | undefined;
+  } finally {
+    sqlite.close();
+  }
+}
+
+/** Runs SQL on the stopped server's file, runs audit verify, then undoes the change. */
+async function verifyWith(server: TestServer, tamper: string, undo: string) {
+  const sqlite = openDb(server);
+  sqlite.exec(tamper);
+  sqlite.close();
+  const result = await runMain(["audit", "verify"], server.env);
+  const back = openDb(server);
+  back.exec(undo);
+  back.close();
+  return result;
+}
+
+/** Moves the clock on; the session would have expired meanwhile, so a new one is returned. */
+async function later(server: TestServer, days: number): Promise<Client> {
+  server.clock.advance(days * DAY_MS);
+  return server.signIn("alice@example.test");
+}
+
+async function revealOne(client: Client, projectId: string, key: string): Promise<void> {
+  const base = `/api/projects/${projectId}/environments/development/secrets`;
+  const created = await client.json("POST", base, { key, value: `value-of-${key.toLowerCase()}` });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  assert.equal((await client.json("GET", `${base}/${created.body.secret.id}`)).status, 200);
+}
+
+test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the rest from the signed checkpoint", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "30" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  for (const key of ["OLD_A", "OLD_B", "OLD_C"]) await revealOne(alice, project.id, key);
+  const old = chain(server);
+  assert.equal(old.length, 7);
+
+  // Nothing is old enough yet.
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 0 });
+  alice = await later(server, 31);
+  await revealOne(alice, project.id, "NEW_A");
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 7 });
+
+  const kept = chain(server);
+  assert.deepEqual(kept.map((e) => e.seq), [8, 9]);
+  const saved = checkpoint(server)!;
+  assert.equal(saved.seq, 7);
+  assert.equal(saved.hash, old.at(-1)!.hash);
+  assert.equal(saved.at, old.at(-1)!.at);
+  assert.equal(saved.pruned_events, 7);
+  assert.equal(kept[0]!.prev_hash, saved.hash);
+
+  // The audit list still works and shows what is left.
+  const page = await alice.json("GET", `/api/projects/${project.id}/audit`);
+  assert.equal(page.status, 200);
+  assert.deepEqual(page.body.events.map((e: { action: string }) => e.action), ["secret.revealed", "secret.created"]);
+  assert.equal(page.body.nextCursor, null);
+
+  const verified = await runMain(["audit", "verify"], server.env);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(
+    verified.stdout,
+    new RegExp(
+      `^Audit log intact: 2 events verified\\.\\nEvents before ${saved.pruned_before.replace(/\./g, "\\.")} were pruned under retention ` +
+        `\\(AUDIT_RETENTION_DAYS; 7 events in all\\)\\. The chain continues from a checkpoint signed with master key version 1: ` +
+        `the last pruned event, #7 at ${saved.at.replace(/\./g, "\\.")}, hash ${saved.hash}\\.\\n`,
+    ),
+  );
+
+  // Everything pruned: the next event chains onto the checkpoint, and the chain still verifies.
+  alice = await later(server, 31);
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 2 });
+  assert.equal(chain(server).length, 0);
+  const pruned = checkpoint(server)!;
+  assert.equal(pruned.pruned_events, 9);
+  await revealOne(alice, project.id, "NEWER");
+  assert.equal(chain(server)[0]!.prev_hash, pruned.hash);
+  const again = await runMain(["audit", "verify"], server.env);
+  assert.equal(again.code, 0, again.stderr);
+  assert.match(again.stdout, /^Audit log intact: 2 events verified\.\nEvents before .* \(AUDIT_RETENTION_DAYS; 9 events in all\)/);
+});
+
+test("pruning over several batches (100 events per transaction) leaves one chain that verifies", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "1" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development/secrets`;
+  const created = await alice.json("POST", base, { key: "READ_OFTEN", value: "value-read-often" });
+  await Promise.all(Array.from({ length: 248 }, async () => assert.equal((await alice.json("GET", `${base}/${created.body.secret.id}`)).status, 200)));
+  const old = chain(server);
+  assert.equal(old.length, 250);
+  alice = await later(server, 2);
+  await revealOne(alice, project.id, "KEPT");
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 250 });
+  assert.equal(checkpoint(server)!.hash, old.at(-1)!.hash);
+  assert.deepEqual(chain(server).map((e) => e.seq), [251, 252]);
+  assert.ok(server.logs.some((line) => line.includes('"pruned":250') && line.includes("audit events pruned under AUDIT_RETENTION_DAYS")));
+  const verified = await runMain(["audit", "verify"], server.env);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /\(AUDIT_RETENTION_DAYS; 250 events in all\)/);
+});
+
+test("a moved, edited or missing checkpoint, or an edited, relinked or removed first kept event, fails audit verify", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await revealOne(alice, project.id, "OLD_ONE");
+  alice = await later(server, 8);
+  for (const key of ["KEPT_A", "KEPT_B"]) await revealOne(alice, project.id, key);
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 3 });
+  await server.stop();
+  const saved = checkpoint(server)!;
+  const [first, second] = chain(server);
+
+  const edited = await verifyWith(
+    server,
+    "UPDATE audit_checkpoint SET pruned_before = '2000-01-01T00:00:00.000Z'",
+    `UPDATE audit_checkpoint SET pruned_before = '${saved.pruned_before}'`,
+  );
+  assert.equal(edited.code, 1);
+  assert.equal(
+    edited.stderr,
+    `Audit log chain BROKEN at the retention checkpoint (after pruned event #3, at ${saved.at}): its signature does not match its content: the checkpoint was edited.\n0 events before it verified.\n`,
+  );
+
+  const firstEdited = await verifyWith(
+    server,
+    `UPDATE audit_events SET target_id = 'someone-else' WHERE seq = ${first!.seq}`,
+    `UPDATE audit_events SET target_id = '${chainTarget(server, first!.seq)}' WHERE seq = ${first!.seq}`,
+  );
+  assert.equal(firstEdited.code, 1);
+  assert.match(firstEdited.stderr, new RegExp(`^Audit log chain BROKEN at event #${first!.seq} .*: its content does not match its hash: the event was edited\\.\\n`));
+  const relinked = await verifyWith(
+    server,
+    `UPDATE audit_events SET prev_hash = '${"0".repeat(64)}' WHERE seq = ${first!.seq}`,
+    `UPDATE audit_events SET prev_hash = '${saved.hash}' WHERE seq = ${first!.seq}`,
+  );
+  assert.equal(relinked.code, 1);
+  assert.match(relinked.stderr, /it does not follow the retention checkpoint/);
+
+  // Hiding the first kept event: moving the checkpoint onto it needs the audit key.
+  const moved = await verifyWith(
+    server,
+    `DELETE FROM audit_events WHERE seq = ${first!.seq}; UPDATE audit_checkpoint SET seq = ${first!.seq}, hash = '${first!.hash}', at = '${first!.at}'`,
+    "",
+  );
+  assert.equal(moved.code, 1);
+  assert.match(moved.stderr, /^Audit log chain BROKEN at the retention checkpoint \(after pruned event #4, .*: its signature does not match its content/);
+  const removed = await verifyWith(
+    server,
+    `UPDATE audit_checkpoint SET seq = ${saved.seq}, hash = '${saved.hash}', at = '${saved.at}'`,
+    "",
+  );
+  assert.equal(removed.code, 1);
+  assert.match(
+    removed.stderr,
+    new RegExp(`^Audit log chain BROKEN at event #${second!.seq} .*: it does not follow the retention checkpoint: events after the checkpoint were removed`),
+  );
+
+  // Without the checkpoint the remaining chain does not start at the beginning.
+  const sqlite = openDb(server);
+  sqlite.exec("DELETE FROM audit_checkpoint");
+  sqlite.close();
+  const missing = await runMain(["audit", "verify"], server.env);
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /the first event does not start the chain: earlier events were removed/);
+});
+
+test("an event that does not verify is never pruned: retention stops there and keeps the evidence", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await revealOne(alice, project.id, "OLD_ONE");
+  const sqlite = openDb(server);
+  sqlite.exec("UPDATE audit_events SET metadata = '{\"key\":\"OTHER\",\"environment\":\"development\"}' WHERE seq = 2");
+  sqlite.close();
+  server.clock.advance(8 * DAY_MS);
+  const result = await server.app.maintenance.pruneAuditLog();
+  assert.equal(result.pruned, 1);
+  assert.match(result.problem!, /^event #2 .*: its content does not match its hash: the event was edited$/);
+  assert.deepEqual(chain(server).map((e) => e.seq), [2, 3]);
+  assert.ok(server.logs.some((line) => line.includes("Audit retention stopped: the audit log does not verify at event #2")));
+});
+
+test("rotate-key re-signs the checkpoint: with the old key gone, audit verify still passes", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const server = await startServer(t, { env: { MASTER_KEY: key1, AUDIT_RETENTION_DAYS: "7" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await revealOne(alice, project.id, "OLD_ONE");
+  alice = await later(server, 8);
+  await revealOne(alice, project.id, "KEPT_A");
+  assert.equal((await server.app.maintenance.pruneAuditLog()).pruned, 3);
+  await server.stop();
+
+  const rotatedEnv = { ...server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  const rotated = await runMain(["rotate-key"], rotatedEnv);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  assert.match(rotated.stdout, /\nAudit log: 2 of 2 events to re-key with version 2, and its retention checkpoint to re-sign\.\n/);
+  assert.equal(checkpoint(server)!.mac_key_version, 2);
+
+  const alone = await runMain(["audit", "verify"], { ...rotatedEnv, MASTER_KEYS_PREVIOUS: undefined });
+  assert.equal(alone.code, 0, alone.stderr);
+  assert.match(alone.stdout, /checkpoint signed with master key version 2/);
+});
