@@ -214,6 +214,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   const access = createAccessGuard(db);
   const audit = createAuditWriter(db, clock, keyring);
+  if (createAuditRepo(db).startsHashOnly()) {
+    log.warn(
+      'The audit log starts with events chained by hash only (written before this version keyed the chain). Run "secrets-server audit verify" and follow what it says to key them.',
+    );
+  }
   // Before auth: service tokens are resolved by their own feature on every request.
   const serviceAccountsRepo = createServiceAccountsRepo(db);
   const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, access, audit, clock });

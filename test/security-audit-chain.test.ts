@@ -165,16 +165,21 @@ test("audit verify says what it proved: keyed versions, hash-only events, the he
   assert.match(wrongKey.stderr, /configuration error: MASTER_KEY does not match the key version 1/);
 
   // What verify cannot tell from the database alone: a writer who rebuilds every event as
-  // hash-only. It says so, and that no event is keyed, which a server of this version
-  // never leaves behind once it has written one.
+  // hash-only. Such events prove nothing, so verify does not pass them: exit 3, and what to do.
   rebuildWithoutKey(file, 1, { asHashOnly: true });
   const rebuilt = await runMain(["audit", "verify"], server.env);
-  assert.equal(rebuilt.code, 0, rebuilt.stderr);
-  assert.match(rebuilt.stdout, /\n3 events checked by hash only \(SHA-256\) and none keyed: anyone who can write the database could have rewritten them all\./);
+  assert.equal(rebuilt.code, 3, rebuilt.stderr);
+  const lastHashOnly = allEvents(file).at(-1)!.hash;
+  assert.match(
+    rebuilt.stdout,
+    new RegExp(
+      `\nNOT PROVEN: 3 events are checked by hash only \\(SHA-256\\), .*nothing in the database tells which\\. The last of them has hash ${lastHashOnly}\\. .*rotate-key --key-hash-only-audit-events.*otherwise treat the log as tampered with\\.\n$`,
+    ),
+  );
   assert.doesNotMatch(rebuilt.stdout, /keyed with master key/);
 });
 
-test("events from before the chain was keyed still verify, the keyed chain continues from them, and rotate-key keys them", async (t) => {
+test("events from before the chain was keyed hold but are not proven (exit 3); the keyed chain continues from them; rotate-key keys them only when told", async (t) => {
   const server = await serverWithEvents(t, 2);
   const file = path.join(server.dataDir, DATABASE_FILE);
   // These three events as the previous version wrote them: plain SHA-256, no key version.
@@ -189,10 +194,15 @@ test("events from before the chain was keyed still verify, the keyed chain conti
   assert.deepEqual(mixed.map((e) => e.mac_key_version), [null, null, null, 1]);
   assert.equal(mixed[3]!.prev_hash, mixed[2]!.hash);
 
+  // The server says so at start, and verify holds the chain but does not call it proven.
+  assert.ok(
+    restarted.logs.some((line) => line.includes("The audit log starts with events chained by hash only")),
+    "the start warns about hash-only events",
+  );
   const verified = await runMain(["audit", "verify"], restarted.env);
-  assert.equal(verified.code, 0, verified.stderr);
+  assert.equal(verified.code, 3, verified.stderr);
   assert.match(verified.stdout, /^Audit log intact: 4 events verified\.\n1 event keyed with master key version 1 \(HMAC-SHA256\)/);
-  assert.match(verified.stdout, /\n3 events from before the chain was keyed checked by hash only \(SHA-256\); the keyed events after them vouch for them/);
+  assert.match(verified.stdout, new RegExp(`\nNOT PROVEN: 3 events are checked by hash only .*The last of them has hash ${mixed[2]!.hash}\\.`));
 
   // The keyed event seals the hash-only ones before it: editing one and rebuilding the
   // hash-only part breaks the link into the keyed event, which only the key could redo.
@@ -208,8 +218,15 @@ test("events from before the chain was keyed still verify, the keyed chain conti
   assert.equal(sealed.code, 1, sealed.stdout);
   assert.match(sealed.stderr, new RegExp(`BROKEN at event #${mixed[3]!.seq} .*does not follow the event before it`));
 
-  // rotate-key on the same key version keys the older events too, after verifying them.
-  const rotated = await runMain(["rotate-key"], restarted.env);
+  // rotate-key leaves them unless the operator vouches for them with the flag.
+  const plain = await runMain(["rotate-key"], restarted.env);
+  assert.equal(plain.code, 0, plain.stderr + plain.stdout);
+  assert.match(plain.stdout, /\nAudit log: 0 of 4 events to re-key with version 1\. 3 events checked by hash only stay as they are: audit verify says how to key them\.\n/);
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.equal((await runMain(["audit", "verify"], restarted.env)).code, 3);
+
+  // With it, rotate-key on the same key version keys the older events too, after verifying them.
+  const rotated = await runMain(["rotate-key", "--key-hash-only-audit-events"], restarted.env);
   assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
   assert.match(rotated.stdout, /\nAudit log: 3 of 4 events to re-key with version 1\.\n/);
   assert.match(
@@ -302,4 +319,30 @@ test("rotate-key refuses to re-key a tampered audit chain and changes nothing", 
   const verified = await runMain(["audit", "verify"], env);
   assert.equal(verified.code, 1);
   assert.match(verified.stderr, new RegExp(`BROKEN at event #${second.seq} `));
+});
+
+test("a full downgrade is not laundered: the log rewritten as hash-only and keyed events written on top does not verify as proven", async (t) => {
+  // The review's attack: delete a reveal, rewrite every event as hash-only with plain
+  // SHA-256 (no key needed), and let the server chain its keyed events onto the forgery.
+  const server = await serverWithEvents(t, 3);
+  const file = path.join(server.dataDir, DATABASE_FILE);
+  const before = allEvents(file);
+  const sqlite = new Database(file);
+  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(before[1]!.seq);
+  sqlite.close();
+  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  const restarted = await server.restart();
+  t.after(() => restarted.stop());
+  const alice = await restarted.signIn("alice@example.test");
+  assert.equal((await alice.json("PATCH", `/api/projects/${before[0]!.target_id}`, { description: "on top" })).status, 200);
+  await restarted.stop();
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
+
+  const verified = await runMain(["audit", "verify"], restarted.env);
+  assert.notEqual(verified.code, 0, "a forged hash-only prefix must not verify as proven");
+  assert.equal(verified.code, 3);
+  assert.match(verified.stdout, /NOT PROVEN: 3 events are checked by hash only/);
+  // And rotate-key without the operator's word does not bless it.
+  assert.equal((await runMain(["rotate-key"], restarted.env)).code, 0);
+  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
 });

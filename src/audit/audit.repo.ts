@@ -184,9 +184,11 @@ export function createAuditRepo(db: Db) {
   const relink = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
   const countNotKeyedWith = sqlite.prepare(
     `SELECT count(*) AS total, coalesce(sum(mac_key_version IS NOT @version), 0) AS other,
+       coalesce(sum(mac_key_version IS NULL), 0) AS hashOnly,
        coalesce((SELECT mac_key_version <> @version FROM audit_checkpoint WHERE id = 1), 0) AS isCheckpointStale
      FROM audit_events`,
   );
+  const startsHashOnly = sqlite.prepare("SELECT mac_key_version IS NULL FROM audit_events ORDER BY seq LIMIT 1").pluck();
   const findCheckpoint = sqlite.prepare(
     "SELECT seq, hash, at, is_keyed, pruned_before, pruned_events, mac_key_version, mac FROM audit_checkpoint WHERE id = 1",
   );
@@ -267,9 +269,18 @@ export function createAuditRepo(db: Db) {
      * All events, and how many are not keyed with `version` (hash-only ones included); and
      * whether the retention checkpoint is signed with another version.
      */
-    countNotKeyedWith(version: number): { total: number; other: number; isCheckpointStale: boolean } {
-      const row = countNotKeyedWith.get({ version }) as { total: number; other: number; isCheckpointStale: number };
-      return { total: row.total, other: row.other, isCheckpointStale: row.isCheckpointStale === 1 };
+    /** `other` counts every event not on `version`, the hash-only ones (also in `hashOnly`) included. */
+    countNotKeyedWith(version: number): { total: number; other: number; hashOnly: number; isCheckpointStale: boolean } {
+      const row = countNotKeyedWith.get({ version }) as { total: number; other: number; hashOnly: number; isCheckpointStale: number };
+      return { total: row.total, other: row.other, hashOnly: row.hashOnly, isCheckpointStale: row.isCheckpointStale === 1 };
+    },
+
+    /**
+     * Whether the log starts with events chained by hash only. They can only ever stand at
+     * its start (verify refuses one after a keyed event), so the first event tells.
+     */
+    startsHashOnly(): boolean {
+      return startsHashOnly.get() === 1;
     },
 
     findCheckpoint(): CheckpointRow | undefined {

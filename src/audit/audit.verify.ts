@@ -25,6 +25,8 @@ export interface ChainSummary {
   keyedEvents: number;
   /** Events written before the chain was keyed, checked by plain SHA-256 only. */
   hashOnlyEvents: number;
+  /** The hash of the last hash-only event, when there are any. */
+  hashOnlyHeadHash?: string;
   /** Set when retention pruned the oldest events: the verified chain starts here. */
   checkpoint?: { seq: number; at: string; hash: string; prunedBefore: string; prunedEvents: number; macKeyVersion: number };
 }
@@ -97,6 +99,7 @@ export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) 
   let events = 0;
   let keyedEvents = 0;
   let isKeyed = checkpoint?.is_keyed === 1;
+  let hashOnlyHeadHash: string | undefined;
   const keyVersions = new Set<number>();
 
   return {
@@ -128,6 +131,8 @@ export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) 
         keyedEvents += 1;
         keyVersions.add(version);
         isKeyed = true;
+      } else {
+        hashOnlyHeadHash = row.hash;
       }
       expectedPrev = row.hash;
       events += 1;
@@ -146,6 +151,7 @@ export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) 
         keyVersions: [...keyVersions].sort((a, b) => a - b),
         keyedEvents,
         hashOnlyEvents: events - keyedEvents,
+        ...(hashOnlyHeadHash !== undefined && { hashOnlyHeadHash }),
       };
     },
   };
@@ -192,6 +198,8 @@ export interface RekeyCounts {
   rekeyed: number;
   /** Of those, the ones that were checked by hash only before. */
   wereHashOnly: number;
+  /** Hash-only events left as they were (keying them needs the operator's word). */
+  leftHashOnly: number;
   previousHeadHash: string;
   headHash: string;
 }
@@ -210,9 +218,16 @@ const REKEY_PAGE = 1000;
  * A new MAC changes that event's hash, so every later link changes too, and a chain half
  * rewritten would not verify: it is all one transaction (the server's writes wait for it).
  * The walk checks each event before rewriting it and a break rolls everything back, so a
- * tampered chain is never blessed with the new key.
+ * tampered chain is never blessed with the new key. Hash-only events are keyed only when
+ * the operator says so (`keyHashOnly`): nothing in the database tells events an older
+ * version wrote from ones a database writer rewrote without the key, and keying them
+ * vouches for them as they are.
  */
-export function rekeyAuditChain(db: Db, keyring: Keyring): ({ ok: true } & RekeyCounts) | ({ ok: false } & ChainBreak) {
+export function rekeyAuditChain(
+  db: Db,
+  keyring: Keyring,
+  options: { keyHashOnly: boolean } = { keyHashOnly: false },
+): ({ ok: true } & RekeyCounts) | ({ ok: false } & ChainBreak) {
   const repo = createAuditRepo(db);
   const current = keyring.currentVersion;
   const macKey = keyring.auditMacKey(current);
@@ -225,7 +240,7 @@ export function rekeyAuditChain(db: Db, keyring: Keyring): ({ ok: true } & Rekey
       }
       const walker = createChainWalker(keyring, checkpoint);
       const start = checkpoint?.hash ?? GENESIS_HASH;
-      const counts: RekeyCounts = { rekeyed: 0, wereHashOnly: 0, previousHeadHash: start, headHash: start };
+      const counts: RekeyCounts = { rekeyed: 0, wereHashOnly: 0, leftHashOnly: 0, previousHeadHash: start, headHash: start };
       let isRewriting = false;
       let afterSeq = 0;
       for (;;) {
@@ -235,6 +250,13 @@ export function rekeyAuditChain(db: Db, keyring: Keyring): ({ ok: true } & Rekey
           const problem = walker.check(row);
           if (problem) {
             throw new ChainBroken({ events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem });
+          }
+          // Hash-only events stand only before the keyed ones (the walker checked), so
+          // leaving them keeps the chain whole: the first keyed event still names their head.
+          if (row.mac_key_version === null && !options.keyHashOnly) {
+            counts.headHash = row.hash;
+            counts.leftHashOnly += 1;
+            continue;
           }
           isRewriting ||= row.mac_key_version !== current;
           if (isRewriting) {
@@ -286,7 +308,10 @@ Checks the audit log's chain in DATA_DIR and reports the first broken link. It n
 server's MASTER_KEY (and MASTER_KEYS_PREVIOUS): keyed events are checked with keys derived
 from them. With AUDIT_RETENTION_DAYS the oldest events are pruned and the chain starts at
 a checkpoint signed under the same keys; the output says up to when events were pruned.
-Exit code 0 when the chain is intact, 1 when it is broken or cannot be checked.
+Exit code 0 when the chain is intact and every event is keyed, 1 when it is broken or
+cannot be checked, 3 when it holds but events checked by hash only remain: events an
+older version wrote before the chain was keyed, or events someone without the master key
+rewrote, which nothing in the database can tell apart. See the output for what to do.
 `;
 
 /** `secrets-server audit <subcommand>`. */
@@ -319,24 +344,24 @@ export async function auditCommand(args: string[]): Promise<number> {
             "nobody without the master key can edit, remove, insert or reorder them and rebuild the chain to match.",
         );
       }
-      // The first keyed event's MAC covers the hash before it, so keyed events vouch for the
-      // hash-only ones as they were when keying began; with none, nothing does.
-      if (result.hashOnlyEvents > 0 && result.keyedEvents > 0) {
-        lines.push(
-          `${events(result.hashOnlyEvents)} from before the chain was keyed checked by hash only (SHA-256); ` +
-            "the keyed events after them vouch for them as they were when keying began. Run rotate-key to key them too.",
-        );
-      } else if (result.hashOnlyEvents > 0) {
-        lines.push(
-          `${events(result.hashOnlyEvents)} checked by hash only (SHA-256) and none keyed: anyone who can write the database ` +
-            "could have rewritten them all. This version keys every new event; run rotate-key to key these.",
-        );
-      }
       lines.push(
         `Head hash: ${result.headHash}`,
         "Record the head hash somewhere else to detect later removal of the newest events: a chain cut short still verifies.",
       );
       process.stdout.write(`${lines.join("\n")}\n`);
+      // Hash-only events prove nothing: a database writer can rewrite the whole log as
+      // hash-only, and the server then chains its keyed events onto the forgery. Only the
+      // operator can tell them from the events an older version wrote, by a hash kept elsewhere.
+      if (result.hashOnlyEvents > 0) {
+        process.stdout.write(
+          `NOT PROVEN: ${events(result.hashOnlyEvents)} ${result.hashOnlyEvents === 1 ? "is" : "are"} checked by hash only (SHA-256), ` +
+            "as a version before the chain was keyed wrote them, or as anyone who can write the database can rewrite them: " +
+            "nothing in the database tells which. " +
+            `The last of them has hash ${result.hashOnlyHeadHash}. If that (or the head hash) matches one you recorded before upgrading, ` +
+            'run "secrets-server rotate-key --key-hash-only-audit-events" to key them as they are; otherwise treat the log as tampered with.\n',
+        );
+        return 3;
+      }
       return 0;
     }
     process.stderr.write(

@@ -56,7 +56,7 @@ export interface RotationResult {
 export async function rotateRecords(
   db: Db,
   keyring: Keyring,
-  options: { batchSize: number; shouldStop: () => boolean; output: Output },
+  options: { batchSize: number; keyHashOnly?: boolean; shouldStop: () => boolean; output: Output },
 ): Promise<RotationResult> {
   const vault = createVault(db, keyring);
   const current = keyring.currentVersion;
@@ -77,13 +77,17 @@ export async function rotateRecords(
   // The audit chain first: if it does not verify, stop before anything changes, so the old
   // key stays needed and the break stays visible to audit verify.
   const audit = createAuditRepo(db).countNotKeyedWith(current);
+  const toRekey = options.keyHashOnly === true ? audit.other : audit.other - audit.hashOnly;
   out(
-    `Audit log: ${audit.other} of ${audit.total} events to re-key with version ${current}` +
-      (audit.isCheckpointStale ? ", and its retention checkpoint to re-sign." : "."),
+    `Audit log: ${toRekey} of ${audit.total} events to re-key with version ${current}` +
+      (audit.isCheckpointStale ? ", and its retention checkpoint to re-sign." : ".") +
+      (audit.hashOnly > 0 && !options.keyHashOnly
+        ? ` ${plural(audit.hashOnly, "event")} checked by hash only stay as they are: audit verify says how to key them.`
+        : ""),
   );
-  if (audit.other > 0 || audit.isCheckpointStale) {
+  if (toRekey > 0 || audit.isCheckpointStale) {
     if (options.shouldStop()) return { ...result, interrupted: true };
-    const rekeyed = rekeyAuditChain(db, keyring);
+    const rekeyed = rekeyAuditChain(db, keyring, { keyHashOnly: options.keyHashOnly === true });
     if (!rekeyed.ok) return { ...result, auditBreak: describeBreak(rekeyed) };
     result.auditEventsRekeyed = rekeyed.rekeyed;
     const hashOnly = rekeyed.wereHashOnly > 0 ? ` (${rekeyed.wereHashOnly} of them were checked by hash only before)` : "";
@@ -203,10 +207,13 @@ function reseal(vault: Vault, projectId: string, aad: string, sealed: { cipherte
   return vault.seal(projectId, aad, plaintext);
 }
 
+const KEY_HASH_ONLY_FLAG = "--key-hash-only-audit-events";
+
 function parseBatchSize(args: string[]): number | undefined {
   let size = DEFAULT_BATCH_SIZE;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
+    if (arg === KEY_HASH_ONLY_FLAG) continue;
     const text = arg === "--batch-size" ? args[++i] : arg.startsWith("--batch-size=") ? arg.slice("--batch-size=".length) : undefined;
     if (text === undefined || !/^[1-9]\d{0,5}$/.test(text)) return undefined;
     size = Number(text);
@@ -217,7 +224,12 @@ function parseBatchSize(args: string[]): number | undefined {
 export async function rotateKeyCommand(args: string[]): Promise<number> {
   const batchSize = parseBatchSize(args);
   if (batchSize === undefined) {
-    process.stderr.write("Usage: secrets-server rotate-key [--batch-size N]   (N from 1 to 999999, default 200)\n");
+    process.stderr.write(
+      `Usage: secrets-server rotate-key [--batch-size N] [${KEY_HASH_ONLY_FLAG}]\n` +
+        "  --batch-size N                 records per transaction, 1 to 999999 (default 200)\n" +
+        `  ${KEY_HASH_ONLY_FLAG}  also key the audit events an older version chained by hash only,\n` +
+        "                                 vouching for them as they are (see audit verify's output first)\n",
+    );
     return 2;
   }
   const config = loadConfig();
@@ -234,6 +246,7 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     process.on("SIGTERM", stop);
     const result = await rotateRecords(db, keyring, {
       batchSize,
+      keyHashOnly: args.includes(KEY_HASH_ONLY_FLAG),
       shouldStop: () => stopRequested,
       output: { out: (line) => console.log(line), err: (line) => console.error(line) },
     });
@@ -250,7 +263,8 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     const counts = countEncryptedRecords(db, keyring.currentVersion);
     // Events a server still configured with an older MASTER_KEY may have written meanwhile.
     const audit = createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
-    const auditLeft = audit.other;
+    // Hash-only events left on purpose are verify's to report, not a failure of this run.
+    const auditLeft = audit.other - (args.includes(KEY_HASH_ONLY_FLAG) ? 0 : audit.hashOnly);
     const rekeyed = plural(result.auditEventsRekeyed, "audit event");
     if (result.interrupted) {
       console.log(
