@@ -68,11 +68,13 @@ test("40 parallel wrong passwords: only 10 are checked, the rest wait; the owner
     "429 Too many requests. Try again in N seconds.": 20,
   });
 
-  // A restart empties the per-minute limit but not the failures, which live in the database.
+  // A restart keeps both the failures and the per-minute counts (both are in the database);
+  // a minute later the route's limit has room again, the account's 15 minutes have not passed.
   const restarted = await server.restart();
   t.after(() => restarted.stop());
+  restarted.clock.advance(61 * 1000);
   const sameAddress = await signIn(restarted, PASSWORD, attacker);
-  assert.deepEqual([sameAddress.status, sameAddress.body], [429, limitedFor(15)], "even the right password waits at that address");
+  assert.deepEqual([sameAddress.status, sameAddress.body], [429, limitedFor(14)], "even the right password waits at that address");
   assert.ok(Number(sameAddress.retryAfter) > 0 && Number(sameAddress.retryAfter) <= 900, String(sameAddress.retryAfter));
 
   const owner = await signIn(restarted, PASSWORD, "203.0.113.20");
@@ -80,9 +82,9 @@ test("40 parallel wrong passwords: only 10 are checked, the rest wait; the owner
   assert.equal(owner.body.user?.email, EMAIL);
   // The owner's success forgives the owner's address only, not the attacker's.
   const stillLimited = await signIn(restarted, PASSWORD, attacker);
-  assert.deepEqual([stillLimited.status, stillLimited.body], [429, limitedFor(15)]);
+  assert.deepEqual([stillLimited.status, stillLimited.body], [429, limitedFor(14)]);
 
-  restarted.clock.advance(15 * 60 * 1000);
+  restarted.clock.advance(14 * 60 * 1000);
   const later = await signIn(restarted, PASSWORD, attacker);
   assert.equal(later.status, 200, JSON.stringify(later.body));
 });
