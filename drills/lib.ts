@@ -69,6 +69,8 @@ export function serverEnv(dataDir: string, port: number, overrides: Record<strin
     // The default limit would answer 429 instead of the endpoint after 600 requests a minute.
     // Endpoints with a limit of their own (import, export, CLI sign-in) keep it.
     RATE_LIMIT_PER_MINUTE: "1000000",
+    // glibc's arena limit as the systemd unit sets it, when the drills run with it.
+    ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
     ...overrides,
   };
 }

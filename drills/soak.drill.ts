@@ -11,6 +11,12 @@ export interface SoakOptions {
   /** Idle time after the load, with RSS sampled every 10 s. */
   idleSeconds: number;
   clients: number;
+  /**
+   * Requests a second over all clients, each client keeping its share of the pace (an open
+   * loop while the server keeps up), so runs on a busy machine send the same load and their
+   * memory figures compare. 0: each client sends its next request as soon as it has an answer.
+   */
+  requestsPerSecond: number;
   /** Flags for the server's node (memory experiments: --max-semi-space-size=…). */
   nodeArgs?: string[];
   /** Extra server environment (MALLOC_ARENA_MAX=…). */
@@ -89,6 +95,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         rssPeakMiB = Math.max(rssPeakMiB, rss);
         const sorted = window.sort((a, b) => a - b);
         window = [];
+        if (sorted.length === 0 && performance.now() >= deadline) break;
         const p99 = percentile(sorted, 99);
         p99s.push(p99);
         const seconds = Math.round((performance.now() - started) / 1000);
@@ -105,7 +112,16 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
         let turns = 0;
         let created: string[] = [];
         let n = 0;
+        const intervalMs = options.requestsPerSecond > 0 ? (1000 * options.clients) / options.requestsPerSecond : 0;
+        // Clients start spread over one interval, not all at once.
+        let due = started + (intervalMs * worker) / options.clients;
         while (performance.now() < deadline) {
+          if (intervalMs > 0) {
+            due += intervalMs;
+            const wait = due - performance.now();
+            if (wait > 0) await sleep(wait);
+            if (performance.now() >= deadline) break;
+          }
           n++;
           const roll = (n * 7919 + worker * 104729) % 100;
           let method = "GET";
@@ -206,11 +222,12 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const loadSeconds = options.short ? 5 : Number(process.env.SOAK_SECONDS) || 120;
   const idleSeconds = options.short ? 0 : 60;
   const clients = 4;
-  const f = await runSoak({ loadSeconds, idleSeconds, clients, sampleSeconds: options.short ? 2.5 : 10, log: options.log });
+  const requestsPerSecond = Number(process.env.SOAK_RATE) || 60;
+  const f = await runSoak({ loadSeconds, idleSeconds, clients, requestsPerSecond, sampleSeconds: options.short ? 2.5 : 10, log: options.log });
   for (const error of f.errors.slice(0, 5)) options.log(`  soak: ${error}`);
   const mib = (n: number) => `${n.toFixed(0)} MiB`;
   const line =
-    `soak: ${loadSeconds} s, ${clients} clients, ${f.requests} requests (${f.requestsPerSecond.toFixed(0)}/s), ${f.errors.length} errors; ` +
+    `soak: ${loadSeconds} s, ${clients} clients at ${requestsPerSecond}/s, ${f.requests} requests (${f.requestsPerSecond.toFixed(0)}/s), ${f.errors.length} errors; ` +
     `RSS ${mib(f.rssStartMiB)} at start, peak ${mib(f.rssPeakMiB)}, ${mib(f.rssEndOfLoadMiB)} at the end of the load` +
     (idleSeconds > 0 ? `, ${mib(f.rssAfterIdleMiB)} ${idleSeconds} s later` : "") +
     `; p99 ${f.p99Ms.toFixed(1)} ms (first window ${f.p99FirstMs.toFixed(1)} ms, last ${f.p99LastMs.toFixed(1)} ms)`;
