@@ -111,6 +111,12 @@ export function drillExecutable(): string | undefined {
   return file ? path.resolve(file) : undefined;
 }
 
+// Servers still running when this process exits (a drill that threw) are killed with it.
+const liveServers = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of liveServers) child.kill("SIGKILL");
+});
+
 /**
  * Starts the server, `node --import tsx src/main.ts serve` (or the executable), and waits
  * until /healthz answers 200.
@@ -145,7 +151,13 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   child.stderr!.on("data", (chunk: Buffer) => {
     stderr = (stderr + chunk.toString("utf8")).slice(-4000);
   });
-  const exit = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  liveServers.add(child);
+  const exit = new Promise<void>((resolve) =>
+    child.once("exit", () => {
+      liveServers.delete(child);
+      resolve();
+    }),
+  );
   const url = `http://127.0.0.1:${port}`;
   const started = Date.now();
   for (;;) {
