@@ -560,6 +560,7 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
         if (res.status >= 500) failures.push(`#${index} ${describe(w, b)} answered ${res.status} ${res.body.slice(0, 200)}`);
       } catch (error) {
         connectionErrors++;
+        if (connectionErrors <= 3) options.log(`  fuzz: no answer to #${index} ${describe(w, b).slice(0, 300)}: ${error instanceof Error ? error.message : String(error)}`);
         if (server.exited()) failures.push(`#${index} ${describe(w, b)}: the server exited (${String(error)})`);
       }
     };
