@@ -54,7 +54,7 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** The environment of a drill's server: development mode, dev sign-in, limits out of the way. */
-export function serverEnv(dataDir: string, port: number, overrides: Record<string, string> = {}): Record<string, string> {
+function serverEnv(dataDir: string, port: number, overrides: Record<string, string> = {}): Record<string, string> {
   return {
     PATH: process.env.PATH ?? "",
     HOME: process.env.HOME ?? "",
@@ -106,7 +106,7 @@ export interface StartOptions {
 }
 
 /** The executable the drills run when DRILL_EXECUTABLE is set, else undefined (the source through tsx). */
-export function drillExecutable(): string | undefined {
+function drillExecutable(): string | undefined {
   const file = process.env.DRILL_EXECUTABLE;
   return file ? path.resolve(file) : undefined;
 }
