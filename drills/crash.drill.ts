@@ -150,7 +150,10 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const totals = { imports: 0, importsAcked: 0, writes: 0, writesAcked: 0, committedUnanswered: 0, absentUnanswered: 0, partial: 0, lost: 0, killsInFlight: 0 };
   let auditLine = "not run";
   const started = performance.now();
-  let server = await startServer({ dataDir, port, env });
+  let server = await startServer({ dataDir, port, env }).catch((error: unknown) => {
+    removeDir(dataDir);
+    throw error;
+  });
   try {
     const workers: Worker[] = [];
     for (let i = 0; i < WORKERS; i++) {

@@ -503,7 +503,11 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const vercel = await startFakeVercel();
   vercel.addToken(VERCEL_TOKEN);
   const dataDir = makeTempDir("drill-fuzz-");
-  const server = await startServer({ dataDir, env: { VERCEL_API_URL: vercel.url, VERCEL_RETRY_BASE_MS: "0", SYNC_DEBOUNCE_MS: "200" } });
+  const server = await startServer({ dataDir, env: { VERCEL_API_URL: vercel.url, VERCEL_RETRY_BASE_MS: "0", SYNC_DEBOUNCE_MS: "200" } }).catch(async (error: unknown) => {
+    await vercel.stop();
+    removeDir(dataDir);
+    throw error;
+  });
   const failures: string[] = [];
   const statuses = new Map<number, number>();
   const perRoute = new Map<string, number>();

@@ -44,7 +44,10 @@ const IMPORTS_PER_USER_PER_MINUTE = 9;
 
 export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
   const dataDir = makeTempDir("drill-soak-");
-  const server = await startServer({ dataDir, nodeArgs: options.nodeArgs, env: options.env });
+  const server = await startServer({ dataDir, nodeArgs: options.nodeArgs, env: options.env }).catch((error: unknown) => {
+    removeDir(dataDir);
+    throw error;
+  });
   try {
     const owner = await signIn(server, "owner@soak.test");
     const project = await createProject(owner, "soak");
