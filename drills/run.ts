@@ -1,0 +1,46 @@
+// `npm run drills [-- --short] [-- <name>...]`: runs the drills of drills/index.ts against
+// real server processes, prints each one's progress and its line of figures, and exits 1
+// when any drill fails. DRILL_SEED repeats a seeded run; DRILL_EXECUTABLE runs a built
+// executable instead of the source.
+import os from "node:os";
+import { DRILLS } from "./index.ts";
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const short = args.includes("--short");
+  const names = args.filter((a) => !a.startsWith("-"));
+  const unknown = names.filter((n) => !DRILLS.some((d) => d.name === n));
+  if (unknown.length > 0) {
+    console.error(`No drill named ${unknown.join(", ")}. Known: ${DRILLS.map((d) => d.name).join(", ")}.`);
+    return 2;
+  }
+  const selected = names.length === 0 ? DRILLS : DRILLS.filter((d) => names.includes(d.name));
+  console.log(
+    `Drills${short ? " (short)" : ""}: ${selected.map((d) => d.name).join(", ")}. ` +
+      `${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ` +
+      `server: ${process.env.DRILL_EXECUTABLE ? "the executable" : "the source through tsx"}.`,
+  );
+  const lines: string[] = [];
+  let failed = 0;
+  for (const { name, drill } of selected) {
+    console.log(`\n${name}:`);
+    let line: string;
+    try {
+      const result = await drill({ short, log: (text) => console.log(text) });
+      if (result.skipped) line = `SKIPPED ${name}: ${result.skipped}`;
+      else {
+        line = `${result.ok ? "ok  " : "FAIL"} ${result.line}`;
+        if (!result.ok) failed++;
+      }
+    } catch (error) {
+      failed++;
+      line = `FAIL ${name}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`;
+    }
+    console.log(line);
+    lines.push(line);
+  }
+  console.log(`\n${lines.join("\n")}`);
+  return failed > 0 ? 1 : 0;
+}
+
+process.exit(await main());
