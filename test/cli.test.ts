@@ -512,3 +512,59 @@ test("export --output writes a new 0600 file in one step: a planted file or syml
   assert.match(fs.readFileSync(target, "utf8"), /^TOKEN=/m);
   assert.deepEqual(fs.readdirSync(folder), [".env"], "no temporary file left behind");
 });
+
+test("export --format shell, docker and yaml: the server's writers, 0600 files, run's rule for names with --allow-env, docker refusals naming keys", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await addSecret(alice, project.id, "development", "API_KEY", "it's $HOME");
+  await addSecret(alice, project.id, "development", "LD_PRELOAD", "/tmp/evil.so");
+  await login(server, home, alice);
+  const target = ["--project", "api", "--env", "development"];
+
+  const file = path.join(home.dir, "dev.sh");
+  const shell = await cli(home, ["export", ...target, "--format", "shell", "--output", file]);
+  assert.equal(shell.code, 0, shell.stderr);
+  assert.equal(fs.statSync(file).mode & 0o777, 0o600);
+  assert.equal(
+    fs.readFileSync(file, "utf8"),
+    "export API_KEY='it'\\''s $HOME'\n# LD_PRELOAD is left out: not named like an application setting, and a variable like it can choose which code runs in the shell that sources this file. Use the JSON export for it, or the CLI's export --format shell --allow-env LD_PRELOAD.\n",
+  );
+  assert.match(shell.stderr, /Warning: left out LD_PRELOAD: not named like application settings, .* add --allow-env LD_PRELOAD\.\n/);
+  const allowed = await cli(home, ["export", ...target, "--format", "shell", "--allow-env", "LD_PRELOAD"]);
+  assert.equal(allowed.code, 0, allowed.stderr);
+  assert.equal(allowed.stdout, "export API_KEY='it'\\''s $HOME'\nexport LD_PRELOAD='/tmp/evil.so'\n");
+  assert.equal(allowed.stderr, "");
+  const byEnv = await cli({ ...home, env: { ...home.env, SECRETS_SERVER_ALLOW_ENV: "LD_PRELOAD" } }, ["export", ...target, "--format", "shell"]);
+  assert.equal(byEnv.stdout, allowed.stdout);
+
+  const yaml = await cli(home, ["export", ...target, "--format", "yaml"]);
+  assert.equal(yaml.code, 0, yaml.stderr);
+  assert.equal(yaml.stdout, '"API_KEY": "it\'s $HOME"\n"LD_PRELOAD": "/tmp/evil.so"\n');
+
+  // docker: the $ cannot be written; nothing is written, the key is named, the value is not.
+  const dockerFile = path.join(home.dir, "dev.env");
+  const refused = await cli(home, ["export", ...target, "--format", "docker", "--output", dockerFile]);
+  assert.equal(refused.code, 1);
+  assert.equal(
+    refused.stderr.trim(),
+    "secrets-server: These secrets cannot be written in Docker's env-file format: API_KEY. Use --format json or --format shell. Nothing was written.",
+  );
+  assert.equal(fs.existsSync(dockerFile), false);
+  await addSecret(alice, project.id, "development", "API_KEY_2", "plain-value#1");
+  const alicesDocker = await alice.json("GET", `/api/projects/${project.id}/environments/development/secrets`);
+  const id = alicesDocker.body.secrets.find((s: { key: string }) => s.key === "API_KEY").id;
+  assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/environments/development/secrets/${id}`)).status, 200);
+  const docker = await cli(home, ["export", ...target, "--format", "docker", "--output", dockerFile]);
+  assert.equal(docker.code, 0, docker.stderr);
+  assert.equal(fs.statSync(dockerFile).mode & 0o777, 0o600);
+  assert.match(fs.readFileSync(dockerFile, "utf8"), /^API_KEY_2=plain-value#1\n# LD_PRELOAD is left out: /);
+
+  const unknown = await cli(home, ["export", ...target, "--format", "toml"]);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /--format is one of dotenv, shell, docker, json, yaml\./);
+  const misplaced = await cli(home, ["export", ...target, "--allow-env", "LD_PRELOAD"]);
+  assert.equal(misplaced.code, 2);
+  assert.match(misplaced.stderr, /--allow-env applies to --format shell and docker/);
+});

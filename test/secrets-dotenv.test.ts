@@ -2,85 +2,16 @@
 // file in bash never runs a command or expands anything, over many generated values.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import dotenv from "dotenv";
 import { formatDotenv } from "../src/secrets/dotenv.ts";
 import { makeTempDir } from "./helpers.ts";
+import { generatedValues, NAMED_VALUES } from "./generated-values.ts";
 import { envPath, startTeam } from "./secrets-helpers.ts";
 
 const hasBash = spawnSync("bash", ["-c", "true"]).status === 0;
-
-/** Deterministic generator, so a failure can be replayed. */
-function generator(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (Math.imul(state, 1664525) + 1013904223) >>> 0;
-    return state / 2 ** 32;
-  };
-  const pick = <T,>(list: readonly T[]): T => list[Math.floor(next() * list.length)]!;
-  return { next, pick };
-}
-
-const PIECES = [
-  "'", '"', "`", "\\", "$", "#", " ", "  ", "\t", "\n", "\r", "\r\n", "=", ";", "&", "|", "!", "*", "?", "~", "(", ")", "{", "}", "[", "]",
-  "<", ">", "n", "r", "a", "Z", "0", "_", "é", "ß", "日本", "🔑", "\u2028", "\u00a0", "\u0000", "\\n", "\\r", "\\'", '\\"', "\\`", "\\\\",
-  "$(touch CANARY)", "`touch CANARY`", "${CANARY_VAR}", "$CANARY_VAR", "$((6*7))", "${CANARY_VAR:-x}", "\\$(touch CANARY)",
-  "'$(touch CANARY)'", '"$(touch CANARY)"', "# not a comment", " #", "export X=1", "KEY=value", "END_OF_DOTENV_ONLY_LINES",
-  "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----",
-];
-
-function generatedValues(seed: number, n: number): string[] {
-  const { next, pick } = generator(seed);
-  const values: string[] = [];
-  while (values.length < n) {
-    const parts = Math.floor(next() * 8) + 1;
-    let value = "";
-    for (let i = 0; i < parts; i++) value += next() < 0.3 ? crypto.randomBytes(3).toString("base64") : pick(PIECES);
-    if (value.length > 0) values.push(value.slice(0, 10_000));
-  }
-  return values;
-}
-
-/** Values the issue names, one per line of thought. */
-const NAMED_VALUES = [
-  "plain",
-  "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\nKUpRKfFLfRYC9AIKjbJTWit+CqvjWYzvQwECAwEAAQ==\n-----END RSA PRIVATE KEY-----\n",
-  "it's",
-  'say "hi"',
-  "both ' and \"",
-  "back\\slash",
-  "ends with a backslash\\",
-  "\\n is two characters",
-  "\\r\\n as text",
-  "# starts like a comment",
-  "has # inside",
-  "$HOME and ${HOME} and $(whoami) and `whoami`",
-  "it's $HOME",
-  "  leading and trailing spaces  ",
-  "\ttab\t",
-  "ünïcödé 日本語 🔑",
-  "carriage\rreturn",
-  "windows\r\nline",
-  "`backticks` only",
-  "all three ' \" ` quotes",
-  "=starts with equals",
-  "trailing newline\n",
-  "\n",
-  " ",
-  "'",
-  '"',
-  "`",
-  "\\",
-  "'quoted'",
-  '"quoted"',
-  "END_OF_DOTENV_ONLY_LINES",
-  "line\nEND_OF_DOTENV_ONLY_LINES\nKEY=injected",
-  "\u2028line separator",
-  "nul\u0000byte",
-];
 
 function keyFor(i: number): string {
   return `KEY_${i}`;

@@ -671,8 +671,24 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
     ].join("\n"),
   );
 
-  const bad = await owner.json("GET", `${base}/export?format=yaml`);
-  assert.deepEqual([bad.status, bad.body], [400, { error: "Unknown export format: use format=dotenv, or leave it out for JSON." }]);
+  assert.equal(res.headers.get("x-secrets-left-out"), "0");
+
+  const shell = await owner.get(`${base}/export?format=shell`);
+  assert.equal(shell.headers.get("content-disposition"), 'attachment; filename="staging.sh"');
+  assert.equal(
+    await shell.text(),
+    ["export ALPHA_NOTE='it'\\''s a \"quoted\" value'", "export B_LOWER='b-lower-value'", "export MIKE_LINES='line one", "line two'", "export ZULU_KEY='zulu-value-1'", ""].join("\n"),
+  );
+  const yaml = await owner.get(`${base}/export?format=yaml`);
+  assert.equal(
+    await yaml.text(),
+    ['"ALPHA_NOTE": "it\'s a \\"quoted\\" value"', '"B_LOWER": "b-lower-value"', '"MIKE_LINES": "line one\\nline two"', '"ZULU_KEY": "zulu-value-1"', ""].join("\n"),
+  );
+  const docker = await owner.json("GET", `${base}/export?format=docker`);
+  assert.deepEqual([docker.status, docker.body], [400, { error: "These secrets cannot be written in Docker's env-file format: MIKE_LINES. Use format=json or format=shell." }]);
+
+  const bad = await owner.json("GET", `${base}/export?format=xml`);
+  assert.deepEqual([bad.status, bad.body], [400, { error: "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON." }]);
 
   assert.deepEqual(
     auditEvents(server, projectId, "secrets.exported").map((e) => [e.actor, e.targetType, e.metadata]),
@@ -680,6 +696,10 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
       [owner.user!.id, "environment", { environment: "staging", count: 4, format: "json" }],
       [owner.user!.id, "environment", { environment: "staging", count: 4, format: "json" }],
       [owner.user!.id, "environment", { environment: "staging", count: 4, format: "dotenv" }],
+      [owner.user!.id, "environment", { environment: "staging", count: 4, format: "shell" }],
+      [owner.user!.id, "environment", { environment: "staging", count: 4, format: "yaml" }],
+      // Refused after the values were read: still an export, audited.
+      [owner.user!.id, "environment", { environment: "staging", count: 4, format: "docker" }],
     ],
   );
   const empty = await owner.json("GET", `${envPath(projectId, "development")}/export`);

@@ -438,6 +438,19 @@ describe("secrets in Chromium", () => {
     await alice.json("DELETE", `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`);
 
     await page.getByRole("link", { name: "Back to secrets" }).click();
+    // Export is a small menu: opened from the keyboard, the first entry takes focus; Escape
+    // closes it and returns to the button.
+    const exportButton = page.getByRole("button", { name: "Export" });
+    await exportButton.focus();
+    await page.keyboard.press("Enter");
+    assert.equal(await exportButton.getAttribute("aria-expanded"), "true");
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Download .env");
+    await page.keyboard.press("ArrowUp");
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Download YAML");
+    await page.keyboard.press("Escape");
+    assert.equal(await exportButton.getAttribute("aria-expanded"), "false");
+    assert.equal(await page.evaluate(() => document.activeElement?.textContent?.startsWith("Export")), true);
+    await exportButton.click();
     const [dotenvDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download .env" }).click()]);
     // The page names it .env.staging; Chromium drops the leading dot of downloaded dotfiles.
     assert.match(dotenvDownload.suggestedFilename(), /^\.?env\.staging$/);
@@ -445,10 +458,27 @@ describe("secrets in Chromium", () => {
     const { parse } = await import("dotenv");
     assert.deepEqual(parse(dotenvText), { CHANGE_ME: "new", KEEP: "same", LEAVE_ME: "mine", NEW_ONE: "hello", QUOTED: "a b\nc" });
 
+    await exportButton.click();
     const [jsonDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download JSON" }).click()]);
     assert.equal(jsonDownload.suggestedFilename(), "web.staging.json");
     const json = JSON.parse(fs.readFileSync((await jsonDownload.path())!, "utf8"));
     assert.deepEqual(json.secrets, exported.body.secrets);
+
+    await exportButton.click();
+    const [yamlDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download YAML" }).click()]);
+    assert.equal(yamlDownload.suggestedFilename(), "web.staging.yaml");
+    const YAML = (await import("yaml")).default;
+    assert.deepEqual(YAML.parse(fs.readFileSync((await yamlDownload.path())!, "utf8")), { CHANGE_ME: "new", KEEP: "same", LEAVE_ME: "mine", NEW_ONE: "hello", QUOTED: "a b\nc" });
+
+    // The Docker file leaves out KEEP and QUOTED (one-word names, which run leaves out too),
+    // each with a comment, and the page says so.
+    await exportButton.click();
+    const [dockerDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download Docker env file" }).click()]);
+    assert.equal(dockerDownload.suggestedFilename(), "web.staging.env");
+    const dockerLines = fs.readFileSync((await dockerDownload.path())!, "utf8").split("\n");
+    assert.deepEqual(dockerLines.filter((line) => !line.startsWith("#")), ["CHANGE_ME=new", "LEAVE_ME=mine", "NEW_ONE=hello", ""]);
+    assert.equal(dockerLines.filter((line) => /^# (KEEP|QUOTED) is left out: /.test(line)).length, 2);
+    await page.getByRole("status").getByText("2 secrets are left out of web.staging.env: a comment in the file says why. The JSON export has every value.").waitFor();
   });
 });
 

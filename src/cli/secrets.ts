@@ -18,8 +18,8 @@ import {
   type ProjectSummary,
   type Target,
 } from "./context.ts";
-import { isAppSettingName } from "../core/env-names.ts";
-import { formatDotenv } from "../secrets/dotenv.ts";
+import { isAppSettingName, parseNameList } from "../core/env-names.ts";
+import { DockerEnvRefusal, dockerRefusalMessage, exportFile } from "../secrets/export-formats.ts";
 import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
@@ -180,37 +180,90 @@ export function fallbackSettings(values: { fallback?: boolean; "fallback-max-age
   return { enabled: Boolean(values.fallback || maxAge), maxAgeMs: maxAge === undefined ? undefined : parseDuration(maxAge) };
 }
 
-export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|json] [--output FILE]
-                             [--fallback [--fallback-max-age 24h]] [--server URL] [--token-file FILE]`;
+export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|shell|docker|json|yaml] [--output FILE]
+                             [--allow-env KEY]... [--fallback [--fallback-max-age 24h]] [--server URL] [--token-file FILE]
+
+Formats (README, "Export as .env" and "Other export formats"):
+  dotenv  KEY=value lines for the dotenv package and other .env readers (the default)
+  shell   export KEY='value' lines to source in sh, dash, bash or zsh
+  docker  KEY=value lines for docker run --env-file and Compose's env_file; refused,
+          naming the keys, when a value cannot be written in that format
+  json    one JSON object of key to value
+  yaml    a YAML mapping of key to value, every value a quoted string
+shell and docker leave out secrets not named like application settings, as run does;
+--allow-env KEY (repeatable) or SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2 writes them anyway.`;
+
+const CLI_FORMATS = ["dotenv", "shell", "docker", "json", "yaml"] as const;
+type CliFormat = (typeof CLI_FORMATS)[number];
+
+function isCliFormat(format: string): format is CliFormat {
+  return (CLI_FORMATS as readonly string[]).includes(format);
+}
+
+function names(keys: string[]): string {
+  return keys.map(printable).join(", ");
+}
 
 export async function exportSecrets(args: string[]): Promise<number> {
   const { values, positionals } = parseFlags(
     args,
-    { ...CONNECTION_OPTIONS, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, format: { type: "string", default: "dotenv" }, output: { type: "string", short: "o" } },
+    {
+      ...CONNECTION_OPTIONS,
+      ...TARGET_OPTIONS,
+      ...FALLBACK_OPTIONS,
+      format: { type: "string", default: "dotenv" },
+      output: { type: "string", short: "o" },
+      "allow-env": { type: "string", multiple: true },
+    },
     EXPORT_USAGE,
   );
   if (positionals.length > 0) throw new CliError(EXPORT_USAGE, EXIT.usage);
-  if (values.format !== "dotenv" && values.format !== "json") throw new CliError(`--format is dotenv or json.\n\n${EXPORT_USAGE}`, EXIT.usage);
+  const format = values.format;
+  if (!isCliFormat(format)) throw new CliError(`--format is one of ${CLI_FORMATS.join(", ")}.\n\n${EXPORT_USAGE}`, EXIT.usage);
+  const allowFlags = values["allow-env"] ?? [];
+  if (allowFlags.length > 0 && format !== "shell" && format !== "docker") {
+    throw new CliError(`--allow-env applies to --format shell and docker, which set environment variables.\n\n${EXPORT_USAGE}`, EXIT.usage);
+  }
+  // The person running the command owns this machine: only they may let a name through.
+  const allow = new Set([...allowFlags, ...parseNameList(process.env.SECRETS_SERVER_ALLOW_ENV)]);
   const target = resolveTarget(values);
   const list = await fetchAll(target, fallbackSettings(values));
   let text: string;
-  if (values.format === "json") {
+  if (format === "json") {
     text = formatJson(list);
   } else {
-    // The server's own .env writer: dotenv reads every value back exactly, and a shell that
-    // sources the file never runs or expands a value, nor sets a name `run` would leave out.
-    const formatted = formatDotenv(list);
-    if (formatted.omitted.length > 0) {
-      process.stderr.write(`Warning: dotenv cannot hold these values: ${formatted.omitted.map(printable).join(", ")}. Use --format json.\n`);
+    // The server's own writers, so a file is the same whether the CLI or the web UI wrote it.
+    let file;
+    try {
+      file = exportFile(format, list, target.environment ?? "", allow);
+    } catch (error) {
+      if (error instanceof DockerEnvRefusal) {
+        throw new CliError(`${dockerRefusalMessage(error, { json: "--format json", shell: "--format shell" })} Nothing was written.`, EXIT.failed);
+      }
+      throw error;
     }
-    const dotenvOnly = list.map((s) => s.key).filter((key) => !isAppSettingName(key) && !formatted.omitted.includes(key));
-    if (dotenvOnly.length > 0) {
+    const unwritable = file.leftOut.filter((key) => !file.unsafeNames.includes(key));
+    if (unwritable.length > 0) {
+      process.stderr.write(`Warning: the ${format} format cannot hold these values: ${names(unwritable)}. Use --format json.\n`);
+    }
+    if (file.unsafeNames.length > 0) {
       process.stderr.write(
-        `Warning: a shell that sources this file does not set ${dotenvOnly.map(printable).join(", ")}: not named like application settings, ` +
-          `and variables like these choose which code runs (see secrets-server run --help). dotenv still reads them.\n`,
+        `Warning: left out ${names(file.unsafeNames)}: not named like application settings, and variables like these choose which code runs ` +
+          `(see secrets-server run --help). If you trust ${file.unsafeNames.length === 1 ? "it" : "them"}, add ` +
+          `${file.unsafeNames.map((key) => `--allow-env ${printable(key)}`).join(" ")}.\n`,
       );
     }
-    text = formatted.text;
+    if (format === "dotenv") {
+      // dotenv reads every line; a shell that sources the file skips the dotenv-only block.
+      const dotenvOnly = list.map((s) => s.key).filter((key) => !isAppSettingName(key) && !file.leftOut.includes(key));
+      if (dotenvOnly.length > 0) {
+        process.stderr.write(
+          `Warning: a shell that sources this file does not set ${names(dotenvOnly)}: not named like application settings, ` +
+            `and variables like these choose which code runs (see secrets-server run --help). dotenv still reads them.\n`,
+        );
+      }
+    }
+    text = file.text;
   }
   if (values.output) {
     // Secrets on disk: readable by the owner only, written in one step.

@@ -5,7 +5,7 @@ import type { Auth } from "../core/auth.ts";
 import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError, parse } from "../core/errors.ts";
 import { fitsUnits } from "../core/text.ts";
-import { formatDotenv } from "./dotenv.ts";
+import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
 
 export const MAX_IMPORT_ENTRIES = 500;
@@ -45,7 +45,8 @@ const ImportBody = z.strictObject({
     // A key twice in one request is ambiguous: which value wins? Refuse it whole.
     .refine((entries) => new Set(entries.map((e) => e.key)).size === entries.length),
 });
-const ExportQuery = z.strictObject({ format: z.enum(["json", "dotenv"]).optional() });
+const ExportQuery = z.strictObject({ format: z.enum(EXPORT_FORMATS).optional() });
+const UNKNOWN_EXPORT_FORMAT = "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON.";
 
 interface Params {
   projectId: string;
@@ -155,13 +156,25 @@ export function registerSecretRoutes(
     { preHandler: [auth.browserOrCli, read], config: { rateLimit: { max: 30, timeWindow: 60_000 } } },
     async (req, reply) => {
       const { projectId, env } = params(req);
-      const { format = "json" } = parse(ExportQuery, req.query, "Unknown export format: use format=dotenv, or leave it out for JSON.");
+      const { format = "json" } = parse(ExportQuery, req.query, UNKNOWN_EXPORT_FORMAT);
       const values = await secrets.export(auth.principal(req), projectId, env, format);
       if (format === "json") return { secrets: values };
-      return reply
-        .type("text/plain; charset=utf-8")
-        .header("content-disposition", `attachment; filename=".env.${env}"`)
-        .send(formatDotenv(values).text);
+      let file;
+      try {
+        file = exportFile(format, values, env);
+      } catch (error) {
+        // Audited like any export: the values were read, though none leave.
+        if (error instanceof DockerEnvRefusal) throw new HttpError(400, dockerRefusalMessage(error, { json: "format=json", shell: "format=shell" }));
+        throw error;
+      }
+      return (
+        reply
+          .type(file.contentType)
+          .header("content-disposition", `attachment; filename="${file.filename}"`)
+          // How many secrets the file leaves out (a comment in it says why, at each one's place).
+          .header("x-secrets-left-out", String(file.leftOut.length))
+          .send(file.text)
+      );
     },
   );
 

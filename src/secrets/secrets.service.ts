@@ -7,6 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
+import type { ExportFormat } from "./export-formats.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 export const SECRET_NOT_FOUND = "Secret not found.";
@@ -392,7 +393,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
      * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
      * only once the `secrets.exported` event is on disk, like a reveal.
      */
-    async export(caller: Principal, projectId: string, environment: string, format: "json" | "dotenv"): Promise<{ key: string; value: string }[]> {
+    async export(caller: Principal, projectId: string, environment: string, format: ExportFormat): Promise<{ key: string; value: string }[]> {
       const { at, values } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
