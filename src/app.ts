@@ -4,6 +4,7 @@ import rateLimit from "@fastify/rate-limit";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
 import pino, { type Logger } from "pino";
+import pinoPretty from "pino-pretty";
 import { createAuditRepo } from "./audit/audit.repo.ts";
 import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
@@ -103,7 +104,39 @@ export const LOG_REDACTIONS = [
   "*.deployHookUrl",
 ];
 
-export function createLogger(config: Pick<Config, "logLevel">, stream?: Writable): Logger {
+/**
+ * Readable lines for a person watching a development server in a terminal; JSON lines, one
+ * object each, for log collectors everywhere else (production, a pipe, journald, a file).
+ */
+export function chooseLogFormat(config: Pick<Config, "isProduction">, isTTY: boolean): "pretty" | "json" {
+  return !config.isProduction && isTTY ? "pretty" : "json";
+}
+
+/**
+ * pino-pretty as a synchronous stream in this process, not as pino's transport: a transport
+ * runs in a worker thread loaded from a file, which the single executable does not have.
+ * It formats what pino has already redacted.
+ */
+function prettyStream(): Writable {
+  return pinoPretty({
+    sync: true,
+    colorize: true,
+    translateTime: "SYS:HH:MM:ss.l",
+    ignore: "pid,hostname,req,res,responseTime",
+    // A request on one line: "request completed GET /api/projects 200 3ms".
+    messageFormat: (log, messageKey) => {
+      const req = log.req as { method?: string; url?: string } | undefined;
+      const res = log.res as { statusCode?: number } | undefined;
+      const message = String(log[messageKey] ?? "");
+      if (!req) return message;
+      const time = typeof log.responseTime === "number" ? ` ${Math.round(log.responseTime)}ms` : "";
+      return `${message} ${req.method} ${req.url}${res?.statusCode ? ` ${res.statusCode}` : ""}${time}`;
+    },
+  });
+}
+
+export function createLogger(config: Pick<Config, "logLevel" | "isProduction">, stream?: Writable): Logger {
+  const destination = stream ?? (chooseLogFormat(config, Boolean(process.stdout.isTTY)) === "pretty" ? prettyStream() : process.stdout);
   return pino(
     {
       level: config.logLevel,
@@ -113,7 +146,7 @@ export function createLogger(config: Pick<Config, "logLevel">, stream?: Writable
         req: (req: FastifyRequest) => ({ method: req.method, url: req.url.split("?")[0], remoteAddress: req.ip }),
       },
     },
-    stream ?? process.stdout,
+    destination,
   );
 }
 

@@ -8,7 +8,7 @@ export const VERSION = "0.1.0";
 const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one executable.
 
 Server commands:
-  serve            Start the server (the default when no command is given)
+  serve            Start the server
   migrate          Apply database migrations and exit
   backup FILE      Write a consistent copy of the database to FILE (while the server runs)
   audit verify     Check the audit log's keyed hash chain (needs the master keys); exit code 1 at a broken link
@@ -31,7 +31,7 @@ type Command = (args: string[]) => Promise<number>;
  * voided the pending setup link.
  */
 const SERVER_USAGE: Record<string, string> = {
-  serve: "Usage: secrets-server serve\n\nStarts the server (also the default with no command), configured by environment variables (see the README).\n",
+  serve: "Usage: secrets-server serve\n\nStarts the server, configured by environment variables (see the README).\n",
   migrate: "Usage: secrets-server migrate\n\nApplies the database migrations in DATA_DIR and exits (serve also does this at start).\n",
   backup: "Usage: secrets-server backup FILE\n\nWrites a consistent copy of the database in DATA_DIR to FILE, a new file; the server may keep running.\n",
   "setup-link": "Usage: secrets-server setup-link\n\nPrints a one-time link to create the first account (AUTH_PROVIDER=local) and voids the previous one.\n",
@@ -154,7 +154,13 @@ function listenError(error: unknown, host: string, port: number): unknown {
 }
 
 async function main(argv: string[]): Promise<void> {
-  const [name = "serve", ...args] = argv;
+  const [name, ...args] = argv;
+  if (name === undefined) {
+    // Someone who installed the executable for the CLI must not get a server writing ./data
+    // where they stand: `serve` is always named.
+    process.stderr.write(HELP);
+    process.exit(2);
+  }
   const command = commands[name === "--help" || name === "-h" ? "help" : name === "--version" ? "version" : name];
   if (!command) {
     process.stderr.write(`Unknown command "${name}". Run "secrets-server help" for the list.\n`);

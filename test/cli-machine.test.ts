@@ -276,7 +276,7 @@ test("run --fallback with a token: a copy keyed by the token, used when the serv
   const offline = await cli(home, ["run", "--fallback", ...print], env);
   assert.equal(offline.code, 0, offline.stderr);
   assert.equal(offline.stdout, "postgres://prod-db/app-4711");
-  assert.match(offline.stderr, /^Warning: Could not reach .*\nUsing the fallback copy saved \d+s ago\.\n$/);
+  assert.match(offline.stderr, /^Warning: Could not reach .*\nUsing the fallback copy of api \/ production saved \d+s ago\.\n$/);
   // Another token of the same account finds no copy: only the holder of the token can.
   const otherToken = await cli(home, ["run", "--fallback", ...print], { ...env, SECRETS_SERVER_TOKEN: other.token });
   assert.equal(otherToken.code, 5);

@@ -1,13 +1,15 @@
 import assert from "node:assert/strict";
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
+import { chooseLogFormat } from "../src/app.ts";
+import { freePort, makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {
   try {
@@ -325,6 +327,48 @@ test("--help on a server command prints its usage and does nothing else", async 
   const extra = await runMain(["serve", "now"], env, { cwd });
   assert.equal(extra.code, 2);
   assert.match(extra.stderr, /^Usage: secrets-server serve/);
+});
+
+test("with no command the executable prints its help and exits 2, and starts nothing", async (t) => {
+  const cwd = makeTempDir();
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const result = await runMain([], {}, { cwd });
+  assert.equal(result.code, 2);
+  assert.equal(result.stdout, "");
+  assert.match(result.stderr, /^secrets-server \d+\.\d+\.\d+: /);
+  assert.match(result.stderr, /^  serve +Start the server$/m);
+  assert.deepEqual(fs.readdirSync(cwd), [], "no ./data");
+});
+
+test("logs: readable lines only in development on a terminal, JSON lines otherwise", async (t) => {
+  const cases: [boolean, boolean, "pretty" | "json"][] = [
+    [false, true, "pretty"],
+    [false, false, "json"],
+    [true, true, "json"],
+    [true, false, "json"],
+  ];
+  for (const [isProduction, isTTY, expected] of cases) {
+    assert.equal(chooseLogFormat({ isProduction }, isTTY), expected, `production ${isProduction}, terminal ${isTTY}`);
+  }
+
+  // A development server whose output is a pipe: every line is a JSON object.
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+    env: { PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(await freePort()), MASTER_KEY: randomMasterKey() },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const closed = new Promise((resolve) => child.on("close", resolve));
+  const deadline = Date.now() + 30_000;
+  while (!output.includes("secrets-server is ready") && child.exitCode === null && Date.now() < deadline) await sleep(50);
+  child.kill("SIGTERM");
+  await closed;
+  const lines = output.trim().split("\n");
+  assert.ok(lines.some((line) => line.includes("secrets-server is ready")), output);
+  for (const line of lines) assert.equal(typeof JSON.parse(line).msg, "string", line);
 });
 
 test("a database file the server's user may read but not write stops the start with one line", async (t) => {

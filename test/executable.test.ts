@@ -74,6 +74,12 @@ test(
       assert.match(help.stdout, new RegExp(`^  ${command} `, "m"), `help lists ${command}`);
     }
 
+    // Installed for the CLI, the bare executable must not become a server writing ./data here.
+    const bare = await run(executable, [], options);
+    assert.equal(bare.code, 2);
+    assert.match(bare.stderr, /^  serve +Start the server$/m);
+    assert.deepEqual(fs.readdirSync(workDir), ["bin"], "nothing written by the bare executable");
+
     const unknown = await run(executable, ["no-such-command"], options);
     assert.equal(unknown.code, 2);
     assert.match(unknown.stderr, /Unknown command "no-such-command"/);
@@ -87,10 +93,10 @@ test(
     const appUrl = `http://localhost:${port}`;
     const url = `http://127.0.0.1:${port}`;
 
-    /** Starts `secrets-server` with no command (serve is the default) and waits for /healthz. */
+    /** Starts `secrets-server serve` and waits for /healthz. */
     async function start(): Promise<{ child: ChildProcess; output: () => string; stop(): Promise<number | null> }> {
       // No MASTER_KEY: in development the server generates ./data/master.key once and reuses it.
-      const child = spawn(executable, [], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+      const child = spawn(executable, ["serve"], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
       children.add(child);
       let output = "";
       child.stdout!.on("data", (d) => (output += d));

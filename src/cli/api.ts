@@ -1,4 +1,5 @@
-import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { printable } from "../core/text.ts";
+import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
@@ -13,16 +14,21 @@ export interface ApiResponse<T = any> {
   headers: Headers;
 }
 
-/** `https://host/` and `https://host` are the same server; anything but http(s) is refused. */
+/**
+ * `https://host/` and `https://host` are the same server; anything but http(s) is refused.
+ * A bare `host` or `host:port` gets https, or http on a loopback address (a local server has
+ * no certificate, and nothing crosses the network).
+ */
 export function normalizeServerUrl(input: string): string {
+  const given = input.trim();
   let url: URL;
   try {
-    url = new URL(input.trim());
+    url = new URL(given.includes("://") ? given : withScheme(given));
   } catch {
-    throw new CliError(`"${input}" is not a URL. Use the server's address, for example https://secrets.example.com.`, EXIT.usage);
+    throw new CliError(`"${printable(input)}" is not a URL. Use the server's address, for example https://secrets.example.com.`, EXIT.usage);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
-    throw new CliError(`The server URL must start with http:// or https:// (got "${input}").`, EXIT.usage);
+    throw new CliError(`The server URL must start with http:// or https:// (got "${printable(input)}").`, EXIT.usage);
   }
   // Tokens and values would cross the network in clear text; the server demands https for
   // APP_URL in production by the same rule.
@@ -36,8 +42,20 @@ export function normalizeServerUrl(input: string): string {
   return url.origin + url.pathname.replace(/\/+$/, "");
 }
 
-function loginHint(server: string): string {
-  return server === DEFAULT_SERVER ? "secrets-server login" : `secrets-server login --server ${server}`;
+function withScheme(hostAndPort: string): string {
+  const url = new URL(`http://${hostAndPort}`);
+  return `${isLoopback(url.hostname) ? "http" : "https"}://${hostAndPort}`;
+}
+
+/** `login` alone when it would go to `server` (see resolveServer's order), else with --server. */
+export function loginHint(server: string): string {
+  let plain: string | undefined;
+  try {
+    plain = process.env.SECRETS_SERVER_URL ? normalizeServerUrl(process.env.SECRETS_SERVER_URL) : (readCredentials().defaultServer ?? DEFAULT_SERVER);
+  } catch {
+    plain = undefined;
+  }
+  return server === plain ? "secrets-server login" : `secrets-server login --server ${server}`;
 }
 
 export function sessionEndedError(server: string): CliError {
@@ -46,7 +64,8 @@ export function sessionEndedError(server: string): CliError {
 
 /** Turns an error answer into the CLI's message and exit code; the server's own sentence is kept. */
 export function errorFor(res: ApiResponse, server: string): CliError {
-  const message = typeof res.body?.error === "string" ? res.body.error : `The server answered ${res.status}.`;
+  // The server's sentence is shown, never obeyed: no control character reaches the terminal.
+  const message = typeof res.body?.error === "string" ? printable(res.body.error) : `The server answered ${res.status}.`;
   if (res.status === 401) return sessionEndedError(server);
   if (res.status === 403 || res.status === 404) return new CliError(message, EXIT.denied);
   // Only a server that is not there (a proxy's 502/503/504) or cannot serve (our own 503: disk
@@ -73,7 +92,7 @@ async function send(server: string, method: string, path: string, body: unknown,
     text = await res.text();
   } catch (error) {
     const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    const reason = cause?.code ?? cause?.message ?? (error as Error).message;
+    const reason = printable(cause?.code ?? cause?.message ?? (error as Error).message);
     throw new UnreachableError(`Could not reach ${server} (${reason}). Check the URL and your network.`);
   }
   if (res.status === 502 || res.status === 503 || res.status === 504) {
@@ -94,7 +113,7 @@ async function send(server: string, method: string, path: string, body: unknown,
 function serverSentence(text: string): string | undefined {
   try {
     const error = (JSON.parse(text) as { error?: unknown }).error;
-    return typeof error === "string" && error.length > 0 ? error.slice(0, 300) : undefined;
+    return typeof error === "string" && error.length > 0 ? printable(error.slice(0, 300)) : undefined;
   } catch {
     return undefined;
   }
@@ -122,7 +141,7 @@ export async function refreshCredentials(server: string, stale: string | undefin
     if (current.accessToken !== stale && !isExpired(current)) return current;
     const res = await post(server, "/api/cli/auth/refresh", { refreshToken: current.refreshToken });
     if (res.status === 401) {
-      delete data.servers[server];
+      forgetServer(data, server);
       writeCredentials(data);
       throw sessionEndedError(server);
     }

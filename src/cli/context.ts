@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
+import { printable } from "../core/text.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { machineAuth, TOKEN_FILE_OPTION, type MachineAuth } from "./machine.ts";
@@ -30,7 +31,7 @@ export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(ar
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new CliError(`${(error as Error).message}\n\n${usage}`, EXIT.usage);
+    throw new CliError(`${printable((error as Error).message)}\n\n${usage}`, EXIT.usage);
   }
 }
 
@@ -62,8 +63,10 @@ export function findLink(from = process.cwd()): FoundLink | undefined {
 /**
  * --server, then SECRETS_SERVER_URL, then the link file, then the last login, then localhost.
  * `known` is the link file the caller has looked for already (undefined: none, or none to use).
+ * `toForget`: the caller (logout) sends nothing to a server it holds no tokens for, so any
+ * link file's server will do.
  */
-export function resolveServer(flag: string | undefined, known?: { link: FoundLink | undefined }): string {
+export function resolveServer(flag: string | undefined, known?: { link: FoundLink | undefined }, toForget = false): string {
   if (flag) return normalizeServerUrl(flag);
   if (process.env.SECRETS_SERVER_URL) return normalizeServerUrl(process.env.SECRETS_SERVER_URL);
   // A link file can arrive with a cloned repository. It may only choose among servers this
@@ -71,7 +74,7 @@ export function resolveServer(flag: string | undefined, known?: { link: FoundLin
   const found = known ? known.link : findLink();
   if (found?.link.server) {
     const server = normalizeServerUrl(found.link.server);
-    if (!readCredentials().servers[server]) {
+    if (!toForget && !hasSignedInTo(server)) {
       throw new CliError(
         `${found.file} names the server ${server}, where this machine is not signed in. ` +
           `If you trust that server, sign in to it first: secrets-server login --server ${server}`,
@@ -81,6 +84,16 @@ export function resolveServer(flag: string | undefined, known?: { link: FoundLin
     return server;
   }
   return readCredentials().defaultServer ?? DEFAULT_SERVER;
+}
+
+/**
+ * Whether this machine has signed in to `server`, now or before a logout. After a logout the
+ * link file's server is still the one the person chose: commands there say "not signed in",
+ * not the warning about a server named by someone else.
+ */
+function hasSignedInTo(server: string): boolean {
+  const data = readCredentials();
+  return Boolean(data.servers[server]) || (data.knownServers ?? []).includes(server);
 }
 
 export interface Connection {
@@ -129,7 +142,7 @@ function linkIsFor(link: LinkFile, server: string): boolean {
 export function normalizeEnvironment(input: string): string {
   const name = ENVIRONMENT_ALIASES[input.toLowerCase()] ?? input.toLowerCase();
   if (!(ENVIRONMENTS as readonly string[]).includes(name)) {
-    throw new CliError(`Unknown environment "${input}". Use development, staging or production.`, EXIT.usage);
+    throw new CliError(`Unknown environment "${printable(input)}". Use development, staging or production.`, EXIT.usage);
   }
   return name;
 }
@@ -141,6 +154,8 @@ export interface Target extends Connection {
   environment?: string;
   /** Where project and environment came from, for messages. */
   from: { project?: string; environment?: string };
+  /** The project's name as the link file recorded it, when the project came from there: messages name it while the server is down. */
+  linkedName?: string;
 }
 
 /**
@@ -167,7 +182,7 @@ export function resolveTarget(values: { server?: string; "token-file"?: string; 
       );
     }
     const connection = connectWith(undefined, values.server, { link: found });
-    return { ...connection, project, environment: normalizeEnvironment(environment), from };
+    return { ...connection, project, environment: normalizeEnvironment(environment), from, linkedName: linkedName(found, project) };
   }
   const connection = connectWith(machine, values.server);
   // A link file of another server names a project there; only one for this server applies.
@@ -175,37 +190,45 @@ export function resolveTarget(values: { server?: string; "token-file"?: string; 
     if (project === undefined) [project, from.project] = [found.link.projectId, found.file];
     if (environment === undefined) [environment, from.environment] = [found.link.environment, found.file];
   }
-  return { ...connection, project, environment: environment === undefined ? undefined : normalizeEnvironment(environment), from };
+  const environmentName = environment === undefined ? undefined : normalizeEnvironment(environment);
+  return { ...connection, project, environment: environmentName, from, linkedName: linkedName(found, project) };
 }
 
-/** The project id and environment a command works in; with a machine credential, checked against the account first. */
-export async function locate(target: Target): Promise<{ projectId: string; environment: string }> {
+function linkedName(found: FoundLink | undefined, project: string | undefined): string | undefined {
+  return found && project === found.link.projectId && typeof found.link.projectName === "string" ? found.link.projectName : undefined;
+}
+
+/**
+ * The project id and environment a command works in; with a machine credential, checked against the account first.
+ * The project's name when it was learnt on the way (a name looked up, the service account's project).
+ */
+export async function locate(target: Target): Promise<{ projectId: string; projectName?: string; environment: string }> {
   if (!target.machine) {
-    const { id } = await resolveProject(target.api, target.project!);
-    return { projectId: id, environment: target.environment! };
+    const { id, name } = await resolveProject(target.api, target.project!);
+    return { projectId: id, projectName: name, environment: target.environment! };
   }
   const { serviceAccount: account } = await target.machine.me((method, path) => target.api.request(method, path), target.server);
   const project = target.project;
   if (project !== undefined && project !== account.projectId && project.toLowerCase() !== account.projectName.toLowerCase()) {
     throw new CliError(
-      `The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`,
+      printable(`The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`),
       EXIT.denied,
     );
   }
   const choices = account.environments.join(", ");
   if (target.environment === undefined) {
     if (account.environments.length !== 1) {
-      throw new CliError(`The service account ${account.name} may use ${choices}: name one with --env (or SECRETS_SERVER_ENV).`, EXIT.usage);
+      throw new CliError(printable(`The service account ${account.name} may use ${choices}: name one with --env (or SECRETS_SERVER_ENV).`), EXIT.usage);
     }
-    return { projectId: account.projectId, environment: account.environments[0]! };
+    return { projectId: account.projectId, projectName: account.projectName, environment: account.environments[0]! };
   }
   if (!account.environments.includes(target.environment)) {
     throw new CliError(
-      `The service account ${account.name} may use ${choices}, not ${target.environment} (from ${target.from.environment}).`,
+      printable(`The service account ${account.name} may use ${choices}, not ${target.environment} (from ${target.from.environment}).`),
       EXIT.denied,
     );
   }
-  return { projectId: account.projectId, environment: target.environment };
+  return { projectId: account.projectId, projectName: account.projectName, environment: target.environment };
 }
 
 export interface ProjectSummary {
@@ -220,7 +243,7 @@ export async function resolveProject(api: Api, project: string): Promise<{ id: s
   if (UUID.test(project)) return { id: project };
   const { projects } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   const found = projects.find((p) => p.id === project) ?? projects.find((p) => p.name.toLowerCase() === project.toLowerCase());
-  if (!found) throw new CliError(`Project "${project}" not found among your projects.`, EXIT.denied);
+  if (!found) throw new CliError(`Project "${printable(project)}" not found among your projects.`, EXIT.denied);
   return { id: found.id, name: found.name };
 }
 

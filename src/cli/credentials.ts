@@ -21,6 +21,11 @@ export interface CredentialsFile {
   /** Base64 AES-256 key of the encrypted fallback copies (run/export --fallback). */
   fallbackKey?: string;
   servers: Record<string, ServerCredentials>;
+  /**
+   * Servers this machine has signed in to and since signed out of: a link file may still pick
+   * them (the trust rule of resolveServer is about servers never chosen here).
+   */
+  knownServers?: string[];
 }
 
 const LOCK_WAIT_MS = 30_000;
@@ -128,6 +133,12 @@ function removeLockHolding(lock: string, content: string): void {
   } catch {
     // Already gone.
   }
+}
+
+/** Drops a server's tokens (logout, an ended session) and remembers that this machine chose it once. */
+export function forgetServer(data: CredentialsFile, server: string): void {
+  delete data.servers[server];
+  data.knownServers = [...new Set([...(data.knownServers ?? []), server])];
 }
 
 /** The fallback key, created on first use (call inside the lock). */

@@ -5,6 +5,7 @@ import { configDir, ensureFallbackKey, readCredentials, withCredentialsLock, wri
 import { writeFileAtomically } from "./files.ts";
 import { CliError, EXIT } from "./errors.ts";
 import type { SecretPair } from "./dotenv.ts";
+import { printable } from "../core/text.ts";
 
 // The last secrets fetched for one server, project and environment, kept for `--fallback`
 // so deployments keep working while the server is down. AES-256-GCM under a random key
@@ -22,10 +23,18 @@ export interface FallbackPlace {
   environment: string;
   /** The service token the copy is keyed by; undefined for login's random key. */
   serviceToken?: string;
+  /** The project's name when known (a link file's, the server's): messages name the project by it rather than by an id. */
+  projectName?: string;
+  /** The environment as the server resolved it, kept in the copy for messages. */
+  resolvedEnvironment?: string;
 }
 
 interface FallbackContent {
   savedAt: string;
+  /** Not in copies saved by earlier versions. */
+  projectName?: string;
+  /** The environment the server resolved (a service account's one, when none was named). */
+  environment?: string;
   secrets: SecretPair[];
 }
 
@@ -39,8 +48,10 @@ function fromToken(token: string, purpose: string, length: number): Buffer {
   return Buffer.from(crypto.hkdfSync("sha256", token, "secrets-server fallback v1", purpose, length));
 }
 
-function describe(place: FallbackPlace): string {
-  return `${place.project || "the service account's project"} / ${place.environment || "its environment"} from ${place.server}`;
+/** "api / production from https://…": a name, never an id, when one is known. */
+export function describePlace(place: FallbackPlace, withServer = true): string {
+  const what = `${place.projectName || place.project || "the service account's project"} / ${place.environment || "its environment"}`;
+  return printable(withServer ? `${what} from ${place.server}` : what);
 }
 
 export function fallbackDir(): string {
@@ -73,7 +84,7 @@ function writeIndex(index: Record<string, string[]>): void {
 
 export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]): Promise<void> {
   const key = place.serviceToken ? tokenKey(place.serviceToken) : await personKey(place);
-  const content: FallbackContent = { savedAt: new Date().toISOString(), secrets };
+  const content: FallbackContent = { savedAt: new Date().toISOString(), projectName: place.projectName, environment: place.resolvedEnvironment, secrets };
   const nonce = crypto.randomBytes(12);
   const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(Buffer.from(aad(place), "utf8"));
@@ -103,11 +114,14 @@ async function personKey(place: FallbackPlace): Promise<Buffer> {
 }
 
 /** The saved copy, or a CliError saying why there is none to use. */
-export function loadFallback(place: FallbackPlace, maxAgeMs: number | undefined): { secrets: SecretPair[]; ageMs: number } {
+export function loadFallback(
+  place: FallbackPlace,
+  maxAgeMs: number | undefined,
+): { secrets: SecretPair[]; ageMs: number; projectName?: string; environment?: string } {
   const file = fallbackFile(place);
   const key = place.serviceToken ? tokenKey(place.serviceToken) : readCredentials().fallbackKey;
   if (!fs.existsSync(file) || !key) {
-    throw new CliError(`No fallback copy of ${describe(place)} exists yet.`, EXIT.unreachable);
+    throw new CliError(`No fallback copy of ${describePlace(place)} exists yet.`, EXIT.unreachable);
   }
   let content: FallbackContent;
   try {
@@ -127,7 +141,8 @@ export function loadFallback(place: FallbackPlace, maxAgeMs: number | undefined)
       EXIT.unreachable,
     );
   }
-  return { secrets: content.secrets, ageMs };
+  const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+  return { secrets: content.secrets, ageMs, projectName: text(content.projectName), environment: text(content.environment) };
 }
 
 /** Removes the copies of one server (logout). */

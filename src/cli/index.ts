@@ -31,7 +31,12 @@ written (except the copy --fallback keeps). The first of these that is set is us
 
 type Command = (args: string[]) => Promise<number>;
 
-/** One line on stderr and an exit code for every expected failure; never a token, never a stack. */
+/**
+ * The message on stderr and an exit code for every expected failure; never a token, never a
+ * stack. A CliError's message is our own text, printed as it is (usages span lines): whoever
+ * puts text from a server, a link file or the command line into one makes that part
+ * printable() there.
+ */
 function guarded(command: Command, usage: string): Command {
   return async (args) => {
     const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
@@ -43,7 +48,7 @@ function guarded(command: Command, usage: string): Command {
       return await command(args);
     } catch (error) {
       if (error instanceof CliError) {
-        process.stderr.write(`secrets-server: ${printable(error.message)}\n`);
+        process.stderr.write(`secrets-server: ${error.message}\n`);
         return error.exitCode;
       }
       process.stderr.write(`secrets-server: unexpected error: ${printable((error as Error)?.message ?? String(error))}\n`);

@@ -3,7 +3,7 @@ import os from "node:os";
 import { printable } from "../core/text.ts";
 import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
 import { connect, CONNECTION_OPTIONS, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
-import { readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { removeFallbacks } from "./fallback.ts";
 
@@ -170,7 +170,7 @@ Ends this machine's CLI session on the server and deletes its credentials and fa
 
 export async function logout(args: string[]): Promise<number> {
   const { values } = parseFlags(args, { ...SERVER_OPTION, ...JSON_OPTION }, LOGOUT_USAGE);
-  const server = resolveServer(values.server);
+  const server = resolveServer(values.server, undefined, true);
   const stored = readCredentials().servers[server];
   let warning: string | undefined;
   if (stored) {
@@ -185,8 +185,8 @@ export async function logout(args: string[]): Promise<number> {
     }
     await withCredentialsLock(async () => {
       const data = readCredentials();
-      delete data.servers[server];
-      if (data.defaultServer === server) delete data.defaultServer;
+      // defaultServer stays: a later `login` goes back to the same server.
+      forgetServer(data, server);
       writeCredentials(data);
       removeFallbacks(server);
     });

@@ -5,6 +5,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { isLoopback, post, type ApiResponse, type BearerSource } from "./api.ts";
+import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
@@ -212,7 +213,7 @@ async function exchange(server: string, serviceAccountId: string, identity: Iden
   }
   const accessToken = (res.body as { accessToken?: unknown } | undefined)?.accessToken;
   if (res.status !== 200 || typeof accessToken !== "string" || !SERVICE_TOKEN.test(accessToken)) {
-    const message = typeof res.body?.error === "string" ? res.body.error : `HTTP ${res.status}`;
+    const message = typeof res.body?.error === "string" ? printable(res.body.error) : `HTTP ${res.status}`;
     throw new CliError(`The identity exchange at ${server} failed: ${message}`, res.status >= 500 ? EXIT.unreachable : EXIT.failed);
   }
   return accessToken;

@@ -23,7 +23,7 @@ import { DockerEnvRefusal, dockerRefusalMessage, exportFile } from "../secrets/e
 import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
-import { formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
+import { describePlace, formatAge, loadFallback, parseDuration, saveFallback, type FallbackPlace } from "./fallback.ts";
 
 interface SecretMeta {
   id: string;
@@ -67,6 +67,65 @@ Every form also takes --server URL and --token-file FILE (see "secrets-server he
 A value given on the command line is visible to other local users in the process list;
 prefer --from-stdin for real secrets.`;
 
+// The server's rule (secrets.routes.ts), checked here first so a typo costs no request and
+// gets the rule spelled out rather than the API's "invalid key or value".
+const KEY_RULE = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const KEY_MAX = 128;
+const VALUE_MAX = 10_000;
+
+function checkKey(key: string): void {
+  if (!KEY_RULE.test(key) || key.length > KEY_MAX) {
+    throw new CliError(
+      `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${KEY_MAX} characters.`,
+      EXIT.usage,
+    );
+  }
+}
+
+function checkValue(key: string, value: string): void {
+  if (value.length === 0) throw new CliError(`The value of ${key} is empty: a value has 1 to 10,000 characters.`, EXIT.usage);
+  if (value.length > VALUE_MAX) {
+    throw new CliError(`The value of ${key} has ${value.length.toLocaleString("en")} characters: a value has 1 to 10,000.`, EXIT.usage);
+  }
+}
+
+/** Keys the user may have meant: the same but for case, or one or two typos away. */
+export function similarKeys(wanted: string, keys: string[]): string[] {
+  const lower = wanted.toLowerCase();
+  const sameButCase = keys.filter((key) => key.toLowerCase() === lower);
+  if (sameButCase.length > 0) return sameButCase;
+  const limit = Math.min(2, Math.floor(wanted.length / 4));
+  const scored = keys.map((key) => ({ key, distance: editDistance(lower, key.toLowerCase()) })).filter((s) => s.distance <= limit);
+  const best = Math.min(...scored.map((s) => s.distance));
+  return scored.filter((s) => s.distance === best).map((s) => s.key).slice(0, 3);
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/** "3 minutes ago" for the last week, then the local date and time. */
+export function readableTime(at: string, now = Date.now()): string {
+  const date = new Date(at);
+  const seconds = Math.round((now - date.getTime()) / 1000);
+  if (Number.isNaN(seconds)) return at;
+  const ago = (n: number, unit: string) => `${n} ${unit}${n === 1 ? "" : "s"} ago`;
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return ago(Math.floor(seconds / 60), "minute");
+  if (seconds < 86_400) return ago(Math.floor(seconds / 3600), "hour");
+  if (seconds < 7 * 86_400) return ago(Math.floor(seconds / 86_400), "day");
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}`;
+}
+
 async function listSecrets(api: Api, base: string): Promise<SecretMeta[]> {
   const { secrets } = await api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${base}/secrets`);
   return secrets;
@@ -90,23 +149,40 @@ export async function secrets(args: string[]): Promise<number> {
   );
   const [action, key, value, ...rest] = positionals;
   if (!action) throw new CliError(SECRETS_USAGE, EXIT.usage);
+  if (action === "set" && key !== undefined) {
+    checkKey(key);
+    if (value !== undefined) checkValue(key, value);
+  }
   const target = resolveTarget(values);
   const { api } = target;
-  const { projectId, environment } = await locate(target);
+  const { projectId, projectName, environment } = await locate(target);
   const base = environmentPath(projectId, environment);
 
   if (action === "list" && !key) {
     // By key, as `env | sort` would: the API lists the most recently changed first.
     const list = (await listSecrets(api, base)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     if (values.json) process.stdout.write(JSON.stringify(list, null, 2) + "\n");
-    else if (list.length === 0) process.stderr.write(`No secrets in ${environment} yet.\n`);
-    else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), s.updatedAt])]));
+    else if (!process.stdout.isTTY) {
+      // For scripts: one tab-separated line per secret (key, version, ISO 8601 time in UTC), no header.
+      process.stdout.write(list.map((s) => `${printable(s.key)}\t${s.version}\t${printable(s.updatedAt)}\n`).join(""));
+      if (list.length === 0) process.stderr.write(`No secrets in ${environment} yet.\n`);
+    } else {
+      const name = projectName ?? (await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(projectId)}`)).project.name;
+      process.stdout.write(`${printable(name)} / ${environment}\n\n`);
+      if (list.length === 0) process.stdout.write("No secrets yet.\n");
+      else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), readableTime(s.updatedAt)])]));
+    }
     return EXIT.ok;
   }
 
   if (action === "get" && key && value === undefined) {
-    const meta = await findSecret(api, base, key);
-    if (!meta) throw new CliError(`No secret ${key} in ${environment}.`, EXIT.denied);
+    const list = await listSecrets(api, base);
+    const meta = list.find((s) => s.key === key);
+    if (!meta) {
+      const similar = similarKeys(key, list.map((s) => s.key));
+      const hint = similar.length > 0 ? ` Did you mean ${similar.join(" or ")}?` : "";
+      throw new CliError(printable(`No secret ${key} in ${environment}.${hint}`), EXIT.denied);
+    }
     const { secret } = await api.expect<{ secret: { key: string; value: string; version: number; updatedAt: string } }>(
       200,
       "GET",
@@ -122,6 +198,7 @@ export async function secrets(args: string[]): Promise<number> {
     }
     // One trailing newline is what `echo` and editors add; anything else is part of the value.
     const newValue = value ?? (await readStdin()).replace(/\r?\n$/, "");
+    checkValue(key, newValue);
     const existing = await findSecret(api, base, key);
     let saved: SecretMeta;
     if (existing) {
@@ -153,12 +230,16 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
     );
   }
   // As given, not as the server resolves them: the copy must be found while the server is down.
-  const place = { server: target.server, project: target.project ?? "", environment: target.environment ?? "", serviceToken };
+  const place: FallbackPlace = { server: target.server, project: target.project ?? "", environment: target.environment ?? "", serviceToken, projectName: target.linkedName };
   try {
     const at = await locate(target);
+    place.projectName = at.projectName ?? place.projectName;
+    place.resolvedEnvironment = at.environment;
     const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(at.projectId, at.environment)}/export`);
     if (fallback.enabled) {
       try {
+        // Given by id: the copy keeps the name, so a later warning names the project.
+        place.projectName ??= (await target.api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(at.projectId)}`)).project.name;
         await saveFallback(place, secrets);
       } catch (error) {
         process.stderr.write(`Warning: could not save the fallback copy: ${(error as Error).message}\n`);
@@ -168,7 +249,8 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
   } catch (error) {
     if (!fallback.enabled || !(error instanceof UnreachableError)) throw error;
     const copy = loadFallback(place, fallback.maxAgeMs);
-    process.stderr.write(`Warning: ${error.message}\nUsing the fallback copy saved ${formatAge(copy.ageMs)} ago.\n`);
+    const of = describePlace({ ...place, projectName: place.projectName ?? copy.projectName, environment: place.environment || (copy.environment ?? "") }, false);
+    process.stderr.write(`Warning: ${error.message}\nUsing the fallback copy of ${of} saved ${formatAge(copy.ageMs)} ago.\n`);
     return copy.secrets;
   }
 }
@@ -288,7 +370,7 @@ export async function link(args: string[]): Promise<number> {
   // Checks membership and the environment now, so a typo fails here rather than in a deploy.
   const { project } = await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(id)}`);
   if (!project.environments.includes(environment)) {
-    throw new CliError(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`, EXIT.denied);
+    throw new CliError(printable(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`), EXIT.denied);
   }
   const content: LinkFile = { server, projectId: project.id, projectName: project.name, environment };
   const file = path.join(process.cwd(), LINK_FILE);
