@@ -3,6 +3,7 @@
 import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
+import { complete, completion, COMPLETION_USAGE } from "./completion.ts";
 import { run, RUN_USAGE } from "./run.ts";
 import { EXPORT_USAGE, exportSecrets, link, LINK_USAGE, projects, PROJECTS_USAGE, secrets, SECRETS_USAGE } from "./secrets.ts";
 
@@ -18,6 +19,7 @@ export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL 
                    (--watch restarts it when the secrets change)
   link             Remember --project and --env for the current folder (on a terminal, pick them)
   setup            The same as link
+  completion       Print a completion script: completion bash|zsh|fish
   Most commands take --project, --env and --json. "secrets-server <command> --help" shows more.
 
 Machine access (CI jobs, servers): no login, and nothing in the config folder is read or
@@ -65,4 +67,8 @@ export const cliCommands: Record<string, Command> = {
   run: guarded(run, RUN_USAGE),
   link: guarded(link, LINK_USAGE),
   setup: guarded(link, LINK_USAGE),
+  completion: guarded(completion, COMPLETION_USAGE),
+  // Hidden: what the completion scripts call while the user types. Not guarded: it prints
+  // no usage and no error, whatever the words are.
+  __complete: complete,
 };
