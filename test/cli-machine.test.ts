@@ -84,7 +84,7 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
   };
 
   // No --project, no --env: the account's one project and environment.
-  const set = await run(["secrets", "set", "API_KEY", "--from-stdin"], "from-the-bot-3141\n");
+  const set = await run(["secrets", "set", "API_KEY", "--from-stdin", "--yes"], "from-the-bot-3141\n");
   assert.equal(set.code, 0, set.stderr);
   assert.equal(set.stdout, "Created API_KEY in production (version 1).\n");
   const list = await run(["secrets", "list", "--json"]);

@@ -287,13 +287,14 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   await addSecret(alice, project.id, "production", "DATABASE_URL", "postgres://u:p@db/app");
   const target = ["--project", "api", "--env", "prod"];
 
-  const set = await cli(home, ["secrets", "set", "API_KEY", ...target, "--from-stdin"], { input: "s3cr3t-from-stdin\n" });
+  // Production writes without a terminal to confirm on take --yes (see cli-commands.test.ts).
+  const set = await cli(home, ["secrets", "set", "API_KEY", ...target, "--from-stdin", "--yes"], { input: "s3cr3t-from-stdin\n" });
   assert.equal(set.code, 0, set.stderr);
   assert.equal(set.stdout, "Created API_KEY in production (version 1).\n");
-  const update = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target]);
+  const update = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target, "--yes"]);
   assert.equal(update.stdout, "Updated API_KEY in production (version 2).\n");
   assert.ok(!set.stdout.includes("s3cr3t") && !update.stdout.includes("second value"));
-  const same = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target]);
+  const same = await cli(home, ["secrets", "set", "API_KEY", "second value", ...target, "--yes"]);
   assert.equal(same.code, 0, same.stderr);
   assert.equal(same.stdout, "API_KEY in production already has this value (version 2): nothing changed.\n");
 

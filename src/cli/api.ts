@@ -75,8 +75,15 @@ export function errorFor(res: ApiResponse, server: string): CliError {
   return new CliError(message, EXIT.failed);
 }
 
-async function send(server: string, method: string, path: string, body: unknown, token: string | undefined): Promise<ApiResponse> {
-  const headers: Record<string, string> = { accept: "application/json", "user-agent": "secrets-server-cli" };
+async function send(
+  server: string,
+  method: string,
+  path: string,
+  body: unknown,
+  token: string | undefined,
+  extraHeaders: Record<string, string> = {},
+): Promise<ApiResponse> {
+  const headers: Record<string, string> = { accept: "application/json", "user-agent": "secrets-server-cli", ...extraHeaders };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (token) headers.authorization = `Bearer ${token}`;
   let res: Response;
@@ -190,18 +197,18 @@ export class Api {
    * Sends with the access token; on an expired one (by our clock or the server's 401) refreshes once and retries.
    * A token another process refreshed meanwhile answers 401, and refreshCredentials then takes the file's newer pair.
    */
-  async request(method: string, path: string, body?: unknown): Promise<ApiResponse> {
+  async request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiResponse> {
     if (this.machine) {
-      const res = await send(this.server, method, path, body, await this.machine.bearer(this.server));
+      const res = await send(this.server, method, path, body, await this.machine.bearer(this.server), headers);
       if (res.status === 401) throw this.machine.refused(this.server);
       return res;
     }
     let credentials = this.credentials();
     if (isExpired(credentials)) credentials = this.#credentials = await refreshCredentials(this.server, credentials.accessToken);
-    let res = await send(this.server, method, path, body, credentials.accessToken);
+    let res = await send(this.server, method, path, body, credentials.accessToken, headers);
     if (res.status === 401) {
       credentials = this.#credentials = await refreshCredentials(this.server, credentials.accessToken);
-      res = await send(this.server, method, path, body, credentials.accessToken);
+      res = await send(this.server, method, path, body, credentials.accessToken, headers);
       if (res.status === 401) throw sessionEndedError(this.server);
     }
     return res;

@@ -3,6 +3,7 @@
 import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
+import { complete, completion, COMPLETION_USAGE } from "./completion.ts";
 import { run, RUN_USAGE } from "./run.ts";
 import { EXPORT_USAGE, exportSecrets, link, LINK_USAGE, projects, PROJECTS_USAGE, secrets, SECRETS_USAGE } from "./secrets.ts";
 
@@ -11,10 +12,14 @@ export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL 
   logout           End this machine's CLI session and delete its credentials
   whoami           Show who the CLI is signed in as
   projects         List your projects
-  secrets          list | get KEY | set KEY VALUE | set KEY --from-stdin
+  secrets          list | get KEY | set KEY VALUE | set KEY --from-stdin | set KEY=VALUE...
+                   | import FILE | delete KEY | diff ENV_A ENV_B
   export           Print or write the environment's secrets (--format dotenv|json, --output FILE)
   run              Run a command with the secrets in its environment: run -- COMMAND ARGS...
-  link             Remember --project and --env for the current folder
+                   (--watch restarts it when the secrets change)
+  link             Remember --project and --env for the current folder (on a terminal, pick them)
+  setup            The same as link
+  completion       Print a completion script: completion bash|zsh|fish
   Most commands take --project, --env and --json. "secrets-server <command> --help" shows more.
 
 Machine access (CI jobs, servers): no login, and nothing in the config folder is read or
@@ -66,4 +71,9 @@ export const cliCommands: Record<string, Command> = {
   export: guarded(exportSecrets, EXPORT_USAGE),
   run: guarded(run, RUN_USAGE),
   link: guarded(link, LINK_USAGE),
+  setup: guarded(link, LINK_USAGE),
+  completion: guarded(completion, COMPLETION_USAGE),
+  // Hidden: what the completion scripts call while the user types. Not guarded: it prints
+  // no usage and no error, whatever the words are.
+  __complete: complete,
 };

@@ -4,10 +4,12 @@ import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
 import { CONNECTION_OPTIONS, parseFlags, resolveTarget, TARGET_OPTIONS } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
+import type { SecretPair } from "./dotenv.ts";
 import { fallbackSettings, fetchAll, FALLBACK_OPTIONS } from "./secrets.ts";
+import { parseWatchInterval, runWatching } from "./watch.ts";
 
 export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]...
-                          [--server URL] [--token-file FILE] -- COMMAND [ARGS...]
+                          [--watch [--watch-interval 10s]] [--silent] [--server URL] [--token-file FILE] -- COMMAND [ARGS...]
 
 Runs COMMAND with the environment's secrets added to its environment variables (they win
 over variables of the same name). stdin, stdout and stderr are the command's own; signals
@@ -29,7 +31,15 @@ runs, and whoever may create a secret must not choose that on this machine. To s
 anyway, name it with --allow-env KEY (repeatable) or in SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2.
 
 SECRETS_SERVER_TOKEN and SECRETS_SERVER_IDENTITY_TOKEN are removed from COMMAND's
-environment: it gets the secrets, not the credential that reads them all.`;
+environment: it gets the secrets, not the credential that reads them all.
+
+--watch keeps COMMAND running and asks the server every --watch-interval (default and
+minimum 10s) whether the environment's secrets changed; an unchanged environment costs
+the server no decryption and no audit event. When they changed, COMMAND gets SIGTERM
+(SIGKILL 10s later if it is still running) and starts again with the new secrets. When
+COMMAND exits by itself, this command exits with its exit code. If the server cannot be
+reached, COMMAND keeps running with the secrets it has. --silent leaves out the notes
+(restarts, secrets left out); errors are still printed.`;
 
 // Signals a supervisor (systemd, docker, a shell) sends that the command should see.
 const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGWINCH"];
@@ -39,39 +49,58 @@ export async function run(args: string[]): Promise<number> {
   if (separator < 0 || separator === args.length - 1) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const { values, positionals } = parseFlags(
     args.slice(0, separator),
-    { ...CONNECTION_OPTIONS, ...TARGET_OPTIONS, ...FALLBACK_OPTIONS, "allow-env": { type: "string", multiple: true } },
+    {
+      ...CONNECTION_OPTIONS,
+      ...TARGET_OPTIONS,
+      ...FALLBACK_OPTIONS,
+      "allow-env": { type: "string", multiple: true },
+      watch: { type: "boolean", default: false },
+      "watch-interval": { type: "string" },
+      silent: { type: "boolean", default: false },
+    },
     RUN_USAGE,
   );
   if (positionals.length > 0) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const [command, ...commandArgs] = args.slice(separator + 1) as [string, ...string[]];
+  if (!values.watch && values["watch-interval"] !== undefined) throw new CliError(`--watch-interval goes with --watch.\n\n${RUN_USAGE}`, EXIT.usage);
+  if (values.watch && (values.fallback || values["fallback-max-age"])) {
+    throw new CliError(`--watch restarts the command on the server's changes; it does not take --fallback.\n\n${RUN_USAGE}`, EXIT.usage);
+  }
+  const intervalMs = values.watch ? parseWatchInterval(values["watch-interval"]) : 0;
 
   const target = resolveTarget(values);
-  const secrets = await fetchAll(target, fallbackSettings(values));
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  // An application that logs its environment, or a crash reporter that sends it, would
-  // otherwise carry away a credential that reads every secret of the account.
-  delete env.SECRETS_SERVER_TOKEN;
-  delete env.SECRETS_SERVER_IDENTITY_TOKEN;
   // The person running the command owns this machine: only they may let a name through.
   const allowed = new Set([...(values["allow-env"] ?? []), ...parseNameList(process.env.SECRETS_SERVER_ALLOW_ENV)]);
-  const leftOut: string[] = [];
-  for (const { key, value } of secrets) {
-    if (isAppSettingName(key) || allowed.has(key)) env[key] = value;
-    else leftOut.push(printable(key));
+  const environmentFor = (secrets: SecretPair[]): NodeJS.ProcessEnv => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    // An application that logs its environment, or a crash reporter that sends it, would
+    // otherwise carry away a credential that reads every secret of the account.
+    delete env.SECRETS_SERVER_TOKEN;
+    delete env.SECRETS_SERVER_IDENTITY_TOKEN;
+    const leftOut: string[] = [];
+    for (const { key, value } of secrets) {
+      if (isAppSettingName(key) || allowed.has(key)) env[key] = value;
+      else leftOut.push(printable(key));
+    }
+    if (leftOut.length > 0 && !values.silent) {
+      process.stderr.write(
+        `secrets-server: left out ${leftOut.join(", ")}: not named like application settings, and variables like these choose which code runs. ` +
+          `If you trust ${leftOut.length === 1 ? "it" : "them"}, add ${leftOut.map((key) => `--allow-env ${key}`).join(" ")} ` +
+          `(or SECRETS_SERVER_ALLOW_ENV=${leftOut.join(",")}). See secrets-server run --help.\n`,
+      );
+    }
+    return env;
+  };
+  // On a terminal, Ctrl-C, Ctrl-\ and resizes already reach the command, which shares our
+  // process group; sending them again would make a second Ctrl-C out of the first.
+  const fromTerminal = process.stdin.isTTY ? new Set<NodeJS.Signals>(["SIGINT", "SIGQUIT", "SIGWINCH"]) : new Set<NodeJS.Signals>();
+  if (values.watch) {
+    return runWatching({ target, command, commandArgs, intervalMs, environmentFor, forwarded: FORWARDED, fromTerminal, silent: values.silent });
   }
-  if (leftOut.length > 0) {
-    process.stderr.write(
-      `secrets-server: left out ${leftOut.join(", ")}: not named like application settings, and variables like these choose which code runs. ` +
-        `If you trust ${leftOut.length === 1 ? "it" : "them"}, add ${leftOut.map((key) => `--allow-env ${key}`).join(" ")} ` +
-        `(or SECRETS_SERVER_ALLOW_ENV=${leftOut.join(",")}). See secrets-server run --help.\n`,
-    );
-  }
+  const env = environmentFor(await fetchAll(target, fallbackSettings(values)));
 
   return new Promise<number>((resolve) => {
     const child = spawn(command, commandArgs, { stdio: "inherit", env });
-    // On a terminal, Ctrl-C, Ctrl-\ and resizes already reach the command, which shares our
-    // process group; sending them again would make a second Ctrl-C out of the first.
-    const fromTerminal = process.stdin.isTTY ? new Set<NodeJS.Signals>(["SIGINT", "SIGQUIT", "SIGWINCH"]) : new Set<NodeJS.Signals>();
     const forward = (signal: NodeJS.Signals) => {
       if (fromTerminal.has(signal)) return;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);

@@ -24,6 +24,9 @@ import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
 import { describePlace, formatAge, loadFallback, parseDuration, saveFallback, type FallbackPlace } from "./fallback.ts";
+import { diffEnvironments } from "./diff.ts";
+import { CONFIRM_OPTIONS, isInteractive, pick } from "./prompt.ts";
+import { writeSecrets } from "./secrets-write.ts";
 
 interface SecretMeta {
   id: string;
@@ -62,32 +65,44 @@ export const SECRETS_USAGE = `Usage:
   secrets-server secrets get KEY [--project P] [--env E] [--json]
   secrets-server secrets set KEY VALUE [--project P] [--env E] [--json]
   secrets-server secrets set KEY --from-stdin [--project P] [--env E] [--json]
+  secrets-server secrets set KEY=VALUE [KEY=VALUE...] [--project P] [--env E] [--json]
+  secrets-server secrets import FILE [--overwrite] [--project P] [--env E] [--json]
+  secrets-server secrets delete KEY [KEY...] [--project P] [--env E]
+  secrets-server secrets diff ENV_A ENV_B [--project P] [--show-values] [--json]
 
 Every form also takes --server URL and --token-file FILE (see "secrets-server help").
 A value given on the command line is visible to other local users in the process list;
-prefer --from-stdin for real secrets.`;
+prefer --from-stdin or import for real secrets.
 
-// The server's rule (secrets.routes.ts), checked here first so a typo costs no request and
-// gets the rule spelled out rather than the API's "invalid key or value".
-const KEY_RULE = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const KEY_MAX = 128;
-const VALUE_MAX = 10_000;
+set, import and delete in production ask for confirmation on a terminal; without one
+(a script, CI, a pipe) they are refused unless --yes (-y) is given. --silent prints
+nothing but errors.
 
-function checkKey(key: string): void {
-  if (!KEY_RULE.test(key) || key.length > KEY_MAX) {
-    throw new CliError(
-      `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${KEY_MAX} characters.`,
-      EXIT.usage,
-    );
-  }
-}
+import reads a .env file as the dotenv package does (the web UI's import reads it the
+same way) and checks every line first; then it creates each new key and reports it as
+created, and an existing key as skipped, or with --overwrite as updated or unchanged.
+It sends one request per key: a failure stops it, and the keys before it stay written.
 
-function checkValue(key: string, value: string): void {
-  if (value.length === 0) throw new CliError(`The value of ${key} is empty: a value has 1 to 10,000 characters.`, EXIT.usage);
-  if (value.length > VALUE_MAX) {
-    throw new CliError(`The value of ${key} has ${value.length.toLocaleString("en")} characters: a value has 1 to 10,000.`, EXIT.usage);
-  }
-}
+delete removes a secret with its version history. The server lets only a browser
+session delete secrets, so with a CLI token this command names the web UI page instead.
+
+diff compares two environments of one project: keys only in one and keys whose values
+differ. It reads both through the export endpoint (each read is audited as
+secrets.exported) and compares the values here; they are printed only with
+--show-values. Exit code 0 when both hold the same secrets, 1 when they differ, 2 or
+more on trouble (as diff does).`;
+
+/** Every option of the secrets subcommands; each subcommand reads the ones it uses. */
+const SECRETS_OPTIONS = {
+  ...CONNECTION_OPTIONS,
+  ...JSON_OPTION,
+  ...TARGET_OPTIONS,
+  ...CONFIRM_OPTIONS,
+  "from-stdin": { type: "boolean", default: false },
+  overwrite: { type: "boolean", default: false },
+  "show-values": { type: "boolean", default: false },
+} as const;
+
 
 /** Keys the user may have meant: the same but for case, or one or two typos away. */
 export function similarKeys(wanted: string, keys: string[]): string[] {
@@ -135,24 +150,12 @@ async function findSecret(api: Api, base: string, key: string): Promise<SecretMe
   return (await listSecrets(api, base)).find((s) => s.key === key);
 }
 
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
-
 export async function secrets(args: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(
-    args,
-    { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS, "from-stdin": { type: "boolean", default: false } },
-    SECRETS_USAGE,
-  );
-  const [action, key, value, ...rest] = positionals;
+  const { values, positionals } = parseFlags(args, SECRETS_OPTIONS, SECRETS_USAGE);
+  const [action, key, value] = positionals;
   if (!action) throw new CliError(SECRETS_USAGE, EXIT.usage);
-  if (action === "set" && key !== undefined) {
-    checkKey(key);
-    if (value !== undefined) checkValue(key, value);
-  }
+  if (action === "diff") return diffEnvironments(values, positionals.slice(1), SECRETS_USAGE);
+  if (action === "set" || action === "import" || action === "delete") return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
   const target = resolveTarget(values);
   const { api } = target;
   const { projectId, projectName, environment } = await locate(target);
@@ -189,27 +192,6 @@ export async function secrets(args: string[]): Promise<number> {
       `${base}/secrets/${encodeURIComponent(meta.id)}`,
     );
     process.stdout.write(values.json ? JSON.stringify(secret) + "\n" : secret.value + "\n");
-    return EXIT.ok;
-  }
-
-  if (action === "set" && key && rest.length === 0) {
-    if (values["from-stdin"] === (value !== undefined)) {
-      throw new CliError(`Give the value either as an argument or with --from-stdin.\n\n${SECRETS_USAGE}`, EXIT.usage);
-    }
-    // One trailing newline is what `echo` and editors add; anything else is part of the value.
-    const newValue = value ?? (await readStdin()).replace(/\r?\n$/, "");
-    checkValue(key, newValue);
-    const existing = await findSecret(api, base, key);
-    let saved: SecretMeta;
-    if (existing) {
-      saved = (await api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(existing.id)}`, { value: newValue })).secret;
-    } else {
-      saved = (await api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value: newValue })).secret;
-    }
-    if (values.json) process.stdout.write(JSON.stringify(saved) + "\n");
-    // The server answers an equal value with the current version and writes nothing.
-    else if (existing && saved.version === existing.version) process.stdout.write(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
-    else process.stdout.write(`${existing ? "Updated" : "Created"} ${saved.key} in ${environment} (version ${saved.version}).\n`);
     return EXIT.ok;
   }
 
@@ -357,25 +339,62 @@ export async function exportSecrets(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const LINK_USAGE = `Usage: secrets-server link --project P --env E [--server URL] [--token-file FILE]
+export const LINK_USAGE = `Usage: secrets-server link [--project P] [--env E] [--server URL] [--token-file FILE] [--json] [--silent]
+       secrets-server setup   (the same command)
 
-Writes ${LINK_FILE} in the current folder so later commands here need no flags.`;
+Writes ${LINK_FILE} in the current folder so later commands here need no flags.
+On a terminal, a project or environment left out is picked from a numbered list of
+yours; without a terminal both flags are needed.`;
 
 export async function link(args: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS }, LINK_USAGE);
-  if (positionals.length > 0 || !values.project || !values.env) throw new CliError(LINK_USAGE, EXIT.usage);
+  const { values, positionals } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS, silent: CONFIRM_OPTIONS.silent }, LINK_USAGE);
+  if (positionals.length > 0) throw new CliError(LINK_USAGE, EXIT.usage);
+  const complete = Boolean(values.project && values.env);
+  if (!complete && !isInteractive()) {
+    throw new CliError(`Name the project and the environment with --project and --env (no terminal to pick them on).\n\n${LINK_USAGE}`, EXIT.usage);
+  }
   const { api, server } = connect(values);
-  const environment = normalizeEnvironment(values.env);
-  const { id } = await resolveProject(api, values.project);
-  // Checks membership and the environment now, so a typo fails here rather than in a deploy.
-  const { project } = await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(id)}`);
-  if (!project.environments.includes(environment)) {
-    throw new CliError(printable(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`), EXIT.denied);
+  let project: ProjectSummary;
+  let environment: string;
+  if (complete) {
+    environment = normalizeEnvironment(values.env!);
+    const { id } = await resolveProject(api, values.project!);
+    // Checks membership and the environment now, so a typo fails here rather than in a deploy.
+    ({ project } = await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(id)}`));
+    if (!project.environments.includes(environment)) {
+      throw new CliError(printable(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`), EXIT.denied);
+    }
+  } else {
+    ({ project, environment } = await pickTarget(api, values.project, values.env));
   }
   const content: LinkFile = { server, projectId: project.id, projectName: project.name, environment };
   const file = path.join(process.cwd(), LINK_FILE);
   writeFileAtomically(file, JSON.stringify(content, null, 2) + "\n", 0o644);
+  if (values.silent) return EXIT.ok;
   if (values.json) process.stdout.write(JSON.stringify(content) + "\n");
   else process.stdout.write(`Linked ${process.cwd()} to ${printable(project.name)} / ${environment} on ${server}.\n`);
   return EXIT.ok;
+}
+
+/** The pickers of an interactive link: the projects, then the project's environments. */
+async function pickTarget(api: Api, projectFlag: string | undefined, envFlag: string | undefined): Promise<{ project: ProjectSummary; environment: string }> {
+  const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
+  let project: ProjectSummary | undefined;
+  if (projectFlag) {
+    project = list.find((p) => p.id === projectFlag) ?? list.find((p) => p.name.toLowerCase() === projectFlag.toLowerCase());
+    if (!project) throw new CliError(`Project "${projectFlag}" not found among your projects.`, EXIT.denied);
+  } else {
+    if (list.length === 0) throw new CliError("You are not a member of any project yet. Create one in the web UI, or ask to be invited.", EXIT.denied);
+    project = list[await pick("Which project?", list.map((p) => `${p.name}  (${p.role})`))]!;
+  }
+  if (project.environments.length === 0) throw new CliError(`Project ${printable(project.name)} has no environment you can use: ask an admin for access.`, EXIT.denied);
+  if (envFlag) {
+    const environment = normalizeEnvironment(envFlag);
+    if (!project.environments.includes(environment)) {
+      throw new CliError(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ")}).`, EXIT.denied);
+    }
+    return { project, environment };
+  }
+  const environment = project.environments[await pick(`Which environment of ${project.name}?`, project.environments)]!;
+  return { project, environment };
 }

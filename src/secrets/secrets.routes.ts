@@ -66,6 +66,14 @@ function versionNumberOf(text: string): number {
   return Number(text);
 }
 
+/** If-None-Match holds `*` or a list of tags, weak ones (W/"…") included. */
+function matchesTag(header: string, etag: string): boolean {
+  return header.split(",").some((tag) => {
+    const t = tag.trim();
+    return t === "*" || t.replace(/^W\//, "") === etag;
+  });
+}
+
 /** An optional expectedVersion gets its own message before the rest of the body is checked. */
 function checkExpectedVersion(body: Record<string, unknown>): void {
   if ("expectedVersion" in body && !ExpectedVersion.safeParse(body.expectedVersion).success) {
@@ -157,7 +165,13 @@ export function registerSecretRoutes(
     async (req, reply) => {
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, UNKNOWN_EXPORT_FORMAT);
-      const values = await secrets.export(auth.principal(req), projectId, env, format);
+      const ifNoneMatch = req.headers["if-none-match"];
+      if (ifNoneMatch) {
+        const current = secrets.exportTag(auth.principal(req), projectId, env, format);
+        if (matchesTag(ifNoneMatch, current)) return reply.code(304).header("etag", current).send();
+      }
+      const { values, etag } = await secrets.export(auth.principal(req), projectId, env, format);
+      void reply.header("etag", etag);
       if (format === "json") return { secrets: values };
       let file;
       try {

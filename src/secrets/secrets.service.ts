@@ -100,6 +100,13 @@ function toMeta(row: SecretRow): SecretMeta {
   return { id: row.id, key: row.key, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt };
 }
 
+/** Changes with any create, update, rename, restore or delete in the environment, and with the format. */
+function exportTag(rows: SecretRow[], format: string): string {
+  const lines = rows.map((row) => `${row.id} ${row.key} ${row.version} ${row.updatedAt}`).sort();
+  const digest = crypto.createHash("sha256").update(`${format}\n${lines.join("\n")}`).digest("base64url");
+  return `"${digest.slice(0, 27)}"`;
+}
+
 export function createSecretsService({ db, repo, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
   const listeners: ChangeListener[] = [];
 
@@ -393,12 +400,19 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
      * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
      * only once the `secrets.exported` event is on disk, like a reveal.
      */
-    async export(caller: Principal, projectId: string, environment: string, format: ExportFormat): Promise<{ key: string; value: string }[]> {
-      const { at, values } = readTransaction(db, () => {
+    async export(
+      caller: Principal,
+      projectId: string,
+      environment: string,
+      format: ExportFormat,
+    ): Promise<{ values: { key: string; value: string }[]; etag: string }> {
+      const { at, values, etag } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
         try {
-          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })) };
+          // The tag of the rows decrypted, from the same snapshot: a change between the two
+          // reads can only make the next poll see a change, never miss one.
+          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })), etag: exportTag(rows, format) };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
@@ -412,7 +426,17 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         targetId: `${projectId}/${at.environment}`,
         metadata: { environment: at.environment, count: values.length, format },
       });
-      return values;
+      return { values, etag };
+    },
+
+    /**
+     * The export's ETag from metadata only (ids, keys, versions, updatedAt): an unchanged
+     * environment is answered 304 without decrypting anything or writing an audit event.
+     * Access is checked first, so a caller who lost the environment gets 403, not 304.
+     */
+    exportTag(caller: Principal, projectId: string, environment: string, format: ExportFormat): string {
+      const at = requireAccess(caller, projectId, "secrets:read", environment);
+      return exportTag(repo.list(projectId, at.environment), format);
     },
 
     /** All or nothing: the request was validated whole; this is one transaction. */

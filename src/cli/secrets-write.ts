@@ -1,0 +1,220 @@
+// `secrets set`, `secrets import` and `secrets delete`: the writes, one request per key
+// (the import endpoint takes a browser session only), each confirmed for production.
+import fs from "node:fs";
+import { parseDotenv } from "../../web/src/dotenv.ts";
+import { printable } from "../core/text.ts";
+import { errorFor, type Api } from "./api.ts";
+import { environmentPath, locate, resolveTarget } from "./context.ts";
+import { CliError, EXIT } from "./errors.ts";
+import { confirmProductionWrite } from "./prompt.ts";
+
+interface SecretMeta {
+  id: string;
+  key: string;
+  version: number;
+}
+
+type Status = "created" | "updated" | "unchanged" | "skipped";
+
+interface WriteValues {
+  server?: string;
+  "token-file"?: string;
+  project?: string;
+  env?: string;
+  json?: boolean;
+  "from-stdin"?: boolean;
+  yes?: boolean;
+  silent?: boolean;
+  overwrite?: boolean;
+}
+
+// The server's rules (api.md 2.2), checked before the first write so a bad line cannot
+// leave half a file imported.
+const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const MAX_KEY_LENGTH = 128;
+const MAX_VALUE_LENGTH = 10_000;
+
+function list(keys: string[]): string {
+  return keys.map(printable).join(", ");
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+async function listSecrets(api: Api, base: string): Promise<Map<string, SecretMeta>> {
+  const { secrets } = await api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${base}/secrets`);
+  return new Map(secrets.map((s) => [s.key, s]));
+}
+
+/** KEY=VALUE arguments, split at the first `=` (a key has none); a key given twice is refused. */
+function parseAssignments(args: string[], usage: string): { key: string; value: string }[] {
+  const entries = args.map((arg) => {
+    const eq = arg.indexOf("=");
+    if (eq <= 0) throw new CliError(`"${printable(arg)}" is not KEY=VALUE. Give every secret as KEY=VALUE, or one as KEY VALUE.\n\n${usage}`, EXIT.usage);
+    return { key: arg.slice(0, eq), value: arg.slice(eq + 1) };
+  });
+  const seen = new Set<string>();
+  for (const { key } of entries) {
+    if (seen.has(key)) throw new CliError(`${printable(key)} is given twice: which value should win?`, EXIT.usage);
+    seen.add(key);
+  }
+  return entries;
+}
+
+/** Problems the server would answer with 400, found before anything is written. */
+function invalidEntries(entries: { key: string; value: string }[]): string[] {
+  const problems: string[] = [];
+  for (const { key, value } of entries) {
+    if (!KEY.test(key) || key.length > MAX_KEY_LENGTH) {
+      problems.push(`${printable(key)}: a key is letters, digits and underscores, not starting with a digit, up to ${MAX_KEY_LENGTH} characters`);
+    } else if (value.length === 0) {
+      problems.push(`${key}: the value is empty (a secret holds 1 to ${MAX_VALUE_LENGTH} characters)`);
+    } else if (value.length > MAX_VALUE_LENGTH) {
+      problems.push(`${key}: the value is longer than ${MAX_VALUE_LENGTH} characters`);
+    }
+  }
+  return problems;
+}
+
+/** Reads a .env file as the `dotenv` package does: the same reader the web UI's import uses. */
+function readDotenvFile(file: string): { key: string; value: string }[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    throw new CliError(`Cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
+  }
+  const parsed = parseDotenv(text);
+  if (parsed.problems.length > 0) {
+    const lines = parsed.problems.slice(0, 10).map((p) => `  line ${p.line}: ${printable(p.text)}`);
+    throw new CliError(`${file} has lines that are not KEY=VALUE; nothing was written:\n${lines.join("\n")}`, EXIT.failed);
+  }
+  if (parsed.duplicates.length > 0) {
+    process.stderr.write(`Warning: ${list(parsed.duplicates)} ${parsed.duplicates.length === 1 ? "is" : "are"} given more than once in ${file}; the last value is used, as dotenv does.\n`);
+  }
+  return parsed.entries.map(({ key, value }) => ({ key, value }));
+}
+
+export async function writeSecrets(action: "set" | "import" | "delete", values: WriteValues, args: string[], usage: string): Promise<number> {
+  const say = (text: string) => {
+    if (!values.silent && !values.json) process.stdout.write(text);
+  };
+
+  if (action === "delete") {
+    if (args.length === 0) throw new CliError(usage, EXIT.usage);
+    return deleteSecrets(values, [...new Set(args)], say);
+  }
+
+  let entries: { key: string; value: string }[] | undefined;
+  let fromStdinKey: string | undefined;
+  let overwrite = true;
+  if (action === "import") {
+    if (args.length !== 1 || values["from-stdin"]) throw new CliError(usage, EXIT.usage);
+    entries = readDotenvFile(args[0]!);
+    overwrite = Boolean(values.overwrite);
+    if (entries.length === 0) throw new CliError(`${args[0]} holds no KEY=VALUE lines: nothing to import.`, EXIT.failed);
+  } else if (args[0]?.includes("=")) {
+    if (values["from-stdin"]) throw new CliError(`--from-stdin takes one KEY and no KEY=VALUE.\n\n${usage}`, EXIT.usage);
+    entries = parseAssignments(args, usage);
+  } else {
+    const [key, value, ...rest] = args;
+    if (!key || rest.length > 0) throw new CliError(usage, EXIT.usage);
+    if (values["from-stdin"] === (value !== undefined)) {
+      throw new CliError(`Give the value either as an argument or with --from-stdin.\n\n${usage}`, EXIT.usage);
+    }
+    if (value !== undefined) entries = [{ key, value }];
+    else fromStdinKey = key;
+  }
+  // --from-stdin's value is only read once the write is confirmed; the others are checked now.
+  const problems = entries ? invalidEntries(entries) : [];
+  if (problems.length > 0) {
+    const what = action === "import" ? `${args[0]} cannot be imported` : "Cannot set these";
+    throw new CliError(`${what}; nothing was written:\n  ${problems.join("\n  ")}`, action === "import" ? EXIT.failed : EXIT.usage);
+  }
+
+  const target = resolveTarget(values);
+  const { api } = target;
+  const { projectId, environment } = await locate(target);
+  const base = environmentPath(projectId, environment);
+  const keys = fromStdinKey ? [fromStdinKey] : entries!.map((e) => e.key);
+  const question =
+    action === "import"
+      ? `Import ${keys.length} secret${keys.length === 1 ? "" : "s"} from ${args[0]} into production${overwrite ? ", overwriting existing keys" : ""}?`
+      : `Set ${list(keys)} in production?`;
+  await confirmProductionWrite(environment, values.yes, question);
+  // One trailing newline is what `echo` and editors add; anything else is part of the value.
+  if (fromStdinKey) entries = [{ key: fromStdinKey, value: (await readStdin()).replace(/\r?\n$/, "") }];
+
+  const existing = await listSecrets(api, base);
+  const results: { key: string; status: Status; version?: number }[] = [];
+  let lastSaved: SecretMeta | undefined;
+  for (const { key, value } of entries!) {
+    const before = existing.get(key);
+    try {
+      if (before && !overwrite) {
+        results.push({ key, status: "skipped", version: before.version });
+        say(`skipped    ${key} (exists; --overwrite replaces it)\n`);
+        continue;
+      }
+      const saved = before
+        ? (await api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(before.id)}`, { value })).secret
+        : (await api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value })).secret;
+      // The server answers an equal value with the current version and writes nothing.
+      lastSaved = saved;
+      const status: Status = !before ? "created" : saved.version === before.version ? "unchanged" : "updated";
+      results.push({ key: saved.key, status, version: saved.version });
+      if (action === "import") say(`${status.padEnd(10)} ${saved.key} (version ${saved.version})\n`);
+      else if (status === "unchanged") say(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
+      else say(`${status === "created" ? "Created" : "Updated"} ${saved.key} in ${environment} (version ${saved.version}).\n`);
+    } catch (error) {
+      if (!(error instanceof CliError) || results.length === 0) throw error;
+      const done = results.filter((r) => r.status !== "skipped").map((r) => r.key);
+      throw new CliError(
+        `${printable(key)}: ${error.message} Stopped there: ${done.length > 0 ? `${list(done)} ${done.length === 1 ? "was" : "were"} written before it` : "nothing was written"}; the keys after it were not.`,
+        error.exitCode,
+      );
+    }
+  }
+  if (values.json && !values.silent) {
+    // The single form prints the secret's metadata, as it always has.
+    process.stdout.write(JSON.stringify(action === "set" && !args[0]?.includes("=") ? lastSaved : { environment, results }) + "\n");
+  } else if (action === "import") {
+    const count = (status: Status) => results.filter((r) => r.status === status).length;
+    say(
+      `Imported ${args[0]} into ${environment}: ${count("created")} created, ${count("updated")} updated, ${count("unchanged")} unchanged, ${count("skipped")} skipped.\n`,
+    );
+  }
+  return EXIT.ok;
+}
+
+async function deleteSecrets(values: WriteValues, keys: string[], say: (text: string) => void): Promise<number> {
+  const target = resolveTarget(values);
+  const { api, server } = target;
+  const { projectId, environment } = await locate(target);
+  const base = environmentPath(projectId, environment);
+  const existing = await listSecrets(api, base);
+  const missing = keys.filter((key) => !existing.has(key));
+  if (missing.length > 0) throw new CliError(`No secret ${list(missing)} in ${environment}: nothing was deleted.`, EXIT.denied);
+  await confirmProductionWrite(environment, values.yes, `Delete ${list(keys)} and ${keys.length === 1 ? "its" : "their"} version history from production?`);
+  const deleted: string[] = [];
+  for (const key of keys) {
+    const res = await api.request("DELETE", `${base}/secrets/${encodeURIComponent(existing.get(key)!.id)}`);
+    if (res.status === 403 && /browser session/i.test(String(res.body?.error))) {
+      // api.md 4.1: deleting a secret takes a browser session; no CLI credential may.
+      throw new CliError(
+        `The server lets only a browser session delete a secret (it removes the whole version history), not a CLI token or service token. ` +
+          `Delete ${printable(key)} in the web UI: ${server}/projects/${encodeURIComponent(projectId)}` +
+          (deleted.length > 0 ? ` (${list(deleted)} ${deleted.length === 1 ? "was" : "were"} deleted before it).` : ". Nothing was deleted."),
+        EXIT.denied,
+      );
+    }
+    if (res.status !== 200) throw errorFor(res, server);
+    deleted.push(key);
+    say(`Deleted ${key} from ${environment}.\n`);
+  }
+  if (values.json && !values.silent) process.stdout.write(JSON.stringify({ environment, deleted }) + "\n");
+  return EXIT.ok;
+}

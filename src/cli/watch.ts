@@ -1,0 +1,154 @@
+// `run --watch`: runs the command, asks the server every interval whether the environment
+// changed (If-None-Match on the export: an unchanged environment answers 304, which the
+// server neither decrypts nor audits), and restarts the command with the new secrets.
+import { spawn, type ChildProcess } from "node:child_process";
+import os from "node:os";
+import { printable } from "../core/text.ts";
+import { errorFor } from "./api.ts";
+import { environmentPath, locate, type Target } from "./context.ts";
+import type { SecretPair } from "./dotenv.ts";
+import { CliError, EXIT } from "./errors.ts";
+
+/** The server is asked at most this often, whatever --watch-interval says. */
+export const MIN_WATCH_INTERVAL_SECONDS = 10;
+/** After SIGTERM, the time a command gets to stop before SIGKILL (docker stop's default). */
+const STOP_GRACE_MS = 10_000;
+
+/** --watch-interval: seconds, or 30s / 5m / 1h; never below the minimum. */
+export function parseWatchInterval(text: string | undefined): number {
+  if (text === undefined) return MIN_WATCH_INTERVAL_SECONDS * 1000;
+  const match = text.trim().match(/^(\d+)(s|m|h)?$/);
+  if (!match) throw new CliError(`--watch-interval takes seconds, or a duration such as 30s, 5m or 1h (got "${printable(text)}").`, EXIT.usage);
+  const ms = Number(match[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? "s") as "s" | "m" | "h"];
+  if (ms < MIN_WATCH_INTERVAL_SECONDS * 1000) {
+    throw new CliError(`--watch-interval is at least ${MIN_WATCH_INTERVAL_SECONDS}s: the server is not asked more often.`, EXIT.usage);
+  }
+  return ms;
+}
+
+export interface WatchOptions {
+  target: Target;
+  command: string;
+  commandArgs: string[];
+  intervalMs: number;
+  /** The command's environment for these secrets (warns about the ones left out). */
+  environmentFor(secrets: SecretPair[]): NodeJS.ProcessEnv;
+  /** Signals to pass on to the command. */
+  forwarded: NodeJS.Signals[];
+  /** Signals the command already gets from the terminal. */
+  fromTerminal: Set<NodeJS.Signals>;
+  silent: boolean;
+}
+
+function sameEnvironment(a: NodeJS.ProcessEnv, b: NodeJS.ProcessEnv): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+  for (const key of keys) if (a[key] !== b[key]) return false;
+  return true;
+}
+
+export async function runWatching(options: WatchOptions): Promise<number> {
+  const { target, command, commandArgs } = options;
+  const { api, server } = target;
+  const at = await locate(target);
+  const exportPath = `${environmentPath(at.projectId, at.environment)}/export`;
+  let etag: string | undefined;
+  /** The secrets when they changed since the last answer, undefined on 304. */
+  const fetchChanged = async (): Promise<SecretPair[] | undefined> => {
+    const res = await api.request("GET", exportPath, undefined, etag ? { "if-none-match": etag } : undefined);
+    if (res.status === 304) return undefined;
+    if (res.status !== 200) throw errorFor(res, server);
+    etag = res.headers.get("etag") ?? undefined;
+    return (res.body as { secrets: SecretPair[] }).secrets;
+  };
+  let env = options.environmentFor((await fetchChanged()) ?? []);
+  const note = (text: string) => {
+    if (!options.silent) process.stderr.write(`secrets-server: ${text}\n`);
+  };
+
+  return new Promise<number>((resolve) => {
+    let child: ChildProcess;
+    let restarting = false;
+    let finished = false;
+    let pollTimer: NodeJS.Timeout | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    let lastProblem: string | undefined;
+
+    const forward = (signal: NodeJS.Signals) => {
+      if (options.fromTerminal.has(signal)) return;
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    };
+    for (const signal of options.forwarded) process.on(signal, forward);
+
+    const finish = (code: number, signal?: NodeJS.Signals) => {
+      finished = true;
+      clearTimeout(pollTimer);
+      clearTimeout(killTimer);
+      for (const s of options.forwarded) process.off(s, forward);
+      if (signal) {
+        // Die of the same signal, so whoever started us sees what happened to the command.
+        process.kill(process.pid, signal);
+        resolve(128 + (os.constants.signals[signal] ?? 0));
+        return;
+      }
+      resolve(code);
+    };
+
+    const start = () => {
+      child = spawn(command, commandArgs, { stdio: "inherit", env });
+      child.on("error", (error: NodeJS.ErrnoException) => {
+        process.stderr.write(`secrets-server: cannot run ${command}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
+        finish(error.code === "ENOENT" ? 127 : 126);
+      });
+      child.on("exit", (code, signal) => {
+        clearTimeout(killTimer);
+        if (finished) return;
+        if (restarting) {
+          restarting = false;
+          start();
+          return;
+        }
+        // The command ended by itself (or of a signal passed on): its code is ours.
+        finish(code ?? 1, signal ?? undefined);
+      });
+    };
+
+    const restart = () => {
+      if (restarting) return;
+      restarting = true;
+      note(`the secrets of ${at.environment} changed: restarting ${command}`);
+      child.kill("SIGTERM");
+      killTimer = setTimeout(() => {
+        if (child.exitCode === null && child.signalCode === null) {
+          note(`${command} did not stop within ${STOP_GRACE_MS / 1000}s of SIGTERM: sending SIGKILL`);
+          child.kill("SIGKILL");
+        }
+      }, STOP_GRACE_MS);
+    };
+
+    const poll = async () => {
+      try {
+        const secrets = await fetchChanged();
+        lastProblem = undefined;
+        if (secrets && !finished) {
+          const next = options.environmentFor(secrets);
+          // A change the command cannot see (a secret left out, a rename back) restarts nothing.
+          if (!sameEnvironment(next, env)) {
+            env = next;
+            restart();
+          }
+        }
+      } catch (error) {
+        // The command keeps running with what it has; one line per new problem, not per poll.
+        const message = error instanceof CliError ? error.message : String((error as Error)?.message ?? error);
+        if (message !== lastProblem) {
+          process.stderr.write(`secrets-server: could not check for changes: ${printable(message)} (${command} keeps running; trying again)\n`);
+          lastProblem = message;
+        }
+      }
+      if (!finished) pollTimer = setTimeout(poll, options.intervalMs);
+    };
+
+    start();
+    pollTimer = setTimeout(poll, options.intervalMs);
+  });
+}

@@ -1,0 +1,382 @@
+// The CLI commands of issue 18 as real processes against a real server: set with several
+// KEY=VALUE, import, delete, diff, the production confirmation and --silent, interactive
+// link on a pseudo-terminal, shell completion through bash, and run --watch.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { test, type TestContext } from "node:test";
+import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+
+interface CliHome {
+  dir: string;
+  env: Record<string, string>;
+}
+
+function cliHome(t: TestContext): CliHome {
+  const dir = makeTempDir("secrets-cli-");
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return { dir, env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir } };
+}
+
+const MAIN = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts")];
+
+interface Running {
+  child: ChildProcess;
+  output(): string;
+  /** Resolves with the first match of `pattern` in stdout + stderr after `from` characters. */
+  waitFor(pattern: RegExp, from?: number): Promise<RegExpMatchArray>;
+  done: Promise<{ code: number | null; output: string }>;
+}
+
+function start(command: string, args: string[], env: Record<string, string>, cwd = ROOT, timeoutMs = 90_000): Running {
+  const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "pipe"] });
+  let output = "";
+  const waiters: { pattern: RegExp; from: number; resolve: (m: RegExpMatchArray) => void }[] = [];
+  const check = () => {
+    for (const waiter of [...waiters]) {
+      const match = output.slice(waiter.from).match(waiter.pattern);
+      if (match) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(match);
+      }
+    }
+  };
+  child.stdout!.on("data", (d) => ((output += d), check()));
+  child.stderr!.on("data", (d) => ((output += d), check()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const done = new Promise<{ code: number | null; output: string }>((resolve) => {
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, output });
+    });
+  });
+  return {
+    child,
+    output: () => output,
+    waitFor(pattern, from = 0) {
+      return new Promise((resolve, reject) => {
+        waiters.push({ pattern, from, resolve });
+        check();
+        void done.then(() => reject(new Error(`process ended before ${pattern}: ${output}`)));
+      });
+    },
+    done,
+  };
+}
+
+function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string } = {}) {
+  return runMain(args, home.env, { timeoutMs: 60_000, ...options });
+}
+
+/** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
+function inTerminal(home: CliHome, args: string[], cwd: string): Running {
+  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
+  return start("script", ["-q", "-e", "-c", [...MAIN, ...args].map(quote).join(" "), "/dev/null"], { ...home.env, TERM: "dumb" }, cwd);
+}
+
+async function login(server: TestServer, home: CliHome, approver: Client) {
+  const proc = start(MAIN[0]!, [...MAIN.slice(1), "login", "--server", server.url, "--no-browser"], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  assert.equal((await approver.json("POST", "/api/cli/auth/approve", { userCode })).status, 200);
+  const result = await proc.done;
+  assert.equal(result.code, 0, result.output);
+}
+
+async function exported(owner: Client, projectId: string, env: string): Promise<Record<string, string>> {
+  const res = await owner.json("GET", `/api/projects/${projectId}/environments/${env}/export`);
+  assert.equal(res.status, 200);
+  return Object.fromEntries(res.body.secrets.map((s: any) => [s.key, s.value]));
+}
+
+async function exportEvents(owner: Client, projectId: string): Promise<number> {
+  return (await owner.json("GET", `/api/projects/${projectId}/audit?action=secrets.exported&limit=100`)).body.events.length;
+}
+
+test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes without a terminal; --silent", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  await login(server, home, alice);
+  const dev = ["--project", "api", "--env", "dev"];
+  const prod = ["--project", "api", "--env", "prod"];
+
+  const set = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", "DIFF_TOKEN=dev-token-4711", "DEV_ONLY=dev-only-1", ...dev]);
+  assert.equal(set.code, 0, set.stderr);
+  assert.equal(
+    set.stdout,
+    "Created SHARED_URL in development (version 1).\nCreated DIFF_TOKEN in development (version 1).\nCreated DEV_ONLY in development (version 1).\n",
+  );
+  const again = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", "DEV_ONLY=dev-only-2", ...dev]);
+  assert.equal(
+    again.stdout,
+    "SHARED_URL in development already has this value (version 1): nothing changed.\nUpdated DEV_ONLY in development (version 2).\n",
+  );
+  const asJson = await cli(home, ["secrets", "set", "DEV_ONLY=dev-only-2", "JSON_KEY=json-value-1", ...dev, "--json"]);
+  assert.deepEqual(JSON.parse(asJson.stdout), {
+    environment: "development",
+    results: [
+      { key: "DEV_ONLY", status: "unchanged", version: 2 },
+      { key: "JSON_KEY", status: "created", version: 1 },
+    ],
+  });
+  for (const bad of [["A_KEY=1", "A_KEY=2"], ["A_KEY=1", "B_KEY"], ["9_KEY=1"], ["A_KEY=1", "--from-stdin"]]) {
+    const refused = await cli(home, ["secrets", "set", ...bad, ...dev]);
+    assert.equal(refused.code, 2, bad.join(" "));
+  }
+  assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), ["DEV_ONLY", "DIFF_TOKEN", "JSON_KEY", "SHARED_URL"]);
+
+  // Production: no terminal to ask on, so --yes or nothing.
+  const unconfirmed = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", ...prod]);
+  assert.equal(unconfirmed.code, 2);
+  assert.match(unconfirmed.stderr, /production and stdin is not a terminal to confirm on\. Add --yes to confirm: nothing was written\./);
+  const fromStdin = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod], { input: "prod-only-1\n" });
+  assert.equal(fromStdin.code, 2);
+  assert.deepEqual(await exported(alice, project.id, "production"), {});
+  const confirmed = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", "DIFF_TOKEN=prod-token-0815", ...prod, "--yes"]);
+  assert.equal(confirmed.code, 0, confirmed.stderr);
+  const silent = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod, "-y", "--silent"], { input: "prod-only-1\n" });
+  assert.deepEqual([silent.code, silent.stdout, silent.stderr], [0, "", ""]);
+  assert.deepEqual(await exported(alice, project.id, "production"), {
+    DIFF_TOKEN: "prod-token-0815",
+    PROD_ONLY: "prod-only-1",
+    SHARED_URL: "https://same.example/x1",
+  });
+
+  // import: dotenv's reading (export prefix, quotes, multi-line, comments), checked whole first.
+  const file = path.join(home.dir, "import.env");
+  fs.writeFileSync(
+    file,
+    [
+      "# a comment",
+      "export IMPORTED_KEY=plain-imported-1 # trailing comment",
+      "MULTI_LINE=\"first line\nsecond line\"",
+      "SINGLE_QUOTED='keeps $HOME and \\n as text'",
+      "DEV_ONLY=from-the-file-3",
+      "",
+    ].join("\n"),
+  );
+  const imported = await cli(home, ["secrets", "import", file, ...dev]);
+  assert.equal(imported.code, 0, imported.stderr);
+  assert.equal(
+    imported.stdout,
+    "created    IMPORTED_KEY (version 1)\ncreated    MULTI_LINE (version 1)\ncreated    SINGLE_QUOTED (version 1)\n" +
+      "skipped    DEV_ONLY (exists; --overwrite replaces it)\n" +
+      `Imported ${file} into development: 3 created, 0 updated, 0 unchanged, 1 skipped.\n`,
+  );
+  const devValues = await exported(alice, project.id, "development");
+  assert.equal(devValues.IMPORTED_KEY, "plain-imported-1");
+  assert.equal(devValues.MULTI_LINE, "first line\nsecond line");
+  assert.equal(devValues.SINGLE_QUOTED, "keeps $HOME and \\n as text");
+  assert.equal(devValues.DEV_ONLY, "dev-only-2");
+  const overwritten = await cli(home, ["secrets", "import", file, ...dev, "--overwrite", "--json"]);
+  assert.equal(overwritten.code, 0, overwritten.stderr);
+  assert.deepEqual(
+    JSON.parse(overwritten.stdout).results.map((r: any) => `${r.key} ${r.status}`),
+    ["IMPORTED_KEY unchanged", "MULTI_LINE unchanged", "SINGLE_QUOTED unchanged", "DEV_ONLY updated"],
+  );
+  assert.equal((await exported(alice, project.id, "development")).DEV_ONLY, "from-the-file-3");
+  fs.writeFileSync(file, "GOOD_KEY=fine-value-1\nthis is not a pair\nEMPTY_VALUE=\n");
+  const badFile = await cli(home, ["secrets", "import", file, ...dev]);
+  assert.equal(badFile.code, 1);
+  assert.match(badFile.stderr, /line 2: this is not a pair/);
+  fs.writeFileSync(file, "GOOD_KEY=fine-value-1\nEMPTY_VALUE=\ndotted.key=x\n");
+  const badEntries = await cli(home, ["secrets", "import", file, ...dev]);
+  assert.equal(badEntries.code, 1);
+  assert.match(badEntries.stderr, /EMPTY_VALUE: the value is empty/);
+  assert.match(badEntries.stderr, /dotted\.key: a key is letters, digits and underscores/);
+  assert.equal((await exported(alice, project.id, "development")).GOOD_KEY, undefined, "nothing of a bad file is written");
+  const noProdImport = await cli(home, ["secrets", "import", path.join(home.dir, "missing.env"), ...prod]);
+  assert.equal(noProdImport.code, 2);
+
+  // delete: the API takes a browser session only; the CLI says where to do it.
+  const deleted = await cli(home, ["secrets", "delete", "DEV_ONLY", ...dev]);
+  assert.equal(deleted.code, 4);
+  assert.match(deleted.stderr, /only a browser session delete a secret/);
+  assert.ok(deleted.stderr.includes(`${server.url}/projects/${project.id}`));
+  assert.ok("DEV_ONLY" in (await exported(alice, project.id, "development")));
+  const missing = await cli(home, ["secrets", "delete", "NO_SUCH_KEY", ...dev]);
+  assert.equal(missing.code, 4);
+  assert.match(missing.stderr, /No secret NO_SUCH_KEY in development: nothing was deleted\./);
+  const prodDelete = await cli(home, ["secrets", "delete", "PROD_ONLY", ...prod]);
+  assert.equal(prodDelete.code, 2);
+
+  // diff: keys only, exit 1 when different; values only when asked; each side is an audited export.
+  await cli(home, ["secrets", "set", "IMPORTED_KEY=plain-imported-1", "MULTI_LINE=first line\nsecond line", "SINGLE_QUOTED=keeps $HOME and \\n as text", ...prod, "--yes"]);
+  await cli(home, ["secrets", "set", "DEV_ONLY=from-the-file-3", ...dev]);
+  const eventsBefore = await exportEvents(alice, project.id);
+  const diff = await cli(home, ["secrets", "diff", "dev", "prod", "--project", "api"]);
+  assert.equal(diff.code, 1, diff.stderr);
+  assert.equal(
+    diff.stdout,
+    "only in development  DEV_ONLY\nonly in development  JSON_KEY\nonly in production   PROD_ONLY\ndifferent            DIFF_TOKEN\n(4 the same)\n",
+  );
+  assert.ok(!/dev-token|prod-token|prod-only|from-the-file/.test(diff.stdout + diff.stderr), "diff printed a value");
+  assert.equal(await exportEvents(alice, project.id), eventsBefore + 2);
+  const shown = await cli(home, ["secrets", "diff", "development", "production", "--project", "api", "--show-values"]);
+  assert.equal(shown.code, 1);
+  assert.match(shown.stdout, /^different\s+DIFF_TOKEN {2}development="dev-token-4711" {2}production="prod-token-0815"$/m);
+  assert.match(shown.stdout, /^only in production\s+PROD_ONLY="prod-only-1"$/m);
+  const json = await cli(home, ["secrets", "diff", "dev", "prod", "--project", "api", "--json"]);
+  assert.deepEqual(JSON.parse(json.stdout), {
+    environments: ["development", "production"],
+    onlyIn: { development: ["DEV_ONLY", "JSON_KEY"], production: ["PROD_ONLY"] },
+    different: ["DIFF_TOKEN"],
+    same: 4,
+  });
+  const quiet = await cli(home, ["secrets", "diff", "dev", "prod", "--project", "api", "--silent"]);
+  assert.deepEqual([quiet.code, quiet.stdout, quiet.stderr], [1, "", ""]);
+  const same = await cli(home, ["secrets", "diff", "prod", "prod", "--project", "api"]);
+  assert.deepEqual([same.code, same.stdout], [0, "production and production hold the same 6 secrets.\n"]);
+  const badEnv = await cli(home, ["secrets", "diff", "dev", "qa", "--project", "api"]);
+  assert.equal(badEnv.code, 2);
+  const noProject = await cli(home, ["secrets", "diff", "dev", "prod", "--project", "nope"]);
+  assert.equal(noProject.code, 4);
+});
+
+test("link and setup on a terminal offer the projects and environments; a production write asks there", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  await alice.createProject({ name: "web", environments: ["staging"] });
+  await login(server, home, alice);
+  const folder = path.join(home.dir, "app");
+  fs.mkdirSync(folder);
+
+  // Without a terminal both flags are needed.
+  const piped = await cli(home, ["link"], { cwd: folder });
+  assert.equal(piped.code, 2);
+  assert.match(piped.stderr, /Name the project and the environment with --project and --env/);
+
+  const linking = inTerminal(home, ["link"], folder);
+  const [, apiNumber] = await linking.waitFor(/(\d+)\) api {2}\(owner\)[\s\S]*Number \[1-2\]: /);
+  assert.match(linking.output(), /\d\) web {2}\(owner\)/);
+  linking.child.stdin!.write("9\r");
+  await linking.waitFor(/Type a number from 1 to 2\./);
+  linking.child.stdin!.write(`${apiNumber}\r`);
+  const [, prodNumber] = await linking.waitFor(/Which environment of api\?[\s\S]*(\d+)\) production[\s\S]*Number \[1-2\]: /);
+  linking.child.stdin!.write(`${prodNumber}\r`);
+  const linked = await linking.done;
+  assert.equal(linked.code, 0, linked.output);
+  assert.match(linked.output, /Linked .* to api \/ production on /);
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(folder, ".secrets-server.json"), "utf8")), {
+    server: server.url,
+    projectId: project.id,
+    projectName: "api",
+    environment: "production",
+  });
+
+  // setup is the same command; --project given, so only the environment is asked.
+  const setup = inTerminal(home, ["setup", "--project", "web"], folder);
+  await setup.waitFor(/Which environment of web\?\s+1\) staging\s+Number \[1-1\]: /);
+  setup.child.stdin!.write("1\r");
+  assert.equal((await setup.done).code, 0);
+  assert.equal(JSON.parse(fs.readFileSync(path.join(folder, ".secrets-server.json"), "utf8")).environment, "staging");
+  assert.equal((await cli(home, ["link", "--project", "api", "--env", "production"], { cwd: folder })).code, 0);
+
+  // A write to production asks; anything but y is no.
+  const declined = inTerminal(home, ["secrets", "set", "ASKED_KEY=asked-value-1"], folder);
+  await declined.waitFor(/Set ASKED_KEY in production\? \[y\/N\] /);
+  declined.child.stdin!.write("n\r");
+  const no = await declined.done;
+  assert.equal(no.code, 1);
+  assert.match(no.output, /Cancelled: nothing was written\./);
+  assert.deepEqual(await exported(alice, project.id, "production"), {});
+  const accepted = inTerminal(home, ["secrets", "set", "ASKED_KEY=asked-value-1"], folder);
+  await accepted.waitFor(/Set ASKED_KEY in production\? \[y\/N\] /);
+  accepted.child.stdin!.write("y\r");
+  const yes = await accepted.done;
+  assert.equal(yes.code, 0, yes.output);
+  assert.match(yes.output, /Created ASKED_KEY in production \(version 1\)\./);
+  assert.deepEqual(await exported(alice, project.id, "production"), { ASKED_KEY: "asked-value-1" });
+});
+
+test("completion: bash completes commands, flags, project names, environments and keys from the server", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const api = await alice.createProject({ name: "api", environments: ["development", "production"] });
+  await alice.createProject({ name: "billing", environments: ["staging"] });
+  await alice.json("POST", `/api/projects/${api.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://complete-db/1" });
+  await login(server, home, alice);
+
+  const bin = path.join(home.dir, "bin");
+  fs.mkdirSync(bin);
+  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${MAIN.map((s) => `'${s}'`).join(" ")} "$@"\n`, { mode: 0o755 });
+  const script = (await cli(home, ["completion", "bash"])).stdout;
+  fs.writeFileSync(path.join(home.dir, "completion.bash"), script);
+  const cases: [string[], string[]][] = [
+    [["se"], ["secrets", "setup"]],
+    [["secrets", ""], ["list", "get", "set", "import", "delete", "diff"]],
+    [["secrets", "--ov"], ["--overwrite"]],
+    [["run", "--wa"], ["--watch", "--watch-interval"]],
+    [["link", "--project", ""], ["api", "billing"]],
+    [["secrets", "list", "--project", "b"], ["billing"]],
+    [["run", "--project", "api", "--env", ""], ["development", "production"]],
+    [["secrets", "diff", "--project", "billing", ""], ["staging"]],
+    [["secrets", "get", "--project", "api", "--env", "prod", ""], ["DATABASE_URL"]],
+    [["completion", ""], ["bash", "zsh", "fish"]],
+    [["export", "--format", ""], ["dotenv", "json"]],
+  ];
+  const lines = [`source ${path.join(home.dir, "completion.bash")}`];
+  for (const [words] of cases) {
+    const all = ["secrets-server", ...words].map((w) => `'${w}'`).join(" ");
+    lines.push(`COMP_WORDS=(${all}); COMP_CWORD=${words.length}; _secrets_server; echo "[\${COMPREPLY[*]}]"`);
+  }
+  const bash = start("bash", ["--norc", "-c", lines.join("\n")], { ...home.env, PATH: `${bin}:${process.env.PATH}` });
+  const result = await bash.done;
+  assert.equal(result.code, 0, result.output);
+  assert.deepEqual(
+    result.output.trim().split("\n"),
+    cases.map(([, expected]) => `[${expected.join(" ")}]`),
+  );
+
+  // Not signed in (or the server down): no suggestions and no message, never an error on the line.
+  const empty = await runMain(["__complete", "bash", "link", "--project", ""], { XDG_CONFIG_HOME: path.join(home.dir, "nowhere") });
+  assert.deepEqual([empty.code, empty.stdout, empty.stderr], [0, "", ""]);
+  for (const shell of ["zsh", "fish"]) {
+    const printed = await cli(home, ["completion", shell]);
+    assert.equal(printed.code, 0);
+    assert.match(printed.stdout, /__complete/);
+  }
+  assert.equal((await cli(home, ["completion", "tcsh"])).code, 2);
+});
+
+test("run --watch restarts the command when the secrets change (SIGTERM, then SIGKILL) and exits with its code", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development`;
+  const created = await alice.json("POST", `${base}/secrets`, { key: "WATCHED_VALUE", value: "first-watched" });
+  await login(server, home, alice);
+
+  const tooOften = await cli(home, ["run", "--watch", "--watch-interval", "5", "--project", "api", "--env", "dev", "--", "true"]);
+  assert.equal(tooOften.code, 2);
+  assert.match(tooOften.stderr, /--watch-interval is at least 10s/);
+
+  // The first command ignores SIGTERM (so it is killed after the grace period); the second exits 3.
+  const child =
+    "const v=process.env.WATCHED_VALUE;console.log('value='+v);" +
+    "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{setTimeout(()=>process.exit(3),100)}";
+  const watching = start(MAIN[0]!, [...MAIN.slice(1), "run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
+  await watching.waitFor(/value=first-watched/);
+  const startedAt = Date.now();
+  assert.equal(await exportEvents(alice, project.id), 1);
+  // The first poll (10 s) finds nothing new: 304, no audit event, no restart.
+  await new Promise((resolve) => setTimeout(resolve, 11_000));
+  assert.equal(await exportEvents(alice, project.id), 1);
+  assert.doesNotMatch(watching.output(), /restarting/);
+
+  await alice.json("PATCH", `${base}/secrets/${created.body.secret.id}`, { value: "second-watched" });
+  await watching.waitFor(/the secrets of development changed: restarting/);
+  assert.ok(Date.now() - startedAt >= 10_000, "polled more often than every 10 s");
+  await watching.waitFor(/ignoring SIGTERM/);
+  await watching.waitFor(/did not stop within 10s of SIGTERM: sending SIGKILL/);
+  await watching.waitFor(/value=second-watched/);
+  const result = await watching.done;
+  assert.equal(result.code, 3, result.output);
+  assert.equal(await exportEvents(alice, project.id), 2);
+});
