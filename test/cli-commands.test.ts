@@ -184,8 +184,8 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   fs.writeFileSync(file, "GOOD_KEY=fine-value-1\nEMPTY_VALUE=\ndotted.key=x\n");
   const badEntries = await cli(home, ["secrets", "import", file, ...dev]);
   assert.equal(badEntries.code, 1);
-  assert.match(badEntries.stderr, /EMPTY_VALUE: the value is empty/);
-  assert.match(badEntries.stderr, /dotted\.key: a key is letters, digits and underscores/);
+  assert.match(badEntries.stderr, /The value of EMPTY_VALUE is empty: a value has 1 to 10,000 characters/);
+  assert.match(badEntries.stderr, /"dotted\.key" is not a valid key: use letters, digits and _/);
   assert.equal((await exported(alice, project.id, "development")).GOOD_KEY, undefined, "nothing of a bad file is written");
   const noProdImport = await cli(home, ["secrets", "import", path.join(home.dir, "missing.env"), ...prod]);
   assert.equal(noProdImport.code, 2);
@@ -318,7 +318,7 @@ test("completion: bash completes commands, flags, project names, environments an
     [["secrets", "diff", "--project", "billing", ""], ["staging"]],
     [["secrets", "get", "--project", "api", "--env", "prod", ""], ["DATABASE_URL"]],
     [["completion", ""], ["bash", "zsh", "fish"]],
-    [["export", "--format", ""], ["dotenv", "json"]],
+    [["export", "--format", ""], ["dotenv", "shell", "docker", "json", "yaml"]],
   ];
   const lines = [`source ${path.join(home.dir, "completion.bash")}`];
   for (const [words] of cases) {

@@ -64,19 +64,31 @@ function parseAssignments(args: string[], usage: string): { key: string; value: 
   return entries;
 }
 
-/** Problems the server would answer with 400, found before anything is written. */
-function invalidEntries(entries: { key: string; value: string }[]): string[] {
+/**
+ * Problems the server would answer with 400, found before anything is written, each with
+ * the rule spelled out (the API only says "invalid key or value").
+ */
+function invalidEntries(entries: { key: string; value?: string }[]): string[] {
   const problems: string[] = [];
   for (const { key, value } of entries) {
     if (!KEY.test(key) || key.length > MAX_KEY_LENGTH) {
-      problems.push(`${printable(key)}: a key is letters, digits and underscores, not starting with a digit, up to ${MAX_KEY_LENGTH} characters`);
-    } else if (value.length === 0) {
-      problems.push(`${key}: the value is empty (a secret holds 1 to ${MAX_VALUE_LENGTH} characters)`);
-    } else if (value.length > MAX_VALUE_LENGTH) {
-      problems.push(`${key}: the value is longer than ${MAX_VALUE_LENGTH} characters`);
+      problems.push(
+        `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${MAX_KEY_LENGTH} characters`,
+      );
+    } else if (value !== undefined && value.length === 0) {
+      problems.push(`The value of ${key} is empty: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")} characters`);
+    } else if (value !== undefined && value.length > MAX_VALUE_LENGTH) {
+      problems.push(`The value of ${key} has ${value.length.toLocaleString("en")} characters: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")}`);
     }
   }
   return problems;
+}
+
+/** One problem is the whole message; several are listed under what could not be done. */
+function refuseInvalid(problems: string[], what: string, exitCode: number): void {
+  if (problems.length === 0) return;
+  if (problems.length === 1) throw new CliError(`${problems[0]}.`, exitCode);
+  throw new CliError(`${what}; nothing was written:\n  ${problems.join("\n  ")}`, exitCode);
 }
 
 /** Reads a .env file as the `dotenv` package does: the same reader the web UI's import uses. */
@@ -129,11 +141,11 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
     else fromStdinKey = key;
   }
   // --from-stdin's value is only read once the write is confirmed; the others are checked now.
-  const problems = entries ? invalidEntries(entries) : [];
-  if (problems.length > 0) {
-    const what = action === "import" ? `${args[0]} cannot be imported` : "Cannot set these";
-    throw new CliError(`${what}; nothing was written:\n  ${problems.join("\n  ")}`, action === "import" ? EXIT.failed : EXIT.usage);
-  }
+  refuseInvalid(
+    invalidEntries(entries ?? (fromStdinKey ? [{ key: fromStdinKey }] : [])),
+    action === "import" ? `${args[0]} cannot be imported` : "Cannot set these",
+    action === "import" ? EXIT.failed : EXIT.usage,
+  );
 
   const target = resolveTarget(values);
   const { api } = target;
@@ -146,7 +158,10 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
       : `Set ${list(keys)} in production?`;
   await confirmProductionWrite(environment, values.yes, question);
   // One trailing newline is what `echo` and editors add; anything else is part of the value.
-  if (fromStdinKey) entries = [{ key: fromStdinKey, value: (await readStdin()).replace(/\r?\n$/, "") }];
+  if (fromStdinKey) {
+    entries = [{ key: fromStdinKey, value: (await readStdin()).replace(/\r?\n$/, "") }];
+    refuseInvalid(invalidEntries(entries), "Cannot set these", EXIT.usage);
+  }
 
   const existing = await listSecrets(api, base);
   const results: { key: string; status: Status; version?: number }[] = [];
