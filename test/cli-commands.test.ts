@@ -7,17 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
-
-interface CliHome {
-  dir: string;
-  env: Record<string, string>;
-}
-
-function cliHome(t: TestContext): CliHome {
-  const dir = makeTempDir("secrets-cli-");
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return { dir, env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir } };
-}
+import { cliHome, type CliHome } from "./cli-helpers.ts";
 
 const MAIN = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts")];
 

@@ -9,6 +9,7 @@ import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
 import { isAppSettingName } from "../src/core/env-names.ts";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { cliHome, type CliHome } from "./cli-helpers.ts";
 
 /** Names that choose which code runs, or where a tool's configuration, trust or traffic goes. */
 const DANGEROUS = [
@@ -74,17 +75,6 @@ test("the rule refuses every name that chooses code, configuration, trust or tra
   const refused = APP_SETTINGS.filter((key) => !isAppSettingName(key));
   assert.deepEqual(refused, [], "application settings that are refused");
 });
-
-interface CliHome {
-  dir: string;
-  env: Record<string, string>;
-}
-
-function cliHome(t: TestContext): CliHome {
-  const dir = makeTempDir("secrets-cli-run-env-");
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return { dir, env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir } };
-}
 
 function cli(home: CliHome, args: string[], env: Record<string, string> = {}) {
   return runMain(args, { ...home.env, ...env }, { timeoutMs: 60_000 });

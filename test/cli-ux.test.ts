@@ -7,22 +7,8 @@ import fs from "node:fs";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { cliHome, type CliHome } from "./cli-helpers.ts";
 
-interface CliHome {
-  dir: string;
-  env: Record<string, string>;
-  credentialsFile: string;
-}
-
-function cliHome(t: TestContext): CliHome {
-  const dir = makeTempDir("secrets-cli-");
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return {
-    dir,
-    env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir },
-    credentialsFile: path.join(dir, "config", "secrets-server", "credentials.json"),
-  };
-}
 
 function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string; env?: Record<string, string> } = {}) {
   return runMain(args, { ...home.env, ...options.env }, { timeoutMs: 60_000, ...options });

@@ -7,24 +7,10 @@ import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { cliHome, type CliHome } from "./cli-helpers.ts";
 
 const MINUTE = 60_000;
 
-interface CliHome {
-  dir: string;
-  env: Record<string, string>;
-  credentialsFile: string;
-}
-
-function cliHome(t: TestContext): CliHome {
-  const dir = makeTempDir("secrets-cli-");
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return {
-    dir,
-    env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir },
-    credentialsFile: path.join(dir, "config", "secrets-server", "credentials.json"),
-  };
-}
 
 interface Running {
   child: ChildProcess;
