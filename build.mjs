@@ -144,7 +144,8 @@ function makeBlob(node, assets) {
     useCodeCache: true,
     useSnapshot: false,
     // V8 flags the executable always runs with (NODE_OPTIONS may add to them); see
-    // SEMI_SPACE_MIB.
+    // SEMI_SPACE_MIB. Not --expose-gc, which would make V8 reject the code cache
+    // (src/core/idle-gc.ts turns it on after start).
     execArgv: [`--max-semi-space-size=${SEMI_SPACE_MIB}`],
     assets: Object.fromEntries(Object.entries(assets).map(([name, file]) => [name, relative(file)])),
   };

@@ -24,6 +24,7 @@ import { registerErrorHandling } from "./core/errors.ts";
 import { createStorageMonitor } from "./core/storage.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { createWalMaintenance } from "./core/wal.ts";
+import { createIdleGc } from "./core/idle-gc.ts";
 import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
@@ -234,11 +235,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   const wal = createWalMaintenance(db, log);
   // A callback hook, not an async one: no promise per request for a timestamp.
+  const idleGc = createIdleGc(log);
   app.addHook("onResponse", (_req, _reply, done) => {
     wal.noteRequest();
+    idleGc.noteRequest();
     done();
   });
   app.addHook("onClose", async () => wal.stop());
+  app.addHook("onClose", async () => idleGc.stop());
   const retention =
     config.auditRetentionDays === undefined
       ? undefined
@@ -383,6 +387,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Timers last: nothing below can fail and leave them running on a closed database.
   rateLimits.start((error) => log.error({ err: error }, "could not save rate-limit counters"));
   wal.start();
+  idleGc.start();
   retention?.start();
 
   return {

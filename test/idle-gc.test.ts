@@ -1,0 +1,32 @@
+// The idle collection (src/core/idle-gc.ts): once after a burst of requests, only when idle
+// and only when the heap grew.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { createIdleGc } from "../src/core/idle-gc.ts";
+
+test("idle gc: collects once after requests stop, only when the heap grew", () => {
+  let heap = 10;
+  let calls = 0;
+  const idle = createIdleGc({ debug() {} }, { idleMs: 1000, minGrowthBytes: 5, gc: () => (calls++, (heap = 10)), heapBytes: () => heap });
+  assert.equal(idle.available, true);
+  const now = Date.now();
+  assert.equal(idle.collectIfIdle(now + 5000), false, "no requests yet");
+  idle.noteRequest();
+  heap = 30;
+  assert.equal(idle.collectIfIdle(Date.now() + 10), false, "requests are recent");
+  assert.equal(idle.collectIfIdle(Date.now() + 2000), true);
+  assert.equal(calls, 1);
+  assert.equal(idle.collectIfIdle(Date.now() + 4000), false, "once per burst");
+  idle.noteRequest();
+  heap = 12;
+  assert.equal(idle.collectIfIdle(Date.now() + 2000), false, "the heap did not grow enough");
+  assert.equal(calls, 1);
+});
+
+test("idle gc: does nothing from source without gc()", () => {
+  if ((globalThis as { gc?: unknown }).gc) return;
+  const idle = createIdleGc({ debug() {} });
+  assert.equal(idle.available, false);
+  idle.noteRequest();
+  assert.equal(idle.collectIfIdle(Date.now() + 60_000), false);
+});
