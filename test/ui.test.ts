@@ -403,8 +403,10 @@ describe("secrets in Chromium", () => {
     await page.getByRole("link", { name: "Import .env" }).click();
     await assertTitle(page, "Import into Staging · web · Secrets");
     await page.getByLabel("Paste the contents of a .env file").fill(
-      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "CHANGE_ME=new", "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
+      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "EMPTY=", "CHANGE_ME=new", 'BLANK=""', "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
     );
+    // Keys without a value are listed apart and never block the rest of the file.
+    await page.getByRole("note").filter({ hasText: "2 keys have no value and will not be imported: EMPTY, BLANK" }).waitFor();
     await page.getByText("5 new").waitFor({ state: "detached" });
     await page.getByText(/6 keys: 2 new, 3 existing, 1 invalid/).waitFor();
     await page.getByRole("button", { name: "Compare values with the current ones" }).click();
