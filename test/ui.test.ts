@@ -728,21 +728,19 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.equal(await list.getByRole("listitem").count(), 60);
     assert.equal(await page.getByRole("button", { name: "Load more" }).count(), 0);
 
+    // Filters apply as they change: no Apply button.
     await page.getByLabel("Category").selectOption("access");
-    await page.getByRole("button", { name: "Apply filters" }).click();
     // Both access events were already on the unfiltered page: wait for the filtered answer itself.
     await auditListShows(page, ["bob@example.test accepted an invitation as admin", "You invited bob@example.test as admin"]);
 
-    await page.getByRole("button", { name: "Clear" }).click();
+    await page.getByRole("button", { name: "Clear filters" }).click();
     await page.getByLabel("Actor").selectOption({ label: "bob@example.test" });
-    await page.getByRole("button", { name: "Apply filters" }).click();
     // Two events again (as the access filter's list), and Clear's unfiltered list has both of
     // Bob's: only the actor's answer is exactly these two.
     await auditListShows(page, ["bob@example.test changed the value of API_KEY in production (now version 2)", "bob@example.test accepted an invitation as admin"]);
 
     await page.getByLabel("From", { exact: true }).fill("2001-01-01");
     await page.getByLabel("To", { exact: true }).fill("2001-01-02");
-    await page.getByRole("button", { name: "Apply filters" }).click();
     await page.getByText("No events match.").waitFor();
 
     await page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Security" }).click();
@@ -775,10 +773,10 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.goto(`/projects/${project.id}/audit`);
     await auditListShows(page, ["You created secret SECOND in production", "You created secret FIRST in production", "You created the project"]);
 
-    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from"));
+    // Each date applies as it is set: the request that counts carries both.
+    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from") && new URL(r.url()).searchParams.has("to"));
     await page.getByLabel("From", { exact: true }).fill(day);
     await page.getByLabel("To", { exact: true }).fill(day);
-    await page.getByRole("button", { name: "Apply filters" }).click();
     const query = new URL((await sent).url()).searchParams;
     // Local midnight of that day and its last millisecond, as full UTC timestamps.
     const inAuckland = new Intl.DateTimeFormat("sv-SE", {
@@ -801,6 +799,91 @@ describe("audit, security and Vercel in Chromium", () => {
       assert.equal(inAuckland.format(new Date(sentValue)), `${day} ${time}`, name);
     }
     await auditListShows(page, ["You created secret FIRST in production"]);
+  });
+
+  test("audit: seconds with the full time on hover, filters in the URL as they change, by environment and key, grants named, CSV and JSON downloads (audited)", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "books", environments: ["development", "production"] });
+    const at = (env: string) => `/api/projects/${project.id}/environments/${env}/secrets`;
+    for (const [env, key] of [
+      ["development", "API_KEY"],
+      ["production", "API_KEY"],
+      ["production", "DB_URL"],
+    ] as const) {
+      assert.equal((await alice.json("POST", at(env), { key, value: "v" })).status, 201);
+    }
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member", environments: ["development", "production"] });
+    assert.equal(invited.status, 201, JSON.stringify(invited.body));
+
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/audit`);
+    await auditListShows(page, [
+      "You invited bob@example.test as member, with access to development and production",
+      "You created secret DB_URL in production",
+      "You created secret API_KEY in production",
+      "You created secret API_KEY in development",
+      "You created the project",
+    ]);
+    // Seconds are shown; hovering gives the whole timestamp, the UTC one included.
+    const time = page.getByRole("list", { name: "Audit events, newest first" }).locator("time").first();
+    assert.match((await time.textContent()) ?? "", /\d:\d\d:\d\d/);
+    const iso = (await time.getAttribute("datetime")) ?? "";
+    assert.ok(((await time.getAttribute("title")) ?? "").includes(iso), "the title holds the exact time");
+    await check(tab, "audit-filters");
+
+    await page.getByLabel(/^Environment/).selectOption("production");
+    await auditListShows(page, ["You created secret DB_URL in production", "You created secret API_KEY in production"]);
+    await page.getByLabel("Secret key").fill("API_KEY");
+    await auditListShows(page, ["You created secret API_KEY in production"]);
+    assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { environment: "production", key: "API_KEY" });
+
+    // The URL is the filter: a reload shows the same list and the same fields.
+    await page.reload();
+    await auditListShows(page, ["You created secret API_KEY in production"]);
+    assert.equal(await page.getByLabel(/^Environment/).inputValue(), "production");
+    assert.equal(await page.getByLabel("Secret key").inputValue(), "API_KEY");
+
+    // A key the API would refuse is explained, and the list stays as it is.
+    await page.getByLabel("Secret key").fill("1API");
+    await page.getByText("A secret key is letters, digits and underscores").waitFor();
+    assert.equal(new URL(page.url()).searchParams.get("key"), "API_KEY");
+    await check(tab, "audit-bad-key");
+    await page.getByLabel("Secret key").fill("API_KEY");
+    await page.getByText("A secret key is letters, digits and underscores").waitFor({ state: "detached" });
+
+    const csvDownload = page.waitForEvent("download");
+    await page.getByRole("link", { name: "Download CSV" }).click();
+    const csv = await csvDownload;
+    assert.match(csv.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.csv$/);
+    const csvLines = fs.readFileSync(await csv.path(), "utf8").split("\r\n");
+    assert.equal(csvLines[0], "at,action,category,actor,actorUserId,serviceAccount,environment,key,targetType,targetId,metadata");
+    assert.equal(csvLines.length, 3);
+    assert.match(csvLines[1]!, /,secret\.created,secrets,alice@example\.test,.*,production,API_KEY,/);
+
+    const jsonDownload = page.waitForEvent("download");
+    await page.getByRole("link", { name: "Download JSON" }).click();
+    const json = await jsonDownload;
+    assert.match(json.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.json$/);
+    const body = JSON.parse(fs.readFileSync(await json.path(), "utf8"));
+    assert.deepEqual(
+      body.events.map((e: { action: string; metadata: { key: string } }) => [e.action, e.metadata.key]),
+      [["secret.created", "API_KEY"]],
+    );
+    assert.equal(body.truncated, false);
+
+    // Both downloads are in the log, with their filters, and read as sentences.
+    await page.getByRole("button", { name: "Clear filters" }).click();
+    await page.waitForURL((url) => url.search === "");
+    assert.equal(await page.getByLabel("Secret key").inputValue(), "");
+    await page.getByLabel("Action").selectOption("audit.exported");
+    await auditListShows(page, [
+      "You downloaded 1 audit event as JSON, filtered by environment production, key API_KEY",
+      "You downloaded 1 audit event as CSV, filtered by environment production, key API_KEY",
+    ]);
+    assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { action: "audit.exported" });
   });
 
   test("connect Vercel against the fake, pick a project, map environments, add a hook, sync and redeploy", async (t) => {
