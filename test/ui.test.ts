@@ -668,6 +668,60 @@ describe("CLI sign-in in Chromium", () => {
     assert.deepEqual(await approveResponse.json(), { error: "That code is invalid or has expired." });
     await page.waitForFunction((alert) => !alert?.isConnected, fromLoad);
     await invalid.waitFor();
+    // That answer is final for this code: both buttons wait for another one.
+    assert.equal(await page.getByRole("button", { name: "Approve" }).isDisabled(), true);
+    assert.equal(await page.getByRole("button", { name: "Deny" }).isDisabled(), true);
+    await page.getByText("Check the code against your terminal, or run login again there for a new one.").waitFor();
+    await page.getByLabel("Code shown in your terminal").fill("CCCC-CCCC");
+    assert.equal(await page.getByRole("button", { name: "Approve" }).isEnabled(), true);
+    assert.equal(await page.getByRole("button", { name: "Deny" }).isEnabled(), true);
+  });
+
+  test("after approving, the page waits for the terminal and then shows the session, or says plainly that it never came", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+
+    const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "slow box" });
+    assert.equal(device.status, 200);
+    await page.goto(`/cli/authorize?code=${device.body.userCode}`);
+    await page.getByRole("status").filter({ hasText: "Device: slow box." }).waitFor();
+    await page.getByRole("button", { name: "Approve" }).click();
+    // Approved, but the terminal has not asked yet: there is no session to show.
+    await page.getByRole("status").filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" }).waitFor();
+    await page.getByRole("heading", { name: "Approved" }).waitFor();
+    await check(tab, "cli-approved-waiting");
+    const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+    assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+    await page.getByRole("heading", { name: "CLI signed in" }).waitFor();
+    await page.getByRole("status").filter({ hasText: "“slow box” is now signed in as you." }).waitFor();
+    const [session] = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
+    assert.equal(await page.locator("dd").first().textContent(), "slow box");
+    assert.equal(await page.locator("dd time").first().getAttribute("datetime"), session.createdAt);
+    await check(tab, "cli-approved-session");
+
+    // A terminal that never comes: after 90 seconds (of the page's clock) the page says so.
+    const other = await openTab(server);
+    await useSession(other, server, alice);
+    await other.page.clock.install();
+    const lost = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "closed box" });
+    await other.page.goto(`/cli/authorize?code=${lost.body.userCode}`);
+    await other.page.getByRole("status").filter({ hasText: "Device: closed box." }).waitFor();
+    await other.page.getByRole("button", { name: "Approve" }).click();
+    await other.page.getByText("Waiting for your terminal…").waitFor();
+    const timedOut = other.page.getByRole("status").filter({ hasText: "Your terminal has not picked up the approval in 90 seconds." });
+    for (let i = 0; i < 40 && !(await timedOut.isVisible()); i++) {
+      await other.page.clock.fastForward(5_000);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await timedOut.waitFor();
+    assert.deepEqual(
+      (await alice.json("GET", "/api/cli/sessions")).body.sessions.map((s: { deviceName: string }) => s.deviceName),
+      ["slow box"],
+    );
+    await check(other, "cli-approved-timeout");
   });
 });
 
