@@ -13,7 +13,7 @@ import { createAuditRepo, type AuditFilter } from "../src/audit/audit.repo.ts";
 import { auditFilter, createAuditService, encodeCursor, type AuditQuery } from "../src/audit/audit.service.ts";
 import { verifyAuditChain } from "../src/audit/audit.verify.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "../src/audit/audit.actions.ts";
-import { createEventIds, eventHash, GENESIS_HASH } from "../src/audit/audit.writer.ts";
+import { createAuditWriter, createEventIds, eventHash, GENESIS_HASH } from "../src/audit/audit.writer.ts";
 import { createAccessGuard } from "../src/core/access.ts";
 import type { Caller } from "../src/core/caller.ts";
 import { systemClock } from "../src/core/clock.ts";
@@ -203,6 +203,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     const repo = createAuditRepo(db);
     const service = createAuditService({
       repo,
+      writer: createAuditWriter(db, systemClock, keyring),
       access: createAccessGuard(db),
       config,
       keyring,

@@ -358,6 +358,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerSecretRoutes(app, { auth, access, secrets });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({
       repo: createAuditRepo(db),
+      writer: audit,
       access,
       config,
       keyring,

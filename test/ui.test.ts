@@ -403,8 +403,10 @@ describe("secrets in Chromium", () => {
     await page.getByRole("link", { name: "Import .env" }).click();
     await assertTitle(page, "Import into Staging · web · Secrets");
     await page.getByLabel("Paste the contents of a .env file").fill(
-      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "CHANGE_ME=new", "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
+      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "EMPTY=", "CHANGE_ME=new", 'BLANK=""', "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
     );
+    // Keys without a value are listed apart and never block the rest of the file.
+    await page.getByRole("note").filter({ hasText: "2 keys have no value and will not be imported: EMPTY, BLANK" }).waitFor();
     await page.getByText("5 new").waitFor({ state: "detached" });
     await page.getByText(/6 keys: 2 new, 3 existing, 1 invalid/).waitFor();
     await page.getByRole("button", { name: "Compare values with the current ones" }).click();
@@ -666,6 +668,60 @@ describe("CLI sign-in in Chromium", () => {
     assert.deepEqual(await approveResponse.json(), { error: "That code is invalid or has expired." });
     await page.waitForFunction((alert) => !alert?.isConnected, fromLoad);
     await invalid.waitFor();
+    // That answer is final for this code: both buttons wait for another one.
+    assert.equal(await page.getByRole("button", { name: "Approve" }).isDisabled(), true);
+    assert.equal(await page.getByRole("button", { name: "Deny" }).isDisabled(), true);
+    await page.getByText("Check the code against your terminal, or run login again there for a new one.").waitFor();
+    await page.getByLabel("Code shown in your terminal").fill("CCCC-CCCC");
+    assert.equal(await page.getByRole("button", { name: "Approve" }).isEnabled(), true);
+    assert.equal(await page.getByRole("button", { name: "Deny" }).isEnabled(), true);
+  });
+
+  test("after approving, the page waits for the terminal and then shows the session, or says plainly that it never came", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+
+    const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "slow box" });
+    assert.equal(device.status, 200);
+    await page.goto(`/cli/authorize?code=${device.body.userCode}`);
+    await page.getByRole("status").filter({ hasText: "Device: slow box." }).waitFor();
+    await page.getByRole("button", { name: "Approve" }).click();
+    // Approved, but the terminal has not asked yet: there is no session to show.
+    await page.getByRole("status").filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" }).waitFor();
+    await page.getByRole("heading", { name: "Approved" }).waitFor();
+    await check(tab, "cli-approved-waiting");
+    const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+    assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+    await page.getByRole("heading", { name: "CLI signed in" }).waitFor();
+    await page.getByRole("status").filter({ hasText: "“slow box” is now signed in as you." }).waitFor();
+    const [session] = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
+    assert.equal(await page.locator("dd").first().textContent(), "slow box");
+    assert.equal(await page.locator("dd time").first().getAttribute("datetime"), session.createdAt);
+    await check(tab, "cli-approved-session");
+
+    // A terminal that never comes: after 90 seconds (of the page's clock) the page says so.
+    const other = await openTab(server);
+    await useSession(other, server, alice);
+    await other.page.clock.install();
+    const lost = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "closed box" });
+    await other.page.goto(`/cli/authorize?code=${lost.body.userCode}`);
+    await other.page.getByRole("status").filter({ hasText: "Device: closed box." }).waitFor();
+    await other.page.getByRole("button", { name: "Approve" }).click();
+    await other.page.getByText("Waiting for your terminal…").waitFor();
+    const timedOut = other.page.getByRole("status").filter({ hasText: "Your terminal has not picked up the approval in 90 seconds." });
+    for (let i = 0; i < 40 && !(await timedOut.isVisible()); i++) {
+      await other.page.clock.fastForward(5_000);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await timedOut.waitFor();
+    assert.deepEqual(
+      (await alice.json("GET", "/api/cli/sessions")).body.sessions.map((s: { deviceName: string }) => s.deviceName),
+      ["slow box"],
+    );
+    await check(other, "cli-approved-timeout");
   });
 });
 
@@ -726,21 +782,19 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.equal(await list.getByRole("listitem").count(), 60);
     assert.equal(await page.getByRole("button", { name: "Load more" }).count(), 0);
 
+    // Filters apply as they change: no Apply button.
     await page.getByLabel("Category").selectOption("access");
-    await page.getByRole("button", { name: "Apply filters" }).click();
     // Both access events were already on the unfiltered page: wait for the filtered answer itself.
     await auditListShows(page, ["bob@example.test accepted an invitation as admin", "You invited bob@example.test as admin"]);
 
-    await page.getByRole("button", { name: "Clear" }).click();
+    await page.getByRole("button", { name: "Clear filters" }).click();
     await page.getByLabel("Actor").selectOption({ label: "bob@example.test" });
-    await page.getByRole("button", { name: "Apply filters" }).click();
     // Two events again (as the access filter's list), and Clear's unfiltered list has both of
     // Bob's: only the actor's answer is exactly these two.
     await auditListShows(page, ["bob@example.test changed the value of API_KEY in production (now version 2)", "bob@example.test accepted an invitation as admin"]);
 
     await page.getByLabel("From", { exact: true }).fill("2001-01-01");
     await page.getByLabel("To", { exact: true }).fill("2001-01-02");
-    await page.getByRole("button", { name: "Apply filters" }).click();
     await page.getByText("No events match.").waitFor();
 
     await page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Security" }).click();
@@ -773,10 +827,10 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.goto(`/projects/${project.id}/audit`);
     await auditListShows(page, ["You created secret SECOND in production", "You created secret FIRST in production", "You created the project"]);
 
-    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from"));
+    // Each date applies as it is set: the request that counts carries both.
+    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from") && new URL(r.url()).searchParams.has("to"));
     await page.getByLabel("From", { exact: true }).fill(day);
     await page.getByLabel("To", { exact: true }).fill(day);
-    await page.getByRole("button", { name: "Apply filters" }).click();
     const query = new URL((await sent).url()).searchParams;
     // Local midnight of that day and its last millisecond, as full UTC timestamps.
     const inAuckland = new Intl.DateTimeFormat("sv-SE", {
@@ -799,6 +853,91 @@ describe("audit, security and Vercel in Chromium", () => {
       assert.equal(inAuckland.format(new Date(sentValue)), `${day} ${time}`, name);
     }
     await auditListShows(page, ["You created secret FIRST in production"]);
+  });
+
+  test("audit: seconds with the full time on hover, filters in the URL as they change, by environment and key, grants named, CSV and JSON downloads (audited)", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "books", environments: ["development", "production"] });
+    const at = (env: string) => `/api/projects/${project.id}/environments/${env}/secrets`;
+    for (const [env, key] of [
+      ["development", "API_KEY"],
+      ["production", "API_KEY"],
+      ["production", "DB_URL"],
+    ] as const) {
+      assert.equal((await alice.json("POST", at(env), { key, value: "v" })).status, 201);
+    }
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member", environments: ["development", "production"] });
+    assert.equal(invited.status, 201, JSON.stringify(invited.body));
+
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/audit`);
+    await auditListShows(page, [
+      "You invited bob@example.test as member, with access to development and production",
+      "You created secret DB_URL in production",
+      "You created secret API_KEY in production",
+      "You created secret API_KEY in development",
+      "You created the project",
+    ]);
+    // Seconds are shown; hovering gives the whole timestamp, the UTC one included.
+    const time = page.getByRole("list", { name: "Audit events, newest first" }).locator("time").first();
+    assert.match((await time.textContent()) ?? "", /\d:\d\d:\d\d/);
+    const iso = (await time.getAttribute("datetime")) ?? "";
+    assert.ok(((await time.getAttribute("title")) ?? "").includes(iso), "the title holds the exact time");
+    await check(tab, "audit-filters");
+
+    await page.getByLabel(/^Environment/).selectOption("production");
+    await auditListShows(page, ["You created secret DB_URL in production", "You created secret API_KEY in production"]);
+    await page.getByLabel("Secret key").fill("API_KEY");
+    await auditListShows(page, ["You created secret API_KEY in production"]);
+    assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { environment: "production", key: "API_KEY" });
+
+    // The URL is the filter: a reload shows the same list and the same fields.
+    await page.reload();
+    await auditListShows(page, ["You created secret API_KEY in production"]);
+    assert.equal(await page.getByLabel(/^Environment/).inputValue(), "production");
+    assert.equal(await page.getByLabel("Secret key").inputValue(), "API_KEY");
+
+    // A key the API would refuse is explained, and the list stays as it is.
+    await page.getByLabel("Secret key").fill("1API");
+    await page.getByText("A secret key is letters, digits and underscores").waitFor();
+    assert.equal(new URL(page.url()).searchParams.get("key"), "API_KEY");
+    await check(tab, "audit-bad-key");
+    await page.getByLabel("Secret key").fill("API_KEY");
+    await page.getByText("A secret key is letters, digits and underscores").waitFor({ state: "detached" });
+
+    const csvDownload = page.waitForEvent("download");
+    await page.getByRole("link", { name: "Download CSV" }).click();
+    const csv = await csvDownload;
+    assert.match(csv.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.csv$/);
+    const csvLines = fs.readFileSync(await csv.path(), "utf8").split("\r\n");
+    assert.equal(csvLines[0], "at,action,category,actor,actorUserId,serviceAccount,environment,key,targetType,targetId,metadata");
+    assert.equal(csvLines.length, 3);
+    assert.match(csvLines[1]!, /,secret\.created,secrets,alice@example\.test,.*,production,API_KEY,/);
+
+    const jsonDownload = page.waitForEvent("download");
+    await page.getByRole("link", { name: "Download JSON" }).click();
+    const json = await jsonDownload;
+    assert.match(json.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.json$/);
+    const body = JSON.parse(fs.readFileSync(await json.path(), "utf8"));
+    assert.deepEqual(
+      body.events.map((e: { action: string; metadata: { key: string } }) => [e.action, e.metadata.key]),
+      [["secret.created", "API_KEY"]],
+    );
+    assert.equal(body.truncated, false);
+
+    // Both downloads are in the log, with their filters, and read as sentences.
+    await page.getByRole("button", { name: "Clear filters" }).click();
+    await page.waitForURL((url) => url.search === "");
+    assert.equal(await page.getByLabel("Secret key").inputValue(), "");
+    await page.getByLabel("Action").selectOption("audit.exported");
+    await auditListShows(page, [
+      "You downloaded 1 audit event as JSON, filtered by environment production, key API_KEY",
+      "You downloaded 1 audit event as CSV, filtered by environment production, key API_KEY",
+    ]);
+    assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { action: "audit.exported" });
   });
 
   test("connect Vercel against the fake, pick a project, map environments, add a hook, sync and redeploy", async (t) => {

@@ -48,6 +48,8 @@ export const AUDIT_ACTIONS = {
   "project.created": { category: "project", metadata: ["name", "environments"] },
   "project.updated": { category: "project", metadata: ["name", "previousName", "descriptionChanged"] },
   "project.deleted": { category: "project", metadata: ["name"] },
+  // A download of the log itself: reading it in the UI is not audited, taking a copy away is.
+  "audit.exported": { category: "project", metadata: ["format", "count", "truncated", "filters"] },
   "integration.connected": { category: "integrations", metadata: ["provider", "teamId", "resumed"] },
   "integration.updated": {
     category: "integrations",

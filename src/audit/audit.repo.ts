@@ -9,6 +9,10 @@ export interface AuditFilter {
   actorUserId?: string;
   /** Events caused by this service account (exclusive with actorUserId). */
   serviceAccountId?: string;
+  /** metadata.environment equals this. */
+  environment?: string;
+  /** metadata.key equals this. */
+  key?: string;
   /** Inclusive lower bound, ISO text. */
   fromAt?: string;
   /** Upper bound, ISO text; exclusive when `toExclusive` (a date-only `to`). */
@@ -113,6 +117,11 @@ export function createAuditRepo(db: Db) {
     else if (filter.category !== undefined) where.push("e.category = @category");
     if (filter.actorUserId !== undefined) where.push("e.actor_user_id = @actorUserId");
     if (filter.serviceAccountId !== undefined) where.push("e.service_account_id = @serviceAccountId");
+    // No index covers metadata: these two filter the rows the chosen index walks, so a rare
+    // environment or key may walk many events to fill a page. Fine at today's sizes; a
+    // generated column with an index is the way out if it is not.
+    if (filter.environment !== undefined) where.push("json_extract(e.metadata, '$.environment') = @environment");
+    if (filter.key !== undefined) where.push("json_extract(e.metadata, '$.key') = @key");
     if (filter.fromAt !== undefined) where.push("e.at >= @fromAt");
     // A cursor older than `to` makes `to` redundant; dropping it leaves SQLite one upper
     // bound, the cursor, so a deep page seeks straight to it instead of scanning from `to`.
@@ -308,6 +317,8 @@ function pageParameters(filter: AuditFilter): Record<string, string | number> {
     category: filter.category,
     actorUserId: filter.actorUserId,
     serviceAccountId: filter.serviceAccountId,
+    environment: filter.environment,
+    key: filter.key,
     fromAt: filter.fromAt,
     toAt: filter.toAt,
     beforeAt: filter.before?.at,

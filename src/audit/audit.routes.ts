@@ -1,12 +1,18 @@
 import type { FastifyInstance } from "fastify";
-import type { AccessGuard } from "../core/access.ts";
+import { isEnvironment, type AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
 import { AUDIT_CATEGORIES, isAuditAction, type AuditCategory } from "./audit.actions.ts";
-import { PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
+import { auditCsv } from "./audit.export.ts";
+import { EXPORT_MAX_EVENTS, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
 
 export const INVALID_LIMIT = `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`;
 const INVALID_DATE = "Invalid date filter.";
+const INVALID_ENVIRONMENT = "Invalid environment filter: use development, staging or production.";
+const INVALID_KEY = "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters.";
+const INVALID_FORMAT = "Invalid format: use csv or json.";
+const SECRET_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const MAX_KEY_LENGTH = 128;
 
 const USER_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -76,6 +82,12 @@ export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
   const actor = single(query.actor, "Invalid actor filter.");
   if (actor !== undefined && !USER_ID.test(actor)) throw new HttpError(400, "Invalid actor filter.");
 
+  const environment = single(query.environment, INVALID_ENVIRONMENT);
+  if (environment !== undefined && !isEnvironment(environment)) throw new HttpError(400, INVALID_ENVIRONMENT);
+
+  const key = single(query.key, INVALID_KEY);
+  if (key !== undefined && !(key.length <= MAX_KEY_LENGTH && SECRET_KEY.test(key))) throw new HttpError(400, INVALID_KEY);
+
   const fromText = single(query.from, INVALID_DATE);
   const toText = single(query.to, INVALID_DATE);
   const from = fromText === undefined ? undefined : parseDate(fromText);
@@ -93,6 +105,8 @@ export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
     category: category as AuditCategory | undefined,
     action,
     actorUserId: actor?.toLowerCase(),
+    environment,
+    key,
     fromAt: from && storedTimeText(from.at),
     to: toBound && (toBound.at > LAST_STORED_TIME ? { at: storedTimeText(toBound.at), exclusive: false } : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
     cursor,
@@ -109,6 +123,28 @@ export function registerAuditRoutes(
     async (req) => {
       const query = parseAuditQuery(req.query as Record<string, unknown>);
       return audit.list(auth.caller(req), req.params.projectId, query);
+    },
+  );
+
+  // The filters of the list, without its page parameters (limit and cursor are ignored): the
+  // newest EXPORT_MAX_EVENTS matching events, as a file. Rate limited: each one is a bulk read.
+  app.get<{ Params: { projectId: string } }>(
+    "/api/projects/:projectId/audit/export",
+    { preHandler: [auth.browser, access.route("audit:read")], config: { rateLimit: { max: 10, timeWindow: 60_000 } } },
+    async (req, reply) => {
+      const raw = req.query as Record<string, unknown>;
+      const format = single(raw.format, INVALID_FORMAT) ?? "json";
+      if (format !== "csv" && format !== "json") throw new HttpError(400, INVALID_FORMAT);
+      const query = parseAuditQuery({ ...raw, limit: undefined, cursor: undefined });
+      const result = await audit.export(auth.caller(req), req.params.projectId, query, format);
+      const day = new Date().toISOString().slice(0, 10);
+      void reply
+        .header("cache-control", "no-store")
+        .header("content-disposition", `attachment; filename="audit-log-${day}.${format}"`)
+        // Whether older matching events were left out (at most EXPORT_MAX_EVENTS are written).
+        .header("x-audit-truncated", String(result.truncated));
+      if (format === "json") return { events: result.events, truncated: result.truncated, maxEvents: EXPORT_MAX_EVENTS };
+      return reply.type("text/csv; charset=utf-8").send(auditCsv(result.events));
     },
   );
 

@@ -6,10 +6,13 @@ import { ALGORITHM, type Keyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import type { AuditCategory } from "./audit.actions.ts";
 import type { AuditEventRow, AuditFilter, AuditRepo } from "./audit.repo.ts";
+import type { AuditWriter } from "./audit.writer.ts";
 
 export const PAGE_SIZE_DEFAULT = 50;
 export const PAGE_SIZE_MAX = 100;
 export const INVALID_CURSOR = "Invalid cursor.";
+/** The most events one export writes: the newest ones; the answer says when older ones were left out. */
+export const EXPORT_MAX_EVENTS = 10_000;
 
 // The CLI token lifetimes of api.md section 5; reported, not configurable.
 const CLI_ACCESS_TOKEN_MINUTES = 60;
@@ -20,6 +23,8 @@ export interface AuditQuery {
   category?: AuditCategory;
   action?: string;
   actorUserId?: string;
+  environment?: string;
+  key?: string;
   /** Inclusive lower bound (ISO text). */
   fromAt?: string;
   /** Upper bound (ISO text); exclusive for a date-only `to`, which covers its whole day. */
@@ -95,6 +100,8 @@ export function auditFilter(projectId: string, query: Omit<AuditQuery, "limit" |
     action: query.action,
     category: query.category,
     actorUserId: query.actorUserId,
+    environment: query.environment,
+    key: query.key,
     fromAt: query.fromAt,
     toAt: query.to?.at,
     toExclusive: query.to?.exclusive,
@@ -103,6 +110,8 @@ export function auditFilter(projectId: string, query: Omit<AuditQuery, "limit" |
 
 interface Deps {
   repo: AuditRepo;
+  /** Records the audit log's own exports. */
+  writer: AuditWriter;
   access: AccessGuard;
   config: Config;
   keyring: Keyring;
@@ -113,7 +122,7 @@ interface Deps {
   openTrustAccounts: (projectId: string) => string[];
 }
 
-export function createAuditService({ repo, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts }: Deps) {
+export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts }: Deps) {
   function toView(row: AuditEventRow, caller: Caller): AuditEventView {
     return {
       id: row.id,
@@ -144,18 +153,23 @@ export function createAuditService({ repo, access, config, keyring, clock, servi
     return config.authProvider;
   }
 
+  function resolvedFilter(projectId: string, query: AuditQuery): Omit<AuditFilter, "limit"> {
+    const filter = auditFilter(projectId, query);
+    // The actor filter names a person or a service account; ids are UUIDs, so an id that
+    // caused service-account events of this project is that account's (deleted or not).
+    if (filter.actorUserId !== undefined && repo.hasServiceAccountEvents(projectId, filter.actorUserId)) {
+      filter.serviceAccountId = filter.actorUserId;
+      filter.actorUserId = undefined;
+    }
+    return filter;
+  }
+
   return {
     list(caller: Caller, projectId: string, query: AuditQuery): AuditPage {
       access.require(caller, projectId, "audit:read");
       const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
       // One row more than the page tells whether another page exists, without a count.
-      const filter = auditFilter(projectId, query);
-      // The actor filter names a person or a service account; ids are UUIDs, so an id that
-      // caused service-account events of this project is that account's (deleted or not).
-      if (filter.actorUserId !== undefined && repo.hasServiceAccountEvents(projectId, filter.actorUserId)) {
-        filter.serviceAccountId = filter.actorUserId;
-        filter.actorUserId = undefined;
-      }
+      const filter = resolvedFilter(projectId, query);
       const rows = repo.page({ ...filter, before, limit: query.limit + 1 });
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
@@ -163,6 +177,31 @@ export function createAuditService({ repo, access, config, keyring, clock, servi
         events: page.map((row) => toView(row, caller)),
         nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null,
       };
+    },
+
+    /**
+     * The newest EXPORT_MAX_EVENTS events matching the query's filters, for a download.
+     * Answers only once its own `audit.exported` event is on disk, like a secrets export.
+     */
+    async export(caller: Caller, projectId: string, query: AuditQuery, format: "csv" | "json"): Promise<{ events: AuditEventView[]; truncated: boolean }> {
+      access.require(caller, projectId, "audit:read");
+      const rows = repo.page({ ...resolvedFilter(projectId, query), limit: EXPORT_MAX_EVENTS + 1 });
+      const truncated = rows.length > EXPORT_MAX_EVENTS;
+      const events = rows.slice(0, EXPORT_MAX_EVENTS).map((row) => toView(row, caller));
+      const filters: Record<string, string> = {};
+      for (const name of ["category", "action", "actorUserId", "environment", "key", "fromAt"] as const) {
+        const value = query[name];
+        if (value !== undefined) filters[name === "actorUserId" ? "actor" : name === "fromAt" ? "from" : name] = value;
+      }
+      if (query.to) filters.to = query.to.at;
+      await writer.recordRead(caller, {
+        projectId,
+        action: "audit.exported",
+        targetType: "project",
+        targetId: projectId,
+        metadata: { format, count: events.length, truncated, filters },
+      });
+      return { events, truncated };
     },
 
     /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */

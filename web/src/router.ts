@@ -13,11 +13,12 @@ function current(): Location {
   return { pathname: window.location.pathname, search: new URLSearchParams(window.location.search), hash: window.location.hash };
 }
 
-export function navigate(to: string, options: { replace?: boolean } = {}): void {
+/** `keepScroll`: the same page with other query parameters (filters), not a new page. */
+export function navigate(to: string, options: { replace?: boolean; keepScroll?: boolean } = {}): void {
   if (options.replace) history.replaceState(null, "", to);
   else history.pushState(null, "", to);
   for (const listener of listeners) listener();
-  window.scrollTo(0, 0);
+  if (!options.keepScroll) window.scrollTo(0, 0);
 }
 
 window.addEventListener("popstate", () => {

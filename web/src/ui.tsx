@@ -322,18 +322,33 @@ export function DataTable(props: { columns: string[]; actions?: boolean; class?:
 }
 
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const dateTimeSeconds = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+const fullTime = new Intl.DateTimeFormat(undefined, {
+  weekday: "long",
+  year: "numeric",
+  month: "long",
+  day: "numeric",
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+  fractionalSecondDigits: 3,
+  timeZoneName: "short",
+});
 
-export function formatTime(iso: string | undefined | null): string {
+export function formatTime(iso: string | undefined | null, seconds = false): string {
   if (!iso) return "—";
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : dateTime.format(date);
+  return Number.isNaN(date.getTime()) ? iso : (seconds ? dateTimeSeconds : dateTime).format(date);
 }
 
-export function Time({ iso }: { iso: string | undefined | null }) {
+/** `seconds` for logs, where the order of nearby events matters; the hover shows the full time. */
+export function Time({ iso, seconds }: { iso: string | undefined | null; seconds?: boolean }) {
   if (!iso) return <span class="muted">—</span>;
+  const date = new Date(iso);
+  const title = Number.isNaN(date.getTime()) ? iso : `${fullTime.format(date)} (${iso})`;
   return (
-    <time dateTime={iso} title={iso}>
-      {formatTime(iso)}
+    <time dateTime={iso} title={title}>
+      {formatTime(iso, seconds)}
     </time>
   );
 }

@@ -1,6 +1,7 @@
-// The audit log: filters, newest first, "load more" by cursor, one readable line each.
-import { useEffect, useRef, useState } from "preact/hooks";
+// The audit log: filters (in the URL, applied as they change), newest first, "load more" by cursor, one readable line each.
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { get, projectPath, type AuditEvent, type AuditEventPage, type Member, type Project, type ServiceAccount } from "../api.ts";
+import { navigate, useLocation } from "../router.ts";
 import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
@@ -32,7 +33,7 @@ export const CATEGORIES: Record<string, string[]> = {
     "service_account_trust.deleted",
     "service_account.token_exchanged",
   ],
-  project: ["project.created", "project.updated", "project.deleted"],
+  project: ["project.created", "project.updated", "project.deleted", "audit.exported"],
   integrations: [
     "integration.connected",
     "integration.updated",
@@ -50,6 +51,21 @@ function str(value: unknown): string | undefined {
 
 function list(value: unknown): string | undefined {
   return Array.isArray(value) && value.length > 0 ? value.map(String).join(", ") : undefined;
+}
+
+/** The environments an invitation grants, named: ", with access to production and staging". */
+function grants(m: Record<string, unknown>): string {
+  if (!Array.isArray(m.environments) || m.environments.length === 0) return "";
+  const names = m.environments.map(String);
+  const named = names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} and ${names.at(-1)}`;
+  return `, with access to ${named}`;
+}
+
+/** The filters an export was given, as a phrase. */
+function exportFilters(value: unknown): string {
+  if (!value || typeof value !== "object") return "";
+  const parts = Object.entries(value as Record<string, unknown>).map(([name, v]) => (name === "actor" ? "one actor" : `${name} ${String(v)}`));
+  return parts.length ? `, filtered by ${parts.join(", ")}` : "";
 }
 
 /** What changed in a service_account.updated event, as one phrase. */
@@ -101,12 +117,12 @@ export function describe(event: AuditEvent): string {
     case "member.left":
       return "left the project";
     case "invitation.created":
-      return `invited ${email ?? "someone"}${role ? ` as ${role}` : ""}`;
+      return `invited ${email ?? "someone"}${role ? ` as ${role}` : ""}${grants(m)}`;
     case "invitation.revoked":
       if (m.reason === "inviter_lost_access") return `voided the invitation of ${email ?? "someone"}: its inviter can no longer invite`;
       return `revoked the invitation of ${email ?? "someone"}`;
     case "invitation.accepted":
-      return `accepted an invitation${role ? ` as ${role}` : ""}`;
+      return `accepted an invitation${role ? ` as ${role}` : ""}${grants(m)}`;
     case "environment_access.granted":
       return `granted ${email ?? "a member"} access${inEnv}`;
     case "environment_access.revoked":
@@ -133,6 +149,8 @@ export function describe(event: AuditEvent): string {
       return m.previousName && m.name ? `renamed the project from ${str(m.previousName)} to ${str(m.name)}` : "changed the project's description";
     case "project.deleted":
       return "deleted the project";
+    case "audit.exported":
+      return `downloaded ${count ? `${count} audit ${count === "1" ? "event" : "events"}` : "the audit log"}${str(m.format) ? ` as ${str(m.format)!.toUpperCase()}` : ""}${exportFilters(m.filters)}${m.truncated ? " (the newest only: more matched)" : ""}`;
     case "integration.connected":
       return "connected Vercel";
     case "integration.updated":
@@ -180,14 +198,49 @@ interface Filters {
   category: string;
   action: string;
   actor: string;
+  environment: string;
+  key: string;
   from: string;
   to: string;
 }
 
-const EMPTY: Filters = { category: "", action: "", actor: "", from: "", to: "" };
+const FIELDS = ["category", "action", "actor", "environment", "key", "from", "to"] as const;
+const EMPTY: Filters = { category: "", action: "", actor: "", environment: "", key: "", from: "", to: "" };
+const KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** Typing a key waits this long for a pause before the list follows. */
+const KEY_PAUSE_MS = 400;
+
+/** The filters live in the page's URL (as picked: dates as days), so a filtered view can be shared and reloaded. */
+function filtersOf(search: URLSearchParams): Filters {
+  const filters = { ...EMPTY };
+  for (const field of FIELDS) filters[field] = search.get(field) ?? "";
+  return filters;
+}
+
+function pageQuery(filters: Filters): string {
+  const q = new URLSearchParams();
+  for (const field of FIELDS) if (filters[field]) q.set(field, filters[field]);
+  return q.toString();
+}
+
+/** The API's query for filters: the action wins over the category; days become this browser's day bounds. */
+function apiQuery(f: Filters): URLSearchParams {
+  const q = new URLSearchParams();
+  if (f.action) q.set("action", f.action);
+  else if (f.category) q.set("category", f.category);
+  if (f.actor) q.set("actor", f.actor);
+  if (f.environment) q.set("environment", f.environment);
+  if (f.key) q.set("key", f.key);
+  if (f.from) q.set("from", localDayBound(f.from, false));
+  if (f.to) q.set("to", localDayBound(f.to, true));
+  return q;
+}
 
 export function AuditPage({ project }: { project: Project }) {
   const base = projectPath(project.id);
+  const location = useLocation();
+  const query = pageQuery(filtersOf(location.search));
+  const filters = useMemo(() => filtersOf(new URLSearchParams(query)), [query]);
   const members = useLoad(() => get<{ members: Member[] }>(`${base}/members`).then((r) => r.members), [base]);
   // The actor filter takes a service account's id too; only those who manage them can list them.
   const canListAccounts = project.permissions.includes("service_accounts:manage");
@@ -195,16 +248,20 @@ export function AuditPage({ project }: { project: Project }) {
     () => (canListAccounts ? get<{ serviceAccounts: ServiceAccount[] }>(`${base}/service-accounts`).then((r) => r.serviceAccounts) : Promise.resolve([])),
     [base, canListAccounts],
   );
-  const [draft, setDraft] = useState<Filters>(EMPTY);
-  const [filters, setFilters] = useState<Filters>(EMPTY);
+  const [keyDraft, setKeyDraft] = useState(filters.key);
   const [events, setEvents] = useState<AuditEvent[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   // The first load starts in an effect, after the first paint: until then this is loading, not "No events match."
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | undefined>(undefined);
 
-  // Filters applied twice in a row start two requests; only the latest one may fill the list.
+  // Filters changed twice in a row start two requests; only the latest one may fill the list.
   const latest = useRef(0);
+
+  function apply(next: Filters) {
+    const q = pageQuery(next);
+    navigate(`${location.pathname}${q ? `?${q}` : ""}`, { replace: true, keepScroll: true });
+  }
 
   async function load(f: Filters, after: string | null) {
     const request = ++latest.current;
@@ -215,12 +272,8 @@ export function AuditPage({ project }: { project: Project }) {
     setLoading(true);
     setError(undefined);
     try {
-      const q = new URLSearchParams({ limit: "50" });
-      if (f.action) q.set("action", f.action);
-      else if (f.category) q.set("category", f.category);
-      if (f.actor) q.set("actor", f.actor);
-      if (f.from) q.set("from", localDayBound(f.from, false));
-      if (f.to) q.set("to", localDayBound(f.to, true));
+      const q = apiQuery(f);
+      q.set("limit", "50");
       if (after) q.set("cursor", after);
       const page = await get<AuditEventPage>(`${base}/audit?${q}`);
       if (request !== latest.current) return;
@@ -237,28 +290,52 @@ export function AuditPage({ project }: { project: Project }) {
     void load(filters, null);
   }, [base, filters]);
 
-  const actions = draft.category ? CATEGORIES[draft.category]! : Object.values(CATEGORIES).flat();
+  // A key from elsewhere (back, forward) becomes the field's text; the one applied from the
+  // field does not, or the letters typed since would be lost.
+  const keyApplied = useRef(filters.key);
+  useEffect(() => {
+    if (filters.key === keyApplied.current) return;
+    keyApplied.current = filters.key;
+    setKeyDraft(filters.key);
+  }, [filters.key]);
+  function applyKey(key: string) {
+    keyApplied.current = key;
+    apply({ ...filters, key });
+  }
+
+  const typedKey = keyDraft.trim();
+  const isKeyValid = typedKey === "" || KEY.test(typedKey);
+  useEffect(() => {
+    if (!isKeyValid || typedKey === filters.key) return;
+    const timer = setTimeout(() => applyKey(typedKey), KEY_PAUSE_MS);
+    return () => clearTimeout(timer);
+  }, [typedKey, filters]);
+
+  const actions = filters.category ? (CATEGORIES[filters.category] ?? []) : Object.values(CATEGORIES).flat();
   const people = (members.data ?? []).map((m) => (
     <option key={m.userId} value={m.userId}>
       {m.isYou ? `you (${m.email ?? m.userId})` : (m.email ?? m.userId)}
     </option>
   ));
   const serviceAccounts = accounts.data ?? [];
-  const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => setDraft({ ...draft, [field]: e.currentTarget.value });
+  const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => apply({ ...filters, [field]: e.currentTarget.value });
+  const exportQuery = apiQuery(filters);
 
   return (
     <div class="stack">
       <h2>Audit log</h2>
       <form
         class="card filters"
+        aria-label="Filters"
         onSubmit={(e) => {
+          // Every filter applies as it changes; Enter in the key field applies it without the pause.
           e.preventDefault();
-          setFilters({ ...draft });
+          if (isKeyValid && typedKey !== filters.key) applyKey(typedKey);
         }}
       >
         <label class="field">
           <span>Category</span>
-          <select value={draft.category} onChange={(e) => setDraft({ ...draft, category: e.currentTarget.value, action: "" })}>
+          <select value={filters.category} onChange={(e) => apply({ ...filters, category: e.currentTarget.value, action: "" })}>
             <option value="">All</option>
             {Object.keys(CATEGORIES).map((c) => (
               <option key={c} value={c}>
@@ -269,7 +346,7 @@ export function AuditPage({ project }: { project: Project }) {
         </label>
         <label class="field">
           <span>Action</span>
-          <select value={draft.action} onChange={set("action")}>
+          <select value={filters.action} onChange={set("action")}>
             <option value="">All</option>
             {actions.map((a) => (
               <option key={a} value={a}>
@@ -280,7 +357,7 @@ export function AuditPage({ project }: { project: Project }) {
         </label>
         <label class="field">
           <span>Actor</span>
-          <select value={draft.actor} onChange={set("actor")}>
+          <select value={filters.actor} onChange={set("actor")}>
             <option value="">Anyone</option>
             {serviceAccounts.length > 0 ? (
               <>
@@ -299,35 +376,72 @@ export function AuditPage({ project }: { project: Project }) {
           </select>
         </label>
         <label class="field">
+          <span>Environment</span>
+          <select value={filters.environment} onChange={set("environment")}>
+            <option value="">Any</option>
+            {project.environments.map((env) => (
+              <option key={env} value={env}>
+                {env}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label class="field">
+          <span>Secret key</span>
+          <input
+            class="mono"
+            value={keyDraft}
+            onInput={(e) => setKeyDraft(e.currentTarget.value)}
+            autoComplete="off"
+            spellcheck={false}
+            placeholder="API_KEY"
+            aria-invalid={!isKeyValid}
+            aria-describedby={isKeyValid ? undefined : "audit-key-hint"}
+          />
+        </label>
+        <label class="field">
           <span>From</span>
-          <input type="date" value={draft.from} onInput={set("from")} />
+          <input type="date" value={filters.from} onInput={set("from")} />
         </label>
         <label class="field">
           <span>To</span>
-          <input type="date" value={draft.to} onInput={set("to")} />
+          <input type="date" value={filters.to} onInput={set("to")} />
         </label>
         <div class="actions">
-          <button type="submit" class="primary">
-            Apply filters
-          </button>
           <button
             type="button"
+            disabled={query === "" && keyDraft === ""}
             onClick={() => {
-              setDraft(EMPTY);
-              setFilters(EMPTY);
+              keyApplied.current = "";
+              setKeyDraft("");
+              apply(EMPTY);
             }}
           >
-            Clear
+            Clear filters
           </button>
         </div>
       </form>
+      {!isKeyValid && (
+        <p class="error small" id="audit-key-hint">
+          A secret key is letters, digits and underscores, not starting with a digit, at most 128 characters.
+        </p>
+      )}
+      <div class="audit-downloads">
+        <a class="button" href={`${base}/audit/export?${new URLSearchParams([...exportQuery, ["format", "csv"]])}`} download>
+          Download CSV
+        </a>
+        <a class="button" href={`${base}/audit/export?${new URLSearchParams([...exportQuery, ["format", "json"]])}`} download>
+          Download JSON
+        </a>
+        <span class="muted small">The events matching these filters, newest 10,000 at most. Each download is recorded in this log.</span>
+      </div>
       <ErrorText error={error} />
       {events.length === 0 && !loading && !error && <p class="empty">No events match.</p>}
       {events.length > 0 && (
         <ol class="audit-list" aria-label="Audit events, newest first">
           {events.map((event) => (
             <li key={event.id}>
-              <Time iso={event.at} />
+              <Time iso={event.at} seconds />
               <span class="audit-line">
                 <strong>{actorLabel(event)}</strong> {describe(event)}
                 {event.metadata?.via === "cli" && <span class="badge">CLI</span>}

@@ -1,7 +1,7 @@
 // CLI sessions (list, revoke one or all) and the device approval page. Approval is always
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
-import { del, get, post, type CliSession, type DeviceApproval, type PendingDeviceRequest } from "../api.ts";
+import { ApiError, del, get, post, type CliSession, type DeviceApproval, type PendingDeviceRequest } from "../api.ts";
 import { Confirm, DataTable, ErrorText, Link, LoadState, RowButton, Time, useAction, useLoad } from "../ui.tsx";
 
 export function CliSessionsPage() {
@@ -80,11 +80,93 @@ function formatCode(raw: string): string {
   return clean.length === 8 ? `${clean.slice(0, 4)}-${clean.slice(4)}` : raw.trim();
 }
 
+/** How often the approval page asks for the new session, and for how long. */
+const SESSION_POLL_MS = 2500;
+const SESSION_WAIT_SECONDS = 90;
+
+/**
+ * After an approval: the session exists only once the terminal has picked up its tokens (it
+ * asks every few seconds), so until then this says so, then shows the new session.
+ */
+function ApprovedPage({ deviceName, knownIds }: { deviceName: string; knownIds: Set<string> }) {
+  const [session, setSession] = useState<CliSession | undefined>(undefined);
+  const [timedOut, setTimedOut] = useState(false);
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const started = Date.now();
+    async function poll() {
+      try {
+        const { sessions } = await get<{ sessions: CliSession[] }>("/api/cli/sessions");
+        if (stopped) return;
+        const fresh = sessions.filter((s) => !knownIds.has(s.id));
+        const found = fresh.find((s) => s.deviceName === deviceName) ?? fresh[0];
+        if (found) {
+          setSession(found);
+          return;
+        }
+      } catch {
+        // A failed look is not an answer: the next one may work, and the page says nothing false meanwhile.
+        if (stopped) return;
+      }
+      if (Date.now() - started >= SESSION_WAIT_SECONDS * 1000) setTimedOut(true);
+      else timer = setTimeout(() => void poll(), SESSION_POLL_MS);
+    }
+    void poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, []);
+
+  const name = `“${deviceName || "unnamed device"}”`;
+  if (session) {
+    return (
+      <section class="narrow stack">
+        <h1>CLI signed in</h1>
+        <p role="status">{`${name} is now signed in as you. You can close this page and return to your terminal.`}</p>
+        <dl class="card kv">
+          <dt>Device</dt>
+          <dd>{session.deviceName || "unnamed device"}</dd>
+          <dt>Signed in</dt>
+          <dd>
+            <Time iso={session.createdAt} seconds />
+          </dd>
+          <dt>Session expires</dt>
+          <dd>
+            <Time iso={session.expiresAt} />
+          </dd>
+        </dl>
+        <p>
+          <Link href="/cli-sessions">See your CLI sessions</Link>
+        </p>
+      </section>
+    );
+  }
+  return (
+    <section class="narrow stack">
+      <h1>Approved</h1>
+      {timedOut ? (
+        <p role="status">
+          {`Your terminal has not picked up the approval in ${SESSION_WAIT_SECONDS} seconds. If it is still waiting, it will finish on its own and the session will be listed under your CLI sessions. If it was closed, no session was created and the approval lapses with the code.`}
+        </p>
+      ) : (
+        <p role="status">{`Waiting for your terminal… ${name} is signed in as soon as it picks up the approval, within a few seconds.`}</p>
+      )}
+      <p>
+        <Link href="/cli-sessions">See your CLI sessions</Link>
+      </p>
+    </section>
+  );
+}
+
 export function CliAuthorizePage({ code: initial }: { code: string }) {
   const [code, setCode] = useState(formatCode(initial));
-  const [done, setDone] = useState<{ approved: boolean; deviceName: string } | undefined>(undefined);
+  const [done, setDone] = useState<{ approved: boolean; deviceName: string; knownIds: Set<string> } | undefined>(undefined);
   const [choice, setChoice] = useState<boolean | undefined>(undefined);
   const [pending, setPending] = useState<PendingDeviceRequest | undefined>(undefined);
+  // The code the server gave a final answer for (invalid or expired): sending it again cannot help.
+  const [refused, setRefused] = useState<string | undefined>(undefined);
   const action = useAction();
   const lookup = useAction();
   const [looked, setLooked] = useState("");
@@ -105,19 +187,26 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
 
   async function answer(approve: boolean) {
     setChoice(approve);
-    const result = await action.run(() => post<DeviceApproval>("/api/cli/auth/approve", { userCode: code.trim(), approve }));
-    if (result) setDone({ approved: result.approved, deviceName: result.deviceName });
+    const sent = code.trim();
+    const result = await action.run(async () => {
+      // The sessions that exist already, so the one this approval creates can be told apart.
+      const known = approve ? (await get<{ sessions: CliSession[] }>("/api/cli/sessions")).sessions.map((s) => s.id) : [];
+      try {
+        return { ...(await post<DeviceApproval>("/api/cli/auth/approve", { userCode: sent, approve })), known };
+      } catch (error) {
+        if (error instanceof ApiError && (error.status === 400 || error.status === 404)) setRefused(sent);
+        throw error;
+      }
+    });
+    if (result) setDone({ approved: result.approved, deviceName: result.deviceName, knownIds: new Set(result.known) });
   }
 
+  if (done?.approved) return <ApprovedPage deviceName={done.deviceName} knownIds={done.knownIds} />;
   if (done) {
     return (
       <section class="narrow stack">
-        <h1>{done.approved ? "CLI signed in" : "Sign-in denied"}</h1>
-        <p role="status">
-          {done.approved
-            ? `“${done.deviceName}” is now signed in as you. You can close this page and return to your terminal.`
-            : `The request from “${done.deviceName}” was denied. The terminal will say so.`}
-        </p>
+        <h1>Sign-in denied</h1>
+        <p role="status">{`The request from “${done.deviceName}” was denied. The terminal will say so.`}</p>
         <p>
           <Link href="/cli-sessions">See your CLI sessions</Link>
         </p>
@@ -125,6 +214,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
     );
   }
 
+  const isRefused = refused !== undefined && refused === code.trim();
   return (
     <section class="narrow stack">
       <h1>Authorize the command-line tool</h1>
@@ -136,7 +226,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         class="card stack"
         onSubmit={(e) => {
           e.preventDefault();
-          void answer(true);
+          if (!isRefused) void answer(true);
         }}
       >
         <label class="field">
@@ -161,11 +251,12 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         <ErrorText error={lookup.error && !action.error ? lookup.error : undefined} />
         <p class="muted small">Nothing happens until you press Approve or Deny.</p>
         <ErrorText error={action.error} />
+        {isRefused && <p class="muted small">Check the code against your terminal, or run login again there for a new one.</p>}
         <div class="actions">
-          <button type="submit" class="primary" disabled={action.busy}>
+          <button type="submit" class="primary" disabled={action.busy || isRefused}>
             {action.busy && choice === true ? "Approving…" : "Approve"}
           </button>
-          <button type="button" class="danger" disabled={action.busy} onClick={() => void answer(false)}>
+          <button type="button" class="danger" disabled={action.busy || isRefused} onClick={() => void answer(false)}>
             {action.busy && choice === false ? "Denying…" : "Deny"}
           </button>
         </div>

@@ -1,5 +1,6 @@
 // Import: paste .env text or pick a file; it is parsed here in the browser and previewed
 // against the environment's keys before anything is sent.
+import { Fragment } from "preact";
 import { useMemo, useRef, useState } from "preact/hooks";
 import { envPath, get, post, type Environment, type ExportedSecret, type ImportResult, type Project, type SecretMeta } from "../api.ts";
 import { parseDotenv } from "../dotenv.ts";
@@ -25,15 +26,18 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
   const canOverwrite = project.permissions.includes("secrets:update");
   const parsed = useMemo(() => parseDotenv(text), [text]);
 
-  const rows = parsed.entries.map((entry) => {
+  // An empty value is not a secret (the API takes 1 to 10,000 characters): such keys are
+  // listed apart and left out, so one blank line in a file never blocks the rest of it.
+  const empty = parsed.entries.filter((entry) => entry.value.length === 0).map((entry) => entry.key);
+  const rows = parsed.entries.filter((entry) => entry.value.length > 0).map((entry) => {
     let status: PreviewStatus;
     let reason = "";
     if (!KEY_PATTERN.test(entry.key) || entry.key.length > 128) {
       status = "invalid";
       reason = "Keys use letters, digits and underscores and do not start with a digit.";
-    } else if (entry.value.length === 0 || entry.value.length > 10_000) {
+    } else if (entry.value.length > 10_000) {
       status = "invalid";
-      reason = "Values must be 1 to 10,000 characters.";
+      reason = "Values can be at most 10,000 characters.";
     } else if (!existing.data?.has(entry.key)) status = "new";
     else if (!current) status = "existing";
     else status = current.get(entry.key) === entry.value ? "unchanged" : "changed";
@@ -99,6 +103,19 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
               </li>
             ))}
           </ul>
+        </div>
+      )}
+      {empty.length > 0 && (
+        <div class="notice" role="note">
+          <p>
+            {empty.length === 1 ? "1 key has" : `${empty.length} keys have`} no value and will not be imported:{" "}
+            {empty.map((k, i) => (
+              <Fragment key={k}>
+                {i > 0 && ", "}
+                <code>{k}</code>
+              </Fragment>
+            ))}
+          </p>
         </div>
       )}
       {parsed.duplicates.length > 0 && (

@@ -1,0 +1,40 @@
+// The audit log as CSV (RFC 4180): one row per event, the fields people filter on in columns
+// of their own and the whole metadata as JSON in the last one.
+import type { AuditEventView } from "./audit.service.ts";
+
+const COLUMNS = ["at", "action", "category", "actor", "actorUserId", "serviceAccount", "environment", "key", "targetType", "targetId", "metadata"];
+
+/**
+ * One cell. A spreadsheet runs text starting with = + - @ (or a tab or carriage return) as a
+ * formula, and an e-mail address or a service account name is chosen by users: such a cell
+ * gets a leading ' so it stays text. Then quoted when it holds a quote, comma or line break.
+ */
+export function csvCell(value: string): string {
+  const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
+}
+
+function text(value: unknown): string {
+  return typeof value === "string" || typeof value === "number" ? String(value) : "";
+}
+
+export function auditCsv(events: AuditEventView[]): string {
+  const lines = [COLUMNS.join(",")];
+  for (const event of events) {
+    const row = [
+      event.at,
+      event.action,
+      event.category,
+      event.actor?.email ?? "",
+      event.actor?.userId ?? "",
+      event.serviceAccount?.name ?? "",
+      text(event.metadata.environment),
+      text(event.metadata.key),
+      event.targetType,
+      event.targetId,
+      JSON.stringify(event.metadata),
+    ];
+    lines.push(row.map(csvCell).join(","));
+  }
+  return `${lines.join("\r\n")}\r\n`;
+}
