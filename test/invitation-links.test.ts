@@ -103,8 +103,11 @@ test("preview answers acceptance's 410 for used, expired, revoked and unknown to
 
 test("preview is rate limited per address", async (t) => {
   const { server } = await setup(t);
-  for (let i = 0; i < 20; i++) assert.equal((await preview(server, `guess-${i}`)).status, 410);
+  // Signed in or not, one address shares the count.
+  const bob = await server.signIn("bob@example.test");
+  for (let i = 0; i < 20; i++) assert.equal((await preview(server, `guess-${i}`, i % 2 ? bob : server.client())).status, 410);
   assert.equal((await preview(server, "guess-20")).status, 429);
+  assert.equal((await preview(server, "guess-21", bob)).status, 429);
 });
 
 test("a new link replaces the old one, restarts the 7 days and is audited", async (t) => {

@@ -117,8 +117,9 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
   );
 
   // No session: the invitee has not signed in yet, and the token itself is the credential.
-  // Keyed by address (no caller), a few tries a minute: enough for a person, not for guessing.
-  app.post("/api/invitations/preview", { config: { rateLimit: { max: 20, timeWindow: 60_000 } } }, async (req) => {
+  // Keyed by client address even when signed in, a few tries a minute: enough for a person,
+  // not for guessing.
+  app.post("/api/invitations/preview", { config: { rateLimit: { max: 20, timeWindow: 60_000, keyGenerator: (req) => `preview-ip:${req.ip}` } } }, async (req) => {
     const { token } = parse(AcceptBody, req.body, "Send the invitation token as { token }.");
     return invitations.preview(token);
   });
