@@ -143,6 +143,7 @@ test("a non-member gets 404 on every members, invitations and access endpoint", 
     ["GET", `/api/projects/${projectId}/invitations`],
     ["POST", `/api/projects/${projectId}/invitations`, { email: "x@example.test", role: "viewer" }],
     ["DELETE", `/api/projects/${projectId}/invitations/${crypto.randomUUID()}`],
+    ["POST", `/api/projects/${projectId}/invitations/${crypto.randomUUID()}/renew`],
     ["GET", `/api/projects/${projectId}/environment-access`],
     ["PUT", `/api/projects/${projectId}/environments/staging/access/${target}`],
     ["DELETE", `/api/projects/${projectId}/environments/staging/access/${target}`],
@@ -173,6 +174,7 @@ test("signed out answers 401 and a CLI token answers 403 on every endpoint of th
     ["GET", `/api/projects/${projectId}/invitations`],
     ["POST", `/api/projects/${projectId}/invitations`, { email: "x@example.test", role: "viewer" }],
     ["DELETE", `/api/projects/${projectId}/invitations/${crypto.randomUUID()}`],
+    ["POST", `/api/projects/${projectId}/invitations/${crypto.randomUUID()}/renew`],
     ["POST", "/api/invitations/accept", { token }],
     ["GET", `/api/projects/${projectId}/environment-access`],
     ["PUT", `/api/projects/${projectId}/environments/staging/access/${target}`],
@@ -771,6 +773,10 @@ test("devAcceptUrl is never returned in production mode", async (t) => {
   assert.equal(res.status, 201);
   assert.deepEqual(Object.keys(res.body), ["invitation"]);
   assert.equal(res.body.invitation.email, "carol@example.test");
+  // A new link follows the same rule: in production it is never returned.
+  const renewed = await owner.json("POST", `/api/projects/${project.id}/invitations/${res.body.invitation.id}/renew`);
+  assert.equal(renewed.status, 200);
+  assert.deepEqual(Object.keys(renewed.body), ["invitation"]);
 });
 
 // ---------------------------------------------------------------------------------------

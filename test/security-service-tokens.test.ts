@@ -256,6 +256,10 @@ test("the security overview warns about a trust with subject \"*\" and no claims
   assert.deepEqual(note(overview.body.notes), [
     'The service account "open-bot" accepts an identity token from any workload of a trusted issuer: a trust with subject "*" and no claims. On GitHub Actions that is a workflow in any repository anywhere that asks for the audience. Narrow the subject (for example repo:OWNER/NAME:ref:refs/heads/main) or require claims, such as repository.',
   ]);
+  assert.deepEqual(
+    overview.body.findings.filter((f: { code: string }) => f.code === "open_workload_trust").map((f: { severity: string; where: unknown }) => [f.severity, f.where]),
+    [["critical", { page: "service-accounts" }]],
+  );
 
   await team.owner.json("DELETE", `${base(team.projectId)}/${open.id}/trusts/${created.body.trust.id}`);
   overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);

@@ -26,6 +26,16 @@ async function overview(client: Client, projectId: string) {
   return res.body;
 }
 
+/** Severity, code and place of each finding; every note is a finding with the same sentence. */
+function findingsOf(body: { notes: string[]; findings: { severity: string; code: string; message: string; where: unknown }[] }) {
+  assert.deepEqual(
+    body.notes.filter((n) => !body.findings.some((f) => f.message === n)),
+    [],
+    "a note without its finding",
+  );
+  return body.findings.map((f) => [f.severity, f.code, f.where]);
+}
+
 async function auditEventCount(server: TestServer, client: Client, projectId: string): Promise<number> {
   let count = 0;
   let cursor: string | null = null;
@@ -85,6 +95,21 @@ test("every overview field from live data: keys, records, roles, invitations, gr
       "1 member or viewer has no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.",
       "1 invitation has expired without being accepted. Revoke it, and invite again if still needed.",
     ],
+    findings: [
+      { severity: "critical", code: "dev_sign_in", message: DEV_SIGN_IN_NOTE, where: { readme: "Signing in" } },
+      {
+        severity: "info",
+        code: "members_without_access",
+        message: "1 member or viewer has no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.",
+        where: { page: "access" },
+      },
+      {
+        severity: "info",
+        code: "expired_invitations",
+        message: "1 invitation has expired without being accepted. Revoke it, and invite again if still needed.",
+        where: { page: "members" },
+      },
+    ],
     environments: [
       { environment: "development", members: 1, viewers: 1 },
       { environment: "staging", members: 1, viewers: 0 },
@@ -127,6 +152,10 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   assert.deepEqual(third.notes, [
     DEV_SIGN_IN_NOTE,
     '5 encrypted records use an older master key version. Run "secrets-server rotate-key" to re-encrypt them with version 2.',
+  ]);
+  assert.deepEqual(findingsOf(third), [
+    ["critical", "dev_sign_in", { readme: "Signing in" }],
+    ["warning", "old_key_version", { readme: "Encryption at rest and key rotation" }],
   ]);
   await server.stop();
 
@@ -187,6 +216,10 @@ test("hosting integration status and last sync, with notes when it needs attenti
     DEV_SIGN_IN_NOTE,
     "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.",
   ]);
+  assert.deepEqual(findingsOf(attention), [
+    ["critical", "dev_sign_in", { readme: "Signing in" }],
+    ["warning", "vercel_attention", { page: "vercel" }],
+  ]);
 });
 
 test("authentication names the provider (the issuer's host for OIDC); a generated key file is not a configured key", async (t) => {
@@ -211,6 +244,10 @@ test("authentication names the provider (the issuer's host for OIDC); a generate
   assert.deepEqual(body.notes, [
     "The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.",
     KEY_FILE_NOTE,
+  ]);
+  assert.deepEqual(findingsOf(body), [
+    ["warning", "development_mode", { readme: "Configuration" }],
+    ["warning", "master_key_file", { readme: "Configuration" }],
   ]);
 });
 

@@ -580,6 +580,28 @@ test("security overview counts accounts, live tokens and trusts", async (t) => {
   const overview = await again.json("GET", `/api/projects/${projectId}/security`);
   assert.equal(overview.status, 200);
   assert.deepEqual(overview.body.access.serviceAccounts, { accounts: 2, tokens: 2, tokensWithoutExpiry: 1, tokensUnusedFor90Days: 1, trusts: 1 });
+  // The counts that call for action are findings too, after the critical ones, with the place to act.
+  const findings = overview.body.findings as { severity: string; code: string; message: string; where: unknown }[];
+  assert.deepEqual(
+    findings.filter((f) => f.code.startsWith("service_tokens_")),
+    [
+      {
+        severity: "warning",
+        code: "service_tokens_without_expiry",
+        message: "1 service token never expires: a leaked one works until someone revokes it. Replace it with tokens that expire, or with a trust.",
+        where: { page: "service-accounts" },
+      },
+      {
+        severity: "info",
+        code: "service_tokens_unused",
+        message: "1 service token has not been used for 90 days. Revoke it if nothing needs it.",
+        where: { page: "service-accounts" },
+      },
+    ],
+  );
+  const order = ["critical", "warning", "info"];
+  const ranks = findings.map((f) => order.indexOf(f.severity));
+  assert.deepEqual(ranks, [...ranks].sort((x, y) => x - y), "most severe first");
 });
 
 test("rate limits count per service account", async (t) => {

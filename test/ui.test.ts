@@ -801,7 +801,7 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByRole("heading", { name: "Security overview" }).waitFor();
     await assertTitle(page, "Security · ledger · Secrets");
     await page.getByText("AES-256-GCM").waitFor();
-    await page.getByRole("heading", { name: "Checklist" }).waitFor();
+    await page.getByRole("heading", { name: "Findings" }).waitFor();
     await check(tab, "security");
   });
 

@@ -28,6 +28,8 @@ export const AUDIT_ACTIONS = {
   "invitation.created": { category: "access", metadata: ["email", "role", "environments", "delivery"] },
   // reason "inviter_lost_access": voided because its inviter lost the right to invite (cause says how).
   "invitation.revoked": { category: "access", metadata: ["email", "role", "reason", "inviter", "cause"] },
+  // A new link for a pending (or expired) invitation: the old token stops working, the expiry restarts.
+  "invitation.link_renewed": { category: "access", metadata: ["email", "role", "expiresAt"] },
   "invitation.accepted": { category: "access", metadata: ["email", "role", "environments", "invitationId"] },
   "environment_access.granted": { category: "access", metadata: ["email", "environment"] },
   "environment_access.revoked": { category: "access", metadata: ["email", "environment"] },

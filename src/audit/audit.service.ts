@@ -32,6 +32,18 @@ export interface AuditQuery {
   cursor?: string;
 }
 
+export const FINDING_SEVERITIES = ["critical", "warning", "info"] as const;
+export type FindingSeverity = (typeof FINDING_SEVERITIES)[number];
+/** Where to act: a section of the project's pages (its path segment) or a README section title. */
+export type FindingPlace = { page: "access" | "members" | "service-accounts" | "vercel" } | { readme: string };
+/** A note of the security overview in machine-readable form (issue 17): severity, stable code, sentence, place. */
+export interface Finding {
+  severity: FindingSeverity;
+  code: string;
+  message: string;
+  where: FindingPlace;
+}
+
 export interface AuditEventView {
   id: string;
   at: string;
@@ -232,53 +244,108 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       const keyConfigured = Boolean(config.masterKey);
       const otherRecords = records.total - records.onCurrent;
 
+      // Each note is also a finding: the same sentence with a severity, a stable code and
+      // where to act (a page of this project, or a README section for server settings).
       const notes: string[] = [];
+      const findings: Finding[] = [];
+      const note = (severity: FindingSeverity, code: string, message: string, where: FindingPlace) => {
+        notes.push(message);
+        findings.push({ severity, code, message, where });
+      };
       if (config.authProvider === "dev") {
-        notes.push(
+        note(
+          "critical",
+          "dev_sign_in",
           "The development sign-in is on: anyone who can reach this server can sign in as any e-mail address. Set AUTH_PROVIDER to oidc or local and NODE_ENV=production before storing real secrets.",
+          { readme: "Signing in" },
         );
       } else if (!config.isProduction) {
-        notes.push("The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.");
+        note(
+          "warning",
+          "development_mode",
+          "The server runs in development mode. Set NODE_ENV=production for Secure cookies and no invitation links in responses.",
+          { readme: "Configuration" },
+        );
       }
       if (!keyConfigured) {
-        notes.push(
+        note(
+          "warning",
+          "master_key_file",
           "The master key is a generated file inside the data folder, so a copy of that folder holds both the key and the secrets. Put the key in MASTER_KEY and keep it out of backups of the data folder.",
+          { readme: "Configuration" },
         );
       }
       if (otherRecords > 0) {
-        notes.push(
+        note(
+          "warning",
+          "old_key_version",
           `${otherRecords} encrypted ${otherRecords === 1 ? "record uses" : "records use"} an older master key version. Run "secrets-server rotate-key" to re-encrypt ${otherRecords === 1 ? "it" : "them"} with version ${currentKeyVersion}.`,
+          { readme: "Encryption at rest and key rotation" },
         );
       }
       const ungranted = repo.countUngranted(projectId);
       if (ungranted > 0) {
-        notes.push(
+        note(
+          "info",
+          "members_without_access",
           `${ungranted} ${ungranted === 1 ? "member or viewer has" : "members or viewers have"} no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.`,
+          { page: "access" },
         );
       }
       if (invitations.expired > 0) {
-        notes.push(
+        note(
+          "info",
+          "expired_invitations",
           `${invitations.expired} ${invitations.expired === 1 ? "invitation has" : "invitations have"} expired without being accepted. Revoke ${invitations.expired === 1 ? "it" : "them"}, and invite again if still needed.`,
+          { page: "members" },
         );
       }
       const open = openTrustAccounts(projectId);
       if (open.length > 0) {
         const named = open.map((name) => `"${name}"`).join(", ");
-        notes.push(
+        note(
+          "critical",
+          "open_workload_trust",
           `${open.length === 1 ? `The service account ${named} accepts` : `The service accounts ${named} accept`} an identity token from any workload of a trusted issuer: a trust with subject "*" and no claims. On GitHub Actions that is a workflow in any repository anywhere that asks for the audience. Narrow the subject (for example repo:OWNER/NAME:ref:refs/heads/main) or require claims, such as repository.`,
+          { page: "service-accounts" },
         );
       }
       if (hosting?.paused) {
-        notes.push(
+        note(
+          "warning",
+          "vercel_paused",
           `Vercel syncing is paused: ${hosting.connectedBy?.email ?? "the person who connected it"} no longer manages this project's integrations, so their access token is not used. An admin or the owner should reconnect Vercel with their own token, or disconnect it.`,
+          { page: "vercel" },
         );
       } else if (hosting?.status === "attention") {
-        notes.push("The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.");
+        note("warning", "vercel_attention", "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.", { page: "vercel" });
       } else if (hosting?.lastSyncStatus === "failed") {
-        notes.push("The last Vercel sync failed. Open the integration to see the error, then sync again.");
+        note("warning", "vercel_sync_failed", "The last Vercel sync failed. Open the integration to see the error, then sync again.", { page: "vercel" });
       } else if (hosting?.lastSyncStatus === "partial") {
-        notes.push("The last Vercel sync left some variables out. Open the integration to see which, then sync again.");
+        note("info", "vercel_sync_partial", "The last Vercel sync left some variables out. Open the integration to see which, then sync again.", { page: "vercel" });
       }
+      // Findings only (the notes predate them): what the service-account counts warn about.
+      const machines = serviceAccountCounts(projectId);
+      const never = machines.tokensWithoutExpiry;
+      if (never > 0) {
+        findings.push({
+          severity: "warning",
+          code: "service_tokens_without_expiry",
+          message: `${never} service ${never === 1 ? "token never expires" : "tokens never expire"}: a leaked one works until someone revokes it. Replace ${never === 1 ? "it" : "them"} with tokens that expire, or with a trust.`,
+          where: { page: "service-accounts" },
+        });
+      }
+      const unused = machines.tokensUnusedFor90Days;
+      if (unused > 0) {
+        findings.push({
+          severity: "info",
+          code: "service_tokens_unused",
+          message: `${unused} service ${unused === 1 ? "token has" : "tokens have"} not been used for 90 days. Revoke ${unused === 1 ? "it" : "them"} if nothing needs ${unused === 1 ? "it" : "them"}.`,
+          where: { page: "service-accounts" },
+        });
+      }
+      // Most severe first; the order within a severity is the notes' order.
+      findings.sort((a, b) => FINDING_SEVERITIES.indexOf(a.severity) - FINDING_SEVERITIES.indexOf(b.severity));
 
       return {
         encryption: {
@@ -295,10 +362,11 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           cliAccessTokenMinutes: CLI_ACCESS_TOKEN_MINUTES,
           cliRefreshTokenDays: CLI_REFRESH_TOKEN_DAYS,
         },
-        access: { members, pendingInvitations: invitations.pending, serviceAccounts: serviceAccountCounts(projectId) },
+        access: { members, pendingInvitations: invitations.pending, serviceAccounts: machines },
         integrations: { hosting },
         auditLog: { events: repo.countProjectEvents(projectId) },
         notes,
+        findings,
         environments,
       };
     },

@@ -23,6 +23,15 @@ export interface InvitationView {
   delivery?: "sent" | "failed";
 }
 
+/** What a link shows before sign-in (POST /api/invitations/preview): the token is the credential. */
+export interface InvitationPreview {
+  projectName: string;
+  invitedBy: { name?: string; email: string } | null;
+  role: AssignableRole;
+  environments: Environment[];
+  expiresAt: string;
+}
+
 export interface NewInvitation {
   /** Already trimmed and lower-cased. */
   email: string;
@@ -225,6 +234,56 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
           metadata: { email: row.email, role: row.role, reason: "inviter_lost_access", inviter: lost.userId, cause: lost.cause },
         });
       }
+    },
+
+    /**
+     * A new link for an open invitation: a new token replaces the old one's hash (so the old
+     * link stops working) and the 7 days start again. Like create, the token leaves only in
+     * the e-mail (SMTP_URL) and, outside production, in devAcceptUrl.
+     */
+    async renewLink(caller: Caller, projectId: string, invitationId: string): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
+      const token = randomToken(TOKEN_BYTES);
+      const row = writeTransaction(db, () => {
+        access.require(caller, projectId, "members:invite");
+        const found = repo.findInvitation(invitationId);
+        if (!found || found.projectId !== projectId || found.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
+        // Renewing re-issues the grant of environments: the caller must be allowed to give them.
+        if (environmentsOf(found).length > 0) access.require(caller, projectId, "environments:manage");
+        const expiresAt = new Date(clock.now().getTime() + INVITATION_LIFETIME_DAYS * DAY_MS).toISOString();
+        if (!repo.renewInvitationToken(found.id, hashToken(token), expiresAt)) throw new HttpError(404, INVITATION_NOT_FOUND);
+        // Never the token: the audit log is readable by every admin.
+        audit.record(caller, {
+          projectId,
+          action: "invitation.link_renewed",
+          targetType: "invitation",
+          targetId: found.id,
+          metadata: { email: found.email, role: found.role, expiresAt },
+        });
+        return { ...found, expiresAt, deliveryStatus: "not_configured" };
+      });
+      if (mailer) row.deliveryStatus = await mailer.deliver(row, `${config.appUrl}/invite#${token}`);
+      const invitation = toView(row);
+      if (config.isProduction) return { invitation };
+      return { invitation, devAcceptUrl: `${config.appUrl}/invite#${token}` };
+    },
+
+    /**
+     * POST /api/invitations/preview: who invited the link's holder to which project, before
+     * they sign in. Reads only. Anything but a usable invitation answers acceptance's 410, so
+     * a token's state (used, expired, revoked, never issued) cannot be told apart.
+     */
+    preview(token: string): InvitationPreview {
+      const row = repo.findInvitationByTokenHash(hashToken(token));
+      if (!row || row.acceptedAt !== null || isExpired(row) || !isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
+      const { projectName, inviter } = repo.findInvitationContext(row.projectId, row.invitedBy);
+      if (projectName === undefined) throw new HttpError(410, INVITATION_UNUSABLE);
+      return {
+        projectName,
+        invitedBy: inviter?.email ? { ...(inviter.name ? { name: inviter.name } : {}), email: inviter.email } : null,
+        role: row.role,
+        environments: row.role === "admin" ? [] : environmentsOf(row),
+        expiresAt: row.expiresAt,
+      };
     },
 
     /** POST /api/invitations/accept: the token from the link's fragment. */

@@ -1,7 +1,7 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Environment, Role } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
-import { environmentGrants, invitations, memberships, users } from "../core/schema.ts";
+import { environmentGrants, invitations, memberships, projects, users } from "../core/schema.ts";
 
 export interface MemberRow {
   userId: string;
@@ -166,6 +166,23 @@ export function createMembersRepo(db: Db) {
         .from(invitations)
         .where(and(eq(invitations.projectId, projectId), eq(invitations.email, email), isNull(invitations.acceptedAt)))
         .all();
+    },
+
+    /** What an invitee may see before signing in: the project's name and who invited them. */
+    findInvitationContext(projectId: string, invitedBy: string | null): { projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined } {
+      const project = db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get();
+      const inviter = invitedBy ? db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, invitedBy)).get() : undefined;
+      return { projectName: project?.name, inviter };
+    },
+
+    /** A new token (hash) and expiry for a not yet accepted invitation; false when it was used or is gone. */
+    renewInvitationToken(id: string, tokenHash: string, expiresAt: string): boolean {
+      const result = db
+        .update(invitations)
+        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
+        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
+        .run();
+      return result.changes > 0;
     },
 
     insertInvitation(row: typeof invitations.$inferInsert): void {

@@ -107,6 +107,23 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
     },
   );
 
+  app.post(
+    "/api/projects/:projectId/invitations/:invitationId/renew",
+    { preHandler: [auth.browser, access.route("members:invite")] },
+    async (req) => {
+      const { projectId, invitationId } = parse(InvitationParams, req.params, "Invitation not found.");
+      return invitations.renewLink(auth.caller(req), projectId, invitationId);
+    },
+  );
+
+  // No session: the invitee has not signed in yet, and the token itself is the credential.
+  // Keyed by client address even when signed in, a few tries a minute: enough for a person,
+  // not for guessing.
+  app.post("/api/invitations/preview", { config: { rateLimit: { max: 20, timeWindow: 60_000, keyGenerator: (req) => `preview-ip:${req.ip}` } } }, async (req) => {
+    const { token } = parse(AcceptBody, req.body, "Send the invitation token as { token }.");
+    return invitations.preview(token);
+  });
+
   // The token is a bearer credential for a membership: a few tries a minute is plenty for a person.
   app.post(
     "/api/invitations/accept",

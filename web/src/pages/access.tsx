@@ -1,7 +1,7 @@
 // The environment access matrix: owners and admins have implicit access; members and
 // viewers get a toggle per environment.
 import { useState } from "preact/hooks";
-import { del, get, projectPath, put, type AccessMatrix, type Project } from "../api.ts";
+import { del, get, projectPath, put, type AccessMatrix, type Member, type Project } from "../api.ts";
 import { DataTable, ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
 
 export function AccessPage({ project }: { project: Project }) {
@@ -87,6 +87,33 @@ export function AccessPage({ project }: { project: Project }) {
           </DataTable>
         )}
       </LoadState>
+    </div>
+  );
+}
+
+/**
+ * For a member or viewer without an environment (or without this one): who can grant it,
+ * by name, from the members list every role may read.
+ */
+export function AskForAccess({ project, children }: { project: Project; children: string }) {
+  const granters = useLoad(
+    () =>
+      get<{ members: Member[] }>(`${projectPath(project.id)}/members`).then((r) =>
+        r.members.filter((m) => (m.role === "owner" || m.role === "admin") && !m.isYou),
+      ),
+    [project.id],
+  );
+  const names = (granters.data ?? []).map((m) => (m.name && m.email ? `${m.name} (${m.email})` : (m.name ?? m.email ?? "an unnamed member")));
+  return (
+    <div class="notice">
+      <p>{children}</p>
+      <p>
+        {granters.data === undefined && !granters.error
+          ? "Finding who can grant access…"
+          : names.length > 0
+            ? `Owners and admins grant access: ask ${names.length === 1 ? names[0] : `${names.slice(0, -1).join(", ")} or ${names.at(-1)}`}.`
+            : "Ask an owner or admin of the project for access."}
+      </p>
     </div>
   );
 }

@@ -1,9 +1,40 @@
 // /invite#<token>: the token sits in the fragment, so it never reaches a server log.
 // The app has already made the visitor sign in (and come back here) before this renders.
 import { useState } from "preact/hooks";
-import { ApiError, get, post, projectPath, type InboxInvitation, type InvitationAccepted, type Project, type User } from "../api.ts";
+import { ApiError, get, post, projectPath, type InboxInvitation, type InvitationAccepted, type InvitationPreview, type Project, type User } from "../api.ts";
+import { ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Link, Time, messageOf, useAction, useLoad } from "../ui.tsx";
+
+/**
+ * Who invited the link's holder to which project, as what: POST /api/invitations/preview
+ * needs no session (the token is the credential), so this shows before sign-in too.
+ */
+export function InvitationSummary({ token }: { token: string }) {
+  const preview = useLoad(() => post<InvitationPreview>("/api/invitations/preview", { token }), [token]);
+  if (preview.data) {
+    const p = preview.data;
+    const inviter = p.invitedBy ? (p.invitedBy.name ? `${p.invitedBy.name} (${p.invitedBy.email})` : p.invitedBy.email) : "Someone";
+    return (
+      <div class="card stack invitation-summary">
+        <p>
+          <strong>{inviter}</strong> invited you to <strong>{p.projectName}</strong> as {p.role}.
+        </p>
+        <p class="muted small">
+          {withArticle(p.role).replace(/^./, (c) => c.toUpperCase())}: {ROLE_HELP[p.role]}
+          {p.role !== "admin" && (p.environments.length > 0 ? ` Granted on acceptance: ${p.environments.join(", ")}.` : " No environment is granted yet.")}{" "}
+          The link works once, until <Time iso={p.expiresAt} />.
+        </p>
+      </div>
+    );
+  }
+  if (preview.error) {
+    // Not an alert: acceptance reports its own answer, and this link may still be tried.
+    const gone = preview.error instanceof ApiError && preview.error.status === 410;
+    return <p class="notice">{gone ? "This invitation is invalid, expired, or already used. Ask the person who invited you for a new link." : messageOf(preview.error)}</p>;
+  }
+  return <p class="muted">Reading the invitation…</p>;
+}
 
 export function InvitePage({ token, user }: { token: string; user: User }) {
   const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
@@ -48,6 +79,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
   return (
     <section class="narrow stack">
       <h1>You have been invited to a project</h1>
+      <InvitationSummary token={token} />
       <p>
         This link invites an e-mail address to join a project on this server with a role and access to some of its environments. You are signed in as{" "}
         <strong>{user.email}</strong>; the invitation works only for the address it was sent to.

@@ -1,7 +1,8 @@
 // Members (roles, remove, leave) and invitations (invite, pending list, revoke, and the
 // development accept link).
 import { useState } from "preact/hooks";
-import { del, get, patch, post, projectPath, type Environment, type Invitation, type InvitationCreated, type Member, type Permission, type Project, type Role } from "../api.ts";
+import { del, get, patch, post, projectPath, type Environment, type Invitation, type InvitationCreated, type InvitationRenewed, type Member, type Permission, type Project, type Role } from "../api.ts";
+import { ROLE_HELP } from "../roles.ts";
 import { navigate } from "../router.ts";
 import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, useAction, useLoad } from "../ui.tsx";
 
@@ -40,6 +41,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                       // aria-disabled, not disabled: a disabled control loses keyboard focus.
                       <select
                         aria-label={`Role of ${label}`}
+                        aria-describedby={`role-help-${m.userId}`}
                         value={m.role}
                         aria-disabled={busyUser === m.userId}
                         onChange={async (e) => {
@@ -69,6 +71,11 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                           </option>
                         ))}
                       </select>
+                    ) : null}
+                    {editable ? (
+                      <p class="muted small role-help" id={`role-help-${m.userId}`}>
+                        {ROLE_HELP[m.role]}
+                      </p>
                     ) : (
                       <span class={`badge role-${m.role}`}>{m.role}</span>
                     )}
@@ -128,6 +135,9 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
   const [role, setRole] = useState<Role>("member");
   const [environments, setEnvironments] = useState<Environment[]>([]);
   const [acceptUrl, setAcceptUrl] = useState<{ email: string; url: string } | undefined>(undefined);
+  const [created, setCreated] = useState<InvitationCreated | undefined>(undefined);
+  const [renewed, setRenewed] = useState<InvitationRenewed | undefined>(undefined);
+  const [renewing, setRenewing] = useState<Invitation | undefined>(undefined);
   const [revoking, setRevoking] = useState<Invitation | undefined>(undefined);
   const invite = useAction();
   const canInvite = project.permissions.includes("members:invite");
@@ -142,11 +152,13 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           onSubmit={async (e) => {
             e.preventDefault();
             setAcceptUrl(undefined);
+            setCreated(undefined);
             const body: Record<string, unknown> = { email: email.trim(), role };
             if (canGrant && environments.length > 0) body.environments = environments;
             const result = await invite.run(() => post<InvitationCreated>(`${base}/invitations`, body));
             if (result) {
               if (result.devAcceptUrl) setAcceptUrl({ email: result.invitation.email, url: result.devAcceptUrl });
+              else setCreated(result);
               setEmail("");
               setEnvironments([]);
               await invitations.reload();
@@ -162,7 +174,7 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
             </label>
             <label class="field">
               <span>Role</span>
-              <select value={role} onChange={(e) => setRole(e.currentTarget.value as Role)}>
+              <select value={role} aria-describedby="invite-role-help" onChange={(e) => setRole(e.currentTarget.value as Role)}>
                 {ASSIGNABLE.map((r) => (
                   <option key={r} value={r}>
                     {r}
@@ -171,6 +183,9 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
               </select>
             </label>
           </div>
+          <p class="muted small" id="invite-role-help">
+            {role.charAt(0).toUpperCase() + role.slice(1)}: {ROLE_HELP[role]}
+          </p>
           {canGrant && (
             <fieldset>
               <legend>Environments to grant on acceptance</legend>
@@ -186,9 +201,13 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
               ))}
             </fieldset>
           )}
-          {role === "admin" && <p class="muted small">Admins have access to every environment.</p>}
           <ErrorText error={invite.error} />
           <FormActions label="Send invitation" busyLabel="Inviting…" busy={invite.busy} />
+          {created && (
+            <p class="notice" role="status">
+              Invitation created for {created.invitation.email}. {noLinkSentence(created)}
+            </p>
+          )}
           {acceptUrl && (
             <div class="notice" role="status">
               <p>
@@ -217,6 +236,11 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
                     {inv.expired ? <span class="badge status-invalid">expired</span> : null} <Time iso={inv.expiresAt} />
                   </td>
                   <td class="row-actions">
+                    {canInvite && (
+                      <RowButton label={`New link for the invitation of ${inv.email}`} onClick={() => setRenewing(inv)}>
+                        New link
+                      </RowButton>
+                    )}
                     {project.permissions.includes("invitations:revoke") && (
                       <RowButton danger label={`Revoke the invitation of ${inv.email}`} onClick={() => setRevoking(inv)}>
                         Revoke
@@ -229,6 +253,41 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           )
         }
       </LoadState>
+      {renewed && (
+        <div class="notice" role="status">
+          <p>
+            New link for {renewed.invitation.email}: the previous link no longer works, and this one works until <Time iso={renewed.invitation.expiresAt} />.{" "}
+            {renewed.devAcceptUrl ? "This server is in development mode and sends no e-mail: give them this link. It is shown only now." : noLinkSentence(renewed)}
+          </p>
+          {renewed.devAcceptUrl && (
+            <div class="copy-row">
+              <input readOnly aria-label="New invitation link" value={renewed.devAcceptUrl} class="mono" onFocus={(e) => e.currentTarget.select()} />
+              <CopyButton text={renewed.devAcceptUrl} label="Copy link" />
+            </div>
+          )}
+        </div>
+      )}
+      {renewing && (
+        <Confirm
+          title={`A new link for ${renewing.email}?`}
+          confirmLabel="Make a new link"
+          onClose={() => setRenewing(undefined)}
+          onConfirm={async () => {
+            setRenewed(undefined);
+            // A link shown for this invitation before is dead now: no box may still offer it.
+            setAcceptUrl(undefined);
+            setCreated(undefined);
+            const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
+            setRenewed(result);
+            await invitations.reload();
+          }}
+        >
+          <p>
+            Only a fingerprint of each link is stored, so the link they were given cannot be shown again. A new link replaces it: the old one stops
+            working, and the invitation runs for 7 more days.
+          </p>
+        </Confirm>
+      )}
       {revoking && (
         <Confirm
           title={`Revoke the invitation of ${revoking.email}?`}
@@ -245,4 +304,12 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
       )}
     </>
   );
+}
+
+/** What an invitation answer without a link means (production: api.md 4.6 rule 2). */
+function noLinkSentence(answer: InvitationCreated | InvitationRenewed): string {
+  const email = answer.invitation.email;
+  if (answer.invitation.delivery === "sent") return `The link was e-mailed to ${email}.`;
+  const failed = answer.invitation.delivery === "failed" ? "The e-mail could not be sent. " : "";
+  return `${failed}A production server never shows invitation links: ${email} finds the invitation in their list after signing in with that address.`;
 }

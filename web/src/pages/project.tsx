@@ -5,7 +5,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
 import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
-import { AccessPage } from "./access.tsx";
+import { AccessPage, AskForAccess } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
 import { MembersPage } from "./members.tsx";
@@ -78,14 +78,14 @@ function ProjectView({ project, section, sub, reload }: { project: Project; sect
   let body;
   if (env) {
     if (!project.environments.includes(env)) {
-      body = <p class="notice">You do not have access to the {env} environment of this project. Ask an owner or admin for access.</p>;
+      body = <AskForAccess project={project}>{`You do not have access to the ${env} environment of this project.`}</AskForAccess>;
     } else if (sub === "import") {
       body = <ImportPage key={env} project={project} env={env} />;
     } else {
       body = <SecretsPage key={env} project={project} env={env} onChanged={reload} />;
     }
   } else if (!section) {
-    body = firstEnv ? null : <p class="notice">You have no access to any environment of this project yet. Ask an owner or admin for access.</p>;
+    body = firstEnv ? null : <AskForAccess project={project}>You have no access to any environment of this project yet.</AskForAccess>;
   } else if (section === "members") body = <MembersPage project={project} onChanged={reload} />;
   else if (section === "access") body = <AccessPage project={project} />;
   else if (section === "service-accounts") body = <ServiceAccountsPage project={project} accountId={sub} />;

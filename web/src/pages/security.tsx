@@ -1,5 +1,7 @@
-// The read-only security overview. Fields the API document leaves open (notes, the
-// per-environment grant summary, the hosting details) are shown generically.
+// The read-only security overview: findings first (banners by severity, each with what to
+// do and where), then the project's status, then what the server can do. Fields the API
+// document leaves open (the per-environment grant summary, the hosting details) are shown
+// generically.
 import type { ComponentChildren } from "preact";
 import { get, projectPath, type Project, type SecurityOverview } from "../api.ts";
 import { Link, LoadState, formatTime, useLoad } from "../ui.tsx";
@@ -48,21 +50,51 @@ function humanize(key: string): string {
   return words.charAt(0).toUpperCase() + words.slice(1).toLowerCase();
 }
 
-interface Note {
-  text: string;
-  ok?: boolean;
+type Finding = SecurityOverview["findings"][number];
+
+const SEVERITY_LABEL: Record<Finding["severity"], string> = { critical: "Critical", warning: "Warning", info: "To review" };
+
+/** The project page a finding points to, by its path segment. */
+const PAGE_LABEL: Record<string, string> = {
+  access: "Open Environment access",
+  members: "Open Members",
+  "service-accounts": "Open Service accounts",
+  vercel: "Open the Vercel integration",
+};
+
+function Where({ projectId, where }: { projectId: string; where: Finding["where"] }) {
+  if ("page" in where) {
+    return <Link href={`/projects/${projectId}/${where.page}`}>{PAGE_LABEL[where.page] ?? "Open"}</Link>;
+  }
+  // Server settings are changed where the server runs, not here: the README says how.
+  return <>How: see “{where.readme}” in the README.</>;
 }
 
-function toNotes(raw: unknown): Note[] {
-  if (!Array.isArray(raw)) return typeof raw === "string" ? [{ text: raw }] : [];
-  return raw.map((item) => {
-    if (typeof item === "string") return { text: item };
-    const o = (item ?? {}) as Record<string, unknown>;
-    const text = [o.title, o.text, o.message, o.note, o.detail].find((x) => typeof x === "string") as string | undefined;
-    const flag = [o.ok, o.done, o.passed, o.met, o.checked].find((x) => typeof x === "boolean") as boolean | undefined;
-    const status = typeof o.status === "string" ? o.status : undefined;
-    return { text: text ?? JSON.stringify(o), ok: flag ?? (status ? ["ok", "pass", "done", "good"].includes(status) : undefined) };
-  });
+/** Findings first, most severe first, each as a banner with what to do and where. */
+function Findings({ projectId, findings }: { projectId: string; findings: Finding[] }) {
+  if (findings.length === 0) {
+    return (
+      <p class="finding finding-ok" role="status">
+        No findings: nothing on this project or server calls for action.
+      </p>
+    );
+  }
+  return (
+    <section aria-labelledby="sec-findings" class="stack">
+      <h3 id="sec-findings">Findings</h3>
+      <ul class="findings">
+        {findings.map((f) => (
+          <li key={f.code + f.message} class={`finding finding-${f.severity}`} data-code={f.code}>
+            <strong class="finding-severity">{SEVERITY_LABEL[f.severity] ?? f.severity}</strong>
+            <p>{f.message}</p>
+            <p class="finding-where">
+              <Where projectId={projectId} where={f.where} />
+            </p>
+          </li>
+        ))}
+      </ul>
+    </section>
+  );
 }
 
 type ServiceAccountCounts = SecurityOverview["access"]["serviceAccounts"];
@@ -78,20 +110,7 @@ function Count({ n }: { n: number }) {
   );
 }
 
-function serviceAccountWarnings(c: ServiceAccountCounts): string[] {
-  const warnings: string[] = [];
-  if (c.tokensWithoutExpiry > 0) {
-    warnings.push(
-      `${c.tokensWithoutExpiry} service ${c.tokensWithoutExpiry === 1 ? "token never expires" : "tokens never expire"}: a leaked one works until someone revokes it. Replace ${c.tokensWithoutExpiry === 1 ? "it" : "them"} with tokens that expire, or with a trust.`,
-    );
-  }
-  if (c.tokensUnusedFor90Days > 0) {
-    warnings.push(
-      `${c.tokensUnusedFor90Days} service ${c.tokensUnusedFor90Days === 1 ? "token has" : "tokens have"} not been used for 90 days. Revoke ${c.tokensUnusedFor90Days === 1 ? "it" : "them"} if nothing needs ${c.tokensUnusedFor90Days === 1 ? "it" : "them"}.`,
-    );
-  }
-  return warnings;
-}
+const hasServiceAccountWarnings = (c: ServiceAccountCounts) => c.tokensWithoutExpiry > 0 || c.tokensUnusedFor90Days > 0;
 
 export function SecurityPage({ project }: { project: Project }) {
   const overview = useLoad(() => get<SecurityOverview>(`${projectPath(project.id)}/security`), [project.id]);
@@ -100,33 +119,41 @@ export function SecurityPage({ project }: { project: Project }) {
       <h2>Security overview</h2>
       <LoadState loaded={overview}>
         {(o) => {
-          const { encryption: e, authentication: a, access, integrations, auditLog, notes, environments, ...rest } = o;
+          // Notes and findings say the same: the findings are shown.
+          const { encryption: e, authentication: a, access, integrations, auditLog, notes: _notes, findings: _findings, environments, ...rest } = o;
           // Column by column from the rows themselves, so a field the server adds shows up too.
           const grants = environments.map((grant): Record<string, unknown> => ({ ...grant }));
           const { members, pendingInvitations, serviceAccounts: machines, ...accessMore } = access;
-          const warnings = serviceAccountWarnings(machines);
-          return (
+                    return (
+            <div class="stack">
+            <Findings projectId={project.id} findings={o.findings} />
+            <h3 class="sr-only">Status</h3>
             <div class="grid">
               <section class="card" aria-labelledby="sec-enc">
                 <h3 id="sec-enc">Encryption</h3>
                 <dl class="kv">
                   <Row label="Algorithm">{e.algorithm}</Row>
                   <Row label="Secrets encrypted at rest">{yesNo(e.secretsEncryptedAtRest)}</Row>
-                  <Row label="Master key configured">{yesNo(e.keyConfigured)}</Row>
+                  <Row label="Master key">
+                    {e.keyConfigured ? (
+                      "Set in MASTER_KEY"
+                    ) : (
+                      <>
+                        Generated file in the data folder <span class="badge status-attention">warning</span>
+                      </>
+                    )}
+                  </Row>
                   <Row label="Current key version">{e.currentKeyVersion}</Row>
                   <Row label="Encrypted records">
                     {e.records.total} total, {e.records.onCurrentKeyVersion} on the current key, {e.records.other} on older keys
+                    {e.records.other > 0 && <span class="badge status-attention">warning</span>}
                   </Row>
-                  <Row label="Key rotation">{yesNo(e.keyRotation)}</Row>
-                  <Row label="External KMS">{yesNo(e.externalKms)}</Row>
                 </dl>
               </section>
               <section class="card" aria-labelledby="sec-auth">
                 <h3 id="sec-auth">Authentication</h3>
                 <dl class="kv">
                   <Row label="Identity provider">{a.provider}</Row>
-                  <Row label="CLI access tokens last">{a.cliAccessTokenMinutes} minutes</Row>
-                  <Row label="CLI refresh tokens last">{a.cliRefreshTokenDays} days</Row>
                 </dl>
               </section>
               <section class="card" aria-labelledby="sec-access">
@@ -153,27 +180,14 @@ export function SecurityPage({ project }: { project: Project }) {
                     </Row>
                   ))}
                 </dl>
-                {warnings.length > 0 && (
-                  <div class="notice">
-                    {warnings.map((w) => (
-                      <p key={w}>{w}</p>
-                    ))}
-                    {project.permissions.includes("service_accounts:manage") && (
-                      <p>
-                        <Link href={`/projects/${project.id}/service-accounts`}>Review the service accounts</Link>
-                      </p>
-                    )}
-                  </div>
+                {hasServiceAccountWarnings(machines) && project.permissions.includes("service_accounts:manage") && (
+                  <p>
+                    <Link href={`/projects/${project.id}/service-accounts`}>Review the service accounts</Link>
+                  </p>
                 )}
               </section>
               <section class="card" aria-labelledby="sec-int">
                 <h3 id="sec-int">Integrations</h3>
-                {integrations.hosting?.paused && (
-                  <p class="notice" role="alert">
-                    Vercel syncing is paused: {integrations.hosting.connectedBy?.email ?? "the person who connected it"} no longer manages this project's
-                    integrations. Reconnect Vercel with an admin's own token, or disconnect it.
-                  </p>
-                )}
                 <dl class="kv">
                   <Row label="Vercel">{integrations.hosting ? <Value value={integrations.hosting} /> : "Not connected"}</Row>
                 </dl>
@@ -218,23 +232,17 @@ export function SecurityPage({ project }: { project: Project }) {
                   <Value value={rest} />
                 </section>
               )}
-              {toNotes(notes).length > 0 && (
-                <section class="card wide-card" aria-labelledby="sec-notes">
-                  <h3 id="sec-notes">Checklist</h3>
-                  <ul class="checklist">
-                    {toNotes(notes).map((n, i) => (
-                      <li key={i} class={n.ok === true ? "ok" : n.ok === false ? "todo" : undefined}>
-                        <span aria-hidden="true">{n.ok === true ? "✓" : n.ok === false ? "!" : "•"}</span>
-                        <span>
-                          {n.ok === true && <span class="sr-only">Done: </span>}
-                          {n.ok === false && <span class="sr-only">To do: </span>}
-                          {n.text}
-                        </span>
-                      </li>
-                    ))}
-                  </ul>
-                </section>
-              )}
+              <section class="card" aria-labelledby="sec-caps">
+                <h3 id="sec-caps">What this server can do</h3>
+                <p class="muted small">Capabilities, not the state of this project.</p>
+                <dl class="kv">
+                  <Row label="Key rotation">{e.keyRotation ? <>Supported: run <code>secrets-server rotate-key</code> after setting a new MASTER_KEY</> : "Not supported"}</Row>
+                  <Row label="External KMS">{e.externalKms ? "Supported" : "Not supported: the master key comes from MASTER_KEY"}</Row>
+                  <Row label="CLI access tokens last">{a.cliAccessTokenMinutes} minutes</Row>
+                  <Row label="CLI refresh tokens last">{a.cliRefreshTokenDays} days</Row>
+                </dl>
+              </section>
+            </div>
             </div>
           );
         }}

@@ -4,6 +4,13 @@ import { useEffect, useState } from "preact/hooks";
 import { get, post, type ProviderInfo, type User } from "../api.ts";
 import { SIGN_IN_ERRORS, type SignInErrorCode } from "../../../src/sign-in/sign-in-errors.ts";
 import { ErrorText, SubmitButton, messageOf, useAction } from "../ui.tsx";
+import { InvitationSummary } from "./invite.tsx";
+
+/** The token of the invitation link that sent the visitor here, if one did (see rememberReturnTo). */
+function invitationToken(): string {
+  const target = sessionStorage.getItem("returnTo") ?? "";
+  return target.startsWith("/invite#") ? target.slice("/invite#".length) : "";
+}
 
 export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
   const [info, setInfo] = useState<ProviderInfo | undefined>(undefined);
@@ -14,6 +21,12 @@ export function SignInPage({ onSignedIn }: { onSignedIn(user: User): void }) {
   return (
     <main id="main" class="narrow sign-in">
       <h1>Sign in to Secrets</h1>
+      {invitationToken() && (
+        <section aria-label="Your invitation">
+          <InvitationSummary token={invitationToken()} />
+          <p class="muted small">Sign in with the e-mail address the invitation was sent to; you accept it on the next page.</p>
+        </section>
+      )}
       <ErrorText error={error ?? failedSignIn()} />
       {!info && !error && <p role="status">Loading…</p>}
       {info?.provider === "dev" && <DevSignIn onSignedIn={onSignedIn} />}

@@ -1,0 +1,189 @@
+// Issue 17, items 7 and 8 in Chromium (playwright-core, Debian's Chromium) against a real
+// server: the security overview's findings as banners with where to act, capabilities apart
+// from status; an invitation that says who invited whom before and after sign-in, a new
+// link from the pending list, roles explained where picked, and who can grant access.
+// Pages are checked with axe-core in light and dark, as in test/ui.test.ts.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+import { addMember } from "./secrets-helpers.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
+const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+
+let browser: Browser;
+
+before(async () => {
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+interface Tab {
+  page: Page;
+  context: BrowserContext;
+  problems: string[];
+}
+
+/** A fresh browser context, holding `client`'s session when given; nothing outside the server is fetched. */
+async function openTab(server: TestServer, client?: Client, options: { dark?: boolean } = {}): Promise<Tab> {
+  const context = await browser.newContext({ baseURL: server.url, viewport: { width: 1280, height: 860 }, colorScheme: options.dark ? "dark" : "light" });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
+  if (client) await context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on("console", (message) => {
+    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) problems.push(message.text());
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  return { page, context, problems };
+}
+
+/** axe-core in the page: serious and critical violations fail; saves a screenshot. */
+async function check(tab: Tab, name: string): Promise<void> {
+  const { page } = tab;
+  await page.evaluate(() => document.fonts.ready);
+  await page.evaluate(AXE_SOURCE);
+  const violations = (await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
+    return (await axe.run(document, { resultTypes: ["violations"] })).violations;
+  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(
+    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
+    [],
+    `accessibility violations on ${name}`,
+  );
+  assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
+}
+
+const linkPath = (link: string) => new URL(link).pathname + new URL(link).hash;
+
+describe("security findings in Chromium", () => {
+  test("findings come first as banners by severity, with where to act; capabilities apart from status", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const project = await alice.createProject({ name: "checkout-api", environments: ["production"] });
+    // A viewer without any environment: an info finding that links to Environment access.
+    await addMember(alice, await server.signIn("vic@example.test"), project.id, "viewer");
+
+    for (const dark of [false, true]) {
+      const tab = await openTab(server, alice, { dark });
+      const { page } = tab;
+      await page.goto(`/projects/${project.id}/security`);
+      const findings = page.getByRole("region", { name: "Findings" }).getByRole("listitem");
+      await findings.first().waitFor();
+      assert.equal(await findings.count(), 2);
+      // Most severe first, the severity in words, the action, and where.
+      assert.match(await findings.nth(0).innerText(), /^CRITICAL\s+The development sign-in is on: .*\s+How: see “Signing in” in the README\.$/s);
+      assert.match(await findings.nth(1).innerText(), /^TO REVIEW\s+1 member or viewer has no environment access/);
+      await findings.nth(1).getByRole("link", { name: "Open Environment access" }).waitFor();
+      // Status and capabilities are apart: "Key rotation" is what the server can do.
+      await page.getByRole("region", { name: "Encryption" }).getByText("Set in MASTER_KEY").waitFor();
+      const capabilities = page.getByRole("region", { name: "What this server can do" });
+      await capabilities.getByText("Supported: run secrets-server rotate-key after setting a new MASTER_KEY").waitFor();
+      assert.equal(await page.getByRole("region", { name: "Encryption" }).getByText("Key rotation").count(), 0);
+      await check(tab, dark ? "security-findings-dark" : "security-findings");
+      if (!dark) {
+        await findings.nth(1).getByRole("link", { name: "Open Environment access" }).click();
+        await page.waitForURL(`**/projects/${project.id}/access`);
+        await page.getByRole("heading", { name: "Environment access" }).waitFor();
+      }
+      await tab.context.close();
+    }
+  });
+});
+
+describe("invitations in Chromium", () => {
+  test("who invited whom before and after sign-in, a new link from the pending list, roles explained, who can grant access", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const project = await alice.createProject({ name: "checkout-api", environments: ["development", "production"] });
+    const owner = await openTab(server, alice);
+    const { page } = owner;
+    await page.goto(`/projects/${project.id}/members`);
+
+    // The role picked is explained in one line, and the select is described by it.
+    // Only the owner is listed yet (no role select in the table): this is the invite form's.
+    const roleSelect = page.getByLabel("Role");
+    await roleSelect.selectOption("viewer");
+    await page.getByText("Viewer: Reads secrets in the environments granted to them; changes nothing.").waitFor();
+    assert.equal(await roleSelect.getAttribute("aria-describedby"), "invite-role-help");
+    await roleSelect.selectOption("member");
+    await page.getByText("Member: Reads and changes secrets in the environments granted to them.").waitFor();
+
+    await page.getByLabel("E-mail address").fill("bob@example.test");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    const firstLink = await page.getByRole("status").filter({ hasText: "Invitation created for bob@example.test." }).getByLabel("Invitation link").inputValue();
+
+    // A new link from the pending list: confirmed, shown once with Copy, the old one dead.
+    await page.getByRole("button", { name: "New link for the invitation of bob@example.test" }).click();
+    const dialog = page.getByRole("dialog", { name: "A new link for bob@example.test?" });
+    await dialog.getByText("the old one stops working").waitFor();
+    await dialog.getByRole("button", { name: "Make a new link" }).click();
+    await dialog.waitFor({ state: "detached" });
+    const renewed = page.getByRole("status").filter({ hasText: "New link for bob@example.test: the previous link no longer works" });
+    const newLink = await renewed.getByLabel("New invitation link").inputValue();
+    assert.match(newLink, new RegExp(`^${server.url}/invite#[A-Za-z0-9_-]{43}$`));
+    assert.notEqual(newLink, firstLink);
+    // The dead link's box is gone: only the new link is offered.
+    assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0);
+    await renewed.getByRole("button", { name: "Copy link" }).click();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), newLink);
+    await check(owner, "members-new-link");
+    assert.equal((await server.client().json("POST", "/api/invitations/preview", { token: new URL(firstLink).hash.slice(1) })).status, 410);
+
+    // The old link, opened signed out: the sign-in page says it no longer works.
+    const stale = await openTab(server);
+    await stale.page.goto(linkPath(firstLink));
+    await stale.page.waitForURL("**/sign-in");
+    await stale.page.getByText("This invitation is invalid, expired, or already used. Ask the person who invited you for a new link.").waitFor();
+    await stale.context.close();
+
+    // Bob opens the new link signed out, in dark mode: who invited him to what, before signing in.
+    const bob = await openTab(server, undefined, { dark: true });
+    await bob.page.goto(linkPath(newLink));
+    await bob.page.waitForURL("**/sign-in");
+    const summary = "Alice (alice@example.test) invited you to checkout-api as member.";
+    await bob.page.getByRole("region", { name: "Your invitation" }).getByText(summary).waitFor();
+    await check(bob, "sign-in-invitation-dark");
+    await bob.page.getByLabel("E-mail address").fill("bob@example.test");
+    await bob.page.getByRole("button", { name: "Sign in" }).click();
+    await bob.page.waitForURL((url) => url.pathname === "/invite");
+    // And after: the same sentence above the accept button.
+    await bob.page.getByText(summary).waitFor();
+    await check(bob, "invite-summary-dark");
+    await bob.page.getByRole("button", { name: "Accept invitation" }).click();
+    await bob.page.getByText("You joined the project as member.").waitFor();
+    await bob.page.getByRole("link", { name: "Open the project" }).click();
+
+    // No environment yet: told who can grant it, by name.
+    await bob.page.getByText("You have no access to any environment of this project yet.").waitFor();
+    await bob.page.getByText("Owners and admins grant access: ask Alice (alice@example.test).").waitFor();
+    await check(bob, "no-access-who-grants-dark");
+    await bob.page.goto(`/projects/${project.id}/development`);
+    await bob.page.getByText("You do not have access to the development environment of this project.").waitFor();
+    await bob.page.getByText("Owners and admins grant access: ask Alice (alice@example.test).").waitFor();
+
+    // The role change select explains the current role in one line.
+    await page.reload();
+    const bobRole = page.getByLabel("Role of bob@example.test");
+    await bobRole.waitFor();
+    const helpId = await bobRole.getAttribute("aria-describedby");
+    assert.equal(await page.locator(`[id="${helpId}"]`).innerText(), "Reads and changes secrets in the environments granted to them.");
+    await check(owner, "members-role-help");
+  });
+});
