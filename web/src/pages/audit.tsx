@@ -22,6 +22,7 @@ export const CATEGORIES: Record<string, string[]> = {
     "invitation.created",
     "invitation.revoked",
     "invitation.accepted",
+    "invitation.link_renewed",
     "environment_access.granted",
     "environment_access.revoked",
     "service_account.created",
@@ -123,6 +124,8 @@ export function describe(event: AuditEvent): string {
       return `revoked the invitation of ${email ?? "someone"}`;
     case "invitation.accepted":
       return `accepted an invitation${role ? ` as ${role}` : ""}${grants(m)}`;
+    case "invitation.link_renewed":
+      return `made a new invitation link for ${email ?? "someone"} (the old one no longer works)`;
     case "environment_access.granted":
       return `granted ${email ?? "a member"} access${inEnv}`;
     case "environment_access.revoked":
