@@ -83,6 +83,17 @@ const ROUTES: Record<string, RouteShape> = {
       from: (r) => r.pick(["2020-01-01", "2026-11-23T00:00:00Z"]),
       to: (r) => r.pick(["2030-01-01", "2026-11-23"]),
       cursor: (r) => r.hex(12),
+      environment: (r) => r.pick([...ENVIRONMENTS, "prod"]),
+      key: secretKey,
+    },
+  },
+  "GET /api/projects/:projectId/audit/export": {
+    query: {
+      format: (r) => r.pick(["csv", "json", "xml"]),
+      category: (r) => r.pick(["secrets", "access", "project", "integrations"]),
+      environment: (r) => r.pick([...ENVIRONMENTS, "prod"]),
+      key: secretKey,
+      from: (r) => r.pick(["2020-01-01", "2026-11-23T00:00:00Z"]),
     },
   },
   "GET /api/projects/:projectId/security": {},
@@ -105,6 +116,8 @@ const ROUTES: Record<string, RouteShape> = {
   "GET /api/projects/:projectId/invitations": {},
   "POST /api/projects/:projectId/invitations": { body: { email, role, environments } },
   "DELETE /api/projects/:projectId/invitations/:invitationId": {},
+  "POST /api/projects/:projectId/invitations/:invitationId/renew": {},
+  "POST /api/invitations/preview": { body: { token: (r) => r.hex(32) } },
   "GET /api/projects/:projectId/integrations/hosting": {},
   "POST /api/projects/:projectId/integrations/hosting": { body: { token: (r) => r.pick([VERCEL_TOKEN, "wrong_token"]), teamId: (r) => r.pick(["team_abc", "team_"]) } },
   "PUT /api/projects/:projectId/integrations/hosting": {

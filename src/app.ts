@@ -21,7 +21,7 @@ import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { registerContentEncodingCheck, registerGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { registerErrorHandling } from "./core/errors.ts";
-import { createStorageMonitor } from "./core/storage.ts";
+import { createStorageMonitor, storageCondition } from "./core/storage.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { createWalMaintenance } from "./core/wal.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
@@ -233,7 +233,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
   });
 
-  const wal = createWalMaintenance(db, log);
+  // Background work (saving rate-limit counts, WAL checkpoints) meets the same full or failing
+  // disk as requests do: reported through the storage monitor, once a minute and without a stack.
+  const backgroundError = (error: unknown, what: string) => {
+    const condition = storageCondition(error);
+    if (condition) storage.report(condition, error);
+    else log.error({ err: error }, what);
+  };
+  const wal = createWalMaintenance(db, log, { onError: backgroundError });
   // A callback hook, not an async one: no promise per request for a timestamp.
   const idleGc = createIdleGc(log);
   app.addHook("onResponse", (_req, _reply, done) => {
@@ -386,7 +393,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerUiRoutes(app);
 
   // Timers last: nothing below can fail and leave them running on a closed database.
-  rateLimits.start((error) => log.error({ err: error }, "could not save rate-limit counters"));
+  rateLimits.start((error) => backgroundError(error, "could not save rate-limit counters"));
   wal.start();
   idleGc.start();
   retention?.start();

@@ -8,10 +8,13 @@ import { BUSY_TIMEOUT_MS, type Db } from "./db.ts";
 export interface WalMaintenanceOptions {
   /** How long without requests counts as idle (60 s). */
   idleMs?: number;
+  /** Where a failed checkpoint goes (a full disk is the storage monitor's to report); the log by default. */
+  onError?: (error: unknown, what: string) => void;
 }
 
 export function createWalMaintenance(db: Db, log: Pick<Logger, "debug" | "error">, options: WalMaintenanceOptions = {}) {
   const sqlite = db.$client;
+  const onError = options.onError ?? ((error: unknown, what: string) => log.error({ err: error }, what));
   const idleMs = options.idleMs ?? 60_000;
   let lastRequestMs = Date.now();
   // Whether anything may have been written since the last truncation.
@@ -30,7 +33,7 @@ export function createWalMaintenance(db: Db, log: Pick<Logger, "debug" | "error"
       else log.debug("WAL checkpoint skipped: the database is in use");
       return isDone;
     } catch (error) {
-      log.error({ err: error }, "WAL checkpoint failed");
+      onError(error, "WAL checkpoint failed");
       return false;
     } finally {
       sqlite.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
