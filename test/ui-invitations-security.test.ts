@@ -4,71 +4,12 @@
 // link from the pending list, roles explained where picked, and who can grant access.
 // Pages are checked with axe-core in light and dark, as in test/ui.test.ts.
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, describe, test } from "node:test";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+import { describe, test } from "node:test";
+import { startServer } from "./helpers.ts";
+import { check, openTab, useBrowser, type Tab } from "./browser.ts";
 import { addMember } from "./secrets-helpers.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
-const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
-
-let browser: Browser;
-
-before(async () => {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-interface Tab {
-  page: Page;
-  context: BrowserContext;
-  problems: string[];
-}
-
-/** A fresh browser context, holding `client`'s session when given; nothing outside the server is fetched. */
-async function openTab(server: TestServer, client?: Client, options: { dark?: boolean } = {}): Promise<Tab> {
-  const context = await browser.newContext({ baseURL: server.url, viewport: { width: 1280, height: 860 }, colorScheme: options.dark ? "dark" : "light" });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
-  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
-  if (client) await context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  return { page, context, problems };
-}
-
-/** axe-core in the page: serious and critical violations fail; saves a screenshot. */
-async function check(tab: Tab, name: string): Promise<void> {
-  const { page } = tab;
-  await page.evaluate(() => document.fonts.ready);
-  await page.evaluate(AXE_SOURCE);
-  const violations = (await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
-    return (await axe.run(document, { resultTypes: ["violations"] })).violations;
-  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(
-    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
-    [],
-    `accessibility violations on ${name}`,
-  );
-  assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
-}
+useBrowser();
 
 const linkPath = (link: string) => new URL(link).pathname + new URL(link).hash;
 
@@ -81,7 +22,7 @@ describe("security findings in Chromium", () => {
     await addMember(alice, await server.signIn("vic@example.test"), project.id, "viewer");
 
     for (const dark of [false, true]) {
-      const tab = await openTab(server, alice, { dark });
+      const tab = await openTab(server, { client: alice, dark });
       const { page } = tab;
       await page.goto(`/projects/${project.id}/security`);
       const findings = page.getByRole("region", { name: "Findings" }).getByRole("listitem");
@@ -112,7 +53,7 @@ describe("invitations in Chromium", () => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test", "Alice");
     const project = await alice.createProject({ name: "checkout-api", environments: ["development", "production"] });
-    const owner = await openTab(server, alice);
+    const owner = await openTab(server, { client: alice });
     const { page } = owner;
     await page.goto(`/projects/${project.id}/members`);
 
@@ -154,7 +95,7 @@ describe("invitations in Chromium", () => {
     await stale.context.close();
 
     // Bob opens the new link signed out, in dark mode: who invited him to what, before signing in.
-    const bob = await openTab(server, undefined, { dark: true });
+    const bob = await openTab(server, { dark: true });
     await bob.page.goto(linkPath(newLink));
     await bob.page.waitForURL("**/sign-in");
     const summary = "Alice (alice@example.test) invited you to checkout-api as member.";

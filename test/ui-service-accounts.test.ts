@@ -2,71 +2,14 @@
 // server: accounts, tokens shown once, trusts, and what the audit log and the security
 // overview say about them. Pages are checked with axe-core like test/ui.test.ts.
 import assert from "node:assert/strict";
-import fs from "node:fs";
-import path from "node:path";
-import { after, before, describe, test } from "node:test";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+import { describe, test } from "node:test";
+import type { Page } from "playwright-core";
+import { startServer } from "./helpers.ts";
+import { check, openTab, useBrowser, type Tab } from "./browser.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
-const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+useBrowser();
+
 const INVALID_TOKEN = { error: "This service token is invalid, expired or revoked." };
-
-let browser: Browser;
-
-before(async () => {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-interface Tab {
-  page: Page;
-  context: BrowserContext;
-  problems: string[];
-}
-
-/** A fresh browser context holding `client`'s session; nothing outside the server is fetched. */
-async function openTab(server: TestServer, client: Client, options: { dark?: boolean } = {}): Promise<Tab> {
-  const context = await browser.newContext({ baseURL: server.url, viewport: { width: 1280, height: 860 }, colorScheme: options.dark ? "dark" : "light" });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
-  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
-  await context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on("console", (message) => {
-    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) problems.push(message.text());
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  return { page, context, problems };
-}
-
-/** axe-core in the page: serious and critical violations fail; saves a screenshot. */
-async function check(tab: Tab, name: string): Promise<void> {
-  const { page } = tab;
-  await page.evaluate(() => document.fonts.ready);
-  await page.evaluate(AXE_SOURCE);
-  const violations = (await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
-    return (await axe.run(document, { resultTypes: ["violations"] })).violations;
-  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(
-    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
-    [],
-    `accessibility violations on ${name}`,
-  );
-  assert.deepEqual(tab.problems, [], `console errors on ${name}`);
-}
 
 /** Whether `text` is anywhere in the document: its markup, or the value of any field. */
 function inDom(page: Page, text: string): Promise<boolean> {
@@ -99,7 +42,7 @@ describe("service accounts in Chromium", () => {
     const secret = await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://shop-db" });
     assert.equal(secret.status, 201);
 
-    const tab = await openTab(server, alice);
+    const tab = await openTab(server, { client: alice });
     const { page } = tab;
     await page.goto(`/projects/${project.id}/development`);
     await projectTab(page, "Service accounts").click();
@@ -300,7 +243,7 @@ describe("service accounts in Chromium", () => {
     const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
     assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
 
-    const tab = await openTab(server, bob);
+    const tab = await openTab(server, { client: bob });
     const { page } = tab;
     await page.goto(`/projects/${project.id}/members`);
     await page.getByRole("heading", { name: "Members" }).waitFor();
@@ -310,7 +253,7 @@ describe("service accounts in Chromium", () => {
     await page.getByText("Only owners and admins of this project manage its service accounts.").waitFor();
 
     // The owner sees it, in light and dark.
-    const owner = await openTab(server, alice, { dark: true });
+    const owner = await openTab(server, { client: alice, dark: true });
     await owner.page.goto(`/projects/${project.id}/members`);
     await projectTab(owner.page, "Service accounts").click();
     await owner.page.getByText("No service accounts yet.").waitFor();

@@ -5,90 +5,14 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { after, before, describe, test } from "node:test";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { describe, test } from "node:test";
+import type { Page } from "playwright-core";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { ROOT, makeTempDir, startServer, type Client, type TestServer } from "./helpers.ts";
+import { check, openTab, useBrowser, useSession, type Tab } from "./browser.ts";
 
-const CHROMIUM = "/usr/bin/chromium";
-const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
-const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+useBrowser();
 
-let browser: Browser;
-
-before(async () => {
-  fs.mkdirSync(SCREENSHOTS, { recursive: true });
-  // launch() gives every run a fresh, empty temporary profile.
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-  });
-});
-
-after(async () => {
-  await browser?.close();
-});
-
-interface Tab {
-  page: Page;
-  context: BrowserContext;
-  /** Console errors, page errors and CSP violations seen so far. */
-  problems: string[];
-}
-
-/** A fresh browser context (no cookies) on the test server, CSP enforced. */
-async function openTab(server: TestServer, options: { phone?: boolean; dark?: boolean; timezoneId?: string } = {}): Promise<Tab> {
-  const context = await browser.newContext({
-    baseURL: server.url,
-    acceptDownloads: true,
-    viewport: options.phone ? { width: 375, height: 740 } : { width: 1280, height: 860 },
-    colorScheme: options.dark ? "dark" : "light",
-    ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
-  });
-  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
-  // Nothing may be fetched from anywhere but the server itself.
-  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
-  const page = await context.newPage();
-  const problems: string[] = [];
-  page.on("console", (message) => {
-    // 4xx answers the UI handles (signed out, a 409) are logged by Chromium as resource errors.
-    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) {
-      problems.push(message.text());
-    }
-  });
-  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
-  page.on("requestfailed", (request) => {
-    if (!request.url().startsWith(server.url)) problems.push(`outside request: ${request.url()}`);
-  });
-  return { page, context, problems };
-}
-
-/** Copies an API client's session cookie into a browser context. */
-async function useSession(tab: Tab, server: TestServer, client: Client): Promise<void> {
-  await tab.context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
-}
-
-/** Runs axe-core in the page and fails on serious or critical violations; saves a screenshot. */
-async function check(tab: Tab, name: string): Promise<void> {
-  const { page } = tab;
-  await page.evaluate(() => document.fonts.ready);
-  // page.evaluate runs through the DevTools protocol, which the page's CSP does not govern.
-  await page.evaluate(AXE_SOURCE);
-  const violations = (await page.evaluate(async () => {
-    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
-    const result = await axe.run(document, { resultTypes: ["violations"] });
-    return result.violations;
-  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
-  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
-  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-  assert.deepEqual(
-    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
-    [],
-    `accessibility violations on ${name}`,
-  );
-  assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
-}
 
 /** Fails when anything but a scrollable table sticks out sideways (the page scrolls sideways). */
 async function assertNoSidewaysScroll(page: Page, name: string): Promise<void> {

@@ -1,0 +1,101 @@
+// Debian's Chromium driven by playwright-core, for the UI test files: one browser per file,
+// a fresh context per tab that fetches nothing but the test server, and an axe-core check
+// (serious and critical violations fail) that photographs each page checked.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before } from "node:test";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { ROOT, type Client, type TestServer } from "./helpers.ts";
+
+const CHROMIUM = "/usr/bin/chromium";
+const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
+const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.min.js"), "utf8");
+
+let browser: Browser | undefined;
+
+/** Launches the browser before the file's tests and closes it after them; call at top level. */
+export function useBrowser(): void {
+  before(async () => {
+    fs.mkdirSync(SCREENSHOTS, { recursive: true });
+    // launch() gives every run a fresh, empty temporary profile.
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+  });
+  after(async () => {
+    await browser?.close();
+  });
+}
+
+export interface Tab {
+  page: Page;
+  context: BrowserContext;
+  /** Console errors, page errors, CSP violations and requests outside the server seen so far. */
+  problems: string[];
+}
+
+export interface TabOptions {
+  /** Whose session cookie the tab holds; none signs nobody in. */
+  client?: Client;
+  phone?: boolean;
+  dark?: boolean;
+  timezoneId?: string;
+}
+
+/** A fresh browser context on the test server, CSP enforced. */
+export async function openTab(server: TestServer, options: TabOptions = {}): Promise<Tab> {
+  if (!browser) throw new Error("call useBrowser() at the top of the test file");
+  const context = await browser.newContext({
+    baseURL: server.url,
+    acceptDownloads: true,
+    viewport: options.phone ? { width: 375, height: 740 } : { width: 1280, height: 860 },
+    colorScheme: options.dark ? "dark" : "light",
+    ...(options.timezoneId ? { timezoneId: options.timezoneId } : {}),
+  });
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: server.url });
+  // Nothing may be fetched from anywhere but the server itself.
+  await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
+  const tab: Tab = { page: await context.newPage(), context, problems: [] };
+  if (options.client) await useSession(tab, server, options.client);
+  const { page, problems } = tab;
+  page.on("console", (message) => {
+    // 4xx answers the UI handles (signed out, a 409) are logged by Chromium as resource errors.
+    if (message.type() === "error" && !/Failed to load resource: the server responded with a status of 4\d\d/.test(message.text())) {
+      problems.push(message.text());
+    }
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  page.on("requestfailed", (request) => {
+    if (!request.url().startsWith(server.url)) problems.push(`outside request: ${request.url()}`);
+  });
+  return tab;
+}
+
+/** Copies an API client's session cookie into a browser context. */
+export async function useSession(tab: Tab, server: TestServer, client: Client): Promise<void> {
+  await tab.context.addCookies([...client.cookies].map(([name, value]) => ({ name, value, url: server.url })));
+}
+
+/** Runs axe-core in the page and fails on serious or critical violations or any problem seen; saves a screenshot. */
+export async function check(tab: Tab, name: string): Promise<void> {
+  const { page } = tab;
+  await page.evaluate(() => document.fonts.ready);
+  // page.evaluate runs through the DevTools protocol, which the page's CSP does not govern.
+  await page.evaluate(AXE_SOURCE);
+  const violations = (await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(ctx: Document, opts: unknown): Promise<{ violations: unknown[] }> } }).axe;
+    const result = await axe.run(document, { resultTypes: ["violations"] });
+    return result.violations;
+  })) as { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
+  await page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const bad = violations.filter((v) => v.impact === "serious" || v.impact === "critical");
+  assert.deepEqual(
+    bad.map((v) => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`),
+    [],
+    `accessibility violations on ${name}`,
+  );
+  assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
+}
