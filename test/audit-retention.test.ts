@@ -251,3 +251,28 @@ test("rotate-key re-signs the checkpoint: with the old key gone, audit verify st
   assert.equal(alone.code, 0, alone.stderr);
   assert.match(alone.stdout, /checkpoint signed with master key version 2/);
 });
+
+test("an edited checkpoint stops retention too: nothing is pruned and the checkpoint is not signed anew", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
+  let alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await revealOne(alice, project.id, "OLD_ONE");
+  alice = await later(server, 8);
+  await revealOne(alice, project.id, "SECOND_ONE");
+  assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 3 });
+  // A database writer moves the checkpoint's date; more events age past the period meanwhile.
+  const sqlite = openDb(server);
+  sqlite.exec("UPDATE audit_checkpoint SET pruned_before = '2000-01-01T00:00:00.000Z'");
+  sqlite.close();
+  const edited = checkpoint(server)!;
+  const before = chain(server).map((e) => e.seq);
+  await later(server, 8);
+
+  const result = await server.app.maintenance.pruneAuditLog();
+  assert.equal(result.pruned, 0);
+  assert.match(result.problem!, /^the retention checkpoint \(after pruned event #3, .*\): its signature does not match its content: the checkpoint was edited$/);
+  assert.deepEqual(chain(server).map((e) => e.seq), before, "nothing was pruned");
+  assert.deepEqual(checkpoint(server), edited, "the edited checkpoint was not signed over");
+  await server.stop();
+  assert.equal((await runMain(["audit", "verify"], server.env)).code, 1);
+});

@@ -8,7 +8,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { createAuditRepo } from "./audit.repo.ts";
-import { createChainWalker, describeBreak, signCheckpoint, type ChainBreak } from "./audit.verify.ts";
+import { describeBreak, signCheckpoint, startChain, type ChainBreak } from "./audit.verify.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /**
@@ -43,9 +43,11 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
   /** One batch in one transaction: the oldest events before `cutoff`, checked, then deleted. */
   function pruneBatch(cutoff: string): { pruned: number; isDone: boolean; problem?: ChainBreak } {
     return writeTransaction(db, () => {
-      const checkpoint = repo.findCheckpoint();
+      // An edited checkpoint stops pruning like an edited event: pruning on would re-sign it.
+      const chain = startChain(repo, keyring);
+      if ("broken" in chain) return { pruned: 0, isDone: true, problem: chain.broken };
+      const { checkpoint, walker } = chain;
       const rows = repo.chainPage(0, PRUNE_BATCH);
-      const walker = createChainWalker(keyring, checkpoint);
       let last: (typeof rows)[number] | undefined;
       let count = 0;
       let problem: ChainBreak | undefined;

@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import { loadConfig } from "../core/config.ts";
 import { loadKeyring, safeEqual, type Keyring } from "../core/crypto.ts";
 import { checkMasterKeys, openDatabase, readTransaction, writeTransaction, type Db } from "../core/db.ts";
-import { createAuditRepo, type CheckpointRow, type StoredEventRow } from "./audit.repo.ts";
+import { createAuditRepo, type AuditRepo, type CheckpointRow, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
 
 export interface ChainBreak {
@@ -158,6 +158,23 @@ export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) 
 }
 
 /**
+ * Where the chain starts: after the retention checkpoint (whose MAC must hold) or at the
+ * beginning. Every walk of the chain starts here: verify, rotate-key's re-keying, and
+ * retention, which must not prune on from (and re-sign) a checkpoint someone edited.
+ */
+export function startChain(
+  repo: Pick<AuditRepo, "findCheckpoint">,
+  keyring: Keyring,
+): { checkpoint: CheckpointRow | undefined; walker: ReturnType<typeof createChainWalker> } | { broken: ChainBreak } {
+  const checkpoint = repo.findCheckpoint();
+  if (checkpoint) {
+    const problem = checkpointProblem(checkpoint, keyring);
+    if (problem) return { broken: checkpointBreak(checkpoint, problem) };
+  }
+  return { checkpoint, walker: createChainWalker(keyring, checkpoint) };
+}
+
+/**
  * Walks the whole log in write order (see createChainWalker). Removing the newest events
  * leaves a valid shorter chain; compare the printed head hash with one recorded elsewhere
  * to catch that.
@@ -166,12 +183,9 @@ export function verifyAuditChain(db: Db, keyring: Keyring): ChainCheck {
   const repo = createAuditRepo(db);
   // One snapshot: the server may prune (moving the checkpoint) while this runs.
   return readTransaction(db, (): ChainCheck => {
-    const checkpoint = repo.findCheckpoint();
-    if (checkpoint) {
-      const problem = checkpointProblem(checkpoint, keyring);
-      if (problem) return { ok: false, ...checkpointBreak(checkpoint, problem) };
-    }
-    const walker = createChainWalker(keyring, checkpoint);
+    const start = startChain(repo, keyring);
+    if ("broken" in start) return { ok: false, ...start.broken };
+    const { checkpoint, walker } = start;
     for (const row of repo.iterateChain()) {
       const problem = walker.check(row);
       if (problem) return { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
@@ -233,12 +247,9 @@ export function rekeyAuditChain(
   const macKey = keyring.auditMacKey(current);
   try {
     return writeTransaction(db, () => {
-      const checkpoint = repo.findCheckpoint();
-      if (checkpoint) {
-        const problem = checkpointProblem(checkpoint, keyring);
-        if (problem) throw new ChainBroken(checkpointBreak(checkpoint, problem));
-      }
-      const walker = createChainWalker(keyring, checkpoint);
+      const chain = startChain(repo, keyring);
+      if ("broken" in chain) throw new ChainBroken(chain.broken);
+      const { checkpoint, walker } = chain;
       const start = checkpoint?.hash ?? GENESIS_HASH;
       const counts: RekeyCounts = { rekeyed: 0, wereHashOnly: 0, leftHashOnly: 0, previousHeadHash: start, headHash: start };
       let isRewriting = false;
