@@ -200,3 +200,8 @@ test("a missing fallback copy is named by project and environment, not by id", a
   assert.equal(result.code, 5);
   assert.equal(result.stderr, `secrets-server: No fallback copy of web / staging from ${server.url} exists yet.\n`);
 });
+
+test("the CLI's messages keep their line breaks, and nothing else a terminal acts on", async () => {
+  const { printableLines } = await import("../src/core/text.ts");
+  assert.equal(printableLines("line one\n\tline two\u001b[31m red\u202e flipped\r"), "line one\n\tline two\ufffd[31m red\ufffd flipped\ufffd");
+});

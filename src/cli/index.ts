@@ -1,6 +1,6 @@
 // The CLI commands of the executable. They talk to a server only over HTTP (fetch), like
 // any other client, with the credentials kept in $XDG_CONFIG_HOME/secrets-server.
-import { printable } from "../core/text.ts";
+import { printable, printableLines } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
 import { complete, completion, COMPLETION_USAGE } from "./completion.ts";
@@ -38,9 +38,9 @@ type Command = (args: string[]) => Promise<number>;
 
 /**
  * The message on stderr and an exit code for every expected failure; never a token, never a
- * stack. A CliError's message is our own text, printed as it is (usages span lines): whoever
- * puts text from a server, a link file or the command line into one makes that part
- * printable() there.
+ * stack. A CliError's message keeps its line breaks (usages span lines), but anything else
+ * a terminal would act on becomes U+FFFD here, once for every message: text from a server,
+ * a link file or the command line can end up in one without each place remembering it.
  */
 function guarded(command: Command, usage: string): Command {
   return async (args) => {
@@ -53,7 +53,7 @@ function guarded(command: Command, usage: string): Command {
       return await command(args);
     } catch (error) {
       if (error instanceof CliError) {
-        process.stderr.write(`secrets-server: ${error.message}\n`);
+        process.stderr.write(`secrets-server: ${printableLines(error.message)}\n`);
         return error.exitCode;
       }
       process.stderr.write(`secrets-server: unexpected error: ${printable((error as Error)?.message ?? String(error))}\n`);

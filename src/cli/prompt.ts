@@ -35,7 +35,7 @@ export function ask(question: string): Promise<string> {
 
 /** Asks until the answer is a number from 1 to `items.length`; returns its index. */
 export async function pick(title: string, items: string[]): Promise<number> {
-  process.stderr.write(`${title}\n${items.map((item, i) => `  ${i + 1}) ${printable(item)}`).join("\n")}\n`);
+  process.stderr.write(`${printable(title)}\n${items.map((item, i) => `  ${i + 1}) ${printable(item)}`).join("\n")}\n`);
   for (;;) {
     const answer = await ask(`Number [1-${items.length}]: `);
     const n = Number(answer);

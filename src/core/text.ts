@@ -9,6 +9,7 @@
 const UNSAFE = /[\p{Cc}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
 const UNSAFE_ALL = new RegExp(UNSAFE.source, "gu");
 const UNSAFE_EXCEPT_LINE_BREAKS = new RegExp(`(?![\\n\\t])${UNSAFE.source}`, "u");
+const UNSAFE_EXCEPT_LINE_BREAKS_ALL = new RegExp(UNSAFE_EXCEPT_LINE_BREAKS.source, "gu");
 export const DISPLAY_NAME_MAX = 100;
 
 /** True for a one-line name: nothing that moves the cursor, breaks the line or flips direction. */
@@ -30,6 +31,11 @@ export function displayName(text: string): string | null {
 /** The text with every unsafe character replaced, for printing what a server sent. */
 export function printable(text: string): string {
   return text.replace(UNSAFE_ALL, "\ufffd");
+}
+
+/** Like printable(), but line breaks and tabs stay: for messages of several lines. */
+export function printableLines(text: string): string {
+  return text.replace(UNSAFE_EXCEPT_LINE_BREAKS_ALL, "\ufffd");
 }
 
 /**
