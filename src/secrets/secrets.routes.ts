@@ -166,12 +166,10 @@ export function registerSecretRoutes(
       const { projectId, env } = params(req);
       const { format = "json" } = parse(ExportQuery, req.query, UNKNOWN_EXPORT_FORMAT);
       const ifNoneMatch = req.headers["if-none-match"];
-      if (ifNoneMatch) {
-        const current = secrets.exportTag(auth.principal(req), projectId, env, format);
-        if (matchesTag(ifNoneMatch, current)) return reply.code(304).header("etag", current).send();
-      }
-      const { values, etag } = await secrets.export(auth.principal(req), projectId, env, format);
-      void reply.header("etag", etag);
+      const result = await secrets.export(auth.principal(req), projectId, env, format, ifNoneMatch ? (etag) => matchesTag(ifNoneMatch, etag) : undefined);
+      void reply.header("etag", result.etag);
+      if ("notModified" in result) return reply.code(304).send();
+      const { values } = result;
       if (format === "json") return { secrets: values };
       let file;
       try {

@@ -398,27 +398,33 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     /**
      * Every value of the environment sorted by key, or a 500 when any one does not open.
      * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
-     * only once the `secrets.exported` event is on disk, like a reveal.
+     * only once the `secrets.exported` event is on disk, like a reveal. The ETag comes from
+     * metadata only (ids, keys, versions, updatedAt) of the same rows: when `isUnchanged`
+     * says the caller holds it, nothing is decrypted and nothing audited. Access is checked
+     * first, so a caller who lost the environment gets 403, not 304.
      */
     async export(
       caller: Principal,
       projectId: string,
       environment: string,
       format: ExportFormat,
-    ): Promise<{ values: { key: string; value: string }[]; etag: string }> {
-      const { at, values, etag } = readTransaction(db, () => {
+      isUnchanged?: (etag: string) => boolean,
+    ): Promise<{ values: { key: string; value: string }[]; etag: string } | { notModified: true; etag: string }> {
+      const read = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const rows = repo.listWithCiphertext(projectId, at.environment);
+        const etag = exportTag(rows, format);
+        if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
-          // The tag of the rows decrypted, from the same snapshot: a change between the two
-          // reads can only make the next poll see a change, never miss one.
-          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })), etag: exportTag(rows, format) };
+          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })), etag };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
           throw new HttpError(500, NOT_DECRYPTED_SOME);
         }
       });
+      if ("notModified" in read) return read;
+      const { at, values, etag } = read;
       await audit.recordRead(caller, {
         projectId,
         action: "secrets.exported",
@@ -427,16 +433,6 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         metadata: { environment: at.environment, count: values.length, format },
       });
       return { values, etag };
-    },
-
-    /**
-     * The export's ETag from metadata only (ids, keys, versions, updatedAt): an unchanged
-     * environment is answered 304 without decrypting anything or writing an audit event.
-     * Access is checked first, so a caller who lost the environment gets 403, not 304.
-     */
-    exportTag(caller: Principal, projectId: string, environment: string, format: ExportFormat): string {
-      const at = requireAccess(caller, projectId, "secrets:read", environment);
-      return exportTag(repo.list(projectId, at.environment), format);
     },
 
     /** All or nothing: the request was validated whole; this is one transaction. */
