@@ -109,15 +109,8 @@ export function createAccessGuard(db: Db) {
    */
   function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): ProjectAccess | undefined {
     if (caller.projectId !== projectId) return undefined;
-    const projectEnvs = findEnvironments.all(projectId) as string[];
-    const ordered = ENVIRONMENTS.filter((e) => projectEnvs.includes(e));
-    return {
-      projectId,
-      role: caller.role,
-      permissions: permissionsOf(caller.role),
-      projectEnvironments: ordered,
-      environments: ordered.filter((e) => caller.environments.includes(e)),
-    };
+    // viewer or member: no implicit environments, so its environments act as a person's grants.
+    return memberAccess(projectId, caller.role, findEnvironments.all(projectId) as string[], caller.environments);
   }
 
   function find(caller: Principal, projectId: string): ProjectAccess | undefined {
@@ -138,7 +131,9 @@ export function createAccessGuard(db: Db) {
      */
     holds(userId: string, projectId: string, permission: Permission): boolean {
       if (isDisabled.get(userId) !== 0) return false;
-      return load(userId, projectId)?.permissions.includes(permission) ?? false;
+      // The role decides a permission; environments and grants play no part here.
+      const role = findRole.get(projectId, userId) as Role | undefined;
+      return role !== undefined && permissionsOf(role).includes(permission);
     },
 
     /**
