@@ -5,14 +5,13 @@ import { HttpError } from "../core/errors.ts";
 import { AUDIT_CATEGORIES, isAuditAction, type AuditCategory } from "./audit.actions.ts";
 import { auditCsv } from "./audit.export.ts";
 import { EXPORT_MAX_EVENTS, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
+import { isSecretKey } from "../core/secret-rules.ts";
 
 export const INVALID_LIMIT = `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`;
 const INVALID_DATE = "Invalid date filter.";
 const INVALID_ENVIRONMENT = "Invalid environment filter: use development, staging or production.";
 const INVALID_KEY = "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters.";
 const INVALID_FORMAT = "Invalid format: use csv or json.";
-const SECRET_KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const MAX_KEY_LENGTH = 128;
 
 const USER_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -86,7 +85,7 @@ export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
   if (environment !== undefined && !isEnvironment(environment)) throw new HttpError(400, INVALID_ENVIRONMENT);
 
   const key = single(query.key, INVALID_KEY);
-  if (key !== undefined && !(key.length <= MAX_KEY_LENGTH && SECRET_KEY.test(key))) throw new HttpError(400, INVALID_KEY);
+  if (key !== undefined && !isSecretKey(key)) throw new HttpError(400, INVALID_KEY);
 
   const fromText = single(query.from, INVALID_DATE);
   const toText = single(query.to, INVALID_DATE);

@@ -4,6 +4,7 @@ import { loadKeyring, safeEqual, type Keyring } from "../core/crypto.ts";
 import { checkMasterKeys, openDatabase, readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { createAuditRepo, type AuditRepo, type CheckpointRow, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
+import { plural } from "../core/text.ts";
 
 export interface ChainBreak {
   /** Events before the broken one that verified. */
@@ -295,10 +296,7 @@ export function rekeyAuditChain(
   }
 }
 
-/** "event" or "events". */
-function events(count: number): string {
-  return `${count} ${count === 1 ? "event" : "events"}`;
-}
+const events = (count: number) => plural(count, "event");
 
 /** "version 2", "versions 1 and 2", "versions 1, 2 and 3". */
 export function keyVersionList(versions: number[]): string {

@@ -7,11 +7,15 @@ import { errorFor, type Api } from "./api.ts";
 import { environmentPath, locate, resolveTarget } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { confirmProductionWrite } from "./prompt.ts";
+import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
 
-interface SecretMeta {
+/** A secret as the API lists it: metadata, never a value. */
+export interface SecretMeta {
   id: string;
   key: string;
   version: number;
+  createdAt: string;
+  updatedAt: string;
 }
 
 type Status = "created" | "updated" | "unchanged" | "skipped";
@@ -30,9 +34,6 @@ interface WriteValues {
 
 // The server's rules (api.md 2.2), checked before the first write so a bad line cannot
 // leave half a file imported.
-const KEY = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const MAX_KEY_LENGTH = 128;
-const MAX_VALUE_LENGTH = 10_000;
 
 function list(keys: string[]): string {
   return keys.map(printable).join(", ");
@@ -44,9 +45,13 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-async function listSecrets(api: Api, base: string): Promise<Map<string, SecretMeta>> {
+export async function listSecrets(api: Api, base: string): Promise<SecretMeta[]> {
   const { secrets } = await api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${base}/secrets`);
-  return new Map(secrets.map((s) => [s.key, s]));
+  return secrets;
+}
+
+async function secretsByKey(api: Api, base: string): Promise<Map<string, SecretMeta>> {
+  return new Map((await listSecrets(api, base)).map((s) => [s.key, s]));
 }
 
 /** KEY=VALUE arguments, split at the first `=` (a key has none); a key given twice is refused. */
@@ -71,7 +76,7 @@ function parseAssignments(args: string[], usage: string): { key: string; value: 
 function invalidEntries(entries: { key: string; value?: string }[]): string[] {
   const problems: string[] = [];
   for (const { key, value } of entries) {
-    if (!KEY.test(key) || key.length > MAX_KEY_LENGTH) {
+    if (!isSecretKey(key)) {
       problems.push(
         `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${MAX_KEY_LENGTH} characters`,
       );
@@ -163,7 +168,7 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
     refuseInvalid(invalidEntries(entries), "Cannot set these", EXIT.usage);
   }
 
-  const existing = await listSecrets(api, base);
+  const existing = await secretsByKey(api, base);
   const results: { key: string; status: Status; version?: number }[] = [];
   let lastSaved: SecretMeta | undefined;
   for (const { key, value } of entries!) {
@@ -210,7 +215,7 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
   const { api, server } = target;
   const { projectId, environment } = await locate(target);
   const base = environmentPath(projectId, environment);
-  const existing = await listSecrets(api, base);
+  const existing = await secretsByKey(api, base);
   const missing = keys.filter((key) => !existing.has(key));
   if (missing.length > 0) throw new CliError(`No secret ${list(missing)} in ${environment}: nothing was deleted.`, EXIT.denied);
   await confirmProductionWrite(environment, values.yes, `Delete ${list(keys)} and ${keys.length === 1 ? "its" : "their"} version history from production?`);

@@ -26,15 +26,7 @@ import { writeFileAtomically } from "./files.ts";
 import { describePlace, formatAge, loadFallback, parseDuration, saveFallback, type FallbackPlace } from "./fallback.ts";
 import { diffEnvironments } from "./diff.ts";
 import { CONFIRM_OPTIONS, isInteractive, pick } from "./prompt.ts";
-import { writeSecrets } from "./secrets-write.ts";
-
-interface SecretMeta {
-  id: string;
-  key: string;
-  version: number;
-  createdAt: string;
-  updatedAt: string;
-}
+import { listSecrets, writeSecrets } from "./secrets-write.ts";
 
 /** Server-sent text is made printable: a project name must not drive the terminal. */
 function table(cells: string[][]): string {
@@ -139,15 +131,6 @@ export function readableTime(at: string, now = Date.now()): string {
   if (seconds < 7 * 86_400) return ago(Math.floor(seconds / 86_400), "day");
   const pad = (n: number) => String(n).padStart(2, "0");
   return `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${pad(date.getHours())}:${pad(date.getMinutes())}`;
-}
-
-async function listSecrets(api: Api, base: string): Promise<SecretMeta[]> {
-  const { secrets } = await api.expect<{ secrets: SecretMeta[] }>(200, "GET", `${base}/secrets`);
-  return secrets;
-}
-
-async function findSecret(api: Api, base: string, key: string): Promise<SecretMeta | undefined> {
-  return (await listSecrets(api, base)).find((s) => s.key === key);
 }
 
 export async function secrets(args: string[]): Promise<number> {

@@ -33,6 +33,11 @@ export function printable(text: string): string {
   return text.replace(UNSAFE_ALL, "\ufffd");
 }
 
+/** "1 record", "2 records". */
+export function plural(count: number, noun: string): string {
+  return `${count} ${noun}${count === 1 ? "" : "s"}`;
+}
+
 /** Like printable(), but line breaks and tabs stay: for messages of several lines. */
 export function printableLines(text: string): string {
   return text.replace(UNSAFE_EXCEPT_LINE_BREAKS_ALL, "\ufffd");

@@ -9,6 +9,7 @@ import { loadConfig } from "../core/config.ts";
 import { loadKeyring, type Keyring } from "../core/crypto.ts";
 import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
 import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
+import { plural } from "../core/text.ts";
 
 const DEFAULT_BATCH_SIZE = 200;
 
@@ -306,9 +307,4 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
   } finally {
     db.$client.close();
   }
-}
-
-/** "1 record", "2 records". */
-function plural(count: number, noun: string): string {
-  return `${count} ${noun}${count === 1 ? "" : "s"}`;
 }

@@ -7,6 +7,7 @@ import { HttpError, parse } from "../core/errors.ts";
 import { fitsUnits } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
+import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
 
 export const MAX_IMPORT_ENTRIES = 500;
 export const MAX_IMPORT_BYTES = 2_000_000;
@@ -20,12 +21,11 @@ const INVALID_REQUEST = "invalid request";
 // such a key could be stored but never read, so it is refused here with a 400.
 const Key = z
   .string()
-  .max(128)
-  .regex(/^[A-Za-z_][A-Za-z0-9_]*$/)
+  .max(MAX_KEY_LENGTH)
+  .regex(SECRET_KEY_PATTERN)
   .refine((key) => !looksLikeToken(key));
 // Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const MAX_VALUE_UNITS = 10_000;
 // Keys are ASCII by their pattern, so .max(128) counts them the same either way; values are
 // not, and are counted in UTF-16 units (fitsUnits), as the UI's maxlength counts them.
 const Value = z
