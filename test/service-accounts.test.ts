@@ -62,6 +62,13 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   assert.equal(created.status, 201);
   const account = created.body.serviceAccount;
   assert.deepEqual(Object.keys(created.body), ["serviceAccount"]);
+  // Not a person: never in the member list or the access matrix.
+  const members = await owner.json("GET", `/api/projects/${projectId}/members`);
+  assert.equal(members.status, 200);
+  assert.ok(!JSON.stringify(members.body).includes(account.id) && !JSON.stringify(members.body).includes("deploy-bot"), "not a member");
+  const matrix = await owner.json("GET", `/api/projects/${projectId}/environment-access`);
+  assert.equal(matrix.status, 200);
+  assert.ok(!JSON.stringify(matrix.body).includes(account.id) && !JSON.stringify(matrix.body).includes("deploy-bot"), "not in the access matrix");
   assert.match(account.id, UUID);
   assert.match(account.createdAt, ISO_MS);
   assert.deepEqual(
@@ -312,6 +319,16 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   const trustId = (await owner.json("GET", `${p}/${mine.id}`)).body.serviceAccount.trusts[0].id;
   assert.deepEqual((await owner.json("DELETE", `${p}/${mine.id}/trusts/${trustId}`)).body, { ok: true });
   assert.deepEqual(await owner.json("DELETE", `${p}/${mine.id}/trusts/${trustId}`).then((r) => [r.status, r.body]), [404, TRUST_NOT_FOUND]);
+  // Both changes are audited in the access category under the person who made them.
+  const trustEvents = auditRows(team.server, projectId).filter((e) => e.action.startsWith("service_account_trust."));
+  const createdSubjects = trustEvents
+    .filter((e) => e.action === "service_account_trust.created" && JSON.parse(e.metadata).serviceAccountName === mine.name)
+    .map((e) => JSON.parse(e.metadata).subject);
+  assert.deepEqual(createdSubjects, Array.from({ length: 10 }, (_, i) => `s${i}`));
+  const deleted = trustEvents.filter((e) => e.action === "service_account_trust.deleted");
+  assert.equal(deleted.length, 1);
+  assert.equal(deleted[0]!.actor_user_id, owner.user!.id);
+  assert.deepEqual(JSON.parse(deleted[0]!.metadata), { serviceAccountName: mine.name, trustId, issuer: "https://issuer.example", subject: "s0" });
 
   // Deleting the project deletes its accounts, tokens and trusts.
   await owner.json("DELETE", `/api/projects/${projectId}`);
