@@ -13,6 +13,9 @@ export interface Sealed {
   keyVersion: number;
 }
 
+/** HKDF info of value digests; a new purpose gets a new label, never this one. */
+const VALUE_DIGEST_INFO = "secrets-server value digest v1";
+
 export type Vault = ReturnType<typeof createVault>;
 
 /** AAD of a secret value: a ciphertext copied into any other row fails to open. */
@@ -34,12 +37,16 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
   // Unwrapped data keys, so a read costs one AES-GCM open and not two; held as KeyObjects,
   // which Node does not have to import again for every cipher.
   const dataKeys = new Map<string, crypto.KeyObject>();
+  const digestKeys = new Map<string, crypto.KeyObject>();
   // Keys this process created inside a transaction: if that transaction rolls back, the
   // wrapped row is gone, and a cached key would go on sealing values no restart can open.
   // Forgetting them on any rollback is always safe: a committed key is simply read again.
   const createdInTransaction = new Set<string>();
   onRollback(db, () => {
-    for (const cacheKey of createdInTransaction) dataKeys.delete(cacheKey);
+    for (const cacheKey of createdInTransaction) {
+      dataKeys.delete(cacheKey);
+      digestKeys.delete(cacheKey);
+    }
     createdInTransaction.clear();
   });
 
@@ -107,9 +114,28 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
       }
     },
 
+    /**
+     * A keyed hash of a value, to tell equal values apart from different ones without
+     * decrypting either (import's "unchanged", the UI's environment comparison). The key is
+     * derived from the project's data key of that version under its own HKDF label, so a
+     * digest is comparable only within one project and one key version, opens nothing and
+     * says nothing to anyone without the master key.
+     */
+    digest(projectId: string, keyVersion: number, plaintext: string): string {
+      const cacheKey = `${projectId}:${keyVersion}`;
+      let key = digestKeys.get(cacheKey);
+      if (!key) {
+        const dataKeyObject = dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
+        key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", dataKeyObject, Buffer.alloc(0), VALUE_DIGEST_INFO, 32)));
+        digestKeys.set(cacheKey, key);
+      }
+      return crypto.createHmac("sha256", key).update(plaintext, "utf8").digest("base64url");
+    },
+
     /** Drops cached data keys of a project (after deletion or rotation). */
     forget(projectId: string): void {
       for (const cacheKey of dataKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) dataKeys.delete(cacheKey);
+      for (const cacheKey of digestKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) digestKeys.delete(cacheKey);
     },
   };
 }
