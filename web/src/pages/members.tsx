@@ -45,7 +45,13 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
               return (
                 <tr key={m.userId}>
                   <th scope="row">
-                    {m.name && m.email ? `${m.name} <${m.email}>` : label}
+                    {m.name && m.email ? (
+                      <>
+                        {m.name} <span class="member-email">{m.email}</span>
+                      </>
+                    ) : (
+                      label
+                    )}
                     {m.isYou && <span class="badge">you</span>}
                   </th>
                   <td>
@@ -109,6 +115,8 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                     </td>
                   )}
                   <td>
+                    {/* A phone shows each member as a card, without the column's header. */}
+                    <span class="phone-only muted">Member since </span>
                     <Time iso={m.createdAt} />
                   </td>
                   <td class="row-actions">
