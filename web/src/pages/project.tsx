@@ -92,14 +92,24 @@ function ProjectView(props: { project: Project; section?: string; sub?: string; 
   let body;
   if (env) {
     if (!project.environments.includes(env)) {
-      body = <AskForAccess project={project}>{`You do not have access to the ${env} environment of this project.`}</AskForAccess>;
+      body = (
+        <>
+          <h2>{envLabel(env)} secrets</h2>
+          <AskForAccess project={project}>{`You do not have access to the ${env} environment of this project.`}</AskForAccess>
+        </>
+      );
     } else if (sub === "import") {
       body = <ImportPage key={env} project={project} env={env} />;
     } else {
       body = <SecretsPage key={env} project={project} env={env} onChanged={reload} />;
     }
   } else if (!section) {
-    body = secretsEnv ? null : <AskForAccess project={project}>You have no access to any environment of this project yet.</AskForAccess>;
+    body = secretsEnv ? null : (
+      <>
+        <h2>Secrets</h2>
+        <AskForAccess project={project}>You have no access to any environment of this project yet.</AskForAccess>
+      </>
+    );
   } else if (section === "members") body = <MembersPage project={project} onChanged={reload} />;
   else if (section === "service-accounts") body = <ServiceAccountsPage project={project} accountId={sub} />;
   else if (section === "audit") body = <AuditPage project={project} />;
