@@ -244,6 +244,8 @@ describe("members and environment access on one page", () => {
     const danTab = await openTab(server, { client: dan });
     await danTab.page.goto(`/projects/${project.id}/members`);
     await danTab.page.getByRole("row", { name: /alice@example\.test/ }).waitFor();
+    // A viewer's sections are the ones a viewer may use.
+    assert.deepEqual(await danTab.page.getByRole("navigation", { name: "Project" }).getByRole("link").allTextContents(), ["Secrets", "Members & access"]);
     assert.equal(await danTab.page.getByRole("checkbox").count(), 0);
     assert.equal(await danTab.page.getByRole("columnheader", { name: "Environments" }).count(), 0);
     await check(danTab, "members-access-viewer");
