@@ -5,7 +5,7 @@ import { useState } from "preact/hooks";
 import { del, get, patch, post, projectPath, type AccessMatrix, type Environment, type Invitation, type InvitationCreated, type InvitationRenewed, type Member, type Permission, type Project, type Role } from "../api.ts";
 import { ROLE_HELP } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, messageOf, useAction, useLoad } from "../ui.tsx";
 import { EnvironmentGrants, useGrants } from "./access.tsx";
 
 const ASSIGNABLE: Role[] = ["admin", "member", "viewer"];
@@ -137,7 +137,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
           </DataTable>
         )}
       </LoadState>
-      {matrix.error !== undefined && <ErrorText error={`Environment access: ${(matrix.error as Error).message}`} />}
+      {matrix.error !== undefined && <ErrorText error={`Environment access: ${messageOf(matrix.error)}`} />}
       {removing && (
         <Confirm
           title={removing.isYou ? `Leave ${project.name}?` : `Remove ${removing.email ?? "this member"}?`}
