@@ -166,7 +166,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                 secrets.filter((s) => s.key.toLowerCase().includes(needle)),
                 sort,
               );
-              const chosen = secrets.filter((s) => selected.has(s.id));
+              const chosen = sortSecrets(secrets.filter((s) => selected.has(s.id)), { column: "key", descending: false });
               return (
                 <>
                   {chosen.length > 0 && (
