@@ -47,8 +47,9 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
       post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, { to: request.to, overwrite: request.overwrite }),
     );
     if (done) {
-      setNotice(`Copied ${request.key} from ${request.from} to ${request.to}.`);
+      // Announced once the grid shows the copy, not before.
       await comparison.reload();
+      setNotice(`Copied ${request.key} from ${request.from} to ${request.to}.`);
       await onChanged();
     }
   }
@@ -86,7 +87,8 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                   </li>
                 ))}
               </ul>
-              <div class="table-wrap">
+              {/* Focusable: on a narrow screen the grid scrolls sideways, and the keyboard must reach it. */}
+              <div class="table-wrap" role="region" aria-label="Keys across environments" tabIndex={0}>
                 <table class="compare-grid">
                   <caption class="sr-only">Keys across environments</caption>
                   <thead>
@@ -119,16 +121,16 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                               const source = from ? row.environments[from] : undefined;
                               return (
                                 <td key={e} class="cell-missing">
-                                  <span>Missing</span>
+                                  <span>Missing</span>{" "}
                                   {canCopy && from && source && (
                                     <button
                                       type="button"
                                       class="small"
-                                      aria-label={`Copy ${row.key} from ${from} to ${e}`}
                                       disabled={copy.busy}
                                       onClick={() => void runCopy({ key: row.key, from, to: e, entry: source, overwrite: false })}
                                     >
-                                      Copy from {from}
+                                      Copy<span class="sr-only"> {row.key}</span> from {from}
+                                      <span class="sr-only"> to {e}</span>
                                     </button>
                                   )}
                                 </td>
@@ -141,16 +143,15 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                             const differs = source && source.digest !== entry.digest;
                             return (
                               <td key={e} class={same ? "cell-same" : letters.size > 1 ? "cell-different" : undefined}>
-                                <span>{label}</span> <span class="muted small">v{entry.version}</span>
+                                <span>{label}</span> <span class="muted small">v{entry.version}</span>{" "}
                                 {canOverwrite && from && source && differs && (
                                   <button
                                     type="button"
                                     class="small"
-                                    aria-label={`Replace ${row.key} in ${e} with the value from ${from}`}
                                     disabled={copy.busy}
                                     onClick={() => setConfirming({ key: row.key, from, to: e, entry: source, overwrite: true })}
                                   >
-                                    Replace from {from}
+                                    Replace<span class="sr-only"> {row.key} in {e} with the value</span> from {from}
                                   </button>
                                 )}
                               </td>
