@@ -80,11 +80,11 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
       }
       // Digested outside the read snapshot: a digest under the current key version may have
       // to create the project's data key for it, which is a write.
-      const keys = [...byKey.keys()].sort().map((key): ComparedKey => {
-        const present = byKey.get(key)!;
+      const keys = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, present]): ComparedKey => {
         const versions = new Set([...present.values()].map((row) => row.keyVersion));
         // Digests compare only within one key version: mixed versions are digested under the current one.
-        const keyVersion = versions.size === 1 ? [...versions][0]! : vault.currentKeyVersion;
+        const [only] = versions;
+        const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
         const out: ComparedKey["environments"] = {};
         for (const env of environments) {
           const row = present.get(env);

@@ -39,7 +39,8 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
       return writeTransaction(db, () => {
         // Both environments are checked before the source value is read: read on the source,
         // create on the target (and update when an existing key is overwritten, below).
-        const source = access.require(caller, projectId, "secrets:read", from).environment!;
+        // require() with an environment sets it (or throws).
+        const source = access.require(caller, projectId, "secrets:read", from).environment as Environment;
         access.require(caller, projectId, "secrets:create", input.to);
         if (input.to === source) throw new HttpError(400, SAME_ENVIRONMENT);
         const row = repo.findWithCiphertext(projectId, source, secretId);

@@ -1,7 +1,7 @@
 // A row's less frequent actions behind one button, as WAI-ARIA's menu button pattern: the
 // button opens the menu (Enter, Space, ArrowDown: first item; ArrowUp: last item), the arrow
 // keys, Home and End move through it, Escape closes it and returns focus to the button, Tab
-// or a click elsewhere closes it.
+// or a click elsewhere closes it. Items are buttons, so Enter and Space choose one.
 import { useEffect, useRef, useState } from "preact/hooks";
 import { MoreIcon } from "./secrets-common.tsx";
 
@@ -16,7 +16,7 @@ let nextMenuId = 0;
 export function RowMenu({ label, items }: { label: string; items: MenuItem[] }) {
   const [open, setOpen] = useState<false | "first" | "last">(false);
   const button = useRef<HTMLButtonElement>(null);
-  const menu = useRef<HTMLUListElement>(null);
+  const menu = useRef<HTMLDivElement>(null);
   const id = useRef(`row-menu-${++nextMenuId}`).current;
 
   const entries = () => [...(menu.current?.querySelectorAll<HTMLElement>('[role="menuitem"]') ?? [])];
@@ -57,10 +57,6 @@ export function RowMenu({ label, items }: { label: string; items: MenuItem[] }) 
       e.preventDefault();
       close(true);
     } else if (e.key === "Tab") setOpen(false);
-    else if (e.key === "Enter" || e.key === " ") {
-      e.preventDefault();
-      (document.activeElement as HTMLElement | null)?.click();
-    }
   }
 
   return (
@@ -83,10 +79,11 @@ export function RowMenu({ label, items }: { label: string; items: MenuItem[] }) 
       >
         <MoreIcon />
       </button>
-      <ul id={id} ref={menu} class="menu" role="menu" aria-label={label} hidden={!open} onKeyDown={onMenuKey}>
+      <div id={id} ref={menu} class="menu" role="menu" aria-label={label} hidden={!open} onKeyDown={onMenuKey}>
         {items.map((item) => (
-          <li
+          <button
             key={item.label}
+            type="button"
             role="menuitem"
             tabIndex={-1}
             class={item.danger ? "danger-text" : undefined}
@@ -96,9 +93,9 @@ export function RowMenu({ label, items }: { label: string; items: MenuItem[] }) 
             }}
           >
             {item.label}
-          </li>
+          </button>
         ))}
-      </ul>
+      </div>
     </span>
   );
 }
