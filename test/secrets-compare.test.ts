@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Client } from "./helpers.ts";
+import { randomMasterKey } from "./helpers.ts";
 import { cliFor, startTeam } from "./secrets-helpers.ts";
 
 const FORBIDDEN = "You do not have permission to do this in this project.";
@@ -67,6 +68,27 @@ describe("GET /api/projects/<id>/secrets/compare", () => {
     assert.deepEqual(two.body.environments, ["development", "production"]);
     assert.deepEqual(Object.keys(two.body.keys[1].environments), ["development", "production"]);
     assert.equal(two.body.keys[1].environments.development.digest, db.development.digest, "stable across calls");
+  });
+
+  test("values sealed under different master key versions (mid-rotation) still compare: equal values, equal digests", async (t) => {
+    const key1 = randomMasterKey();
+    const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+    await put(team.owner, team.projectId, "development", "DATABASE_URL", "postgres://same");
+    await put(team.owner, team.projectId, "development", "FLAG", "old");
+    await team.server.stop();
+    const server = await team.server.restart({ MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
+    t.after(() => server.stop());
+    const owner = await server.signIn("olivia@example.test");
+    // Written after the restart: sealed under key version 2, the development ones under 1.
+    await put(owner, team.projectId, "staging", "DATABASE_URL", "postgres://same");
+    await put(owner, team.projectId, "staging", "FLAG", "new");
+    await put(owner, team.projectId, "production", "DATABASE_URL", "postgres://same");
+    const res = await owner.json("GET", `/api/projects/${team.projectId}/secrets/compare`);
+    assert.equal(res.status, 200);
+    const [db, flag] = res.body.keys;
+    assert.equal(db.environments.development.digest, db.environments.staging.digest);
+    assert.equal(db.environments.staging.digest, db.environments.production.digest);
+    assert.notEqual(flag.environments.development.digest, flag.environments.staging.digest);
   });
 
   test("authorization: membership, then permission, then each environment; browser only", async (t) => {
