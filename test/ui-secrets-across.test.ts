@@ -96,6 +96,12 @@ describe("secrets across environments", () => {
       await replace.getByRole("button", { name: "Replace in development" }).click();
       await page.getByRole("status").filter({ hasText: "Copied NEW_FLAG to development." }).waitFor();
       assert.equal((await exported(alice, project.id, "development")).NEW_FLAG, "on");
+
+      // The audit log reads both as sentences.
+      await page.goto(`/projects/${project.id}/audit?category=secrets`);
+      const log = page.getByRole("list", { name: "Audit events, newest first" });
+      await log.getByText("You copied API_KEY from staging to production").waitFor();
+      await log.getByText("You compared the values of 3 keys across development, staging, production (no value shown)").first().waitFor();
       await tab.context.close();
     });
   }
