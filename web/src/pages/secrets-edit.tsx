@@ -61,9 +61,11 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
 
   return (
     <Dialog title={`Edit ${secret.key}`} onClose={props.onClose} wide>
-      <p class="notice small" role="note">
-        Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name.
-      </p>
+      {loaded && (
+        <p class="notice small" role="note">
+          Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name.
+        </p>
+      )}
       <ErrorText error={loadError} />
       {!loaded && !loadError && (
         <p class="muted" role="status">
