@@ -8,10 +8,9 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
 import { makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
-const AUDIENCE = "https://secrets.example.test";
 
 /** An empty HOME and XDG_CONFIG_HOME, and a work folder outside them. */
 function emptyHome(t: TestContext) {
@@ -287,33 +286,10 @@ test("run --fallback with a token: a copy keyed by the token, used when the serv
   assertNoSecretIn(token, online.stderr, offline.stderr, otherToken.stderr);
 });
 
-/** An OpenID issuer (configuration and key set) and a JWT signer, as in workload-identity.test.ts. */
-async function startIssuer(t: TestContext) {
-  const { privateKey, publicKey } = await generateKeyPair("ES256");
-  const jwk = { ...(await exportJWK(publicKey)), kid: "ec-1", alg: "ES256", use: "sig" };
-  const server = http.createServer((req, res) => {
-    res.setHeader("content-type", "application/json");
-    if (req.url === "/.well-known/openid-configuration") return res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
-    if (req.url === "/jwks") return res.end(JSON.stringify({ keys: [jwk] }));
-    res.statusCode = 404;
-    res.end("{}");
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url,
-    sign(claims: Record<string, unknown> = {}) {
-      const now = Math.floor(Date.now() / 1000);
-      return new SignJWT({ iss: url, aud: AUDIENCE, sub: "repo:acme/api:ref:refs/heads/main", iat: now, exp: now + 600, repository: "acme/api", ...claims })
-        .setProtectedHeader({ alg: "ES256", kid: "ec-1" })
-        .sign(privateKey);
-    },
-  };
-}
-
 async function trustedAccount(t: TestContext, server: TestServer, owner: Client, projectId: string, audience = AUDIENCE) {
   const issuer = await startIssuer(t);
+  const key = await signingKey("ec-1", "ES256");
+  issuer.publish(key);
   const account = await serviceAccount(owner, projectId, { name: "github-deploy", role: "viewer", environments: ["production"] });
   const trust = await owner.json("POST", `/api/projects/${projectId}/service-accounts/${account.id}/trusts`, {
     issuer: issuer.url,
@@ -322,14 +298,14 @@ async function trustedAccount(t: TestContext, server: TestServer, owner: Client,
     claims: { repository: "acme/api" },
   });
   assert.equal(trust.status, 201, JSON.stringify(trust.body));
-  return { issuer, account };
+  return { issuer, account, sign: (claims: Record<string, unknown> = {}) => issuer.sign(key, claims) };
 }
 
 test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is exchanged first; a refused one fails clearly", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const { issuer, account } = await trustedAccount(t, server, owner, project.id);
-  const jwt = await issuer.sign();
+  const { sign, account } = await trustedAccount(t, server, owner, project.id);
+  const jwt = await sign();
   const env = { SECRETS_SERVER_IDENTITY_TOKEN: jwt, SECRETS_SERVER_SERVICE_ACCOUNT: account.id, SECRETS_SERVER_URL: server.url };
 
   const get = await cli(home, ["secrets", "get", "DATABASE_URL"], env);
@@ -345,7 +321,7 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
   assert.equal(fallback.code, 2);
   assert.match(fallback.stderr, /^secrets-server: --fallback needs a service token/);
 
-  const wrongSubject = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_IDENTITY_TOKEN: await issuer.sign({ repository: "evil/api" }) });
+  const wrongSubject = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_IDENTITY_TOKEN: await sign({ repository: "evil/api" }) });
   assert.equal(wrongSubject.code, 3);
   assert.equal(
     wrongSubject.stderr,
@@ -373,7 +349,7 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
   // The default audience is the server's URL.
-  const { issuer, account } = await trustedAccount(t, server, owner, project.id, server.url);
+  const { sign, account } = await trustedAccount(t, server, owner, project.id, server.url);
   const requestToken = "gha-request-token-5501";
   const seen: { authorization?: string; url: string }[] = [];
   const github = http.createServer(async (req, res) => {
@@ -384,7 +360,7 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
       res.statusCode = 403;
       return res.end("{}");
     }
-    res.end(JSON.stringify({ value: await issuer.sign({ aud: url.searchParams.get("audience") }) }));
+    res.end(JSON.stringify({ value: await sign({ aud: url.searchParams.get("audience") }) }));
   });
   await new Promise<void>((resolve) => github.listen(0, "127.0.0.1", resolve));
   t.after(() => new Promise<void>((resolve) => github.close(() => resolve())));
