@@ -15,6 +15,17 @@ useBrowser();
 const PEM = ["-----BEGIN CERTIFICATE-----", ...Array.from({ length: 20 }, (_, i) => `MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ${i}`), "-----END CERTIFICATE-----"].join("\n");
 
 describe("secrets grid", () => {
+  test("phone: a 128-character key with no underscore to break at stays inside the page", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "long", environments: ["production"] });
+    await put(alice, project.id, "production", `K${"X".repeat(127)}`, "v");
+    const tab = await openAt(server, alice, SIZES[1], `/projects/${project.id}/production`);
+    await tab.page.getByRole("button", { name: /^Reveal KXXX/ }).waitFor();
+    await assertNoSidewaysScroll(tab.page, "phone, long key");
+    await tab.context.close();
+  });
+
   for (const size of SIZES) {
     test(`${size.name}: alphabetical by default, sortable, one line per row, keys wrap only at underscores; reveal, copy and the row menu`, async (t) => {
       const server = await startServer(t);

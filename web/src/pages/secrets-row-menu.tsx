@@ -2,7 +2,7 @@
 // button opens the menu (Enter, Space, ArrowDown: first item; ArrowUp: last item), the arrow
 // keys, Home and End move through it, Escape closes it and returns focus to the button, Tab
 // or a click elsewhere closes it. Items are buttons, so Enter and Space choose one.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
 import { MoreIcon } from "./secrets-common.tsx";
 
 export interface MenuItem {
@@ -21,7 +21,9 @@ export function RowMenu({ label, items }: { label: string; items: MenuItem[] }) 
 
   const entries = () => [...(menu.current?.querySelectorAll<HTMLElement>('[role="menuitem"]') ?? [])];
 
-  useEffect(() => {
+  // A layout effect: focus moves before the next key is handled (an effect runs after paint,
+  // and a quick ArrowDown would still reach the button).
+  useLayoutEffect(() => {
     if (!open) return;
     const all = entries();
     (open === "last" ? all[all.length - 1] : all[0])?.focus();
