@@ -77,6 +77,7 @@ export function BulkBar(props: {
       <button type="button" onClick={props.onClear}>
         Clear selection
       </button>
+      <span class="muted small">Downloads read each selected value: one audit log entry per key.</span>
       <span class="muted small" role="status">
         {exporting.busy ? "Reading the selected values…" : notice}
       </span>
