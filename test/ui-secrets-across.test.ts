@@ -38,6 +38,7 @@ describe("secrets across environments", () => {
       assert.match(await gaps.innerText(), /Missing in development: 1 key \(ONLY_PROD\)/);
       assert.match(await gaps.innerText(), /Missing in staging: 1 key \(ONLY_PROD\)/);
       assert.match(await gaps.innerText(), /Missing in production: 1 key \(API_KEY\)/);
+      assert.match(await gaps.getByRole("listitem").first().innerText(), /^Missing in production/, "production's gaps come first");
 
       // Cell texts as a screen reader reads them (buttons name their key and environments).
       const cells = async (key: string) =>

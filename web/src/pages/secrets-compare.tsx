@@ -66,7 +66,8 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
       <LoadState loaded={comparison}>
         {({ environments, keys }) => {
           if (keys.length === 0) return <p class="empty">No secrets in any environment you can read.</p>;
-          const missing = environments.map((e) => ({ env: e, keys: keys.filter((row) => row.environments[e] === null) }));
+          // Production first: a key missing there is the gap that breaks a deploy.
+          const missing = [...environments].reverse().map((e) => ({ env: e, keys: keys.filter((row) => row.environments[e] === null) }));
           return (
             <>
               <ul class="gaps" aria-label="Missing keys per environment">
