@@ -100,7 +100,9 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                           {envLabel(e)}
                         </th>
                       ))}
-                      <th scope="col">Status</th>
+                      <th scope="col" class="col-status">
+                        Status
+                      </th>
                     </tr>
                   </thead>
                   <tbody>
@@ -144,7 +146,7 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                             const differs = source && source.digest !== entry.digest;
                             return (
                               <td key={e} class={same ? "cell-same" : letters.size > 1 ? "cell-different" : undefined}>
-                                <span>{label}</span> <span class="muted small">v{entry.version}</span>{" "}
+                                <span>{label}</span> <span class="muted small version">v{entry.version}</span>{" "}
                                 {canOverwrite && from && source && differs && (
                                   <button
                                     type="button"
@@ -158,7 +160,7 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                               </td>
                             );
                           })}
-                          <td>{status}</td>
+                          <td class="col-status">{status}</td>
                         </tr>
                       );
                     })}
