@@ -6,6 +6,8 @@ import fs from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
 import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
@@ -38,23 +40,6 @@ function cli(home: Home, args: string[], env: Record<string, string | undefined>
   return runMain(args, { ...home.env, ...env }, { timeoutMs: 60_000, cwd: options.cwd ?? home.work, input: options.input });
 }
 
-async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
-  const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-}
-
-async function serviceAccount(owner: Client, projectId: string, input: { name: string; role: string; environments: string[] }) {
-  const res = await owner.json("POST", `/api/projects/${projectId}/service-accounts`, input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.serviceAccount as { id: string; name: string };
-}
-
-async function serviceToken(owner: Client, projectId: string, accountId: string, input: Record<string, unknown> = { name: "ci" }) {
-  const res = await owner.json("POST", `/api/projects/${projectId}/service-accounts/${accountId}/tokens`, input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body as { token: string; tokenInfo: { id: string } };
-}
-
 function assertNoSecretIn(secret: string, ...outputs: string[]): void {
   for (const output of outputs) assert.ok(!output.includes(secret), "a token was printed");
   for (const output of outputs) assert.doesNotMatch(output, /svc_(st|wt)_/, "a token was printed");
@@ -64,16 +49,16 @@ async function setUp(t: TestContext) {
   const server = await startServer(t);
   const owner = await server.signIn("olivia@example.test");
   const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
-  await addSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-4711");
-  await addSecret(owner, project.id, "development", "DATABASE_URL", "postgres://dev-db/app-0815");
+  await createSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-4711");
+  await createSecret(owner, project.id, "development", "DATABASE_URL", "postgres://dev-db/app-0815");
   return { server, owner, project };
 }
 
 test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the token's project and environment; HOME stays empty", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
   const outputs: string[] = [];
   const run = async (args: string[], input?: string) => {
@@ -127,8 +112,8 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
 test("a token for several environments needs --env, naming the choices; a link file may give it, but never the server", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "reader", role: "viewer", environments: ["development", "production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "reader", role: "viewer", environments: ["development", "production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
   const ambiguous = await cli(home, ["secrets", "list"], env);
@@ -174,8 +159,8 @@ test("a token for several environments needs --env, naming the choices; a link f
 test("--token-file reads a trimmed token; two tokens are refused; a revoked token fails with exit 3 and what to check", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
-  const { token, tokenInfo } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
+  const { token, tokenInfo } = await createServiceToken(owner, project.id, account.id);
   const file = path.join(home.dir, "token");
   fs.writeFileSync(file, `${token}\n`, { mode: 0o400 });
 
@@ -224,8 +209,8 @@ test("--token-file reads a trimmed token; two tokens are refused; a revoked toke
 test("whoami with a token shows the service account", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production", "development"] });
-  const { token } = await serviceToken(owner, project.id, account.id, { name: "ci", expiresInDays: 30 });
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production", "development"] });
+  const { token } = await createServiceToken(owner, project.id, account.id, { name: "ci", expiresInDays: 30 });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
   const who = await cli(home, ["whoami"], env);
@@ -251,9 +236,9 @@ test("whoami with a token shows the service account", async (t) => {
 test("run --fallback with a token: a copy keyed by the token, used when the server is down", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
-  const other = await serviceToken(owner, project.id, account.id, { name: "other host" });
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const other = await createServiceToken(owner, project.id, account.id, { name: "other host" });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
   const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.DATABASE_URL ?? 'unset')"];
 
@@ -290,7 +275,7 @@ async function trustedAccount(t: TestContext, server: TestServer, owner: Client,
   const issuer = await startIssuer(t);
   const key = await signingKey("ec-1", "ES256");
   issuer.publish(key);
-  const account = await serviceAccount(owner, projectId, { name: "github-deploy", role: "viewer", environments: ["production"] });
+  const account = await createServiceAccount(owner, projectId, { name: "github-deploy", role: "viewer", environments: ["production"] });
   const trust = await owner.json("POST", `/api/projects/${projectId}/service-accounts/${account.id}/trusts`, {
     issuer: issuer.url,
     audience,
