@@ -126,6 +126,16 @@ describe("GET /api/projects/<id>/secrets/compare", () => {
   });
 });
 
+test("comparisons are limited to 30 a minute per user, like exports", async (t) => {
+  const { projectId, owner, admin } = await startTeam(t);
+  const path = `/api/projects/${projectId}/secrets/compare`;
+  for (let i = 0; i < 30; i++) assert.equal((await owner.json("GET", path)).status, 200);
+  const over = await owner.json("GET", path);
+  assert.equal(over.status, 429);
+  assert.match(over.body.error, /^Too many requests\. Try again in \d+ seconds\.$/);
+  assert.equal((await admin.json("GET", path)).status, 200, "another user has a limit of their own");
+});
+
 describe("POST …/environments/<env>/secrets/<id>/copy", () => {
   test("copies to another environment, refuses an existing key unless told to overwrite, and audits both sides", async (t) => {
     const { projectId, owner } = await startTeam(t);

@@ -24,6 +24,8 @@ export function registerCompareRoutes(app: FastifyInstance, { auth, access, comp
       // preValidation, not preHandler: membership and permission come before the query is
       // checked, so a non-member learns nothing from a malformed one.
       preValidation: [auth.browser, access.route("secrets:read")],
+      // It decrypts every value of every environment compared, as an export does one's.
+      config: { rateLimit: { max: 30, timeWindow: 60_000 } },
       schema: { params: Params, querystring: Query, response: { 200: Comparison } },
     },
     async (req) => compare.compare(auth.caller(req), req.params.projectId, req.query.environments),
