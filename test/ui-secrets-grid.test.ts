@@ -101,12 +101,22 @@ describe("secrets grid", () => {
       await page.getByRole("row", { name: /TLS_CERT/ }).getByText("-----BEGIN CERTIFICATE-----", { exact: false }).waitFor();
       assert.deepEqual(await heights(), before);
       assert.equal((await auditEvents(alice, project.id, "secret.revealed")).length, 1);
+      // The expand toggle is there only when something is hidden: another line, or a line
+      // wider than the column (a phone's column is narrower).
+      await page.getByRole("button", { name: "More of TLS_CERT" }).waitFor();
+      await page.getByRole("button", { name: "Reveal AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET" }).click();
+      await page.getByRole("button", { name: "Hide AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET" }).waitFor();
+      await page.getByText("wJalrXUtnFEMI/K7MDENG").waitFor();
+      const more = page.getByRole("button", { name: "More of AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET" });
+      if (size.phone) await more.waitFor();
+      else assert.equal(await more.count(), 0);
+      await page.getByRole("button", { name: "Hide AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET" }).click();
 
       // Copy, an icon button named for its row, reads the value (a reveal) into the clipboard.
       await page.getByRole("button", { name: "Copy ZETA" }).click();
       await page.getByRole("button", { name: "Copied ZETA" }).waitFor();
       assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "z");
-      assert.equal((await auditEvents(alice, project.id, "secret.revealed")).length, 2);
+      assert.equal((await auditEvents(alice, project.id, "secret.revealed")).length, 3);
 
       // The row menu, keyboard only (WAI-ARIA menu button).
       const menuButton = page.getByRole("button", { name: "More actions for MIDDLE" });

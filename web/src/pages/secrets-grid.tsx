@@ -3,9 +3,9 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SecretMeta } from "../api.ts";
 import { Time } from "../ui.tsx";
-import { CheckIcon, CollapseIcon, CopyIcon, ExpandIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
+import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
 import { RowMenu, type MenuItem } from "./secrets-row-menu.tsx";
-import { MaskedValue, RevealedValue, isLongValue } from "./secrets-value.tsx";
+import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
 
 export type SortColumn = "key" | "version" | "updatedAt";
 export interface Sort {
@@ -90,22 +90,12 @@ export interface GridProps {
 
 export function SecretsGrid(props: GridProps) {
   const { secrets, selected } = props;
-  const [expanded, setExpanded] = useState<Set<string>>(new Set());
   const all = useRef<HTMLInputElement>(null);
   const chosen = secrets.filter((s) => selected.has(s.id)).length;
   useEffect(() => {
     // Only a property: there is no HTML attribute for "some but not all".
     if (all.current) all.current.indeterminate = chosen > 0 && chosen < secrets.length;
   }, [chosen, secrets.length]);
-
-  function toggleExpanded(id: string) {
-    setExpanded((before) => {
-      const next = new Set(before);
-      if (next.has(id)) next.delete(id);
-      else next.add(id);
-      return next;
-    });
-  }
 
   const sortName = COLUMNS.find((c) => c.column === props.sort.column)!.label.toLowerCase();
   return (
@@ -139,7 +129,6 @@ export function SecretsGrid(props: GridProps) {
         <tbody>
           {secrets.map((secret) => {
             const value = props.revealed[secret.id];
-            const isExpanded = value !== undefined && expanded.has(secret.id);
             return (
               <tr key={secret.id} class={selected.has(secret.id) ? "selected" : undefined}>
                 <td class="col-select">
@@ -149,25 +138,7 @@ export function SecretsGrid(props: GridProps) {
                   <KeyName name={secret.key} />
                 </th>
                 <td class="col-value">
-                  {value === undefined ? (
-                    <MaskedValue />
-                  ) : (
-                    <div class="value-line">
-                      <RevealedValue value={value} expanded={isExpanded} />
-                      {isLongValue(value) && (
-                        <button
-                          type="button"
-                          class="icon-button expand"
-                          aria-label={`${isExpanded ? "Less" : "More"} of ${secret.key}`}
-                          aria-expanded={isExpanded ? "true" : "false"}
-                          title={isExpanded ? "Show one line" : "Show the whole value"}
-                          onClick={() => toggleExpanded(secret.id)}
-                        >
-                          {isExpanded ? <CollapseIcon /> : <ExpandIcon />}
-                        </button>
-                      )}
-                    </div>
-                  )}
+                  {value === undefined ? <MaskedValue /> : <RevealedValue name={secret.key} value={value} />}
                 </td>
                 <td class="col-version">v{secret.version}</td>
                 <td class="col-updated">

@@ -1,7 +1,8 @@
 // A value in the grid (one clamped line, expandable in its own scrolling box, so revealing
 // never moves the other rows) and the value editor (monospace; line numbers for PEM, JSON
 // and anything else that spans lines).
-import { useRef } from "preact/hooks";
+import { useLayoutEffect, useRef, useState } from "preact/hooks";
+import { CollapseIcon, ExpandIcon } from "./secrets-common.tsx";
 
 export function MaskedValue() {
   return (
@@ -12,19 +13,46 @@ export function MaskedValue() {
   );
 }
 
-/** Clamped to its first line until `expanded`; then a box of at most 12 lines that scrolls. */
-export function RevealedValue({ value, expanded }: { value: string; expanded: boolean }) {
+/**
+ * Clamped to its first line; when more is hidden (another line, or a line wider than the
+ * column, measured as the column changes), a toggle expands it into a box of at most 12
+ * lines that scrolls.
+ */
+export function RevealedValue({ name, value }: { name: string; value: string }) {
+  const [expanded, setExpanded] = useState(false);
+  const [overflows, setOverflows] = useState(false);
+  const code = useRef<HTMLElement>(null);
+  useLayoutEffect(() => {
+    const el = code.current;
+    if (!el) return;
+    const measure = () => {
+      if (el.classList.contains("clamped")) setOverflows(value.includes("\n") || el.scrollWidth > el.clientWidth + 1);
+    };
+    measure();
+    const observer = new ResizeObserver(measure);
+    observer.observe(el);
+    return () => observer.disconnect();
+  }, [value]);
   return (
-    // Focusable so the expanded box can be scrolled from the keyboard.
-    <code class={`value ${expanded ? "expanded" : "clamped"}`} tabIndex={0}>
-      {value}
-    </code>
+    <div class="value-line">
+      {/* Focusable so the expanded box can be scrolled from the keyboard. */}
+      <code ref={code} class={`value ${expanded ? "expanded" : "clamped"}`} tabIndex={0}>
+        {value}
+      </code>
+      {(overflows || expanded) && (
+        <button
+          type="button"
+          class="icon-button expand"
+          aria-label={`${expanded ? "Less" : "More"} of ${name}`}
+          aria-expanded={expanded ? "true" : "false"}
+          title={expanded ? "Show one line" : "Show the whole value"}
+          onClick={() => setExpanded(!expanded)}
+        >
+          {expanded ? <CollapseIcon /> : <ExpandIcon />}
+        </button>
+      )}
+    </div>
   );
-}
-
-/** More than the first line is hidden when clamped: multi-line values, or long ones. */
-export function isLongValue(value: string): boolean {
-  return value.includes("\n") || value.length > 40;
 }
 
 export type ValueShape = "pem" | "json" | "lines" | "line";
