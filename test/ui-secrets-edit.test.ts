@@ -127,6 +127,17 @@ describe("editing secrets in place", () => {
       assert.equal(read.body.secret.value, "https://api.mine");
       assert.equal(read.body.secret.version, 3);
 
+      // A rename onto another key is a 409 as well, but no one else's change: no reload offered.
+      await put(alice, project.id, "production", "OTHER_URL", "https://other");
+      await rowAction(page, "API_URL", "Edit");
+      await editorHolds(page, "https://api.mine");
+      await dialog.getByLabel("Key").fill("OTHER_URL");
+      await dialog.getByRole("button", { name: "Save" }).click();
+      await dialog.getByRole("alert").getByText("A secret with this key already exists in this environment.").waitFor();
+      assert.equal(await dialog.getByRole("button", { name: "Reload and reapply" }).count(), 0);
+      await dialog.getByRole("button", { name: "Cancel" }).click();
+      await dialog.waitFor({ state: "detached" });
+
       // Their version can be taken instead of reapplying.
       await rowAction(page, "API_URL", "Edit");
       await editorHolds(page, "https://api.mine");

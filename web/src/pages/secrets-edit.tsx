@@ -8,6 +8,9 @@ import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
 import { KEY_PATTERN } from "./secrets-common.tsx";
 import { ValueEditor, shapeOf } from "./secrets-value.tsx";
 
+/** api.md's 409 for a stale expectedVersion; a key clash is a 409 too, with its own message. */
+const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
+
 interface Base {
   key: string;
   value: string;
@@ -122,7 +125,7 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
             <input type="checkbox" checked={multiline} onChange={(e) => setMultiline(e.currentTarget.checked)} /> Multi-line editor with line numbers
           </label>
           <ErrorText error={action.error}>
-            {action.errorStatus === 409 && (
+            {action.errorStatus === 409 && action.error === CHANGED_BY_SOMEONE_ELSE && (
               <>
                 <span class="small">
                   {" "}
