@@ -15,7 +15,7 @@ export interface ComparedEntry {
   digest: string | null;
 }
 
-export interface ComparedKey {
+interface ComparedKey {
   key: string;
   /** Every compared environment: its entry, or null where the key is missing. */
   environments: Partial<Record<Environment, ComparedEntry | null>>;
@@ -34,7 +34,7 @@ interface Deps {
   vault: Vault;
 }
 
-export const NO_ENVIRONMENT_TO_COMPARE = "Name at least one environment to compare, separated by commas.";
+const NO_ENVIRONMENT_TO_COMPARE = "Name at least one environment to compare, separated by commas.";
 
 /**
  * Keys × environments with keyed digests of the values, so the UI can show present,

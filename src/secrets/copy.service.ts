@@ -7,9 +7,9 @@ import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo } from "./secrets.repo.ts";
 import { KEY_TAKEN, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND, type SecretMeta, type SecretsService } from "./secrets.service.ts";
 
-export const SAME_ENVIRONMENT = "Choose another environment to copy to: the secret is already in this one.";
+const SAME_ENVIRONMENT = "Choose another environment to copy to: the secret is already in this one.";
 
-export type CopyResult = "created" | "updated" | "unchanged";
+type CopyResult = "created" | "updated" | "unchanged";
 
 interface Deps {
   db: Db;

@@ -4,10 +4,10 @@ import type { ParsedLine } from "../dotenv.ts";
 import { DataTable, ErrorText, type Action } from "../ui.tsx";
 import { KEY_PATTERN, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
-export type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
-export const MAX_ENTRIES = 500;
+type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
+const MAX_ENTRIES = 500;
 
-export interface PreviewRow extends ParsedLine {
+interface PreviewRow extends ParsedLine {
   status: PreviewStatus;
   reason: string;
   overwrite: boolean;
@@ -40,7 +40,7 @@ export function previewRows(
   });
 }
 
-export interface PreviewProps {
+interface PreviewProps {
   rows: PreviewRow[];
   compared: boolean;
   canOverwrite: boolean;

@@ -16,7 +16,7 @@ function dotenvLine(key: string, value: string): string | undefined {
   return undefined;
 }
 
-export function formatSelection(values: { key: string; value: string }[]): { text: string; leftOut: string[] } {
+function formatSelection(values: { key: string; value: string }[]): { text: string; leftOut: string[] } {
   const leftOut: string[] = [];
   const lines = values.map(({ key, value }) => {
     const line = dotenvLine(key, value);

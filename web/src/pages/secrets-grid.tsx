@@ -7,7 +7,7 @@ import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "
 import { RowMenu, type MenuItem } from "./secrets-row-menu.tsx";
 import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
 
-export type SortColumn = "key" | "version" | "updatedAt";
+type SortColumn = "key" | "version" | "updatedAt";
 export interface Sort {
   column: SortColumn;
   descending: boolean;
@@ -72,7 +72,7 @@ function CopyValueButton({ name, read, onStart }: { name: string; read(): Promis
   );
 }
 
-export interface GridProps {
+interface GridProps {
   env: string;
   secrets: SecretMeta[];
   sort: Sort;

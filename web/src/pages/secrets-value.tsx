@@ -55,7 +55,7 @@ export function RevealedValue({ name, value }: { name: string; value: string }) 
   );
 }
 
-export type ValueShape = "pem" | "json" | "lines" | "line";
+type ValueShape = "pem" | "json" | "lines" | "line";
 
 export function shapeOf(value: string): ValueShape {
   const text = value.trim();
