@@ -15,6 +15,27 @@ useBrowser();
 const PEM = ["-----BEGIN CERTIFICATE-----", ...Array.from({ length: 20 }, (_, i) => `MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ${i}`), "-----END CERTIFICATE-----"].join("\n");
 
 describe("secrets grid", () => {
+  test("the CLI's hand-over link (?delete=KEYS) selects those keys and opens the confirmation; nothing goes without the click", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "handover", environments: ["development"] });
+    for (const key of ["OLD_ONE", "OLD_TWO", "KEPT"]) await put(alice, project.id, "development", key, `${key}-v`);
+    const tab = await openAt(server, alice, SIZES[0], `/projects/${project.id}/development?delete=OLD_ONE,OLD_TWO,NOT_THERE`);
+    const { page } = tab;
+    const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
+    await confirm.waitFor();
+    assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), ["OLD_ONE", "OLD_TWO"]);
+    await page.getByText("Not in development: NOT_THERE.").waitFor();
+    // The link is spent: a reload does not ask again.
+    assert.equal(new URL(page.url()).search, "");
+    assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), ["KEPT", "OLD_ONE", "OLD_TWO"]);
+    await check(tab, "secrets-handover-confirm");
+    await confirm.getByRole("button", { name: "Delete 2 secrets" }).click();
+    await page.getByText("Deleted 2 secrets.").waitFor();
+    assert.deepEqual(Object.keys(await exported(alice, project.id, "development")), ["KEPT"]);
+    await tab.context.close();
+  });
+
   test("phone: a 128-character key with no underscore to break at stays inside the page", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");

@@ -76,7 +76,8 @@ created, and an existing key as skipped, or with --overwrite as updated or uncha
 It sends one request per key: a failure stops it, and the keys before it stay written.
 
 delete removes a secret with its version history. The server lets only a browser
-session delete secrets, so with a CLI token this command names the web UI page instead.
+session delete secrets: on a terminal the command opens the web UI on those keys, where
+you confirm, and waits until they are gone; without a terminal it names that page (exit 4).
 
 diff compares two environments of one project: keys only in one and keys whose values
 differ. It reads both through the export endpoint (each read is audited as

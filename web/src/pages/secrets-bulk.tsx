@@ -1,42 +1,31 @@
 // Actions on the selected secrets: delete them (a confirmation lists every key) and export
 // them. The export reads each selected value through the single-secret read, so the audit
 // log names exactly the keys that left the server (one secret.revealed each) and no other
-// value reaches the browser; the environment export would send every value.
-import { useState } from "preact/hooks";
+// value reaches the browser; the environment export would send every value. The .env text
+// comes from the server's writer (src/secrets/dotenv.ts), bundled into the UI.
+import { useEffect, useState } from "preact/hooks";
+import { formatDotenv } from "../../../src/secrets/dotenv.ts";
 import { del, get, type SecretMeta, type SecretValue } from "../api.ts";
 import { Confirm, messageOf, useAction } from "../ui.tsx";
 import { KeyName } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
-
-/** A .env line dotenv and bash both read back as the value, or undefined when none is simple enough. */
-function dotenvLine(key: string, value: string): string | undefined {
-  if (/^[A-Za-z0-9_./:@%+,-]+$/.test(value)) return `${key}=${value}`;
-  // Single quotes are literal in bash and in dotenv; a backslash could end dotenv's quote early.
-  if (!/['\\\r\0]/.test(value)) return `${key}='${value}'`;
-  return undefined;
-}
-
-function formatSelection(values: { key: string; value: string }[]): { text: string; leftOut: string[] } {
-  const leftOut: string[] = [];
-  const lines = values.map(({ key, value }) => {
-    const line = dotenvLine(key, value);
-    if (line !== undefined) return line;
-    leftOut.push(key);
-    return `# ${key} is left out: its value needs quoting this download does not do. The JSON download, or Export for the whole environment, has it.`;
-  });
-  return { text: `${lines.join("\n")}\n`, leftOut };
-}
 
 export function BulkBar(props: {
   selected: SecretMeta[];
   base: string;
   env: string;
   canDelete: boolean;
+  /** Opens the delete confirmation at once (the CLI's hand-over link). */
+  confirmDelete?: boolean;
+  onConfirmClosed?(): void;
   onClear(): void;
   onDeleted(message: string): Promise<void>;
 }) {
   const { selected } = props;
-  const [deleting, setDeleting] = useState(false);
+  const [deleting, setDeleting] = useState(props.confirmDelete === true && props.canDelete);
+  useEffect(() => {
+    if (props.confirmDelete && props.canDelete) setDeleting(true);
+  }, [props.confirmDelete]);
   const [notice, setNotice] = useState("");
   const exporting = useAction();
   const count = `${selected.length} ${selected.length === 1 ? "secret" : "secrets"}`;
@@ -53,9 +42,10 @@ export function BulkBar(props: {
         saveFile(`selected.${props.env}.json`, `${JSON.stringify({ secrets: values }, null, 2)}\n`, "application/json");
         setNotice(`Downloaded ${count} as JSON.`);
       } else {
-        const { text, leftOut } = formatSelection(values);
+        // The server's own writer: the same file as Export would give for these keys.
+        const { text, omitted } = formatDotenv(values);
         saveFile(`selected.env.${props.env}`, text, "text/plain");
-        setNotice(`Downloaded ${count} as .env${leftOut.length ? `; ${leftOut.join(", ")} left out (a comment in the file says why)` : ""}.`);
+        setNotice(`Downloaded ${count} as .env${omitted.length ? `; ${omitted.join(", ")} left out (a comment in the file says why)` : ""}.`);
       }
     });
   }
@@ -91,7 +81,10 @@ export function BulkBar(props: {
           title={`Delete ${count}?`}
           confirmLabel={`Delete ${count}`}
           danger
-          onClose={() => setDeleting(false)}
+          onClose={() => {
+            setDeleting(false);
+            props.onConfirmClosed?.();
+          }}
           onConfirm={async () => {
             const failed: string[] = [];
             for (const secret of selected) {

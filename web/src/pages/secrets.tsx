@@ -1,9 +1,9 @@
 // The secrets of one environment: a sortable grid (reveal and copy audited), editing in
 // place, bulk actions, and the overview across environments (?view=compare).
 // Values live only in this page's memory: never in storage or the URL.
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import { ApiError, del, envPath, get, post, type CopyAnswer, type Environment, type Permission, type Project, type SecretMeta, type SecretValue } from "../api.ts";
-import { useLocation } from "../router.ts";
+import { navigate, useLocation } from "../router.ts";
 import { Confirm, ErrorText, Link, LoadState, envLabel, messageOf, useLoad } from "../ui.tsx";
 import { BulkBar } from "./secrets-bulk.tsx";
 import { REVEAL_NOTE } from "./secrets-common.tsx";
@@ -22,7 +22,12 @@ interface CopyAsk {
 
 export function SecretsPage({ project, env, onChanged }: { project: Project; env: Environment; onChanged(): Promise<void> }) {
   const base = envPath(project.id, env);
-  const view = useLocation().search.get("view") === "compare" ? "compare" : "grid";
+  const location = useLocation();
+  const view = location.search.get("view") === "compare" ? "compare" : "grid";
+  // `?delete=KEY1,KEY2`: the CLI's `secrets delete` hands over here, because only a browser
+  // session may delete. The keys are selected and the confirmation opens; nothing is deleted
+  // without the click.
+  const deleteRequest = location.search.get("delete");
   const list = useLoad(() => get<{ secrets: SecretMeta[] }>(`${base}/secrets`).then((r) => r.secrets), [base]);
   const [query, setQuery] = useState("");
   const [sort, setSort] = useState<Sort>({ column: "key", descending: false });
@@ -38,6 +43,19 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
   const [overwriting, setOverwriting] = useState<CopyAsk | undefined>(undefined);
   const can = (permission: Permission) => project.permissions.includes(permission);
   const pagePath = `/projects/${project.id}/${env}`;
+  const [confirmBulkDelete, setConfirmBulkDelete] = useState(false);
+
+  useEffect(() => {
+    if (!deleteRequest || !list.data) return;
+    const wanted = new Set(deleteRequest.split(",").map((key) => key.trim()));
+    const found = list.data.filter((s) => wanted.has(s.key));
+    const missing = [...wanted].filter((key) => !found.some((s) => s.key === key));
+    navigate(pagePath, { replace: true, keepScroll: true });
+    if (missing.length > 0) setRowError(`Not in ${env}: ${missing.join(", ")}.`);
+    if (found.length === 0 || !can("secrets:delete")) return;
+    setSelected(new Set(found.map((s) => s.id)));
+    setConfirmBulkDelete(true);
+  }, [deleteRequest, list.data]);
 
   async function readValue(secret: SecretMeta): Promise<string> {
     const { secret: full } = await get<{ secret: SecretValue }>(`${base}/secrets/${secret.id}`);
@@ -175,6 +193,8 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                       base={base}
                       env={env}
                       canDelete={can("secrets:delete")}
+                      confirmDelete={confirmBulkDelete}
+                      onConfirmClosed={() => setConfirmBulkDelete(false)}
                       onClear={() => setSelected(new Set())}
                       onDeleted={async (message) => {
                         setSelected(new Set());
