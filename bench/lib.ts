@@ -75,10 +75,14 @@ export async function startProcess(
   port: number,
   readyPath: string,
   dataDir: string,
+  /** The checkout to run `script` from (this one unless told: bench/compare.ts runs two). */
+  root = ROOT,
 ): Promise<ServerProcess> {
-  const command = [...pin, process.execPath, "--import", "tsx", path.join(ROOT, script), ...args];
+  // BENCH_NODE_ARGS adds flags to the servers' node (`--cpu-prof --cpu-prof-dir=...` for a profile).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const command = [...pin, process.execPath, ...nodeArgs, "--import", "tsx", path.join(root, script), ...args];
   const child: ChildProcess = spawn(command[0]!, command.slice(1), {
-    cwd: ROOT,
+    cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
