@@ -6,10 +6,27 @@ import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
 export type SecretRow = typeof secrets.$inferSelect;
 export type SecretVersionRow = typeof secretVersions.$inferSelect;
 
-/** A secret with the sealed value of its current version. */
+/** A secret with the sealed value of its current version and that value's digest (null on old versions). */
 export interface SecretWithCiphertext extends SecretRow {
   ciphertext: Buffer;
   keyVersion: number;
+  digest: string | null;
+}
+
+export interface NewVersion {
+  secretId: string;
+  versionNumber: number;
+  projectId: string;
+  key: string;
+  changeType: SecretVersionRow["changeType"];
+  restoredFromVersion: number | null;
+  ciphertext: Buffer;
+  keyVersion: number;
+  digest: string;
+  changedBy: string | null;
+  changedByServiceAccountId: string | null;
+  changedByServiceAccountName: string | null;
+  createdAt: string;
 }
 
 export interface VersionListRow {
@@ -38,7 +55,7 @@ export function createSecretsRepo(db: Db) {
   // parameters" in core/db.ts).
   const sqlite = db.$client;
   const withCiphertextColumns = `s.id, s.project_id AS projectId, s.environment, s.key, s.version, s.created_at AS createdAt,
-    s.updated_at AS updatedAt, v.ciphertext, v.key_version AS keyVersion`;
+    s.updated_at AS updatedAt, v.ciphertext, v.key_version AS keyVersion, v.digest`;
   const findWithValue = sqlite.prepare(
     `SELECT ${withCiphertextColumns}
      FROM secrets s JOIN secret_versions v ON v.secret_id = s.id AND v.version_number = s.version
@@ -50,6 +67,20 @@ export function createSecretsRepo(db: Db) {
      WHERE s.project_id = CAST(? AS TEXT) AND s.environment = CAST(? AS TEXT)
      ORDER BY s.key`,
   );
+  // Writes, one prepared statement per kind of row: an import of 500 runs them 500 times.
+  const insertSecret = sqlite.prepare(
+    `INSERT INTO secrets (id, project_id, environment, key, version, created_at, updated_at)
+     VALUES (@id, @projectId, @environment, @key, @version, @createdAt, @updatedAt)`,
+  );
+  const insertVersion = sqlite.prepare(
+    `INSERT INTO secret_versions (secret_id, version_number, project_id, key, change_type, restored_from_version, ciphertext,
+       key_version, digest, changed_by, changed_by_service_account_id, changed_by_service_account_name, created_at)
+     VALUES (@secretId, @versionNumber, @projectId, @key, @changeType, @restoredFromVersion, @ciphertext,
+       @keyVersion, @digest, @changedBy, @changedByServiceAccountId, @changedByServiceAccountName, @createdAt)`,
+  );
+  const deleteVersionsBefore = sqlite.prepare("DELETE FROM secret_versions WHERE secret_id = ? AND version_number < ?");
+  const advance = sqlite.prepare("UPDATE secrets SET key = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?");
+  const setDigest = sqlite.prepare("UPDATE secret_versions SET digest = ? WHERE secret_id = ? AND version_number = ? AND key_version = ?");
 
   const findById = db
     .select()
@@ -131,29 +162,27 @@ export function createSecretsRepo(db: Db) {
         .all();
     },
 
-    insertSecret(row: typeof secrets.$inferInsert): void {
-      db.insert(secrets).values(row).run();
+    insertSecret(row: SecretRow): void {
+      insertSecret.run(row);
     },
 
-    insertVersion(row: typeof secretVersions.$inferInsert): void {
-      db.insert(secretVersions).values(row).run();
+    insertVersion(row: NewVersion): void {
+      insertVersion.run(row);
     },
 
     /** Drops a secret's versions numbered below `versionNumber`. */
     deleteVersionsBefore(secretId: string, versionNumber: number): void {
-      db.delete(secretVersions)
-        .where(and(eq(secretVersions.secretId, secretId), lt(secretVersions.versionNumber, versionNumber)))
-        .run();
+      deleteVersionsBefore.run(secretId, versionNumber);
     },
 
     /** Compare-and-set on the version: returns false when the secret moved on meanwhile. */
-    update(id: string, fromVersion: number, fields: Partial<Pick<SecretRow, "key" | "version" | "updatedAt">>): boolean {
-      const result = db
-        .update(secrets)
-        .set(fields)
-        .where(and(eq(secrets.id, id), eq(secrets.version, fromVersion)))
-        .run();
-      return result.changes === 1;
+    update(id: string, fromVersion: number, fields: Pick<SecretRow, "key" | "version" | "updatedAt">): boolean {
+      return advance.run(fields.key, fields.version, fields.updatedAt, id, fromVersion).changes === 1;
+    },
+
+    /** Fills in the digest of a version written before digests existed (for the key version it was computed with). */
+    setDigest(secretId: string, versionNumber: number, keyVersion: number, digest: string): void {
+      setDigest.run(digest, secretId, versionNumber, keyVersion);
     },
 
     /** The versions go with it (foreign key cascade). */
