@@ -3,6 +3,7 @@
 // alternating rounds on the same core, printing each one's server CPU per request. On a
 // machine shared with other work, only a comparison made in turns like this means much.
 import path from "node:path";
+import Database from "better-sqlite3";
 import { freePort, makeTempDir, randomKey, request, runAlternating, startProcess, ROOT, type LoadOptions, type ServerProcess } from "./lib.ts";
 
 const other = path.resolve(process.argv[2] ?? "");
@@ -44,6 +45,38 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       connections: 8,
       seconds,
       next: () => ({ method: "PATCH", path: `${base}/${secret.id}`, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ value: `v${n++}` }) }),
+    });
+  }
+  if (process.env.COMPARE_IMPORT) {
+    // Import is limited to 10 a minute per user: a pool of admins added straight to the file.
+    const keys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
+    await post(`/api/projects/${project.id}/environments/production/import`, { entries: keys.map((key) => ({ key, value: "initial", overwrite: false })) });
+    const pool: string[] = [];
+    const db = new Database(path.join(dataDir, "secrets.db"));
+    const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+    for (let i = 0; i < 60; i++) {
+      const res = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: `user${i}@bench.test` }) });
+      const now = new Date().toISOString();
+      addMember.run(project.id, (JSON.parse(res.body) as { user: { id: string } }).user.id, now, now);
+      pool.push((res.headers["set-cookie"]?.[0] ?? "").split(";")[0]!);
+    }
+    db.close();
+    let round = 0;
+    scenarios.push({
+      name: `${name}: import 500 updates`,
+      url: server.url,
+      serverPid: server.pid,
+      connections: 2,
+      seconds,
+      next: () => {
+        const r = round++;
+        return {
+          method: "POST",
+          path: `/api/projects/${project.id}/environments/production/import`,
+          headers: { cookie: pool[r % pool.length]!, "content-type": "application/json" },
+          body: JSON.stringify({ entries: keys.map((key) => ({ key, value: `imported-${r}-${key}`, overwrite: true })) }),
+        };
+      },
     });
   }
   return { server, scenarios };

@@ -20,6 +20,8 @@ export interface BenchRow {
   errors: number;
   /** Server CPU time (user + system) per request, in microseconds. */
   serverCpuMicros: number;
+  /** A measured figure that is not a load (a start time, an RSS): then only this counts. */
+  figure?: number;
 }
 
 export interface BenchContext {
@@ -252,9 +254,10 @@ export async function runAlternating(scenarios: LoadOptions[], rounds: number): 
   return scenarios.map((options, i) => toRow(options.name, parts[i]!));
 }
 
+/** The load scenarios as one table (rows with a `figure` are the goals table's: bench/goals.ts). */
 export function formatTable(rows: BenchRow[]): string {
   const header = ["scenario", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "requests", "errors"];
-  const body = rows.map((r) => [
+  const body = rows.filter((r) => r.figure === undefined).map((r) => [
     r.name,
     r.requestsPerSecond.toFixed(0),
     r.p50Ms.toFixed(2),

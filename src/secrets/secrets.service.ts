@@ -109,7 +109,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
 
     list(caller: Principal, projectId: string, environment: string): SecretMeta[] {
       const at = requireAccess(caller, projectId, "secrets:read", environment);
-      return repo.list(projectId, at.environment).map(toMeta);
+      return repo.listMeta(projectId, at.environment);
     },
 
     create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): SecretMeta {
