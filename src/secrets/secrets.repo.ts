@@ -1,4 +1,4 @@
-import { and, count, desc, eq, lt, sql } from "drizzle-orm";
+import { and, count, desc, eq, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
 import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
