@@ -73,7 +73,14 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      */
     sameValue(row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } {
       if (row.digest !== null) {
-        const digest = vault.digest(row.projectId, row.keyVersion, value);
+        let digest: string;
+        try {
+          digest = vault.digest(row.projectId, row.keyVersion, value);
+        } catch (error) {
+          // As when the value itself no longer opens: different, so it can be replaced.
+          if (error instanceof DecryptError) return { same: false };
+          throw error;
+        }
         return { same: digest === row.digest, digest: row.keyVersion === vault.currentKeyVersion ? digest : undefined };
       }
       const current = currentValueOrUndefined(row);
