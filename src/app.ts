@@ -37,6 +37,10 @@ import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
 import { createSecretsRepo } from "./secrets/secrets.repo.ts";
 import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
+import { registerCompareRoutes } from "./secrets/compare.routes.ts";
+import { createCompareService } from "./secrets/compare.service.ts";
+import { registerCopyRoutes } from "./secrets/copy.routes.ts";
+import { createCopyService } from "./secrets/copy.service.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
 import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
 import { registerServiceAccountRoutes } from "./service-accounts/service-accounts.routes.ts";
@@ -67,7 +71,6 @@ export interface AppOptions {
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
   /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
-  jwksCooldownMs?: number;
 }
 
 export interface App {
@@ -292,9 +295,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const secretsRepo = createSecretsRepo(db);
   const secrets = createSecretsService({
     db,
-    repo: createSecretsRepo(db),
+    repo: secretsRepo,
     access,
     audit,
     vault,
@@ -364,6 +368,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
+  registerCompareRoutes(app, { auth, access, compare: createCompareService({ db, repo: secretsRepo, access, audit, vault }) });
+  registerCopyRoutes(app, { auth, access, copy: createCopyService({ db, repo: secretsRepo, access, audit, vault, secrets }) });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({
       repo: createAuditRepo(db),
       writer: audit,
@@ -386,7 +392,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       audit,
       clock,
       log,
-      jwksCooldownMs: options.jwksCooldownMs,
     }),
   });
   registerCliAuthRoutes(app, { auth, cliAuth });
