@@ -48,10 +48,9 @@ function readFiles(dir: string, names: string[]): Map<string, Buffer> {
 export async function buildWebFromSource(): Promise<BuiltWeb> {
   const root = sourceRoot();
   const cacheDir = path.join(root, "node_modules", ".cache", "secrets-server-web");
-  // One entry per checkout: worktrees may share node_modules (a symlink), and an entry whose
-  // inputs are another checkout's files would hash the same and serve that checkout's UI.
-  const checkout = crypto.createHash("sha256").update(root).digest("hex").slice(0, 16);
-  const entryFile = path.join(cacheDir, `current-${checkout}.json`);
+  // One entry per checkout: node_modules may be shared by several (a symlink, a workspace),
+  // and an entry naming another checkout's files would hash as unchanged and serve its UI.
+  const entryFile = path.join(cacheDir, `current-${crypto.createHash("sha256").update(root).digest("hex").slice(0, 16)}.json`);
   try {
     const entry = JSON.parse(fs.readFileSync(entryFile, "utf8")) as CacheEntry;
     if (digestOf(entry.inputs) === entry.digest) {
