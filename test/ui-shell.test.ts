@@ -96,6 +96,13 @@ describe("the project shell in Chromium", () => {
     await page.goForward();
     await page.getByRole("heading", { name: "Staging secrets" }).waitFor();
 
+    // Across environments, switching the environment keeps that view.
+    await page.getByRole("link", { name: "Across environments" }).click();
+    await page.waitForURL(`**/projects/${projectId}/staging?view=compare`);
+    await environmentLink(page, "Production").click();
+    await page.waitForURL(`**/projects/${projectId}/production?view=compare`);
+    assert.equal(await page.getByRole("link", { name: "Across environments" }).getAttribute("aria-current"), "page");
+
     // A bookmarked address opens its page directly, in the dark theme too.
     const dark = await openTab(server, { client: alice, dark: true });
     await dark.page.goto(`/projects/${projectId}/security`);

@@ -2,6 +2,7 @@
 // on phones) and, apart from them, the switcher between the environments of the secrets.
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Environment } from "../api.ts";
+import { useLocation } from "../router.ts";
 import { Link, envLabel } from "../ui.tsx";
 
 export interface NavItem {
@@ -59,13 +60,18 @@ export function ProjectNav({ items }: { items: NavItem[] }) {
   );
 }
 
-/** A segmented control of links: each environment's secrets keep their own address. */
+/**
+ * A segmented control of links: each environment's secrets keep their own address. The view
+ * (one environment, or across environments from this one) stays as it is.
+ */
 export function EnvironmentSwitcher({ base, environments, current }: { base: string; environments: Environment[]; current: Environment }) {
+  const view = useLocation().search.get("view");
   if (environments.length < 2) return null;
+  const query = view ? `?${new URLSearchParams({ view })}` : "";
   return (
     <nav class="env-switch" aria-label="Environments">
       {environments.map((env) => (
-        <Link key={env} href={`${base}/${env}`} aria-current={env === current ? "page" : undefined}>
+        <Link key={env} href={`${base}/${env}${query}`} aria-current={env === current ? "page" : undefined}>
           {envLabel(env)}
         </Link>
       ))}
