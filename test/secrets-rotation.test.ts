@@ -40,6 +40,18 @@ async function readEverything(client: Client, projectId: string, env: string): P
   return out;
 }
 
+/** The security overview's encrypted-record counts, summed over projects. */
+async function encryptedRecords(client: Client, projectIds: string[]) {
+  const sum = { total: 0, onCurrentKeyVersion: 0, other: 0 };
+  for (const projectId of projectIds) {
+    const res = await client.json("GET", `/api/projects/${projectId}/security`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const records = res.body.encryption.records as typeof sum;
+    for (const name of ["total", "onCurrentKeyVersion", "other"] as const) sum[name] += records[name];
+  }
+  return sum;
+}
+
 /** The row the Vercel integration writes: token and deploy hook sealed like values. */
 function insertIntegration(server: TestServer, projectId: string): void {
   const vault = createVault(server.app.db, server.app.keyring);
@@ -108,6 +120,11 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.deepEqual(keyVersions(server), { values: [1, 2], projectKeys: [1, 2], integrations: [1] });
   assert.equal(count(server, "SELECT key_version FROM secret_versions WHERE secret_id = ?", fresh.id), 2);
 
+  // The security overview counts what rotate-key moves: 27 values, the token and the hook,
+  // and the two projects' key-1 data keys (all from ENCRYPTED_COLUMNS).
+  const overviewBefore = await encryptedRecords(client, [projectId, other.id]);
+  assert.deepEqual(overviewBefore, { total: 33, onCurrentKeyVersion: 2, other: 31 });
+
   // rotate-key with the server running, in small batches, printing progress.
   const rotated = await runMain(["rotate-key", "--batch-size", "4"], server.env);
   assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
@@ -126,6 +143,11 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   );
   assert.match(rotated.stdout, /Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS/);
   assert.equal(rotated.stderr, "");
+  // The three agree: what the overview called old is what rotate-key re-encrypted (29) or
+  // removed (2), its "32 of 32" is the overview's total now, and the key check (below) then
+  // accepts key 2 alone, as it refused it above while the overview counted old records.
+  assert.equal(29 + 2, overviewBefore.other);
+  assert.deepEqual(await encryptedRecords(client, [projectId, other.id]), { total: 32, onCurrentKeyVersion: 32, other: 0 });
   for (const secret of [key1, key2, "value-1", "vercel-token"]) assert.ok(!rotated.stdout.includes(secret));
   assert.deepEqual(keyVersions(server), { values: [2], projectKeys: [2], integrations: [2] });
   // The running server still reads everything (its cached data keys are still right).

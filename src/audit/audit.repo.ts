@@ -1,6 +1,7 @@
 import type { Statement } from "better-sqlite3";
 import type { Role } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
+import { createEncryptedRecordCounter, type EncryptedRecordCounts } from "../core/encrypted-columns.ts";
 
 export interface AuditFilter {
   projectId: string;
@@ -152,15 +153,7 @@ export function createAuditRepo(db: Db) {
     .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at WHERE project_id = ? AND service_account_id = ? LIMIT 1")
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
-  // Every encrypted record of the project: each value version (the current ones included)
-  // and the integration's token and deploy hook.
-  const countRecords = sqlite.prepare(
-    `SELECT count(*) AS total, coalesce(sum(key_version = @currentKeyVersion), 0) AS onCurrent FROM (
-       SELECT key_version FROM secret_versions WHERE project_id = @projectId
-       UNION ALL SELECT token_key_version FROM integrations WHERE project_id = @projectId
-       UNION ALL SELECT hook_key_version FROM integrations WHERE project_id = @projectId AND hook_ciphertext IS NOT NULL
-     )`,
-  );
+  const encryptedRecords = createEncryptedRecordCounter(db);
   const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
   const countInvitations = sqlite.prepare(
     `SELECT coalesce(sum(expires_at > @now), 0) AS pending, coalesce(sum(expires_at <= @now), 0) AS expired
@@ -232,8 +225,9 @@ export function createAuditRepo(db: Db) {
       return countProjectEvents.get(projectId) as number;
     },
 
-    countRecords(projectId: string, currentKeyVersion: number): { total: number; onCurrent: number } {
-      return countRecords.get({ projectId, currentKeyVersion }) as { total: number; onCurrent: number };
+    /** The project's encrypted records, counted as rotate-key and the key check count them. */
+    countRecords(projectId: string, currentKeyVersion: number): EncryptedRecordCounts {
+      return encryptedRecords.count(currentKeyVersion, projectId);
     },
 
     countRoles(projectId: string): Record<Role, number> {

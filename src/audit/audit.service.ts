@@ -242,7 +242,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
         .sort((a, b) => order.indexOf(a.environment) - order.indexOf(b.environment));
       // Set in the environment (or its file), as opposed to the generated development key file.
       const keyConfigured = Boolean(config.masterKey);
-      const otherRecords = records.total - records.onCurrent;
+      const otherRecords = records.other;
 
       // Each note is also a finding: the same sentence with a severity, a stable code and
       // where to act (a page of this project, or a README section for server settings).
@@ -353,7 +353,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           secretsEncryptedAtRest: true,
           keyConfigured,
           currentKeyVersion,
-          records: { total: records.total, onCurrentKeyVersion: records.onCurrent, other: otherRecords },
+          records: { total: records.total, onCurrentKeyVersion: records.onCurrentKeyVersion, other: records.other },
           keyRotation: true,
           externalKms: false,
         },
