@@ -28,7 +28,6 @@ import { createIdleGc } from "./core/idle-gc.ts";
 import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
-import { createInvitationsService } from "./members/invitations.service.ts";
 import { createMembersRepo } from "./members/members.repo.ts";
 import { registerMemberRoutes } from "./members/members.routes.ts";
 import { createMembersService } from "./members/members.service.ts";
@@ -44,7 +43,8 @@ import { createServiceAccountsService } from "./service-accounts/service-account
 import { createWorkloadIdentityService } from "./service-accounts/workload-identity.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
-import { createInboxRepo } from "./invitations/inbox.repo.ts";
+import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
+import { createInvitationsService, describeInvitation } from "./invitations/invitations.service.ts";
 import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
 import { createInboxService } from "./invitations/inbox.service.ts";
 import { createInvitationMailer } from "./invitations/invitation-mail.ts";
@@ -300,7 +300,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw error;
   }
   const vault = createVault(db, keyring, clock);
-  const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const projectsRepo = createProjectsRepo(db);
+  const projects = createProjectsService({ db, repo: projectsRepo, access, audit, vault, clock });
   const secrets = createSecretsService({
     db,
     repo: createSecretsRepo(db),
@@ -313,16 +314,20 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
+  const invitationsRepo = createInvitationsRepo(db);
+  const invitationContext = describeInvitation(projectsRepo, users);
   const invitations = createInvitationsService({
     db,
-    repo: membersRepo,
+    repo: invitationsRepo,
+    memberships: membersRepo,
+    context: invitationContext,
     access,
     audit,
     clock,
     config,
-    mailer: createInvitationMailer(db, config, log),
+    mailer: createInvitationMailer({ repo: invitationsRepo, context: invitationContext }, config, log),
   });
-  const inbox = createInboxService({ repo: createInboxRepo(db), invitations, clock });
+  const inbox = createInboxService({ repo: invitationsRepo, memberships: membersRepo, invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
   const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.

@@ -6,6 +6,10 @@ import { HttpError } from "./errors.ts";
 export const ROLES = ["owner", "admin", "member", "viewer"] as const;
 export type Role = (typeof ROLES)[number];
 
+/** The roles a member can be given; there is exactly one owner, the project's creator. */
+export const ASSIGNABLE_ROLES = ["admin", "member", "viewer"] as const;
+export type AssignableRole = (typeof ASSIGNABLE_ROLES)[number];
+
 export const ENVIRONMENTS = ["development", "staging", "production"] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
 

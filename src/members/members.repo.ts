@@ -1,7 +1,7 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Environment, Role } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
-import { environmentGrants, invitations, memberships, projects, users } from "../core/schema.ts";
+import { environmentGrants, memberships, users } from "../core/schema.ts";
 
 export interface MemberRow {
   userId: string;
@@ -11,9 +11,7 @@ export interface MemberRow {
   createdAt: string;
 }
 
-export type InvitationRow = typeof invitations.$inferSelect;
-
-/** Memberships, environment grants and invitations: rows in, rows out. */
+/** Memberships and environment grants: rows in, rows out. */
 export function createMembersRepo(db: Db) {
   const memberColumns = {
     userId: memberships.userId,
@@ -56,15 +54,6 @@ export function createMembersRepo(db: Db) {
         .where(eq(memberships.userId, userId))
         .all()
         .map((row) => row.projectId);
-    },
-
-    /** Not yet accepted invitations this user created in the project, expired ones included. */
-    listOpenInvitationsBy(projectId: string, invitedBy: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
-        .all();
     },
 
     /** Whether a member of the project has this e-mail address, ignoring case. */
@@ -141,67 +130,6 @@ export function createMembersRepo(db: Db) {
         .run();
     },
 
-    findInvitation(id: string): InvitationRow | undefined {
-      return db.select().from(invitations).where(eq(invitations.id, id)).get();
-    },
-
-    findInvitationByTokenHash(tokenHash: string): InvitationRow | undefined {
-      return db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).get();
-    },
-
-    /** Not yet accepted, expired ones included, newest first. */
-    listOpenInvitations(projectId: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt)))
-        .orderBy(sql`${invitations.createdAt} DESC`, sql`${invitations.id} DESC`)
-        .all();
-    },
-
-    /** The not yet accepted invitations of this project for this (lower-case) address. */
-    listOpenInvitationsForEmail(projectId: string, email: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), eq(invitations.email, email), isNull(invitations.acceptedAt)))
-        .all();
-    },
-
-    /** What an invitee may see before signing in: the project's name and who invited them. */
-    findInvitationContext(projectId: string, invitedBy: string | null): { projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined } {
-      const project = db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get();
-      const inviter = invitedBy ? db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, invitedBy)).get() : undefined;
-      return { projectName: project?.name, inviter };
-    },
-
-    /** A new token (hash) and expiry for a not yet accepted invitation; false when it was used or is gone. */
-    renewInvitationToken(id: string, tokenHash: string, expiresAt: string): boolean {
-      const result = db
-        .update(invitations)
-        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
-        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
-        .run();
-      return result.changes > 0;
-    },
-
-    insertInvitation(row: typeof invitations.$inferInsert): void {
-      db.insert(invitations).values(row).run();
-    },
-
-    deleteInvitation(id: string): void {
-      db.delete(invitations).where(eq(invitations.id, id)).run();
-    },
-
-    /** Marks an invitation used; false when it already was (single use). */
-    markInvitationAccepted(id: string, userId: string, now: string): boolean {
-      const result = db
-        .update(invitations)
-        .set({ acceptedAt: now, acceptedBy: userId })
-        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
-        .run();
-      return result.changes > 0;
-    },
   };
 }
 

@@ -7,7 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { LostRights } from "../members/members.service.ts";
+import type { LostRights } from "../core/lost-rights.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
 export const ACCOUNT_NOT_FOUND = "Service account not found.";

@@ -9,7 +9,7 @@ import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth
 import type { Environment } from "../../src/core/access.ts";
 import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
 import type { InboxService } from "../../src/invitations/inbox.service.ts";
-import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
+import type { InvitationView, InvitationsService } from "../../src/invitations/invitations.service.ts";
 import type { MemberView } from "../../src/members/members.service.ts";
 import type { ProjectView } from "../../src/projects/projects.service.ts";
 import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
