@@ -61,6 +61,7 @@ import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
+import { createUsersService } from "./users/users.service.ts";
 
 export interface AppOptions {
   clock?: Clock;
@@ -290,7 +291,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   auth.refuseBadServiceTokens(app);
 
-  const users = createUsersRepo(db);
+  const users = createUsersService({ db, users: createUsersRepo(db), clock });
   let oidc: OidcService | undefined;
   try {
     // Discovery at start: a production server with a wrong issuer refuses to start.

@@ -102,8 +102,3 @@ export function createUsersRepo(db: Db) {
 }
 
 export type UsersRepo = ReturnType<typeof createUsersRepo>;
-
-/** The public shape of a user in sign-in responses. */
-export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
-  return { id: user.id, email: user.email, name: user.name };
-}

@@ -1,7 +1,14 @@
 import type { Clock } from "../core/clock.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { UserRow, UsersRepo } from "./users.repo.ts";
+import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
+
+export type { Identity, UserRow } from "./users.repo.ts";
+
+/** The public shape of a user in sign-in responses. */
+export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
+  return { id: user.id, email: user.email, name: user.name };
+}
 
 interface Deps {
   db: Db;
@@ -17,7 +24,10 @@ interface Deps {
 
 export type UsersService = ReturnType<typeof createUsersService>;
 
-/** The operator's user management (the `users` commands), for every sign-in provider. */
+/**
+ * People: the sign-in providers find and create them here, and the operator manages them
+ * (the `users` commands), whichever provider vouched for them.
+ */
 export function createUsersService({ db, users, clock, onDisabled }: Deps) {
   function matching(email: string): UserRow[] {
     const rows = users.listByEmail(email.trim());
@@ -26,6 +36,33 @@ export function createUsersService({ db, users, clock, onDisabled }: Deps) {
   }
 
   return {
+    findById(id: string): UserRow | undefined {
+      return users.findById(id);
+    },
+
+    findByIdentity(issuer: string, subject: string): UserRow | undefined {
+      return users.findByIdentity(issuer, subject);
+    },
+
+    /** Creates the user of an identity, or refreshes e-mail and name of the existing one. */
+    upsertIdentity(identity: Identity, now: Date): UserRow {
+      return users.upsertIdentity(identity, now);
+    },
+
+    countByIssuer(issuer: string): number {
+      return users.countByIssuer(issuer);
+    },
+
+    setPassword(userId: string, passwordHash: string, name: string | null, now: Date): void {
+      users.setPassword(userId, passwordHash, name, now);
+    },
+
+    /** Ends every browser session and revokes every CLI session of the user (a password reset). */
+    endSessions(userId: string, now: Date): void {
+      users.deleteBrowserSessions(userId);
+      users.revokeCliSessions(userId, now);
+    },
+
     list(): UserRow[] {
       return users.listAll();
     },

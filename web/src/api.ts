@@ -15,7 +15,7 @@ import type { ProjectView } from "../../src/projects/projects.service.ts";
 import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
 import type { ServiceAccountView, ServiceAccountsService, TokenView, TrustView } from "../../src/service-accounts/service-accounts.service.ts";
 import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
-import type { toPublicUser } from "../../src/users/users.repo.ts";
+import type { toPublicUser } from "../../src/users/users.service.ts";
 
 export class ApiError extends Error {
   constructor(

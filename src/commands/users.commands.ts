@@ -9,8 +9,8 @@ import { createAuditWriter } from "../audit/audit.writer.ts";
 import { createAccessGuard } from "../core/access.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
-import { createUsersRepo, type UserRow } from "./users.repo.ts";
-import { createUsersService } from "./users.service.ts";
+import { createUsersRepo } from "../users/users.repo.ts";
+import { createUsersService, type UserRow } from "../users/users.service.ts";
 
 export const USERS_HELP = `Usage: secrets-server users <command>
 
@@ -36,7 +36,8 @@ function withDatabase<T>(fn: (db: Db, config: Config) => T): T {
 }
 
 function local(db: Db, config: Config) {
-  return createLocalAccounts({ db, users: createUsersRepo(db), repo: createLocalRepo(db), config, clock: systemClock });
+  const users = createUsersService({ db, users: createUsersRepo(db), clock: systemClock });
+  return createLocalAccounts({ db, users, repo: createLocalRepo(db), config, clock: systemClock });
 }
 
 function printLink(what: string, link: IssuedLink): void {
