@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { chooseLogFormat } from "../src/app.ts";
+import { chooseLogFormat } from "../src/core/logging.ts";
 import { freePort, makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {
