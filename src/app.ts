@@ -306,6 +306,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       clock,
       serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
       openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
+      members: membersRepo,
+      invitations: invitationsRepo,
     }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });

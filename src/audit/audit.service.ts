@@ -1,4 +1,4 @@
-import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
+import { ENVIRONMENTS, type AccessGuard, type Role } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
@@ -132,10 +132,26 @@ interface Deps {
   serviceAccountCounts: (projectId: string) => ServiceAccountCounts;
   /** Names of the project's service accounts with a trust of subject "*" and no claims. */
   openTrustAccounts: (projectId: string) => string[];
+  /** The members feature's counts, given by app.ts (members write audit events, so no import). */
+  members: {
+    countRoles(projectId: string): Record<Role, number>;
+    countGrantsPerEnvironment(projectId: string): { environment: string; members: number; viewers: number }[];
+    countUngranted(projectId: string): number;
+    membersAmong(projectId: string, userIds: string[]): Set<string>;
+  };
+  /** The invitations feature's counts, given by app.ts likewise. */
+  invitations: { countOpen(projectId: string, nowIso: string): { pending: number; expired: number } };
 }
 
-export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts }: Deps) {
-  function toView(row: AuditEventRow, caller: Caller): AuditEventView {
+export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts, members: membersFeature, invitations: invitationsFeature }: Deps) {
+  /** The page's events as the API shows them; whether each actor is a member is read now. */
+  function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): AuditEventView[] {
+    const actorIds = [...new Set(rows.flatMap((row) => (row.actor_user_id === null ? [] : [row.actor_user_id])))];
+    const members = membersFeature.membersAmong(projectId, actorIds);
+    return rows.map((row) => toView(row, members, caller));
+  }
+
+  function toView(row: AuditEventRow, members: Set<string>, caller: Caller): AuditEventView {
     return {
       id: row.id,
       at: row.at,
@@ -152,7 +168,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
               userId: row.actor_user_id,
               email: row.actor_email,
               isYou: row.actor_user_id === caller.userId,
-              isMember: row.actor_is_member === 1,
+              isMember: members.has(row.actor_user_id),
             },
       serviceAccount:
         row.service_account_id === null ? null : { id: row.service_account_id, name: row.service_account_name ?? "" },
@@ -186,7 +202,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
-        events: page.map((row) => toView(row, caller)),
+        events: toViews(projectId, page, caller),
         nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null,
       };
     },
@@ -199,7 +215,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       access.require(caller, projectId, "audit:read");
       const rows = repo.page({ ...resolvedFilter(projectId, query), limit: EXPORT_MAX_EVENTS + 1 });
       const truncated = rows.length > EXPORT_MAX_EVENTS;
-      const events = rows.slice(0, EXPORT_MAX_EVENTS).map((row) => toView(row, caller));
+      const events = toViews(projectId, rows.slice(0, EXPORT_MAX_EVENTS), caller);
       const filters: Record<string, string> = {};
       for (const name of ["category", "action", "actorUserId", "environment", "key", "fromAt"] as const) {
         const value = query[name];
@@ -221,8 +237,8 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;
       const records = repo.countRecords(projectId, currentKeyVersion);
-      const members = repo.countRoles(projectId);
-      const invitations = repo.countInvitations(projectId, clock.now().toISOString());
+      const members = membersFeature.countRoles(projectId);
+      const invitations = invitationsFeature.countOpen(projectId, clock.now().toISOString());
       const hostingRow = repo.findHosting(projectId);
       const hosting = hostingRow
         ? {
@@ -237,7 +253,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           }
         : null;
       const order: readonly string[] = ENVIRONMENTS;
-      const environments = repo
+      const environments = membersFeature
         .countGrantsPerEnvironment(projectId)
         .sort((a, b) => order.indexOf(a.environment) - order.indexOf(b.environment));
       // Set in the environment (or its file), as opposed to the generated development key file.
@@ -283,7 +299,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           { readme: "Encryption at rest and key rotation" },
         );
       }
-      const ungranted = repo.countUngranted(projectId);
+      const ungranted = membersFeature.countUngranted(projectId);
       if (ungranted > 0) {
         note(
           "info",

@@ -12,7 +12,35 @@ export interface MemberRow {
 }
 
 /** Memberships and environment grants: rows in, rows out. */
+export interface EnvironmentGrantCount {
+  environment: string;
+  members: number;
+  viewers: number;
+}
+
 export function createMembersRepo(db: Db) {
+  // The security overview's counts, prepared once: it is read on every visit of its page.
+  const sqlite = db.$client;
+  const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
+  const countGrantsPerEnvironment = sqlite.prepare(
+    `SELECT pe.slug AS environment,
+       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'member') AS members,
+       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'viewer') AS viewers
+     FROM project_environments pe WHERE pe.project_id = ?`,
+  );
+  const countUngranted = sqlite
+    .prepare(
+      `SELECT count(*) FROM memberships m
+       WHERE m.project_id = ? AND m.role IN ('member', 'viewer')
+         AND NOT EXISTS (SELECT 1 FROM environment_grants g WHERE g.project_id = m.project_id AND g.user_id = m.user_id)`,
+    )
+    .pluck();
+  const membersAmong = sqlite
+    .prepare("SELECT user_id FROM memberships WHERE project_id = ? AND user_id IN (SELECT value FROM json_each(?))")
+    .pluck();
+
   const memberColumns = {
     userId: memberships.userId,
     email: users.email,
@@ -44,6 +72,28 @@ export function createMembersRepo(db: Db) {
         .innerJoin(users, eq(users.id, memberships.userId))
         .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)))
         .get();
+    },
+
+    /** Which of these users are members of the project now (the audit log marks former members). */
+    membersAmong(projectId: string, userIds: string[]): Set<string> {
+      if (userIds.length === 0) return new Set();
+      return new Set(membersAmong.all(projectId, JSON.stringify(userIds)) as string[]);
+    },
+
+    countRoles(projectId: string): Record<Role, number> {
+      const counts: Record<Role, number> = { owner: 0, admin: 0, member: 0, viewer: 0 };
+      for (const row of countRoles.all(projectId) as { role: Role; n: number }[]) counts[row.role] = row.n;
+      return counts;
+    },
+
+    /** Per project environment, the members and viewers holding a grant to it. */
+    countGrantsPerEnvironment(projectId: string): EnvironmentGrantCount[] {
+      return countGrantsPerEnvironment.all(projectId) as EnvironmentGrantCount[];
+    },
+
+    /** Members and viewers holding no grant at all: they can see the project but no secret. */
+    countUngranted(projectId: string): number {
+      return countUngranted.get(projectId) as number;
     },
 
     /** The projects this user is a member of, in any role. */
