@@ -229,8 +229,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw error;
   }
   const vault = createVault(db, keyring, clock);
+  const membersRepo = createMembersRepo(db);
   const projectsRepo = createProjectsRepo(db);
-  const projects = createProjectsService({ db, repo: projectsRepo, access, audit, vault, clock });
+  const projects = createProjectsService({ db, repo: projectsRepo, memberships: membersRepo, access, audit, vault, clock });
   const secrets = createSecretsService({
     db,
     repo: createSecretsRepo(db),
@@ -241,7 +242,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     log,
     afterLargeWrite: () => wal.afterLargeWrite(),
   });
-  const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
   const invitationsRepo = createInvitationsRepo(db);
   const invitationContext = describeInvitation(projectsRepo, users);

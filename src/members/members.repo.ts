@@ -37,6 +37,12 @@ export function createMembersRepo(db: Db) {
          AND NOT EXISTS (SELECT 1 FROM environment_grants g WHERE g.project_id = m.project_id AND g.user_id = m.user_id)`,
     )
     .pluck();
+  const listMembershipsOf = sqlite.prepare(
+    `SELECT m.project_id AS projectId, m.role,
+       (SELECT json_group_array(g.environment) FROM environment_grants g
+         WHERE g.project_id = m.project_id AND g.user_id = m.user_id) AS grants
+     FROM memberships m WHERE m.user_id = ?`,
+  );
   const membersAmong = sqlite
     .prepare("SELECT user_id FROM memberships WHERE project_id = ? AND user_id IN (SELECT value FROM json_each(?))")
     .pluck();
@@ -72,6 +78,15 @@ export function createMembersRepo(db: Db) {
         .innerJoin(users, eq(users.id, memberships.userId))
         .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)))
         .get();
+    },
+
+    /** Every membership of the user, with its grants (meaningful for members and viewers only). */
+    listMembershipsOf(userId: string): { projectId: string; role: Role; grants: Environment[] }[] {
+      return (listMembershipsOf.all(userId) as { projectId: string; role: Role; grants: string }[]).map((row) => ({
+        projectId: row.projectId,
+        role: row.role,
+        grants: JSON.parse(row.grants) as Environment[],
+      }));
     },
 
     /** Which of these users are members of the project now (the audit log marks former members). */
