@@ -219,7 +219,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   auth.refuseBadServiceTokens(app);
 
-  const users = createUsersService({ db, users: createUsersRepo(db), clock });
+  const cliAuthRepo = createCliAuthRepo(db);
+  const localRepo = createLocalRepo(db);
+  const users = createUsersService({ db, users: createUsersRepo(db), cliSessions: cliAuthRepo, accountLinks: localRepo, clock });
   let oidc: OidcService | undefined;
   try {
     // Discovery at start: a production server with a wrong issuer refuses to start.
@@ -258,7 +260,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   const inbox = createInboxService({ repo: invitationsRepo, memberships: membersRepo, invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
-  const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
+  const cliAuth = createCliAuthService({ db, repo: cliAuthRepo, clock, config, log });
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
   const vercelShutdown = new AbortController();
   const vercelRepo = createVercelRepo(db);
@@ -292,7 +294,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   if (config.authProvider === "local") {
-    const local = createLocalAccounts({ db, users, repo: createLocalRepo(db), config, clock });
+    const local = createLocalAccounts({ db, users, repo: localRepo, config, clock });
     registerLocalRoutes(app, { auth, local });
     // Once listening, so that the link names the port the server really has (PORT=0).
     app.addHook("onListen", (done) => {

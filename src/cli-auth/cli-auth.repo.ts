@@ -107,6 +107,15 @@ export function createCliAuthRepo(db: Db) {
         .all();
     },
 
+    /** Revokes every session of the user not revoked yet, expired ones included (a disabled user); answers how many. */
+    revokeAllSessionsOf(userId: string, nowIso: string): number {
+      return db
+        .update(cliSessions)
+        .set({ revokedAt: nowIso })
+        .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt)))
+        .run().changes;
+    },
+
     /** Revokes the user's active sessions (or just `sessionId`); answers how many. */
     revokeActiveSessions(userId: string, nowIso: string, sessionId?: string): number {
       return db

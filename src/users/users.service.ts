@@ -10,9 +10,21 @@ export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
   return { id: user.id, email: user.email, name: user.name };
 }
 
+/**
+ * What ending a person's access needs of the features that own it: their CLI sessions
+ * (cli-auth) and their unused account links (local sign-in). Passed in by app.ts and the
+ * users command, since sign-in reaches users and not the other way round.
+ */
+export interface UserAccessEnd {
+  revokeAllSessionsOf(userId: string, nowIso: string): number;
+  deleteUnusedLinksOf(userId: string): void;
+}
+
 interface Deps {
   db: Db;
   users: UsersRepo;
+  cliSessions: Pick<UserAccessEnd, "revokeAllSessionsOf">;
+  accountLinks: Pick<UserAccessEnd, "deleteUnusedLinksOf">;
   clock: Clock;
   /**
    * Called inside the transaction that disabled a user: the members feature voids what the
@@ -28,7 +40,7 @@ export type UsersService = ReturnType<typeof createUsersService>;
  * People: the sign-in providers find and create them here, and the operator manages them
  * (the `users` commands), whichever provider vouched for them.
  */
-export function createUsersService({ db, users, clock, onDisabled }: Deps) {
+export function createUsersService({ db, users, cliSessions, accountLinks, clock, onDisabled }: Deps) {
   function matching(email: string): UserRow[] {
     const rows = users.listByEmail(email.trim());
     if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${email.trim().toLowerCase()}.`);
@@ -60,7 +72,7 @@ export function createUsersService({ db, users, clock, onDisabled }: Deps) {
     /** Ends every browser session and revokes every CLI session of the user (a password reset). */
     endSessions(userId: string, now: Date): void {
       users.deleteBrowserSessions(userId);
-      users.revokeCliSessions(userId, now);
+      cliSessions.revokeAllSessionsOf(userId, now.toISOString());
     },
 
     list(): UserRow[] {
@@ -77,10 +89,10 @@ export function createUsersService({ db, users, clock, onDisabled }: Deps) {
         const now = clock.now();
         return matching(email).map((user) => {
           if (!user.disabledAt) users.setDisabled(user.id, now, now);
-          users.deleteUnusedAccountLinks(user.id);
+          accountLinks.deleteUnusedLinksOf(user.id);
           // Also for one disabled before: running disable again finishes what an older version left.
           onDisabled?.(user.id);
-          return { user, browserSessions: users.deleteBrowserSessions(user.id), cliSessions: users.revokeCliSessions(user.id, now) };
+          return { user, browserSessions: users.deleteBrowserSessions(user.id), cliSessions: cliSessions.revokeAllSessionsOf(user.id, now.toISOString()) };
         });
       });
     },
