@@ -6,8 +6,9 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { writeTransaction } from "../src/core/db.ts";
+import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { createVault, integrationAad } from "../src/core/vault.ts";
-import { randomMasterKey, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
+import { randomMasterKey, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 import { count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 function keyVersions(server: TestServer) {
@@ -76,6 +77,27 @@ function readIntegration(server: TestServer, projectId: string): [string, string
     vault.open(projectId, integrationAad(projectId, "deploy-hook"), { ciphertext: row.hook_ciphertext, keyVersion: row.hook_key_version }),
   ];
 }
+
+test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, with its key version column", async (t) => {
+  const server = await startServer(t);
+  const db = server.app.db.$client;
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+  const columns = tables.flatMap((table) =>
+    (db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as { name: string; type: string; isNotNull: number }[]).map(
+      (c) => ({ table, ...c }),
+    ),
+  );
+  // Ciphertext is stored as a blob, and its master key version beside it (the audit chain's
+  // mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
+  const blobs = columns.filter((c) => c.type.toLowerCase() === "blob").map((c) => `${c.table}.${c.name}`);
+  const keyVersions = columns.filter((c) => /(^|_)key_version$/.test(c.name) && c.name !== "mac_key_version").map((c) => `${c.table}.${c.name}`);
+  assert.deepEqual(blobs.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.ciphertext}`).sort());
+  assert.deepEqual(keyVersions.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.keyVersion}`).sort());
+  for (const column of ENCRYPTED_COLUMNS) {
+    const info = columns.find((c) => c.table === column.table && c.name === column.ciphertext);
+    assert.equal(column.isNullable, info?.isNotNull === 0, `${column.table}.${column.ciphertext}`);
+  }
+});
 
 test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 alone; every value and version reads", async (t) => {
   const key1 = randomMasterKey();
