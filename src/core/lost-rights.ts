@@ -1,9 +1,6 @@
+// The event the members feature raises and others (invitations, Vercel, service accounts)
+// listen to; declared here so the listeners need not import the members feature.
 import type { Caller } from "./caller.ts";
-
-/**
- * The event the members feature raises and others (invitations, Vercel, service accounts)
- * listen to; declared here so the listeners need not import the members feature.
- */
 
 /** How a person's rights in a project just shrank or ended. */
 export type LostRightsCause = "role_changed" | "removed" | "left" | "disabled";

@@ -26,7 +26,7 @@ export type InboxService = ReturnType<typeof createInboxService>;
 /**
  * Invitations that reach people without a link: a signed-in user whose VERIFIED e-mail is
  * the invited address sees the invitation and can accept it by id. Acceptance goes through
- * the members feature's single acceptInvitation, so the rules are exactly the token's.
+ * the invitations service's single acceptInvitation, so the rules are exactly the token's.
  */
 export function createInboxService({ repo, memberships, invitations, clock }: Deps) {
   function verifiedEmail(caller: Caller): string | undefined {
