@@ -1,5 +1,6 @@
 // Test helpers: a real server (buildApp + listen on a free port) on a real SQLite file in
 // a fresh temporary DATA_DIR, and HTTP clients that use only the public API.
+import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -217,6 +218,80 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
     }
   });
   return server;
+}
+
+export interface CliTokens {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+}
+
+/**
+ * A real CLI login through the device flow: start, approve from `approver`'s browser
+ * session, poll once. The tokens answer is checked never to be cached (RFC 6749 5.1).
+ */
+export async function cliLogin(server: TestServer, approver: Client, deviceName = "test laptop"): Promise<CliTokens> {
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName });
+  assert.equal(device.status, 200, JSON.stringify(device.body));
+  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+  assert.equal(tokens.headers.get("cache-control"), "no-store");
+  return tokens.body as CliTokens;
+}
+
+/** A client holding a CLI access token of `approver`'s user. */
+export async function cliClient(server: TestServer, approver: Client, deviceName?: string): Promise<Client> {
+  return server.client().withBearer((await cliLogin(server, approver, deviceName)).accessToken);
+}
+
+export interface AuditRow {
+  id: string;
+  at: string;
+  action: string;
+  category: string;
+  /** The actor's user id; null for the system. */
+  actor: string | null;
+  targetType: string;
+  targetId: string;
+  metadata: Record<string, unknown>;
+}
+
+const AUDIT_CATEGORIES = ["secrets", "access", "project", "integrations"] as const;
+
+/**
+ * The project's audit events as the API shows them to an owner or admin (`reader`), oldest
+ * first, those whose action starts with `prefix`. Read through GET /audit like a person
+ * would; each event's category is learnt from the API's category filter (events carry none).
+ */
+export async function auditEvents(reader: Client, projectId: string, prefix = ""): Promise<AuditRow[]> {
+  const page = async (query: string) => {
+    const events: { id: string; at: string; action: string; targetType: string; targetId: string; metadata: Record<string, unknown>; actor: { userId: string | null } | null }[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { status: number; body: any } = await reader.json("GET", `/api/projects/${projectId}/audit?limit=100${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      events.push(...res.body.events);
+      cursor = res.body.nextCursor;
+    } while (cursor);
+    return events;
+  };
+  const categoryOf = new Map<string, string>();
+  for (const category of AUDIT_CATEGORIES) for (const event of await page(`&category=${category}`)) categoryOf.set(event.id, category);
+  return (await page(""))
+    .reverse()
+    .filter((event) => event.action.startsWith(prefix))
+    .map((event) => ({
+      id: event.id,
+      at: event.at,
+      action: event.action,
+      category: categoryOf.get(event.id) ?? "",
+      actor: event.actor?.userId ?? null,
+      targetType: event.targetType,
+      targetId: event.targetId,
+      metadata: event.metadata,
+    }));
 }
 
 export interface ServerProcess {
