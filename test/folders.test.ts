@@ -131,3 +131,13 @@ test("core imports no feature, and no folder imports the server's wiring", () =>
     }
   }
 });
+
+test("the README's folder map names every folder of src/", () => {
+  const readme = fs.readFileSync(path.join(ROOT, "README.md"), "utf8");
+  const section = readme.slice(readme.indexOf("\n## Architecture\n"), readme.indexOf("\n## Reliability\n"));
+  assert.ok(section.length > 100, "README has no Architecture section before Reliability");
+  const listed = new Set([...section.matchAll(/^\| `([a-z/-]+)\/`/gm)].map((m) => m[1]));
+  const folders = [...folderGraph().keys()].filter((node) => !node.endsWith(".ts"));
+  assert.deepEqual(folders.filter((folder) => !listed.has(folder)).sort(), []);
+  assert.deepEqual([...listed].filter((folder) => !folders.includes(folder!)).sort(), []);
+});
