@@ -194,7 +194,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   // Before auth: service tokens are resolved by their own feature on every request.
   const serviceAccountsRepo = createServiceAccountsRepo(db);
-  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, access, audit, clock });
+  const projectsRepo = createProjectsRepo(db);
+  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, projects: projectsRepo, access, audit, clock });
   const auth = createAuth(db, config, clock, serviceAccounts);
   auth.register(app);
 
@@ -232,7 +233,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   const vault = createVault(db, keyring, clock);
   const membersRepo = createMembersRepo(db);
-  const projectsRepo = createProjectsRepo(db);
   const projects = createProjectsService({ db, repo: projectsRepo, memberships: membersRepo, access, audit, vault, clock });
   const secrets = createSecretsService({
     db,
@@ -260,7 +260,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   const inbox = createInboxService({ repo: invitationsRepo, memberships: membersRepo, invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
-  const cliAuth = createCliAuthService({ db, repo: cliAuthRepo, clock, config, log });
+  const cliAuth = createCliAuthService({ db, repo: cliAuthRepo, users, clock, config, log });
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
   const vercelShutdown = new AbortController();
   const vercelRepo = createVercelRepo(db);

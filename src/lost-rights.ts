@@ -53,7 +53,14 @@ export function createMembersForCommand(deps: {
       context: describeInvitation(createProjectsRepo(deps.db), createUsersRepo(deps.db)),
     }),
     vercel: createVercelPause({ repo: createVercelRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
-    serviceTokens: createServiceAccountsService({ db: deps.db, repo: createServiceAccountsRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
+    serviceTokens: createServiceAccountsService({
+      db: deps.db,
+      repo: createServiceAccountsRepo(deps.db),
+      projects: createProjectsRepo(deps.db),
+      access: deps.access,
+      audit: deps.audit,
+      clock: deps.clock,
+    }),
   });
   return members;
 }

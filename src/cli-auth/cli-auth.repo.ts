@@ -63,10 +63,6 @@ export function createCliAuthRepo(db: Db) {
       db.update(deviceRequests).set({ lastPolledAt: iso }).where(eq(deviceRequests.id, id)).run();
     },
 
-    findUserEmail(userId: string): string | null {
-      return db.select({ email: users.email }).from(users).where(eq(users.id, userId)).get()?.email ?? null;
-    },
-
     insertSession(row: typeof cliSessions.$inferInsert): void {
       db.insert(cliSessions).values(row).run();
     },
