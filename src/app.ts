@@ -68,7 +68,6 @@ export interface AppOptions {
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
   /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
-  jwksCooldownMs?: number;
 }
 
 export interface App {
@@ -333,7 +332,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       audit,
       clock,
       log,
-      jwksCooldownMs: options.jwksCooldownMs,
     }),
   });
   registerCliAuthRoutes(app, { auth, cliAuth });
