@@ -135,6 +135,7 @@ interface Deps {
   /** The members feature's counts, given by app.ts (members write audit events, so no import). */
   members: {
     countRoles(projectId: string): Record<Role, number>;
+    /** Only environments someone holds a grant to. */
     countGrantsPerEnvironment(projectId: string): { environment: string; members: number; viewers: number }[];
     countUngranted(projectId: string): number;
     membersAmong(projectId: string, userIds: string[]): Set<string>;
@@ -234,7 +235,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
 
     /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */
     overview(caller: Caller, projectId: string) {
-      access.require(caller, projectId, "audit:read");
+      const { projectEnvironments } = access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;
       const records = repo.countRecords(projectId, currentKeyVersion);
       const members = membersFeature.countRoles(projectId);
@@ -252,10 +253,11 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
             pausedReason: hostingRow.paused_reason,
           }
         : null;
-      const order: readonly string[] = ENVIRONMENTS;
-      const environments = membersFeature
-        .countGrantsPerEnvironment(projectId)
-        .sort((a, b) => order.indexOf(a.environment) - order.indexOf(b.environment));
+      // Every environment of the project, the ones nobody holds a grant to included.
+      const grantCounts = new Map(membersFeature.countGrantsPerEnvironment(projectId).map((c) => [c.environment, c]));
+      const environments = ENVIRONMENTS.filter((e) => projectEnvironments.includes(e)).map(
+        (environment) => grantCounts.get(environment) ?? { environment, members: 0, viewers: 0 },
+      );
       // Set in the environment (or its file), as opposed to the generated development key file.
       const keyConfigured = Boolean(config.masterKey);
       const otherRecords = records.other;

@@ -23,12 +23,9 @@ export function createMembersRepo(db: Db) {
   const sqlite = db.$client;
   const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
   const countGrantsPerEnvironment = sqlite.prepare(
-    `SELECT pe.slug AS environment,
-       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
-         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'member') AS members,
-       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
-         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'viewer') AS viewers
-     FROM project_environments pe WHERE pe.project_id = ?`,
+    `SELECT g.environment, coalesce(sum(m.role = 'member'), 0) AS members, coalesce(sum(m.role = 'viewer'), 0) AS viewers
+     FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+     WHERE g.project_id = ? GROUP BY g.environment`,
   );
   const countUngranted = sqlite
     .prepare(
@@ -101,7 +98,7 @@ export function createMembersRepo(db: Db) {
       return counts;
     },
 
-    /** Per project environment, the members and viewers holding a grant to it. */
+    /** Per environment someone holds a grant to, the members and viewers holding one (admins need none). */
     countGrantsPerEnvironment(projectId: string): EnvironmentGrantCount[] {
       return countGrantsPerEnvironment.all(projectId) as EnvironmentGrantCount[];
     },
