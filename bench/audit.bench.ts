@@ -21,6 +21,7 @@ import { loadConfig } from "../src/core/config.ts";
 import { Keyring } from "../src/core/crypto.ts";
 import { openDatabase, type Db } from "../src/core/db.ts";
 import { createInvitationsRepo } from "../src/invitations/invitations.repo.ts";
+import { createAccessRepo } from "../src/members/access.repo.ts";
 import { createMembersRepo } from "../src/members/members.repo.ts";
 import type { BenchModule, BenchRow } from "./lib.ts";
 
@@ -206,7 +207,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     const service = createAuditService({
       repo,
       writer: createAuditWriter(db, systemClock, keyring),
-      access: createAccessGuard(db),
+      access: createAccessGuard(createAccessRepo(db)),
       config,
       keyring,
       serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),

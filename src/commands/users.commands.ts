@@ -8,6 +8,7 @@ import { createLocalRepo } from "../sign-in/local.repo.ts";
 import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
 import { createAuditWriter } from "../audit/audit.writer.ts";
 import { createAccessGuard } from "../core/access.ts";
+import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
 import { createUsersRepo } from "../users/users.repo.ts";
@@ -155,7 +156,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
           const members = createMembersForCommand({
             db,
             repo: createMembersRepo(db),
-            access: createAccessGuard(db),
+            access: createAccessGuard(createAccessRepo(db)),
             audit: createAuditWriter(db, systemClock, keyring),
             clock: systemClock,
             config,

@@ -44,7 +44,7 @@ export async function rotateRecords(
 
   const pending = createEncryptedRecordCounter(db).pendingByColumn(current);
   const pendingIn = (group: string) =>
-    pending.filter(({ column }) => resealPlan(column)?.group === group).reduce((sum, { pending: n }) => sum + n, 0);
+    pending.filter(({ column }) => resealPlan(column, vault)?.group === group).reduce((sum, { pending: n }) => sum + n, 0);
   const pendingValues = pendingIn("secret values");
   const pendingIntegrations = pendingIn("integration credentials");
   out(`Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`);
@@ -76,11 +76,13 @@ export async function rotateRecords(
   // passed over instead of retried forever.
   const doneIn = new Map<string, number>();
   for (const { column, pending: pendingHere } of pending) {
-    const plan = resealPlan(column);
+    const plan = resealPlan(column, vault);
     if (!plan || pendingHere === 0) continue;
     const select = sqlite.prepare(plan.select);
+    const also = plan.alsoSet;
     const update = sqlite.prepare(
-      `UPDATE ${column.table} SET ${column.ciphertext} = ?, ${column.keyVersion} = ? WHERE rowid = ? AND ${column.keyVersion} = ?`,
+      `UPDATE ${column.table} SET ${column.ciphertext} = ?, ${column.keyVersion} = ?${also ? `, ${also.column} = ?` : ""} ` +
+        `WHERE rowid = ? AND ${column.keyVersion} = ?`,
     );
     let cursor = 0;
     for (;;) {
@@ -90,7 +92,8 @@ export async function rotateRecords(
         for (const row of rows) {
           const moved = reseal(vault, row.projectId, plan.aad(row), row);
           if (moved) {
-            update.run(moved.ciphertext, moved.keyVersion, row.rowid, row.keyVersion);
+            const alsoValue = also ? [also.value(row.projectId, moved)] : [];
+            update.run(moved.ciphertext, moved.keyVersion, ...alsoValue, row.rowid, row.keyVersion);
             result.reencrypted++;
           } else {
             result.failed++;
@@ -143,7 +146,16 @@ interface ResealRow {
  * How rotate-key re-encrypts one kind of record in place: the batch query, the record's AAD
  * and how an error names it. None for project data keys, which are replaced, not resealed.
  */
-function resealPlan(column: EncryptedColumn): { group: string; select: string; aad(row: ResealRow): string; describe(row: ResealRow): string } | undefined {
+interface ResealPlan {
+  group: string;
+  select: string;
+  aad(row: ResealRow): string;
+  describe(row: ResealRow): string;
+  /** A column of the same row that depends on the key version and is rewritten with it. */
+  alsoSet?: { column: string; value(projectId: string, moved: Resealed): string };
+}
+
+function resealPlan(column: EncryptedColumn, vault: Vault): ResealPlan | undefined {
   const { table, ciphertext, keyVersion, projectId } = column;
   const aad = column.aad;
   switch (aad.kind) {
@@ -158,6 +170,8 @@ function resealPlan(column: EncryptedColumn): { group: string; select: string; a
                  WHERE v.${keyVersion} <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
         aad: (row) => secretValueAad(row.projectId, row.environment!, row.secretId!, row.versionNumber!),
         describe: (row) => `Secret ${row.secretId} version ${row.versionNumber}`,
+        // The digest is keyed per key version too: recomputed under the new one.
+        alsoSet: { column: "digest", value: (projectId, moved) => vault.digest(projectId, moved.keyVersion, moved.plaintext) },
       };
     case "integration":
       return {
@@ -178,8 +192,10 @@ function reseal(vault: Vault, projectId: string, aad: string, sealed: { cipherte
     if (error instanceof DecryptError) return undefined;
     throw error;
   }
-  return vault.seal(projectId, aad, plaintext);
+  return { ...vault.seal(projectId, aad, plaintext), plaintext };
 }
+
+type Resealed = NonNullable<ReturnType<typeof reseal>>;
 
 const KEY_HASH_ONLY_FLAG = "--key-hash-only-audit-events";
 
