@@ -60,6 +60,7 @@ import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
 import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
+import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 
 export interface AppOptions {
@@ -217,7 +218,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   const storage = createStorageMonitor(db, config.dataDir, log);
-  registerErrorHandling(app, storage);
+  registerErrorHandling(app, storage, VALIDATION_MESSAGES);
   // First of the onRequest hooks: while stopping, a request is refused before any work.
   const gracefulStop = registerGracefulStop(app);
   registerContentEncodingCheck(app);
