@@ -1,14 +1,50 @@
 import type { ValidationMessages } from "./core/errors.ts";
+import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
+import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
 
 const INVALID_FIELDS = "invalid fields";
+const INVALID_REQUEST = "invalid request";
 const NOTHING_TO_UPDATE = "Nothing to update.";
+const INVALID_KEY_OR_VALUE = "invalid key or value";
+const BAD_EXPECTED_VERSION = "expectedVersion must be a positive integer.";
+const VERSION_NOT_FOUND = { status: 404, error: "Version not found." };
+
+const AUDIT_FILTERS = {
+  category: "Invalid category filter.",
+  action: "Invalid action filter.",
+  actor: "Invalid actor filter.",
+  environment: "Invalid environment filter: use development, staging or production.",
+  key: "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters.",
+  from: "Invalid date filter.",
+  to: "Invalid date filter.",
+  "#dateOrder": "Invalid date filter.",
+};
+
+const SECRETS = "/api/projects/:projectId/environments/:env";
 
 /**
  * What a request that fails its route's schema answers, for every route whose schema can
- * fail: per part of the request, rules tried in order (see ValidationRules in
- * core/errors.ts). The sentences are the API's own; tests assert each one.
+ * fail: per part of the request, a message, or rules tried in order (see ValidationRules
+ * in core/errors.ts). The sentences are the API's own; tests assert each one.
  */
 export const VALIDATION_MESSAGES: ValidationMessages = {
   "POST /api/projects": { body: INVALID_FIELDS },
   "PATCH /api/projects/:projectId": { body: { "#nothingToUpdate": NOTHING_TO_UPDATE, "*": INVALID_FIELDS } },
+
+  [`POST ${SECRETS}/secrets`]: { body: INVALID_KEY_OR_VALUE },
+  [`PATCH ${SECRETS}/secrets/:secretId`]: {
+    body: { "#nothingToUpdate": NOTHING_TO_UPDATE, expectedVersion: BAD_EXPECTED_VERSION, "*": INVALID_KEY_OR_VALUE },
+  },
+  [`GET ${SECRETS}/secrets/:secretId/versions/:versionNumber`]: { params: VERSION_NOT_FOUND },
+  [`POST ${SECRETS}/secrets/:secretId/versions/:versionNumber/restore`]: {
+    params: VERSION_NOT_FOUND,
+    body: { expectedVersion: BAD_EXPECTED_VERSION, "*": INVALID_REQUEST },
+  },
+  [`GET ${SECRETS}/export`]: { querystring: UNKNOWN_EXPORT_FORMAT },
+  [`POST ${SECRETS}/import`]: { body: { "#tooManyEntries": { status: 413, error: IMPORT_TOO_LARGE }, "*": INVALID_REQUEST } },
+
+  "GET /api/projects/:projectId/audit": {
+    querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
+  },
+  "GET /api/projects/:projectId/audit/export": { querystring: { format: "Invalid format: use csv or json.", ...AUDIT_FILTERS } },
 };
