@@ -1,5 +1,6 @@
 import type { ValidationMessages } from "./core/errors.ts";
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
+import { INVITATION_NOT_FOUND } from "./members/invitations.service.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
 
 const INVALID_FIELDS = "invalid fields";
@@ -19,6 +20,10 @@ const AUDIT_FILTERS = {
   to: "Invalid date filter.",
   "#dateOrder": "Invalid date filter.",
 };
+
+const ROLE_MESSAGE = "Role must be admin, member, or viewer.";
+const SEND_TOKEN = "Send the invitation token as { token }.";
+const INVITATION_SHAPE = "Send an invitation as { email, role, environments? }.";
 
 const SECRETS = "/api/projects/:projectId/environments/:env";
 
@@ -42,6 +47,20 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   },
   [`GET ${SECRETS}/export`]: { querystring: UNKNOWN_EXPORT_FORMAT },
   [`POST ${SECRETS}/import`]: { body: { "#tooManyEntries": { status: 413, error: IMPORT_TOO_LARGE }, "*": INVALID_REQUEST } },
+
+  "PATCH /api/projects/:projectId/members/:userId": { body: ROLE_MESSAGE },
+  "POST /api/projects/:projectId/invitations": {
+    body: {
+      "": INVITATION_SHAPE,
+      "+": INVITATION_SHAPE,
+      email: "Enter a valid email address of up to 254 characters.",
+      role: ROLE_MESSAGE,
+      environments: "environments must be a list of distinct environments: development, staging, production.",
+    },
+  },
+  "POST /api/invitations/preview": { body: SEND_TOKEN },
+  "POST /api/invitations/accept": { body: SEND_TOKEN },
+  "POST /api/invitations/:invitationId/accept": { params: { status: 404, error: INVITATION_NOT_FOUND } },
 
   "GET /api/projects/:projectId/audit": {
     querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
