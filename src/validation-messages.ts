@@ -25,6 +25,7 @@ const ROLE_MESSAGE = "Role must be admin, member, or viewer.";
 const SEND_TOKEN = "Send the invitation token as { token }.";
 const INVITATION_SHAPE = "Send an invitation as { email, role, environments? }.";
 
+const SERVICE_ACCOUNTS = "/api/projects/:projectId/service-accounts";
 const SECRETS = "/api/projects/:projectId/environments/:env";
 
 /**
@@ -34,7 +35,7 @@ const SECRETS = "/api/projects/:projectId/environments/:env";
  */
 export const VALIDATION_MESSAGES: ValidationMessages = {
   "POST /api/projects": { body: INVALID_FIELDS },
-  "PATCH /api/projects/:projectId": { body: { "#nothingToUpdate": NOTHING_TO_UPDATE, "*": INVALID_FIELDS } },
+  "PATCH /api/projects/:projectId": { body: { "+": INVALID_FIELDS, "#nothingToUpdate": NOTHING_TO_UPDATE, "*": INVALID_FIELDS } },
 
   [`POST ${SECRETS}/secrets`]: { body: INVALID_KEY_OR_VALUE },
   [`PATCH ${SECRETS}/secrets/:secretId`]: {
@@ -61,6 +62,11 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   "POST /api/invitations/preview": { body: SEND_TOKEN },
   "POST /api/invitations/accept": { body: SEND_TOKEN },
   "POST /api/invitations/:invitationId/accept": { params: { status: 404, error: INVITATION_NOT_FOUND } },
+
+  [`POST ${SERVICE_ACCOUNTS}`]: { body: INVALID_FIELDS },
+  [`PATCH ${SERVICE_ACCOUNTS}/:accountId`]: { body: { "+": INVALID_FIELDS, "#nothingToUpdate": NOTHING_TO_UPDATE, "*": INVALID_FIELDS } },
+  [`POST ${SERVICE_ACCOUNTS}/:accountId/tokens`]: { body: INVALID_FIELDS },
+  [`POST ${SERVICE_ACCOUNTS}/:accountId/trusts`]: { body: INVALID_FIELDS },
 
   "GET /api/projects/:projectId/audit": {
     querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
