@@ -1,6 +1,7 @@
 import type { ValidationMessages } from "./core/errors.ts";
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
 import { INVITATION_NOT_FOUND } from "./members/invitations.service.ts";
+import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
 
 const INVALID_FIELDS = "invalid fields";
@@ -67,6 +68,14 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   [`PATCH ${SERVICE_ACCOUNTS}/:accountId`]: { body: { "+": INVALID_FIELDS, "#nothingToUpdate": NOTHING_TO_UPDATE, "*": INVALID_FIELDS } },
   [`POST ${SERVICE_ACCOUNTS}/:accountId/tokens`]: { body: INVALID_FIELDS },
   [`POST ${SERVICE_ACCOUNTS}/:accountId/trusts`]: { body: INVALID_FIELDS },
+
+  "POST /api/cli/auth/device": { body: "Send an optional deviceName string, nothing else." },
+  "POST /api/cli/auth/token": { body: INVALID_DEVICE_CODE },
+  "POST /api/cli/auth/approve": {
+    body: { "": MALFORMED_USER_CODE, userCode: MALFORMED_USER_CODE, approve: "approve must be true or false.", "*": "Send { userCode, approve } only." },
+  },
+  "POST /api/cli/auth/pending": { body: MALFORMED_USER_CODE },
+  "POST /api/cli/auth/refresh": { body: "Send { refreshToken } from the last login or refresh." },
 
   "GET /api/projects/:projectId/audit": {
     querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
