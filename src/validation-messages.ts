@@ -1,5 +1,6 @@
 import type { ValidationMessages } from "./core/errors.ts";
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
+import { MESSAGES as VERCEL } from "./integrations/vercel/vercel.service.ts";
 import { INVITATION_NOT_FOUND } from "./members/invitations.service.ts";
 import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
@@ -27,6 +28,7 @@ const SEND_TOKEN = "Send the invitation token as { token }.";
 const INVITATION_SHAPE = "Send an invitation as { email, role, environments? }.";
 
 const SERVICE_ACCOUNTS = "/api/projects/:projectId/service-accounts";
+const HOSTING = "/api/projects/:projectId/integrations/hosting";
 const SECRETS = "/api/projects/:projectId/environments/:env";
 
 /**
@@ -76,6 +78,24 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   },
   "POST /api/cli/auth/pending": { body: MALFORMED_USER_CODE },
   "POST /api/cli/auth/refresh": { body: "Send { refreshToken } from the last login or refresh." },
+
+  [`POST ${HOSTING}`]: { body: { "": VERCEL.enterToken, token: VERCEL.enterToken, teamId: VERCEL.teamShape, "+": VERCEL.badBody } },
+  [`GET ${HOSTING}/options`]: { querystring: VERCEL.teamShape },
+  [`PUT ${HOSTING}`]: {
+    body: {
+      "": VERCEL.chooseProject,
+      "+": VERCEL.badBody,
+      hostProjectId: VERCEL.chooseProject,
+      teamId: VERCEL.teamShape,
+      "mappings.*": VERCEL.mappingTarget,
+      "#mappingTwice": VERCEL.mappingTwice,
+      mappings: VERCEL.mappingsRequired,
+      conflictPolicy: VERCEL.conflictPolicy,
+      autoRedeploy: VERCEL.autoRedeploy,
+      deployHookUrl: "The deploy hook URL must be a string or null.",
+    },
+  },
+  [`POST ${HOSTING}/sync`]: { body: VERCEL.syncBody },
 
   "GET /api/projects/:projectId/audit": {
     querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
