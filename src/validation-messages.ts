@@ -3,6 +3,7 @@ import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
 import { MESSAGES as VERCEL } from "./integrations/vercel/vercel.service.ts";
 import { INVITATION_NOT_FOUND } from "./members/invitations.service.ts";
 import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./sign-in/passwords.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
 
 const INVALID_FIELDS = "invalid fields";
@@ -96,6 +97,13 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
     },
   },
   [`POST ${HOSTING}/sync`]: { body: VERCEL.syncBody },
+
+  "POST /api/auth/dev/sign-in": { body: "Enter a valid e-mail address (and optionally a name of up to 100 characters)." },
+  "POST /api/auth/local/sign-in": { body: "Enter your e-mail address and password." },
+  "POST /api/auth/local/link": { body: "Send the token of the link." },
+  "POST /api/auth/local/set-password": {
+    body: `Choose a password of ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters (and a valid e-mail address and a name of up to 100 characters, when asked).`,
+  },
 
   "GET /api/projects/:projectId/audit": {
     querystring: { limit: `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`, ...AUDIT_FILTERS, cursor: "Invalid cursor." },
