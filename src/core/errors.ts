@@ -1,6 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { hasZodFastifySchemaValidationErrors, type ResponseSerializationError } from "fastify-type-provider-zod";
-import type { z } from "zod";
 import { storageCondition, storageMessage, type StorageMonitor } from "./storage.ts";
 
 /** The one error type: a status and a message the client may read. */
@@ -14,13 +13,6 @@ export class HttpError extends Error {
   ) {
     super(message);
   }
-}
-
-/** Parses input with a zod schema; any failure is a 400 with the endpoint's own message. */
-export function parse<S extends z.ZodType>(schema: S, input: unknown, message: string): z.output<S> {
-  const result = schema.safeParse(input);
-  if (!result.success) throw new HttpError(400, message);
-  return result.data;
 }
 
 /** What a request that fails its route's schema is answered: a message (400) or a status and message. */
