@@ -47,6 +47,9 @@ const name: Gen = (r) => r.pick(["api", "web app", `p-${r.int(10_000)}`, "名前
 /** Every route of the server (Fastify's route templates) with what it reads. */
 const ROUTES: Record<string, RouteShape> = {
   "GET /healthz": {},
+  "GET /api/openapi.json": {},
+  "GET /api/docs": {},
+  "GET /api/docs/style.css": {},
   "GET /api/auth/provider": {},
   "GET /api/auth/me": {},
   "POST /api/auth/sign-out": {},
@@ -189,7 +192,7 @@ async function serverRoutes(): Promise<string[]> {
 }
 
 /** printRoutes draws a tree, four characters per level; a line's path extends its parent's. */
-function parseRoutes(tree: string): string[] {
+export function parseRoutes(tree: string): string[] {
   const routes: string[] = [];
   const stack: string[] = [];
   for (const line of tree.split("\n")) {

@@ -2,9 +2,10 @@ import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
-import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import pino, { type Logger } from "pino";
 import pinoPretty from "pino-pretty";
+import { z } from "zod";
 import { createAuditRepo } from "./audit/audit.repo.ts";
 import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
@@ -59,6 +60,8 @@ import { createVercelService } from "./integrations/vercel/vercel.service.ts";
 import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
 import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
+import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
+import { registerOpenApi } from "./api-docs/openapi.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
@@ -224,6 +227,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerContentEncodingCheck(app);
 
   await app.register(cookie);
+  // Before any route: it collects them as they are registered.
+  await registerOpenApi(app, config);
   registerSecurityHeaders(app, { hsts: config.isProduction });
 
   // Every API answer is someone's own data (values, tokens, device codes, member lists):
@@ -342,14 +347,31 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Degraded (503 with the reason) when the storage probe cannot write; `error` as every
   // error body has it, `reason` for monitors.
-  app.get("/healthz", { config: { rateLimit: false } }, async (_req, reply) => {
-    const health = storage.health();
-    if (health.ok) return { ok: true };
-    return reply
-      .code(503)
-      .header("retry-after", String(health.retryAfterSeconds))
-      .send({ ok: false, reason: health.reason, error: health.reason });
-  });
+  app.withTypeProvider<ZodTypeProvider>().get(
+    "/healthz",
+    {
+      config: { rateLimit: false },
+      schema: {
+        tags: ["Health"],
+        summary: "Whether the server can serve",
+        description: "503 with the reason (and Retry-After) while the storage cannot be written.",
+        security: [],
+        response: {
+          200: z.object({ ok: z.literal(true) }),
+          503: z.object({ ok: z.literal(false), reason: z.string(), error: z.string() }),
+        },
+      },
+    },
+    async (_req, reply) => {
+      const health = storage.health();
+      if (health.ok) return { ok: true as const };
+      const reason = health.reason ?? "The server cannot write to its storage.";
+      return reply
+        .code(503)
+        .header("retry-after", String(health.retryAfterSeconds))
+        .send({ ok: false as const, reason, error: reason });
+    },
+  );
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   if (config.authProvider === "local") {
@@ -364,7 +386,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
-  registerAuditRoutes(app, { auth, access, audit: createAuditService({
+  registerAuditRoutes(app, {
+    auth,
+    access,
+    audit: createAuditService({
       repo: createAuditRepo(db),
       writer: audit,
       access,
@@ -373,7 +398,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       clock,
       serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
       openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
-    }) });
+    }),
+  });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });
   registerServiceAccountRoutes(app, {
@@ -391,6 +417,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerVercelRoutes(app, { auth, access, vercel });
+  registerApiDocsRoutes(app);
   registerUiRoutes(app);
 
   // Timers last: nothing below can fail and leave them running on a closed database.

@@ -2,8 +2,7 @@
 // start without loading the server (Fastify, SQLite, every feature).
 import { CLI_HELP, cliCommands } from "./cli/index.ts";
 import { ConfigError, loadConfig } from "./core/config.ts";
-
-export const VERSION = "0.1.0";
+import { VERSION } from "./core/version.ts";
 
 const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one executable.
 

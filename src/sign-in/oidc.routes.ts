@@ -14,7 +14,9 @@ import { SIGN_IN_TAGS } from "./sign-in.routes.ts";
 const StartQuery = z.object({
   returnTo: z.string().optional().catch(undefined).describe("A path of this server to land on after sign-in"),
 });
-const CallbackQuery = z.record(z.string(), z.unknown()).describe("The identity provider's answer (code, state, or error)");
+const ProviderValue = z.string().optional().catch(undefined);
+/** The identity provider's answer; any other parameter it adds (iss, session_state) goes to the service too. */
+const CallbackQuery = z.looseObject({ code: ProviderValue, state: ProviderValue, error: ProviderValue });
 const Redirect = z.undefined().describe("A redirect (Location)");
 
 /** The UI page that shows a failed sign-in; it reads `?error=<code>`. */
