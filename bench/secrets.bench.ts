@@ -6,7 +6,7 @@ import { freePort, makeTempDir, randomKey, request, runAlternating, runLoad, sta
 
 /** Reading a value through the real endpoint must reach this share of the reference's req/s. */
 export const MIN_READ_RATIO = 0.7;
-/** Reading it with a service token must reach this share of the session read's req/s (issue 12). */
+/** Reading it with a service token must reach this share of the session read's req/s. */
 export const MIN_SERVICE_TOKEN_RATIO = 0.95;
 const READ_NAME = "read one secret value";
 const SERVICE_TOKEN_READ_NAME = "read one secret value with a service token";

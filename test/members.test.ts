@@ -47,7 +47,7 @@ async function accept(client: Client, token: string) {
   return client.json("POST", "/api/invitations/accept", { token });
 }
 
-/** A real CLI access token for the client's user, through the device flow (api.md 4.2). */
+/** A real CLI access token for the client's user, through the device flow (see cli-auth.routes.ts). */
 async function cliTokenFor(server: TestServer, client: Client): Promise<string> {
   const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "test laptop" });
   assert.equal(device.status, 200, JSON.stringify(device.body));

@@ -67,7 +67,7 @@ export async function startTeam(
   };
 }
 
-/** A real CLI access token for the client's user, through the device flow (api.md 4.2). */
+/** A real CLI access token for the client's user, through the device flow (see cli-auth.routes.ts). */
 export async function cliFor(server: TestServer, client: Client): Promise<Client> {
   const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "test laptop" });
   assert.equal(device.status, 200, JSON.stringify(device.body));

@@ -32,7 +32,7 @@ interface WriteValues {
   overwrite?: boolean;
 }
 
-// The server's rules (api.md 2.2), checked before the first write so a bad line cannot
+// The server's rules (core/secret-rules.ts), checked before the first write so a bad line cannot
 // leave half a file imported.
 
 function list(keys: string[]): string {
@@ -223,7 +223,7 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
   for (const key of keys) {
     const res = await api.request("DELETE", `${base}/secrets/${encodeURIComponent(existing.get(key)!.id)}`);
     if (res.status === 403 && /browser session/i.test(String(res.body?.error))) {
-      // api.md 4.1: deleting a secret takes a browser session; no CLI credential may.
+      // Deleting a secret takes a browser session (its route in secrets.routes.ts); no CLI credential may.
       throw new CliError(
         `The server lets only a browser session delete a secret (it removes the whole version history), not a CLI token or service token. ` +
           `Delete ${printable(key)} in the web UI: ${server}/projects/${encodeURIComponent(projectId)}` +

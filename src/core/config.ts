@@ -2,7 +2,7 @@ import net from "node:net";
 import path from "node:path";
 import { envSchema } from "env-schema";
 
-// Every variable of operations.md, plus the few this server adds (documented in the README).
+// Every variable of the README's "Configuration" section.
 const schema = {
   type: "object",
   required: [],
