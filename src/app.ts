@@ -62,6 +62,7 @@ import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
 import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
 import { registerOpenApi } from "./api-docs/openapi.ts";
+import { ErrorBody } from "./core/api-schemas.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
@@ -358,7 +359,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         security: [],
         response: {
           200: z.object({ ok: z.literal(true) }),
-          503: z.object({ ok: z.literal(false), reason: z.string(), error: z.string() }),
+          // Or the plain { error } of a server that is stopping.
+          503: z.union([z.object({ ok: z.literal(false), reason: z.string(), error: z.string() }), ErrorBody]),
         },
       },
     },
