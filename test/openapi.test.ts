@@ -7,6 +7,7 @@ import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fas
 import { z } from "zod";
 import { parseRoutes } from "../drills/fuzz.drill.ts";
 import { registerErrorHandling } from "../src/core/errors.ts";
+import { VALIDATION_MESSAGES } from "../src/validation-messages.ts";
 import { startProvider } from "./oidc-fixture.ts";
 import { freePort, startServer, type TestServer } from "./helpers.ts";
 
@@ -136,6 +137,14 @@ test("/api/docs is the reference as one server-rendered page: every operation, n
   assert.equal(css.status, 200);
   assert.equal(css.headers.get("content-type"), "text/css; charset=utf-8");
   assert.match(await css.text(), /\.operation/);
+});
+
+test("every route of the validation message table exists, so a renamed route cannot lose its messages silently", async (t) => {
+  const dev = await startServer(t);
+  const local = await startServer(t, { env: { AUTH_PROVIDER: "local" } });
+  const served = new Set([...registeredRoutes(dev), ...registeredRoutes(local)].map(({ method, path }) => `${method.toUpperCase()} ${path}`));
+  const stale = Object.keys(VALIDATION_MESSAGES).filter((route) => !served.has(route));
+  assert.deepEqual(stale, []);
 });
 
 /** A server with this project's compilers and error handling, and routes that answer wrongly on purpose. */
