@@ -2,100 +2,19 @@
 // small HTTP server on 127.0.0.1 publishing its configuration and key set, signing with jose.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
-import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type CryptoKey, type JWK } from "jose";
+import { SignJWT, UnsecuredJWT } from "jose";
 import { freePort, startServer, type Client, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
+import { AUDIENCE, signingKey, startIssuer, SUBJECT } from "./workload-issuer.ts";
 
 const REFUSED = { error: "The identity token was not accepted." };
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens cannot be used here." };
-const AUDIENCE = "https://secrets.example.test";
-const SUBJECT = "repo:acme/api:ref:refs/heads/main";
 
-interface SigningKey {
-  kid: string;
-  alg: "RS256" | "ES256";
-  privateKey: CryptoKey;
-  jwk: JWK;
-}
 
-async function signingKey(kid: string, alg: "RS256" | "ES256"): Promise<SigningKey> {
-  const { privateKey, publicKey } = await generateKeyPair(alg);
-  return { kid, alg, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: "sig" } };
-}
-
-/** An OpenID issuer: /.well-known/openid-configuration and /jwks, with keys the test can rotate. */
-async function startIssuer(t: TestContext) {
-  const published: SigningKey[] = [];
-  let jwksFetches = 0;
-  let discoveryFetches = 0;
-  let redirectDiscovery = false;
-  let failing: "discovery" | "jwks" | null = null;
-  const server = http.createServer((req, res) => {
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { "content-type": "application/json", ...headers });
-      res.end(JSON.stringify(body));
-    };
-    if (req.url === "/.well-known/openid-configuration") {
-      discoveryFetches += 1;
-      if (failing === "discovery") return send(503, {});
-      if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/elsewhere` });
-      return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
-    }
-    if (req.url === "/jwks") {
-      jwksFetches += 1;
-      if (failing === "jwks") return send(503, {});
-      return send(200, { keys: published.map((k) => k.jwk) });
-    }
-    send(404, {});
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const issuer = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    publish(key: SigningKey) {
-      published.push(key);
-    },
-    get jwksFetches() {
-      return jwksFetches;
-    },
-    get discoveryFetches() {
-      return discoveryFetches;
-    },
-    /** Answers 503 to the configuration or the key set until set back to null. */
-    set failing(value: "discovery" | "jwks" | null) {
-      failing = value;
-    },
-    set redirectDiscovery(value: boolean) {
-      redirectDiscovery = value;
-    },
-    /** A JWT from this issuer; `claims` override the defaults (null removes one). */
-    async sign(key: SigningKey, claims: Record<string, unknown> = {}, options: { expiresInSeconds?: number; kid?: string } = {}) {
-      const now = Math.floor(Date.now() / 1000);
-      const payload: Record<string, unknown> = {
-        iss: issuer.url,
-        aud: AUDIENCE,
-        sub: SUBJECT,
-        iat: now,
-        exp: now + (options.expiresInSeconds ?? 3600),
-        repository: "acme/api",
-        ref: "refs/heads/main",
-        ...claims,
-      };
-      for (const [name, value] of Object.entries(payload)) if (value === null) delete payload[name];
-      return new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid }).sign(key.privateKey);
-    },
-  };
-  return issuer;
-}
-
-type Issuer = Awaited<ReturnType<typeof startIssuer>>;
-
-async function setUp(t: TestContext, options: { jwksCooldownMs?: number } = {}) {
-  const server = await startServer(t, { jwksCooldownMs: options.jwksCooldownMs });
+async function setUp(t: TestContext) {
+  const server = await startServer(t);
   const issuer = await startIssuer(t);
   const rsa = await signingKey("rsa-1", "RS256");
   const ec = await signingKey("ec-1", "ES256");
@@ -168,6 +87,18 @@ test("an identity token from a trusted issuer becomes a short access token that 
   // 15 minutes later the access token is refused with the service token's message.
   server.clock.advance(15 * 60_000);
   assert.deepEqual(await workload.json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+});
+
+test("EdDSA keys verify, and an aud array containing the trust's audience is accepted (one not containing it is not)", async (t) => {
+  const { server, issuer, account } = await setUp(t);
+  const ed = await signingKey("ed-1", "EdDSA");
+  issuer.publish(ed);
+  const signed = await exchange(server, account.id, await issuer.sign(ed));
+  assert.equal(signed.status, 200, JSON.stringify(signed.body));
+  const inArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", AUDIENCE] }));
+  assert.equal(inArray.status, 200, JSON.stringify(inArray.body));
+  const notInArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", `${AUDIENCE}/other`] }));
+  assert.deepEqual([notInArray.status, notInArray.body], [401, REFUSED]);
 });
 
 test("every refusal is one 401, with the reason only in the log and never the token", async (t) => {
@@ -266,17 +197,20 @@ test("an issuer whose configuration or key set fails is not asked again within t
 });
 
 test("after a failed fetch the issuer is asked again once the cooldown is over; keys held meanwhile still verify", async (t) => {
-  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 1000 });
+  const { server, issuer, rsa, account } = await setUp(t);
   issuer.failing = "discovery";
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401);
   issuer.failing = null;
-  await new Promise((resolve) => setTimeout(resolve, 1100));
+  server.clock.advance(29_000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401, "still within the 30 s cooldown");
+  assert.equal(issuer.discoveryFetches, 1);
+  server.clock.advance(1_000);
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
   assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [2, 1]);
 
   // The key set fails on a refetch for an unknown kid: known keys go on working without a
   // fetch, and unknown kids do not reach the issuer until the cooldown is over.
-  await new Promise((resolve) => setTimeout(resolve, 1100));
+  server.clock.advance(30_000);
   issuer.failing = "jwks";
   const unknown = await signingKey("rsa-unknown", "RS256");
   assert.equal((await exchange(server, account.id, await issuer.sign(unknown))).status, 401);
@@ -287,7 +221,7 @@ test("after a failed fetch the issuer is asked again once the cooldown is over; 
 });
 
 test("a key rotated in at the issuer is picked up; an unknown kid refetches at most once per cooldown", async (t) => {
-  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 300 });
+  const { server, issuer, rsa, account } = await setUp(t);
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
   const fetched = issuer.jwksFetches;
   assert.equal(fetched, 1);
@@ -296,14 +230,40 @@ test("a key rotated in at the issuer is picked up; an unknown kid refetches at m
   const early = await signingKey("rsa-3", "RS256");
   // Within the cooldown a flood of unknown kids costs the issuer nothing.
   for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(early))).status, 401);
-  assert.ok(issuer.jwksFetches <= fetched + 1, String(issuer.jwksFetches));
+  assert.equal(issuer.jwksFetches, fetched, "fetched moments ago: unknown kids do not refetch within the cooldown");
 
   issuer.publish(rotated);
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  server.clock.advance(29_000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rotated))).status, 401, "not refetched within the cooldown");
+  assert.equal(issuer.jwksFetches, fetched);
+  server.clock.advance(1_000);
   const res = await exchange(server, account.id, await issuer.sign(rotated));
   assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(issuer.jwksFetches, fetched + 1, "one refetch once the cooldown is over");
+  // And the next unknown kid waits for the next cooldown.
+  for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(early))).status, 401);
+  assert.equal(issuer.jwksFetches, fetched + 1);
   // The old key still works while the issuer publishes it.
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+});
+
+test("the issuer's configuration and key set are discovered again after 10 minutes", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  server.clock.advance(10 * 60 * 1000 - 1000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [1, 1], "held for 10 minutes");
+  server.clock.advance(1000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [2, 2], "then fetched again");
+});
+
+test("an issuer that never answers is given up after its timeout: one 401, not a hanging exchange", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  issuer.failing = "hang";
+  const res = await exchange(server, account.id, await issuer.sign(rsa));
+  assert.deepEqual([res.status, res.body], [401, REFUSED]);
+  assert.ok(server.logs.some((line) => line.includes("key set could not be fetched (TimeoutError")), "the log says it timed out");
 });
 
 test("access tokens die with their account or trust; the exchange is limited per client address", async (t) => {
