@@ -228,7 +228,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   await app.register(cookie);
   // Before any route: it collects them as they are registered.
-  await registerOpenApi(app, config);
+  await registerOpenApi(app, config, VALIDATION_MESSAGES);
   registerSecurityHeaders(app, { hsts: config.isProduction });
 
   // Every API answer is someone's own data (values, tokens, device codes, member lists):

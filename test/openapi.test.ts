@@ -89,6 +89,14 @@ test("the OpenAPI document is valid OpenAPI 3.1 and lists every route of a devel
   assert.deepEqual(document.paths["/api/projects"]!.post!.security, [{ session: [] }]);
   assert.deepEqual(document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.get!.security, [{ session: [] }, { bearer: [] }]);
   assert.deepEqual(document.paths["/api/cli/auth/device"]!.post!.security, []);
+  // What a request that does not fit is told, in the route's own words.
+  const patchSecret = document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.patch!.responses!;
+  assert.equal(
+    (patchSecret["400"] as { description: string }).description,
+    'When the request does not fit: "Nothing to update.", "expectedVersion must be a positive integer.", "invalid key or value"',
+  );
+  const importResponses = document.paths["/api/projects/{projectId}/environments/{env}/import"]!.post!.responses!;
+  assert.match((importResponses["413"] as { description: string }).description, /"The import is too large\."/);
   // The token poll documents its three answers.
   assert.deepEqual(Object.keys(document.paths["/api/cli/auth/token"]!.post!.responses!).sort(), ["200", "202", "400", "default"]);
 });

@@ -104,8 +104,11 @@ function operationHtml(method: string, path: string, operation: Operation, schem
   for (const [status, response] of Object.entries(operation.responses ?? {})) {
     if (status === "default") continue;
     const schema = response.content?.["application/json"]?.schema;
-    parts.push(`<h4>${escape(status)}${response.description ? ` <span class="note">${prose(response.description)}</span>` : ""}</h4>`);
-    if (schema && Object.keys(schema).length > 0) parts.push(schemaBlock(schema));
+    // "Default Response" is @fastify/swagger's filler, not a description.
+    const note = response.description && response.description !== "Default Response" ? ` <span class="note">${prose(response.description)}</span>` : "";
+    parts.push(`<h4>${escape(status)}${note}</h4>`);
+    // Errors are all the same shape, shown once at the top of the page.
+    if (schema && Object.keys(schema).length > 0 && schema.$ref !== "#/components/schemas/Error") parts.push(schemaBlock(schema));
   }
   parts.push("</section>");
   return parts.filter(Boolean).join("\n");
