@@ -159,7 +159,15 @@ test("every route of the validation message table exists, so a renamed route can
 async function schemaServer(t: TestContext): Promise<{ inject: (url: string) => Promise<{ status: number; body: unknown }>; logs: string[] }> {
   const logs: string[] = [];
   const app = Fastify({
-    logger: { level: "error", stream: new Writable({ write: (chunk, _enc, done) => (logs.push(String(chunk)), done()) }) } as never,
+    logger: {
+      level: "error",
+      stream: new Writable({
+        write(chunk, _enc, done) {
+          logs.push(String(chunk));
+          done();
+        },
+      }),
+    } as never,
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

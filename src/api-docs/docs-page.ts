@@ -16,13 +16,13 @@ interface Operation {
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const;
 
-function escape(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 /** Escaped prose, with `code` spans: the only markup the descriptions use. */
 function prose(text: string): string {
-  return escape(text).replace(/`([^`]+)`/g, "<code>$1</code>");
+  return escapeHtml(text).replace(/`([^`]+)`/g, "<code>$1</code>");
 }
 
 function anchor(text: string): string {
@@ -66,27 +66,29 @@ function typeText(schema: Json | undefined, indent = ""): string {
   }
 }
 
-function credentialText(security: Operation["security"], schemes: Record<string, Json>): string {
+const CREDENTIAL_NAMES: Record<string, string> = { session: "browser session", bearer: "bearer token" };
+
+function credentialText(security: Operation["security"]): string {
   if (!security || security.length === 0) return "No credential";
   return security
     .flatMap((requirement) => Object.keys(requirement))
-    .map((name) => (name === "session" ? "browser session" : name === "bearer" ? "bearer token" : name) + (schemes[name] ? "" : ""))
+    .map((name) => CREDENTIAL_NAMES[name] ?? name)
     .join(" or ")
     .replace(/^./, (c) => c.toUpperCase());
 }
 
 function schemaBlock(schema: Json | undefined): string {
-  return `<pre><code>${escape(typeText(schema))}</code></pre>`;
+  return `<pre><code>${escapeHtml(typeText(schema))}</code></pre>`;
 }
 
-function operationHtml(method: string, path: string, operation: Operation, schemes: Record<string, Json>): string {
+function operationHtml(method: string, path: string, operation: Operation): string {
   const id = anchor(`${method} ${path}`);
   const parts = [
     `<section class="operation" id="${id}">`,
-    `<h3><span class="method method-${method}">${method.toUpperCase()}</span> <code>${escape(path)}</code></h3>`,
+    `<h3><span class="method method-${method}">${method.toUpperCase()}</span> <code>${escapeHtml(path)}</code></h3>`,
     operation.summary ? `<p class="summary">${prose(operation.summary)}</p>` : "",
     operation.description ? `<p>${prose(operation.description)}</p>` : "",
-    `<p class="credential">${escape(credentialText(operation.security, schemes))}</p>`,
+    `<p class="credential">${escapeHtml(credentialText(operation.security))}</p>`,
   ];
   const parameters = operation.parameters ?? [];
   if (parameters.length > 0) {
@@ -94,7 +96,7 @@ function operationHtml(method: string, path: string, operation: Operation, schem
       "<table><thead><tr><th>Parameter</th><th>In</th><th>Type</th><th>Notes</th></tr></thead><tbody>",
       ...parameters.map(
         (p) =>
-          `<tr><td><code>${escape(p.name)}</code>${p.required ? "" : " (optional)"}</td><td>${escape(p.in)}</td><td><code>${escape(typeText(p.schema))}</code></td><td>${prose(p.description ?? "")}</td></tr>`,
+          `<tr><td><code>${escapeHtml(p.name)}</code>${p.required ? "" : " (optional)"}</td><td>${escapeHtml(p.in)}</td><td><code>${escapeHtml(typeText(p.schema))}</code></td><td>${prose(p.description ?? "")}</td></tr>`,
       ),
       "</tbody></table>",
     );
@@ -106,7 +108,7 @@ function operationHtml(method: string, path: string, operation: Operation, schem
     const schema = response.content?.["application/json"]?.schema;
     // "Default Response" is @fastify/swagger's filler, not a description.
     const note = response.description && response.description !== "Default Response" ? ` <span class="note">${prose(response.description)}</span>` : "";
-    parts.push(`<h4>${escape(status)}${note}</h4>`);
+    parts.push(`<h4>${escapeHtml(status)}${note}</h4>`);
     // Errors are all the same shape, shown once at the top of the page.
     if (schema && Object.keys(schema).length > 0 && schema.$ref !== "#/components/schemas/Error") parts.push(schemaBlock(schema));
   }
@@ -125,7 +127,7 @@ export function renderDocsPage(document: Json): string {
       const operation = operations[method];
       if (!operation) continue;
       const tag = operation.tags?.[0] ?? "Other";
-      byTag.set(tag, [...(byTag.get(tag) ?? []), operationHtml(method, path, operation, schemes)]);
+      byTag.set(tag, [...(byTag.get(tag) ?? []), operationHtml(method, path, operation)]);
     }
   }
   const title = `${info.title ?? "API"} ${info.version ?? ""} API reference`;
@@ -134,12 +136,12 @@ export function renderDocsPage(document: Json): string {
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${escape(title)}</title>
+<title>${escapeHtml(title)}</title>
 <link rel="stylesheet" href="/api/docs/style.css">
 </head>
 <body>
 <main>
-<h1>${escape(title)}</h1>
+<h1>${escapeHtml(title)}</h1>
 ${(info.description ?? "")
   .split("\n\n")
   .map((paragraph) => `<p>${prose(paragraph)}</p>`)
@@ -148,15 +150,15 @@ ${(info.description ?? "")
 <h2 id="credentials">Credentials</h2>
 <dl>
 ${Object.entries(schemes)
-  .map(([name, scheme]) => `<dt>${escape(name === "session" ? "Browser session" : name === "bearer" ? "Bearer token" : name)}</dt><dd>${prose(String(scheme.description ?? ""))}</dd>`)
+  .map(([name, scheme]) => `<dt>${escapeHtml(credentialText([{ [name]: [] }]))}</dt><dd>${prose(String(scheme.description ?? ""))}</dd>`)
   .join("\n")}
 </dl>
 <h2 id="errors">Errors</h2>
 ${schemaBlock(components.schemas?.Error)}
 <nav><h2>Contents</h2><ul>
-${[...byTag.keys()].map((tag) => `<li><a href="#${anchor(tag)}">${escape(tag)}</a></li>`).join("\n")}
+${[...byTag.keys()].map((tag) => `<li><a href="#${anchor(tag)}">${escapeHtml(tag)}</a></li>`).join("\n")}
 </ul></nav>
-${[...byTag.entries()].map(([tag, operations]) => `<h2 id="${anchor(tag)}">${escape(tag)}</h2>\n${operations.join("\n")}`).join("\n")}
+${[...byTag.entries()].map(([tag, operations]) => `<h2 id="${anchor(tag)}">${escapeHtml(tag)}</h2>\n${operations.join("\n")}`).join("\n")}
 </main>
 </body>
 </html>

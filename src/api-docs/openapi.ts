@@ -75,7 +75,8 @@ export async function registerOpenApi(app: FastifyInstance, config: Pick<Config,
       document.components = components;
       for (const [path, operations] of Object.entries(document.paths ?? {})) {
         for (const [method, operation] of Object.entries(operations)) {
-          const responses = (operation.responses ??= {});
+          operation.responses ??= {};
+          const responses = operation.responses;
           // The exact sentences of a request that does not fit the schema, from the route's message table.
           const route = `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`;
           for (const [status, sentences] of validationAnswers(messages[route])) {

@@ -54,7 +54,12 @@ function storedTimeText(at: Date): string {
 // Each parameter is a single string: repeated, it arrives as a list and is as wrong as a bad value.
 const AuditDate = z
   .string()
-  .transform((text, ctx) => parseDate(text) ?? (ctx.addIssue({ code: "custom", message: "date" }), z.NEVER))
+  .transform((text, ctx) => {
+    const parsed = parseDate(text);
+    if (parsed) return parsed;
+    ctx.addIssue({ code: "custom", message: "date" });
+    return z.NEVER;
+  })
   .describe("YYYY-MM-DD or a full ISO timestamp (UTC when no zone is given)");
 
 const AuditFilters = z.object({
