@@ -1,7 +1,7 @@
 import type { ValidationMessages } from "./core/errors.ts";
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
 import { MESSAGES as VERCEL } from "./integrations/vercel/vercel.service.ts";
-import { INVITATION_NOT_FOUND } from "./members/invitations.service.ts";
+import { INVITATION_NOT_FOUND } from "./invitations/invitations.service.ts";
 import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./sign-in/passwords.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";

@@ -5,7 +5,7 @@ import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
 import { Environment, EnvironmentParams, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { EnvironmentAccessService } from "./environment-access.service.ts";
-import type { InvitationsService } from "./invitations.service.ts";
+import type { InvitationsService } from "../invitations/invitations.service.ts";
 import { ASSIGNABLE_ROLES, type MembersService } from "./members.service.ts";
 
 const AssignableRole = z.enum(ASSIGNABLE_ROLES);

@@ -8,7 +8,7 @@ import type { Clock } from "../core/clock.ts";
 import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
-import { toPublicUser, type UsersRepo } from "../users/users.repo.ts";
+import { toPublicUser, type UsersService } from "../users/users.service.ts";
 
 const DevSignIn = z.strictObject({
   email: z.email().max(254),
@@ -28,7 +28,7 @@ interface Deps {
   auth: Auth;
   config: Config;
   clock: Clock;
-  users: UsersRepo;
+  users: UsersService;
 }
 
 export const SIGN_IN_TAGS = ["Sign-in"];
