@@ -1,4 +1,4 @@
-// Issue 16's table: each figure of one `npm run bench` run beside its goal, PASS or FAIL.
+// The performance goals (README, "Performance"): each figure of one `npm run bench` run beside its goal, PASS or FAIL.
 // Ratios compare scenarios measured in the same run (in turns, against the same core), which
 // is what holds up on a machine shared with other work; absolute CPU times move with it.
 import { EXECUTABLE_NAMES } from "./executable.bench.ts";

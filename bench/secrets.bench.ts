@@ -4,7 +4,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { freePort, makeTempDir, randomKey, request, runAlternating, runLoad, startProcess, type BenchContext, type BenchModule, type BenchRow, type ServerProcess } from "./lib.ts";
 
-/** Reading it with a service token must reach this share of the session read's req/s (issue 12). */
+/** Reading it with a service token must reach this share of the session read's req/s. */
 export const MIN_SERVICE_TOKEN_RATIO = 0.95;
 export const READ_NAME = "read one secret value";
 const SERVICE_TOKEN_READ_NAME = "read one secret value with a service token";

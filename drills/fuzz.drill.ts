@@ -47,6 +47,9 @@ const name: Gen = (r) => r.pick(["api", "web app", `p-${r.int(10_000)}`, "名前
 /** Every route of the server (Fastify's route templates) with what it reads. */
 const ROUTES: Record<string, RouteShape> = {
   "GET /healthz": {},
+  "GET /api/openapi.json": {},
+  "GET /api/docs": {},
+  "GET /api/docs/style.css": {},
   "GET /api/auth/provider": {},
   "GET /api/auth/me": {},
   "POST /api/auth/sign-out": {},
@@ -71,7 +74,7 @@ const ROUTES: Record<string, RouteShape> = {
       entries: (r) => Array.from({ length: r.int(5) }, () => ({ key: secretKey(r, undefined as never), value: secretValue(r, undefined as never), overwrite: r.chance(0.5) })),
     },
   },
-  // Additions beyond api.md (README, Secrets): the cross-environment view and copy.
+  // The cross-environment view and copy (README, "Secrets").
   "GET /api/projects/:projectId/secrets/compare": { query: { environments: (r) => environments(r, undefined as never) } },
   "POST /api/projects/:projectId/environments/:env/secrets/:secretId/copy": { body: { to: (r) => r.pick(ENVIRONMENTS), overwrite: (r) => r.chance(0.5) } },
   "PUT /api/projects/:projectId/environments/:env/access/:userId": {},
@@ -192,7 +195,7 @@ async function serverRoutes(): Promise<string[]> {
 }
 
 /** printRoutes draws a tree, four characters per level; a line's path extends its parent's. */
-function parseRoutes(tree: string): string[] {
+export function parseRoutes(tree: string): string[] {
   const routes: string[] = [];
   const stack: string[] = [];
   for (const line of tree.split("\n")) {

@@ -326,7 +326,7 @@ export async function addMember(owner: Caller, invitee: Caller, projectId: strin
   await invitee.ok("POST", "/api/invitations/accept", { token });
 }
 
-/** A CLI access token for `user` through the device flow (api.md 4.2). */
+/** A CLI access token for `user` through the device flow (see cli-auth.routes.ts). */
 export async function cliToken(user: Caller): Promise<{ accessToken: string; refreshToken: string }> {
   const nobody = new Caller(user.url, user.origin);
   const device = await nobody.ok("POST", "/api/cli/auth/device", { deviceName: "drill" });

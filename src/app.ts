@@ -2,8 +2,9 @@ import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
-import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { z } from "zod";
 import { createAuditRepo } from "./audit/audit.repo.ts";
 import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
@@ -66,7 +67,11 @@ import { createVercelService } from "./integrations/vercel/vercel.service.ts";
 import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
 import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
+import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
+import { registerOpenApi } from "./api-docs/openapi.ts";
+import { ErrorBody } from "./core/api-schemas.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
+import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 import { createUsersService } from "./users/users.service.ts";
 
@@ -152,7 +157,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   const storage = createStorageMonitor(db, config.dataDir, log);
-  registerErrorHandling(app, storage);
+  registerErrorHandling(app, storage, VALIDATION_MESSAGES);
   // Background work (saving rate-limit counts, WAL checkpoints) meets the same full or failing
   // disk as requests do: reported through the storage monitor, once a minute and without a stack.
   const backgroundError = (error: unknown, what: string) => {
@@ -173,6 +178,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
   });
   await app.register(cookie);
+  // Before any route: it collects them as they are registered.
+  await registerOpenApi(app, config, VALIDATION_MESSAGES);
 
   app.addHook("onClose", async () => wal.stop());
   app.addHook("onClose", async () => idleGc.stop());
@@ -280,14 +287,32 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Degraded (503 with the reason) when the storage probe cannot write; `error` as every
   // error body has it, `reason` for monitors.
-  app.get("/healthz", { config: { rateLimit: false } }, async (_req, reply) => {
-    const health = storage.health();
-    if (health.ok) return { ok: true };
-    return reply
-      .code(503)
-      .header("retry-after", String(health.retryAfterSeconds))
-      .send({ ok: false, reason: health.reason, error: health.reason });
-  });
+  app.withTypeProvider<ZodTypeProvider>().get(
+    "/healthz",
+    {
+      config: { rateLimit: false },
+      schema: {
+        tags: ["Health"],
+        summary: "Whether the server can serve",
+        description: "503 with the reason (and Retry-After) while the storage cannot be written.",
+        security: [],
+        response: {
+          200: z.object({ ok: z.literal(true) }),
+          // Or the plain { error } of a server that is stopping.
+          503: z.union([z.object({ ok: z.literal(false), reason: z.string(), error: z.string() }), ErrorBody]),
+        },
+      },
+    },
+    async (_req, reply) => {
+      const health = storage.health();
+      if (health.ok) return { ok: true as const };
+      const reason = health.reason ?? "The server cannot write to its storage.";
+      return reply
+        .code(503)
+        .header("retry-after", String(health.retryAfterSeconds))
+        .send({ ok: false as const, reason, error: reason });
+    },
+  );
   // PORT=0: the OS picked the port; record it (and the app URL that follows it) before
   // anything that names the URL runs.
   app.addHook("onListen", (done) => {
@@ -342,6 +367,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   registerCliAuthRoutes(app, { auth, cliAuth });
   registerVercelRoutes(app, { auth, access, vercel });
+  registerApiDocsRoutes(app);
   registerUiRoutes(app);
 
   // Timers last: nothing below can fail and leave them running on a closed database.

@@ -1,8 +1,7 @@
 // The executable's entry: the CLI's commands, and the server's loaded only when one of
 // them runs (src/server-commands.ts), so a CLI command starts like a small tool.
 import { CLI_HELP, cliCommands } from "./cli/index.ts";
-
-export const VERSION = "0.1.0";
+import { VERSION } from "./core/version.ts";
 
 const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one executable.
 

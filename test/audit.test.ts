@@ -89,7 +89,7 @@ test("project operations are audited with category, actor, target and metadata",
     "targetId",
     "targetType",
   ]);
-  // A person's event names no service account (machine-access.md).
+  // A person's event names no service account.
   assert.equal(page.events[0]!.serviceAccount, null);
 
   // Only a real change is an event.

@@ -458,7 +458,7 @@ test("a disabled user's tokens stop working and cannot be refreshed", async (t) 
   assert.deepEqual((await refresh(server, pair.refreshToken)).body, SESSION_ENDED);
 });
 
-// Every endpoint of api.md with its credential column.
+// Every endpoint with the credential it takes (the security of each operation in /api/openapi.json).
 const P = ":project";
 const S = ":secret";
 const BROWSER_ONLY: [string, string][] = [

@@ -1,4 +1,4 @@
-// The CLI commands of issue 18 as real processes against a real server: set with several
+// The CLI commands as real processes against a real server: set with several
 // KEY=VALUE, import, delete, diff, the production confirmation and --silent, interactive
 // link on a pseudo-terminal, shell completion through bash, and run --watch.
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// The CLI with machine access (machine-access.md, "CLI"): a service token or an identity
+// The CLI with machine access (README, "Machine access from the CLI"): a service token or an identity
 // token instead of login, as a real process against a real server. Such a command reads
 // and writes nothing in the home or config folder, except the copy --fallback keeps.
 import assert from "node:assert/strict";

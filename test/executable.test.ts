@@ -137,6 +137,12 @@ test(
     assert.equal(page.status, 200);
     assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
     assert.match(await page.text(), /<html/i, "the web UI is served from inside the executable");
+    const openapi = await alice.get("/api/openapi.json");
+    assert.equal(openapi.status, 200);
+    assert.equal(((await openapi.json()) as { openapi: string }).openapi, "3.1.0", "the OpenAPI document is built inside the executable");
+    const docs = await alice.get("/api/docs");
+    assert.equal(docs.status, 200);
+    assert.match(await docs.text(), /<code>\/api\/projects<\/code>/, "and so is the API reference page");
     assert.equal(await first.stop(), 0, `a clean exit on SIGTERM:\n${first.output()}`);
     assert.match(first.output(), /secrets-server is ready/);
 

@@ -1,4 +1,4 @@
-// A small fake of the Vercel REST API, following shared/spec/vercel-api.md: tokens, teams,
+// A small fake of the Vercel REST API, following the parts of its documentation the client uses: tokens, teams,
 // projects (paginated), env vars with ids and targets, decrypt=true, upsert, ENV_CONFLICT,
 // deploy hooks, 403 with invalidToken for bad tokens, and injectable 429/5xx answers.
 import crypto from "node:crypto";

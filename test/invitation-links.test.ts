@@ -1,4 +1,4 @@
-// Issue 17, item 8: what an invitation link shows before sign-in (POST
+// What an invitation link shows before sign-in (POST
 // /api/invitations/preview) and a new link for a pending invitation (POST
 // /api/projects/<id>/invitations/<invitation_id>/renew).
 import assert from "node:assert/strict";

@@ -49,7 +49,7 @@ test("create answers 201 with the full project shape; the caller is owner", asyn
   assert.equal(project.description, "Payments");
   assert.equal(project.role, "owner");
   assert.deepEqual(project.permissions, [...PERMISSIONS]);
-  // api.md's sixteen and machine-access.md's service_accounts:manage.
+  // The sixteen of people's roles and service_accounts:manage.
   assert.equal(project.permissions.length, 17);
   assert.deepEqual(project.environments, ["development", "production"]);
   assert.deepEqual(project.secretCounts, { development: 0, production: 0 });

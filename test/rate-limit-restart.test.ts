@@ -1,5 +1,5 @@
 // Rate-limit counters are kept across a restart of the server on the same DATA_DIR
-// (api.md section 8: export 30 per minute per user).
+// (export: 30 per minute per user).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { startServer } from "./helpers.ts";

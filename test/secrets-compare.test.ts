@@ -1,4 +1,4 @@
-// The cross-environment additions to api.md (README, Secrets): comparing keyed digests of
+// The cross-environment endpoints (README, "Secrets"): comparing keyed digests of
 // values across environments, and copying a secret to another environment.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";

@@ -1,4 +1,4 @@
-// api.md 4.1 import rules over HTTP: validation of the whole request first, all or nothing,
+// The import rules over HTTP: validation of the whole request first, all or nothing,
 // overwrite semantics, size limits and the rate limit.
 import assert from "node:assert/strict";
 import fs from "node:fs";

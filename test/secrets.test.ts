@@ -1,4 +1,4 @@
-// api.md 4.1 over HTTP against a real server: every rule, status and message.
+// The secrets endpoints over HTTP against a real server: every rule, status and message.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { auditEvents, runMain } from "./helpers.ts";

@@ -1,4 +1,4 @@
-// Security review, issue 14 item 7: the audit chain is keyed with a key derived from the
+// Security review: the audit chain is keyed with a key derived from the
 // master key, so someone who can write the database but has no master key cannot edit or
 // remove events and rebuild a chain that `audit verify` accepts; and the chain stays
 // verifiable across `rotate-key`, even once the old key is gone.

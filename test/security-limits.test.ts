@@ -1,4 +1,4 @@
-// Bounded work (issue 14, item 8), over HTTP against a real server: limits are checked before a
+// Bounded work, over HTTP against a real server: limits are checked before a
 // body is read, an environment and a secret's history have a size, and export decrypts in a
 // read snapshot instead of holding the write lock.
 import assert from "node:assert/strict";

@@ -5,7 +5,7 @@ import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
 import { runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 import { addMember, createInvitation } from "./secrets-helpers.ts";
 
-// Issue 14, items 2 and 6: a person who loses a right must not keep acting through what they
+// A person who loses a right must not keep acting through what they
 // created with it. Pending invitations die with their inviter's right to invite (and are
 // refused at acceptance even when they predate that rule); a Vercel connection pauses when
 // the person whose token it uses loses integrations:manage.
@@ -253,7 +253,7 @@ test("Vercel: the admin who connected is demoted; syncing pauses (visible, audit
   assert.equal(connection.body.pausedReason, "connector_role_changed");
   assert.match(connection.body.pausedAt, /^\d{4}-\d{2}-\d{2}T/);
   assert.deepEqual(connection.body.connectedBy, { userId: team.alice.user!.id, email: "alice@example.test" });
-  assert.equal(connection.body.status, "active", "status keeps its api.md values; paused is its own field");
+  assert.equal(connection.body.status, "active", "status keeps its documented values; paused is its own field");
   assert.equal(JSON.stringify(connection.body).includes("vcp_"), false, "never the token");
 
   const paused = await auditOf(team, "integration.paused");

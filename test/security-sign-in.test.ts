@@ -1,5 +1,5 @@
 // Local sign-in under attack: parallel guesses, guesses from many addresses, and forged
-// client addresses (issue 14, item 4).
+// client addresses.
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { test, type TestContext } from "node:test";

@@ -1,4 +1,4 @@
-// machine-access.md over HTTP against a real server: service accounts, service tokens and
+// Machine access (README, "Machine access") over HTTP against a real server: service accounts, service tokens and
 // the access guard's third kind of caller.
 import assert from "node:assert/strict";
 import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";

@@ -1,4 +1,4 @@
-// Issue 17, items 7 and 8 in Chromium (playwright-core, Debian's Chromium) against a real
+// Invitations in Chromium (playwright-core, Debian's Chromium) against a real
 // server: the security overview's findings as banners with where to act, capabilities apart
 // from status; an invitation that says who invited whom before and after sign-in, a new
 // link from the pending list, roles explained where picked, and who can grant access.

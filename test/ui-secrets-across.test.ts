@@ -1,4 +1,4 @@
-// Across environments (issue 17 item 4) in Chromium at 1280×800 and 390×844: keys ×
+// Across environments in Chromium at 1280×800 and 390×844: keys ×
 // environments as present, missing, same or different without any value reaching the
 // page, "missing in production" at a glance, and copy or replace in one action.
 import assert from "node:assert/strict";

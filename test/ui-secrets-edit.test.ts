@@ -1,4 +1,4 @@
-// Editing in place (issue 17 item 3) in Chromium at 1280×800 and 390×844: the editor opens
+// Editing in place in Chromium at 1280×800 and 390×844: the editor opens
 // with the current value (an audited reveal, and it says so), monospace, line numbers for
 // PEM and JSON, discard and save, a conflict explained with reload and reapply, and several
 // KEY=VALUE lines pasted into the new-secret key field created through the import endpoint.

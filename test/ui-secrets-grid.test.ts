@@ -1,4 +1,4 @@
-// The secrets grid (issue 17 items 2 and 5) in Chromium at 1280×800 and 390×844: sorted by
+// The secrets grid in Chromium at 1280×800 and 390×844: sorted by
 // key, sortable, one line per row whatever is revealed, keys breaking only after an
 // underscore, reveal and copy as named icons, the row menu from the keyboard, and bulk
 // selection with delete and download.

@@ -7,7 +7,7 @@ import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
 import { startServer, type Client, type TestServer } from "./helpers.ts";
 import path from "node:path";
 
-// api.md 4.4 and the sync engine of issue 7, against a fake Vercel API (test/fake-vercel.ts).
+// The Vercel integration and its sync engine, against a fake Vercel API (test/fake-vercel.ts).
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const ALL_ENVS = ["development", "staging", "production"];

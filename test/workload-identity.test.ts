@@ -1,4 +1,4 @@
-// machine-access.md's workload identity exchange against a real OpenID issuer run here: a
+// The workload identity exchange against a real OpenID issuer run here: a
 // small HTTP server on 127.0.0.1 publishing its configuration and key set, signing with jose.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";

@@ -1,29 +1,18 @@
 import type { FastifyInstance } from "fastify";
-import { isEnvironment, type AccessGuard } from "../core/access.ts";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
+import { z } from "zod";
+import type { AccessGuard } from "../core/access.ts";
+import { Environment, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { HttpError } from "../core/errors.ts";
-import { AUDIT_CATEGORIES, isAuditAction, type AuditCategory } from "./audit.actions.ts";
+import { AUDIT_CATEGORIES, isAuditAction } from "./audit.actions.ts";
 import { auditCsv } from "./audit.export.ts";
-import { EXPORT_MAX_EVENTS, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
+import { EXPORT_MAX_EVENTS, FINDING_SEVERITIES, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
 import { isSecretKey } from "../core/secret-rules.ts";
-
-export const INVALID_LIMIT = `limit must be a whole number from 1 to ${PAGE_SIZE_MAX}.`;
-const INVALID_DATE = "Invalid date filter.";
-const INVALID_ENVIRONMENT = "Invalid environment filter: use development, staging or production.";
-const INVALID_KEY = "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters.";
-const INVALID_FORMAT = "Invalid format: use csv or json.";
 
 const USER_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
 const TIMESTAMP = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})?$/;
 const DAY_MS = 24 * 60 * 60 * 1000;
-
-/** One query parameter as a single string; a repeated parameter is as invalid as a bad one. */
-function single(value: unknown, message: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "string") throw new HttpError(400, message);
-  return value;
-}
 
 function isRealDate(year: string, month: string, day: string): boolean {
   const date = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
@@ -32,24 +21,26 @@ function isRealDate(year: string, month: string, day: string): boolean {
   );
 }
 
+interface DateBound {
+  at: Date;
+  isDateOnly: boolean;
+}
+
 /**
  * `YYYY-MM-DD` (a whole UTC day) or a full ISO timestamp; one without a zone is UTC, as
- * every time in this API is. Returns the day's start (and whether it was date-only).
+ * every time in this API is. The day's start (and whether it was date-only), or undefined.
  */
-function parseDate(text: string): { at: Date; isDateOnly: boolean } {
+function parseDate(text: string): DateBound | undefined {
   const dateOnly = text.match(DATE_ONLY);
   if (dateOnly) {
-    if (!isRealDate(dateOnly[1]!, dateOnly[2]!, dateOnly[3]!)) throw new HttpError(400, INVALID_DATE);
+    if (!isRealDate(dateOnly[1]!, dateOnly[2]!, dateOnly[3]!)) return undefined;
     return { at: new Date(`${text}T00:00:00.000Z`), isDateOnly: true };
   }
   const timestamp = text.match(TIMESTAMP);
-  if (!timestamp || !isRealDate(timestamp[1]!, timestamp[2]!, timestamp[3]!)) throw new HttpError(400, INVALID_DATE);
-  if (Number(timestamp[4]) > 23 || Number(timestamp[5]) > 59 || Number(timestamp[6] ?? 0) > 59) {
-    throw new HttpError(400, INVALID_DATE);
-  }
+  if (!timestamp || !isRealDate(timestamp[1]!, timestamp[2]!, timestamp[3]!)) return undefined;
+  if (Number(timestamp[4]) > 23 || Number(timestamp[5]) > 59 || Number(timestamp[6] ?? 0) > 59) return undefined;
   const at = new Date(timestamp[7] ? text : `${text}Z`);
-  if (Number.isNaN(at.getTime())) throw new HttpError(400, INVALID_DATE);
-  return { at, isDateOnly: false };
+  return Number.isNaN(at.getTime()) ? undefined : { at, isDateOnly: false };
 }
 
 // Event times are compared as text. Past year 9999 toISOString() writes "+010000-…",
@@ -60,81 +51,174 @@ function storedTimeText(at: Date): string {
   return (at > LAST_STORED_TIME ? LAST_STORED_TIME : at).toISOString();
 }
 
-/** Each parameter has its own message (api.md section 7), so they are checked one by one. */
-export function parseAuditQuery(query: Record<string, unknown>): AuditQuery {
-  const limitText = single(query.limit, INVALID_LIMIT);
-  let limit = PAGE_SIZE_DEFAULT;
-  if (limitText !== undefined) {
-    if (!/^\d{1,3}$/.test(limitText)) throw new HttpError(400, INVALID_LIMIT);
-    limit = Number(limitText);
-    if (limit < 1 || limit > PAGE_SIZE_MAX) throw new HttpError(400, INVALID_LIMIT);
-  }
+// Each parameter is a single string: repeated, it arrives as a list and is as wrong as a bad value.
+const AuditDate = z
+  .string()
+  .transform((text, ctx) => {
+    const parsed = parseDate(text);
+    if (parsed) return parsed;
+    ctx.addIssue({ code: "custom", message: "date" });
+    return z.NEVER;
+  })
+  .describe("YYYY-MM-DD or a full ISO timestamp (UTC when no zone is given)");
 
-  const category = single(query.category, "Invalid category filter.");
-  if (category !== undefined && !(AUDIT_CATEGORIES as readonly string[]).includes(category)) {
-    throw new HttpError(400, "Invalid category filter.");
-  }
+const AuditFilters = z.object({
+  category: z.enum(AUDIT_CATEGORIES).optional(),
+  action: z.string().refine(isAuditAction).optional().describe("An exact action, such as secret.updated; wins over category"),
+  actor: z.string().regex(USER_ID).optional().describe("A user or service account id"),
+  environment: Environment.optional(),
+  key: z.string().refine(isSecretKey).optional().describe("A secret key"),
+  from: AuditDate.optional(),
+  to: AuditDate.optional().describe("A date-only `to` includes its whole day"),
+});
 
-  const action = single(query.action, "Invalid action filter.");
-  if (action !== undefined && !isAuditAction(action)) throw new HttpError(400, "Invalid action filter.");
+const PageQuery = AuditFilters.extend({
+  limit: z
+    .string()
+    .regex(/^\d{1,3}$/)
+    .transform(Number)
+    .pipe(z.number().min(1).max(PAGE_SIZE_MAX))
+    .optional()
+    .describe(`1 to ${PAGE_SIZE_MAX}, ${PAGE_SIZE_DEFAULT} when left out`),
+  cursor: z.string().optional().describe("The nextCursor of the previous page"),
+});
 
-  const actor = single(query.actor, "Invalid actor filter.");
-  if (actor !== undefined && !USER_ID.test(actor)) throw new HttpError(400, "Invalid actor filter.");
+/** The filters of the list without its page parameters (limit and cursor are ignored). */
+const ExportQuery = AuditFilters.extend({ format: z.enum(["csv", "json"]).optional().describe("json when left out") });
 
-  const environment = single(query.environment, INVALID_ENVIRONMENT);
-  if (environment !== undefined && !isEnvironment(environment)) throw new HttpError(400, INVALID_ENVIRONMENT);
+/** `from` after `to` matches nothing, which is surely a mistake: refused like a bad date. */
+function inOrder(query: { from?: DateBound; to?: DateBound }): boolean {
+  const { from, to } = query;
+  if (!from || !to) return true;
+  return to.isDateOnly ? from.at.getTime() < to.at.getTime() + DAY_MS : from.at <= to.at;
+}
 
-  const key = single(query.key, INVALID_KEY);
-  if (key !== undefined && !isSecretKey(key)) throw new HttpError(400, INVALID_KEY);
+const PageQueryInOrder = PageQuery.refine(inOrder, "dateOrder");
+const ExportQueryInOrder = ExportQuery.refine(inOrder, "dateOrder");
 
-  const fromText = single(query.from, INVALID_DATE);
-  const toText = single(query.to, INVALID_DATE);
-  const from = fromText === undefined ? undefined : parseDate(fromText);
-  const to = toText === undefined ? undefined : parseDate(toText);
+function toAuditQuery(query: z.output<typeof PageQuery>): AuditQuery {
+  const { from, to } = query;
   // A date-only `to` covers its whole day: the bound is the next midnight, exclusive.
   const toBound = to && (to.isDateOnly ? { at: new Date(to.at.getTime() + DAY_MS), exclusive: true } : { at: to.at, exclusive: false });
-  if (from && toBound && (toBound.exclusive ? from.at >= toBound.at : from.at > toBound.at)) {
-    throw new HttpError(400, INVALID_DATE);
-  }
-
-  const cursor = single(query.cursor, "Invalid cursor.");
-
   return {
-    limit,
-    category: category as AuditCategory | undefined,
-    action,
-    actorUserId: actor?.toLowerCase(),
-    environment,
-    key,
+    limit: query.limit ?? PAGE_SIZE_DEFAULT,
+    category: query.category,
+    action: query.action,
+    actorUserId: query.actor?.toLowerCase(),
+    environment: query.environment,
+    key: query.key,
     fromAt: from && storedTimeText(from.at),
     to: toBound && (toBound.at > LAST_STORED_TIME ? { at: storedTimeText(toBound.at), exclusive: false } : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
-    cursor,
+    cursor: query.cursor,
   };
 }
+
+const AuditEvent = z.object({
+  id: z.string(),
+  at: Timestamp,
+  action: z.string(),
+  category: z.string().describe("secrets, access, project or integrations"),
+  targetType: z.string(),
+  targetId: z.string(),
+  metadata: z.record(z.string(), z.unknown()).describe("Never holds secret values or tokens"),
+  actor: z
+    .object({ userId: z.string(), email: z.string().nullable(), isYou: z.boolean(), isMember: z.boolean() })
+    .nullable()
+    .describe("Null for a service account's events and the server's own"),
+  serviceAccount: z.object({ id: z.string(), name: z.string() }).nullable().describe("The service account that caused the event, as named then"),
+});
+
+const Count = z.number().int();
+const SecurityOverview = z.object({
+  encryption: z.object({
+    algorithm: z.string(),
+    secretsEncryptedAtRest: z.boolean(),
+    keyConfigured: z.boolean(),
+    currentKeyVersion: Count,
+    records: z.object({ total: Count, onCurrentKeyVersion: Count, other: Count }),
+    keyRotation: z.boolean(),
+    externalKms: z.boolean(),
+  }),
+  authentication: z.object({ provider: z.string(), cliAccessTokenMinutes: Count, cliRefreshTokenDays: Count }),
+  access: z.object({
+    members: z.record(Role, Count),
+    pendingInvitations: Count,
+    serviceAccounts: z.object({ accounts: Count, tokens: Count, tokensWithoutExpiry: Count, tokensUnusedFor90Days: Count, trusts: Count }),
+  }),
+  integrations: z.object({
+    hosting: z
+      .object({
+        provider: z.string(),
+        status: z.string(),
+        lastSyncAt: z.string().nullable(),
+        lastSyncStatus: z.string().nullable(),
+        connectedBy: z.object({ userId: z.string(), email: z.string().nullable() }).nullable(),
+        paused: z.boolean(),
+        pausedAt: z.string().nullable(),
+        pausedReason: z.string().nullable(),
+      })
+      .nullable()
+      .describe("Null when not connected"),
+  }),
+  auditLog: z.object({ events: Count }),
+  notes: z.array(z.string()),
+  findings: z
+    .array(
+      z.object({
+        severity: z.enum(FINDING_SEVERITIES),
+        code: z.string(),
+        message: z.string(),
+        where: z.union([z.object({ page: z.enum(["access", "members", "service-accounts", "vercel"]) }), z.object({ readme: z.string() })]),
+      }),
+    )
+    .describe("The notes with a severity, a stable code and where to act; most severe first"),
+  environments: z.array(z.object({ environment: z.string(), members: Count, viewers: Count })).describe("Per environment, how many members and viewers hold a grant"),
+});
 
 export function registerAuditRoutes(
   app: FastifyInstance,
   { auth, access, audit }: { auth: Auth; access: AccessGuard; audit: AuditService },
 ): void {
-  app.get<{ Params: { projectId: string } }>(
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const tags = ["Audit log and security overview"];
+
+  routes.get(
     "/api/projects/:projectId/audit",
-    { preHandler: [auth.browser, access.route("audit:read")] },
-    async (req) => {
-      const query = parseAuditQuery(req.query as Record<string, unknown>);
-      return audit.list(auth.caller(req), req.params.projectId, query);
+    {
+      preValidation: [auth.browser, access.route("audit:read")],
+      schema: {
+        tags,
+        summary: "A page of the project's audit log",
+        description: "Newest first; nextCursor is null on the last page.",
+        security: SECURITY.browser,
+        params: ProjectParams,
+        querystring: PageQueryInOrder,
+        response: { 200: z.object({ events: z.array(AuditEvent), nextCursor: z.string().nullable() }) },
+      },
     },
+    async (req) => audit.list(auth.caller(req), req.params.projectId, toAuditQuery(req.query)),
   );
 
   // The filters of the list, without its page parameters (limit and cursor are ignored): the
   // newest EXPORT_MAX_EVENTS matching events, as a file. Rate limited: each one is a bulk read.
-  app.get<{ Params: { projectId: string } }>(
+  routes.get(
     "/api/projects/:projectId/audit/export",
-    { preHandler: [auth.browser, access.route("audit:read")], config: { rateLimit: { max: 10, timeWindow: 60_000 } } },
+    {
+      preValidation: [auth.browser, access.route("audit:read")],
+      config: { rateLimit: { max: 10, timeWindow: 60_000 } },
+      schema: {
+        tags,
+        summary: "Export the audit log as a file",
+        description: `The newest ${EXPORT_MAX_EVENTS} events matching the filters, as JSON or CSV (an attachment; X-Audit-Truncated says whether older ones were left out). 10 a minute.`,
+        security: SECURITY.browser,
+        params: ProjectParams,
+        querystring: ExportQueryInOrder,
+        response: { 200: z.object({ events: z.array(AuditEvent), truncated: z.boolean(), maxEvents: Count }) },
+      },
+    },
     async (req, reply) => {
-      const raw = req.query as Record<string, unknown>;
-      const format = single(raw.format, INVALID_FORMAT) ?? "json";
-      if (format !== "csv" && format !== "json") throw new HttpError(400, INVALID_FORMAT);
-      const query = parseAuditQuery({ ...raw, limit: undefined, cursor: undefined });
+      const format = req.query.format ?? "json";
+      const query = toAuditQuery({ ...req.query, limit: undefined, cursor: undefined });
       const result = await audit.export(auth.caller(req), req.params.projectId, query, format);
       const day = new Date().toISOString().slice(0, 10);
       void reply
@@ -143,15 +227,24 @@ export function registerAuditRoutes(
         // Whether older matching events were left out (at most EXPORT_MAX_EVENTS are written).
         .header("x-audit-truncated", String(result.truncated));
       if (format === "json") return { events: result.events, truncated: result.truncated, maxEvents: EXPORT_MAX_EVENTS };
-      return reply.type("text/csv; charset=utf-8").send(auditCsv(result.events));
+      // A string with a text type is sent as it is, past the JSON response schema.
+      return reply.type("text/csv; charset=utf-8").send(auditCsv(result.events) as never);
     },
   );
 
-  app.get<{ Params: { projectId: string } }>(
+  routes.get(
     "/api/projects/:projectId/security",
-    { preHandler: [auth.browser, access.route("audit:read")] },
-    async (req) => {
-      return audit.overview(auth.caller(req), req.params.projectId);
+    {
+      preValidation: [auth.browser, access.route("audit:read")],
+      schema: {
+        tags,
+        summary: "The project's security overview",
+        description: "Read only; never key material, values or tokens.",
+        security: SECURITY.browser,
+        params: ProjectParams,
+        response: { 200: SecurityOverview },
+      },
     },
+    async (req) => audit.overview(auth.caller(req), req.params.projectId),
   );
 }

@@ -14,7 +14,7 @@ export const INVALID_CURSOR = "Invalid cursor.";
 /** The most events one export writes: the newest ones; the answer says when older ones were left out. */
 export const EXPORT_MAX_EVENTS = 10_000;
 
-// The CLI token lifetimes of api.md section 5; reported, not configurable.
+// The CLI token lifetimes cli-auth.service.ts issues; reported, not configurable.
 const CLI_ACCESS_TOKEN_MINUTES = 60;
 const CLI_REFRESH_TOKEN_DAYS = 30;
 
@@ -36,7 +36,7 @@ export const FINDING_SEVERITIES = ["critical", "warning", "info"] as const;
 export type FindingSeverity = (typeof FINDING_SEVERITIES)[number];
 /** Where to act: a section of the project's pages (its path segment) or a README section title. */
 export type FindingPlace = { page: "access" | "members" | "service-accounts" | "vercel" } | { readme: string };
-/** A note of the security overview in machine-readable form (issue 17): severity, stable code, sentence, place. */
+/** A note of the security overview in machine-readable form: severity, stable code, sentence, place. */
 export interface Finding {
   severity: FindingSeverity;
   code: string;
@@ -58,7 +58,7 @@ export interface AuditEventView {
   serviceAccount: { id: string; name: string } | null;
 }
 
-/** machine-access.md's `access.serviceAccounts` of the security overview (live tokens only). */
+/** The security overview's `access.serviceAccounts` (live tokens only). */
 export interface ServiceAccountCounts {
   accounts: number;
   tokens: number;
@@ -233,7 +233,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       return { events, truncated };
     },
 
-    /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */
+    /** The security overview (README, "Security overview"), from live data. Counts only: no key material, value or token is read. */
     overview(caller: Caller, projectId: string) {
       const { projectEnvironments } = access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;

@@ -157,7 +157,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
       };
     },
 
-    /** One poll of the CLI: the state table of api.md 3.1 and the poll table of 4.2. */
+    /** One poll of the CLI: 202 while pending, 200 with the tokens once after approval, then expired; 400 when denied or expired (PollResult). */
     poll(deviceCode: string): PollResult {
       return writeTransaction(db, (): PollResult => {
         const row = repo.findDeviceRequestByDeviceCode(hashToken(deviceCode));

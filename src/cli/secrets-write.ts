@@ -33,7 +33,7 @@ interface WriteValues {
   overwrite?: boolean;
 }
 
-// The server's rules (api.md 2.2), checked before the first write so a bad line cannot
+// The server's rules (core/secret-rules.ts), checked before the first write so a bad line cannot
 // leave half a file imported.
 
 function list(keys: string[]): string {
@@ -266,7 +266,7 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
   for (const key of keys) {
     const res = await api.request("DELETE", `${base}/secrets/${encodeURIComponent(existing.get(key)!.id)}`);
     if (res.status === 403 && /browser session/i.test(String(res.body?.error))) {
-      // api.md 4.1: deleting a secret takes a browser session; no CLI credential may. So the
+      // Deleting a secret takes a browser session (its route in secrets.routes.ts); no CLI credential may. So the
       // deletion is handed to the web UI, which opens on these keys with its confirmation.
       const remaining = keys.slice(deleted.length);
       return handOverToBrowser(target, { projectId, environment, base, keys: remaining, deleted, values, say });

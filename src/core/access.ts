@@ -35,7 +35,7 @@ export type Permission = (typeof PERMISSIONS)[number];
 
 const SECRET_PERMISSIONS: Permission[] = ["secrets:read", "secrets:create", "secrets:update", "secrets:delete"];
 
-/** operations.md's table, the only place roles become permissions. */
+/** The table of roles (README, "Members, invitations and environment access"), the only place roles become permissions. */
 export const ROLE_PERMISSIONS: Record<Role, readonly Permission[]> = {
   owner: PERMISSIONS,
   admin: PERMISSIONS.filter((p) => p !== "project:delete"),

@@ -27,7 +27,7 @@ const TOUCH_INTERVAL_MS = 60 * 1000;
 export const NOT_SIGNED_IN = "not signed in";
 export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
-/** machine-access.md: one message for every failed service credential, whatever the reason. */
+/** One message for every failed service credential, whatever the reason (README, "Using a service token"). */
 export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
 
 /** Refused service credentials allowed per client address and minute, on every path. */
@@ -49,7 +49,7 @@ export interface ServiceTokenResolver {
 
 /**
  * The rate-limit key of a request: per person, per service account, or per client address
- * when signed out, so limits that api.md counts per user count per account too.
+ * when signed out, so limits counted per user count per service account too.
  */
 export function rateLimitKey(req: FastifyRequest): string {
   if (!req.caller) return `ip:${req.ip}`;
@@ -218,7 +218,7 @@ export function createAuth(
 
     /**
      * Answers a refused service credential, after every route's rate limit (onRequest) and
-     * before its body is read: machine-access.md gives it the same 401 on every endpoint and
+     * before its body is read: it is the same 401 on every endpoint and
      * says nothing about why. Refusals have a limit of their own per client address, which
      * also holds on paths without a rate limit (/healthz, the UI), so a flood of made-up
      * tokens is answered 429 without further lookups mattering. Registered after the

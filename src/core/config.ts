@@ -4,7 +4,7 @@ import path from "node:path";
 import { isLoopbackHost } from "./loopback.ts";
 import { envSchema } from "env-schema";
 
-// Every variable of operations.md, plus the few this server adds (documented in the README).
+// Every variable of the README's "Configuration" section.
 const schema = {
   type: "object",
   required: [],

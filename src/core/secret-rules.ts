@@ -1,4 +1,4 @@
-// A secret's key and value rules (api.md 2.2 and 8), declared once: the server's schemas,
+// A secret's key and value rules (README, "Secrets"), declared once: the server's schemas,
 // the audit log's key filter and the CLI's checks before sending all use these.
 
 /** Letters, digits and underscores, not starting with a digit. */

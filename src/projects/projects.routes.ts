@@ -1,10 +1,11 @@
 import type { FastifyInstance } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { ENVIRONMENTS } from "../core/access.ts";
 import type { AccessGuard } from "../core/access.ts";
+import { Environment, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { looksLikeToken } from "../audit/audit.writer.ts";
-import { HttpError, parse } from "../core/errors.ts";
 import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
@@ -16,8 +17,9 @@ const Name = z
   // UTF-16 units like the UI's check (zod's .max would count code points).
   .refine(fitsUnits(60))
   .refine((name) => !looksLikeToken(name))
-  .refine(isSingleLine);
-const Description = z.string().refine(fitsUnits(280)).refine(isPlainText);
+  .refine(isSingleLine)
+  .describe("1 to 60 characters, one line, unique among the caller's projects ignoring case");
+const Description = z.string().refine(fitsUnits(280)).refine(isPlainText).describe("Up to 280 characters");
 
 const NewProject = z.strictObject({
   name: Name,
@@ -29,44 +31,108 @@ const NewProject = z.strictObject({
     .refine((list) => new Set(list).size === list.length),
 });
 
-const ProjectChanges = z.strictObject({
-  name: Name.optional(),
-  description: Description.nullable().optional(),
-});
+// No body, null or {} is "nothing to update", as on PATCH secret.
+const ProjectChanges = z
+  .strictObject({
+    name: Name.optional(),
+    description: Description.nullable().optional().describe("Empty or null clears it"),
+  })
+  .nullish()
+  // {"bogus": 1} also fails this (unknown keys are dropped first): the table answers "+" first.
+  .refine((body) => body !== null && body !== undefined && Object.keys(body).length > 0, "nothingToUpdate");
 
-const ProjectParams = z.object({ projectId: z.string() });
+export const Project = z.object({
+  id: z.string(),
+  role: Role.describe("The caller's role in the project"),
+  permissions: z.array(Permission).describe("What the caller's role may do, derived on every request"),
+  name: z.string(),
+  description: z.string().optional().describe("Omitted when empty"),
+  environments: z.array(Environment).describe("Only those the caller may access"),
+  secretCounts: z.record(z.string(), z.number().int()).describe("Environment to number of secrets, for the listed environments"),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+const ProjectEnvelope = z.object({ project: Project });
 
 export function registerProjectRoutes(app: FastifyInstance, { auth, access, projects }: { auth: Auth; access: AccessGuard; projects: ProjectsService }): void {
-  app.get("/api/projects", { preHandler: auth.browserOrCli }, async (req) => {
-    return { projects: projects.list(auth.principal(req)) };
-  });
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const tags = ["Projects"];
 
-  app.post("/api/projects", { preHandler: auth.browser }, async (req, reply) => {
-    const input = parse(NewProject, req.body, "invalid fields");
-    const project = projects.create(auth.caller(req), input);
-    return reply.code(201).send({ project });
-  });
+  routes.get(
+    "/api/projects",
+    {
+      preValidation: auth.browserOrCli,
+      schema: {
+        tags,
+        summary: "List the caller's projects",
+        description: "Most recently updated first. A service token sees its own project only.",
+        security: SECURITY.browserOrToken,
+        response: { 200: z.object({ projects: z.array(Project) }) },
+      },
+    },
+    async (req) => ({ projects: projects.list(auth.principal(req)) }),
+  );
 
-  app.get("/api/projects/:projectId", { preHandler: [auth.browserOrCli, access.route("project:read")] }, async (req) => {
-    const { projectId } = parse(ProjectParams, req.params, "Project not found.");
-    return { project: projects.get(auth.principal(req), projectId) };
-  });
+  routes.post(
+    "/api/projects",
+    {
+      preValidation: auth.browser,
+      schema: {
+        tags,
+        summary: "Create a project",
+        description: "The caller becomes its owner.",
+        security: SECURITY.browser,
+        body: NewProject,
+        response: { 201: ProjectEnvelope },
+      },
+    },
+    async (req, reply) => {
+      const project = projects.create(auth.caller(req), req.body);
+      return reply.code(201).send({ project });
+    },
+  );
 
-  app.patch("/api/projects/:projectId", { preHandler: [auth.browser, access.route("project:update")] }, async (req) => {
-    const { projectId } = parse(ProjectParams, req.params, "Project not found.");
-    // No body at all is "nothing to update" too, as on PATCH secret.
-    const body = req.body ?? {};
-    if (typeof body === "object" && !Array.isArray(body) && Object.keys(body).length === 0) {
-      throw new HttpError(400, "Nothing to update.");
-    }
-    const input = parse(ProjectChanges, body, "invalid fields");
-    if (input.name === undefined && input.description === undefined) throw new HttpError(400, "Nothing to update.");
-    return { project: projects.update(auth.caller(req), projectId, input) };
-  });
+  routes.get(
+    "/api/projects/:projectId",
+    {
+      preValidation: [auth.browserOrCli, access.route("project:read")],
+      schema: { tags, summary: "Read a project", security: SECURITY.browserOrToken, params: ProjectParams, response: { 200: ProjectEnvelope } },
+    },
+    async (req) => ({ project: projects.get(auth.principal(req), req.params.projectId) }),
+  );
 
-  app.delete("/api/projects/:projectId", { preHandler: [auth.browser, access.route("project:delete")] }, async (req) => {
-    const { projectId } = parse(ProjectParams, req.params, "Project not found.");
-    projects.delete(auth.caller(req), projectId);
-    return { ok: true };
-  });
+  routes.patch(
+    "/api/projects/:projectId",
+    {
+      preValidation: [auth.browser, access.route("project:update")],
+      schema: {
+        tags,
+        summary: "Rename a project or change its description",
+        security: SECURITY.browser,
+        params: ProjectParams,
+        body: ProjectChanges,
+        response: { 200: ProjectEnvelope },
+      },
+    },
+    async (req) => ({ project: projects.update(auth.caller(req), req.params.projectId, req.body ?? {}) }),
+  );
+
+  routes.delete(
+    "/api/projects/:projectId",
+    {
+      preValidation: [auth.browser, access.route("project:delete")],
+      schema: {
+        tags,
+        summary: "Delete a project",
+        description: "Removes its secrets, versions, members, invitations, environment access and integrations; audit events are kept.",
+        security: SECURITY.browser,
+        params: ProjectParams,
+        response: { 200: Ok },
+      },
+    },
+    async (req) => {
+      projects.delete(auth.caller(req), req.params.projectId);
+      return { ok: true as const };
+    },
+  );
 }

@@ -3,6 +3,7 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { ENVIRONMENTS } from "../core/access.ts";
 import type { AccessGuard } from "../core/access.ts";
+import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { CompareService } from "./compare.service.ts";
 
@@ -16,7 +17,7 @@ const Comparison = z.object({
   keys: z.array(z.object({ key: z.string(), environments: z.partialRecord(z.enum(ENVIRONMENTS), Entry.nullable()) })),
 });
 
-/** GET /api/projects/<project_id>/secrets/compare: an addition to api.md (README, Secrets). */
+/** GET /api/projects/<project_id>/secrets/compare (README, "Secrets"). */
 export function registerCompareRoutes(app: FastifyInstance, { auth, access, compare }: { auth: Auth; access: AccessGuard; compare: CompareService }): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     "/api/projects/:projectId/secrets/compare",
@@ -26,7 +27,16 @@ export function registerCompareRoutes(app: FastifyInstance, { auth, access, comp
       preValidation: [auth.browser, access.route("secrets:read")],
       // It decrypts every value of every environment compared, as an export does one's.
       config: { rateLimit: { max: 30, timeWindow: 60_000 } },
-      schema: { params: Params, querystring: Query, response: { 200: Comparison } },
+      schema: {
+        tags: ["Secrets"],
+        summary: "Compare the secrets of several environments",
+        description:
+          "Per key, each environment's version and a keyed digest of its value (equal digests: equal values), without any value. `environments` is a comma-separated list (default: every one the caller may read). 30 a minute.",
+        security: SECURITY.browser,
+        params: Params,
+        querystring: Query,
+        response: { 200: Comparison },
+      },
     },
     async (req) => compare.compare(auth.caller(req), req.params.projectId, req.query.environments),
   );

@@ -198,7 +198,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       const code = (error as { code?: string }).code ?? (error as Error).name;
       throw new Refused(`verification failed: ${code}: ${(error as Error).message}`);
     }
-    // jose checks iat only against a maximum age; machine-access.md gives iat the same 60 s
+    // jose checks iat only against a maximum age; the exchange gives iat the same 60 s
     // leeway as nbf, so a token issued in the future is refused.
     if (typeof payload.iat === "number" && payload.iat > clock.now().getTime() / 1000 + CLOCK_TOLERANCE_SECONDS) {
       throw new Refused("the token's iat is in the future");

@@ -1,17 +1,19 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
+import { SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { parse } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser } from "../users/users.service.ts";
 import type { LocalAccounts } from "./local.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
+import { SIGN_IN_TAGS, UserEnvelope } from "./sign-in.routes.ts";
 
 const SignIn = z.strictObject({
   email: z.string().trim().min(1).max(254),
   password: z.string().min(1).max(PASSWORD_MAX_LENGTH),
 });
-const Token = z.string().min(1).max(200);
+const Token = z.string().min(1).max(200).describe("The token of the one-time link");
 const LinkLookup = z.strictObject({ token: Token });
 const SetPassword = z.strictObject({
   token: Token,
@@ -33,30 +35,66 @@ interface Deps {
  * one-time link opens. Tokens travel only in POST bodies, never in a URL a log could keep.
  */
 export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps): void {
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const tags = SIGN_IN_TAGS;
   const perAddress = (name: string, max: number) => ({
     rateLimit: { max, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `${name}:${req.ip}` },
   });
 
-  app.post("/api/auth/local/sign-in", { config: perAddress("local-sign-in", LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE) }, async (req, reply) => {
-    const input = parse(SignIn, req.body, "Enter your e-mail address and password.");
-    const user = await local.signIn(input.email, input.password, req.ip);
-    auth.startBrowserSession(reply, user.id);
-    return { user: toPublicUser(user) };
-  });
+  routes.post(
+    "/api/auth/local/sign-in",
+    {
+      config: perAddress("local-sign-in", LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE),
+      schema: {
+        tags,
+        summary: "Sign in with e-mail and password (AUTH_PROVIDER=local)",
+        description: "Sets the session cookie. 20 attempts a minute per client address.",
+        security: SECURITY.none,
+        body: SignIn,
+        response: { 200: UserEnvelope },
+      },
+    },
+    async (req, reply) => {
+      const user = await local.signIn(req.body.email, req.body.password, req.ip);
+      auth.startBrowserSession(reply, user.id);
+      return { user: toPublicUser(user) };
+    },
+  );
 
-  app.post("/api/auth/local/link", { config: perAddress("local-link", 30) }, async (req) => {
-    const input = parse(LinkLookup, req.body, "Send the token of the link.");
-    return { link: local.describeLink(input.token) };
-  });
+  routes.post(
+    "/api/auth/local/link",
+    {
+      config: perAddress("local-link", 30),
+      schema: {
+        tags,
+        summary: "What a one-time link is for (AUTH_PROVIDER=local)",
+        security: SECURITY.none,
+        body: LinkLookup,
+        response: {
+          200: z.object({ link: z.object({ purpose: z.enum(["setup", "invite", "reset"]), email: z.string().nullable(), expiresAt: Timestamp }) }),
+        },
+      },
+    },
+    async (req) => ({ link: local.describeLink(req.body.token) }),
+  );
 
-  app.post("/api/auth/local/set-password", { config: perAddress("local-link", 30) }, async (req, reply) => {
-    const input = parse(
-      SetPassword,
-      req.body,
-      `Choose a password of ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters (and a valid e-mail address and a name of up to 100 characters, when asked).`,
-    );
-    const user = await local.setPassword(input);
-    auth.startBrowserSession(reply, user.id);
-    return { user: toPublicUser(user) };
-  });
+  routes.post(
+    "/api/auth/local/set-password",
+    {
+      config: perAddress("local-link", 30),
+      schema: {
+        tags,
+        summary: "Set a password through a one-time link (AUTH_PROVIDER=local)",
+        description: "Signs the person in.",
+        security: SECURITY.none,
+        body: SetPassword,
+        response: { 200: UserEnvelope },
+      },
+    },
+    async (req, reply) => {
+      const user = await local.setPassword(req.body);
+      auth.startBrowserSession(reply, user.id);
+      return { user: toPublicUser(user) };
+    },
+  );
 }

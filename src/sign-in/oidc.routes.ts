@@ -1,10 +1,23 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
+import { z } from "zod";
+import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { Config } from "../core/config.ts";
 import type { Keyring } from "../core/crypto.ts";
 import { OIDC_SIGN_IN_SECONDS, SignInFailure, type OidcService, type PendingSignIn } from "./oidc.service.ts";
 import { createSealedCookie } from "./sign-in-cookie.ts";
+import { SIGN_IN_TAGS } from "./sign-in.routes.ts";
+
+// Never refused: a wrong returnTo lands on the home page, and the provider's answer is judged by the service.
+const StartQuery = z.object({
+  returnTo: z.string().optional().catch(undefined).describe("A path of this server to land on after sign-in"),
+});
+const ProviderValue = z.string().optional().catch(undefined);
+/** The identity provider's answer; any other parameter it adds (iss, session_state) goes to the service too. */
+const CallbackQuery = z.looseObject({ code: ProviderValue, state: ProviderValue, error: ProviderValue });
+const Redirect = z.undefined().describe("A redirect (Location)");
 
 /** The UI page that shows a failed sign-in; it reads `?error=<code>`. */
 export const SIGN_IN_PAGE = "/sign-in";
@@ -47,35 +60,64 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
     return reply.redirect(`${SIGN_IN_PAGE}?error=${failure.code}`, 302);
   }
 
-  app.get("/api/auth/oidc/start", { config: { rateLimit: perAddress } }, async (req, reply) => {
-    const returnTo = safeReturnTo((req.query as Record<string, unknown>).returnTo, config.appOrigin);
-    let started: Awaited<ReturnType<OidcService["start"]>>;
-    try {
-      started = await oidc.start(returnTo);
-    } catch (error) {
-      if (!(error instanceof SignInFailure)) throw error;
-      log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in could not start");
-      return fail(reply, error);
-    }
-    void reply.setCookie(cookie.name, cookie.seal(started.pending), cookie.options(OIDC_SIGN_IN_SECONDS));
-    return reply.redirect(started.url, 302);
-  });
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const tags = SIGN_IN_TAGS;
 
-  app.get("/api/auth/oidc/callback", { config: { rateLimit: perAddress } }, async (req, reply) => {
-    const pending = cookie.open(req.cookies[cookie.name]);
-    // One attempt per started sign-in, whatever the outcome.
-    void reply.clearCookie(cookie.name, cookie.options(0));
-    const query = Object.fromEntries(
-      Object.entries(req.query as Record<string, unknown>).filter((e): e is [string, string] => typeof e[1] === "string"),
-    );
-    try {
-      const user = await oidc.finish(query, pending);
-      auth.startBrowserSession(reply, user.id);
-      return reply.redirect(pending!.returnTo, 302);
-    } catch (error) {
-      if (!(error instanceof SignInFailure)) throw error;
-      log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in failed");
-      return fail(reply, error);
-    }
-  });
+  routes.get(
+    "/api/auth/oidc/start",
+    {
+      config: { rateLimit: perAddress },
+      schema: {
+        tags,
+        summary: "Start an OpenID Connect sign-in (AUTH_PROVIDER=oidc)",
+        description: "Redirects to the identity provider (authorization code flow with PKCE and state).",
+        security: SECURITY.none,
+        querystring: StartQuery,
+        response: { 302: Redirect },
+      },
+    },
+    async (req, reply) => {
+      const returnTo = safeReturnTo(req.query.returnTo, config.appOrigin);
+      let started: Awaited<ReturnType<OidcService["start"]>>;
+      try {
+        started = await oidc.start(returnTo);
+      } catch (error) {
+        if (!(error instanceof SignInFailure)) throw error;
+        log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in could not start");
+        return fail(reply, error);
+      }
+      void reply.setCookie(cookie.name, cookie.seal(started.pending), cookie.options(OIDC_SIGN_IN_SECONDS));
+      return reply.redirect(started.url, 302);
+    },
+  );
+
+  routes.get(
+    "/api/auth/oidc/callback",
+    {
+      config: { rateLimit: perAddress },
+      schema: {
+        tags,
+        summary: "Where the identity provider sends the browser back",
+        description: "Redirects to the UI with the session cookie set, or to the sign-in page with ?error=<code>.",
+        security: SECURITY.none,
+        querystring: CallbackQuery,
+        response: { 302: Redirect },
+      },
+    },
+    async (req, reply) => {
+      const pending = cookie.open(req.cookies[cookie.name]);
+      // One attempt per started sign-in, whatever the outcome.
+      void reply.clearCookie(cookie.name, cookie.options(0));
+      const query = Object.fromEntries(Object.entries(req.query).filter((e): e is [string, string] => typeof e[1] === "string"));
+      try {
+        const user = await oidc.finish(query, pending);
+        auth.startBrowserSession(reply, user.id);
+        return reply.redirect(pending!.returnTo, 302);
+      } catch (error) {
+        if (!(error instanceof SignInFailure)) throw error;
+        log.warn({ reason: error.code, detail: error.message }, "OIDC sign-in failed");
+        return fail(reply, error);
+      }
+    },
+  );
 }

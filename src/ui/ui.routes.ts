@@ -100,7 +100,8 @@ export function registerUiRoutes(app: FastifyInstance): void {
     }
   });
 
-  app.get("/*", { config: { rateLimit: false } }, async (req, reply) => {
+  // Not part of the API document: the pages of the web UI.
+  app.get("/*", { config: { rateLimit: false }, schema: { hide: true } }, async (req, reply) => {
     const pathname = req.url.split("?")[0]!.split("#")[0]!;
     let name: string;
     try {

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
 
-// A small client of the Vercel REST API (shared/spec/vercel-api.md). Every URL is built
+// A small client of the Vercel REST API (the parts the sync needs). Every URL is built
 // from VERCEL_API_URL; deploy hooks are checked against that same host before they are
 // ever stored (see deployHookProblem), so the server can only ever call one host.
 

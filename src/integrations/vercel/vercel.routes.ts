@@ -1,101 +1,246 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
+import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import type { AccessGuard } from "../../core/access.ts";
+import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../../core/api-schemas.ts";
 import type { Auth } from "../../core/auth.ts";
-import { HttpError, parse } from "../../core/errors.ts";
-import { MESSAGES, TARGETS, type LinkInput, type VercelService } from "./vercel.service.ts";
+import { TARGETS, type VercelService } from "./vercel.service.ts";
 
-// api.md 4.4. Browser only; every route runs the access guard (integrations:manage)
-// before its body is looked at, and the service checks again.
+// Browser only; every route runs the access guard (integrations:manage) before its body
+// is looked at, and the service checks again. The token and the deploy hook never leave.
 
 const BASE = "/api/projects/:projectId/integrations/hosting";
 const MINUTE_MS = 60_000;
 
-const TeamId = z.string().regex(/^team_[A-Za-z0-9_-]{1,100}$/);
-const Token = z.string().trim().regex(/^[\x21-\x7e]{1,512}$/);
+const TeamId = z
+  .string()
+  .regex(/^team_[A-Za-z0-9_-]{1,100}$/)
+  .describe("team_ followed by characters");
+/** Left out, null or "" is no team (the token owner's personal account). */
+const OptionalTeamId = z
+  .union([TeamId, z.literal(""), z.null()])
+  .optional()
+  .transform((teamId) => teamId || undefined);
 
-function isObject(value: unknown): value is Record<string, unknown> {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
-}
+const Connect = z.strictObject({
+  token: z
+    .string()
+    .trim()
+    .regex(/^[\x21-\x7e]{1,512}$/)
+    .describe("A Vercel access token; saved encrypted, never returned"),
+  teamId: OptionalTeamId,
+});
 
-function projectIdOf(req: FastifyRequest): string {
-  return (req.params as { projectId: string }).projectId;
-}
+const Link = z.strictObject({
+  hostProjectId: z.string().trim().min(1).max(200),
+  teamId: TeamId.optional(),
+  mappings: z
+    .record(z.string(), z.enum(TARGETS))
+    .refine((mappings) => Object.keys(mappings).length > 0, "mappingsRequired")
+    .refine((mappings) => new Set(Object.values(mappings)).size === Object.keys(mappings).length, "mappingTwice")
+    .describe("Environment to Vercel target; at least one, no two on the same target"),
+  conflictPolicy: z.enum(["skip", "overwrite"]).default("skip").describe("What a sync does with a variable it did not create"),
+  autoRedeploy: z.boolean().default(false).describe("Needs a deploy hook"),
+  deployHookUrl: z.string().trim().min(1).max(2000).nullable().optional().describe("On the Vercel API host; null removes it, left out keeps it"),
+});
 
-/** POST body: each field gets its own sentence, and the token is never echoed. */
-function parseConnect(body: unknown): { token: string; teamId?: string } {
-  if (!isObject(body)) throw new HttpError(400, MESSAGES.enterToken);
-  const token = parse(Token, body.token, MESSAGES.enterToken);
-  const teamId = body.teamId === undefined || body.teamId === null || body.teamId === "" ? undefined : parse(TeamId, body.teamId, MESSAGES.teamShape);
-  if (Object.keys(body).some((k) => k !== "token" && k !== "teamId")) throw new HttpError(400, MESSAGES.badBody);
-  return { token, teamId };
-}
+const SyncRequest = z
+  .strictObject({
+    redeploy: z.boolean().optional().describe("true also calls the deploy hook"),
+  })
+  .nullish();
+const OptionsQuery = z.object({ teamId: OptionalTeamId });
 
-const ALLOWED_LINK_FIELDS = new Set(["hostProjectId", "teamId", "mappings", "conflictPolicy", "autoRedeploy", "deployHookUrl"]);
+const Trigger = z.enum(["manual", "automatic"]);
+const Deployment = z.object({
+  at: Timestamp,
+  trigger: Trigger,
+  ok: z.boolean(),
+  jobId: z.string().nullable(),
+  state: z.string().nullable(),
+  error: z.string().optional(),
+});
+const Count = z.number().int();
+/** A run: only status, trigger and startedAt while it is running. */
+const Run = z.object({
+  status: z.enum(["running", "ok", "partial", "failed"]),
+  trigger: Trigger,
+  startedAt: Timestamp,
+  finishedAt: Timestamp.optional(),
+  created: Count.optional(),
+  updated: Count.optional(),
+  unchanged: Count.optional(),
+  skipped: Count.optional(),
+  deleted: Count.optional(),
+  failed: Count.optional(),
+  results: z
+    .array(
+      z.object({
+        environment: z.string(),
+        target: z.string(),
+        key: z.string().describe('"*" when a whole environment failed'),
+        result: z.enum(["skipped", "failed"]),
+        reason: z.string(),
+      }),
+    )
+    .optional()
+    .describe("Every key that was skipped or failed, with the reason"),
+  error: z.string().optional(),
+  deployment: Deployment.optional(),
+});
 
-/** PUT body, checked field by field in the order of api.md's PUT rules. */
-function parseLink(body: unknown): LinkInput {
-  if (!isObject(body)) throw new HttpError(400, MESSAGES.chooseProject);
-  if (Object.keys(body).some((k) => !ALLOWED_LINK_FIELDS.has(k))) throw new HttpError(400, MESSAGES.badBody);
-  const hostProjectId = parse(z.string().trim().min(1).max(200), body.hostProjectId, MESSAGES.chooseProject);
-  const teamId = body.teamId === undefined ? undefined : parse(TeamId, body.teamId, MESSAGES.teamShape);
-  if (!isObject(body.mappings) || Object.keys(body.mappings).length === 0) throw new HttpError(400, MESSAGES.mappingsRequired);
-  const mappings: Record<string, (typeof TARGETS)[number]> = {};
-  const seen = new Set<string>();
-  for (const [environment, target] of Object.entries(body.mappings)) {
-    const checked = parse(z.enum(TARGETS), target, MESSAGES.mappingTarget);
-    if (seen.has(checked)) throw new HttpError(400, MESSAGES.mappingTwice);
-    seen.add(checked);
-    mappings[environment] = checked;
-  }
-  const conflictPolicy = body.conflictPolicy === undefined ? "skip" : parse(z.enum(["skip", "overwrite"]), body.conflictPolicy, MESSAGES.conflictPolicy);
-  const autoRedeploy = body.autoRedeploy === undefined ? false : parse(z.boolean(), body.autoRedeploy, MESSAGES.autoRedeploy);
-  let deployHookUrl: string | null | undefined;
-  if (body.deployHookUrl === null || body.deployHookUrl === undefined) deployHookUrl = body.deployHookUrl as null | undefined;
-  else deployHookUrl = parse(z.string().trim().min(1).max(2000), body.deployHookUrl, "The deploy hook URL must be a string or null.");
-  return { hostProjectId, teamId, mappings, conflictPolicy, autoRedeploy, deployHookUrl };
-}
-
-function parseSync(body: unknown): { redeploy: boolean } {
-  if (body === undefined || body === null) return { redeploy: false };
-  const input = parse(z.strictObject({ redeploy: z.boolean().optional() }), body, MESSAGES.syncBody);
-  return { redeploy: input.redeploy ?? false };
-}
+const Connection = z.union([
+  z.object({ connected: z.literal(false) }),
+  z.object({
+    connected: z.literal(true),
+    status: z.enum(["connected", "active", "attention"]).describe("connected: token saved, no project linked; attention: reconnect needed"),
+    hostProjectId: z.string().nullable(),
+    hostProjectName: z.string().nullable(),
+    teamId: z.string().nullable(),
+    mappings: z.record(z.string(), z.string()),
+    autoRedeploy: z.boolean(),
+    hookConfigured: z.boolean(),
+    conflictPolicy: z.enum(["skip", "overwrite"]),
+    lastSyncAt: Timestamp.nullable(),
+    lastSyncStatus: z.string().nullable(),
+    lastError: z.string().nullable(),
+    syncing: z.boolean(),
+    pending: Count,
+    environments: z.array(Environment),
+    lastRun: Run.nullable(),
+    lastDeployment: Deployment.nullable(),
+    connectedBy: z.object({ userId: z.string(), email: z.string().nullable() }).nullable().describe("Whose token syncs"),
+    paused: z.boolean().describe("No sync runs while the person who connected it cannot manage integrations"),
+    pausedAt: Timestamp.nullable(),
+    pausedReason: z.string().nullable(),
+  }),
+]);
+const NamedItem = z.object({ id: z.string(), name: z.string() });
 
 export function registerVercelRoutes(
   app: FastifyInstance,
   { auth, access, vercel }: { auth: Auth; access: AccessGuard; vercel: VercelService },
 ): void {
-  // A fresh array per route: @fastify/rate-limit appends its hook to the route's preHandler
-  // array, so one shared array would give every route the first route's limit.
-  const guard = () => [auth.browser, access.route("integrations:manage")];
+  const routes = app.withTypeProvider<ZodTypeProvider>();
+  const tags = ["Vercel integration"];
+  const security = SECURITY.browser;
+  const guard = [auth.browser, access.route("integrations:manage")];
 
-  app.get(BASE, { preHandler: guard() }, async (req) => {
-    return vercel.get(auth.caller(req), projectIdOf(req));
-  });
+  routes.get(
+    BASE,
+    {
+      preValidation: guard,
+      schema: {
+        tags,
+        summary: "The project's Vercel connection",
+        security,
+        params: ProjectParams,
+        response: { 200: Connection },
+      },
+    },
+    async (req) => vercel.get(auth.caller(req), req.params.projectId),
+  );
 
-  app.post(BASE, { preHandler: guard(), config: { rateLimit: { max: 10, timeWindow: MINUTE_MS } } }, async (req, reply) => {
-    const input = parseConnect(req.body);
-    const connection = await vercel.connect(auth.caller(req), projectIdOf(req), input);
-    return reply.code(201).send(connection);
-  });
+  routes.post(
+    BASE,
+    {
+      preValidation: guard,
+      config: { rateLimit: { max: 10, timeWindow: MINUTE_MS } },
+      schema: {
+        tags,
+        summary: "Connect Vercel with an access token",
+        description: "The token is checked with Vercel first. 10 a minute.",
+        security,
+        params: ProjectParams,
+        body: Connect,
+        response: { 201: Connection },
+      },
+    },
+    async (req, reply) => {
+      const connection = await vercel.connect(auth.caller(req), req.params.projectId, req.body);
+      return reply.code(201).send(connection);
+    },
+  );
 
-  app.get(`${BASE}/options`, { preHandler: guard(), config: { rateLimit: { max: 20, timeWindow: MINUTE_MS } } }, async (req) => {
-    const query = req.query as Record<string, unknown>;
-    const teamId = query.teamId === undefined || query.teamId === "" ? undefined : parse(TeamId, query.teamId, MESSAGES.teamShape);
-    return vercel.options(auth.caller(req), projectIdOf(req), { teamId });
-  });
+  routes.get(
+    `${BASE}/options`,
+    {
+      preValidation: guard,
+      config: { rateLimit: { max: 20, timeWindow: MINUTE_MS } },
+      schema: {
+        tags,
+        summary: "The teams and projects the saved token reaches",
+        description: "20 a minute.",
+        security,
+        params: ProjectParams,
+        querystring: OptionsQuery,
+        response: {
+          200: z.object({
+            teams: z.array(NamedItem),
+            projects: z.array(NamedItem),
+          }),
+        },
+      },
+    },
+    async (req) =>
+      vercel.options(auth.caller(req), req.params.projectId, {
+        teamId: req.query.teamId,
+      }),
+  );
 
-  app.put(BASE, { preHandler: guard() }, async (req) => {
-    return vercel.link(auth.caller(req), projectIdOf(req), parseLink(req.body));
-  });
+  routes.put(
+    BASE,
+    {
+      preValidation: guard,
+      schema: {
+        tags,
+        summary: "Link a Vercel project and map environments to targets",
+        security,
+        params: ProjectParams,
+        body: Link,
+        response: { 200: Connection },
+      },
+    },
+    async (req) => vercel.link(auth.caller(req), req.params.projectId, req.body),
+  );
 
-  app.post(`${BASE}/sync`, { preHandler: guard(), config: { rateLimit: { max: 6, timeWindow: MINUTE_MS } } }, async (req) => {
-    return vercel.sync(auth.caller(req), projectIdOf(req), parseSync(req.body));
-  });
+  routes.post(
+    `${BASE}/sync`,
+    {
+      preValidation: guard,
+      config: { rateLimit: { max: 6, timeWindow: MINUTE_MS } },
+      schema: {
+        tags,
+        summary: "Sync now",
+        description: "6 a minute.",
+        security,
+        params: ProjectParams,
+        body: SyncRequest,
+        response: { 200: z.object({ summary: Run }) },
+      },
+    },
+    async (req) =>
+      vercel.sync(auth.caller(req), req.params.projectId, {
+        redeploy: req.body?.redeploy ?? false,
+      }),
+  );
 
-  app.delete(BASE, { preHandler: guard() }, async (req) => {
-    vercel.disconnect(auth.caller(req), projectIdOf(req));
-    return { ok: true };
-  });
+  routes.delete(
+    BASE,
+    {
+      preValidation: guard,
+      schema: {
+        tags,
+        summary: "Disconnect Vercel",
+        description: "Variables already at Vercel stay.",
+        security,
+        params: ProjectParams,
+        response: { 200: Ok },
+      },
+    },
+    async (req) => {
+      vercel.disconnect(auth.caller(req), req.params.projectId);
+      return { ok: true as const };
+    },
+  );
 }

@@ -343,7 +343,7 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
   );
 }
 
-/** What an invitation answer without a link means (production: api.md 4.6 rule 2). */
+/** What an invitation answer without a link means (production mode answers no devAcceptUrl). */
 function noLinkSentence(answer: InvitationCreated | InvitationRenewed): string {
   const email = answer.invitation.email;
   if (answer.invitation.delivery === "sent") return `The link was e-mailed to ${email}.`;

@@ -8,7 +8,7 @@ import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
 import { KEY_PATTERN } from "./secrets-common.tsx";
 import { ValueEditor, shapeOf } from "./secrets-value.tsx";
 
-/** api.md's 409 for a stale expectedVersion; a key clash is a 409 too, with its own message. */
+/** The 409 of a stale expectedVersion; a key clash is a 409 too, with its own message. */
 const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
 
 interface Base {
