@@ -15,7 +15,7 @@ import { createAccessTokensRepo } from "./cli-auth/access-tokens.repo.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
-import { createAuth, isApiRoute, matchedRoute, rateLimitKey } from "./core/auth.ts";
+import { createAuth, rateLimitKey } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";

@@ -11,7 +11,7 @@ import { createSecret } from "./secrets-helpers.ts";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
 import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
-import { makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { makeTempDir, runMain, startServer, type Client } from "./helpers.ts";
 
 
 /** An empty HOME and XDG_CONFIG_HOME, and a work folder outside them. */
@@ -271,7 +271,7 @@ test("run --fallback with a token: a copy keyed by the token, used when the serv
   assertNoSecretIn(token, online.stderr, offline.stderr, otherToken.stderr);
 });
 
-async function trustedAccount(t: TestContext, server: TestServer, owner: Client, projectId: string, audience = AUDIENCE) {
+async function trustedAccount(t: TestContext, owner: Client, projectId: string, audience = AUDIENCE) {
   const issuer = await startIssuer(t);
   const key = await signingKey("ec-1", "ES256");
   issuer.publish(key);
@@ -289,7 +289,7 @@ async function trustedAccount(t: TestContext, server: TestServer, owner: Client,
 test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is exchanged first; a refused one fails clearly", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const { sign, account } = await trustedAccount(t, server, owner, project.id);
+  const { sign, account } = await trustedAccount(t, owner, project.id);
   const jwt = await sign();
   const env = { SECRETS_SERVER_IDENTITY_TOKEN: jwt, SECRETS_SERVER_SERVICE_ACCOUNT: account.id, SECRETS_SERVER_URL: server.url };
 
@@ -334,7 +334,7 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
   // The default audience is the server's URL.
-  const { sign, account } = await trustedAccount(t, server, owner, project.id, server.url);
+  const { sign, account } = await trustedAccount(t, owner, project.id, server.url);
   const requestToken = "gha-request-token-5501";
   const seen: { authorization?: string; url: string }[] = [];
   const github = http.createServer(async (req, res) => {

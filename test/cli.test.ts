@@ -322,7 +322,7 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
-  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await alice.createProject({ name: "api", environments: ["development"] });
   await login(server, home, alice, ["--device-name", "test box"]);
   const script = "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
   const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);

@@ -124,7 +124,7 @@ async function startSmtp(t: TestContext, options: { rejectRecipient?: boolean } 
     authOptional: true,
     disabledCommands: ["STARTTLS", "AUTH"],
     logger: false,
-    onRcptTo(address, _session, callback) {
+    onRcptTo(_address, _session, callback) {
       if (options.rejectRecipient) return callback(new Error("mailbox unavailable"));
       callback();
     },

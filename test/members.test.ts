@@ -19,11 +19,6 @@ function grantsOf(server: TestServer, projectId: string, userId: string): string
     .all(projectId, userId) as string[];
 }
 
-function tokenOf(devAcceptUrl: string): string {
-  const url = new URL(devAcceptUrl);
-  return url.hash.slice(1);
-}
-
 async function accept(client: Client, token: string) {
   return client.json("POST", "/api/invitations/accept", { token });
 }
@@ -484,7 +479,7 @@ test("an admin invitation grants every environment implicitly; a viewer invitati
 });
 
 test("creating invitations: permissions, validation and conflicts with their messages", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t, ["development", "production"]);
+  const { projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t, ["development", "production"]);
   const path = `/api/projects/${projectId}/invitations`;
 
   for (const caller of [...members, ...viewers]) {

@@ -163,7 +163,7 @@ test("list: metadata only, most recently updated first", async (t) => {
 });
 
 test("read returns the value, is audited as secret.revealed, and is not cached", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const created = await createSecret(owner, projectId, "production", "STRIPE_KEY", "sk_live_abcdef123");
   const res = await owner.json("GET", `${envPath(projectId, "production")}/secrets/${created.id}`);
   assert.equal(res.status, 200);
@@ -551,7 +551,7 @@ test("version history: newest first, who changed it (isYou, isMember), restoredF
 });
 
 test("one historical value: audited as secret.version_revealed; unknown versions are 404", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const secret = await createSecret(owner, projectId, "staging", "OLD_VALUES", "old-values-1");
   const url = `${envPath(projectId, "staging")}/secrets/${secret.id}`;
   await owner.json("PATCH", url, { value: "old-values-2" });
@@ -632,7 +632,7 @@ test("restore writes the old value as a new ROLLED_BACK version, with the spec's
 });
 
 test("export: JSON sorted by key, or a .env attachment; audited with the key count", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const base = envPath(projectId, "staging");
   await createSecret(owner, projectId, "staging", "ZULU_KEY", "zulu-value-1");
   await createSecret(owner, projectId, "staging", "ALPHA_NOTE", "it's a \"quoted\" value");

@@ -93,7 +93,7 @@ test("an import whose Content-Length is over 2,000,000 bytes is refused with 413
 });
 
 test("an environment holds at most 1,000 secrets: create and import past it are 409 and write nothing", async (t) => {
-  const { server, owner, projectId } = await startProject(t);
+  const { owner, projectId } = await startProject(t);
   const base = envPath(projectId, "development");
   const entries = (from: number, to: number) =>
     Array.from({ length: to - from }, (_, i) => ({ key: `KEY_${from + i}`, value: `bulk-value-${from + i}`, overwrite: false }));

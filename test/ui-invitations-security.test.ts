@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { startServer } from "./helpers.ts";
-import { check, openTab, useBrowser, type Tab } from "./browser.ts";
+import { check, openTab, useBrowser } from "./browser.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { startServer } from "./helpers.ts";
-import { check, goToSection, openTab, sectionLink, useBrowser, type Tab } from "./browser.ts";
+import { check, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
 
 useBrowser();
 

@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { startFakeVercel } from "./fake-vercel.ts";
-import { ROOT, makeTempDir, startServer, type Client, type TestServer } from "./helpers.ts";
+import { ROOT, makeTempDir, startServer, type TestServer } from "./helpers.ts";
 import { check, environmentLink, goToSection, openTab, useBrowser, useSession, type Tab } from "./browser.ts";
 
 useBrowser();

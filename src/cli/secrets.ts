@@ -1,4 +1,3 @@
-import fs from "node:fs";
 import path from "node:path";
 import { printable } from "../core/text.ts";
 import type { Api } from "./api.ts";

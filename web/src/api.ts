@@ -134,7 +134,7 @@ export type { ProviderInfo } from "../../src/sign-in/sign-in.routes.ts";
 export const ENVIRONMENTS = ["development", "staging", "production"] as const satisfies readonly Environment[];
 type Holds<T extends true> = T;
 // Every server environment is in the list (`satisfies` above checks the other direction).
-type EnvironmentsComplete = Holds<[Environment] extends [(typeof ENVIRONMENTS)[number]] ? true : false>;
+export type EnvironmentsComplete = Holds<[Environment] extends [(typeof ENVIRONMENTS)[number]] ? true : false>;
 
 export const projectPath = (projectId: string) => `/api/projects/${encodeURIComponent(projectId)}`;
 export const envPath = (projectId: string, env: string) => `${projectPath(projectId)}/environments/${encodeURIComponent(env)}`;

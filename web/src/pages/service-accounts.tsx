@@ -63,10 +63,6 @@ function lastUsed(tokens: ServiceToken[]): string | null {
   return tokens.reduce<string | null>((latest, t) => (t.lastUsedAt && (!latest || t.lastUsedAt > latest) ? t.lastUsedAt : latest), null);
 }
 
-function plural(n: number, one: string, many: string): string {
-  return `${n} ${n === 1 ? one : many}`;
-}
-
 function AccountList({ project }: { project: Project }) {
   const base = apiBase(project.id);
   const accounts = useLoad(() => get<{ serviceAccounts: ServiceAccount[] }>(base).then((r) => r.serviceAccounts), [base]);
