@@ -157,6 +157,45 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     };
   }
 
+  /** The rule of repo.tryLock and repo.listStale, for a row already read; a run of this process is never stale. */
+  function isStale(row: IntegrationRow, bounds: { staleBefore: string; ownerlessStaleBefore: string }): boolean {
+    if (row.syncStartedAt === null) return false;
+    if (row.syncOwner === null) return row.syncStartedAt < bounds.ownerlessStaleBefore;
+    if (row.syncOwner === owner && running.has(row.projectId)) return false;
+    return (row.syncHeartbeatAt ?? row.syncStartedAt) < bounds.staleBefore;
+  }
+
+  /** Inside a write transaction: the stale run is failed (interrupted) and its lease released. */
+  function markInterrupted(row: IntegrationRow, nowIso: string): void {
+    let trigger: Trigger = "automatic";
+    try {
+      const previous = JSON.parse(row.lastRun ?? "{}") as { trigger?: unknown };
+      if (previous.trigger === "manual") trigger = "manual";
+    } catch {
+      // Keep the default.
+    }
+    const summary: SyncSummary = {
+      ...emptySummary(trigger, row.syncStartedAt!),
+      status: "failed",
+      finishedAt: nowIso,
+      error: SYNC_ERRORS.interrupted,
+    };
+    repo.finishRun(row.projectId, 0, {
+      lastSyncAt: nowIso,
+      lastSyncStatus: "failed",
+      lastError: SYNC_ERRORS.interrupted,
+      lastRun: JSON.stringify(summary),
+      updatedAt: nowIso,
+    });
+    audit.record(null, {
+      projectId: row.projectId,
+      action: "integration.sync_failed",
+      targetType: "integration",
+      targetId: row.projectId,
+      metadata: { trigger, error: SYNC_ERRORS.interrupted },
+    });
+  }
+
   async function run(projectId: string, options: RunOptions): Promise<RunOutcome> {
     const { trigger } = options;
     const startedAt = clock.now().toISOString();
@@ -167,8 +206,11 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // Checked here, in the transaction that takes the lease, so no trigger (a debounced
       // change, a follow-up run, recovery) can sync with a paused connection's token.
       if (row.pausedAt !== null) return { kind: "paused" as const };
+      const bounds = staleBounds(Date.parse(startedAt));
+      // A run whose process is gone is recorded as interrupted before this one takes its place.
+      if (isStale(row, bounds)) markInterrupted(row, startedAt);
       const lastRun = JSON.stringify({ status: "running", trigger, startedAt });
-      if (!repo.tryLock({ projectId, startedAt, owner, lastRun, ...staleBounds(Date.parse(startedAt)) })) return { kind: "busy" as const };
+      if (!repo.tryLock({ projectId, startedAt, owner, lastRun, ...bounds })) return { kind: "busy" as const };
       return { kind: "locked" as const, row };
     });
     if (start.kind !== "locked") return start;
@@ -490,34 +532,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       return writeTransaction(db, () => {
         const recovered: string[] = [];
         for (const row of repo.listStale(staleBefore, ownerlessStaleBefore)) {
-          if (row.syncOwner === owner && running.has(row.projectId)) continue;
-          let trigger: Trigger = "automatic";
-          try {
-            const previous = JSON.parse(row.lastRun ?? "{}") as { trigger?: unknown };
-            if (previous.trigger === "manual") trigger = "manual";
-          } catch {
-            // Keep the default.
-          }
-          const summary: SyncSummary = {
-            ...emptySummary(trigger, row.syncStartedAt!),
-            status: "failed",
-            finishedAt: nowIso,
-            error: SYNC_ERRORS.interrupted,
-          };
-          repo.finishRun(row.projectId, 0, {
-            lastSyncAt: nowIso,
-            lastSyncStatus: "failed",
-            lastError: SYNC_ERRORS.interrupted,
-            lastRun: JSON.stringify(summary),
-            updatedAt: nowIso,
-          });
-          audit.record(null, {
-            projectId: row.projectId,
-            action: "integration.sync_failed",
-            targetType: "integration",
-            targetId: row.projectId,
-            metadata: { trigger, error: SYNC_ERRORS.interrupted },
-          });
+          if (!isStale(row, { staleBefore, ownerlessStaleBefore })) continue;
+          markInterrupted(row, nowIso);
           if (row.pending > 0) recovered.push(row.projectId);
         }
         return recovered;

@@ -1,0 +1,281 @@
+// Two server processes on one SQLite DATA_DIR (README, "Several server processes on one data
+// folder"): rate limits count once for both, a starting server leaves the other's running
+// sync alone, automatic syncs run on one process, a killed process's sync is taken over,
+// and the audit list follows the chain whoever wrote it. Real `serve` processes on port 0,
+// each reporting its port in its ready line, and the fake Vercel API.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
+import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import { test, type TestContext } from "node:test";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
+import { Client, makeTempDir, randomMasterKey, ROOT } from "./helpers.ts";
+
+/** Both processes answer for one public address, as behind a load balancer. */
+const APP_URL = "http://localhost:8080";
+
+interface ServerProcess {
+  url: string;
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<void>;
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** `serve` on PORT=0; ready once it logs so, with the port the system gave it. */
+async function startProcess(t: TestContext, env: Record<string, string>): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: "127.0.0.1", PORT: "0", APP_URL, RATE_LIMIT_PER_MINUTE: "1000000", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout!.on("data", (d) => (output += d));
+  child.stderr!.on("data", (d) => (output += d));
+  const exited = new Promise<void>((resolve) => child.on("close", () => resolve()));
+  t.after(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      await exited;
+    }
+  });
+  // Starting from source under tsx takes seconds, more on a busy machine.
+  const port = await waitFor(
+    "the server to start",
+    async () => {
+      if (child.exitCode !== null) throw new Error(output);
+      for (const line of output.split("\n")) {
+        if (!line.includes("secrets-server is ready")) continue;
+        return (JSON.parse(line) as { port: number }).port;
+      }
+      return undefined;
+    },
+    60_000,
+  );
+  return { url: `http://127.0.0.1:${port}`, child, output: () => output, exited };
+}
+
+/** One person with one session, able to send each request to either process. */
+function clientsFor(a: ServerProcess, b: ServerProcess): [Client, Client] {
+  const onA = new Client(a.url, APP_URL);
+  return [onA, sameSession(onA, b)];
+}
+
+/** The same session (cookie jar), sent to another process. */
+function sameSession(client: Client, server: ServerProcess): Client {
+  const other = new Client(server.url, APP_URL);
+  other.cookies = client.cookies;
+  return other;
+}
+
+interface Setup {
+  dataDir: string;
+  env: Record<string, string>;
+  fake: FakeVercel;
+}
+
+async function setup(t: TestContext, env: Record<string, string> = {}): Promise<Setup> {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  return {
+    dataDir,
+    fake,
+    env: { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey(), VERCEL_API_URL: fake.url, VERCEL_RETRY_BASE_MS: "5", ...env },
+  };
+}
+
+/** A project linked to the fake's prj_web, development → development; returns its integration path. */
+async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: string; base: string }> {
+  const project = await owner.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  const token = `vcp_${crypto.randomBytes(18).toString("hex")}`;
+  s.fake.addToken(token);
+  s.fake.addProject("prj_web", "web");
+  assert.equal((await owner.json("POST", base, { token })).status, 201);
+  const put = await owner.json("PUT", base, { hostProjectId: "prj_web", mappings: { development: "development" } });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  return { projectId: project.id, base };
+}
+
+async function addSecret(client: Client, projectId: string, key: string, value: string): Promise<string> {
+  const res = await client.json("POST", `/api/projects/${projectId}/environments/development/secrets`, { key, value });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.secret.id as string;
+}
+
+async function integrationEvents(client: Client, projectId: string): Promise<{ action: string; metadata: Record<string, unknown> }[]> {
+  const res = await client.json("GET", `/api/projects/${projectId}/audit?category=integrations&limit=100`);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return (res.body.events as { action: string; metadata: Record<string, unknown> }[]).reverse();
+}
+
+const isEnvList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
+
+test("a rate limit counts once for both processes: device starts alternate between them and the 11th of the minute is refused", async (t) => {
+  const s = await setup(t);
+  const a = await startProcess(t, s.env);
+  const b = await startProcess(t, s.env);
+  const statuses: number[] = [];
+  for (let i = 0; i < 12; i++) {
+    const server = i % 2 === 0 ? a : b;
+    statuses.push((await new Client(server.url, APP_URL).request("POST", "/api/cli/auth/device", {})).status);
+  }
+  assert.deepEqual(statuses, [...Array(10).fill(200), 429, 429]);
+});
+
+test("a server that starts leaves a sync running on another alone", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "600000" });
+  const a = await startProcess(t, s.env);
+  const owner = new Client(a.url, APP_URL);
+  await owner.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const { projectId, base } = await linkedProject(s, owner);
+  await addSecret(owner, projectId, "RUNNING_KEY", "running-value");
+
+  const held = s.fake.hold(isEnvList);
+  const run = owner.json("POST", `${base}/sync`);
+  await held.reached;
+  const b = await startProcess(t, s.env);
+  const onB = sameSession(owner, b);
+  const during = (await onB.json("GET", base)).body;
+  assert.equal(during.syncing, true, "B's start did not end A's sync");
+  assert.equal(during.lastRun.status, "running");
+  held.release();
+
+  const done = await run;
+  assert.equal(done.status, 200, JSON.stringify(done.body));
+  assert.equal(done.body.summary.created, 1);
+  const view = (await onB.json("GET", base)).body;
+  assert.deepEqual([view.syncing, view.lastSyncStatus, view.lastError], [false, "ok", null]);
+  assert.deepEqual(
+    (await integrationEvents(onB, projectId)).map((e) => e.action).filter((action) => action.startsWith("integration.sync")),
+    ["integration.synced"],
+  );
+  assert.equal(s.fake.envFor("prj_web", "RUNNING_KEY", "development")!.value, "running-value");
+});
+
+test("automatic syncs run on one process: changes made through both are sent by one run", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "3000", SYNC_LEASE_SECONDS: "2" });
+  const a = await startProcess(t, s.env);
+  const b = await startProcess(t, s.env);
+  const [onA, onB] = clientsFor(a, b);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const { projectId, base } = await linkedProject(s, onA);
+
+  for (let i = 0; i < 6; i++) await addSecret(i % 2 === 0 ? onA : onB, projectId, `KEY_${i}`, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
+  const settled = await waitFor("the automatic sync", async () => {
+    const view = (await onB.json("GET", base)).body;
+    return !view.syncing && view.pending === 0 && view.lastRun?.status === "ok" ? view : undefined;
+  });
+  assert.equal(settled.lastRun.trigger, "automatic");
+  assert.equal(settled.lastRun.created, 6);
+  assert.equal(s.fake.requests.filter(isEnvList).length, 1, "one run listed the vars once");
+  for (let i = 0; i < 6; i++) assert.equal(s.fake.envFor("prj_web", `KEY_${i}`, "development")!.value, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
+  assert.deepEqual(
+    (await integrationEvents(onA, projectId)).filter((e) => e.action === "integration.synced").map((e) => e.metadata.trigger),
+    ["automatic"],
+  );
+});
+
+test("a change made through a process that dies at once is still synced: the automatic syncs do not live in that process", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const a = await startProcess(t, s.env);
+  const b = await startProcess(t, s.env);
+  const [onA, onB] = clientsFor(a, b);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const { projectId, base } = await linkedProject(s, onA);
+
+  await addSecret(onB, projectId, "FROM_B", "sent-by-the-leader");
+  b.child.kill("SIGKILL");
+  await b.exited;
+  const view = await waitFor("the automatic sync", async () => {
+    const current = (await onA.json("GET", base)).body;
+    return current.pending === 0 && current.lastRun?.status === "ok" ? current : undefined;
+  });
+  assert.equal(view.lastRun.created, 1);
+  assert.equal(s.fake.envFor("prj_web", "FROM_B", "development")!.value, "sent-by-the-leader");
+});
+
+test("a killed process's sync is taken over: marked interrupted once its lease is stale, then run again by the other process", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const a = await startProcess(t, s.env);
+  const onA = new Client(a.url, APP_URL);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const { projectId, base } = await linkedProject(s, onA);
+  // A starts first: it holds the scheduler lease, so the automatic run below is A's.
+  const b = await startProcess(t, s.env);
+  const onB = sameSession(onA, b);
+
+  const held = s.fake.hold(isEnvList);
+  await addSecret(onA, projectId, "TAKEN_OVER", "taken-over-value");
+  await held.reached;
+  a.child.kill("SIGKILL");
+  await a.exited;
+  // Vercel answers the dead process's request; nothing reached Vercel through it.
+  held.release();
+
+  const view = await waitFor("the sync to be taken over", async () => {
+    const current = (await onB.json("GET", base)).body;
+    return current.pending === 0 && current.lastRun?.status === "ok" ? current : undefined;
+  });
+  assert.deepEqual([view.syncing, view.lastRun.trigger, view.lastRun.created], [false, "automatic", 1]);
+  assert.equal(s.fake.envFor("prj_web", "TAKEN_OVER", "development")!.value, "taken-over-value");
+  const events = (await integrationEvents(onB, projectId)).filter((e) => e.action.startsWith("integration.sync"));
+  assert.deepEqual(
+    events.map((e) => [e.action, e.metadata.error ?? null]),
+    [
+      ["integration.sync_failed", "The server stopped while a sync was running. Run the sync again."],
+      ["integration.synced", null],
+    ],
+  );
+});
+
+test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {
+  const s = await setup(t);
+  const a = await startProcess(t, s.env);
+  const b = await startProcess(t, s.env);
+  const [onA, onB] = clientsFor(a, b);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const project = await onA.createProject({ name: "api", environments: ["development"] });
+  const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => addSecret(i % 2 === 0 ? onA : onB, project.id, `CHAIN_${i}`, `chain-value-${i}`)));
+  // Reveals share their audit commit per process, and creates interleave with them.
+  const writes: Promise<unknown>[] = [];
+  for (let round = 0; round < 5; round++) {
+    for (const [i, id] of ids.entries()) {
+      const client = (i + round) % 2 === 0 ? onA : onB;
+      writes.push(client.json("GET", `/api/projects/${project.id}/environments/development/secrets/${id}`));
+    }
+    writes.push(addSecret(round % 2 === 0 ? onB : onA, project.id, `MORE_${round}`, `more-value-${round}`));
+  }
+  await Promise.all(writes);
+
+  const listed: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: { status: number; body: any } = await onB.json("GET", `/api/projects/${project.id}/audit?limit=7${cursor ? `&cursor=${cursor}` : ""}`);
+    assert.equal(page.status, 200, JSON.stringify(page.body));
+    listed.push(...(page.body.events as { id: string }[]).map((e) => e.id));
+    cursor = page.body.nextCursor;
+  } while (cursor);
+
+  // The chain itself is storage: read from the file, as `audit verify` walks it.
+  const sqlite = new Database(path.join(s.dataDir, DATABASE_FILE), { readonly: true });
+  const chain = sqlite.prepare("SELECT id FROM audit_events WHERE project_id = ? ORDER BY seq DESC").pluck().all(project.id) as string[];
+  sqlite.close();
+  // The project's creation, 11 secrets created and 30 values revealed.
+  assert.equal(chain.length, 42);
+  assert.deepEqual(listed, chain);
+});
