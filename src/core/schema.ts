@@ -355,8 +355,9 @@ export const auditCheckpoint = sqliteTable("audit_checkpoint", {
 });
 
 /**
- * Rate-limit windows saved every few seconds and at close, so a restart does not hand
- * everyone a fresh allowance; counted in memory in between (core/rate-limit-store.ts).
+ * Rate-limit windows, shared by every server process on the file and kept across restarts:
+ * a route's own limit is counted here exactly, the global one merged in every few seconds
+ * (core/rate-limit-store.ts).
  */
 export const rateLimitWindows = sqliteTable(
   "rate_limit_windows",
