@@ -265,9 +265,13 @@ test("the audit list follows the chain: events written through both processes at
   const listed: string[] = [];
   let cursor: string | null = null;
   do {
-    const page: { status: number; body: any } = await onB.json("GET", `/api/projects/${project.id}/audit?limit=7${cursor ? `&cursor=${cursor}` : ""}`);
+    type Page = { events: { id: string }[]; nextCursor: string | null };
+    const page: { status: number; body: Page } = await onB.json<Page>(
+      "GET",
+      `/api/projects/${project.id}/audit?limit=7${cursor ? `&cursor=${cursor}` : ""}`,
+    );
     assert.equal(page.status, 200, JSON.stringify(page.body));
-    listed.push(...(page.body.events as { id: string }[]).map((e) => e.id));
+    listed.push(...page.body.events.map((e) => e.id));
     cursor = page.body.nextCursor;
   } while (cursor);
 

@@ -42,9 +42,6 @@ export const MESSAGES = {
   badBody: "Send a JSON object with the documented fields only.",
 } as const;
 
-const TEAM_ID = /^team_[A-Za-z0-9_-]{1,100}$/;
-const TOKEN = /^[\x21-\x7e]{1,512}$/;
-
 export interface RunView {
   status: "running" | SyncSummary["status"];
   trigger: SyncSummary["trigger"];
