@@ -243,6 +243,44 @@ test("a killed process's sync is taken over: marked interrupted once its lease i
   );
 });
 
+test("a process that stalls past its lease stops its sync when it wakes: only the process that took over writes at Vercel", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const a = await startProcess(t, s.env);
+  const onA = new Client(a.url, APP_URL);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const { projectId, base } = await linkedProject(s, onA);
+  const b = await startProcess(t, s.env);
+  const onB = sameSession(onA, b);
+
+  const held = s.fake.hold(isEnvList);
+  await addSecret(onA, projectId, "STALLED", "stalled-value");
+  await held.reached;
+  a.child.kill("SIGSTOP");
+  try {
+    // Vercel's answer to the stalled process waits in its socket.
+    held.release();
+    await waitFor("the sync to be taken over", async () => {
+      const current = (await onB.json("GET", base)).body;
+      return current.pending === 0 && current.lastRun?.status === "ok" ? current : undefined;
+    });
+  } finally {
+    a.child.kill("SIGCONT");
+  }
+  await waitFor("the stalled process to stop its sync", async () => a.output().includes("stopped a Vercel sync"));
+
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  assert.equal(s.fake.requests.filter(isCreate).length, 1, "the stalled process created nothing");
+  assert.equal(s.fake.envFor("prj_web", "STALLED", "development")!.value, "stalled-value");
+  const events = (await integrationEvents(onA, projectId)).filter((e) => e.action.startsWith("integration.sync"));
+  assert.deepEqual(
+    events.map((e) => e.action),
+    ["integration.sync_failed", "integration.synced"],
+  );
+  // The process that stalled serves again, and sees the run that replaced its own.
+  const view = (await onA.json("GET", base)).body;
+  assert.deepEqual([view.syncing, view.lastRun.status, view.lastRun.created], [false, "ok", 1]);
+});
+
 test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {
   const s = await setup(t);
   const a = await startProcess(t, s.env);

@@ -143,6 +143,8 @@ export function openToken(vault: Vault, row: IntegrationRow): string {
   });
 }
 
+type RunLease = { renew(): void; holds(): boolean };
+
 type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
 
 export function createVercelExecutor({ db, repo, vault, audit, clock, client, secrets, log, owner, leaseStaleMs, followUp }: ExecutorDeps) {
@@ -196,6 +198,33 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     });
   }
 
+  /**
+   * The lease of one run. A renewal that finds the row no longer this run's means another
+   * process took it over. Before each call the lease is renewed at once when the timer is
+   * late (the process was stalled: the timer and the answer it waited for may wake it in
+   * either order), so a stalled process finds out before it writes at Vercel again.
+   */
+  function runLease(projectId: string, startedAt: string) {
+    let lost = false;
+    let renewedAtMs = performance.now();
+    function renew(): void {
+      try {
+        if (!writeTransaction(db, () => repo.heartbeat(projectId, owner, startedAt, clock.now().toISOString()))) lost = true;
+        renewedAtMs = performance.now();
+      } catch (error) {
+        // Busy or failing storage: the next beat tries again; the lease lasts several beats.
+        log.warn({ projectId, error: error instanceof Error ? error.message : "unknown" }, "could not renew a Vercel sync lease");
+      }
+    }
+    return {
+      renew,
+      holds(): boolean {
+        if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) renew();
+        return !lost;
+      },
+    };
+  }
+
   async function run(projectId: string, options: RunOptions): Promise<RunOutcome> {
     const { trigger } = options;
     const startedAt = clock.now().toISOString();
@@ -215,17 +244,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     });
     if (start.kind !== "locked") return start;
     running.add(projectId);
-    const lease = { lost: false };
-    // Renewed on a timer, not between calls: one Vercel call may take longer than the
+    const lease = runLease(projectId, startedAt);
+    // Renewed on a timer, not only between calls: one Vercel call may take longer than the
     // lease (timeouts and retries), and the lease must outlive it.
-    const heartbeat = setInterval(() => {
-      try {
-        if (!writeTransaction(db, () => repo.heartbeat(projectId, owner, startedAt, clock.now().toISOString()))) lease.lost = true;
-      } catch (error) {
-        // Busy or failing storage: the next beat tries again; the lease lasts several beats.
-        log.warn({ projectId, error: error instanceof Error ? error.message : "unknown" }, "could not renew a Vercel sync lease");
-      }
-    }, heartbeatMs);
+    const heartbeat = setInterval(() => lease.renew(), heartbeatMs);
     heartbeat.unref();
     try {
       return await runLocked(start.row, startedAt, options, lease);
@@ -235,7 +257,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     }
   }
 
-  async function runLocked(row: IntegrationRow, startedAt: string, options: RunOptions, lease: { lost: boolean }): Promise<RunOutcome> {
+  async function runLocked(row: IntegrationRow, startedAt: string, options: RunOptions, lease: RunLease): Promise<RunOutcome> {
     const { trigger, caller } = options;
     const projectId = row.projectId;
 
@@ -246,6 +268,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       await syncAll(row, summary, varChanges, lease);
     } catch (error) {
       failure = failureOf(error);
+      if (failure === "lease-lost") {
+        log.warn({ projectId }, "stopped a Vercel sync: another server process took it over, as this one had not renewed its lease in time");
+      }
       if (failure === "unexpected") {
         log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "Vercel sync failed unexpectedly");
       }
@@ -333,7 +358,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     return { kind: "done", summary };
   }
 
-  async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: { lost: boolean }): Promise<void> {
+  async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: RunLease): Promise<void> {
     const projectId = row.projectId;
     let token: string;
     try {
@@ -346,7 +371,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const teamId = row.teamId;
     /** Before every call: a process whose lease was taken over stops talking to Vercel. */
     const holdsLease = () => {
-      if (lease.lost) throw new SyncFailure("lease-lost");
+      if (!lease.holds()) throw new SyncFailure("lease-lost");
     };
     holdsLease();
     let listed: VercelEnvVar[];
