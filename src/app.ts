@@ -16,7 +16,7 @@ import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
 import { createAuth, isApiRoute, matchedRoute, rateLimitKey } from "./core/auth.ts";
 import { systemClock, type Clock } from "./core/clock.ts";
-import type { Config } from "./core/config.ts";
+import { boundTo, type Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { registerContentEncodingCheck, registerGracefulStop, serverTimeouts } from "./core/connections.ts";
@@ -348,17 +348,27 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       .header("retry-after", String(health.retryAfterSeconds))
       .send({ ok: false, reason: health.reason, error: health.reason });
   });
+  // PORT=0: the OS picked the port; record it (and the app URL that follows it) before
+  // anything that names the URL runs.
+  app.addHook("onListen", (done) => {
+    boundTo(config, app.server.address());
+    done();
+  });
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   if (config.authProvider === "local") {
     const local = createLocalAccounts({ db, users, repo: createLocalRepo(db), config, clock });
     registerLocalRoutes(app, { auth, local });
-    if (!local.hasLocalUser()) {
-      // First run: the one log line that carries a token, on purpose. It is for the operator,
-      // only its hash is stored, and it is in the message (redaction covers fields only).
-      const link = local.issueSetupLink();
-      log.warn(`No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`);
-    }
+    // Once listening, so that the link names the port the server really has (PORT=0).
+    app.addHook("onListen", (done) => {
+      if (!local.hasLocalUser()) {
+        // First run: the one log line that carries a token, on purpose. It is for the operator,
+        // only its hash is stored, and it is in the message (redaction covers fields only).
+        const link = local.issueSetupLink();
+        log.warn(`No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`);
+      }
+      done();
+    });
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });

@@ -3,18 +3,11 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
 
-async function cliToken(server: TestServer, approver: Client): Promise<string> {
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "export laptop" });
-  assert.equal((await approver.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
-  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
-  return tokens.body.accessToken;
-}
 
 /** A project with secrets in two environments, one renamed, and one grant. */
 async function seed(t: Parameters<typeof startServer>[0]) {
@@ -138,7 +131,7 @@ test("export: CSV and JSON with the list's filters, attachment and no-store, aud
   assert.deepEqual(outsider.body, { error: "Project not found." });
   const signedOut = await server.client().json("GET", `${url}?format=csv`);
   assert.equal(signedOut.status, 401);
-  const cli = alice.withBearer(await cliToken(server, alice));
+  const cli = alice.withBearer((await cliLogin(server, alice)).accessToken);
   const byCli = await cli.json("GET", `${url}?format=csv`);
   assert.equal(byCli.status, 403);
   assert.deepEqual(byCli.body, { error: BROWSER_ONLY });

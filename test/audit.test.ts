@@ -7,7 +7,7 @@ import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { assertNoLeaks, makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { assertNoLeaks, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
 import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { addMember } from "./secrets-helpers.ts";
 
@@ -43,16 +43,6 @@ async function readAll(client: Client, projectId: string, query = ""): Promise<A
   return events;
 }
 
-/** A real CLI access token for the approver, through the device flow. */
-async function cliToken(server: TestServer, approver: Client): Promise<string> {
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "audit laptop" });
-  assert.equal(device.status, 200, JSON.stringify(device.body));
-  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
-  assert.equal(approved.status, 200, JSON.stringify(approved.body));
-  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
-  return tokens.body.accessToken;
-}
 
 /** Moves the clock to the next UTC noon, so the day-based filters below never straddle midnight. */
 function advanceToNoon(server: TestServer): void {
@@ -139,7 +129,7 @@ test("the audit log and the overview: owners and admins, browser sessions only, 
     assert.deepEqual(signedOut.body, { error: "not signed in" });
   }
 
-  const cli = alice.withBearer(await cliToken(server, alice));
+  const cli = alice.withBearer((await cliLogin(server, alice)).accessToken);
   for (const suffix of ["audit", "security"]) {
     const res = await cli.json("GET", `/api/projects/${project.id}/${suffix}`);
     assert.equal(res.status, 403);
@@ -583,7 +573,7 @@ test("secret operations are audited in the secrets category with actor, target, 
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  const cli = alice.withBearer(await cliToken(server, alice));
+  const cli = alice.withBearer((await cliLogin(server, alice)).accessToken);
   const base = `/api/projects/${project.id}/environments/development`;
   const ok = (res: { status: number; body: unknown }, status = 200) => assert.equal(res.status, status, JSON.stringify(res.body));
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
 
 const SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
 const MINUTE = 60_000;
@@ -25,17 +25,6 @@ function poll(server: TestServer, deviceCode: unknown) {
   return server.client().json("POST", "/api/cli/auth/token", { deviceCode });
 }
 
-/** The whole device flow: start, approve in the browser, poll once. */
-async function cliLogin(server: TestServer, approver: Client, deviceName = "laptop"): Promise<TokenPair> {
-  const device = await startDevice(server, deviceName);
-  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode: device.userCode });
-  assert.equal(approved.status, 200, JSON.stringify(approved.body));
-  const res = await poll(server, device.deviceCode);
-  assert.equal(res.status, 200, JSON.stringify(res.body));
-  // Tokens must never be kept by a cache (RFC 6749 5.1); nor the device code.
-  assert.equal(res.headers.get("cache-control"), "no-store");
-  return res.body as TokenPair;
-}
 
 function refresh(server: TestServer, refreshToken: string) {
   return server.client().json("POST", "/api/cli/auth/refresh", { refreshToken });
@@ -253,7 +242,7 @@ test("approve validates its input and needs a browser session", async (t) => {
   assert.deepEqual([anonymous.status, anonymous.body], [401, { error: "not signed in" }]);
 
   // A CLI token can never approve another device.
-  const tokens = await cliLogin(server, alice);
+  const tokens = await cliLogin(server, alice, "laptop");
   const byCli = await server.client().withBearer(tokens.accessToken).json("POST", "/api/cli/auth/approve", { userCode: device.userCode });
   assert.equal(byCli.status, 403);
   const byBadToken = await server.client().withBearer("svc_at_" + "x".repeat(43)).json("POST", "/api/cli/auth/approve", {
@@ -301,7 +290,7 @@ test("device start is rate limited per address", async (t) => {
 test("refresh rotates the pair; the old access token lives until its own expiry", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const first = await cliLogin(server, alice);
+  const first = await cliLogin(server, alice, "laptop");
 
   server.clock.advance(10 * MINUTE);
   const res = await refresh(server, first.refreshToken);
@@ -334,7 +323,7 @@ test("refresh rotates the pair; the old access token lives until its own expiry"
 test("presenting a rotated refresh token revokes the whole session", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const first = await cliLogin(server, alice);
+  const first = await cliLogin(server, alice, "laptop");
   const second = (await refresh(server, first.refreshToken)).body as TokenPair;
   const third = (await refresh(server, second.refreshToken)).body as TokenPair;
   assert.equal(await projectsStatus(server, third.accessToken), 200);
@@ -350,14 +339,14 @@ test("presenting a rotated refresh token revokes the whole session", async (t) =
   assert.ok(server.logs.some((line) => line.includes("refresh token reused")));
 
   // Another session of the same user is untouched.
-  const other = await cliLogin(server, alice);
+  const other = await cliLogin(server, alice, "laptop");
   assert.equal(await projectsStatus(server, other.accessToken), 200);
 });
 
 test("concurrent refreshes with the same token: exactly one wins", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const first = await cliLogin(server, alice);
+  const first = await cliLogin(server, alice, "laptop");
   const results = await Promise.all([refresh(server, first.refreshToken), refresh(server, first.refreshToken), refresh(server, first.refreshToken)]);
   const statuses = results.map((r) => r.status).sort();
   assert.deepEqual(statuses, [200, 401, 401]);
@@ -367,7 +356,7 @@ test("concurrent refreshes with the same token: exactly one wins", async (t) => 
 test("unknown, malformed and expired refresh tokens answer 401", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const pair = await cliLogin(server, alice);
+  const pair = await cliLogin(server, alice, "laptop");
   for (const token of ["svc_rt_" + "a".repeat(43), "nonsense", pair.accessToken]) {
     const res = await refresh(server, token);
     assert.deepEqual([res.status, res.body], [401, SESSION_ENDED]);
@@ -383,7 +372,7 @@ test("unknown, malformed and expired refresh tokens answer 401", async (t) => {
 test("logout ends the session and is idempotent", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const pair = await cliLogin(server, alice);
+  const pair = await cliLogin(server, alice, "laptop");
   const cli = server.client().withBearer(pair.accessToken);
   assert.deepEqual((await cli.json("POST", "/api/cli/auth/logout")).body, { ok: true });
   assert.equal(await projectsStatus(server, pair.accessToken), 401);
@@ -448,7 +437,7 @@ test("sessions: list without token material, revoke one, revoke all, never anoth
 test("lastUsedAt follows use, written at most once a minute", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const pair = await cliLogin(server, alice);
+  const pair = await cliLogin(server, alice, "laptop");
   const lastUsed = async () => (await alice.json("GET", "/api/cli/sessions")).body.sessions[0].lastUsedAt as string;
   const start = await lastUsed();
   server.clock.advance(30_000);
@@ -463,7 +452,7 @@ test("lastUsedAt follows use, written at most once a minute", async (t) => {
 test("a disabled user's tokens stop working and cannot be refreshed", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  const pair = await cliLogin(server, alice);
+  const pair = await cliLogin(server, alice, "laptop");
   server.app.db.$client.prepare("UPDATE users SET disabled_at = ? WHERE email = ?").run(new Date().toISOString(), "alice@example.test");
   assert.equal(await projectsStatus(server, pair.accessToken), 401);
   assert.deepEqual((await refresh(server, pair.refreshToken)).body, SESSION_ENDED);
@@ -510,7 +499,7 @@ test("Bearer tokens work on every CLI endpoint and get 403 on every browser-only
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  const pair = await cliLogin(server, alice);
+  const pair = await cliLogin(server, alice, "laptop");
   const cli = server.client().withBearer(pair.accessToken);
   const fill = (p: string, secretId = "00000000-0000-0000-0000-000000000000") =>
     p.replaceAll(P, project.id).replaceAll(S, secretId).replaceAll(":user", alice.user!.id);

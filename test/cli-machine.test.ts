@@ -6,12 +6,13 @@ import fs from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
 import { test, type TestContext } from "node:test";
 import dotenv from "dotenv";
-import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
 import { makeTempDir, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 
-const AUDIENCE = "https://secrets.example.test";
 
 /** An empty HOME and XDG_CONFIG_HOME, and a work folder outside them. */
 function emptyHome(t: TestContext) {
@@ -39,23 +40,6 @@ function cli(home: Home, args: string[], env: Record<string, string | undefined>
   return runMain(args, { ...home.env, ...env }, { timeoutMs: 60_000, cwd: options.cwd ?? home.work, input: options.input });
 }
 
-async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
-  const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-}
-
-async function serviceAccount(owner: Client, projectId: string, input: { name: string; role: string; environments: string[] }) {
-  const res = await owner.json("POST", `/api/projects/${projectId}/service-accounts`, input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.serviceAccount as { id: string; name: string };
-}
-
-async function serviceToken(owner: Client, projectId: string, accountId: string, input: Record<string, unknown> = { name: "ci" }) {
-  const res = await owner.json("POST", `/api/projects/${projectId}/service-accounts/${accountId}/tokens`, input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body as { token: string; tokenInfo: { id: string } };
-}
-
 function assertNoSecretIn(secret: string, ...outputs: string[]): void {
   for (const output of outputs) assert.ok(!output.includes(secret), "a token was printed");
   for (const output of outputs) assert.doesNotMatch(output, /svc_(st|wt)_/, "a token was printed");
@@ -65,16 +49,16 @@ async function setUp(t: TestContext) {
   const server = await startServer(t);
   const owner = await server.signIn("olivia@example.test");
   const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
-  await addSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-4711");
-  await addSecret(owner, project.id, "development", "DATABASE_URL", "postgres://dev-db/app-0815");
+  await createSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-4711");
+  await createSecret(owner, project.id, "development", "DATABASE_URL", "postgres://dev-db/app-0815");
   return { server, owner, project };
 }
 
 test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the token's project and environment; HOME stays empty", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
   const outputs: string[] = [];
   const run = async (args: string[], input?: string) => {
@@ -128,8 +112,8 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
 test("a token for several environments needs --env, naming the choices; a link file may give it, but never the server", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "reader", role: "viewer", environments: ["development", "production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "reader", role: "viewer", environments: ["development", "production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
   const ambiguous = await cli(home, ["secrets", "list"], env);
@@ -175,8 +159,8 @@ test("a token for several environments needs --env, naming the choices; a link f
 test("--token-file reads a trimmed token; two tokens are refused; a revoked token fails with exit 3 and what to check", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
-  const { token, tokenInfo } = await serviceToken(owner, project.id, account.id);
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
+  const { token, tokenInfo } = await createServiceToken(owner, project.id, account.id);
   const file = path.join(home.dir, "token");
   fs.writeFileSync(file, `${token}\n`, { mode: 0o400 });
 
@@ -225,8 +209,8 @@ test("--token-file reads a trimmed token; two tokens are refused; a revoked toke
 test("whoami with a token shows the service account", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production", "development"] });
-  const { token } = await serviceToken(owner, project.id, account.id, { name: "ci", expiresInDays: 30 });
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production", "development"] });
+  const { token } = await createServiceToken(owner, project.id, account.id, { name: "ci", expiresInDays: 30 });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
   const who = await cli(home, ["whoami"], env);
@@ -252,9 +236,9 @@ test("whoami with a token shows the service account", async (t) => {
 test("run --fallback with a token: a copy keyed by the token, used when the server is down", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await serviceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
-  const { token } = await serviceToken(owner, project.id, account.id);
-  const other = await serviceToken(owner, project.id, account.id, { name: "other host" });
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const other = await createServiceToken(owner, project.id, account.id, { name: "other host" });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
   const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.DATABASE_URL ?? 'unset')"];
 
@@ -287,34 +271,11 @@ test("run --fallback with a token: a copy keyed by the token, used when the serv
   assertNoSecretIn(token, online.stderr, offline.stderr, otherToken.stderr);
 });
 
-/** An OpenID issuer (configuration and key set) and a JWT signer, as in workload-identity.test.ts. */
-async function startIssuer(t: TestContext) {
-  const { privateKey, publicKey } = await generateKeyPair("ES256");
-  const jwk = { ...(await exportJWK(publicKey)), kid: "ec-1", alg: "ES256", use: "sig" };
-  const server = http.createServer((req, res) => {
-    res.setHeader("content-type", "application/json");
-    if (req.url === "/.well-known/openid-configuration") return res.end(JSON.stringify({ issuer: url, jwks_uri: `${url}/jwks` }));
-    if (req.url === "/jwks") return res.end(JSON.stringify({ keys: [jwk] }));
-    res.statusCode = 404;
-    res.end("{}");
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    url,
-    sign(claims: Record<string, unknown> = {}) {
-      const now = Math.floor(Date.now() / 1000);
-      return new SignJWT({ iss: url, aud: AUDIENCE, sub: "repo:acme/api:ref:refs/heads/main", iat: now, exp: now + 600, repository: "acme/api", ...claims })
-        .setProtectedHeader({ alg: "ES256", kid: "ec-1" })
-        .sign(privateKey);
-    },
-  };
-}
-
 async function trustedAccount(t: TestContext, server: TestServer, owner: Client, projectId: string, audience = AUDIENCE) {
   const issuer = await startIssuer(t);
-  const account = await serviceAccount(owner, projectId, { name: "github-deploy", role: "viewer", environments: ["production"] });
+  const key = await signingKey("ec-1", "ES256");
+  issuer.publish(key);
+  const account = await createServiceAccount(owner, projectId, { name: "github-deploy", role: "viewer", environments: ["production"] });
   const trust = await owner.json("POST", `/api/projects/${projectId}/service-accounts/${account.id}/trusts`, {
     issuer: issuer.url,
     audience,
@@ -322,14 +283,14 @@ async function trustedAccount(t: TestContext, server: TestServer, owner: Client,
     claims: { repository: "acme/api" },
   });
   assert.equal(trust.status, 201, JSON.stringify(trust.body));
-  return { issuer, account };
+  return { issuer, account, sign: (claims: Record<string, unknown> = {}) => issuer.sign(key, claims) };
 }
 
 test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is exchanged first; a refused one fails clearly", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const { issuer, account } = await trustedAccount(t, server, owner, project.id);
-  const jwt = await issuer.sign();
+  const { sign, account } = await trustedAccount(t, server, owner, project.id);
+  const jwt = await sign();
   const env = { SECRETS_SERVER_IDENTITY_TOKEN: jwt, SECRETS_SERVER_SERVICE_ACCOUNT: account.id, SECRETS_SERVER_URL: server.url };
 
   const get = await cli(home, ["secrets", "get", "DATABASE_URL"], env);
@@ -345,7 +306,7 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
   assert.equal(fallback.code, 2);
   assert.match(fallback.stderr, /^secrets-server: --fallback needs a service token/);
 
-  const wrongSubject = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_IDENTITY_TOKEN: await issuer.sign({ repository: "evil/api" }) });
+  const wrongSubject = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_IDENTITY_TOKEN: await sign({ repository: "evil/api" }) });
   assert.equal(wrongSubject.code, 3);
   assert.equal(
     wrongSubject.stderr,
@@ -373,7 +334,7 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
   // The default audience is the server's URL.
-  const { issuer, account } = await trustedAccount(t, server, owner, project.id, server.url);
+  const { sign, account } = await trustedAccount(t, server, owner, project.id, server.url);
   const requestToken = "gha-request-token-5501";
   const seen: { authorization?: string; url: string }[] = [];
   const github = http.createServer(async (req, res) => {
@@ -384,7 +345,7 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
       res.statusCode = 403;
       return res.end("{}");
     }
-    res.end(JSON.stringify({ value: await issuer.sign({ aud: url.searchParams.get("audience") }) }));
+    res.end(JSON.stringify({ value: await sign({ aud: url.searchParams.get("audience") }) }));
   });
   await new Promise<void>((resolve) => github.listen(0, "127.0.0.1", resolve));
   t.after(() => new Promise<void>((resolve) => github.close(() => resolve())));

@@ -1,15 +1,14 @@
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
-import { setTimeout as sleep } from "node:timers/promises";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { chooseLogFormat } from "../src/app.ts";
-import { freePort, makeTempDir, randomMasterKey, ROOT, runMain, startServer } from "./helpers.ts";
+import { Client, makeTempDir, randomMasterKey, ROOT, runMain, startServer, startServerProcess } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {
   try {
@@ -354,20 +353,11 @@ test("logs: readable lines only in development on a terminal, JSON lines otherwi
   // A development server whose output is a pipe: every line is a JSON object.
   const dataDir = makeTempDir();
   t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
-    env: { PATH: process.env.PATH, DATA_DIR: dataDir, PORT: String(await freePort()), MASTER_KEY: randomMasterKey() },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout.on("data", (d) => (output += d));
-  child.stderr.on("data", (d) => (output += d));
-  const closed = new Promise((resolve) => child.on("close", resolve));
-  const deadline = Date.now() + 30_000;
-  while (!output.includes("secrets-server is ready") && child.exitCode === null && Date.now() < deadline) await sleep(50);
-  child.kill("SIGTERM");
-  await closed;
-  const lines = output.trim().split("\n");
-  assert.ok(lines.some((line) => line.includes("secrets-server is ready")), output);
+  const server = await startServerProcess(t, { DATA_DIR: dataDir }, { dataDir });
+  server.child.kill("SIGTERM");
+  await server.exited;
+  const lines = server.output().trim().split("\n");
+  assert.ok(lines.some((line) => line.includes("secrets-server is ready")), server.output());
   for (const line of lines) assert.equal(typeof JSON.parse(line).msg, "string", line);
 });
 
@@ -391,4 +381,21 @@ test("a database file the server's user may read but not write stops the start w
   });
   assert.equal(result.status, 1, result.stderr);
   assert.match(result.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: this user may not write secrets\.db; give it to the user the server runs as\.\n$/);
+});
+
+test("PORT=0: the OS picks the port, and an unset APP_URL names the port the server really has", async (t) => {
+  const server = await startServerProcess(t);
+  const ready = JSON.parse(server.output().split("\n").find((line) => line.includes("secrets-server is ready"))!) as { url: string };
+  const port = new URL(server.url).port;
+  assert.notEqual(port, "0");
+  assert.equal(ready.url, `http://localhost:${port}`);
+  const health = await fetch(`${server.url}/healthz`);
+  assert.equal(health.status, 200);
+  // Links the server makes name that port too (the Origin check and devAcceptUrl use APP_URL).
+  const alice = new Client(server.url, ready.url);
+  assert.equal((await alice.json("POST", "/api/auth/dev/sign-in", { email: "alice@example.test" })).status, 200);
+  const project = await alice.createProject({ name: "ports", environments: ["development"] });
+  const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "viewer" });
+  assert.equal(invited.status, 201);
+  assert.match((invited.body as { devAcceptUrl: string }).devAcceptUrl, new RegExp(`^http://localhost:${port}/invite#`));
 });

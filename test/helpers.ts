@@ -1,6 +1,7 @@
 // Test helpers: a real server (buildApp + listen on a free port) on a real SQLite file in
 // a fresh temporary DATA_DIR, and HTTP clients that use only the public API.
-import { spawn } from "node:child_process";
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -168,15 +169,16 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
     },
   });
 
-  // The port is only known after listen, but APP_URL (Origin check, links) needs it:
-  // reserve a free port first and pass it in.
-  const port = env.PORT === "0" ? await freePort() : Number(env.PORT);
-  env.PORT = String(port);
-  if (!options.env?.APP_URL) env.APP_URL = `http://127.0.0.1:${port}`;
+  // PORT=0: the OS picks the port at listen, and an APP_URL on port 0 follows it, so
+  // servers start side by side without racing for a free port.
+  if (!options.env?.APP_URL && !options.exactEnv) env.APP_URL = `http://127.0.0.1:${env.PORT}`;
   const config = loadConfig(env);
   const app = await buildApp(config, { clock, logStream, jwksCooldownMs: options.jwksCooldownMs });
-  await app.app.listen({ host: "127.0.0.1", port });
-  const url = `http://127.0.0.1:${port}`;
+  await app.app.listen({ host: "127.0.0.1", port: config.port });
+  const url = `http://127.0.0.1:${config.port}`;
+  // A restart comes back on the same port and URL, so the clients a test holds keep working.
+  env.PORT = String(config.port);
+  if (config.appUrlFollowsPort) env.APP_URL = config.appUrl;
   leakWatchesByUrl.set(url, watch);
 
   let stopped = false;
@@ -216,6 +218,133 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
     }
   });
   return server;
+}
+
+export interface CliTokens {
+  accessToken: string;
+  refreshToken: string;
+  expiresIn: number;
+}
+
+/**
+ * A real CLI login through the device flow: start, approve from `approver`'s browser
+ * session, poll once. The tokens answer is checked never to be cached (RFC 6749 5.1).
+ */
+export async function cliLogin(server: TestServer, approver: Client, deviceName = "test laptop"): Promise<CliTokens> {
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName });
+  assert.equal(device.status, 200, JSON.stringify(device.body));
+  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
+  assert.equal(tokens.headers.get("cache-control"), "no-store");
+  return tokens.body as CliTokens;
+}
+
+/** A client holding a CLI access token of `approver`'s user. */
+export async function cliClient(server: TestServer, approver: Client, deviceName?: string): Promise<Client> {
+  return server.client().withBearer((await cliLogin(server, approver, deviceName)).accessToken);
+}
+
+export interface AuditRow {
+  id: string;
+  at: string;
+  action: string;
+  category: string;
+  /** The actor's user id; null for the system. */
+  actor: string | null;
+  targetType: string;
+  targetId: string;
+  metadata: Record<string, unknown>;
+}
+
+const AUDIT_CATEGORIES = ["secrets", "access", "project", "integrations"] as const;
+
+/**
+ * The project's audit events as the API shows them to an owner or admin (`reader`), oldest
+ * first, those whose action starts with `prefix`. Read through GET /audit like a person
+ * would; each event's category is learnt from the API's category filter (events carry none).
+ */
+export async function auditEvents(reader: Client, projectId: string, prefix = ""): Promise<AuditRow[]> {
+  const page = async (query: string) => {
+    const events: { id: string; at: string; action: string; targetType: string; targetId: string; metadata: Record<string, unknown>; actor: { userId: string | null } | null }[] = [];
+    let cursor: string | null = null;
+    do {
+      const res: { status: number; body: any } = await reader.json("GET", `/api/projects/${projectId}/audit?limit=100${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+      events.push(...res.body.events);
+      cursor = res.body.nextCursor;
+    } while (cursor);
+    return events;
+  };
+  const categoryOf = new Map<string, string>();
+  for (const category of AUDIT_CATEGORIES) for (const event of await page(`&category=${category}`)) categoryOf.set(event.id, category);
+  return (await page(""))
+    .reverse()
+    .filter((event) => event.action.startsWith(prefix))
+    .map((event) => ({
+      id: event.id,
+      at: event.at,
+      action: event.action,
+      category: categoryOf.get(event.id) ?? "",
+      actor: event.actor?.userId ?? null,
+      targetType: event.targetType,
+      targetId: event.targetId,
+      metadata: event.metadata,
+    }));
+}
+
+export interface ServerProcess {
+  url: string;
+  dataDir: string;
+  child: ChildProcess;
+  output(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>;
+}
+
+/**
+ * The server as its own process (`serve` from source), on PORT=0: ready, and its URL known,
+ * when it logs "secrets-server is ready" with the port the OS gave it. Killed and its data
+ * folder removed after the test unless the caller passes its own `dataDir`.
+ */
+export async function startServerProcess(
+  t: TestContext,
+  env: Record<string, string> = {},
+  options: { dataDir?: string; timeoutMs?: number } = {},
+): Promise<ServerProcess> {
+  const dataDir = options.dataDir ?? makeTempDir();
+  if (!options.dataDir) t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: "0", MASTER_KEY: randomMasterKey(), RATE_LIMIT_PER_MINUTE: "1000000", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>((resolve) =>
+    child.on("close", (code, signal) => resolve({ code, signal, atMs: Date.now() })),
+  );
+  t.after(() => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the server did not start within ${options.timeoutMs ?? 30_000} ms:\n${output}`)), options.timeoutMs ?? 30_000);
+    const take = (chunk: Buffer) => {
+      output += chunk;
+      const ready = output.split("\n").find((line) => line.includes("secrets-server is ready"));
+      if (!ready) return;
+      clearTimeout(timer);
+      // JSON when the output is a pipe; the URL's port is the one the OS picked.
+      const port = new URL((JSON.parse(ready) as { url: string }).url).port;
+      resolve(`http://127.0.0.1:${port}`);
+    };
+    child.stdout!.on("data", take);
+    child.stderr!.on("data", (chunk: Buffer) => (output += chunk));
+    child.once("exit", () => {
+      clearTimeout(timer);
+      reject(new Error(`the server exited before it was ready:\n${output}`));
+    });
+  });
+  return { url, dataDir, child, output: () => output, exited };
 }
 
 export async function freePort(): Promise<number> {

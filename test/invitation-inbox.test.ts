@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
 import { SMTPServer } from "smtp-server";
-import { Client, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
+import { cliClient, Client, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const PASSWORD = "a long enough password";
 
@@ -101,10 +101,7 @@ test("invitations list: expired ones disappear and cannot be accepted; CLI token
   assert.equal((await dana.json("GET", "/api/invitations")).body.invitations.length, 1);
 
   // CLI token of Dana: browser-only endpoints answer 403.
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "dana laptop" });
-  await dana.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
-  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  const cli = server.client().withBearer(tokens.body.accessToken);
+  const cli = await cliClient(server, dana, "dana laptop");
   assert.equal((await cli.json("GET", "/api/invitations")).status, 403);
   assert.equal((await cli.json("POST", `/api/invitations/${created.invitation.id}/accept`)).status, 403);
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test, type TestContext } from "node:test";
-import { Client, runMain, startServer, type TestServer } from "./helpers.ts";
+import { cliClient, Client, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const PRODUCTION_LOCAL = { NODE_ENV: "production", AUTH_PROVIDER: "local" };
 const GOOD_PASSWORD = "correct horse battery staple";
@@ -221,10 +221,7 @@ test("users commands: add, list, set the password through the link, reset, disab
   assert.match(list.stdout, /^bob@example\.com\tBob Builder\tlocal\tactive\tyes\t/m);
 
   // A CLI session approved from Bob's browser session, to see the reset end it too.
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "bob laptop" });
-  assert.equal((await bob.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
-  const bobTokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  const bobCli = server.client().withBearer(bobTokens.body.accessToken);
+  const bobCli = await cliClient(server, bob, "bob laptop");
   assert.equal((await bobCli.json("GET", "/api/projects")).status, 200);
 
   // A reset link: using it sets the new password and ends the sessions of the old one.
@@ -269,19 +266,15 @@ test("users disable cuts off an active CLI token at once", async (t) => {
   const carol = server.client();
   await carol.json("POST", "/api/auth/local/set-password", { token: tokenOf(linkFromOutput(added.stdout)), password: "carols long password" });
 
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "carol laptop" });
-  assert.equal(device.status, 200, JSON.stringify(device.body));
-  assert.equal((await carol.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
-  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  assert.equal(tokens.status, 200);
-  const cliClient = server.client().withBearer(tokens.body.accessToken);
-  assert.equal((await cliClient.json("GET", "/api/projects")).status, 200);
+  const tokens = await cliLogin(server, carol, "carol laptop");
+  const carolCli = server.client().withBearer(tokens.accessToken);
+  assert.equal((await carolCli.json("GET", "/api/projects")).status, 200);
 
   const disabled = await cli(server, "users", "disable", "carol@example.com");
   assert.match(disabled.stdout, /ended 1 browser and 1 CLI sessions/);
-  const after = await cliClient.json("GET", "/api/projects");
+  const after = await carolCli.json("GET", "/api/projects");
   assert.deepEqual([after.status, after.body], [401, { error: "Your CLI session has expired or was revoked. Run the CLI login command." }]);
-  const refresh = await server.client().json("POST", "/api/cli/auth/refresh", { refreshToken: tokens.body.refreshToken });
+  const refresh = await server.client().json("POST", "/api/cli/auth/refresh", { refreshToken: tokens.refreshToken });
   assert.equal(refresh.status, 401);
   assert.equal((await carol.json("GET", "/api/auth/me")).status, 401);
   const revoked = server.app.db.$client.prepare("SELECT revoked_at FROM cli_sessions").pluck().get();

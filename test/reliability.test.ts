@@ -1,7 +1,7 @@
 // Faults of the machine and of clients: a full disk, a graceful stop under keep-alive
 // load, a stalled body, a compressed body.
 import assert from "node:assert/strict";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -9,7 +9,7 @@ import path from "node:path";
 import { test, type TestContext } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { freePort, makeTempDir, randomMasterKey, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { makeTempDir, randomMasterKey, ROOT, runMain, startServer, startServerProcess, type Client, type TestServer } from "./helpers.ts";
 
 const DISK_FULL = "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
 
@@ -211,36 +211,6 @@ test("a compressed request body answers 415 and stores nothing; identity is fine
   const plain = await alice.request("POST", `${base}/secrets`, { key: "PLAIN_VALUE", value: "sent-as-identity" }, { "content-encoding": "identity" });
   assert.equal(plain.status, 201);
 });
-
-interface ServerProcess {
-  url: string;
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>;
-}
-
-/** The server as its own process (`serve`), ready when it logs so. */
-async function startServerProcess(t: TestContext, env: Record<string, string> = {}): Promise<ServerProcess> {
-  const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
-  const port = await freePort();
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: String(port), MASTER_KEY: randomMasterKey(), RATE_LIMIT_PER_MINUTE: "1000000", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout!.on("data", (d) => (output += d));
-  child.stderr!.on("data", (d) => (output += d));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>((resolve) =>
-    child.on("close", (code, signal) => resolve({ code, signal, atMs: Date.now() })),
-  );
-  t.after(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
-  });
-  await waitFor("the server to start", async () => (output.includes("secrets-server is ready") ? true : child.exitCode !== null ? Promise.reject(new Error(output)) : undefined));
-  return { url: `http://127.0.0.1:${port}`, child, output: () => output, exited };
-}
 
 interface Answer {
   status: number;

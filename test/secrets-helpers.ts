@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import Database from "better-sqlite3";
 import path from "node:path";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
 
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -67,15 +67,9 @@ export async function startTeam(
   };
 }
 
-/** A real CLI access token for the client's user, through the device flow (api.md 4.2). */
+/** The client's user, signed in through the CLI's device flow. */
 export async function cliFor(server: TestServer, client: Client): Promise<Client> {
-  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "test laptop" });
-  assert.equal(device.status, 200, JSON.stringify(device.body));
-  const approved = await client.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
-  assert.equal(approved.status, 200, JSON.stringify(approved.body));
-  const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
-  assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
-  return client.withBearer(tokens.body.accessToken as string);
+  return client.withBearer((await cliLogin(server, client)).accessToken);
 }
 
 export function envPath(projectId: string, env: string): string {
@@ -86,24 +80,6 @@ export async function createSecret(client: Client, projectId: string, env: strin
   const res = await client.json("POST", `${envPath(projectId, env)}/secrets`, { key, value });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body.secret;
-}
-
-export interface AuditRow {
-  action: string;
-  actor: string | null;
-  targetType: string;
-  targetId: string;
-  metadata: Record<string, unknown>;
-}
-
-export function auditEvents(server: TestServer, projectId: string, prefix = "secret"): AuditRow[] {
-  const rows = server.app.db.$client
-    .prepare(
-      `SELECT action, actor_user_id AS actor, target_type AS targetType, target_id AS targetId, metadata
-       FROM audit_events WHERE project_id = ? AND action LIKE ? ORDER BY seq`,
-    )
-    .all(projectId, `${prefix}%`) as (Omit<AuditRow, "metadata"> & { metadata: string })[];
-  return rows.map((r) => ({ ...r, metadata: JSON.parse(r.metadata) as Record<string, unknown> }));
 }
 
 export function count(server: TestServer, sql: string, ...params: unknown[]): number {

@@ -3,9 +3,10 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import { auditEvents } from "./helpers.ts";
 import { test } from "node:test";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { auditEvents, cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
+import { cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 const INVALID = { error: "invalid request" };
 const TOO_LARGE = { error: "The import is too large." };
@@ -65,7 +66,7 @@ test("import creates, updates, leaves unchanged and skips, reporting in request 
   assert.deepEqual((await owner.json("GET", `${envPath(projectId, "staging")}/export`)).body.secrets, [{ key: "NEW_ONE", value: "staging-copy-001" }]);
 
   assert.deepEqual(
-    auditEvents(server, projectId, "secrets.imported").map((e) => [e.actor, e.targetType, e.metadata]),
+    (await auditEvents(owner, projectId, "secrets.imported")).map((e) => [e.actor, e.targetType, e.metadata]),
     [[member.user!.id, "environment", { environment: "development", created: 3, updated: 1, unchanged: 1, skipped: 1, failed: 0 }]],
   );
 

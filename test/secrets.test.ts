@@ -1,8 +1,8 @@
 // api.md 4.1 over HTTP against a real server: every rule, status and message.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { runMain } from "./helpers.ts";
-import { auditEvents, cliFor, count, createSecret, envPath, ISO_MS, openFile, startTeam, UUID } from "./secrets-helpers.ts";
+import { auditEvents, runMain } from "./helpers.ts";
+import { cliFor, count, createSecret, envPath, ISO_MS, openFile, startTeam, UUID } from "./secrets-helpers.ts";
 
 const NOT_FOUND = { error: "Project not found." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
@@ -43,7 +43,7 @@ test("create answers 201 with version 1, stores the value only encrypted, and is
   assert.equal(rows[0].ciphertext.length, 12 + "postgres://db.internal/app-4417".length + 16);
 
   assert.deepEqual(
-    auditEvents(server, projectId).map((e) => [e.action, e.actor, e.targetType, e.targetId, e.metadata]),
+    (await auditEvents(owner, projectId, "secret")).map((e) => [e.action, e.actor, e.targetType, e.targetId, e.metadata]),
     [["secret.created", owner.user!.id, "secret", secret.id, { key: "DATABASE_URL", environment: "production", version: 1 }]],
   );
 });
@@ -156,7 +156,7 @@ test("list: metadata only, most recently updated first", async (t) => {
   assert.deepEqual(res.body, { secrets: [patched.body.secret, c, b] });
   assert.ok(!JSON.stringify(res.body).includes("value"));
   // Listing is not a reveal.
-  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 0);
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 0);
 
   const empty = await owner.json("GET", `${envPath(projectId, "development")}/secrets`);
   assert.deepEqual(empty.body, { secrets: [] });
@@ -171,7 +171,7 @@ test("read returns the value, is audited as secret.revealed, and is not cached",
     secret: { id: created.id, key: "STRIPE_KEY", value: "sk_live_abcdef123", version: 1, updatedAt: created.updatedAt },
   });
   assert.equal(res.headers.get("cache-control"), "no-store");
-  const revealed = auditEvents(server, projectId, "secret.revealed");
+  const revealed = (await auditEvents(owner, projectId, "secret.revealed"));
   assert.deepEqual(
     revealed.map((e) => [e.actor, e.targetId, e.metadata]),
     [[owner.user!.id, created.id, { key: "STRIPE_KEY", environment: "production", version: 1 }]],
@@ -183,7 +183,7 @@ test("read returns the value, is audited as secret.revealed, and is not cached",
     assert.equal(missing.status, 404);
     assert.deepEqual(missing.body, SECRET_NOT_FOUND);
   }
-  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 1);
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 1);
 });
 
 test("concurrent reads share a commit, yet each answers only with its event on disk; no event, no value", async (t) => {
@@ -192,10 +192,10 @@ test("concurrent reads share a commit, yet each answers only with its event on d
   const path = `${envPath(projectId, "production")}/secrets/${created.id}`;
   const answers = await Promise.all(Array.from({ length: 40 }, () => owner.json("GET", path)));
   assert.deepEqual(new Set(answers.map((a) => a.status)), new Set([200]));
-  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 40);
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 40);
   const history = await owner.json("GET", `${path}/versions/1`);
   assert.equal(history.status, 200);
-  assert.equal(auditEvents(server, projectId, "secret.version_revealed").length, 1);
+  assert.equal((await auditEvents(owner, projectId, "secret.version_revealed")).length, 1);
 
   // When the event cannot be written, the value is not given out.
   server.app.db.$client.exec("CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END");
@@ -205,7 +205,7 @@ test("concurrent reads share a commit, yet each answers only with its event on d
     assert.ok(!JSON.stringify(res.body).includes("shared-commit-value"), JSON.stringify(res.body));
   }
   server.app.db.$client.exec("DROP TRIGGER refuse_audit");
-  assert.equal(auditEvents(server, projectId, "secret.revealed").length, 40);
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 40);
   assert.equal((await owner.json("GET", path)).body.secret.value, "shared-commit-value");
   // Events written together still chain one after another.
   const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir, MASTER_KEY: server.env.MASTER_KEY });
@@ -326,7 +326,7 @@ test("the CLI can list, create, read, patch and export, and its events say via c
   assert.deepEqual(exported.body, { secrets: [{ key: "FROM_CLI", value: "cli-value-0002" }] });
 
   assert.deepEqual(
-    auditEvents(server, projectId).map((e) => [e.action, e.metadata.via]),
+    (await auditEvents(owner, projectId, "secret")).map((e) => [e.action, e.metadata.via]),
     [
       ["secret.created", "cli"],
       ["secret.revealed", "cli"],
@@ -336,7 +336,7 @@ test("the CLI can list, create, read, patch and export, and its events say via c
   );
   // A browser read carries no via.
   await owner.json("GET", `${base}/secrets/${id}`);
-  assert.equal(auditEvents(server, projectId, "secret.revealed").at(-1)!.metadata.via, undefined);
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).at(-1)!.metadata.via, undefined);
 });
 
 test("PATCH rule 1: at least one of key and value, otherwise 400 Nothing to update.", async (t) => {
@@ -353,7 +353,7 @@ test("PATCH rule 1: at least one of key and value, otherwise 400 Nothing to upda
     assert.deepEqual([res.status, res.body], [400, INVALID], JSON.stringify(body));
   }
   assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 1);
-  assert.equal(auditEvents(server, projectId, "secret.updated").length, 0);
+  assert.equal((await auditEvents(owner, projectId, "secret.updated")).length, 0);
 });
 
 test("PATCH rule 2: expectedVersion is a positive integer (400), and a stale one is a 409", async (t) => {
@@ -419,7 +419,7 @@ test("PATCH: a new value makes a new version; a rename does not; nothing changin
   );
 
   assert.deepEqual(
-    auditEvents(server, projectId, "secret.updated").map((e) => e.metadata),
+    (await auditEvents(owner, projectId, "secret.updated")).map((e) => e.metadata),
     [
       { key: "NEW_NAME", environment: "production", previousKey: "OLD_NAME", keyChanged: true, valueChanged: false, version: 1 },
       { key: "NEWER_NAME", environment: "production", previousKey: "NEW_NAME", keyChanged: true, valueChanged: true, version: 2 },
@@ -491,7 +491,7 @@ test("delete removes the secret and all its versions, browser only, audited", as
   assert.deepEqual([again.status, again.body], [404, SECRET_NOT_FOUND]);
   assert.deepEqual([(await owner.json("GET", url)).status, (await owner.json("GET", `${url}/versions`)).status], [404, 404]);
   assert.deepEqual(
-    auditEvents(server, projectId, "secret.deleted").map((e) => [e.actor, e.targetId, e.metadata]),
+    (await auditEvents(owner, projectId, "secret.deleted")).map((e) => [e.actor, e.targetId, e.metadata]),
     [[member.user!.id, secret.id, { key: "DOOMED", environment: "development", version: 2 }]],
   );
   // The key is free again.
@@ -561,7 +561,7 @@ test("one historical value: audited as secret.version_revealed; unknown versions
   assert.equal(res.headers.get("cache-control"), "no-store");
   assert.deepEqual((await owner.json("GET", `${url}/versions/2`)).body, { version: { versionNumber: 2, value: "old-values-2" } });
   assert.deepEqual(
-    auditEvents(server, projectId, "secret.version_revealed").map((e) => [e.targetId, e.metadata]),
+    (await auditEvents(owner, projectId, "secret.version_revealed")).map((e) => [e.targetId, e.metadata]),
     [
       [secret.id, { key: "OLD_VALUES", environment: "staging", versionNumber: 1 }],
       [secret.id, { key: "OLD_VALUES", environment: "staging", versionNumber: 2 }],
@@ -573,7 +573,7 @@ test("one historical value: audited as secret.version_revealed; unknown versions
   }
   const otherSecret = await owner.json("GET", `${envPath(projectId, "staging")}/secrets/nope/versions/1`);
   assert.deepEqual([otherSecret.status, otherSecret.body], [404, SECRET_NOT_FOUND]);
-  assert.equal(auditEvents(server, projectId, "secret.version_revealed").length, 2);
+  assert.equal((await auditEvents(owner, projectId, "secret.version_revealed")).length, 2);
 });
 
 test("restore writes the old value as a new ROLLED_BACK version, with the spec's 400, 404 and 409", async (t) => {
@@ -623,7 +623,7 @@ test("restore writes the old value as a new ROLLED_BACK version, with the spec's
     ],
   );
   assert.deepEqual(
-    auditEvents(server, projectId, "secret.rolled_back").map((e) => e.metadata),
+    (await auditEvents(owner, projectId, "secret.rolled_back")).map((e) => e.metadata),
     [
       { key: "ROLLBACK", environment: "production", restoredFromVersion: 2, version: 5 },
       { key: "ROLLBACK", environment: "production", restoredFromVersion: 3, version: 6 },
@@ -691,7 +691,7 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
   assert.deepEqual([bad.status, bad.body], [400, { error: "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON." }]);
 
   assert.deepEqual(
-    auditEvents(server, projectId, "secrets.exported").map((e) => [e.actor, e.targetType, e.metadata]),
+    (await auditEvents(owner, projectId, "secrets.exported")).map((e) => [e.actor, e.targetType, e.metadata]),
     [
       [owner.user!.id, "environment", { environment: "staging", count: 4, format: "json" }],
       [owner.user!.id, "environment", { environment: "staging", count: 4, format: "json" }],

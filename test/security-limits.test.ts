@@ -8,8 +8,8 @@ import path from "node:path";
 import { test } from "node:test";
 import { Worker } from "node:worker_threads";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
-import { auditEvents, createSecret, envPath, openFile } from "./secrets-helpers.ts";
+import { auditEvents, type Client, startServer, type TestServer } from "./helpers.ts";
+import { createSecret, envPath, openFile } from "./secrets-helpers.ts";
 
 const TOO_LARGE = { error: "The import is too large." };
 const ENVIRONMENT_FULL = {
@@ -103,7 +103,7 @@ test("an environment holds at most 1,000 secrets: create and import past it are 
   assert.equal((await owner.json("POST", `${base}/import`, { entries: entries(500, 999) })).status, 200);
   const at999 = await keys();
   assert.equal(at999.length, 999);
-  const auditBefore = auditEvents(server, projectId).length;
+  const auditBefore = (await auditEvents(owner, projectId, "secret")).length;
 
   // Two new keys do not fit in one place; the overwrite in the same request is not applied either.
   const twoNew = await owner.json("POST", `${base}/import`, {
@@ -121,7 +121,7 @@ test("an environment holds at most 1,000 secrets: create and import past it are 
     },
   ]);
   assert.deepEqual(await keys(), at999);
-  assert.equal(auditEvents(server, projectId).length, auditBefore);
+  assert.equal((await auditEvents(owner, projectId, "secret")).length, auditBefore);
 
   // The 1,000th fits; the 1,001st does not, by create or by import.
   const last = await owner.json("POST", `${base}/secrets`, { key: "THE_LAST", value: "the-last-value" });
@@ -224,7 +224,7 @@ test("a listing reads in a snapshot without waiting for another connection's wri
   ]);
   assert.deepEqual(messages, ["locked", "committed"]);
   assert.deepEqual(
-    auditEvents(server, projectId, "secrets.exported").map((e) => e.metadata),
+    (await auditEvents(owner, projectId, "secrets.exported")).map((e) => e.metadata),
     [{ environment: "development", count: 2, format: "json" }],
   );
   const keys = ((await owner.json("GET", `${base}/secrets`)).body.secrets as { key: string }[]).map((s) => s.key).sort();

@@ -1,6 +1,7 @@
 // Service tokens against misuse: odd client networks, tokens that outlive their creator's
 // right to make them, floods of made-up tokens, and trusts that let any workload in.
 import assert from "node:assert/strict";
+import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
 import { test, type TestContext } from "node:test";
 import { runMain, type Client } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
@@ -9,18 +10,13 @@ const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoke
 const CLI_SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
 const INVALID_FIELDS = { error: "invalid fields" };
 
-function base(projectId: string): string {
-  return `/api/projects/${projectId}/service-accounts`;
+function createAccount(by: Client, projectId: string, name = "deploy-bot"): Promise<any> {
+  return createServiceAccount(by, projectId, { name, role: "viewer", environments: ["production"] });
 }
 
-async function createAccount(by: Client, projectId: string, name = "deploy-bot"): Promise<any> {
-  const res = await by.json("POST", base(projectId), { name, role: "viewer", environments: ["production"] });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.serviceAccount;
-}
-
-async function createToken(by: Client, projectId: string, accountId: string, input: Record<string, unknown>) {
-  return by.json("POST", `${base(projectId)}/${accountId}/tokens`, input);
+/** The raw answer: these tests look at refusals too. */
+function requestToken(by: Client, projectId: string, accountId: string, input: Record<string, unknown>) {
+  return by.json("POST", `${serviceAccountsPath(projectId)}/${accountId}/tokens`, input);
 }
 
 function me(team: Team, token: string, scheme = "Bearer") {
@@ -55,7 +51,7 @@ test("odd allowedCidrs forms are refused with 400 or matched as the IPv4 network
     ["127.0.0.0/33", 400],
   ];
   for (const [n, [cidr, created, used]] of cases.entries()) {
-    const res = await createToken(team.owner, team.projectId, account.id, { name: `t${n}`, allowedCidrs: [cidr] });
+    const res = await requestToken(team.owner, team.projectId, account.id, { name: `t${n}`, allowedCidrs: [cidr] });
     if (created === 400) {
       assert.deepEqual([res.status, res.body], [400, INVALID_FIELDS], cidr);
       continue;
@@ -66,18 +62,18 @@ test("odd allowedCidrs forms are refused with 400 or matched as the IPv4 network
     assert.equal(answer.status, used, `${cidr}: ${JSON.stringify(answer.body)}`);
     if (used === 401) assert.deepEqual(answer.body, TOKEN_REFUSED);
     // Revoked again, to stay under the 20 live tokens.
-    await team.owner.json("DELETE", `${base(team.projectId)}/${account.id}/tokens/${res.body.tokenInfo.id}`);
+    await team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${account.id}/tokens/${res.body.tokenInfo.id}`);
   }
 
   // A list an older version accepted is refused with the one 401, not a 500 on every request.
-  const stored = await createToken(team.owner, team.projectId, account.id, { name: "stored", allowedCidrs: ["127.0.0.0/8"] });
+  const stored = await requestToken(team.owner, team.projectId, account.id, { name: "stored", allowedCidrs: ["127.0.0.0/8"] });
   assert.equal((await me(team, stored.body.token)).status, 200);
   team.server.app.db.$client
     .prepare("UPDATE service_tokens SET allowed_cidrs = ? WHERE id = ?")
     .run(JSON.stringify(["fe80::1%eth0", "127.0.0.0/08", "::ffff:127.0.0.1/90"]), stored.body.tokenInfo.id);
   assert.deepEqual(await me(team, stored.body.token).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
   // The owner's session is unaffected.
-  assert.equal((await team.owner.json("GET", `${base(team.projectId)}/${account.id}`)).status, 200);
+  assert.equal((await team.owner.json("GET", `${serviceAccountsPath(team.projectId)}/${account.id}`)).status, 200);
 });
 
 // ---------------------------------------------------------------------------------------
@@ -126,7 +122,7 @@ async function tokensAround(t: TestContext) {
   const team = await startTeam(t);
   const account = await createAccount(team.owner, team.projectId);
   const make = async (by: Client, name: string) => {
-    const res = await createToken(by, team.projectId, account.id, { name });
+    const res = await requestToken(by, team.projectId, account.id, { name });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     return res.body as { token: string; tokenInfo: { id: string } };
   };
@@ -142,7 +138,7 @@ for (const loss of LOSSES) {
 
     for (const made of byAdmin) assert.deepEqual(await me(team, made.token).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
     assert.equal((await me(team, byOwner.token)).status, 200);
-    const listed = await team.owner.json("GET", `${base(team.projectId)}/${account.id}`);
+    const listed = await team.owner.json("GET", `${serviceAccountsPath(team.projectId)}/${account.id}`);
     assert.deepEqual(
       listed.body.serviceAccount.tokens.map((x: { name: string }) => x.name),
       ["owner-1"],
@@ -192,7 +188,7 @@ test("tokens of a creator who still manages service accounts are untouched", asy
 test("the Bearer scheme is matched without regard to case, for service and CLI tokens", async (t) => {
   const team = await startTeam(t);
   const account = await createAccount(team.owner, team.projectId);
-  const { token } = (await createToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
+  const { token } = (await requestToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
   for (const scheme of ["bearer", "BEARER", "Bearer"]) {
     const good = await me(team, token, scheme);
     assert.equal(good.status, 200, `${scheme}: ${JSON.stringify(good.body)}`);
@@ -210,7 +206,7 @@ test("the Bearer scheme is matched without regard to case, for service and CLI t
 test("refused service tokens are limited per client address on every path: 429 after 60 a minute; good tokens unaffected", async (t) => {
   const team = await startTeam(t);
   const account = await createAccount(team.owner, team.projectId);
-  const { token } = (await createToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
+  const { token } = (await requestToken(team.owner, team.projectId, account.id, { name: "ci" })).body;
   const bad = (n: number) => `svc_st_${String(n).padStart(43, "x")}`;
   const paths = ["/api/service-accounts/me", "/healthz", "/api/projects", "/some/ui/page"];
   for (let n = 0; n < 60; n++) {
@@ -240,7 +236,7 @@ test("the security overview warns about a trust with subject \"*\" and no claims
   const narrow = await createAccount(team.owner, team.projectId, "narrow-bot");
   const note = (notes: string[]) => notes.filter((n) => n.includes("any workload"));
   const trust = (accountId: string, body: Record<string, unknown>) =>
-    team.owner.json("POST", `${base(team.projectId)}/${accountId}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "https://secrets.example.test", ...body });
+    team.owner.json("POST", `${serviceAccountsPath(team.projectId)}/${accountId}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "https://secrets.example.test", ...body });
 
   // Narrow ones: a pattern with more than stars, or "*" with a claim.
   assert.equal((await trust(narrow.id, { subject: "repo:acme/api:*" })).status, 201);
@@ -261,7 +257,7 @@ test("the security overview warns about a trust with subject \"*\" and no claims
     [["critical", { page: "service-accounts" }]],
   );
 
-  await team.owner.json("DELETE", `${base(team.projectId)}/${open.id}/trusts/${created.body.trust.id}`);
+  await team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${open.id}/trusts/${created.body.trust.id}`);
   overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
   assert.deepEqual(note(overview.body.notes), []);
 });

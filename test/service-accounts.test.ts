@@ -1,6 +1,7 @@
 // machine-access.md over HTTP against a real server: service accounts, service tokens and
 // the access guard's third kind of caller.
 import assert from "node:assert/strict";
+import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";
 import { test } from "node:test";
 import type { Client, TestServer } from "./helpers.ts";
 import { cliFor, count, createSecret, envPath, ISO_MS, startTeam, UUID, type Team } from "./secrets-helpers.ts";
@@ -21,26 +22,10 @@ const NOT_SIGNED_IN = { error: "not signed in" };
 const TOKEN_SHAPE = /^svc_st_[A-Za-z0-9_-]{43,}$/;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-function base(projectId: string): string {
-  return `/api/projects/${projectId}/service-accounts`;
-}
-
-async function createAccount(by: Client, projectId: string, input: Record<string, unknown>): Promise<any> {
-  const res = await by.json("POST", base(projectId), input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.serviceAccount;
-}
-
-async function createToken(by: Client, projectId: string, accountId: string, input: Record<string, unknown> = { name: "ci" }) {
-  const res = await by.json("POST", `${base(projectId)}/${accountId}/tokens`, input);
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body as { token: string; tokenInfo: any };
-}
-
 /** A service account of the team's project with one token, as a client holding that token. */
 async function machine(team: Team, input: { name: string; role: string; environments: string[] }, tokenInput?: Record<string, unknown>) {
-  const account = await createAccount(team.owner, team.projectId, input);
-  const { token, tokenInfo } = await createToken(team.owner, team.projectId, account.id, tokenInput);
+  const account = await createServiceAccount(team.owner, team.projectId, input);
+  const { token, tokenInfo } = await createServiceToken(team.owner, team.projectId, account.id, tokenInput);
   return { account, token, tokenInfo, client: team.server.client().withBearer(token) };
 }
 
@@ -53,7 +38,7 @@ function auditRows(server: TestServer, projectId: string) {
 test("owner and admin manage accounts; the shapes are the document's and the token is shown once", async (t) => {
   const team = await startTeam(t);
   const { owner, admin, projectId } = team;
-  const created = await owner.json("POST", base(projectId), {
+  const created = await owner.json("POST", serviceAccountsPath(projectId), {
     name: "deploy-bot",
     description: "Deploys production",
     role: "member",
@@ -87,16 +72,16 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
     },
   );
 
-  const second = await createAccount(admin, projectId, { name: "Audit-Reader", role: "viewer", environments: ["staging"] });
+  const second = await createServiceAccount(admin, projectId, { name: "Audit-Reader", role: "viewer", environments: ["staging"] });
   assert.equal(second.description, null);
   assert.deepEqual(second.createdBy, { userId: admin.user!.id, email: "adam@example.test" });
 
   // Ordered by name, without regard to case.
-  const list = await admin.json("GET", base(projectId));
+  const list = await admin.json("GET", serviceAccountsPath(projectId));
   assert.equal(list.status, 200);
   assert.deepEqual(list.body.serviceAccounts.map((a: any) => a.name), ["Audit-Reader", "deploy-bot"]);
 
-  const minted = await owner.json("POST", `${base(projectId)}/${account.id}/tokens`, { name: "github", expiresInDays: 30, allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
+  const minted = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/tokens`, { name: "github", expiresInDays: 30, allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
   assert.equal(minted.status, 201);
   assert.deepEqual(Object.keys(minted.body).sort(), ["token", "tokenInfo"]);
   assert.match(minted.body.token, TOKEN_SHAPE);
@@ -109,22 +94,22 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   assert.equal(info.lastUsedIp, null);
   assert.deepEqual(info.createdBy, { userId: owner.user!.id, email: "olivia@example.test" });
 
-  const noExpiry = await createToken(owner, projectId, account.id, { name: "forever", expiresInDays: null });
+  const noExpiry = await createServiceToken(owner, projectId, account.id, { name: "forever", expiresInDays: null });
   assert.equal(noExpiry.tokenInfo.expiresAt, null);
   assert.deepEqual(noExpiry.tokenInfo.allowedCidrs, []);
 
   // Only the hash is stored; no GET carries a token.
-  const got = await owner.json("GET", `${base(projectId)}/${account.id}`);
+  const got = await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`);
   assert.equal(got.status, 200);
   assert.deepEqual(got.body.serviceAccount.tokens.map((x: any) => x.name), ["github", "forever"]);
-  const text = JSON.stringify(got.body) + JSON.stringify((await owner.json("GET", base(projectId))).body);
+  const text = JSON.stringify(got.body) + JSON.stringify((await owner.json("GET", serviceAccountsPath(projectId))).body);
   assert.ok(!text.includes(minted.body.token) && !text.includes("svc_st_"));
   const stored = team.server.app.db.$client.prepare("SELECT token_hash FROM service_tokens").pluck().all() as string[];
   assert.ok(stored.every((hash) => /^[0-9a-f]{64}$/.test(hash)));
   assert.equal(count(team.server, "SELECT count(*) FROM service_tokens WHERE token_hash = ?", minted.body.token), 0);
 
   // PATCH: any field, description null clears; takes effect at once.
-  const patched = await admin.json("PATCH", `${base(projectId)}/${account.id}`, { description: null, role: "viewer", name: "Deploy-Bot" });
+  const patched = await admin.json("PATCH", `${serviceAccountsPath(projectId)}/${account.id}`, { description: null, role: "viewer", name: "Deploy-Bot" });
   assert.equal(patched.status, 200);
   assert.equal(patched.body.serviceAccount.description, null);
   assert.equal(patched.body.serviceAccount.role, "viewer");
@@ -152,10 +137,10 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   });
 
   // DELETE of a token, then of the account; a second DELETE is 404.
-  assert.deepEqual((await owner.json("DELETE", `${base(projectId)}/${account.id}/tokens/${info.id}`)).body, { ok: true });
-  assert.deepEqual(await owner.json("DELETE", `${base(projectId)}/${account.id}/tokens/${info.id}`).then((r) => [r.status, r.body]), [404, TOKEN_NOT_FOUND]);
-  assert.deepEqual((await owner.json("DELETE", `${base(projectId)}/${account.id}`)).body, { ok: true });
-  assert.deepEqual(await owner.json("DELETE", `${base(projectId)}/${account.id}`).then((r) => [r.status, r.body]), [404, ACCOUNT_NOT_FOUND]);
+  assert.deepEqual((await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${info.id}`)).body, { ok: true });
+  assert.deepEqual(await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${info.id}`).then((r) => [r.status, r.body]), [404, TOKEN_NOT_FOUND]);
+  assert.deepEqual((await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`)).body, { ok: true });
+  assert.deepEqual(await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`).then((r) => [r.status, r.body]), [404, ACCOUNT_NOT_FOUND]);
   assert.equal(count(team.server, "SELECT count(*) FROM service_tokens"), 0);
 });
 
@@ -163,10 +148,10 @@ test("who may manage: members and viewers 403, non-members 404, CLI and service 
   const team = await startTeam(t);
   const { owner, member, viewer, outsider, projectId, server } = team;
   const { account, tokenInfo, client: bot } = await machine(team, { name: "bot", role: "member", environments: ["development"] });
-  const trust = await owner.json("POST", `${base(projectId)}/${account.id}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "secrets", subject: "repo:acme/api:*" });
+  const trust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "secrets", subject: "repo:acme/api:*" });
   assert.equal(trust.status, 201);
   const ownerCli = await cliFor(server, owner);
-  const p = base(projectId);
+  const p = serviceAccountsPath(projectId);
   const a = `${p}/${account.id}`;
   const endpoints: [string, string, unknown?][] = [
     ["GET", p],
@@ -201,7 +186,7 @@ test("who may manage: members and viewers 403, non-members 404, CLI and service 
 test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without regard to case", async (t) => {
   const team = await startTeam(t, { environments: ["development", "production"] });
   const { owner, projectId } = team;
-  const p = base(projectId);
+  const p = serviceAccountsPath(projectId);
   const bad: unknown[] = [
     {},
     { name: "", role: "viewer", environments: ["development"] },
@@ -224,8 +209,8 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
     const res = await owner.json("POST", p, body);
     assert.deepEqual([res.status, res.body], [400, INVALID_FIELDS], JSON.stringify(body));
   }
-  const account = await createAccount(owner, projectId, { name: "Deploy", role: "viewer", environments: ["development"] });
-  await createAccount(owner, projectId, { name: "other", role: "viewer", environments: ["development"] });
+  const account = await createServiceAccount(owner, projectId, { name: "Deploy", role: "viewer", environments: ["development"] });
+  await createServiceAccount(owner, projectId, { name: "other", role: "viewer", environments: ["development"] });
   assert.deepEqual(await owner.json("POST", p, { name: "deploy", role: "member", environments: ["production"] }).then((r) => [r.status, r.body]), [409, NAME_TAKEN]);
   assert.deepEqual(await owner.json("PATCH", `${p}/${account.id}`, { name: "OTHER" }).then((r) => [r.status, r.body]), [409, NAME_TAKEN]);
   // Renaming to its own name in another case is not a clash.
@@ -273,12 +258,12 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   const team = await startTeam(t);
   const { owner, projectId } = team;
   const otherProject = await owner.createProject({ name: "web", environments: ["development"] });
-  const mine = await createAccount(owner, projectId, { name: "a", role: "viewer", environments: ["development"] });
-  const sibling = await createAccount(owner, projectId, { name: "b", role: "viewer", environments: ["development"] });
-  const foreign = await createAccount(owner, otherProject.id, { name: "c", role: "viewer", environments: ["development"] });
-  const siblingToken = await createToken(owner, projectId, sibling.id);
-  const siblingTrust = await owner.json("POST", `${base(projectId)}/${sibling.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
-  const p = base(projectId);
+  const mine = await createServiceAccount(owner, projectId, { name: "a", role: "viewer", environments: ["development"] });
+  const sibling = await createServiceAccount(owner, projectId, { name: "b", role: "viewer", environments: ["development"] });
+  const foreign = await createServiceAccount(owner, otherProject.id, { name: "c", role: "viewer", environments: ["development"] });
+  const siblingToken = await createServiceToken(owner, projectId, sibling.id);
+  const siblingTrust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${sibling.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
+  const p = serviceAccountsPath(projectId);
   const unknown = "00000000-0000-4000-8000-000000000000";
   for (const [method, path, expected] of [
     ["GET", `${p}/${unknown}`, ACCOUNT_NOT_FOUND],
@@ -296,7 +281,7 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
     assert.deepEqual([res.status, res.body], [404, expected], `${method} ${path}`);
   }
 
-  for (let i = 0; i < 20; i++) await createToken(owner, projectId, mine.id, { name: `t${i}` });
+  for (let i = 0; i < 20; i++) await createServiceToken(owner, projectId, mine.id, { name: `t${i}` });
   assert.deepEqual(await owner.json("POST", `${p}/${mine.id}/tokens`, { name: "t20" }).then((r) => [r.status, r.body]), [409, TOO_MANY_TOKENS]);
   // A revoked token leaves room for one more.
   const listed = (await owner.json("GET", `${p}/${mine.id}`)).body.serviceAccount.tokens;
@@ -433,7 +418,7 @@ test("a service token sees only its project, with the account's role", async (t)
   assert.deepEqual(await client.json("GET", "/api/auth/me").then((r) => [r.status, r.body]), [401, NOT_SIGNED_IN]);
 
   // PATCH takes effect on the next request.
-  await owner.json("PATCH", `${base(projectId)}/${account.id}`, { environments: ["development"], role: "member" });
+  await owner.json("PATCH", `${serviceAccountsPath(projectId)}/${account.id}`, { environments: ["development"], role: "member" });
   const after = await client.json("GET", "/api/service-accounts/me");
   assert.deepEqual([after.body.serviceAccount.role, after.body.serviceAccount.environments], ["member", ["development"]]);
   assert.equal((await client.json("GET", `${envPath(projectId, "production")}/secrets`)).status, 403);
@@ -443,18 +428,18 @@ test("one 401 for unknown, revoked, expired, deleted and out-of-network tokens, 
   const team = await startTeam(t);
   const { owner, projectId, server } = team;
   const secret = await createSecret(owner, projectId, "production", "DB", "db-value-5531");
-  const account = await createAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
-  const expiring = await createToken(owner, projectId, account.id, { name: "short", expiresInDays: 1 });
-  const revoked = await createToken(owner, projectId, account.id, { name: "revoked" });
-  const elsewhere = await createToken(owner, projectId, account.id, { name: "elsewhere", allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
-  const local = await createToken(owner, projectId, account.id, { name: "local", allowedCidrs: ["127.0.0.0/8"] });
+  const account = await createServiceAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
+  const expiring = await createServiceToken(owner, projectId, account.id, { name: "short", expiresInDays: 1 });
+  const revoked = await createServiceToken(owner, projectId, account.id, { name: "revoked" });
+  const elsewhere = await createServiceToken(owner, projectId, account.id, { name: "elsewhere", allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
+  const local = await createServiceToken(owner, projectId, account.id, { name: "local", allowedCidrs: ["127.0.0.0/8"] });
   const read = `${envPath(projectId, "production")}/secrets/${secret.id}`;
   const as = (token: string) => server.client().withBearer(token);
 
   // All work before anything happens (the loopback client is inside 127.0.0.0/8, IPv4-mapped or not).
   for (const token of [expiring.token, revoked.token, local.token]) assert.equal((await as(token).json("GET", read)).status, 200);
   // Revocation counts on the very next request.
-  await owner.json("DELETE", `${base(projectId)}/${account.id}/tokens/${revoked.tokenInfo.id}`);
+  await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${revoked.tokenInfo.id}`);
   server.clock.advance(DAY_MS + 1000);
 
   const refused = [
@@ -483,7 +468,7 @@ test("one 401 for unknown, revoked, expired, deleted and out-of-network tokens, 
   assert.equal((await as(local.token).json("GET", read)).status, 200);
 
   // Deleting the account stops every token at once.
-  await owner.json("DELETE", `${base(projectId)}/${account.id}`);
+  await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`);
   assert.deepEqual(await as(local.token).json("GET", read).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
   const logged = server.logs.join("\n");
   for (const [, token] of refused) assert.ok(!logged.includes(token), "no token in the log");
@@ -493,9 +478,9 @@ test("allowedCidrs match the client address that rate limits use (TRUST_PROXY)",
   // A list of proxies: this Fastify refuses to honour a bare hop count (it cannot check the peer).
   const team = await startTeam(t, { env: { TRUST_PROXY: "loopback" } });
   const { owner, projectId, server } = team;
-  const account = await createAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
-  const v4 = await createToken(owner, projectId, account.id, { name: "v4", allowedCidrs: ["203.0.113.0/24"] });
-  const v6 = await createToken(owner, projectId, account.id, { name: "v6", allowedCidrs: ["2001:db8::/32"] });
+  const account = await createServiceAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
+  const v4 = await createServiceToken(owner, projectId, account.id, { name: "v4", allowedCidrs: ["203.0.113.0/24"] });
+  const v6 = await createServiceToken(owner, projectId, account.id, { name: "v6", allowedCidrs: ["2001:db8::/32"] });
   const me = (token: string) => server.client().withBearer(token).json("GET", "/api/service-accounts/me").then((r) => r.status);
   const meFrom = (token: string, forwarded: string) =>
     server.client().withBearer(token).request("GET", "/api/service-accounts/me", undefined, { "x-forwarded-for": forwarded }).then((r) => r.status);
@@ -511,16 +496,16 @@ test("allowedCidrs match the client address that rate limits use (TRUST_PROXY)",
   assert.equal(await meFrom(v4.token, "198.51.100.7, 203.0.113.9"), 200, "v4 through a chain");
 
   // lastUsedAt/lastUsedIp: written on use, then at most once a minute.
-  let info = (await owner.json("GET", `${base(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  let info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
   assert.equal(info.lastUsedIp, "203.0.113.7");
   const firstUse = info.lastUsedAt;
   assert.match(firstUse, ISO_MS);
   assert.equal(await meFrom(v4.token, "203.0.113.20"), 200, "v4 from 203.0.113.20");
-  info = (await owner.json("GET", `${base(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
   assert.deepEqual([info.lastUsedAt, info.lastUsedIp], [firstUse, "203.0.113.7"]);
   server.clock.advance(61_000);
   assert.equal(await meFrom(v4.token, "203.0.113.20"), 200, "v4 from 203.0.113.20");
-  info = (await owner.json("GET", `${base(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
   assert.equal(info.lastUsedIp, "203.0.113.20");
   assert.ok(info.lastUsedAt > firstUse);
 });
@@ -528,8 +513,8 @@ test("allowedCidrs match the client address that rate limits use (TRUST_PROXY)",
 test("token expiry follows the clock; /me reports it", async (t) => {
   const team = await startTeam(t);
   const { owner, projectId, server } = team;
-  const account = await createAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
-  const { token, tokenInfo } = await createToken(owner, projectId, account.id, { name: "week", expiresInDays: 7 });
+  const account = await createServiceAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
+  const { token, tokenInfo } = await createServiceToken(owner, projectId, account.id, { name: "week", expiresInDays: 7 });
   const client = server.client().withBearer(token);
   const me = await client.json("GET", "/api/service-accounts/me");
   assert.equal(me.body.expiresAt, tokenInfo.expiresAt);
@@ -539,7 +524,7 @@ test("token expiry follows the clock; /me reports it", async (t) => {
   assert.deepEqual(await client.json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
   // An expired token is no longer listed as live (a fresh session: the old one idled out).
   const again = await server.signIn("olivia@example.test");
-  assert.deepEqual((await again.json("GET", `${base(projectId)}/${account.id}`)).body.serviceAccount.tokens, []);
+  assert.deepEqual((await again.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens, []);
 });
 
 test("audit: events of a service account carry it and no actor, and the actor filter finds them after deletion", async (t) => {
@@ -550,7 +535,7 @@ test("audit: events of a service account carry it and no actor, and the actor fi
   await bot.client.json("GET", `${envPath(projectId, "production")}/secrets/${secret.id}`);
   await bot.client.json("PATCH", `${envPath(projectId, "production")}/secrets/${secret.id}`, { value: "db-value-9922" });
   await bot.client.json("GET", `${envPath(projectId, "production")}/export`);
-  await owner.json("DELETE", `${base(projectId)}/${bot.account.id}`);
+  await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${bot.account.id}`);
 
   const page = await owner.json("GET", `/api/projects/${projectId}/audit?actor=${bot.account.id}`);
   assert.equal(page.status, 200);
@@ -585,12 +570,12 @@ test("audit: events of a service account carry it and no actor, and the actor fi
 test("security overview counts accounts, live tokens and trusts", async (t) => {
   const team = await startTeam(t);
   const { owner, projectId, server } = team;
-  const a = await createAccount(owner, projectId, { name: "a", role: "viewer", environments: ["production"] });
-  const b = await createAccount(owner, projectId, { name: "b", role: "member", environments: ["production"] });
-  await createToken(owner, projectId, a.id, { name: "old" });
-  const used = await createToken(owner, projectId, a.id, { name: "used", expiresInDays: 365 });
-  await createToken(owner, projectId, b.id, { name: "short", expiresInDays: 1 });
-  await owner.json("POST", `${base(projectId)}/${b.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
+  const a = await createServiceAccount(owner, projectId, { name: "a", role: "viewer", environments: ["production"] });
+  const b = await createServiceAccount(owner, projectId, { name: "b", role: "member", environments: ["production"] });
+  await createServiceToken(owner, projectId, a.id, { name: "old" });
+  const used = await createServiceToken(owner, projectId, a.id, { name: "used", expiresInDays: 365 });
+  await createServiceToken(owner, projectId, b.id, { name: "short", expiresInDays: 1 });
+  await owner.json("POST", `${serviceAccountsPath(projectId)}/${b.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
   server.clock.advance(91 * DAY_MS);
   await server.client().withBearer(used.token).json("GET", "/api/service-accounts/me");
   const again = await server.signIn("olivia@example.test");
@@ -631,7 +616,7 @@ test("rate limits count per service account", async (t) => {
   const limited = await first.client.json("GET", exportPath);
   assert.equal(limited.status, 429);
   // Another token of the same account shares the count; another account and people do not.
-  const sameAccount = await createToken(owner, projectId, first.account.id, { name: "again" });
+  const sameAccount = await createServiceToken(owner, projectId, first.account.id, { name: "again" });
   assert.equal((await team.server.client().withBearer(sameAccount.token).json("GET", exportPath)).status, 429);
   assert.equal((await second.client.json("GET", exportPath)).status, 200);
   assert.equal((await owner.json("GET", exportPath)).status, 200);

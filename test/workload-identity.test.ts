@@ -2,97 +2,16 @@
 // small HTTP server on 127.0.0.1 publishing its configuration and key set, signing with jose.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import { test, type TestContext } from "node:test";
-import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT, type CryptoKey, type JWK } from "jose";
+import { SignJWT, UnsecuredJWT } from "jose";
 import { freePort, startServer, type Client, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
+import { AUDIENCE, signingKey, startIssuer, SUBJECT } from "./workload-issuer.ts";
 
 const REFUSED = { error: "The identity token was not accepted." };
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens cannot be used here." };
-const AUDIENCE = "https://secrets.example.test";
-const SUBJECT = "repo:acme/api:ref:refs/heads/main";
 
-interface SigningKey {
-  kid: string;
-  alg: "RS256" | "ES256";
-  privateKey: CryptoKey;
-  jwk: JWK;
-}
-
-async function signingKey(kid: string, alg: "RS256" | "ES256"): Promise<SigningKey> {
-  const { privateKey, publicKey } = await generateKeyPair(alg);
-  return { kid, alg, privateKey, jwk: { ...(await exportJWK(publicKey)), kid, alg, use: "sig" } };
-}
-
-/** An OpenID issuer: /.well-known/openid-configuration and /jwks, with keys the test can rotate. */
-async function startIssuer(t: TestContext) {
-  const published: SigningKey[] = [];
-  let jwksFetches = 0;
-  let discoveryFetches = 0;
-  let redirectDiscovery = false;
-  let failing: "discovery" | "jwks" | null = null;
-  const server = http.createServer((req, res) => {
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { "content-type": "application/json", ...headers });
-      res.end(JSON.stringify(body));
-    };
-    if (req.url === "/.well-known/openid-configuration") {
-      discoveryFetches += 1;
-      if (failing === "discovery") return send(503, {});
-      if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/elsewhere` });
-      return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
-    }
-    if (req.url === "/jwks") {
-      jwksFetches += 1;
-      if (failing === "jwks") return send(503, {});
-      return send(200, { keys: published.map((k) => k.jwk) });
-    }
-    send(404, {});
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  const issuer = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    publish(key: SigningKey) {
-      published.push(key);
-    },
-    get jwksFetches() {
-      return jwksFetches;
-    },
-    get discoveryFetches() {
-      return discoveryFetches;
-    },
-    /** Answers 503 to the configuration or the key set until set back to null. */
-    set failing(value: "discovery" | "jwks" | null) {
-      failing = value;
-    },
-    set redirectDiscovery(value: boolean) {
-      redirectDiscovery = value;
-    },
-    /** A JWT from this issuer; `claims` override the defaults (null removes one). */
-    async sign(key: SigningKey, claims: Record<string, unknown> = {}, options: { expiresInSeconds?: number; kid?: string } = {}) {
-      const now = Math.floor(Date.now() / 1000);
-      const payload: Record<string, unknown> = {
-        iss: issuer.url,
-        aud: AUDIENCE,
-        sub: SUBJECT,
-        iat: now,
-        exp: now + (options.expiresInSeconds ?? 3600),
-        repository: "acme/api",
-        ref: "refs/heads/main",
-        ...claims,
-      };
-      for (const [name, value] of Object.entries(payload)) if (value === null) delete payload[name];
-      return new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid }).sign(key.privateKey);
-    },
-  };
-  return issuer;
-}
-
-type Issuer = Awaited<ReturnType<typeof startIssuer>>;
 
 async function setUp(t: TestContext, options: { jwksCooldownMs?: number } = {}) {
   const server = await startServer(t, { jwksCooldownMs: options.jwksCooldownMs });
@@ -168,6 +87,18 @@ test("an identity token from a trusted issuer becomes a short access token that 
   // 15 minutes later the access token is refused with the service token's message.
   server.clock.advance(15 * 60_000);
   assert.deepEqual(await workload.json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+});
+
+test("EdDSA keys verify, and an aud array containing the trust's audience is accepted (one not containing it is not)", async (t) => {
+  const { server, issuer, account } = await setUp(t);
+  const ed = await signingKey("ed-1", "EdDSA");
+  issuer.publish(ed);
+  const signed = await exchange(server, account.id, await issuer.sign(ed));
+  assert.equal(signed.status, 200, JSON.stringify(signed.body));
+  const inArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", AUDIENCE] }));
+  assert.equal(inArray.status, 200, JSON.stringify(inArray.body));
+  const notInArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", `${AUDIENCE}/other`] }));
+  assert.deepEqual([notInArray.status, notInArray.body], [401, REFUSED]);
 });
 
 test("every refusal is one 401, with the reason only in the log and never the token", async (t) => {

@@ -11,10 +11,12 @@ const WEB = import.meta.dirname;
 export const BUDGET_BYTES = 150 * 1024;
 
 /**
- * Writes index.html and assets/ into outdir. Returns the written files (relative paths)
- * and the gzipped size of JavaScript plus CSS.
+ * Writes index.html and assets/ into outdir. Returns the written files (relative paths),
+ * the gzipped size of JavaScript plus CSS, and every file the output depends on (absolute
+ * paths: the sources esbuild read, the HTML template and this script), so a cache can
+ * tell when a build is still current.
  * @param {{ outdir: string, minify?: boolean, quiet?: boolean }} options
- * @returns {Promise<{ files: string[], gzipBytes: number }>}
+ * @returns {Promise<{ files: string[], gzipBytes: number, inputs: string[] }>}
  */
 export async function buildWeb({ outdir, minify = true, quiet = false }) {
   fs.mkdirSync(outdir, { recursive: true });
@@ -55,7 +57,8 @@ export async function buildWeb({ outdir, minify = true, quiet = false }) {
   const kib = (gzipBytes / 1024).toFixed(1);
   if (gzipBytes > BUDGET_BYTES) throw new Error(`web UI is ${kib} KiB gzipped (JavaScript + CSS), over the ${BUDGET_BYTES / 1024} KiB budget`);
   if (!quiet) console.log(`web UI: ${js}, ${css}: ${kib} KiB gzipped (JavaScript + CSS; budget ${BUDGET_BYTES / 1024} KiB)`);
-  return { files: ["index.html", ...outputs].sort(), gzipBytes };
+  const inputs = [...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)), path.join(WEB, "index.html"), import.meta.filename];
+  return { files: ["index.html", ...outputs].sort(), gzipBytes, inputs: [...new Set(inputs)].sort() };
 }
 
 // `node web/build-web.mjs [outdir]` builds on its own (default dist/web).

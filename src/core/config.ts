@@ -1,4 +1,5 @@
 import net from "node:net";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { envSchema } from "env-schema";
 
@@ -80,6 +81,8 @@ export interface Config {
   /** Public base URL without a trailing slash. */
   appUrl: string;
   appOrigin: string;
+  /** PORT=0 with APP_URL unset or on port 0: the URL is known only once the OS has picked the port (see boundTo). */
+  appUrlFollowsPort: boolean;
   dataDir: string;
   /** Base64 text as configured; decoded and checked by the keyring. */
   masterKey?: string;
@@ -171,6 +174,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     port: raw.PORT,
     appUrl,
     appOrigin: new URL(appUrl).origin,
+    appUrlFollowsPort: raw.PORT === 0 && new URL(appUrl).port === "0",
     dataDir: path.resolve(raw.DATA_DIR),
     masterKey: raw.MASTER_KEY,
     masterKeyVersion: raw.MASTER_KEY_VERSION,
@@ -262,4 +266,20 @@ function describeSchemaError(error: unknown): string {
   const required = first.match(/required property '(\w+)'/);
   if (required) return `${required[1]} is required.`;
   return `Invalid configuration: ${first}`;
+}
+
+/**
+ * Records the port the server actually listens on. With PORT=0 the OS picks a free one,
+ * which is how tests and scripts start servers side by side without racing for a port;
+ * an APP_URL left unset then names that port, as it names PORT otherwise.
+ */
+export function boundTo(config: Config, address: AddressInfo | string | null): void {
+  if (!address || typeof address === "string") return;
+  const port = address.port;
+  config.port = port;
+  if (!config.appUrlFollowsPort) return;
+  const url = new URL(config.appUrl);
+  url.port = String(port);
+  config.appUrl = url.origin;
+  config.appOrigin = url.origin;
 }

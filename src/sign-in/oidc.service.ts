@@ -50,7 +50,8 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
   if (config.isProduction && issuerUrl.protocol !== "https:" && !LOOPBACK_HOSTS.has(issuerUrl.hostname)) {
     throw new ConfigError("OIDC_ISSUER must use https in production (plain http is allowed only for localhost).");
   }
-  const redirectUri = `${config.appUrl}/api/auth/oidc/callback`;
+  // Read at each use: with PORT=0 the app URL is settled only after listen.
+  const redirectUri = () => `${config.appUrl}/api/auth/oidc/callback`;
   const allowedDomains = new Set(settings.allowedDomains);
 
   let configuration: client.Configuration | undefined;
@@ -122,7 +123,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
         expiresAt: new Date(clock.now().getTime() + OIDC_SIGN_IN_SECONDS * 1000).toISOString(),
       };
       const url = client.buildAuthorizationUrl(oidc, {
-        redirect_uri: redirectUri,
+        redirect_uri: redirectUri(),
         scope: OIDC_SCOPES,
         code_challenge: await client.calculatePKCECodeChallenge(pending.codeVerifier),
         code_challenge_method: "S256",
@@ -143,7 +144,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
       if (typeof query.state !== "string" || !safeEqual(query.state, pending.state)) throw new SignInFailure("state_mismatch");
       const oidc = await ready();
 
-      const current = new URL(redirectUri);
+      const current = new URL(redirectUri());
       current.search = new URLSearchParams(query).toString();
       let tokens: Awaited<ReturnType<typeof client.authorizationCodeGrant>>;
       try {

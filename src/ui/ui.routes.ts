@@ -1,12 +1,10 @@
 import crypto from "node:crypto";
-import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
 import zlib from "node:zlib";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { isSingleExecutable, readAsset, sourceRoot } from "../core/assets.ts";
+import { isSingleExecutable, readAsset } from "../core/assets.ts";
 import { HttpError } from "../core/errors.ts";
+import { buildWebFromSource } from "./web-source.ts";
 
 interface WebFile {
   body: Buffer;
@@ -52,21 +50,9 @@ function loadFromExecutable(): WebFiles {
   return new Map(names.map((name) => [name, toWebFile(name, readAsset(`web/${name}`))]));
 }
 
-/** From source, esbuild builds the UI into a temporary folder, read into memory and removed. */
 async function buildFromSource(): Promise<{ files: WebFiles; gzipBytes: number }> {
-  // A computed path, so the executable's bundler never pulls esbuild in: it only runs here.
-  const builder = pathToFileURL(path.join(sourceRoot(), "web", "build-web.mjs")).href;
-  const { buildWeb } = (await import(builder)) as {
-    buildWeb(options: { outdir: string; minify: boolean; quiet: boolean }): Promise<{ files: string[]; gzipBytes: number }>;
-  };
-  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), "secrets-web-"));
-  try {
-    const built = await buildWeb({ outdir, minify: true, quiet: true });
-    const files = new Map(built.files.map((name) => [name, toWebFile(name, fs.readFileSync(path.join(outdir, ...name.split("/"))))]));
-    return { files, gzipBytes: built.gzipBytes };
-  } finally {
-    fs.rmSync(outdir, { recursive: true, force: true });
-  }
+  const built = await buildWebFromSource();
+  return { files: new Map([...built.files].map(([name, body]) => [name, toWebFile(name, body)])), gzipBytes: built.gzipBytes };
 }
 
 // Once per process: every server started in it (tests start many) shares the build.
