@@ -127,11 +127,8 @@ async function serve(): Promise<number> {
     await server.close();
     throw listenError(error, config.host, config.port);
   }
-  // The port listened on, which differs from PORT when PORT=0 asks the system for a free one.
-  const address = server.app.server.address();
-  const port = typeof address === "object" && address !== null ? address.port : config.port;
   server.log.info(
-    { url: config.appUrl, port, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
+    { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
     "secrets-server is ready",
   );
   return -1; // keep running

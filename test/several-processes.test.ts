@@ -1,10 +1,9 @@
 // Two server processes on one SQLite DATA_DIR (README, "Several server processes on one data
 // folder"): rate limits count once for both, a starting server leaves the other's running
 // sync alone, automatic syncs run on one process, a killed process's sync is taken over,
-// and the audit list follows the chain whoever wrote it. Real `serve` processes on port 0,
-// each reporting its port in its ready line, and the fake Vercel API.
+// and the audit list follows the chain whoever wrote it. Real `serve` processes on port 0
+// and the fake Vercel API.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -12,17 +11,7 @@ import { test, type TestContext } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
-import { Client, makeTempDir, randomMasterKey, ROOT } from "./helpers.ts";
-
-/** Both processes answer for one public address, as behind a load balancer. */
-const APP_URL = "http://localhost:8080";
-
-interface ServerProcess {
-  url: string;
-  child: ChildProcess;
-  output(): string;
-  exited: Promise<void>;
-}
+import { Client, makeTempDir, randomMasterKey, startServerProcess, type ServerProcess } from "./helpers.ts";
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -34,48 +23,26 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined | fal
   }
 }
 
-/** `serve` on PORT=0; ready once it logs so, with the port the system gave it. */
-async function startProcess(t: TestContext, env: Record<string, string>): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: "127.0.0.1", PORT: "0", APP_URL, RATE_LIMIT_PER_MINUTE: "1000000", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  child.stdout!.on("data", (d) => (output += d));
-  child.stderr!.on("data", (d) => (output += d));
-  const exited = new Promise<void>((resolve) => child.on("close", () => resolve()));
-  t.after(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill("SIGTERM");
-      await exited;
-    }
-  });
+/** `serve` on PORT=0 on the test's data folder; its APP_URL follows the port it got. */
+function startProcess(t: TestContext, s: Setup): Promise<ServerProcess> {
   // Starting from source under tsx takes seconds, more on a busy machine.
-  const port = await waitFor(
-    "the server to start",
-    async () => {
-      if (child.exitCode !== null) throw new Error(output);
-      for (const line of output.split("\n")) {
-        if (!line.includes("secrets-server is ready")) continue;
-        return (JSON.parse(line) as { port: number }).port;
-      }
-      return undefined;
-    },
-    60_000,
-  );
-  return { url: `http://127.0.0.1:${port}`, child, output: () => output, exited };
+  return startServerProcess(t, s.env, { dataDir: s.dataDir, timeoutMs: 60_000 });
+}
+
+/** A browser's client of one process: its APP_URL (the Origin it checks) follows its port. */
+function clientOf(server: ServerProcess): Client {
+  return new Client(server.url, `http://localhost:${new URL(server.url).port}`);
 }
 
 /** One person with one session, able to send each request to either process. */
 function clientsFor(a: ServerProcess, b: ServerProcess): [Client, Client] {
-  const onA = new Client(a.url, APP_URL);
+  const onA = clientOf(a);
   return [onA, sameSession(onA, b)];
 }
 
 /** The same session (cookie jar), sent to another process. */
 function sameSession(client: Client, server: ServerProcess): Client {
-  const other = new Client(server.url, APP_URL);
+  const other = clientOf(server);
   other.cookies = client.cookies;
   return other;
 }
@@ -127,20 +94,20 @@ const isEnvList = (r: { method: string; path: string }) => r.method === "GET" &&
 
 test("a rate limit counts once for both processes: device starts alternate between them and the 11th of the minute is refused", async (t) => {
   const s = await setup(t);
-  const a = await startProcess(t, s.env);
-  const b = await startProcess(t, s.env);
+  const a = await startProcess(t, s);
+  const b = await startProcess(t, s);
   const statuses: number[] = [];
   for (let i = 0; i < 12; i++) {
     const server = i % 2 === 0 ? a : b;
-    statuses.push((await new Client(server.url, APP_URL).request("POST", "/api/cli/auth/device", {})).status);
+    statuses.push((await clientOf(server).request("POST", "/api/cli/auth/device", {})).status);
   }
   assert.deepEqual(statuses, [...Array(10).fill(200), 429, 429]);
 });
 
 test("a server that starts leaves a sync running on another alone", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "600000" });
-  const a = await startProcess(t, s.env);
-  const owner = new Client(a.url, APP_URL);
+  const a = await startProcess(t, s);
+  const owner = clientOf(a);
   await owner.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, owner);
   await addSecret(owner, projectId, "RUNNING_KEY", "running-value");
@@ -148,7 +115,7 @@ test("a server that starts leaves a sync running on another alone", async (t) =>
   const held = s.fake.hold(isEnvList);
   const run = owner.json("POST", `${base}/sync`);
   await held.reached;
-  const b = await startProcess(t, s.env);
+  const b = await startProcess(t, s);
   const onB = sameSession(owner, b);
   const during = (await onB.json("GET", base)).body;
   assert.equal(during.syncing, true, "B's start did not end A's sync");
@@ -169,8 +136,8 @@ test("a server that starts leaves a sync running on another alone", async (t) =>
 
 test("automatic syncs run on one process: changes made through both are sent by one run", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "3000", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s.env);
-  const b = await startProcess(t, s.env);
+  const a = await startProcess(t, s);
+  const b = await startProcess(t, s);
   const [onA, onB] = clientsFor(a, b);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, onA);
@@ -192,8 +159,8 @@ test("automatic syncs run on one process: changes made through both are sent by 
 
 test("a change made through a process that dies at once is still synced: the automatic syncs do not live in that process", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s.env);
-  const b = await startProcess(t, s.env);
+  const a = await startProcess(t, s);
+  const b = await startProcess(t, s);
   const [onA, onB] = clientsFor(a, b);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, onA);
@@ -211,12 +178,12 @@ test("a change made through a process that dies at once is still synced: the aut
 
 test("a killed process's sync is taken over: marked interrupted once its lease is stale, then run again by the other process", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s.env);
-  const onA = new Client(a.url, APP_URL);
+  const a = await startProcess(t, s);
+  const onA = clientOf(a);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, onA);
   // A starts first: it holds the scheduler lease, so the automatic run below is A's.
-  const b = await startProcess(t, s.env);
+  const b = await startProcess(t, s);
   const onB = sameSession(onA, b);
 
   const held = s.fake.hold(isEnvList);
@@ -245,11 +212,11 @@ test("a killed process's sync is taken over: marked interrupted once its lease i
 
 test("a process that stalls past its lease stops its sync when it wakes: only the process that took over writes at Vercel", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s.env);
-  const onA = new Client(a.url, APP_URL);
+  const a = await startProcess(t, s);
+  const onA = clientOf(a);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, onA);
-  const b = await startProcess(t, s.env);
+  const b = await startProcess(t, s);
   const onB = sameSession(onA, b);
 
   const held = s.fake.hold(isEnvList);
@@ -283,8 +250,8 @@ test("a process that stalls past its lease stops its sync when it wakes: only th
 
 test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {
   const s = await setup(t);
-  const a = await startProcess(t, s.env);
-  const b = await startProcess(t, s.env);
+  const a = await startProcess(t, s);
+  const b = await startProcess(t, s);
   const [onA, onB] = clientsFor(a, b);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const project = await onA.createProject({ name: "api", environments: ["development"] });
