@@ -150,24 +150,43 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     }
   }
 
+  /**
+   * Windows known to be over their limit, and until when: within a window a count only
+   * grows, so refusing from here is as exact as asking the database, and a flood past a
+   * limit costs no write per request.
+   */
+  const exceeded = new Map<string, { count: number; expiresAtMs: number }>();
+
   /** A limit of its own: counted in the database, in the statement that reads the total. */
   class ExactStore {
     constructor(private readonly scope: string) {}
 
-    incr(key: string, callback: Callback, windowMs: number): void {
+    incr(key: string, callback: Callback, windowMs: number, max?: number): void {
       const now = clock.now();
+      const id = `${this.scope}\n${key}`;
+      const over = exceeded.get(id);
+      if (over && over.expiresAtMs > now.getTime()) {
+        callback(null, { current: over.count, ttl: over.expiresAtMs - now.getTime() });
+        return;
+      }
       let total: { count: number; expires_at: string };
       try {
-        total = countExactly.get({
-          key: `${this.scope}\n${key}`,
-          now: now.toISOString(),
-          expiresAt: new Date(now.getTime() + windowMs).toISOString(),
-        }) as { count: number; expires_at: string };
+        total = countExactly.get({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }) as {
+          count: number;
+          expires_at: string;
+        };
       } catch (error) {
         callback(error as Error, { current: 0, ttl: 0 });
         return;
       }
-      callback(null, { current: total.count, ttl: Date.parse(total.expires_at) - now.getTime() });
+      const expiresAtMs = Date.parse(total.expires_at);
+      if (typeof max === "number" && total.count > max) {
+        if (exceeded.size >= MAX_WINDOWS) {
+          for (const [other, entry] of exceeded) if (entry.expiresAtMs <= now.getTime() || exceeded.size >= MAX_WINDOWS) exceeded.delete(other);
+        }
+        exceeded.set(id, { count: total.count, expiresAtMs });
+      }
+      callback(null, { current: total.count, ttl: expiresAtMs - now.getTime() });
     }
 
     read(key: string, callback: Callback): void {
