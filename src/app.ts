@@ -67,7 +67,6 @@ export interface AppOptions {
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
   /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
-  jwksCooldownMs?: number;
 }
 
 export interface App {
@@ -394,7 +393,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       audit,
       clock,
       log,
-      jwksCooldownMs: options.jwksCooldownMs,
     }),
   });
   registerCliAuthRoutes(app, { auth, cliAuth });

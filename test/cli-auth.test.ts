@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
+import { cliLogin, startServer, type TestServer } from "./helpers.ts";
 
 const SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
 const MINUTE = 60_000;

@@ -2,75 +2,17 @@
 // KEY=VALUE, import, delete, diff, the production confirmation and --silent, interactive
 // link on a pseudo-terminal, shell completion through bash, and run --watch.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
-import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
-import { cliHome, type CliHome } from "./cli-helpers.ts";
+import { test, } from "node:test";
+import { runMain, startServer, type Client, } from "./helpers.ts";
+import { cli, CLI_MAIN, cliHome, type CliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
 
-const MAIN = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts")];
-
-interface Running {
-  child: ChildProcess;
-  output(): string;
-  /** Resolves with the first match of `pattern` in stdout + stderr after `from` characters. */
-  waitFor(pattern: RegExp, from?: number): Promise<RegExpMatchArray>;
-  done: Promise<{ code: number | null; output: string }>;
-}
-
-function start(command: string, args: string[], env: Record<string, string>, cwd = ROOT, timeoutMs = 90_000): Running {
-  const child = spawn(command, args, { cwd, env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "pipe"] });
-  let output = "";
-  const waiters: { pattern: RegExp; from: number; resolve: (m: RegExpMatchArray) => void }[] = [];
-  const check = () => {
-    for (const waiter of [...waiters]) {
-      const match = output.slice(waiter.from).match(waiter.pattern);
-      if (match) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve(match);
-      }
-    }
-  };
-  child.stdout!.on("data", (d) => ((output += d), check()));
-  child.stderr!.on("data", (d) => ((output += d), check()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
-  const done = new Promise<{ code: number | null; output: string }>((resolve) => {
-    child.on("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-  return {
-    child,
-    output: () => output,
-    waitFor(pattern, from = 0) {
-      return new Promise((resolve, reject) => {
-        waiters.push({ pattern, from, resolve });
-        check();
-        void done.then(() => reject(new Error(`process ended before ${pattern}: ${output}`)));
-      });
-    },
-    done,
-  };
-}
-
-function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string } = {}) {
-  return runMain(args, home.env, { timeoutMs: 60_000, ...options });
-}
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
 function inTerminal(home: CliHome, args: string[], cwd: string): Running {
   const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
-  return start("script", ["-q", "-e", "-c", [...MAIN, ...args].map(quote).join(" "), "/dev/null"], { ...home.env, TERM: "dumb" }, cwd);
-}
-
-async function login(server: TestServer, home: CliHome, approver: Client) {
-  const proc = start(MAIN[0]!, [...MAIN.slice(1), "login", "--server", server.url, "--no-browser"], home.env);
-  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
-  assert.equal((await approver.json("POST", "/api/cli/auth/approve", { userCode })).status, 200);
-  const result = await proc.done;
-  assert.equal(result.code, 0, result.output);
+  return start("script", ["-q", "-e", "-c", [...CLI_MAIN, ...args].map(quote).join(" "), "/dev/null"], { ...home.env, TERM: "dumb" }, { cwd });
 }
 
 async function exported(owner: Client, projectId: string, env: string): Promise<Record<string, string>> {
@@ -294,7 +236,7 @@ test("completion: bash completes commands, flags, project names, environments an
 
   const bin = path.join(home.dir, "bin");
   fs.mkdirSync(bin);
-  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${MAIN.map((s) => `'${s}'`).join(" ")} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${CLI_MAIN.map((s) => `'${s}'`).join(" ")} "$@"\n`, { mode: 0o755 });
   const script = (await cli(home, ["completion", "bash"])).stdout;
   fs.writeFileSync(path.join(home.dir, "completion.bash"), script);
   const cases: [string[], string[]][] = [
@@ -351,7 +293,7 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   const child =
     "const v=process.env.WATCHED_VALUE;console.log('value='+v);" +
     "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{setTimeout(()=>process.exit(3),100)}";
-  const watching = start(MAIN[0]!, [...MAIN.slice(1), "run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
+  const watching = startCli(["run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
   await watching.waitFor(/value=first-watched/);
   const startedAt = Date.now();
   assert.equal(await exportEvents(alice, project.id), 1);

@@ -1,9 +1,13 @@
+// The CLI under test: a home folder of its own for each test, and drivers for the real
+// process (run to the end, or read while it runs), login through the device flow included.
 // A home folder of its own for each CLI test: the CLI keeps credentials, link indexes and
 // fallback copies under $XDG_CONFIG_HOME, so tests never share or touch the real ones.
+import assert from "node:assert/strict";
+import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import type { TestContext } from "node:test";
-import { makeTempDir } from "./helpers.ts";
+import { makeTempDir, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
 
 export interface CliHome {
   dir: string;
@@ -20,4 +24,90 @@ export function cliHome(t: TestContext): CliHome {
     env: { XDG_CONFIG_HOME: path.join(dir, "config"), HOME: dir },
     credentialsFile: path.join(dir, "config", "secrets-server", "credentials.json"),
   };
+}
+
+/** The CLI from source: `node --import tsx src/main.ts`. */
+export const CLI_MAIN = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts")];
+
+export interface Running {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** stdout and stderr interleaved as they arrived. */
+  output(): string;
+  /** Resolves with the first match of `pattern` in the interleaved output after `from` characters. */
+  waitFor(pattern: RegExp, from?: number): Promise<RegExpMatchArray>;
+  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; output: string }>;
+}
+
+/** Any command as a process the test can read while it runs, answer and signal (runMain waits for the end). */
+export function start(
+  command: string,
+  args: string[],
+  env: Record<string, string>,
+  options: { cwd?: string; input?: string; timeoutMs?: number } = {},
+): Running {
+  const child = spawn(command, args, { cwd: options.cwd ?? ROOT, env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  let output = "";
+  const waiters: { pattern: RegExp; from: number; resolve: (m: RegExpMatchArray) => void }[] = [];
+  const check = () => {
+    for (const waiter of [...waiters]) {
+      const match = output.slice(waiter.from).match(waiter.pattern);
+      if (match) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(match);
+      }
+    }
+  };
+  child.stdout!.on("data", (d) => ((stdout += d), (output += d), check()));
+  child.stderr!.on("data", (d) => ((stderr += d), (output += d), check()));
+  if (options.input !== undefined) child.stdin!.end(options.input);
+  const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 90_000);
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; output: string }>((resolve) => {
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, output });
+    });
+  });
+  return {
+    child,
+    stdout: () => stdout,
+    stderr: () => stderr,
+    output: () => output,
+    waitFor(pattern, from = 0) {
+      return new Promise((resolve, reject) => {
+        waiters.push({ pattern, from, resolve });
+        check();
+        void done.then(() => reject(new Error(`process ended before ${pattern}: ${output}`)));
+      });
+    },
+    done,
+  };
+}
+
+/** The CLI as a running process (see start). */
+export function startCli(args: string[], env: Record<string, string>, options: { cwd?: string; input?: string; timeoutMs?: number } = {}): Running {
+  return start(CLI_MAIN[0]!, [...CLI_MAIN.slice(1), ...args], env, options);
+}
+
+/** The CLI run to its end with the home's configuration folder. */
+export function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string; env?: Record<string, string> } = {}) {
+  return runMain(args, { ...home.env, ...options.env }, { timeoutMs: 60_000, cwd: options.cwd, input: options.input });
+}
+
+/**
+ * `secrets-server login` as a process, approved through the API by `approver`'s browser
+ * session; `args` are the login's own flags (default --no-browser).
+ */
+export async function login(server: TestServer, home: CliHome, approver: Client, args: string[] = ["--no-browser"]) {
+  const proc = startCli(["login", "--server", server.url, ...args], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  assert.ok(proc.stderr().includes(`/cli/authorize?code=${userCode}`), proc.output());
+  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode });
+  assert.equal(approved.status, 200, JSON.stringify(approved.body));
+  const result = await proc.done;
+  assert.equal(result.code, 0, result.output);
+  return result;
 }

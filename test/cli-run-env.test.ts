@@ -2,14 +2,14 @@
 // environment, or a shell that sources an exported file, without the consent of whoever
 // runs the command (the rule is isAppSettingName; README, The CLI, "run").
 import assert from "node:assert/strict";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
+import { test, } from "node:test";
 import dotenv from "dotenv";
 import { isAppSettingName } from "../src/core/env-names.ts";
-import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
-import { cliHome, type CliHome } from "./cli-helpers.ts";
+import { startServer, type Client, } from "./helpers.ts";
+import { cli, cliHome, login } from "./cli-helpers.ts";
 
 /** Names that choose which code runs, or where a tool's configuration, trust or traffic goes. */
 const DANGEROUS = [
@@ -76,34 +76,6 @@ test("the rule refuses every name that chooses code, configuration, trust or tra
   assert.deepEqual(refused, [], "application settings that are refused");
 });
 
-function cli(home: CliHome, args: string[], env: Record<string, string> = {}) {
-  return runMain(args, { ...home.env, ...env }, { timeoutMs: 60_000 });
-}
-
-/** `secrets-server login` as a process, approved through the API by a browser session. */
-async function login(server: TestServer, home: CliHome, approver: Client): Promise<void> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url, "--no-browser"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, ...home.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let output = "";
-  const done = new Promise<number | null>((resolve) => child.on("close", resolve));
-  const userCode = await new Promise<string>((resolve, reject) => {
-    const look = (chunk: Buffer) => {
-      output += chunk;
-      const match = output.match(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
-      if (match) resolve(match[1]!);
-    };
-    child.stdout.on("data", look);
-    child.stderr.on("data", look);
-    void done.then(() => reject(new Error(`login ended early: ${output}`)));
-  });
-  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode });
-  assert.equal(approved.status, 200);
-  assert.equal(await done, 0, output);
-}
-
 async function importSecrets(owner: Client, projectId: string, keys: string[]): Promise<void> {
   const entries = keys.map((key) => ({ key, value: valueFor(key), overwrite: false }));
   const res = await owner.json("POST", `/api/projects/${projectId}/environments/production/import`, { entries });
@@ -155,7 +127,7 @@ test("run: a secret named like GIT_ASKPASS or PAGER never reaches the command un
   assert.ok(!allowed.stderr.includes("left out"), allowed.stderr);
 
   // So does SECRETS_SERVER_ALLOW_ENV in the runner's own environment (CI).
-  const fromEnv = await cli(home, ["run", ...target, ...printEnv], { SECRETS_SERVER_ALLOW_ENV: "PAGER, GIT_ASKPASS" });
+  const fromEnv = await cli(home, ["run", ...target, ...printEnv], { env: { SECRETS_SERVER_ALLOW_ENV: "PAGER, GIT_ASKPASS" } });
   assert.equal(fromEnv.code, 0, fromEnv.stderr);
   const some = environmentOf(fromEnv.stdout);
   assert.equal(some.get("PAGER"), valueFor("PAGER"));

@@ -6,33 +6,10 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test, type TestContext } from "node:test";
-import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
-import { cliHome, type CliHome } from "./cli-helpers.ts";
+import { ROOT, startServer, } from "./helpers.ts";
+import { cli, cliHome, login } from "./cli-helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
 
-
-function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string; env?: Record<string, string> } = {}) {
-  return runMain(args, { ...home.env, ...options.env }, { timeoutMs: 60_000, ...options });
-}
-
-/** `secrets-server login` as a process, approved through the API by a browser session. */
-async function login(server: TestServer, home: CliHome, approver: Client): Promise<void> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url, "--no-browser"], {
-    env: { PATH: process.env.PATH, ...home.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  const code = new Promise<number | null>((resolve) => child.on("close", resolve));
-  const userCode = await new Promise<string>((resolve, reject) => {
-    child.stderr.on("data", (d) => {
-      stderr += d;
-      const match = stderr.match(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
-      if (match) resolve(match[1]!);
-    });
-    void code.then(() => reject(new Error(`login ended early: ${stderr}`)));
-  });
-  assert.equal((await approver.json("POST", "/api/cli/auth/approve", { userCode })).status, 200);
-  assert.equal(await code, 0, stderr);
-}
 
 /** A signed-in home and a folder linked to project "web", environment staging. */
 async function linkedFolder(t: TestContext) {
@@ -46,11 +23,6 @@ async function linkedFolder(t: TestContext) {
   const linked = await cli(home, ["link", "--project", "web", "--env", "staging"], { cwd: folder });
   assert.equal(linked.code, 0, linked.stderr);
   return { server, home, alice, project, folder };
-}
-
-async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
-  const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
 }
 
 test("usage errors print our own usage with its line breaks, never U+FFFD", async (t) => {
@@ -101,8 +73,8 @@ test("secrets set checks key and value before any request; get offers the key me
   assert.match(emptyStdin.stderr, /a value has 1 to 10,000 characters/);
   assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/environments/staging/secrets`)).body.secrets, []);
 
-  await addSecret(alice, project.id, "staging", "DATABASE_URL", "postgres://db/web");
-  await addSecret(alice, project.id, "staging", "REDIS_URL", "redis://cache");
+  await createSecret(alice, project.id, "staging", "DATABASE_URL", "postgres://db/web");
+  await createSecret(alice, project.id, "staging", "REDIS_URL", "redis://cache");
   const caseOnly = await cli(signedIn, ["secrets", "get", "database_url"], { cwd: folder });
   assert.equal(caseOnly.code, 4);
   assert.equal(caseOnly.stderr, "secrets-server: No secret database_url in staging. Did you mean DATABASE_URL?\n");
@@ -156,8 +128,8 @@ const hasScript = spawnSync("script", ["--version"]).status === 0;
 
 test("secrets list: a header and readable times on a terminal, tab-separated lines in a pipe, JSON unchanged", async (t) => {
   const { home, alice, project, folder } = await linkedFolder(t);
-  await addSecret(alice, project.id, "staging", "REDIS_URL", "redis://cache");
-  await addSecret(alice, project.id, "staging", "DATABASE_URL", "postgres://db/web");
+  await createSecret(alice, project.id, "staging", "REDIS_URL", "redis://cache");
+  await createSecret(alice, project.id, "staging", "DATABASE_URL", "postgres://db/web");
 
   const piped = await cli(home, ["secrets", "list"], { cwd: folder });
   assert.equal(piped.code, 0, piped.stderr);

@@ -1,94 +1,19 @@
 // The CLI as a real process (the same executable's entry point) against a real server.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
+import { test, } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
-import { makeTempDir, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
-import { cliHome, type CliHome } from "./cli-helpers.ts";
+import { startServer, } from "./helpers.ts";
+import { cli, cliHome, type CliHome, login, startCli } from "./cli-helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
 
 const MINUTE = 60_000;
 
 
-interface Running {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  /** Resolves with the first match of `pattern` in stderr + stdout. */
-  waitFor(pattern: RegExp): Promise<RegExpMatchArray>;
-  done: Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>;
-}
-
-/** Like runMain, but the test can read output while the process runs and send it signals. */
-function startCli(args: string[], env: Record<string, string>, options: { cwd?: string; input?: string } = {}): Running {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), ...args], {
-    cwd: options.cwd ?? ROOT,
-    env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  let stdout = "";
-  let stderr = "";
-  const waiters: { pattern: RegExp; resolve: (m: RegExpMatchArray) => void }[] = [];
-  const check = () => {
-    for (const waiter of [...waiters]) {
-      const match = (stderr + stdout).match(waiter.pattern);
-      if (match) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve(match);
-      }
-    }
-  };
-  child.stdout!.on("data", (d) => {
-    stdout += d;
-    check();
-  });
-  child.stderr!.on("data", (d) => {
-    stderr += d;
-    check();
-  });
-  if (options.input !== undefined) child.stdin!.end(options.input);
-  const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string }>((resolve) => {
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr });
-    });
-  });
-  return {
-    child,
-    stdout: () => stdout,
-    stderr: () => stderr,
-    waitFor(pattern) {
-      return new Promise((resolve, reject) => {
-        waiters.push({ pattern, resolve });
-        check();
-        void done.then(() => reject(new Error(`process ended before ${pattern}: ${stderr}${stdout}`)));
-      });
-    },
-    done,
-  };
-}
-
-function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string } = {}) {
-  return runMain(args, home.env, { timeoutMs: 60_000, ...options });
-}
-
 function readCredentials(home: CliHome): any {
   return JSON.parse(fs.readFileSync(home.credentialsFile, "utf8"));
-}
-
-/** `secrets-server login` as a process, approved through the API by a browser session. */
-async function login(server: TestServer, home: CliHome, approver: Client, deviceName = "test box") {
-  const proc = startCli(["login", "--server", server.url, "--device-name", deviceName], home.env);
-  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
-  assert.ok(proc.stderr().includes(`/cli/authorize?code=${userCode}`));
-  const approved = await approver.json("POST", "/api/cli/auth/approve", { userCode });
-  assert.equal(approved.status, 200);
-  const result = await proc.done;
-  assert.equal(result.code, 0, result.stderr);
-  return result;
 }
 
 function assertNoToken(home: CliHome, ...outputs: string[]): void {
@@ -101,19 +26,13 @@ function assertNoToken(home: CliHome, ...outputs: string[]): void {
   for (const output of outputs) assert.ok(!/svc_(at|rt)_/.test(output), "a token was printed");
 }
 
-/** Whether the secrets endpoints (built in parallel) exist yet. */
-async function addSecret(owner: Client, projectId: string, env: string, key: string, value: string): Promise<void> {
-  const res = await owner.json("POST", `/api/projects/${projectId}/environments/${env}/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-}
-
 test("login through the browser, then whoami and projects; credentials 0600, no token printed", async (t) => {
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test", "Alice");
   await alice.createProject({ name: "api", environments: ["development", "production"] });
 
-  const result = await login(server, home, alice);
+  const result = await login(server, home, alice, ["--device-name", "test box"]);
   assert.match(result.stdout, new RegExp(`Signed in to ${server.url} as alice@example.test`));
   assert.equal(fs.statSync(home.credentialsFile).mode & 0o777, 0o600);
   const stored = readCredentials(home);
@@ -150,7 +69,7 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   for (const output of [escaped.stdout, whoEscaped.stdout]) assert.doesNotMatch(output, /[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
 
   // A second login on this machine ends the first session rather than leave it live.
-  await login(server, home, alice, "test box again");
+  await login(server, home, alice, ["--device-name", "test box again"]);
   const after = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
   assert.deepEqual(after.map((s: any) => s.deviceName), ["test box again"]);
 });
@@ -176,7 +95,7 @@ test("clear failures: not signed in, server unreachable, bad usage", async (t) =
   assert.equal(notSignedIn.stderr, `secrets-server: Not signed in to ${server.url}. Run: secrets-server login --server ${server.url}\n`);
 
   const alice = await server.signIn("alice@example.test");
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   await server.stop();
   const down = await cli(home, ["projects"]);
   assert.equal(down.code, 5);
@@ -197,7 +116,7 @@ test("the access token is refreshed by itself after expiry, once, even by two pr
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   await alice.createProject({ name: "api", environments: ["development"] });
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   const first = readCredentials(home).servers[server.url];
 
   // The server's clock moves past the 60 minutes; the CLI's own clock does not, so it
@@ -241,7 +160,7 @@ test("a revoked session: exit code 3 and the login hint; logout ends the session
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   assert.deepEqual((await alice.json("DELETE", "/api/cli/sessions")).body, { revoked: 1 });
   const revoked = await cli(home, ["projects"]);
   assert.equal(revoked.code, 3);
@@ -251,7 +170,7 @@ test("a revoked session: exit code 3 and the login hint; logout ends the session
     `secrets-server: Your CLI session for ${server.url} has expired or was revoked. Run: secrets-server login\n`,
   );
 
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   const out = await cli(home, ["logout"]);
   assert.equal(out.code, 0, out.stderr);
   assert.equal(out.stdout, `Signed out of ${server.url}.\n`);
@@ -267,10 +186,10 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   const tricky = "multi\nline 'quoted' \"double\" $HOME # not a comment";
-  await addSecret(alice, project.id, "production", "TRICKY_VALUE", tricky);
-  await addSecret(alice, project.id, "production", "DATABASE_URL", "postgres://u:p@db/app");
+  await createSecret(alice, project.id, "production", "TRICKY_VALUE", tricky);
+  await createSecret(alice, project.id, "production", "DATABASE_URL", "postgres://u:p@db/app");
   const target = ["--project", "api", "--env", "prod"];
 
   // Production writes without a terminal to confirm on take --yes (see cli-commands.test.ts).
@@ -330,8 +249,8 @@ test("link remembers project and environment for the folder", async (t) => {
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "web", environments: ["staging"] });
-  await addSecret(alice, project.id, "staging", "GREETING_TEXT", "hello");
-  await login(server, home, alice);
+  await createSecret(alice, project.id, "staging", "GREETING_TEXT", "hello");
+  await login(server, home, alice, ["--device-name", "test box"]);
   const folder = path.join(home.dir, "app");
   fs.mkdirSync(path.join(folder, "sub"), { recursive: true });
 
@@ -352,8 +271,8 @@ test("run --fallback uses the encrypted last copy when the server is down, withi
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  await addSecret(alice, project.id, "development", "RAINY_DAY_TOKEN", "kept-for-a-rainy-day");
-  await login(server, home, alice);
+  await createSecret(alice, project.id, "development", "RAINY_DAY_TOKEN", "kept-for-a-rainy-day");
+  await login(server, home, alice, ["--device-name", "test box"]);
   const target = ["--project", project.id, "--env", "development"];
   const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.RAINY_DAY_TOKEN ?? 'unset')"];
 
@@ -404,7 +323,7 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   const script = "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
   const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);
   await proc.waitFor(/ready/);
@@ -423,11 +342,11 @@ test("run leaves out secrets that would choose which code runs, unless named wit
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "deploy", environments: ["production"] });
-  await addSecret(alice, project.id, "production", "LD_PRELOAD", "/tmp/planted.so");
-  await addSecret(alice, project.id, "production", "NODE_OPTIONS", "--max-old-space-size=123");
-  await addSecret(alice, project.id, "production", "PATH", "/tmp/planted-bin");
-  await addSecret(alice, project.id, "production", "APP_MODE", "live");
-  await login(server, home, alice);
+  await createSecret(alice, project.id, "production", "LD_PRELOAD", "/tmp/planted.so");
+  await createSecret(alice, project.id, "production", "NODE_OPTIONS", "--max-old-space-size=123");
+  await createSecret(alice, project.id, "production", "PATH", "/tmp/planted-bin");
+  await createSecret(alice, project.id, "production", "APP_MODE", "live");
+  await login(server, home, alice, ["--device-name", "test box"]);
   const target = ["--project", "deploy", "--env", "production"];
   const show = ["--", process.execPath, "-e", "process.stdout.write(JSON.stringify([process.env.LD_PRELOAD, process.env.NODE_OPTIONS, process.env.PATH, process.env.APP_MODE]))"];
 
@@ -455,7 +374,7 @@ test("a link file cannot lead the CLI to a server it has not signed in to; plain
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   await alice.createProject({ name: "web", environments: ["staging"] });
-  await login(server, home, alice);
+  await login(server, home, alice, ["--device-name", "test box"]);
   // A repository arrives with a link file naming another server.
   const repo = path.join(home.dir, "cloned");
   fs.mkdirSync(repo);
@@ -483,8 +402,8 @@ test("export --output writes a new 0600 file in one step: a planted file or syml
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  await addSecret(alice, project.id, "development", "TOKEN", "planted-test-value");
-  await login(server, home, alice);
+  await createSecret(alice, project.id, "development", "TOKEN", "planted-test-value");
+  await login(server, home, alice, ["--device-name", "test box"]);
   const folder = path.join(home.dir, "shared");
   fs.mkdirSync(folder);
   const victim = path.join(home.dir, "victim.txt");
@@ -506,9 +425,9 @@ test("export --format shell, docker and yaml: the server's writers, 0600 files, 
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
-  await addSecret(alice, project.id, "development", "API_KEY", "it's $HOME");
-  await addSecret(alice, project.id, "development", "LD_PRELOAD", "/tmp/evil.so");
-  await login(server, home, alice);
+  await createSecret(alice, project.id, "development", "API_KEY", "it's $HOME");
+  await createSecret(alice, project.id, "development", "LD_PRELOAD", "/tmp/evil.so");
+  await login(server, home, alice, ["--device-name", "test box"]);
   const target = ["--project", "api", "--env", "development"];
 
   const file = path.join(home.dir, "dev.sh");
@@ -540,7 +459,7 @@ test("export --format shell, docker and yaml: the server's writers, 0600 files, 
     "secrets-server: These secrets cannot be written in Docker's env-file format: API_KEY. Use --format json or --format shell. Nothing was written.",
   );
   assert.equal(fs.existsSync(dockerFile), false);
-  await addSecret(alice, project.id, "development", "API_KEY_2", "plain-value#1");
+  await createSecret(alice, project.id, "development", "API_KEY_2", "plain-value#1");
   const alicesDocker = await alice.json("GET", `/api/projects/${project.id}/environments/development/secrets`);
   const id = alicesDocker.body.secrets.find((s: { key: string }) => s.key === "API_KEY").id;
   assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/environments/development/secrets/${id}`)).status, 200);

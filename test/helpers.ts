@@ -115,8 +115,6 @@ export interface ServerOptions {
   exactEnv?: boolean;
   dataDir?: string;
   clock?: ManualClock;
-  /** Passed to buildApp: the identity issuers' key-set refetch cooldown. */
-  jwksCooldownMs?: number;
 }
 
 export interface TestServer {
@@ -173,7 +171,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   // servers start side by side without racing for a free port.
   if (!options.env?.APP_URL && !options.exactEnv) env.APP_URL = `http://127.0.0.1:${env.PORT}`;
   const config = loadConfig(env);
-  const app = await buildApp(config, { clock, logStream, jwksCooldownMs: options.jwksCooldownMs });
+  const app = await buildApp(config, { clock, logStream });
   await app.app.listen({ host: "127.0.0.1", port: config.port });
   const url = `http://127.0.0.1:${config.port}`;
   // A restart comes back on the same port and URL, so the clients a test holds keep working.

@@ -3,7 +3,7 @@ import crypto from "node:crypto";
 import { test } from "node:test";
 import { PERMISSIONS } from "../src/core/access.ts";
 import { auditEvents, type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
-import { invite } from "./secrets-helpers.ts";
+import { invite, joinProject } from "./secrets-helpers.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -43,18 +43,14 @@ interface Team {
  * One project with two users of every role but owner, every one of them brought in through
  * the invitation round trip. Mia (member) holds development, Vic (viewer) production.
  */
-async function startTeam(t: Parameters<typeof startServer>[0], environments = ALL_ENVS): Promise<Team> {
+async function startTeamOfTwoPerRole(t: Parameters<typeof startServer>[0], environments = ALL_ENVS): Promise<Team> {
   const server = await startServer(t);
   const owner = await server.signIn("olivia@example.test", "Olivia Owner");
   const project = await owner.createProject({ name: "api", environments });
-  const join = async (email: string, role: string, grants?: string[]) => {
+  const join = (email: string, role: string, grants?: string[]) => {
     // Distinct join times keep the members list order deterministic.
     server.clock.advance(1000);
-    const client = await server.signIn(email);
-    const token = await invite(owner, project.id, email, role, grants);
-    const res = await accept(client, token);
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    return client;
+    return joinProject(server, owner, project.id, email, role, grants);
   };
   return {
     server,
@@ -71,7 +67,7 @@ async function startTeam(t: Parameters<typeof startServer>[0], environments = AL
 // Members
 
 test("every role lists every member with role, isYou and createdAt; name and email only when known", async (t) => {
-  const team = await startTeam(t);
+  const team = await startTeamOfTwoPerRole(t);
   const { server, projectId, owner, admins, members, viewers } = team;
   const everyone = [owner, ...admins, ...members, ...viewers];
   const roles = ["owner", "admin", "admin", "member", "member", "viewer", "viewer"];
@@ -105,7 +101,7 @@ test("every role lists every member with role, isYou and createdAt; name and ema
 });
 
 test("a non-member gets 404 on every members, invitations and access endpoint", async (t) => {
-  const { projectId, outsider, members } = await startTeam(t);
+  const { projectId, outsider, members } = await startTeamOfTwoPerRole(t);
   const target = members[0]!.user!.id;
   const calls: [string, string, unknown?][] = [
     ["GET", `/api/projects/${projectId}/members`],
@@ -130,7 +126,7 @@ test("a non-member gets 404 on every members, invitations and access endpoint", 
 });
 
 test("signed out answers 401 and a CLI token answers 403 on every endpoint of this area", async (t) => {
-  const { server, projectId, owner, members } = await startTeam(t);
+  const { server, projectId, owner, members } = await startTeamOfTwoPerRole(t);
   const target = members[0]!.user!.id;
   const token = await invite(owner, projectId, "cli@example.test", "viewer");
   const cli = owner.withBearer((await cliLogin(server, owner)).accessToken);
@@ -168,7 +164,7 @@ test("signed out answers 401 and a CLI token answers 403 on every endpoint of th
 });
 
 test("owner and admins change roles; the response, the audit log and the caller's permissions follow at once", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const mia = members[0]!;
   const projectOf = async (c: Client) => (await c.json("GET", `/api/projects/${projectId}`)).body.project;
 
@@ -231,7 +227,7 @@ test("owner and admins change roles; the response, the audit log and the caller'
 });
 
 test("role changes: the rules and their messages", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const path = (userId: string) => `/api/projects/${projectId}/members/${userId}`;
   const mia = members[0]!.user!.id;
 
@@ -270,7 +266,7 @@ test("role changes: the rules and their messages", async (t) => {
 });
 
 test("removing a member: members:remove, not the owner, grants deleted with it, effective on the next request", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const [mia, max] = members as [Client, Client];
   const path = (userId: string) => `/api/projects/${projectId}/members/${userId}`;
   assert.equal((await owner.json("PUT", `/api/projects/${projectId}/environments/staging/access/${mia.user!.id}`)).status, 200);
@@ -329,7 +325,7 @@ test("removing a member: members:remove, not the owner, grants deleted with it, 
 });
 
 test("the removal of a member and of their grants is one transaction", async (t) => {
-  const { server, projectId, owner, members } = await startTeam(t);
+  const { server, projectId, owner, members } = await startTeamOfTwoPerRole(t);
   const mia = members[0]!;
   // Make the audit write (the last statement of the transaction) fail: nothing may be left half done.
   const sqlite = server.app.db.$client;
@@ -347,7 +343,7 @@ test("the removal of a member and of their grants is one transaction", async (t)
 });
 
 test("leaving: any member but the owner, membership only, audited as member.left", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const path = (c: Client) => `/api/projects/${projectId}/members/${c.user!.id}`;
 
   const ownerLeaves = await owner.json("DELETE", path(owner));
@@ -488,7 +484,7 @@ test("an admin invitation grants every environment implicitly; a viewer invitati
 });
 
 test("creating invitations: permissions, validation and conflicts with their messages", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t, ["development", "production"]);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t, ["development", "production"]);
   const path = `/api/projects/${projectId}/invitations`;
 
   for (const caller of [...members, ...viewers]) {
@@ -546,7 +542,7 @@ test("creating invitations: permissions, validation and conflicts with their mes
 });
 
 test("listing invitations: admins and owner only, pending only, expired computed from the clock", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const path = `/api/projects/${projectId}/invitations`;
   for (const caller of [...members, ...viewers]) {
     const res = await caller.json("GET", path);
@@ -586,7 +582,7 @@ test("listing invitations: admins and owner only, pending only, expired computed
 });
 
 test("revoking an invitation: invitations:revoke, 404 for unknown, used or other projects' invitations; the token then answers 410", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const token = await invite(owner, projectId, "rita@example.test", "member", ["staging"]);
   const id = (await owner.json("GET", `/api/projects/${projectId}/invitations`)).body.invitations[0].id;
   const path = (invitationId: string) => `/api/projects/${projectId}/invitations/${invitationId}`;
@@ -756,7 +752,7 @@ test("devAcceptUrl is never returned in production mode", async (t) => {
 // Environment access
 
 test("the environment access matrix: implicit for owner and admins, granted or none for the rest", async (t) => {
-  const { projectId, owner, admins, members, viewers } = await startTeam(t);
+  const { projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const res = await admins[0]!.json("GET", `/api/projects/${projectId}/environment-access`);
   assert.equal(res.status, 200);
   const implicit = { development: "implicit", staging: "implicit", production: "implicit" };
@@ -790,7 +786,7 @@ test("the environment access matrix: implicit for owner and admins, granted or n
 });
 
 test("granting and revoking access: idempotent, member or viewer only, effective on the next request", async (t) => {
-  const { server, projectId, owner, admins, members, viewers } = await startTeam(t, ["development", "production"]);
+  const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t, ["development", "production"]);
   const [mia, max] = members as [Client, Client];
   const path = (env: string, c: Client | string) => `/api/projects/${projectId}/environments/${env}/access/${typeof c === "string" ? c : c.user!.id}`;
   const envsOf = async (c: Client) => (await c.json("GET", `/api/projects/${projectId}`)).body.project.environments;
@@ -852,7 +848,7 @@ test("granting and revoking access: idempotent, member or viewer only, effective
 });
 
 test("a member losing access mid-way: the next request with an already issued CLI token sees the change", async (t) => {
-  const { server, projectId, owner, members } = await startTeam(t);
+  const { server, projectId, owner, members } = await startTeamOfTwoPerRole(t);
   const mia = members[0]!;
   const cli = mia.withBearer((await cliLogin(server, mia)).accessToken);
   const envs = async () => (await cli.json("GET", `/api/projects/${projectId}`)).body.project.environments;
@@ -873,7 +869,7 @@ test("a member losing access mid-way: the next request with an already issued CL
 const NO_DEVELOPMENT = { error: "You do not have access to the development environment of this project." };
 
 test("revoke the grant and the very next secret read answers 403, in the browser and with an already issued CLI token", async (t) => {
-  const { server, projectId, owner, admins, members } = await startTeam(t);
+  const { server, projectId, owner, admins, members } = await startTeamOfTwoPerRole(t);
   const mia = members[0]!;
   const base = `/api/projects/${projectId}/environments/development/secrets`;
   const created = await owner.json("POST", base, { key: "DATABASE_URL", value: "postgres://mia-may-read-this" });
@@ -920,7 +916,7 @@ test("revoke the grant and the very next secret read answers 403, in the browser
 });
 
 test("a demoted admin loses every environment on the very next secret read", async (t) => {
-  const { server, projectId, owner, admins } = await startTeam(t);
+  const { server, projectId, owner, admins } = await startTeamOfTwoPerRole(t);
   const adam = admins[0]!;
   const base = `/api/projects/${projectId}/environments/development/secrets`;
   const created = await owner.json("POST", base, { key: "API_TOKEN", value: "adam-reads-this-once" });

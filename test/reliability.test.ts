@@ -9,7 +9,7 @@ import path from "node:path";
 import { test, type TestContext } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { makeTempDir, randomMasterKey, ROOT, runMain, startServer, startServerProcess, type Client, type TestServer } from "./helpers.ts";
+import { makeTempDir, ROOT, runMain, startServer, startServerProcess, type Client, type TestServer } from "./helpers.ts";
 
 const DISK_FULL = "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
 

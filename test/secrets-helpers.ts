@@ -41,6 +41,15 @@ export async function addMember(owner: Client, invitee: Client, projectId: strin
   return invitation;
 }
 
+/** Signs `email` in and brings them into the project through the invitation round trip. */
+export async function joinProject(server: TestServer, owner: Client, projectId: string, email: string, role: string, grants?: string[]): Promise<Client> {
+  const client = await server.signIn(email);
+  const token = await invite(owner, projectId, email, role, grants);
+  const res = await client.json("POST", "/api/invitations/accept", { token });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return client;
+}
+
 /** A project with development, staging and production (unless told otherwise) and one user per role. */
 export async function startTeam(
   t: Parameters<typeof startServer>[0],
@@ -49,13 +58,7 @@ export async function startTeam(
   const server = await startServer(t, { env: options.env });
   const owner = await server.signIn("olivia@example.test", "Olivia Owner");
   const project = await owner.createProject({ name: "api", environments: options.environments ?? ["development", "staging", "production"] });
-  const join = async (email: string, role: string, grants?: string[]) => {
-    const client = await server.signIn(email);
-    const token = await invite(owner, project.id, email, role, grants);
-    const res = await client.json("POST", "/api/invitations/accept", { token });
-    assert.equal(res.status, 200, JSON.stringify(res.body));
-    return client;
-  };
+  const join = (email: string, role: string, grants?: string[]) => joinProject(server, owner, project.id, email, role, grants);
   return {
     server,
     projectId: project.id,

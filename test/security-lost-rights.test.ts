@@ -25,7 +25,7 @@ interface Team {
 }
 
 /** An owner and Alice, an admin who joined through an invitation. */
-async function startTeam(t: TestContext, env: Record<string, string> = {}): Promise<Team> {
+async function ownerAndAdmin(t: TestContext, env: Record<string, string> = {}): Promise<Team> {
   const server = await startServer(t, { env });
   const owner = await server.signIn("owner@example.test");
   const project = await owner.createProject({ name: "api", environments: ALL_ENVS });
@@ -119,7 +119,7 @@ const LOSSES: { name: string; cause: string; act(team: Team): Promise<{ status: 
 
 for (const loss of LOSSES) {
   test(`an admin ${loss.name}: their pending invitations are voided and audited, and their tokens answer 410`, async (t) => {
-    const team = await startTeam(t);
+    const team = await ownerAndAdmin(t);
     const { byAlice, byOwner } = await inviteAround(team);
     assert.deepEqual(await listedInvitations(team), [...byAlice.map((i) => i.email), byOwner.email].sort());
 
@@ -156,7 +156,7 @@ for (const loss of LOSSES) {
 }
 
 test("a role change that leaves the right to invite voids nothing: promoting a member, then the admin who invited stays admin", async (t) => {
-  const team = await startTeam(t);
+  const team = await ownerAndAdmin(t);
   const bob = await team.server.signIn("bob@example.test");
   await addMember(team.owner, bob, team.projectId, "member");
   const { byAlice } = await inviteAround(team);
@@ -173,7 +173,7 @@ test("a role change that leaves the right to invite voids nothing: promoting a m
 });
 
 test("acceptance re-checks the inviter: an invitation from before voiding existed, or whose inviter is gone, answers 410 and changes nothing", async (t) => {
-  const team = await startTeam(t);
+  const team = await ownerAndAdmin(t);
   const { byAlice, byOwner } = await inviteAround(team);
   // The state an older server left behind: Alice demoted without her invitations being voided.
   // No API path reaches it any more, so it is written directly.
@@ -214,7 +214,7 @@ async function connectedByAlice(t: TestContext): Promise<VercelTeam> {
   const token = newToken();
   fake.addToken(token);
   fake.addProject("prj_web", "web");
-  const team = await startTeam(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" });
+  const team = await ownerAndAdmin(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" });
   const base = `/api/projects/${team.projectId}/integrations/hosting`;
   const connected = await team.alice.json("POST", base, { token });
   assert.equal(connected.status, 201, JSON.stringify(connected.body));

@@ -13,8 +13,8 @@ const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoke
 const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens cannot be used here." };
 
 
-async function setUp(t: TestContext, options: { jwksCooldownMs?: number } = {}) {
-  const server = await startServer(t, { jwksCooldownMs: options.jwksCooldownMs });
+async function setUp(t: TestContext) {
+  const server = await startServer(t);
   const issuer = await startIssuer(t);
   const rsa = await signingKey("rsa-1", "RS256");
   const ec = await signingKey("ec-1", "ES256");
@@ -197,17 +197,20 @@ test("an issuer whose configuration or key set fails is not asked again within t
 });
 
 test("after a failed fetch the issuer is asked again once the cooldown is over; keys held meanwhile still verify", async (t) => {
-  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 1000 });
+  const { server, issuer, rsa, account } = await setUp(t);
   issuer.failing = "discovery";
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401);
   issuer.failing = null;
-  await new Promise((resolve) => setTimeout(resolve, 1100));
+  server.clock.advance(29_000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 401, "still within the 30 s cooldown");
+  assert.equal(issuer.discoveryFetches, 1);
+  server.clock.advance(1_000);
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
   assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [2, 1]);
 
   // The key set fails on a refetch for an unknown kid: known keys go on working without a
   // fetch, and unknown kids do not reach the issuer until the cooldown is over.
-  await new Promise((resolve) => setTimeout(resolve, 1100));
+  server.clock.advance(30_000);
   issuer.failing = "jwks";
   const unknown = await signingKey("rsa-unknown", "RS256");
   assert.equal((await exchange(server, account.id, await issuer.sign(unknown))).status, 401);
@@ -218,7 +221,7 @@ test("after a failed fetch the issuer is asked again once the cooldown is over; 
 });
 
 test("a key rotated in at the issuer is picked up; an unknown kid refetches at most once per cooldown", async (t) => {
-  const { server, issuer, rsa, account } = await setUp(t, { jwksCooldownMs: 300 });
+  const { server, issuer, rsa, account } = await setUp(t);
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
   const fetched = issuer.jwksFetches;
   assert.equal(fetched, 1);
@@ -227,14 +230,40 @@ test("a key rotated in at the issuer is picked up; an unknown kid refetches at m
   const early = await signingKey("rsa-3", "RS256");
   // Within the cooldown a flood of unknown kids costs the issuer nothing.
   for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(early))).status, 401);
-  assert.ok(issuer.jwksFetches <= fetched + 1, String(issuer.jwksFetches));
+  assert.equal(issuer.jwksFetches, fetched, "fetched moments ago: unknown kids do not refetch within the cooldown");
 
   issuer.publish(rotated);
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  server.clock.advance(29_000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rotated))).status, 401, "not refetched within the cooldown");
+  assert.equal(issuer.jwksFetches, fetched);
+  server.clock.advance(1_000);
   const res = await exchange(server, account.id, await issuer.sign(rotated));
   assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(issuer.jwksFetches, fetched + 1, "one refetch once the cooldown is over");
+  // And the next unknown kid waits for the next cooldown.
+  for (let i = 0; i < 3; i++) assert.equal((await exchange(server, account.id, await issuer.sign(early))).status, 401);
+  assert.equal(issuer.jwksFetches, fetched + 1);
   // The old key still works while the issuer publishes it.
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+});
+
+test("the issuer's configuration and key set are discovered again after 10 minutes", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  server.clock.advance(10 * 60 * 1000 - 1000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [1, 1], "held for 10 minutes");
+  server.clock.advance(1000);
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [2, 2], "then fetched again");
+});
+
+test("an issuer that never answers is given up after its timeout: one 401, not a hanging exchange", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  issuer.failing = "hang";
+  const res = await exchange(server, account.id, await issuer.sign(rsa));
+  assert.deepEqual([res.status, res.body], [401, REFUSED]);
+  assert.ok(server.logs.some((line) => line.includes("key set could not be fetched (TimeoutError")), "the log says it timed out");
 });
 
 test("access tokens die with their account or trust; the exchange is limited per client address", async (t) => {

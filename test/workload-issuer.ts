@@ -27,7 +27,7 @@ export async function startIssuer(t: TestContext) {
   let jwksFetches = 0;
   let discoveryFetches = 0;
   let redirectDiscovery = false;
-  let failing: "discovery" | "jwks" | null = null;
+  let failing: "discovery" | "jwks" | "hang" | null = null;
   const server = http.createServer((req, res) => {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
@@ -42,12 +42,17 @@ export async function startIssuer(t: TestContext) {
     if (req.url === "/jwks") {
       jwksFetches += 1;
       if (failing === "jwks") return send(503, {});
+      // Accepts the request and never answers: the server must give up on its own.
+      if (failing === "hang") return;
       return send(200, { keys: published.map((k) => k.jwk) });
     }
     send(404, {});
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  t.after(() => {
+    server.closeAllConnections();
+    return new Promise<void>((resolve) => server.close(() => resolve()));
+  });
   const issuer = {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     publish(key: SigningKey) {
@@ -59,8 +64,8 @@ export async function startIssuer(t: TestContext) {
     get discoveryFetches() {
       return discoveryFetches;
     },
-    /** Answers 503 to the configuration or the key set until set back to null. */
-    set failing(value: "discovery" | "jwks" | null) {
+    /** Answers 503 to the configuration or the key set (or never answers the key set: "hang") until set back to null. */
+    set failing(value: "discovery" | "jwks" | "hang" | null) {
       failing = value;
     },
     set redirectDiscovery(value: boolean) {

@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, decodeJwt, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Clock } from "../core/clock.ts";
@@ -79,14 +79,13 @@ function trustMatches(trust: TrustRow, payload: JWTPayload): boolean {
 }
 
 interface KeySet {
-  jwks: ReturnType<typeof createRemoteJWKSet>;
+  jwksUri: string;
+  keys: JWTVerifyGetKey;
+  /** When the configuration was discovered: after JWKS_MAX_AGE_MS it is discovered again. */
+  discoveredAt: number;
+  /** When the key set was last fetched: an unknown kid refetches it at most once per cooldown. */
   fetchedAt: number;
 }
-
-// What jose's key lookup throws without anything having been fetched wrongly: the key set
-// arrived, the token's key is just not in it. Everything else (timeout, non-200, network
-// error, a body that is no key set) is a failed fetch.
-const KEY_LOOKUP_ERRORS = new Set(["ERR_JWKS_NO_MATCHING_KEY", "ERR_JWKS_MULTIPLE_MATCHING_KEYS", "ERR_JOSE_NOT_SUPPORTED"]);
 
 interface Deps {
   db: Db;
@@ -94,76 +93,86 @@ interface Deps {
   audit: AuditWriter;
   clock: Clock;
   log: Pick<Logger, "warn">;
-  jwksCooldownMs?: number;
 }
 
-export function createWorkloadIdentityService({ db, repo, audit, clock, log, jwksCooldownMs = JWKS_COOLDOWN_MS }: Deps) {
-  // Per issuer: its discovered key set, rediscovered after JWKS_MAX_AGE_MS.
+/** A GET of the issuer's JSON, with no redirect followed and a bounded wait. */
+async function fetchJson(url: string): Promise<unknown> {
+  const res = await fetch(url, { redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: "application/json" } });
+  if (res.status !== 200) throw new Error(`answered ${res.status}`);
+  return res.json();
+}
+
+export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
+  // Per issuer: its discovered key set. The times are the injected clock's, so the cache
+  // age and the cooldown follow the same time as every other rule of the server.
   const keySets = new Map<string, KeySet>();
   // Per issuer: when fetching its configuration or key set last failed.
   const failedAt = new Map<string, number>();
+  const now = () => clock.now().getTime();
 
   function isCoolingDown(issuer: string): boolean {
     const at = failedAt.get(issuer);
-    return at !== undefined && Date.now() - at < jwksCooldownMs;
+    return at !== undefined && now() - at < JWKS_COOLDOWN_MS;
   }
 
   function fetchFailed(issuer: string, reason: string): Refused {
-    failedAt.set(issuer, Date.now());
+    failedAt.set(issuer, now());
     return new Refused(reason);
   }
 
-  /** The remote set, noting a failed fetch it makes (a refetch for an unknown kid). */
-  function watched(issuer: string, jwks: KeySet["jwks"]): JWTVerifyGetKey {
-    return async (header, token) => {
-      try {
-        return await jwks(header, token);
-      } catch (error) {
-        if (!KEY_LOOKUP_ERRORS.has((error as { code?: string }).code ?? "")) failedAt.set(issuer, Date.now());
-        throw error;
-      }
-    };
+  async function fetchKeys(issuer: string, jwksUri: string): Promise<JWTVerifyGetKey> {
+    let body: unknown;
+    try {
+      body = await fetchJson(jwksUri);
+    } catch (error) {
+      throw fetchFailed(issuer, `the issuer's key set could not be fetched (${(error as Error).name}: ${(error as Error).message})`);
+    }
+    try {
+      return createLocalJWKSet(body as Parameters<typeof createLocalJWKSet>[0]);
+    } catch {
+      throw fetchFailed(issuer, "the issuer's key set is not a JSON Web Key Set");
+    }
   }
 
-  async function keySetOf(issuer: string): Promise<JWTVerifyGetKey> {
-    const cached = keySets.get(issuer);
-    const isFresh = cached !== undefined && Date.now() - cached.fetchedAt < JWKS_MAX_AGE_MS;
-    if (isCoolingDown(issuer)) {
-      // Keys already held still verify; nothing is fetched until the cooldown ends.
-      const held = isFresh ? cached.jwks.jwks() : undefined;
-      if (held) return createLocalJWKSet(held);
-      throw new Refused("fetching from the issuer failed less than the cooldown ago; not tried again yet");
-    }
-    if (isFresh) return watched(issuer, cached.jwks);
-    const discoveryUrl = `${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+  async function discover(issuer: string): Promise<KeySet> {
     let document: { issuer?: unknown; jwks_uri?: unknown };
     try {
-      const res = await fetch(discoveryUrl, { redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: "application/json" } });
-      if (res.status !== 200) throw fetchFailed(issuer, `the issuer's OpenID configuration answered ${res.status}`);
-      document = (await res.json()) as typeof document;
+      document = (await fetchJson(`${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`)) as typeof document;
     } catch (error) {
-      if (error instanceof Refused) throw error;
-      throw fetchFailed(issuer, `the issuer's OpenID configuration could not be fetched (${(error as Error).name})`);
+      throw fetchFailed(issuer, `the issuer's OpenID configuration could not be fetched (${(error as Error).name}: ${(error as Error).message})`);
     }
     if (document?.issuer !== issuer) throw fetchFailed(issuer, "the issuer's OpenID configuration names another issuer");
     if (typeof document.jwks_uri !== "string" || !isAllowedIssuerUrl(document.jwks_uri)) {
       throw fetchFailed(issuer, "the issuer's jwks_uri is not https (or http on a loopback host)");
     }
-    const jwks = createRemoteJWKSet(new URL(document.jwks_uri), {
-      timeoutDuration: FETCH_TIMEOUT_MS,
-      cooldownDuration: jwksCooldownMs,
-      cacheMaxAge: JWKS_MAX_AGE_MS,
-    });
-    try {
-      // Fetched now, so that a key set that cannot be had counts as the issuer's failure.
-      await jwks.reload();
-    } catch (error) {
-      const code = (error as { code?: string }).code ?? (error as Error).name;
-      throw fetchFailed(issuer, `the issuer's key set could not be fetched (${code})`);
-    }
+    const keys = await fetchKeys(issuer, document.jwks_uri);
     failedAt.delete(issuer);
-    keySets.set(issuer, { jwks, fetchedAt: Date.now() });
-    return watched(issuer, jwks);
+    const keySet = { jwksUri: document.jwks_uri, keys, discoveredAt: now(), fetchedAt: now() };
+    keySets.set(issuer, keySet);
+    return keySet;
+  }
+
+  /** The key lookup for a token: held keys first; an unknown kid refetches once per cooldown (a rotation at the issuer). */
+  async function keySetOf(issuer: string): Promise<JWTVerifyGetKey> {
+    const cached = keySets.get(issuer);
+    const isFresh = cached !== undefined && now() - cached.discoveredAt < JWKS_MAX_AGE_MS;
+    if (isCoolingDown(issuer)) {
+      // Keys already held still verify; nothing is fetched until the cooldown ends.
+      if (isFresh) return cached.keys;
+      throw new Refused("fetching from the issuer failed less than the cooldown ago; not tried again yet");
+    }
+    const keySet = isFresh ? cached : await discover(issuer);
+    return async (header, token) => {
+      try {
+        return await keySet.keys(header, token);
+      } catch (error) {
+        const unknownKey = (error as { code?: string }).code === "ERR_JWKS_NO_MATCHING_KEY";
+        if (!unknownKey || now() - keySet.fetchedAt < JWKS_COOLDOWN_MS || isCoolingDown(issuer)) throw error;
+        keySet.fetchedAt = now();
+        keySet.keys = await fetchKeys(issuer, keySet.jwksUri);
+        return keySet.keys(header, token);
+      }
+    };
   }
 
   async function verify(serviceAccountId: string, jwt: string): Promise<{ payload: JWTPayload; trust: TrustRow }> {
