@@ -135,13 +135,14 @@ test("a server that starts leaves a sync running on another alone", async (t) =>
 });
 
 test("automatic syncs run on one process: changes made through both are sent by one run", async (t) => {
-  const s = await setup(t, { SYNC_DEBOUNCE_MS: "3000", SYNC_LEASE_SECONDS: "2" });
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "5000", SYNC_LEASE_SECONDS: "2" });
   const a = await startProcess(t, s);
   const b = await startProcess(t, s);
   const [onA, onB] = clientsFor(a, b);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, onA);
 
+  // Well within the debounce, which each change seen by the leader restarts.
   for (let i = 0; i < 6; i++) await addSecret(i % 2 === 0 ? onA : onB, projectId, `KEY_${i}`, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
   const settled = await waitFor("the automatic sync", async () => {
     const view = (await onB.json("GET", base)).body;
