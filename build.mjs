@@ -1,9 +1,13 @@
 // npm run build: writes dist/secrets-server, one Linux x64 executable that needs no
 // Node.js installed and no network.
 //
-// 1. esbuild bundles src/main.ts into one CommonJS file (Node's single-executable
-//    support runs a CommonJS main script, and inside it `require` reaches only built-ins,
-//    so every dependency must be in the bundle).
+// 1. esbuild bundles src/main.ts, the CLI and the entry, into one CommonJS file (Node's
+//    single-executable support runs a CommonJS main script, and inside it `require` reaches
+//    only built-ins, so every dependency must be in the bundle), and the server's commands
+//    (src/server-commands.ts: Fastify, SQLite, drizzle, pino, every feature) into a second
+//    one, which main.ts compiles from the executable's assets only when a server command
+//    runs: the CLI starts without parsing or compiling the server. V8's code cache for the
+//    server bundle is made here by the same node binary, with the executable's V8 flags.
 // 2. The files that cannot be bundled become executable assets: better-sqlite3's native
 //    addon, the migrations (as drizzle's readMigrationFiles output) and the built web UI.
 // 3. Node's single-executable support: `node --experimental-sea-config` turns bundle and
@@ -32,6 +36,8 @@ const DIST = outIndex > 0 && process.argv[outIndex + 1] ? path.resolve(process.a
 // Intermediate files: the bundle, the blob and the files it is made from.
 const WORK = path.join(DIST, "sea");
 const BUNDLE = path.join(WORK, "main.cjs");
+const SERVER_BUNDLE = path.join(WORK, "server.cjs");
+const SERVER_CACHE = path.join(WORK, "server.cache");
 const BLOB = path.join(WORK, "sea-prep.blob");
 const SEA_CONFIG = path.join(WORK, "sea-config.json");
 const WEB_OUT = path.join(DIST, "web");
@@ -43,6 +49,7 @@ const SENTINEL_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 // this limit and MALLOC_ARENA_MAX=2 the same load ended at 220 MiB of RSS instead of 291
 // (the README's reliability section), at the cost of more frequent, shorter scavenges.
 const SEMI_SPACE_MIB = 4;
+const V8_FLAGS = [`--max-semi-space-size=${SEMI_SPACE_MIB}`];
 
 const require = createRequire(import.meta.url);
 
@@ -65,9 +72,7 @@ function pinnedNode() {
 }
 
 async function bundle() {
-  const result = await esbuild.build({
-    entryPoints: [path.join(ROOT, "src/main.ts")],
-    outfile: BUNDLE,
+  const common = {
     bundle: true,
     platform: "node",
     target: "node24",
@@ -82,11 +87,35 @@ async function bundle() {
     // the executable, and sourceRoot() is never consulted there: readAsset reads the
     // executable's assets, and db.ts takes the migrations and the addon from them.
     define: { "import.meta.dirname": "__dirname" },
-    // better-sqlite3 loads its addon through a dynamic require that is never reached:
-    // db.ts passes the addon object it loaded from the executable's assets.
-    logOverride: { "unsupported-require-call": "silent" },
-  });
-  if (result.errors.length > 0) fail("esbuild failed.");
+    logOverride: {
+      // better-sqlite3 loads its addon through a dynamic require that is never reached:
+      // db.ts passes the addon object it loaded from the executable's assets.
+      "unsupported-require-call": "silent",
+      // main.ts imports the server's commands by a path esbuild does not follow when it
+      // runs from source; in the executable it compiles the server bundle instead.
+      "unsupported-dynamic-import": "silent",
+    },
+  };
+  const results = await Promise.all([
+    esbuild.build({ ...common, entryPoints: [path.join(ROOT, "src/main.ts")], outfile: BUNDLE }),
+    esbuild.build({ ...common, entryPoints: [path.join(ROOT, "src/server-commands.ts")], outfile: SERVER_BUNDLE }),
+  ]);
+  if (results.some((result) => result.errors.length > 0)) fail("esbuild failed.");
+}
+
+/**
+ * V8's code cache of the server bundle as main.ts compiles it (wrapped like a CommonJS
+ * module, the same file name), made by the pinned node with the executable's V8 flags: V8
+ * takes a cache only from the same version with the same flags, and otherwise compiles
+ * from source (slower, still correct).
+ */
+function makeServerCache(node) {
+  const script = `
+    const fs = require("node:fs"); const vm = require("node:vm"); const { Module } = require("node:module");
+    const source = fs.readFileSync(${JSON.stringify(SERVER_BUNDLE)}, "utf8");
+    const script = new vm.Script(Module.wrap(source), { filename: "server.cjs" });
+    fs.writeFileSync(${JSON.stringify(SERVER_CACHE)}, script.createCachedData());`;
+  run(node, [...V8_FLAGS, "-e", script], WORK);
 }
 
 /** The built UI: web/build-web.mjs when the UI provides one, else the placeholder page. */
@@ -115,6 +144,8 @@ function writeAssets(webFiles) {
   const addon = path.join(path.dirname(require.resolve("better-sqlite3/package.json")), "prebuilds/linux-x64.node");
   if (!fs.existsSync(addon)) fail("better-sqlite3's prebuilt addon for linux-x64 is missing.");
   assets["better_sqlite3.node"] = addon;
+  assets["server.cjs"] = SERVER_BUNDLE;
+  assets["server.cache"] = SERVER_CACHE;
 
   // The executable has no migrations folder: db.ts feeds drizzle's migrator this list.
   const migrations = readMigrationFiles({ migrationsFolder: path.join(ROOT, "migrations") });
@@ -146,7 +177,7 @@ function makeBlob(node, assets) {
     // V8 flags the executable always runs with (NODE_OPTIONS may add to them); see
     // SEMI_SPACE_MIB. Not --expose-gc, which would make V8 reject the code cache
     // (src/core/idle-gc.ts turns it on after start).
-    execArgv: [`--max-semi-space-size=${SEMI_SPACE_MIB}`],
+    execArgv: V8_FLAGS,
     assets: Object.fromEntries(Object.entries(assets).map(([name, file]) => [name, relative(file)])),
   };
   fs.writeFileSync(SEA_CONFIG, JSON.stringify(config, null, 2));
@@ -197,6 +228,7 @@ const node = pinnedNode();
 fs.rmSync(WORK, { recursive: true, force: true });
 fs.mkdirSync(WORK, { recursive: true });
 await bundle();
+makeServerCache(node);
 const webFiles = await buildWebAssets();
 const { assets, migrations } = writeAssets(webFiles);
 makeBlob(node, assets);
@@ -208,8 +240,8 @@ const size = fs.statSync(EXECUTABLE).size;
 console.log(
   [
     `built ${path.relative(ROOT, EXECUTABLE).startsWith("..") ? EXECUTABLE : path.relative(ROOT, EXECUTABLE)} ${version} (linux-x64, ${execFileSync(node, ["--version"], { encoding: "utf8" }).trim()})`,
-    `  size      ${mebibytes(size)} (${size} bytes); bundle ${mebibytes(fs.statSync(BUNDLE).size)}`,
-    `  assets    better_sqlite3.node, migrations.json (${migrations}), web/ (${webFiles.length} files + manifest.json)`,
+    `  size      ${mebibytes(size)} (${size} bytes); bundles: CLI ${mebibytes(fs.statSync(BUNDLE).size)}, server ${mebibytes(fs.statSync(SERVER_BUNDLE).size)}`,
+    `  assets    server.cjs and its code cache, better_sqlite3.node, migrations.json (${migrations}), web/ (${webFiles.length} files + manifest.json)`,
     `  sha256    ${digest}`,
     `  took      ${((performance.now() - started) / 1000).toFixed(1)} s`,
   ].join("\n"),

@@ -20,6 +20,8 @@ export interface BenchRow {
   errors: number;
   /** Server CPU time (user + system) per request, in microseconds. */
   serverCpuMicros: number;
+  /** A measured figure that is not a load (a start time, an RSS): then only this counts. */
+  figure?: number;
 }
 
 export interface BenchContext {
@@ -75,10 +77,14 @@ export async function startProcess(
   port: number,
   readyPath: string,
   dataDir: string,
+  /** The checkout to run `script` from (this one unless told: bench/compare.ts runs two). */
+  root = ROOT,
 ): Promise<ServerProcess> {
-  const command = [...pin, process.execPath, "--import", "tsx", path.join(ROOT, script), ...args];
+  // BENCH_NODE_ARGS adds flags to the servers' node (`--cpu-prof --cpu-prof-dir=...` for a profile).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const command = [...pin, process.execPath, ...nodeArgs, "--import", "tsx", path.join(root, script), ...args];
   const child: ChildProcess = spawn(command[0]!, command.slice(1), {
-    cwd: ROOT,
+    cwd: root,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
@@ -248,9 +254,10 @@ export async function runAlternating(scenarios: LoadOptions[], rounds: number): 
   return scenarios.map((options, i) => toRow(options.name, parts[i]!));
 }
 
+/** The load scenarios as one table (rows with a `figure` are the goals table's: bench/goals.ts). */
 export function formatTable(rows: BenchRow[]): string {
   const header = ["scenario", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "requests", "errors"];
-  const body = rows.map((r) => [
+  const body = rows.filter((r) => r.figure === undefined).map((r) => [
     r.name,
     r.requestsPerSecond.toFixed(0),
     r.p50Ms.toFixed(2),

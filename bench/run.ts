@@ -4,10 +4,12 @@
 import os from "node:os";
 import { formatTable, hasTaskset, pinSelf, type BenchContext, type BenchModule, type BenchRow } from "./lib.ts";
 import { auditBench } from "./audit.bench.ts";
+import { executableBench } from "./executable.bench.ts";
+import { formatGoals, goals } from "./goals.ts";
 import { secretsBench } from "./secrets.bench.ts";
 
 /** Every bench module, in the order they run. Add new ones here. */
-const BENCHES: BenchModule[] = [secretsBench, auditBench];
+const BENCHES: BenchModule[] = [secretsBench, executableBench, auditBench];
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
@@ -38,10 +40,18 @@ async function main(): Promise<void> {
     console.log(`${bench.name}:`);
     all.push({ module: bench, rows: await bench.run(ctx) });
   }
-  console.log("");
-  console.log(formatTable(all.flatMap((r) => r.rows)));
+  const rows = all.flatMap((r) => r.rows);
+  if (rows.some((r) => r.figure === undefined)) {
+    console.log("");
+    console.log(formatTable(rows));
+  }
   console.log("");
   for (const { module, rows } of all) for (const line of module.summary?.(rows) ?? []) console.log(line);
+  const reached = goals(rows);
+  if (reached.length > 0) {
+    console.log("");
+    console.log(formatGoals(reached));
+  }
   process.exit(0);
 }
 

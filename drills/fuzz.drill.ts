@@ -71,6 +71,9 @@ const ROUTES: Record<string, RouteShape> = {
       entries: (r) => Array.from({ length: r.int(5) }, () => ({ key: secretKey(r, undefined as never), value: secretValue(r, undefined as never), overwrite: r.chance(0.5) })),
     },
   },
+  // Additions beyond api.md (README, Secrets): the cross-environment view and copy.
+  "GET /api/projects/:projectId/secrets/compare": { query: { environments: (r) => environments(r, undefined as never) } },
+  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/copy": { body: { to: (r) => r.pick(ENVIRONMENTS), overwrite: (r) => r.chance(0.5) } },
   "PUT /api/projects/:projectId/environments/:env/access/:userId": {},
   "DELETE /api/projects/:projectId/environments/:env/access/:userId": {},
   "GET /api/projects/:projectId/environment-access": {},

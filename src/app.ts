@@ -19,13 +19,13 @@ import { systemClock, type Clock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
 import { loadKeyring, type Keyring } from "./core/crypto.ts";
 import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
-import { registerContentEncodingCheck, registerGracefulStop, serverTimeouts } from "./core/connections.ts";
+import { createGracefulStop, serverTimeouts } from "./core/connections.ts";
+import { registerRequestHooks } from "./core/request-hooks.ts";
 import { registerErrorHandling } from "./core/errors.ts";
 import { createStorageMonitor, storageCondition } from "./core/storage.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { createWalMaintenance } from "./core/wal.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
-import { registerSecurityHeaders } from "./core/security-headers.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
 import { createInvitationsService } from "./members/invitations.service.ts";
@@ -37,6 +37,10 @@ import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
 import { createSecretsRepo } from "./secrets/secrets.repo.ts";
 import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
+import { registerCompareRoutes } from "./secrets/compare.routes.ts";
+import { createCompareService } from "./secrets/compare.service.ts";
+import { registerCopyRoutes } from "./secrets/copy.routes.ts";
+import { createCopyService } from "./secrets/copy.service.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
 import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
 import { registerServiceAccountRoutes } from "./service-accounts/service-accounts.routes.ts";
@@ -217,21 +221,6 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.setSerializerCompiler(serializerCompiler);
   const storage = createStorageMonitor(db, config.dataDir, log);
   registerErrorHandling(app, storage);
-  // First of the onRequest hooks: while stopping, a request is refused before any work.
-  const gracefulStop = registerGracefulStop(app);
-  registerContentEncodingCheck(app);
-
-  await app.register(cookie);
-  registerSecurityHeaders(app, { hsts: config.isProduction });
-
-  // Every API answer is someone's own data (values, tokens, device codes, member lists):
-  // no browser or proxy cache may keep it.
-  // Keyed on the matched route, not the raw URL (see matchedRoute); an answer of no route
-  // at all (a 404, an unparsable address) is no-store as well, since nothing there is for keeping.
-  app.addHook("onSend", async (req, reply) => {
-    if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
-  });
-
   // Background work (saving rate-limit counts, WAL checkpoints) meets the same full or failing
   // disk as requests do: reported through the storage monitor, once a minute and without a stack.
   const backgroundError = (error: unknown, what: string) => {
@@ -240,13 +229,19 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     else log.error({ err: error }, what);
   };
   const wal = createWalMaintenance(db, log, { onError: backgroundError });
-  // A callback hook, not an async one: no promise per request for a timestamp.
   const idleGc = createIdleGc(log);
-  app.addHook("onResponse", (_req, _reply, done) => {
-    wal.noteRequest();
-    idleGc.noteRequest();
-    done();
+  // First of all hooks: while stopping, a request is refused before any work.
+  const gracefulStop = createGracefulStop(app);
+  registerRequestHooks(app, {
+    stop: gracefulStop,
+    hsts: config.isProduction,
+    afterResponse: () => {
+      wal.noteRequest();
+      idleGc.noteRequest();
+    },
   });
+  await app.register(cookie);
+
   app.addHook("onClose", async () => wal.stop());
   app.addHook("onClose", async () => idleGc.stop());
   const retention =
@@ -300,9 +295,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   const vault = createVault(db, keyring, clock);
   const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const secretsRepo = createSecretsRepo(db);
   const secrets = createSecretsService({
     db,
-    repo: createSecretsRepo(db),
+    repo: secretsRepo,
     access,
     audit,
     vault,
@@ -371,6 +367,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
+  registerCompareRoutes(app, { auth, access, compare: createCompareService({ db, repo: secretsRepo, access, audit, vault }) });
+  registerCopyRoutes(app, { auth, access, copy: createCopyService({ db, repo: secretsRepo, access, audit, vault, secrets }) });
   registerAuditRoutes(app, { auth, access, audit: createAuditService({
       repo: createAuditRepo(db),
       writer: audit,

@@ -1,7 +1,6 @@
-// Each command's module is imported only when that command runs: the CLI commands then
-// start without loading the server (Fastify, SQLite, every feature).
+// The executable's entry: the CLI's commands, and the server's loaded only when one of
+// them runs (src/server-commands.ts), so a CLI command starts like a small tool.
 import { CLI_HELP, cliCommands } from "./cli/index.ts";
-import { ConfigError, loadConfig } from "./core/config.ts";
 
 export const VERSION = "0.1.0";
 
@@ -57,31 +56,44 @@ function isHelpFlag(arg: string): boolean {
   return arg === "--help" || arg === "-h";
 }
 
-const commands: Record<string, Command> = {
-  serve: serve,
-  ...cliCommands,
-  migrate: async () => {
-    const config = loadConfig();
-    const { openDatabase } = await import("./core/db.ts");
-    openDatabase(config).$client.close();
-    console.log(`Database in ${config.dataDir} is up to date.`);
-    return 0;
-  },
-  backup: async ([file]) => {
-    if (!file) {
-      process.stderr.write("Usage: secrets-server backup FILE  (a consistent copy of the database; the server may keep running)\n");
-      return 2;
+/** The server's commands, in their own module (see loadServerCommands). */
+const SERVER_COMMANDS = ["serve", "migrate", "backup", "audit", "rotate-key", "setup-link", "users"];
+
+interface ServerCommands {
+  runServerCommand(name: string, args: string[]): Promise<number>;
+}
+
+/**
+ * The server's commands, loaded only when one runs, so the CLI starts without Fastify,
+ * SQLite, drizzle, pino or the UI. In the executable they are a bundle of their own, an
+ * asset compiled here on first use (with the code cache build.mjs made for it); from
+ * source, a module imported by a path esbuild does not follow.
+ */
+async function loadServerCommands(): Promise<ServerCommands> {
+  const sea = process.getBuiltinModule("node:sea") as typeof import("node:sea") | undefined;
+  if (sea?.isSea()) {
+    const { Module } = process.getBuiltinModule("node:module") as typeof import("node:module");
+    const vm = process.getBuiltinModule("node:vm") as typeof import("node:vm");
+    const source = sea.getAsset("server.cjs", "utf8");
+    let cachedData: Buffer | undefined;
+    try {
+      cachedData = Buffer.from(sea.getAsset("server.cache"));
+    } catch {
+      cachedData = undefined;
     }
-    const config = loadConfig();
-    const { backupDatabase } = await import("./core/db.ts");
-    await backupDatabase(config, file);
-    console.log(`Backed up ${config.dataDir} to ${file}. Keep MASTER_KEY safe elsewhere: the copy cannot be read without it.`);
-    return 0;
-  },
-  audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),
-  "rotate-key": async (args) => (await import("./secrets/rotate-key.ts")).rotateKeyCommand(args),
-  "setup-link": async (args) => (await import("./users/users.commands.ts")).setupLinkCommand(args),
-  users: async (args) => (await import("./users/users.commands.ts")).usersCommand(args),
+    const script = new vm.Script(Module.wrap(source), { filename: "server.cjs", cachedData });
+    const module = { exports: {} as ServerCommands };
+    const wrapper = script.runInThisContext() as (exports: unknown, require: NodeJS.Require, module: unknown, filename: string, dirname: string) => void;
+    wrapper(module.exports, require, module, process.execPath, process.cwd());
+    return module.exports;
+  }
+  const file = "./server-commands.ts";
+  return (await import(file)) as ServerCommands;
+}
+
+const commands: Record<string, Command> = {
+  ...cliCommands,
+  ...Object.fromEntries(SERVER_COMMANDS.map((name) => [name, async (args: string[]) => (await loadServerCommands()).runServerCommand(name, args)])),
   version: async () => {
     console.log(VERSION);
     return 0;
@@ -91,67 +103,6 @@ const commands: Record<string, Command> = {
     return 0;
   },
 };
-
-async function serve(): Promise<number> {
-  const config = loadConfig();
-  const { buildApp } = await import("./app.ts");
-  const server = await buildApp(config);
-  let stopping = false;
-  const cut = new AbortController();
-  const stop = (signal: string) => {
-    if (stopping) {
-      // A second Ctrl-C or SIGTERM: stop waiting for the connections.
-      cut.abort();
-      return;
-    }
-    stopping = true;
-    const drainMs = config.shutdownDrainSeconds * 1000;
-    const startedAt = Date.now();
-    server.log.info({ signal, drainSeconds: config.shutdownDrainSeconds }, "shutting down: finishing requests in flight, answering new ones 503");
-    server
-      .drain(drainMs, cut.signal)
-      .then(({ closedAtDeadline }) => {
-        server.log.info({ drainedMs: Date.now() - startedAt, closedAtDeadline }, "connections drained; stopping");
-        return server.close();
-      })
-      .then(
-        () => process.exit(0),
-        () => process.exit(1),
-      );
-  };
-  process.on("SIGTERM", () => stop("SIGTERM"));
-  process.on("SIGINT", () => stop("SIGINT"));
-  try {
-    await server.app.listen({ host: config.host, port: config.port });
-  } catch (error) {
-    await server.close();
-    throw listenError(error, config.host, config.port);
-  }
-  server.log.info(
-    { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
-    "secrets-server is ready",
-  );
-  return -1; // keep running
-}
-
-/** HOST or PORT that cannot be listened on is a configuration problem: one line, no stack. */
-function listenError(error: unknown, host: string, port: number): unknown {
-  const code = (error as NodeJS.ErrnoException).code;
-  const at = `${host}:${port}`;
-  switch (code) {
-    case "EADDRINUSE":
-      return new ConfigError(`PORT ${port} is already in use on ${host}: stop the other process or set another PORT.`);
-    case "EACCES":
-      return new ConfigError(`PORT ${port} needs privileges on this system: choose a port above 1023.`);
-    case "EADDRNOTAVAIL":
-      return new ConfigError(`HOST ${host} is not an address of this machine (cannot listen on ${at}).`);
-    case "ENOTFOUND":
-    case "EAI_AGAIN":
-      return new ConfigError(`HOST ${host} does not resolve to an address (cannot listen on ${at}).`);
-    default:
-      return error;
-  }
-}
 
 async function main(argv: string[]): Promise<void> {
   const [name, ...args] = argv;
@@ -171,18 +122,9 @@ async function main(argv: string[]): Promise<void> {
   // Server commands create the database, its -wal/-shm, the key file, backups and the
   // addon cache: nothing they create is for other users. The CLI sets each file's mode itself.
   if (!(name in cliCommands)) process.umask(0o077);
-  try {
-    // `audit verify --help` would verify: every help flag asks for audit's usage.
-    const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
-    if (code >= 0) process.exit(code);
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      // One clear line naming the variable, no stack trace.
-      process.stderr.write(`secrets-server: configuration error: ${error.message}\n`);
-      process.exit(1);
-    }
-    throw error;
-  }
+  // `audit verify --help` would verify: every help flag asks for audit's usage.
+  const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
+  if (code >= 0) process.exit(code);
 }
 
 void main(process.argv.slice(2));

@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { test, } from "node:test";
-import { runMain, startServer, type Client, } from "./helpers.ts";
+import { test } from "node:test";
+import { ROOT, runMain, startServer, type Client } from "./helpers.ts";
 import { cli, CLI_MAIN, cliHome, type CliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
 
 
@@ -14,6 +14,31 @@ function inTerminal(home: CliHome, args: string[], cwd: string): Running {
   const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
   return start("script", ["-q", "-e", "-c", [...CLI_MAIN, ...args].map(quote).join(" "), "/dev/null"], { ...home.env, TERM: "dumb" }, { cwd });
 }
+
+test("secrets delete on a terminal hands the deletion to the browser and waits until it is confirmed there", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development`;
+  const ids: Record<string, string> = {};
+  for (const key of ["OLD_ONE", "OLD_TWO", "KEPT"]) ids[key] = (await alice.json("POST", `${base}/secrets`, { key, value: `${key.toLowerCase()}-value` })).body.secret.id;
+  await login(server, home, alice);
+
+  const running = inTerminal(home, ["secrets", "delete", "OLD_ONE", "OLD_TWO", "--project", "api", "--env", "dev"], ROOT);
+  const [url] = await running.waitFor(/http:\S+\?delete=\S+/);
+  assert.equal(url, `${server.url}/projects/${project.id}/development?delete=${encodeURIComponent("OLD_ONE,OLD_TWO")}`);
+  assert.match(running.output(), /Waiting for it/);
+  // Nothing is deleted until the person confirms in the browser (here: the browser session's API calls).
+  assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), ["KEPT", "OLD_ONE", "OLD_TWO"]);
+  assert.equal((await alice.json("DELETE", `${base}/secrets/${ids.OLD_ONE}`)).status, 200);
+  assert.equal((await alice.json("DELETE", `${base}/secrets/${ids.OLD_TWO}`)).status, 200);
+  const result = await running.done;
+  assert.equal(result.code, 0, result.output);
+  assert.match(result.output, /Deleted OLD_ONE from development \(confirmed in the browser\)\./);
+  assert.match(result.output, /Deleted OLD_TWO from development \(confirmed in the browser\)\./);
+  assert.deepEqual(Object.keys(await exported(alice, project.id, "development")), ["KEPT"]);
+});
 
 async function exported(owner: Client, projectId: string, env: string): Promise<Record<string, string>> {
   const res = await owner.json("GET", `/api/projects/${projectId}/environments/${env}/export`);
@@ -122,11 +147,12 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   const noProdImport = await cli(home, ["secrets", "import", path.join(home.dir, "missing.env"), ...prod]);
   assert.equal(noProdImport.code, 2);
 
-  // delete: the API takes a browser session only; the CLI says where to do it.
+  // delete: the API takes a browser session only; without a terminal nobody can confirm
+  // there, so the CLI names the page that would (exit 4).
   const deleted = await cli(home, ["secrets", "delete", "DEV_ONLY", ...dev]);
   assert.equal(deleted.code, 4);
   assert.match(deleted.stderr, /only a browser session delete a secret/);
-  assert.ok(deleted.stderr.includes(`${server.url}/projects/${project.id}`));
+  assert.ok(deleted.stderr.includes(`${server.url}/projects/${project.id}/development?delete=DEV_ONLY`), deleted.stderr);
   assert.ok("DEV_ONLY" in (await exported(alice, project.id, "development")));
   const missing = await cli(home, ["secrets", "delete", "NO_SUCH_KEY", ...dev]);
   assert.equal(missing.code, 4);

@@ -69,7 +69,11 @@ test("production requires MASTER_KEY, a real sign-in provider and https", () => 
     configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: "http://secrets.example.com" }),
     /APP_URL must use https/,
   );
-  for (const appUrl of ["http://localhost:8080", "http://127.0.0.1:8080", "http://[::1]:8080", "https://secrets.example.com/"]) {
+  // Loopback is what never leaves the machine, nothing that merely looks like it.
+  for (const appUrl of ["http://127.0.0.1.example.com", "http://localhost.example.com", "http://[::2]:8080"]) {
+    assert.match(configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl }), /APP_URL must use https/, appUrl);
+  }
+  for (const appUrl of ["http://localhost:8080", "http://127.0.0.1:8080", "http://127.0.1.1:8080", "http://[::1]:8080", "https://secrets.example.com/"]) {
     const config = loadConfig({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl });
     assert.equal(config.isProduction, true);
     assert.equal(config.appUrl, appUrl.replace(/\/$/, ""));

@@ -83,6 +83,44 @@ test("import creates, updates, leaves unchanged and skips, reporting in request 
   assert.deepEqual(empty.body, { summary: { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 }, results: [] });
 });
 
+test("import compares values by the digest stored beside each version; versions without one are compared by value and get one", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const base = envPath(projectId, "development");
+  const kept = await createSecret(owner, projectId, "development", "KEPT", "kept-value-001");
+  const old = await createSecret(owner, projectId, "development", "OLD", "old-value-001");
+  const digestOf = (id: string) =>
+    server.app.db.$client.prepare("SELECT v.digest FROM secret_versions v JOIN secrets s ON s.id = v.secret_id AND v.version_number = s.version WHERE s.id = ?").pluck().get(id) as string | null;
+  // A keyed digest, not the value or a plain hash of it.
+  const keptDigest = digestOf(kept.id);
+  assert.match(keptDigest ?? "", /^[A-Za-z0-9_-]{43}$/);
+  assert.ok(!keptDigest!.includes("kept-value"));
+  // As a version written before digests existed.
+  server.app.db.$client.prepare("UPDATE secret_versions SET digest = NULL WHERE secret_id = ?").run(old.id);
+
+  const same = await owner.json("POST", `${base}/import`, {
+    entries: [
+      { key: "KEPT", value: "kept-value-001", overwrite: true },
+      { key: "OLD", value: "old-value-001", overwrite: true },
+    ],
+  });
+  assert.deepEqual(same.body.summary, { created: 0, updated: 0, unchanged: 2, skipped: 0, failed: 0 });
+  assert.match(digestOf(old.id) ?? "", /^[A-Za-z0-9_-]{43}$/);
+
+  const changed = await owner.json("POST", `${base}/import`, {
+    entries: [
+      { key: "KEPT", value: "kept-value-002", overwrite: true },
+      { key: "OLD", value: "old-value-002", overwrite: true },
+    ],
+  });
+  assert.deepEqual(changed.body.summary, { created: 0, updated: 2, unchanged: 0, skipped: 0, failed: 0 });
+  assert.notEqual(digestOf(kept.id), keptDigest);
+  const exported = (await owner.json("GET", `${base}/export`)).body.secrets;
+  assert.deepEqual(exported, [
+    { key: "KEPT", value: "kept-value-002" },
+    { key: "OLD", value: "old-value-002" },
+  ]);
+});
+
 test("import validates the whole request first: one invalid 500th entry and nothing is written", async (t) => {
   const { server, projectId, owner, admin, member } = await startTeam(t);
   const base = envPath(projectId, "development");

@@ -32,6 +32,12 @@ async function assertTitle(page: Page, title: string): Promise<void> {
   assert.equal(await page.title(), title);
 }
 
+/** Opens a secret's row menu and picks one of its items. */
+async function rowAction(page: Page, key: string, item: string): Promise<void> {
+  await page.getByRole("button", { name: `More actions for ${key}` }).click();
+  await page.getByRole("menuitem", { name: item, exact: true }).click();
+}
+
 function mainNav(page: Page, name: string) {
   return page.getByRole("navigation", { name: "Main" }).getByRole("link", { name });
 }
@@ -191,31 +197,38 @@ describe("secrets in Chromium", () => {
     await page.getByRole("button", { name: "Copied DATABASE_URL" }).waitFor();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "postgres://one");
 
-    // Edit the value.
-    await page.getByRole("button", { name: "Edit DATABASE_URL" }).click();
-    await page.getByLabel("New value").fill("postgres://two");
+    // Edit the value: the editor opens with the current one, read as an audited reveal.
+    await rowAction(page, "DATABASE_URL", "Edit");
+    const editor = page.getByRole("dialog", { name: "Edit DATABASE_URL" });
+    await editor.getByText("recorded in the project's audit log as a reveal").waitFor();
+    const valueField = editor.getByLabel("Value", { exact: true });
+    await page.waitForFunction(() => (document.getElementById("edit-value") as HTMLTextAreaElement | null)?.value === "postgres://one");
+    assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?action=secret.revealed`)).body.events.length, 2);
+    await valueField.fill("postgres://two");
     await page.getByRole("button", { name: "Save" }).click();
     await row.getByText("v2").waitFor();
 
     // Someone else changes it while the dialog is open: the API's 409 message and a reload.
-    await page.getByRole("button", { name: "Edit DATABASE_URL" }).click();
+    await rowAction(page, "DATABASE_URL", "Edit");
+    await page.waitForFunction(() => (document.getElementById("edit-value") as HTMLTextAreaElement | null)?.value === "postgres://two");
     const listed = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
     const secretId = listed.body.secrets[0].id;
     const other = await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${secretId}`, { value: "postgres://three" });
     assert.equal(other.status, 200);
-    await page.getByLabel("New value").fill("postgres://mine");
+    await page.getByRole("dialog").getByLabel("Value", { exact: true }).fill("postgres://mine");
     await page.getByRole("button", { name: "Save" }).click();
     const conflict = page.getByRole("alert").filter({ hasText: "This secret was changed by someone else. Reload and try again." });
     await conflict.waitFor();
     await check(tab, "secret-conflict");
-    await conflict.getByRole("button", { name: "Reload" }).click();
+    await conflict.getByRole("button", { name: "Reload and reapply" }).click();
     await page.getByText("Editing version 3").waitFor();
-    await page.getByLabel("New value").fill("postgres://mine");
+    // The edit is kept on top of their version.
+    assert.equal(await page.getByRole("dialog").getByLabel("Value", { exact: true }).inputValue(), "postgres://mine");
     await page.getByRole("button", { name: "Save" }).click();
     await row.getByText("v4").waitFor();
 
     // History: reveal version 1, then restore it.
-    await page.getByRole("button", { name: "History of DATABASE_URL" }).click();
+    await rowAction(page, "DATABASE_URL", "History");
     const drawer = page.getByRole("dialog", { name: "History of DATABASE_URL" });
     await drawer.getByText("v4").waitFor();
     await drawer.getByRole("button", { name: "Reveal version 1" }).click();
@@ -239,7 +252,7 @@ describe("secrets in Chromium", () => {
     await page.getByRole("row", { name: /OLD_TOKEN/ }).waitFor();
     await page.getByLabel("Search keys").fill("old");
     await page.getByRole("row", { name: /DATABASE_URL/ }).waitFor({ state: "detached" });
-    await page.getByRole("button", { name: "Delete OLD_TOKEN" }).click();
+    await rowAction(page, "OLD_TOKEN", "Delete");
     await page.getByRole("dialog", { name: "Delete OLD_TOKEN?" }).getByRole("button", { name: "Delete secret" }).click();
     await page.getByText("No key matches").waitFor();
     const after = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
@@ -270,7 +283,7 @@ describe("secrets in Chromium", () => {
     };
     // Opening another secret's history, hiding a value, copying: each clears it.
     await revealGone();
-    await page.getByRole("button", { name: "History of STAYS" }).click();
+    await rowAction(page, "STAYS", "History");
     await failed.waitFor({ state: "detached" });
     await page.getByRole("dialog").getByRole("button", { name: "Close" }).click();
     await page.getByRole("button", { name: "Reveal STAYS" }).click();
@@ -284,7 +297,7 @@ describe("secrets in Chromium", () => {
     assert.equal(await failed.count(), 0);
   });
 
-  test("a long revealed value (a PEM key) scrolls inside its own box instead of stretching its row", async (t) => {
+  test("a long revealed value (a PEM key) keeps its row's height, and scrolls inside its own box when expanded", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "tls", environments: ["production"] });
@@ -295,13 +308,21 @@ describe("secrets in Chromium", () => {
       await useSession(tab, server, alice);
       const { page } = tab;
       await page.goto(`/projects/${project.id}/production`);
+      const row = page.getByRole("row", { name: /TLS_KEY/ });
+      const height = () => row.evaluate((el) => el.getBoundingClientRect().height);
+      await row.waitFor();
+      const masked = await height();
       await page.getByRole("button", { name: "Reveal TLS_KEY" }).click();
-      const value = page.getByRole("row", { name: /TLS_KEY/ }).locator("code.value");
-      await value.getByText("-----END PRIVATE KEY-----", { exact: false }).waitFor();
-      const row = await page.getByRole("row", { name: /TLS_KEY/ }).evaluate((el) => el.getBoundingClientRect().height);
-      assert.ok(row < 500, `the revealed row is ${row}px tall`);
+      const value = row.locator("code.value");
+      await value.getByText("-----BEGIN PRIVATE KEY-----", { exact: false }).waitFor();
+      assert.equal(await height(), masked, "revealing does not change the row's height");
+      await row.getByRole("button", { name: "More of TLS_KEY" }).click();
+      await row.locator("code.value.expanded").waitFor();
+      const tall = await height();
+      assert.ok(tall < 500, `the expanded row is ${tall}px tall`);
       // Scrollable, and reachable from the keyboard so it can be scrolled without a mouse.
       assert.equal(await value.evaluate((el) => el.scrollHeight > el.clientHeight && el.tabIndex === 0), true);
+      assert.equal(await value.evaluate((el) => getComputedStyle(el).fontFamily.includes("monospace")), true);
       await assertNoSidewaysScroll(page, phone ? "phone" : "desktop");
       await check(tab, `long-value-${phone ? "phone" : "desktop"}`);
       await tab.context.close();
@@ -1202,7 +1223,7 @@ describe("settings, keyboard, phone and dark theme", () => {
 
     // The Delete button leaves with its row: focus goes to the main region, not nowhere.
     await page.goto(`/projects/${project.id}/production`);
-    await page.getByRole("button", { name: "Delete OLD_KEY" }).click();
+    await rowAction(page, "OLD_KEY", "Delete");
     await page.getByRole("dialog").getByRole("button", { name: "Delete secret" }).click();
     await page.getByText("No secrets in production yet").waitFor();
     await page.waitForFunction(() => document.activeElement?.id === "main", undefined, { timeout: 5000 }).catch(() => undefined);

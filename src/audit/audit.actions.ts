@@ -18,6 +18,11 @@ export const AUDIT_ACTIONS = {
   "secret.revealed": { category: "secrets", metadata: [...SECRET_PLACE, "version"] },
   "secret.version_revealed": { category: "secrets", metadata: [...SECRET_PLACE, "versionNumber"] },
   "secrets.exported": { category: "secrets", metadata: ["environment", "via", "count", "format"] },
+  // A secret's current value written to the same key in another environment; the target's
+  // own secret.created or secret.updated event is written with it.
+  "secret.copied": { category: "secrets", metadata: [...SECRET_PLACE, "version", "toEnvironment", "toVersion", "result"] },
+  // Keyed digests of values compared across environments: values were decrypted, none left.
+  "secrets.compared": { category: "secrets", metadata: ["environments", "via", "count"] },
   "secrets.imported": {
     category: "secrets",
     metadata: ["environment", "via", "created", "updated", "unchanged", "skipped", "failed"],

@@ -131,10 +131,14 @@ export function createAuditRepo(db: Db) {
       (filter.toExclusive ? filter.before.at < filter.toAt : filter.before.at <= filter.toAt);
     if (filter.toAt !== undefined && !isToImplied) where.push(filter.toExclusive ? "e.at < @toAt" : "e.at <= @toAt");
     // A row-value comparison is a single range on the (…, at, seq) indexes. The cursor names
-    // the event by id, not by seq, which would tell how busy other projects are; an event
-    // pruned since leaves the events of its own millisecond out, nothing more.
+    // the event by id, not by seq, which would tell how busy other projects are; its seq is
+    // found among the project's events of that millisecond (one seek, there is no id index).
+    // An event pruned since leaves the events of its own millisecond out, nothing more.
     if (filter.before !== undefined) {
-      where.push("(e.at, e.seq) < (@beforeAt, (SELECT c.seq FROM audit_events c WHERE c.id = @beforeId))");
+      where.push(
+        `(e.at, e.seq) < (@beforeAt, (SELECT c.seq FROM audit_events c INDEXED BY audit_events_project_at_seq
+           WHERE c.project_id = @projectId AND c.at = @beforeAt AND c.id = @beforeId))`,
+      );
     }
     const sql = `SELECT e.id, e.at, e.action, e.category, e.target_type, e.target_id, e.metadata, e.actor_user_id,
         e.service_account_id, e.service_account_name, u.email AS actor_email, (m.user_id IS NOT NULL) AS actor_is_member

@@ -1,9 +1,9 @@
+import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
 import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
-export const isLoopback = (hostname: string) => hostname === "localhost" || hostname === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(hostname);
 const REQUEST_TIMEOUT_MS = 30_000;
 // Refresh a little before the recorded expiry, so a token does not die in flight.
 const EXPIRY_MARGIN_MS = 30_000;
@@ -32,7 +32,7 @@ export function normalizeServerUrl(input: string): string {
   }
   // Tokens and values would cross the network in clear text; the server demands https for
   // APP_URL in production by the same rule.
-  if (url.protocol === "http:" && !isLoopback(url.hostname) && process.env.SECRETS_SERVER_ALLOW_HTTP !== "1") {
+  if (url.protocol === "http:" && !isLoopbackHost(url.hostname) && process.env.SECRETS_SERVER_ALLOW_HTTP !== "1") {
     throw new CliError(
       `${url.origin} uses plain http, which would send your tokens and secrets unencrypted. Use https, ` +
         `or set SECRETS_SERVER_ALLOW_HTTP=1 if this network is trusted.`,
@@ -44,7 +44,7 @@ export function normalizeServerUrl(input: string): string {
 
 function withScheme(hostAndPort: string): string {
   const url = new URL(`http://${hostAndPort}`);
-  return `${isLoopback(url.hostname) ? "http" : "https"}://${hostAndPort}`;
+  return `${isLoopbackHost(url.hostname) ? "http" : "https"}://${hostAndPort}`;
 }
 
 /** `login` alone when it would go to `server` (see resolveServer's order), else with --server. */

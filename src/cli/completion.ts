@@ -2,6 +2,7 @@
 // `__complete SHELL WORDS...` for the candidates, which knows the commands and flags and,
 // from the server, project names, environments and secret keys (names only, never values).
 import { printable } from "../core/text.ts";
+import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
 import { ENVIRONMENTS, findLink, normalizeEnvironment, resolveServer, type ProjectSummary } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
@@ -93,7 +94,7 @@ async function candidates(before: string[], current: string): Promise<string[]> 
   const previous = before.at(-1)!;
   if (previous === "--project" || previous === "-p") return (await projectsOf(before)).map((p) => p.name).sort();
   if (previous === "--env" || previous === "-e") return environmentsOf(before);
-  if (previous === "--format") return ["dotenv", "shell", "docker", "json", "yaml"];
+  if (previous === "--format") return [...CLI_EXPORT_FORMATS];
   if (FREE_VALUE.has(previous)) return [];
   if (current.startsWith("-")) return FLAGS[command] ?? [];
   // Positionals: the words that are neither flags nor a flag's value.

@@ -14,7 +14,7 @@ export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL 
   projects         List your projects
   secrets          list | get KEY | set KEY VALUE | set KEY --from-stdin | set KEY=VALUE...
                    | import FILE | delete KEY | diff ENV_A ENV_B
-  export           Print or write the environment's secrets (--format dotenv|json, --output FILE)
+  export           Print or write the environment's secrets (--format dotenv|shell|docker|json|yaml, --output FILE)
   run              Run a command with the secrets in its environment: run -- COMMAND ARGS...
                    (--watch restarts it when the secrets change)
   link             Remember --project and --env for the current folder (on a terminal, pick them)

@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
+import { maybeOpenBrowser } from "./browser.ts";
 import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
 import { connect, CONNECTION_OPTIONS, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
@@ -25,20 +25,6 @@ function webPage(input: unknown): URL | undefined {
     return url.protocol === "https:" || url.protocol === "http:" ? url : undefined;
   } catch {
     return undefined;
-  }
-}
-
-function maybeOpenBrowser(url: string): void {
-  if (!process.stdin.isTTY || !process.stderr.isTTY) return;
-  const opener =
-    process.platform === "darwin" ? "open" : process.platform === "win32" ? undefined : process.env.DISPLAY || process.env.WAYLAND_DISPLAY ? "xdg-open" : undefined;
-  if (!opener) return;
-  try {
-    const child = spawn(opener, [url], { stdio: "ignore", detached: true });
-    child.on("error", () => {});
-    child.unref();
-  } catch {
-    // Printing the URL is enough.
   }
 }
 

@@ -4,7 +4,8 @@
 // a CI runner or a server has no login, and its home folder may be shared or read-only.
 import fs from "node:fs";
 import path from "node:path";
-import { isLoopback, post, type ApiResponse, type BearerSource } from "./api.ts";
+import { isLoopbackHost } from "../core/loopback.ts";
+import { post, type ApiResponse, type BearerSource } from "./api.ts";
 import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -170,7 +171,7 @@ async function githubIdentityToken(requestUrl: string, requestToken: string, aud
     throw new CliError("ACTIONS_ID_TOKEN_REQUEST_URL is not a URL.", EXIT.usage);
   }
   // The request token is a credential of the job: never in clear text across a network.
-  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopback(url.hostname))) {
+  if (url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
     throw new CliError("ACTIONS_ID_TOKEN_REQUEST_URL must be an https URL.", EXIT.usage);
   }
   // GitHub's URL already carries a query (api-version); appended as text, so its own

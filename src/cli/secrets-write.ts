@@ -4,9 +4,10 @@ import fs from "node:fs";
 import { parseDotenv } from "../../web/src/dotenv.ts";
 import { printable } from "../core/text.ts";
 import { errorFor, type Api } from "./api.ts";
-import { environmentPath, locate, resolveTarget } from "./context.ts";
+import { maybeOpenBrowser } from "./browser.ts";
+import { environmentPath, locate, resolveTarget, type Target } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { confirmProductionWrite } from "./prompt.ts";
+import { confirmProductionWrite, isInteractive } from "./prompt.ts";
 import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
 
 /** A secret as the API lists it: metadata, never a value. */
@@ -210,6 +211,48 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
   return EXIT.ok;
 }
 
+const HANDOVER_POLL_MS = 2000;
+const HANDOVER_WAIT_MS = 10 * 60 * 1000;
+
+/**
+ * The server refused a CLI credential the deletion. On a terminal: print (and on a desktop
+ * open) the web UI page that selects the keys and asks for the confirmation, then wait until
+ * they are gone. Without a terminal nobody can click: say where to do it and fail.
+ */
+async function handOverToBrowser(
+  target: Target,
+  at: { projectId: string; environment: string; base: string; keys: string[]; deleted: string[]; values: WriteValues; say: (text: string) => void },
+): Promise<number> {
+  const { keys, deleted, environment } = at;
+  const url = `${target.server}/projects/${encodeURIComponent(at.projectId)}/${encodeURIComponent(environment)}?delete=${encodeURIComponent(keys.join(","))}`;
+  const before = deleted.length > 0 ? ` (${list(deleted)} ${deleted.length === 1 ? "was" : "were"} deleted before it)` : "";
+  if (!isInteractive()) {
+    throw new CliError(
+      `The server lets only a browser session delete a secret (it removes the whole version history), not a CLI token or service token. ` +
+        `Delete ${list(keys)} in the web UI: ${url}${before ? `${before}.` : ". Nothing was deleted."}`,
+      EXIT.denied,
+    );
+  }
+  process.stderr.write(
+    `The server lets only a browser session delete a secret (it removes the whole version history)${before}.\n` +
+      `Confirm the deletion of ${list(keys)} in the web UI:\n\n  ${url}\n\nWaiting for it... (Ctrl-C stops waiting; nothing is deleted without your click there)\n`,
+  );
+  maybeOpenBrowser(url);
+  const deadline = Date.now() + HANDOVER_WAIT_MS;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, HANDOVER_POLL_MS));
+    const left = await secretsByKey(target.api, at.base);
+    const gone = keys.filter((key) => !left.has(key));
+    if (gone.length === keys.length) break;
+    if (Date.now() > deadline) {
+      throw new CliError(`${list(keys.filter((key) => left.has(key)))} ${keys.length - gone.length === 1 ? "was" : "were"} not deleted within 10 minutes.`, EXIT.failed);
+    }
+  }
+  for (const key of keys) at.say(`Deleted ${key} from ${environment} (confirmed in the browser).\n`);
+  if (at.values.json && !at.values.silent) process.stdout.write(JSON.stringify({ environment, deleted: [...deleted, ...keys] }) + "\n");
+  return EXIT.ok;
+}
+
 async function deleteSecrets(values: WriteValues, keys: string[], say: (text: string) => void): Promise<number> {
   const target = resolveTarget(values);
   const { api, server } = target;
@@ -223,13 +266,10 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
   for (const key of keys) {
     const res = await api.request("DELETE", `${base}/secrets/${encodeURIComponent(existing.get(key)!.id)}`);
     if (res.status === 403 && /browser session/i.test(String(res.body?.error))) {
-      // api.md 4.1: deleting a secret takes a browser session; no CLI credential may.
-      throw new CliError(
-        `The server lets only a browser session delete a secret (it removes the whole version history), not a CLI token or service token. ` +
-          `Delete ${printable(key)} in the web UI: ${server}/projects/${encodeURIComponent(projectId)}` +
-          (deleted.length > 0 ? ` (${list(deleted)} ${deleted.length === 1 ? "was" : "were"} deleted before it).` : ". Nothing was deleted."),
-        EXIT.denied,
-      );
+      // api.md 4.1: deleting a secret takes a browser session; no CLI credential may. So the
+      // deletion is handed to the web UI, which opens on these keys with its confirmation.
+      const remaining = keys.slice(deleted.length);
+      return handOverToBrowser(target, { projectId, environment, base, keys: remaining, deleted, values, say });
     }
     if (res.status !== 200) throw errorFor(res, server);
     deleted.push(key);

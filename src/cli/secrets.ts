@@ -19,7 +19,7 @@ import {
   type Target,
 } from "./context.ts";
 import { isAppSettingName, parseNameList } from "../core/env-names.ts";
-import { DockerEnvRefusal, dockerRefusalMessage, exportFile } from "../secrets/export-formats.ts";
+import { CLI_EXPORT_FORMATS, DockerEnvRefusal, dockerRefusalMessage, exportFile, type ExportFormat } from "../secrets/export-formats.ts";
 import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
@@ -76,7 +76,8 @@ created, and an existing key as skipped, or with --overwrite as updated or uncha
 It sends one request per key: a failure stops it, and the keys before it stay written.
 
 delete removes a secret with its version history. The server lets only a browser
-session delete secrets, so with a CLI token this command names the web UI page instead.
+session delete secrets: on a terminal the command opens the web UI on those keys, where
+you confirm, and waits until they are gone; without a terminal it names that page (exit 4).
 
 diff compares two environments of one project: keys only in one and keys whose values
 differ. It reads both through the export endpoint (each read is audited as
@@ -240,11 +241,8 @@ Formats (README, "Export as .env" and "Other export formats"):
 shell and docker leave out secrets not named like application settings, as run does;
 --allow-env KEY (repeatable) or SECRETS_SERVER_ALLOW_ENV=KEY1,KEY2 writes them anyway.`;
 
-const CLI_FORMATS = ["dotenv", "shell", "docker", "json", "yaml"] as const;
-type CliFormat = (typeof CLI_FORMATS)[number];
-
-function isCliFormat(format: string): format is CliFormat {
-  return (CLI_FORMATS as readonly string[]).includes(format);
+function isExportFormat(format: string): format is ExportFormat {
+  return (CLI_EXPORT_FORMATS as readonly string[]).includes(format);
 }
 
 function names(keys: string[]): string {
@@ -266,7 +264,7 @@ export async function exportSecrets(args: string[]): Promise<number> {
   );
   if (positionals.length > 0) throw new CliError(EXPORT_USAGE, EXIT.usage);
   const format = values.format;
-  if (!isCliFormat(format)) throw new CliError(`--format is one of ${CLI_FORMATS.join(", ")}.\n\n${EXPORT_USAGE}`, EXIT.usage);
+  if (!isExportFormat(format)) throw new CliError(`--format is one of ${CLI_EXPORT_FORMATS.join(", ")}.\n\n${EXPORT_USAGE}`, EXIT.usage);
   const allowFlags = values["allow-env"] ?? [];
   if (allowFlags.length > 0 && format !== "shell" && format !== "docker") {
     throw new CliError(`--allow-env applies to --format shell and docker, which set environment variables.\n\n${EXPORT_USAGE}`, EXIT.usage);

@@ -1,4 +1,5 @@
-import type { FastifyRequest } from "fastify";
+import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
+import { createAccessRepo } from "../members/access.repo.ts";
 import { isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Db } from "./db.ts";
 import { HttpError } from "./errors.ts";
@@ -85,22 +86,27 @@ export type AccessGuard = ReturnType<typeof createAccessGuard>;
 
 /**
  * The one guard of every project-scoped request. Read fresh from the database on every
- * call, so a role change or revoked grant counts on the very next request.
+ * request, so a role change or revoked grant counts on the very next request.
+ *
+ * A request is checked twice: by the route's guard, before the body is looked at, and by
+ * the service inside its transaction. The second check reuses the first one's rows when
+ * nothing can have changed in between: it is the same request and the same project, no
+ * other JavaScript has run since (the guard's answer is forgotten on the next microtask;
+ * callback hooks run the handler in the same turn), and no other connection has committed
+ * since (SQLite's data_version, read inside the transaction). Otherwise it reads them again.
  */
 export function createAccessGuard(db: Db) {
-  const sqlite = db.$client;
-  const findRole = sqlite.prepare("SELECT role FROM memberships WHERE project_id = ? AND user_id = ?").pluck();
-  const findEnvironments = sqlite.prepare("SELECT slug FROM project_environments WHERE project_id = ?").pluck();
-  const findGrants = sqlite
-    .prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ?")
-    .pluck();
-  const isDisabled = sqlite.prepare("SELECT disabled_at IS NOT NULL FROM users WHERE id = ?").pluck();
+  const repo = createAccessRepo(db);
+  let checked: { caller: Principal; projectId: string; access: ProjectAccess; dataVersion: number } | undefined;
+  const forget = () => {
+    checked = undefined;
+  };
 
   function load(userId: string, projectId: string): ProjectAccess | undefined {
-    const role = findRole.get(projectId, userId) as Role | undefined;
+    const role = repo.role(projectId, userId);
     if (!role) return undefined;
-    const grants = hasImplicitEnvironmentAccess(role) ? [] : (findGrants.all(projectId, userId) as string[]);
-    return memberAccess(projectId, role, findEnvironments.all(projectId) as string[], grants);
+    const grants = hasImplicitEnvironmentAccess(role) ? [] : repo.grants(projectId, userId);
+    return memberAccess(projectId, role, repo.environments(projectId), grants);
   }
 
   /**
@@ -110,18 +116,34 @@ export function createAccessGuard(db: Db) {
   function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): ProjectAccess | undefined {
     if (caller.projectId !== projectId) return undefined;
     // viewer or member: no implicit environments, so its environments act as a person's grants.
-    return memberAccess(projectId, caller.role, findEnvironments.all(projectId) as string[], caller.environments);
+    return memberAccess(projectId, caller.role, repo.environments(projectId), caller.environments);
   }
 
   function find(caller: Principal, projectId: string): ProjectAccess | undefined {
     return isServiceAccount(caller) ? loadServiceAccount(caller, projectId) : load(caller.userId, projectId);
   }
 
+  /** The guard's rows of this very request when still current (see above), else fresh ones. */
+  function findAgain(caller: Principal, projectId: string): ProjectAccess | undefined {
+    const last = checked;
+    checked = undefined;
+    if (last && last.caller === caller && last.projectId === projectId && last.dataVersion === repo.dataVersion()) {
+      return { ...last.access, environment: undefined };
+    }
+    return find(caller, projectId);
+  }
+
   return {
     /** Membership, or undefined; for listings that must not throw. */
     find,
 
-    require: requireAccess,
+    /**
+     * The check of a service, inside its transaction: the same answers as the route guard
+     * (404, 403), from the guard's rows when they are still current.
+     */
+    require(caller: Principal, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
+      return decide(findAgain(caller, projectId), permission, environment);
+    },
 
     /**
      * Whether someone other than the caller still holds a permission here right now: an
@@ -130,9 +152,9 @@ export function createAccessGuard(db: Db) {
      * token a Vercel connection uses.
      */
     holds(userId: string, projectId: string, permission: Permission): boolean {
-      if (isDisabled.get(userId) !== 0) return false;
+      if (repo.isDisabled(userId)) return false;
       // The role decides a permission; environments and grants play no part here.
-      const role = findRole.get(projectId, userId) as Role | undefined;
+      const role = repo.role(projectId, userId);
       return role !== undefined && permissionsOf(role).includes(permission);
     },
 
@@ -143,10 +165,19 @@ export function createAccessGuard(db: Db) {
      * parser, which says nothing about the project). Reads :projectId and :env.
      */
     route(permission?: Permission, options: { environment?: boolean } = {}) {
-      return async (req: FastifyRequest): Promise<void> => {
+      // A callback hook: no promise per request, and the handler runs in the same turn.
+      // Also called directly (req alone) by a route that guards in preParsing.
+      return (req: FastifyRequest, _reply?: FastifyReply, done?: HookHandlerDoneFunction): void => {
         const params = req.params as Record<string, string | undefined>;
         if (!req.caller) throw new HttpError(401, "not signed in");
-        requireAccess(req.caller, params.projectId ?? "", permission, options.environment ? (params.env ?? "") : undefined);
+        const projectId = params.projectId ?? "";
+        // Before the rows: a commit that lands while they are read makes the service read again.
+        const dataVersion = repo.dataVersion();
+        const access = find(req.caller, projectId);
+        decide(access, permission, options.environment ? (params.env ?? "") : undefined);
+        if (checked === undefined) queueMicrotask(forget);
+        checked = { caller: req.caller, projectId, access: access!, dataVersion };
+        done?.();
       };
     },
   };
@@ -155,8 +186,7 @@ export function createAccessGuard(db: Db) {
    * Membership first (404, so ids can't be probed), then the permission (403), then,
    * when the path names one, the environment: unknown to the project 404, not granted 403.
    */
-  function requireAccess(caller: Principal, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
-    const access = find(caller, projectId);
+  function decide(access: ProjectAccess | undefined, permission?: Permission, environment?: string): ProjectAccess {
     if (!access) throw new HttpError(404, PROJECT_NOT_FOUND);
     if (permission && !access.permissions.includes(permission)) {
       throw new HttpError(403, "You do not have permission to do this in this project.");

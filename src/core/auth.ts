@@ -1,5 +1,7 @@
 import crypto from "node:crypto";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
+import { createAccessTokensRepo } from "../cli-auth/access-tokens.repo.ts";
+import { createBrowserSessionsRepo, type SessionUserRow } from "../sign-in/browser-sessions.repo.ts";
 import { isServiceAccount, type Caller, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -78,62 +80,36 @@ export function sessionCookieName(config: Pick<Config, "isProduction">): string 
   return config.isProduction ? "__Host-secrets_session" : "secrets_session";
 }
 
-interface UserRow {
-  id: string;
-  email: string | null;
-  name: string | null;
-  email_verified: number;
-}
-
 export type Auth = ReturnType<typeof createAuth>;
 
 export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?: ServiceTokenResolver) {
-  const sqlite = db.$client;
   const cookieName = sessionCookieName(config);
+  const browserSessions = createBrowserSessionsRepo(db);
+  const accessTokens = createAccessTokensRepo(db);
 
-  const findBrowserSession = sqlite.prepare(
-    `SELECT s.id AS session_id, s.created_at, s.last_seen_at, s.expires_at, u.id, u.email, u.name, u.email_verified
-     FROM browser_sessions s JOIN users u ON u.id = s.user_id
-     WHERE s.token_hash = ? AND u.disabled_at IS NULL`,
-  );
-  const touchBrowserSession = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ?");
-  const insertBrowserSession = sqlite.prepare(
-    "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-  );
-  const deleteBrowserSession = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
-  const findAccessToken = sqlite.prepare(
-    `SELECT c.id AS session_id, c.last_used_at, u.id, u.email, u.name, u.email_verified
-     FROM cli_tokens t JOIN cli_sessions c ON c.id = t.session_id JOIN users u ON u.id = c.user_id
-     WHERE t.token_hash = ? AND t.kind = 'access' AND t.expires_at > ? AND c.revoked_at IS NULL
-       AND c.expires_at > ? AND u.disabled_at IS NULL`,
-  );
-  const touchCliSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ?");
-
-  function toCaller(row: UserRow, via: Caller["via"], sessionId: string): Caller {
+  function toCaller(row: SessionUserRow, via: Caller["via"], sessionId: string): Caller {
     return { userId: row.id, email: row.email, name: row.name, emailVerified: row.email_verified === 1, via, sessionId };
   }
 
   function resolveBearer(token: string | undefined): Caller | null {
     if (token === undefined || !/^svc_at_[A-Za-z0-9_-]{20,200}$/.test(token)) return null;
     const nowIso = clock.now().toISOString();
-    const row = findAccessToken.get(hashToken(token), nowIso, nowIso) as (UserRow & { session_id: string; last_used_at: string }) | undefined;
+    const row = accessTokens.findLive(hashToken(token), nowIso);
     if (!row) return null;
-    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) touchCliSession.run(nowIso, row.session_id);
+    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) accessTokens.touchSession(row.session_id, nowIso);
     return toCaller(row, "cli", row.session_id);
   }
 
   function resolveCookie(token: string): Caller | null {
     if (token.length < 20 || token.length > 200) return null;
-    const row = findBrowserSession.get(hashToken(token)) as
-      | (UserRow & { session_id: string; created_at: string; last_seen_at: string; expires_at: string })
-      | undefined;
+    const row = browserSessions.find(hashToken(token));
     if (!row) return null;
     const now = clock.now();
     if (Date.parse(row.expires_at) <= now.getTime()) return null;
     if (now.getTime() - Date.parse(row.last_seen_at) > TOUCH_INTERVAL_MS) {
       const cap = Date.parse(row.created_at) + SESSION_MAX_DAYS * DAY_MS;
       const expiresAt = new Date(Math.min(now.getTime() + SESSION_IDLE_DAYS * DAY_MS, cap));
-      touchBrowserSession.run(now.toISOString(), expiresAt.toISOString(), row.session_id);
+      browserSessions.touch(row.session_id, now.toISOString(), expiresAt.toISOString());
     }
     return toCaller(row, "browser", row.session_id);
   }
@@ -160,7 +136,8 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
       app.decorateRequest("caller", null);
       app.decorateRequest("badBearer", false);
       app.decorateRequest("badServiceToken", false);
-      app.addHook("onRequest", async (req) => {
+      // A callback hook (no promise per request); a throw is the hook's error.
+      app.addHook("onRequest", (req, _reply, done) => {
         const authorization = req.headers.authorization;
         const bearer = authorization === undefined ? undefined : bearerToken(authorization);
         if (bearer !== undefined && /^svc_(st|wt)_/.test(bearer)) {
@@ -169,6 +146,7 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
           // attempt first, per address since there is no caller. refuseBadServiceTokens answers.
           req.badServiceToken = caller === null;
           req.caller = caller;
+          done();
           return;
         }
         if (authorization !== undefined) {
@@ -176,6 +154,7 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
           // so a browser-only endpoint can never be reached with a token plus a cookie.
           req.caller = resolveBearer(bearer);
           req.badBearer = req.caller === null;
+          done();
           return;
         }
         // Cross-site request forgery: a browser always sends Origin on these methods
@@ -195,6 +174,7 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
         }
         const token = req.cookies[cookieName];
         if (token) req.caller = resolveCookie(token);
+        done();
       });
     },
 
@@ -212,24 +192,32 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
         timeWindow: 60_000,
         keyGenerator: (req) => `bad-service-token:${req.ip}`,
       });
-      app.addHook("preParsing", async (req, reply) => {
-        if (!req.badServiceToken) return;
-        const counted = await limit(req);
-        if (!counted.isAllowed && counted.isExceeded) {
-          void reply.header("retry-after", String(Math.max(1, counted.ttlInSeconds)));
-          throw new HttpError(429, `Too many requests. Try again in ${Math.max(1, counted.ttlInSeconds)} seconds.`);
+      // A callback hook: every other request passes it without a promise.
+      app.addHook("preParsing", (req, reply, _payload, done) => {
+        if (!req.badServiceToken) {
+          done();
+          return;
         }
-        throw new HttpError(401, SERVICE_TOKEN_INVALID);
+        limit(req).then((counted) => {
+          if (!counted.isAllowed && counted.isExceeded) {
+            void reply.header("retry-after", String(Math.max(1, counted.ttlInSeconds)));
+            done(new HttpError(429, `Too many requests. Try again in ${Math.max(1, counted.ttlInSeconds)} seconds.`));
+            return;
+          }
+          done(new HttpError(401, SERVICE_TOKEN_INVALID));
+        }, done);
       });
     },
 
-    /** preHandler of browser-only routes. */
-    browser: async (req: FastifyRequest): Promise<void> => {
+    /** preHandler of browser-only routes (a callback hook; also called with req alone). */
+    browser: (req: FastifyRequest, _reply?: FastifyReply, done?: HookHandlerDoneFunction): void => {
       requireBrowser(req);
+      done?.();
     },
     /** preHandler of routes the spec marks CLI (browser session or CLI token). */
-    browserOrCli: async (req: FastifyRequest): Promise<void> => {
+    browserOrCli: (req: FastifyRequest, _reply?: FastifyReply, done?: HookHandlerDoneFunction): void => {
       requireBrowserOrCli(req);
+      done?.();
     },
 
     /** The person calling a route guarded by `browser`; a service account never gets this far. */
@@ -256,7 +244,7 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
-      insertBrowserSession.run(crypto.randomUUID(), userId, hashToken(token), now.toISOString(), now.toISOString(), expiresAt.toISOString());
+      browserSessions.insert({ id: crypto.randomUUID(), userId, tokenHash: hashToken(token), createdAt: now.toISOString(), expiresAt: expiresAt.toISOString() });
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,
@@ -268,7 +256,7 @@ export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?:
 
     endBrowserSession(req: FastifyRequest, reply: FastifyReply): void {
       const token = req.cookies[cookieName];
-      if (token) deleteBrowserSession.run(hashToken(token));
+      if (token) browserSessions.delete(hashToken(token));
       void reply.clearCookie(cookieName, { path: "/", httpOnly: true, sameSite: "lax", secure: config.isProduction });
     },
   };

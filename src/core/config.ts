@@ -1,6 +1,7 @@
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
+import { isLoopbackHost } from "./loopback.ts";
 import { envSchema } from "env-schema";
 
 // Every variable of operations.md, plus the few this server adds (documented in the README).
@@ -116,7 +117,6 @@ export interface Config {
 /** A configuration problem: the process prints the message as one line and exits. */
 export class ConfigError extends Error {}
 
-const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   let raw: RawEnv;
@@ -213,7 +213,7 @@ function parseHttpUrl(name: string, value: string): string {
 function parseAppUrl(value: string, isProduction: boolean): string {
   const url = new URL(parseHttpUrl("APP_URL", value));
   // Session cookies are Secure in production, so plain http only works on loopback.
-  if (isProduction && url.protocol !== "https:" && !LOOPBACK_HOSTS.has(url.hostname)) {
+  if (isProduction && url.protocol !== "https:" && !isLoopbackHost(url.hostname)) {
     throw new ConfigError("APP_URL must use https in production (plain http is allowed only for localhost).");
   }
   return url.origin + url.pathname.replace(/\/+$/, "");

@@ -1,6 +1,6 @@
 import type { ServerOptions } from "node:http";
 import type { Socket } from "node:net";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "./config.ts";
 import { HttpError } from "./errors.ts";
 import { printable } from "./text.ts";
@@ -45,22 +45,24 @@ export function serverTimeouts(config: Pick<Config, "requestTimeoutSeconds" | "k
 
 /**
  * A body in an encoding the server does not decode would be parsed, or stored, as if it
- * were plain: refuse it before it is read.
+ * were plain: refused before it is read (the request hook calls this).
  */
-export function registerContentEncodingCheck(app: FastifyInstance): void {
-  app.addHook("onRequest", async (req) => {
-    const encoding = req.headers["content-encoding"];
-    if (encoding === undefined) return;
-    const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
-    if (!hasBody || /^\s*(identity\s*)?$/i.test(encoding)) return;
-    throw new HttpError(
-      415,
-      `Request bodies with Content-Encoding ${printable(encoding.trim().slice(0, 40))} are not accepted: send the body uncompressed (no Content-Encoding).`,
-    );
-  });
+export function checkContentEncoding(req: FastifyRequest): void {
+  const encoding = req.headers["content-encoding"];
+  if (encoding === undefined) return;
+  const hasBody = req.headers["transfer-encoding"] !== undefined || Number(req.headers["content-length"] ?? 0) > 0;
+  if (!hasBody || /^\s*(identity\s*)?$/i.test(encoding)) return;
+  throw new HttpError(
+    415,
+    `Request bodies with Content-Encoding ${printable(encoding.trim().slice(0, 40))} are not accepted: send the body uncompressed (no Content-Encoding).`,
+  );
 }
 
 export interface GracefulStop {
+  /** Refuses a request while stopping (the first thing the request hook does: a refused request costs nothing). */
+  checkOpen(): void;
+  /** For every response: while stopping it says `Connection: close`. */
+  beforeSend(reply: FastifyReply): void;
   /**
    * Stops taking work and waits until every connection has closed, at most `drainMs`:
    * responses carry `Connection: close`, requests in flight finish, new requests (on open
@@ -71,8 +73,8 @@ export interface GracefulStop {
   drain(drainMs: number, cut?: AbortSignal): Promise<{ closedAtDeadline: number }>;
 }
 
-/** Registered before any other onRequest hook: a request refused while closing costs nothing. */
-export function registerGracefulStop(app: FastifyInstance): GracefulStop {
+/** Tracks the server's connections; its checks run in core/request-hooks.ts. */
+export function createGracefulStop(app: FastifyInstance): GracefulStop {
   const sockets = new Set<Socket>();
   let closing = false;
   let onIdle: (() => void) | undefined;
@@ -85,20 +87,19 @@ export function registerGracefulStop(app: FastifyInstance): GracefulStop {
     });
   });
 
-  app.addHook("onRequest", async () => {
-    if (closing) {
-      throw new HttpError(503, "The server is shutting down. Try again in a few seconds.", undefined, {
-        "retry-after": String(CLOSING_RETRY_AFTER_SECONDS),
-      });
-    }
-  });
-  // Node then closes the socket once this response is written: the client knows not to
-  // reuse it, so no request is ever sent into a socket the server is closing.
-  app.addHook("onSend", async (_req, reply) => {
-    if (closing) void reply.header("connection", "close");
-  });
-
   return {
+    checkOpen() {
+      if (closing) {
+        throw new HttpError(503, "The server is shutting down. Try again in a few seconds.", undefined, {
+          "retry-after": String(CLOSING_RETRY_AFTER_SECONDS),
+        });
+      }
+    },
+    // Node then closes the socket once this response is written: the client knows not to
+    // reuse it, so no request is ever sent into a socket the server is closing.
+    beforeSend(reply) {
+      if (closing) void reply.header("connection", "close");
+    },
     drain(drainMs, cut) {
       closing = true;
       return new Promise((resolve) => {

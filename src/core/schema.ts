@@ -204,6 +204,12 @@ export const secretVersions = sqliteTable(
     /** nonce (12 bytes) | ciphertext | GCM tag (16 bytes), with AAD binding it to this row. */
     ciphertext: blob("ciphertext", { mode: "buffer" }).notNull(),
     keyVersion: integer("key_version").notNull(),
+    /**
+     * vault.digest(projectId, keyVersion, value): compares a new value with this one without
+     * decrypting it (import). Null on versions written before it existed until something
+     * reads their value for a comparison; recomputed when rotate-key re-encrypts.
+     */
+    digest: text("digest"),
     changedBy: text("changed_by"),
     /** Set with a null changed_by when a service account wrote the version; kept after it is deleted. */
     changedByServiceAccountId: text("changed_by_service_account_id"),
@@ -320,7 +326,8 @@ export const auditEvents = sqliteTable(
     serviceAccountName: text("service_account_name"),
   },
   (t) => [
-    uniqueIndex("audit_events_id").on(t.id),
+    // No index on id alone: nothing looks an event up by it, and every index is written on
+    // every audited read (the ids are unique by construction: time, counter, random bits).
     // The list order is (at, seq), the chain's: seq is the rowid, which SQLite keeps as the
     // last column of every index, so each of these walks in that order.
     index("audit_events_project_at_seq").on(t.projectId, t.at),

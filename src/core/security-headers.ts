@@ -1,13 +1,13 @@
-import type { FastifyInstance } from "fastify";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import helmet from "helmet";
 
 /**
- * helmet's headers on every response, with a strict Content-Security-Policy. The helmet
+ * helmet's headers for every response (set by core/request-hooks.ts), with a strict Content-Security-Policy. The helmet
  * middleware is built once here: @fastify/helmet built it anew for every request (parsing
  * the CSP directives each time), which cost a few percent of a secret read.
  */
-export function registerSecurityHeaders(app: FastifyInstance, options: { hsts: boolean }): void {
-  const applyHeaders = helmet({
+export function createSecurityHeaders(options: { hsts: boolean }): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
+  return helmet({
     contentSecurityPolicy: {
       useDefaults: false,
       directives: {
@@ -24,8 +24,5 @@ export function registerSecurityHeaders(app: FastifyInstance, options: { hsts: b
       },
     },
     hsts: options.hsts,
-  });
-  app.addHook("onRequest", (req, reply, done) => {
-    applyHeaders(req.raw, reply.raw, (error?: unknown) => done(error as Error | undefined));
   });
 }

@@ -12,6 +12,8 @@ export { DockerEnvRefusal };
 export const FILE_FORMATS = ["dotenv", "shell", "docker", "yaml"] as const;
 export type FileFormat = (typeof FILE_FORMATS)[number];
 export const EXPORT_FORMATS = ["json", ...FILE_FORMATS] as const;
+/** The same formats in the order the CLI offers them (dotenv, its default, first). */
+export const CLI_EXPORT_FORMATS = ["dotenv", "shell", "docker", "json", "yaml"] as const satisfies readonly ExportFormat[];
 export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 export interface ExportFile {

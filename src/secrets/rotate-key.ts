@@ -105,7 +105,8 @@ export async function rotateRecords(
      FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
      WHERE v.key_version <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
   );
-  const updateValue = sqlite.prepare("UPDATE secret_versions SET ciphertext = ?, key_version = ? WHERE rowid = ? AND key_version = ?");
+  // The digest is keyed per key version too: recomputed under the new one.
+  const updateValue = sqlite.prepare("UPDATE secret_versions SET ciphertext = ?, key_version = ?, digest = ? WHERE rowid = ? AND key_version = ?");
   let cursor = 0;
   let done = 0;
   while (pendingValues > 0) {
@@ -124,7 +125,7 @@ export async function rotateRecords(
         const aad = secretValueAad(row.projectId, row.environment, row.secretId, row.versionNumber);
         const moved = reseal(vault, row.projectId, aad, row);
         if (moved) {
-          updateValue.run(moved.ciphertext, moved.keyVersion, row.rowid, row.keyVersion);
+          updateValue.run(moved.ciphertext, moved.keyVersion, vault.digest(row.projectId, moved.keyVersion, moved.plaintext), row.rowid, row.keyVersion);
           result.reencrypted++;
         } else {
           result.failed++;
@@ -205,7 +206,7 @@ function reseal(vault: Vault, projectId: string, aad: string, sealed: { cipherte
     if (error instanceof DecryptError) return undefined;
     throw error;
   }
-  return vault.seal(projectId, aad, plaintext);
+  return { ...vault.seal(projectId, aad, plaintext), plaintext };
 }
 
 const KEY_HASH_ONLY_FLAG = "--key-hash-only-audit-events";

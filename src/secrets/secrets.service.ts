@@ -1,42 +1,24 @@
-import crypto from "node:crypto";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts";
+import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
-import type { ExportFormat } from "./export-formats.ts";
+import type { Vault } from "../core/vault.ts";
+import { createSecretsExport } from "./secrets.export.ts";
+import { createSecretsImport, type ImportEntry, type ImportSummary } from "./secrets.import.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
+import { CHANGED_BY_SOMEONE_ELSE, createSecretValues, MAX_SECRETS_PER_ENVIRONMENT, MAX_VERSIONS_PER_SECRET, SECRET_NOT_FOUND } from "./secret-values.ts";
 
-export const SECRET_NOT_FOUND = "Secret not found.";
+export { CHANGED_BY_SOMEONE_ELSE, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
+export { NO_OVERWRITE_PERMISSION, type ImportEntry, type ImportStatus, type ImportSummary } from "./secrets.import.ts";
+export { NOT_DECRYPTED_SOME } from "./secrets.export.ts";
 export const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
-export const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
 export const ALREADY_CURRENT = "This version is already the current value.";
-export const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
-export const NOT_DECRYPTED_ONE = "This secret could not be decrypted. Nothing partial is returned.";
-export const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
-/**
- * The most secrets one environment holds. It bounds every read of a whole environment (the
- * list, export, the Vercel sync) to the size the README's benchmark measures (an export of
- * 1,000 costs about 11 ms of server CPU), far above what one application's configuration needs.
- */
-const MAX_SECRETS_PER_ENVIRONMENT = 1_000;
-/** The versions kept per secret, the current one included; a new value drops the oldest (like Vault's max_versions). */
-const MAX_VERSIONS_PER_SECRET = 100;
-
-const MAX_SECRETS_TEXT = MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US");
-const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_TEXT} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
-
-function importOverLimit(existing: number, added: number): string {
-  return (
-    `This import would add ${added.toLocaleString("en-US")} new ${added === 1 ? "secret" : "secrets"} to the ${existing.toLocaleString("en-US")} this environment holds, ` +
-    `more than the ${MAX_SECRETS_TEXT} it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.`
-  );
-}
+const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US")} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
 
 export interface SecretMeta {
   id: string;
@@ -66,19 +48,6 @@ export interface VersionEntry {
   changedByServiceAccount?: { id: string; name: string };
 }
 
-export interface ImportEntry {
-  key: string;
-  value: string;
-  overwrite: boolean;
-}
-
-export type ImportStatus = "created" | "updated" | "unchanged" | "skipped" | "failed";
-
-export interface ImportSummary {
-  summary: Record<ImportStatus, number>;
-  results: { key: string; status: ImportStatus }[];
-}
-
 export type ChangeListener = (projectId: string, environment: Environment) => void;
 
 interface Deps {
@@ -100,13 +69,6 @@ function toMeta(row: SecretRow): SecretMeta {
   return { id: row.id, key: row.key, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt };
 }
 
-/** Changes with any create, update, rename, restore or delete in the environment, and with the format. */
-function exportTag(rows: SecretRow[], format: string): string {
-  const lines = rows.map((row) => `${row.id} ${row.key} ${row.version} ${row.updatedAt}`).sort();
-  const digest = crypto.createHash("sha256").update(`${format}\n${lines.join("\n")}`).digest("base64url");
-  return `"${digest.slice(0, 27)}"`;
-}
-
 export function createSecretsService({ db, repo, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
   const listeners: ChangeListener[] = [];
 
@@ -122,33 +84,10 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     }
   }
 
-  function open(row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number }, versionNumber: number): string {
-    return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, versionNumber), {
-      ciphertext: row.ciphertext,
-      keyVersion: row.keyVersion,
-    });
-  }
-
-  /** One value for a response: a failure is a 500 with the spec's sentence, never part of a value. */
-  function openOrFail(row: SecretWithCiphertext, versionNumber: number, ciphertext = row.ciphertext, keyVersion = row.keyVersion): string {
-    try {
-      return open({ ...row, ciphertext, keyVersion }, versionNumber);
-    } catch (error) {
-      if (!(error instanceof DecryptError)) throw error;
-      log?.error({ secretId: row.id, versionNumber }, "a secret value did not decrypt");
-      throw new HttpError(500, NOT_DECRYPTED_ONE);
-    }
-  }
-
-  /** For comparisons only: a value that no longer opens counts as different, so it can be replaced. */
-  function currentValueOrUndefined(row: SecretWithCiphertext): string | undefined {
-    try {
-      return open(row, row.version);
-    } catch (error) {
-      if (error instanceof DecryptError) return undefined;
-      throw error;
-    }
-  }
+  const values = createSecretValues({ repo, access, vault, log });
+  const { openOrFail, writeVersion, advance, requireAccess } = values;
+  const importEntries = createSecretsImport({ db, repo, audit, clock, values });
+  const exporter = createSecretsExport({ db, repo, audit, values, log });
 
   function findOrFail(projectId: string, environment: Environment, secretId: string): SecretWithCiphertext {
     const row = repo.findWithCiphertext(projectId, environment, secretId);
@@ -156,51 +95,8 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     return row;
   }
 
-  /**
-   * Writes version `versionNumber` of a secret, sealed for exactly that row, and drops the
-   * versions that fall out of the newest MAX_VERSIONS_PER_SECRET. The current version is
-   * always the newest number (restore writes a new one), so it is never dropped.
-   */
-  function writeVersion(
-    caller: Principal,
-    secret: { id: string; projectId: string; environment: Environment; key: string },
-    versionNumber: number,
-    value: string,
-    changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
-    now: string,
-    restoredFromVersion?: number,
-  ): void {
-    const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
-    repo.insertVersion({
-      secretId: secret.id,
-      versionNumber,
-      projectId: secret.projectId,
-      key: secret.key,
-      changeType,
-      restoredFromVersion: restoredFromVersion ?? null,
-      ciphertext: sealed.ciphertext,
-      keyVersion: sealed.keyVersion,
-      // A service account is not a user: its versions name it in their own columns.
-      changedBy: isServiceAccount(caller) ? null : caller.userId,
-      changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
-      changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
-      createdAt: now,
-    });
-    if (versionNumber > MAX_VERSIONS_PER_SECRET) repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
-  }
-
-  /** Moves the secret to a new version; the compare-and-set makes a lost update impossible. */
-  function advance(row: SecretRow, fields: { key: string; version: number; updatedAt: string }): void {
-    if (!repo.update(row.id, row.version, fields)) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
-  }
-
-  function requireAccess(caller: Principal, projectId: string, permission: Parameters<AccessGuard["require"]>[2], environment: string): ProjectAccess & { environment: Environment } {
-    return access.require(caller, projectId, permission, environment) as ProjectAccess & { environment: Environment };
-  }
-
   function createOne(caller: Principal, projectId: string, environment: Environment, key: string, value: string, now: string): SecretRow {
-    const row: SecretRow = { id: crypto.randomUUID(), projectId, environment, key, version: 1, createdAt: now, updatedAt: now };
-    repo.insertSecret(row);
+    const row = values.newRow(projectId, environment, key, now);
     writeVersion(caller, row, 1, value, "CREATED", now);
     return row;
   }
@@ -213,7 +109,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
 
     list(caller: Principal, projectId: string, environment: string): SecretMeta[] {
       const at = requireAccess(caller, projectId, "secrets:read", environment);
-      return repo.list(projectId, at.environment).map(toMeta);
+      return repo.listMeta(projectId, at.environment);
     },
 
     create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): SecretMeta {
@@ -271,14 +167,15 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         }
         const key = input.key ?? row.key;
         const keyChanged = key !== row.key;
-        const valueChanged = input.value !== undefined && input.value !== currentValueOrUndefined(row);
+        const compared = input.value === undefined ? undefined : values.sameValue(row, input.value);
+        const valueChanged = compared !== undefined && !compared.same;
         if (!keyChanged && !valueChanged) return { row, isChanged: false };
         if (keyChanged && repo.findByKey(projectId, at.environment, key)) throw new HttpError(409, KEY_TAKEN);
 
         const now = clock.now().toISOString();
         // A rename alone keeps the version: only a new value makes one.
         const version = valueChanged ? row.version + 1 : row.version;
-        if (valueChanged) writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now);
+        if (valueChanged) writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now, { digest: compared.digest });
         advance(row, { key, version, updatedAt: now });
         audit.record(caller, {
           projectId,
@@ -375,12 +272,12 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
         if (expectedVersion !== undefined && expectedVersion !== current.version) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
         const value = openOrFail(current, versionNumber, version.ciphertext, version.keyVersion);
-        if (versionNumber === current.version || value === currentValueOrUndefined(current)) {
+        if (versionNumber === current.version || values.sameValue(current, value).same) {
           throw new HttpError(400, ALREADY_CURRENT);
         }
         const now = clock.now().toISOString();
         const next = current.version + 1;
-        writeVersion(caller, current, next, value, "ROLLED_BACK", now, versionNumber);
+        writeVersion(caller, current, next, value, "ROLLED_BACK", now, { restoredFromVersion: versionNumber });
         advance(current, { key: current.key, version: next, updatedAt: now });
         audit.record(caller, {
           projectId,
@@ -395,94 +292,18 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return toMeta(row);
     },
 
-    /**
-     * Every value of the environment sorted by key, or a 500 when any one does not open.
-     * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
-     * only once the `secrets.exported` event is on disk, like a reveal. The ETag comes from
-     * metadata only (ids, keys, versions, updatedAt) of the same rows: when `isUnchanged`
-     * says the caller holds it, nothing is decrypted and nothing audited. Access is checked
-     * first, so a caller who lost the environment gets 403, not 304.
-     */
-    async export(
-      caller: Principal,
-      projectId: string,
-      environment: string,
-      format: ExportFormat,
-      isUnchanged?: (etag: string) => boolean,
-    ): Promise<{ values: { key: string; value: string }[]; etag: string } | { notModified: true; etag: string }> {
-      const read = readTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:read", environment);
-        const rows = repo.listWithCiphertext(projectId, at.environment);
-        const etag = exportTag(rows, format);
-        if (isUnchanged?.(etag)) return { notModified: true as const, etag };
-        try {
-          return { at, values: rows.map((row) => ({ key: row.key, value: open(row, row.version) })), etag };
-        } catch (error) {
-          if (!(error instanceof DecryptError)) throw error;
-          log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
-          throw new HttpError(500, NOT_DECRYPTED_SOME);
-        }
-      });
-      if ("notModified" in read) return read;
-      const { at, values, etag } = read;
-      await audit.recordRead(caller, {
-        projectId,
-        action: "secrets.exported",
-        targetType: "environment",
-        targetId: `${projectId}/${at.environment}`,
-        metadata: { environment: at.environment, count: values.length, format },
-      });
-      return { values, etag };
-    },
+    export: exporter.export,
 
-    /** All or nothing: the request was validated whole; this is one transaction. */
+    /** All or nothing: the request was validated whole; this is one transaction (secrets.import.ts). */
     import(caller: Principal, projectId: string, environment: string, entries: ImportEntry[]): ImportSummary {
-      const result = writeTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:create", environment);
-        const existing = new Map(repo.listWithCiphertext(projectId, at.environment).map((row) => [row.key, row]));
-        // Before anything is written: an overwrite needs secrets:update as well.
-        if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite && existing.has(e.key))) {
-          throw new HttpError(403, NO_OVERWRITE_PERMISSION);
-        }
-        const added = entries.filter((e) => !existing.has(e.key)).length;
-        if (existing.size + added > MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, importOverLimit(existing.size, added));
-        const now = clock.now().toISOString();
-        const results = entries.map(({ key, value, overwrite }): { key: string; status: ImportStatus } => {
-          const row = existing.get(key);
-          if (!row) {
-            createOne(caller, projectId, at.environment, key, value, now);
-            return { key, status: "created" };
-          }
-          if (!overwrite) return { key, status: "skipped" };
-          if (currentValueOrUndefined(row) === value) return { key, status: "unchanged" };
-          writeVersion(caller, row, row.version + 1, value, "UPDATED", now);
-          advance(row, { key, version: row.version + 1, updatedAt: now });
-          return { key, status: "updated" };
-        });
-        const summary: Record<ImportStatus, number> = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
-        for (const r of results) summary[r.status]++;
-        audit.record(caller, {
-          projectId,
-          action: "secrets.imported",
-          targetType: "environment",
-          targetId: `${projectId}/${at.environment}`,
-          metadata: { environment: at.environment, ...summary },
-        });
-        return { environment: at.environment, summary, results };
-      });
+      const result = importEntries(caller, projectId, environment, entries);
       const written = result.summary.created + result.summary.updated;
       if (written > 0) changed(projectId, result.environment);
       if (written >= LARGE_IMPORT_ENTRIES) afterLargeWrite?.();
       return { summary: result.summary, results: result.results };
     },
 
-    /**
-     * For the sync engine: every value of an environment sorted by key, with no caller and
-     * no checks. Throws DecryptError when any value does not open, never a partial list.
-     */
-    readAllValues(projectId: string, environment: Environment): { key: string; value: string }[] {
-      return repo.listWithCiphertext(projectId, environment).map((row) => ({ key: row.key, value: open(row, row.version) }));
-    },
+    readAllValues: exporter.readAllValues,
   };
 }
 

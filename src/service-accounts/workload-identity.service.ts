@@ -6,6 +6,7 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { isLoopbackHost } from "../core/loopback.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
@@ -27,11 +28,6 @@ const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
 
 /** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
 class Refused extends Error {}
-
-export function isLoopbackHost(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, "");
-  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
-}
 
 /** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
 export function isAllowedIssuerUrl(text: string): boolean {

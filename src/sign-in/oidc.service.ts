@@ -1,6 +1,7 @@
 import * as client from "openid-client";
 import type { Logger } from "pino";
 import type { Clock } from "../core/clock.ts";
+import { isLoopbackHost } from "../core/loopback.ts";
 import { ConfigError, type Config } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
 import { displayName } from "../core/text.ts";
@@ -11,7 +12,6 @@ export const OIDC_SCOPES = "openid email profile";
 /** How long a started sign-in may take at the identity provider. */
 export const OIDC_SIGN_IN_SECONDS = 10 * 60;
 const DISCOVERY_TIMEOUT_SECONDS = 10;
-const LOOPBACK_HOSTS = new Set(["localhost", "127.0.0.1", "[::1]"]);
 
 /** What the sealed cookie carries from /start to /callback. */
 export interface PendingSignIn {
@@ -47,7 +47,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
   if (!settings) throw new Error("createOidcService needs AUTH_PROVIDER=oidc");
   const issuerUrl = new URL(settings.issuer);
   // Like APP_URL: plain http only on loopback in production (a test or local provider).
-  if (config.isProduction && issuerUrl.protocol !== "https:" && !LOOPBACK_HOSTS.has(issuerUrl.hostname)) {
+  if (config.isProduction && issuerUrl.protocol !== "https:" && !isLoopbackHost(issuerUrl.hostname)) {
     throw new ConfigError("OIDC_ISSUER must use https in production (plain http is allowed only for localhost).");
   }
   // Read at each use: with PORT=0 the app URL is settled only after listen.

@@ -48,7 +48,9 @@ function readFiles(dir: string, names: string[]): Map<string, Buffer> {
 export async function buildWebFromSource(): Promise<BuiltWeb> {
   const root = sourceRoot();
   const cacheDir = path.join(root, "node_modules", ".cache", "secrets-server-web");
-  const entryFile = path.join(cacheDir, "current.json");
+  // One entry per checkout: node_modules may be shared by several (a symlink, a workspace),
+  // and an entry naming another checkout's files would hash as unchanged and serve its UI.
+  const entryFile = path.join(cacheDir, `current-${crypto.createHash("sha256").update(root).digest("hex").slice(0, 16)}.json`);
   try {
     const entry = JSON.parse(fs.readFileSync(entryFile, "utf8")) as CacheEntry;
     if (digestOf(entry.inputs) === entry.digest) {
@@ -92,7 +94,7 @@ export async function buildWebFromSource(): Promise<BuiltWeb> {
 function pruneOldBuilds(cacheDir: string, keep: string): void {
   const cutoff = Date.now() - 60 * 60 * 1000;
   for (const name of fs.readdirSync(cacheDir)) {
-    if (name === keep || name === "current.json") continue;
+    if (name === keep || name.startsWith("current")) continue;
     const full = path.join(cacheDir, name);
     try {
       if (fs.statSync(full).mtimeMs < cutoff) fs.rmSync(full, { recursive: true, force: true });

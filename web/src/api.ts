@@ -13,6 +13,7 @@ import type { InvitationView, InvitationsService } from "../../src/members/invit
 import type { MemberView } from "../../src/members/members.service.ts";
 import type { ProjectView } from "../../src/projects/projects.service.ts";
 import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
+import type { CopyService } from "../../src/secrets/copy.service.ts";
 import type { ServiceAccountView, ServiceAccountsService, TokenView, TrustView } from "../../src/service-accounts/service-accounts.service.ts";
 import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
 import type { toPublicUser } from "../../src/users/users.repo.ts";
@@ -88,6 +89,7 @@ export type { Target } from "../../src/integrations/vercel/vercel.service.ts";
 export type { SyncSummary } from "../../src/integrations/vercel/vercel.sync.ts";
 export type { AccessMatrix } from "../../src/members/environment-access.service.ts";
 export type { SecretMeta, VersionEntry } from "../../src/secrets/secrets.service.ts";
+export type { Comparison, ComparedEntry } from "../../src/secrets/compare.service.ts";
 export type { ServiceAccountRole } from "../../src/service-accounts/service-accounts.service.ts";
 
 /** What a server function answers, once its promise (if any) settles. */
@@ -99,6 +101,7 @@ export type SecretValue = SecretWithValue;
 export type VersionHistory = Answer<SecretsService["versions"]>;
 export type VersionValue = Answer<SecretsService["revealVersion"]>;
 export type ImportResult = ImportSummary;
+export type CopyAnswer = ReturnType<CopyService["copy"]>;
 export type ExportedSecret = Extract<Answer<SecretsService["export"]>, { values: unknown }>["values"][number];
 export type Member = MemberView;
 export type Invitation = InvitationView;

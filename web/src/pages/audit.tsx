@@ -14,6 +14,8 @@ export const CATEGORIES: Record<string, string[]> = {
     "secret.version_revealed",
     "secrets.exported",
     "secrets.imported",
+    "secret.copied",
+    "secrets.compared",
   ],
   access: [
     "member.role_changed",
@@ -111,6 +113,10 @@ export function describe(event: AuditEvent): string {
       return `exported ${count ? `${count} ${count === "1" ? "secret" : "secrets"}` : "the secrets"}${inEnv}`;
     case "secrets.imported":
       return `imported secrets${inEnv}${m.created !== undefined ? ` (${str(m.created)} created, ${str(m.updated) ?? 0} updated, ${str(m.skipped) ?? 0} skipped)` : ""}`;
+    case "secret.copied":
+      return `copied${k} from ${env ?? "?"} to ${str(m.toEnvironment) ?? "?"}${m.result === "unchanged" ? " (the value was already the same)" : ""}`;
+    case "secrets.compared":
+      return `compared the values of ${count ?? "the"} ${count === "1" ? "key" : "keys"} across ${list(m.environments) ?? "environments"} (no value shown)`;
     case "member.role_changed":
       return `changed the role of ${email ?? "a member"}${str(m.from) ? ` from ${str(m.from)}` : ""}${str(m.to) ? ` to ${str(m.to)}` : ""}`;
     case "member.removed":

@@ -1,0 +1,96 @@
+// `tsx bench/compare.ts <other checkout> [seconds] [rounds]`: the session read (and a PATCH)
+// against this checkout's server and another's (say an export of the previous commit), in
+// alternating rounds on the same core, printing each one's server CPU per request. On a
+// machine shared with other work, only a comparison made in turns like this means much.
+import path from "node:path";
+import Database from "better-sqlite3";
+import { freePort, makeTempDir, randomKey, request, runAlternating, startProcess, ROOT, type LoadOptions, type ServerProcess } from "./lib.ts";
+
+const other = path.resolve(process.argv[2] ?? "");
+const seconds = Number(process.argv[3]) || 8;
+const rounds = Number(process.argv[4]) || 4;
+const pin = process.env.COMPARE_PIN ? ["taskset", "-c", process.env.COMPARE_PIN] : [];
+
+async function start(root: string): Promise<{ server: ServerProcess; scenarios: LoadOptions[] }> {
+  const dataDir = makeTempDir("bench-compare-");
+  const port = await freePort();
+  const server = await startProcess(pin, "src/main.ts", ["serve"], {
+    NODE_ENV: "development",
+    AUTH_PROVIDER: "dev",
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    APP_URL: `http://127.0.0.1:${port}`,
+    DATA_DIR: dataDir,
+    MASTER_KEY: randomKey(),
+    LOG_LEVEL: "info",
+    SQLITE_SYNCHRONOUS: process.env.COMPARE_SYNCHRONOUS ?? "full",
+    RATE_LIMIT_PER_MINUTE: "1000000",
+  }, port, "/healthz", dataDir, root);
+  const signIn = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "owner@bench.test" }) });
+  const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
+  const post = async (p: string, body: unknown) => JSON.parse((await request(server.url, { method: "POST", path: p, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify(body) })).body);
+  const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
+  const base = `/api/projects/${project.id}/environments/production/secrets`;
+  const { secret } = await post(base, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
+  const name = root === ROOT ? "this" : path.basename(root);
+  let n = 0;
+  const scenarios: LoadOptions[] = [
+    { name: `${name}: read`, url: server.url, serverPid: server.pid, connections: 8, seconds, next: () => ({ method: "GET", path: `${base}/${secret.id}`, headers: { cookie } }) },
+  ];
+  if (process.env.COMPARE_WRITES) {
+    scenarios.push({
+      name: `${name}: patch`,
+      url: server.url,
+      serverPid: server.pid,
+      connections: 8,
+      seconds,
+      next: () => ({ method: "PATCH", path: `${base}/${secret.id}`, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ value: `v${n++}` }) }),
+    });
+  }
+  if (process.env.COMPARE_IMPORT) {
+    // Import is limited to 10 a minute per user: a pool of admins added straight to the file.
+    const keys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
+    await post(`/api/projects/${project.id}/environments/production/import`, { entries: keys.map((key) => ({ key, value: "initial", overwrite: false })) });
+    const pool: string[] = [];
+    const db = new Database(path.join(dataDir, "secrets.db"));
+    const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+    for (let i = 0; i < 60; i++) {
+      const res = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: `user${i}@bench.test` }) });
+      const now = new Date().toISOString();
+      addMember.run(project.id, (JSON.parse(res.body) as { user: { id: string } }).user.id, now, now);
+      pool.push((res.headers["set-cookie"]?.[0] ?? "").split(";")[0]!);
+    }
+    db.close();
+    let round = 0;
+    scenarios.push({
+      name: `${name}: import 500 updates`,
+      url: server.url,
+      serverPid: server.pid,
+      connections: 2,
+      seconds,
+      next: () => {
+        const r = round++;
+        return {
+          method: "POST",
+          path: `/api/projects/${project.id}/environments/production/import`,
+          headers: { cookie: pool[r % pool.length]!, "content-type": "application/json" },
+          body: JSON.stringify({ entries: keys.map((key) => ({ key, value: `imported-${r}-${key}`, overwrite: true })) }),
+        };
+      },
+    });
+  }
+  return { server, scenarios };
+}
+
+const a = await start(ROOT);
+const b = await start(other);
+try {
+  const rows = await runAlternating([...a.scenarios, ...b.scenarios], rounds);
+  for (const row of rows) {
+    console.log(`${row.name.padEnd(30)} ${row.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${row.p50Ms.toFixed(2)} ms  ${row.serverCpuMicros.toFixed(0).padStart(5)} µs CPU/request  (${row.requests} requests, ${row.errors} errors)`);
+  }
+} finally {
+  await a.server.stop();
+  await b.server.stop();
+}
+process.exit(0);

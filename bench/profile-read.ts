@@ -1,0 +1,96 @@
+// `tsx bench/profile-read.ts [seconds]`: where the server's CPU goes on the session read
+// (GET of one secret value), for the breakdown in the README's Performance section. The
+// server runs alone from source; `perf record` samples it on-CPU (kernel, SQLite, V8 and
+// JavaScript frames, with --perf-basic-prof) while 8 clients read, and each sample is
+// counted under the first category its stack names, innermost frame first.
+// Needs perf and permission to attach to a process (root, or perf_event_paranoid <= 1).
+import { spawn, spawnSync } from "node:child_process";
+import path from "node:path";
+import { freePort, makeTempDir, randomKey, request, runLoad, startProcess } from "./lib.ts";
+
+const seconds = Number(process.argv[2]) || 6;
+const root = path.resolve(process.argv[3] ?? path.join(import.meta.dirname, ".."));
+const perfData = path.join(makeTempDir("bench-profile-"), "perf.data");
+process.env.BENCH_NODE_ARGS = "--perf-basic-prof-only-functions";
+
+const dataDir = makeTempDir("bench-read-");
+const port = await freePort();
+const server = await startProcess([], "src/main.ts", ["serve"], {
+  NODE_ENV: "development",
+  AUTH_PROVIDER: "dev",
+  HOST: "127.0.0.1",
+  PORT: String(port),
+  APP_URL: `http://127.0.0.1:${port}`,
+  DATA_DIR: dataDir,
+  MASTER_KEY: randomKey(),
+  LOG_LEVEL: "info",
+  SQLITE_SYNCHRONOUS: "full",
+  RATE_LIMIT_PER_MINUTE: "1000000",
+}, port, "/healthz", dataDir, root);
+const signIn = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "owner@bench.test" }) });
+const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
+const post = async (p: string, body: unknown) => JSON.parse((await request(server.url, { method: "POST", path: p, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify(body) })).body);
+const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
+const { secret } = await post(`/api/projects/${project.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
+const load = {
+  name: "read",
+  url: server.url,
+  serverPid: server.pid,
+  connections: 8,
+  seconds,
+  next: () => ({ method: "GET", path: `/api/projects/${project.id}/environments/production/secrets/${secret.id}`, headers: { cookie } }),
+};
+// Warm: V8 has optimized the path before sampling starts.
+await runLoad({ ...load, seconds: 2 });
+const recorder = spawn("perf", ["record", "-F", "1999", "-g", "-o", perfData, "-p", String(server.pid), "--", "sleep", String(seconds)], { stdio: "ignore" });
+const row = await runLoad({ ...load, warmupSeconds: 0.01 });
+await new Promise((resolve) => recorder.on("exit", resolve));
+await server.stop();
+console.log(`${row.requests} reads, ${row.requestsPerSecond.toFixed(0)} req/s, ${row.serverCpuMicros.toFixed(0)} µs of server CPU each (from /proc)`);
+
+/** Innermost match wins: a frame deep in the audit writer counts as audit, not as Fastify. */
+const CATEGORIES: [string, RegExp][] = [
+  ["fsync and WAL write (kernel, for the audit commit)", /fsync|ext4_sync|jbd2|blkdev_issue_flush|file_write_and_wait|walWriteToLog|walFrames|unixSync/],
+  ["audit: hash chain (HMAC)", /eventHash|Hmac|hmac/i],
+  ["audit: event id, metadata, JSON", /toContent|createEventIds|nextId|cleanValue/],
+  ["audit: insert and its indexes", /append |appendAll|flushReads|audit\.writer/],
+  ["rate limit", /rate-limit|rateLimit/],
+  ["session lookup (cookie hash, SQL)", /resolveCookie|resolveBearer|browser-sessions\.repo|access-tokens\.repo|core\/auth\.ts|hashToken/],
+  ["access checks", /core\/access\.ts|access\.repo/],
+  ["decrypt (vault, AES-GCM)", /core\/vault\.ts|core\/crypto\.ts|Decipher|Cipher|EVP_|aes_gcm|gcm_/],
+  ["secret lookup (SQL)", /secrets\.repo|findOrFail/],
+  ["security headers", /helmet|security-headers/],
+  ["logging (pino, redaction)", /pino|redact|requestCompleted|OneLinePerRequest/],
+  ["JSON response", /serializ|fast-json-stringify|JsonStringifier|JSON/],
+  ["cookies", /@fastify\/cookie|cookie\/dist/],
+  ["request hooks (stop, encoding, cache-control, idle timers)", /request-hooks|connections\.ts|idle-gc|core\/wal\.ts/],
+  ["secret service (its read transaction)", /secrets\.service|readTransaction/],
+  ["Fastify (routing, hooks, reply)", /fastify|find-my-way|avvio/],
+  ["HTTP and sockets (Node, kernel)", /_http_|node:net|llhttp|http_parser|tcp_|inet_|sock_|LibuvStreamWrap|uv__|epoll|StreamBase/],
+  ["garbage collection", /v8::internal::Heap|Scavenger|MarkCompact|GCTracer|ConcurrentMarking|Sweeper/],
+];
+const script = spawnSync("perf", ["script", "-i", perfData, "-F", "comm,tid,ip,sym"], { encoding: "utf8", maxBuffer: 1 << 30 });
+const totals = new Map<string, number>();
+let samples = 0;
+for (const block of script.stdout.split("\n\n")) {
+  const lines = block.split("\n").filter((line) => line.trim() !== "");
+  if (lines.length === 0) continue;
+  samples++;
+  const frames = lines.slice(1).map((line) => line.trim().replace(/^[0-9a-f]+\s+/, ""));
+  let category = "other (V8 runtime, libc, process)";
+  for (const frame of frames) {
+    const hit = CATEGORIES.find(([, re]) => re.test(frame));
+    if (hit) {
+      category = hit[0];
+      break;
+    }
+  }
+  totals.set(category, (totals.get(category) ?? 0) + 1);
+}
+const cpuPerRead = row.serverCpuMicros;
+console.log(`${samples} samples; share of the server's CPU and µs per read:`);
+for (const [category, count] of [...totals].sort((a, b) => b[1] - a[1])) {
+  const share = count / samples;
+  console.log(`  ${category.padEnd(60)} ${(100 * share).toFixed(1).padStart(5)} %  ${(share * cpuPerRead).toFixed(0).padStart(5)} µs`);
+}
+process.exit(0);

@@ -1,0 +1,33 @@
+import type { Db } from "../core/db.ts";
+import type { SessionUserRow } from "../sign-in/browser-sessions.repo.ts";
+
+export interface AccessTokenRow extends SessionUserRow {
+  session_id: string;
+  last_used_at: string;
+}
+
+/**
+ * CLI access tokens, looked up by their hash on every CLI request (core/auth.ts): one
+ * prepared statement joining the token, its session and its user.
+ */
+export function createAccessTokensRepo(db: Db) {
+  const sqlite = db.$client;
+  // CAST: see "Joins with parameters" in core/db.ts.
+  const findLive = sqlite.prepare(
+    `SELECT c.id AS session_id, c.last_used_at, u.id, u.email, u.name, u.email_verified
+     FROM cli_tokens t JOIN cli_sessions c ON c.id = t.session_id JOIN users u ON u.id = c.user_id
+     WHERE t.token_hash = CAST(? AS TEXT) AND t.kind = 'access' AND t.expires_at > CAST(? AS TEXT) AND c.revoked_at IS NULL
+       AND c.expires_at > CAST(? AS TEXT) AND u.disabled_at IS NULL`,
+  );
+  const touchSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ?");
+
+  return {
+    /** A live access token's session and user at `nowIso`: not expired, not revoked, user enabled. */
+    findLive(tokenHash: string, nowIso: string): AccessTokenRow | undefined {
+      return findLive.get(tokenHash, nowIso, nowIso) as AccessTokenRow | undefined;
+    },
+    touchSession(sessionId: string, lastUsedAt: string): void {
+      touchSession.run(lastUsedAt, sessionId);
+    },
+  };
+}

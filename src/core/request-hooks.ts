@@ -1,0 +1,42 @@
+// The checks and bookkeeping every request goes through, outside any one feature, folded
+// into one hook per stage and written as callback hooks: Fastify runs a callback hook
+// without a promise, and each async hook cost a promise and a microtask turn per request
+// (README, Performance). Credentials (core/auth.ts) and rate limits keep hooks of their own:
+// the cookie parser and the limiter's plugin must run between them.
+import type { FastifyInstance } from "fastify";
+import { isApiRoute, matchedRoute } from "./auth.ts";
+import { checkContentEncoding, type GracefulStop } from "./connections.ts";
+import { createSecurityHeaders } from "./security-headers.ts";
+
+export interface RequestHookParts {
+  stop: GracefulStop;
+  hsts: boolean;
+  /** After each response (idle timers of the WAL maintenance and the idle collection). */
+  afterResponse: () => void;
+}
+
+/** Registered before every other hook: a request refused while stopping costs nothing. */
+export function registerRequestHooks(app: FastifyInstance, { stop, hsts, afterResponse }: RequestHookParts): void {
+  const applySecurityHeaders = createSecurityHeaders({ hsts });
+
+  app.addHook("onRequest", (req, reply, done) => {
+    stop.checkOpen();
+    checkContentEncoding(req);
+    applySecurityHeaders(req.raw, reply.raw, (error?: unknown) => done(error as Error | undefined));
+  });
+
+  app.addHook("onSend", (req, reply, _payload, done) => {
+    stop.beforeSend(reply);
+    // Every API answer is someone's own data (values, tokens, device codes, member lists):
+    // no browser or proxy cache may keep it. Keyed on the matched route, not the raw URL
+    // (see matchedRoute); an answer of no route at all (a 404, an unparsable address) is
+    // no-store as well, since nothing there is for keeping.
+    if (isApiRoute(req) || matchedRoute(req) === "") void reply.header("cache-control", "no-store");
+    done();
+  });
+
+  app.addHook("onResponse", (_req, _reply, done) => {
+    afterResponse();
+    done();
+  });
+}

@@ -1,0 +1,117 @@
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
+import type { Principal } from "../core/caller.ts";
+import { readTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
+import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
+
+/** One key in one environment: enough to tell same from different, never the value. */
+export interface ComparedEntry {
+  secretId: string;
+  version: number;
+  updatedAt: string;
+  /** Keyed digest of the value (vault.digest); null when the stored value does not open. */
+  digest: string | null;
+}
+
+interface ComparedKey {
+  key: string;
+  /** Every compared environment: its entry, or null where the key is missing. */
+  environments: Partial<Record<Environment, ComparedEntry | null>>;
+}
+
+export interface Comparison {
+  environments: Environment[];
+  keys: ComparedKey[];
+}
+
+interface Deps {
+  db: Db;
+  repo: Pick<SecretsRepo, "listWithCiphertext">;
+  access: AccessGuard;
+  audit: AuditWriter;
+  vault: Vault;
+}
+
+const NO_ENVIRONMENT_TO_COMPARE = "Name at least one environment to compare, separated by commas.";
+
+/**
+ * Keys × environments with keyed digests of the values, so the UI can show present,
+ * missing, same and different without a value leaving the server. Values are decrypted
+ * here to be digested, which is a comparison (`secrets.compared`), not a reveal.
+ */
+export function createCompareService({ db, repo, access, audit, vault }: Deps) {
+  /** The environments asked for (all the caller may read when none are named), in canonical order. */
+  function chosenEnvironments(caller: Principal, projectId: string, asked: string | undefined): Environment[] {
+    // Membership and permission first, with no environment: a non-member gets 404 whatever the query says.
+    const project = access.require(caller, projectId, "secrets:read");
+    if (asked === undefined) return project.environments;
+    const names = [...new Set(asked.split(",").map((name) => name.trim()).filter(Boolean))];
+    if (names.length === 0) throw new HttpError(400, NO_ENVIRONMENT_TO_COMPARE);
+    // Each one checked as a path's environment would be: unknown 404, not granted 403.
+    for (const name of names) access.require(caller, projectId, "secrets:read", name);
+    return ENVIRONMENTS.filter((env) => names.includes(env));
+  }
+
+  function plaintextOf(row: SecretWithCiphertext): string | undefined {
+    try {
+      return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, row.version), row);
+    } catch (error) {
+      if (error instanceof DecryptError) return undefined;
+      throw error;
+    }
+  }
+
+  return {
+    async compare(caller: Principal, projectId: string, asked: string | undefined): Promise<Comparison> {
+      const { environments, rows } = readTransaction(db, () => {
+        const environments = chosenEnvironments(caller, projectId, asked);
+        const rows = environments.map((env) => ({ env, rows: repo.listWithCiphertext(projectId, env) }));
+        return { environments, rows };
+      });
+      const byKey = new Map<string, Map<Environment, SecretWithCiphertext>>();
+      for (const { env, rows: inEnv } of rows) {
+        for (const row of inEnv) {
+          const entry = byKey.get(row.key) ?? new Map<Environment, SecretWithCiphertext>();
+          entry.set(env, row);
+          byKey.set(row.key, entry);
+        }
+      }
+      // Digested outside the read snapshot: a digest under the current key version may have
+      // to create the project's data key for it, which is a write.
+      const keys = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, present]): ComparedKey => {
+        const versions = new Set([...present.values()].map((row) => row.keyVersion));
+        // Digests compare only within one key version: mixed versions are digested under the current one.
+        const [only] = versions;
+        const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
+        const out: ComparedKey["environments"] = {};
+        for (const env of environments) {
+          const row = present.get(env);
+          if (!row) {
+            out[env] = null;
+            continue;
+          }
+          const plaintext = plaintextOf(row);
+          out[env] = {
+            secretId: row.id,
+            version: row.version,
+            updatedAt: row.updatedAt,
+            digest: plaintext === undefined ? null : vault.digest(projectId, keyVersion, plaintext),
+          };
+        }
+        return { key, environments: out };
+      });
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secrets.compared",
+        targetType: "project",
+        targetId: projectId,
+        metadata: { environments, count: keys.length },
+      });
+      return { environments, keys };
+    },
+  };
+}
+
+export type CompareService = ReturnType<typeof createCompareService>;

@@ -1,0 +1,79 @@
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { AccessGuard, Environment } from "../core/access.ts";
+import type { Principal } from "../core/caller.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
+import type { SecretsRepo } from "./secrets.repo.ts";
+import { KEY_TAKEN, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND, type SecretMeta, type SecretsService } from "./secrets.service.ts";
+
+const SAME_ENVIRONMENT = "Choose another environment to copy to: the secret is already in this one.";
+
+type CopyResult = "created" | "updated" | "unchanged";
+
+interface Deps {
+  db: Db;
+  repo: Pick<SecretsRepo, "findWithCiphertext" | "findByKey">;
+  access: AccessGuard;
+  audit: AuditWriter;
+  vault: Vault;
+  secrets: Pick<SecretsService, "create" | "update">;
+}
+
+/**
+ * Copies (or promotes) one secret's current value to the same key in another environment.
+ * The write goes through the secrets service, so the target's rules hold as for any create
+ * or update (its permission and grant, the environment's cap, key rules, the version
+ * compare-and-set, its own audit event and the Vercel sync); the source side is audited as
+ * `secret.copied`. One transaction: the copy happens whole or not at all.
+ */
+export function createCopyService({ db, repo, access, audit, vault, secrets }: Deps) {
+  return {
+    copy(
+      caller: Principal,
+      projectId: string,
+      from: string,
+      secretId: string,
+      input: { to: Environment; overwrite: boolean },
+    ): { secret: SecretMeta; result: CopyResult } {
+      return writeTransaction(db, () => {
+        // Both environments are checked before the source value is read: read on the source,
+        // create on the target (and update when an existing key is overwritten, below).
+        // require() with an environment sets it (or throws).
+        const source = access.require(caller, projectId, "secrets:read", from).environment as Environment;
+        access.require(caller, projectId, "secrets:create", input.to);
+        if (input.to === source) throw new HttpError(400, SAME_ENVIRONMENT);
+        const row = repo.findWithCiphertext(projectId, source, secretId);
+        if (!row) throw new HttpError(404, SECRET_NOT_FOUND);
+        const existing = repo.findByKey(projectId, input.to, row.key);
+        if (existing && !input.overwrite) throw new HttpError(409, KEY_TAKEN);
+        let value: string;
+        try {
+          value = vault.open(projectId, secretValueAad(projectId, source, row.id, row.version), row);
+        } catch (error) {
+          if (error instanceof DecryptError) throw new HttpError(500, NOT_DECRYPTED_ONE);
+          throw error;
+        }
+        let secret: SecretMeta;
+        let result: CopyResult;
+        if (existing) {
+          secret = secrets.update(caller, projectId, input.to, existing.id, { value, expectedVersion: existing.version });
+          result = secret.version === existing.version ? "unchanged" : "updated";
+        } else {
+          secret = secrets.create(caller, projectId, input.to, { key: row.key, value });
+          result = "created";
+        }
+        audit.record(caller, {
+          projectId,
+          action: "secret.copied",
+          targetType: "secret",
+          targetId: row.id,
+          metadata: { key: row.key, environment: source, version: row.version, toEnvironment: input.to, toVersion: secret.version, result },
+        });
+        return { secret, result };
+      });
+    },
+  };
+}
+
+export type CopyService = ReturnType<typeof createCopyService>;

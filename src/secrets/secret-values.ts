@@ -1,0 +1,143 @@
+// Sealing, opening and comparing secret values, and writing their versions: what the
+// secrets service, import and export share.
+import crypto from "node:crypto";
+import type { Logger } from "pino";
+import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts";
+import { isServiceAccount, type Principal } from "../core/caller.ts";
+import { HttpError } from "../core/errors.ts";
+import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
+import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
+
+export const SECRET_NOT_FOUND = "Secret not found.";
+export const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
+export const NOT_DECRYPTED_ONE = "This secret could not be decrypted. Nothing partial is returned.";
+
+/**
+ * The most secrets one environment holds. It bounds every read of a whole environment (the
+ * list, export, the Vercel sync) to the size the README's benchmark measures, far above
+ * what one application's configuration needs.
+ */
+export const MAX_SECRETS_PER_ENVIRONMENT = 1_000;
+/** The versions kept per secret, the current one included; a new value drops the oldest (like Vault's max_versions). */
+export const MAX_VERSIONS_PER_SECRET = 100;
+
+export type SecretAccess = ProjectAccess & { environment: Environment };
+
+export interface ValuesDeps {
+  repo: SecretsRepo;
+  access: AccessGuard;
+  vault: Vault;
+  log?: Pick<Logger, "error">;
+}
+
+export type SecretValues = ReturnType<typeof createSecretValues>;
+
+export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
+  function open(row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number }, versionNumber: number): string {
+    return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, versionNumber), {
+      ciphertext: row.ciphertext,
+      keyVersion: row.keyVersion,
+    });
+  }
+
+  /** For comparisons only: a value that no longer opens counts as different, so it can be replaced. */
+  function currentValueOrUndefined(row: SecretWithCiphertext): string | undefined {
+    try {
+      return open(row, row.version);
+    } catch (error) {
+      if (error instanceof DecryptError) return undefined;
+      throw error;
+    }
+  }
+
+  return {
+    open,
+    currentValueOrUndefined,
+
+    /** One value for a response: a failure is a 500 with the spec's sentence, never part of a value. */
+    openOrFail(row: SecretWithCiphertext, versionNumber: number, ciphertext = row.ciphertext, keyVersion = row.keyVersion): string {
+      try {
+        return open({ ...row, ciphertext, keyVersion }, versionNumber);
+      } catch (error) {
+        if (!(error instanceof DecryptError)) throw error;
+        log?.error({ secretId: row.id, versionNumber }, "a secret value did not decrypt");
+        throw new HttpError(500, NOT_DECRYPTED_ONE);
+      }
+    },
+
+    /**
+     * Whether `value` is the secret's current value, by the keyed digest stored beside the
+     * ciphertext: nothing is decrypted. A version written before digests existed is opened
+     * once and gets its digest (call inside a write transaction). Returns the new value's
+     * digest too when it is computed under the current key version, for writeVersion.
+     */
+    sameValue(row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } {
+      if (row.digest !== null) {
+        let digest: string;
+        try {
+          digest = vault.digest(row.projectId, row.keyVersion, value);
+        } catch (error) {
+          // As when the value itself no longer opens: different, so it can be replaced.
+          if (error instanceof DecryptError) return { same: false };
+          throw error;
+        }
+        return { same: digest === row.digest, digest: row.keyVersion === vault.currentKeyVersion ? digest : undefined };
+      }
+      const current = currentValueOrUndefined(row);
+      if (current === undefined) return { same: false };
+      repo.setDigest(row.id, row.version, row.keyVersion, vault.digest(row.projectId, row.keyVersion, current));
+      return { same: current === value };
+    },
+
+    requireAccess(caller: Principal, projectId: string, permission: Parameters<AccessGuard["require"]>[2], environment: string): SecretAccess {
+      return access.require(caller, projectId, permission, environment) as SecretAccess;
+    },
+
+    /**
+     * Writes version `versionNumber` of a secret, sealed for exactly that row, with its
+     * digest, and drops the versions that fall out of the newest MAX_VERSIONS_PER_SECRET.
+     * The current version is always the newest number (restore writes a new one), so it is
+     * never dropped.
+     */
+    writeVersion(
+      caller: Principal,
+      secret: { id: string; projectId: string; environment: Environment; key: string },
+      versionNumber: number,
+      value: string,
+      changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
+      now: string,
+      options: { restoredFromVersion?: number; digest?: string } = {},
+    ): void {
+      const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
+      repo.insertVersion({
+        secretId: secret.id,
+        versionNumber,
+        projectId: secret.projectId,
+        key: secret.key,
+        changeType,
+        restoredFromVersion: options.restoredFromVersion ?? null,
+        ciphertext: sealed.ciphertext,
+        keyVersion: sealed.keyVersion,
+        digest: options.digest ?? vault.digest(secret.projectId, sealed.keyVersion, value),
+        // A service account is not a user: its versions name it in their own columns.
+        changedBy: isServiceAccount(caller) ? null : caller.userId,
+        changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
+        changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
+        createdAt: now,
+      });
+      if (versionNumber > MAX_VERSIONS_PER_SECRET) repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
+    },
+
+    /** Moves the secret to a new version; the compare-and-set makes a lost update impossible. */
+    advance(row: SecretRow, fields: { key: string; version: number; updatedAt: string }): void {
+      if (!repo.update(row.id, row.version, fields)) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
+    },
+
+    /** A new secret row (version 1 is written by the caller with writeVersion). */
+    newRow(projectId: string, environment: Environment, key: string, now: string): SecretRow {
+      const row: SecretRow = { id: crypto.randomUUID(), projectId, environment, key, version: 1, createdAt: now, updatedAt: now };
+      repo.insertSecret(row);
+      return row;
+    },
+  };
+}

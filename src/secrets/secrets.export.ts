@@ -1,0 +1,101 @@
+// GET …/export: every value of an environment, audited like a reveal.
+import crypto from "node:crypto";
+import type { Logger } from "pino";
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Environment } from "../core/access.ts";
+import type { Principal } from "../core/caller.ts";
+import { readTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import { DecryptError } from "../core/vault.ts";
+import type { ExportFormat } from "./export-formats.ts";
+import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
+import type { SecretValues } from "./secret-values.ts";
+
+export const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
+
+export interface ExportedValue {
+  key: string;
+  value: string;
+}
+
+/** Changes with any create, update, rename, restore or delete in the environment, and with the format. */
+function exportTag(rows: SecretWithCiphertext[], format: string): string {
+  const lines = new Array<string>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    lines[i] = `${row.id} ${row.key} ${row.version} ${row.updatedAt}`;
+  }
+  lines.sort();
+  const digest = crypto.createHash("sha256").update(`${format}\n${lines.join("\n")}`).digest("base64url");
+  return `"${digest.slice(0, 27)}"`;
+}
+
+interface ExportDeps {
+  db: Db;
+  repo: SecretsRepo;
+  audit: AuditWriter;
+  values: SecretValues;
+  log?: Pick<Logger, "error">;
+}
+
+export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps) {
+  /** Every row opened, in order; throws DecryptError when any one does not open. */
+  function openAll(rows: SecretWithCiphertext[]): ExportedValue[] {
+    const opened = new Array<ExportedValue>(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]!;
+      opened[i] = { key: row.key, value: values.open(row, row.version) };
+    }
+    return opened;
+  }
+
+  return {
+    /**
+     * Every value of the environment sorted by key, or a 500 when any one does not open.
+     * Read and decrypted in a read snapshot, so no write waits on the decrypting; answers
+     * only once the `secrets.exported` event is on disk, like a reveal. The ETag comes from
+     * metadata only (ids, keys, versions, updatedAt) of the same rows: when `isUnchanged`
+     * says the caller holds it, nothing is decrypted and nothing audited. Access is checked
+     * first, so a caller who lost the environment gets 403, not 304.
+     */
+    async export(
+      caller: Principal,
+      projectId: string,
+      environment: string,
+      format: ExportFormat,
+      isUnchanged?: (etag: string) => boolean,
+    ): Promise<{ values: ExportedValue[]; etag: string } | { notModified: true; etag: string }> {
+      const read = readTransaction(db, () => {
+        const at = values.requireAccess(caller, projectId, "secrets:read", environment);
+        const rows = repo.listWithCiphertext(projectId, at.environment);
+        const etag = exportTag(rows, format);
+        if (isUnchanged?.(etag)) return { notModified: true as const, etag };
+        try {
+          return { at, opened: openAll(rows), etag };
+        } catch (error) {
+          if (!(error instanceof DecryptError)) throw error;
+          log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
+          throw new HttpError(500, NOT_DECRYPTED_SOME);
+        }
+      });
+      if (read.notModified) return { notModified: true, etag: read.etag };
+      const { at, opened, etag } = read;
+      await audit.recordRead(caller, {
+        projectId,
+        action: "secrets.exported",
+        targetType: "environment",
+        targetId: `${projectId}/${at.environment}`,
+        metadata: { environment: at.environment, count: opened.length, format },
+      });
+      return { values: opened, etag };
+    },
+
+    /**
+     * For the sync engine: every value of an environment sorted by key, with no caller and
+     * no checks. Throws DecryptError when any value does not open, never a partial list.
+     */
+    readAllValues(projectId: string, environment: Environment): ExportedValue[] {
+      return openAll(repo.listWithCiphertext(projectId, environment));
+    },
+  };
+}

@@ -1,0 +1,100 @@
+// POST …/import: many entries in one transaction, all or nothing.
+import type { AuditWriter } from "../audit/audit.writer.ts";
+import type { Environment } from "../core/access.ts";
+import type { Principal } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
+import { writeTransaction, type Db } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import type { SecretsRepo } from "./secrets.repo.ts";
+import { MAX_SECRETS_PER_ENVIRONMENT, type SecretValues } from "./secret-values.ts";
+
+export const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
+
+export interface ImportEntry {
+  key: string;
+  value: string;
+  overwrite: boolean;
+}
+
+export type ImportStatus = "created" | "updated" | "unchanged" | "skipped" | "failed";
+
+export interface ImportSummary {
+  summary: Record<ImportStatus, number>;
+  results: { key: string; status: ImportStatus }[];
+}
+
+function importOverLimit(existing: number, added: number): string {
+  const most = MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US");
+  return (
+    `This import would add ${added.toLocaleString("en-US")} new ${added === 1 ? "secret" : "secrets"} to the ${existing.toLocaleString("en-US")} this environment holds, ` +
+    `more than the ${most} it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.`
+  );
+}
+
+interface ImportDeps {
+  db: Db;
+  repo: SecretsRepo;
+  audit: AuditWriter;
+  clock: Clock;
+  values: SecretValues;
+}
+
+/**
+ * One transaction for the whole import: the environment is listed once, each entry is
+ * compared with the current value by its stored digest (nothing is decrypted unless a
+ * version predates digests), each write is one run of a prepared statement, and one audit
+ * event records the import.
+ */
+export function createSecretsImport({ db, repo, audit, clock, values }: ImportDeps) {
+  return function importEntries(
+    caller: Principal,
+    projectId: string,
+    environment: string,
+    entries: ImportEntry[],
+  ): ImportSummary & { environment: Environment } {
+    return writeTransaction(db, () => {
+      const at = values.requireAccess(caller, projectId, "secrets:create", environment);
+      const existing = new Map(repo.listWithCiphertext(projectId, at.environment).map((row) => [row.key, row]));
+      // Before anything is written: an overwrite needs secrets:update as well.
+      if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite && existing.has(e.key))) {
+        throw new HttpError(403, NO_OVERWRITE_PERMISSION);
+      }
+      let added = 0;
+      for (const entry of entries) if (!existing.has(entry.key)) added++;
+      if (existing.size + added > MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, importOverLimit(existing.size, added));
+      const now = clock.now().toISOString();
+      const summary: Record<ImportStatus, number> = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
+      const results: { key: string; status: ImportStatus }[] = new Array(entries.length);
+      for (let i = 0; i < entries.length; i++) {
+        const { key, value, overwrite } = entries[i]!;
+        const row = existing.get(key);
+        let status: ImportStatus;
+        if (!row) {
+          values.writeVersion(caller, values.newRow(projectId, at.environment, key, now), 1, value, "CREATED", now);
+          status = "created";
+        } else if (!overwrite) {
+          status = "skipped";
+        } else {
+          const compared = values.sameValue(row, value);
+          if (compared.same) {
+            status = "unchanged";
+          } else {
+            values.writeVersion(caller, row, row.version + 1, value, "UPDATED", now, { digest: compared.digest });
+            values.advance(row, { key, version: row.version + 1, updatedAt: now });
+            status = "updated";
+          }
+        }
+        summary[status]++;
+        results[i] = { key, status };
+      }
+      audit.record(caller, {
+        projectId,
+        action: "secrets.imported",
+        targetType: "environment",
+        targetId: `${projectId}/${at.environment}`,
+        metadata: { environment: at.environment, ...summary },
+      });
+      return { environment: at.environment, summary, results };
+    });
+  };
+}

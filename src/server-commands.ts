@@ -1,0 +1,114 @@
+// The server's commands: everything that opens the database or starts the server. Loaded
+// only when one of them runs (src/main.ts): the CLI never loads Fastify, SQLite, drizzle,
+// pino or the UI. In the executable this is a bundle of its own (build.mjs).
+import { ConfigError, loadConfig } from "./core/config.ts";
+
+type Command = (args: string[]) => Promise<number>;
+
+const commands: Record<string, Command> = {
+  serve,
+  migrate: async () => {
+    const config = loadConfig();
+    const { openDatabase } = await import("./core/db.ts");
+    openDatabase(config).$client.close();
+    console.log(`Database in ${config.dataDir} is up to date.`);
+    return 0;
+  },
+  backup: async ([file]) => {
+    if (!file) {
+      process.stderr.write("Usage: secrets-server backup FILE  (a consistent copy of the database; the server may keep running)\n");
+      return 2;
+    }
+    const config = loadConfig();
+    const { backupDatabase } = await import("./core/db.ts");
+    await backupDatabase(config, file);
+    console.log(`Backed up ${config.dataDir} to ${file}. Keep MASTER_KEY safe elsewhere: the copy cannot be read without it.`);
+    return 0;
+  },
+  audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),
+  "rotate-key": async (args) => (await import("./secrets/rotate-key.ts")).rotateKeyCommand(args),
+  "setup-link": async (args) => (await import("./users/users.commands.ts")).setupLinkCommand(args),
+  users: async (args) => (await import("./users/users.commands.ts")).usersCommand(args),
+};
+
+export const SERVER_COMMANDS = Object.keys(commands);
+
+/**
+ * Runs a server command: its exit code, or -1 while it keeps running (serve). A
+ * configuration problem is one clear line naming the variable, no stack trace.
+ */
+export async function runServerCommand(name: string, args: string[]): Promise<number> {
+  const command = commands[name];
+  if (!command) throw new Error(`not a server command: ${name}`);
+  try {
+    return await command(args);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`secrets-server: configuration error: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+async function serve(): Promise<number> {
+  const config = loadConfig();
+  const { buildApp } = await import("./app.ts");
+  const server = await buildApp(config);
+  let stopping = false;
+  const cut = new AbortController();
+  const stop = (signal: string) => {
+    if (stopping) {
+      // A second Ctrl-C or SIGTERM: stop waiting for the connections.
+      cut.abort();
+      return;
+    }
+    stopping = true;
+    const drainMs = config.shutdownDrainSeconds * 1000;
+    const startedAt = Date.now();
+    server.log.info({ signal, drainSeconds: config.shutdownDrainSeconds }, "shutting down: finishing requests in flight, answering new ones 503");
+    server
+      .drain(drainMs, cut.signal)
+      .then(({ closedAtDeadline }) => {
+        server.log.info({ drainedMs: Date.now() - startedAt, closedAtDeadline }, "connections drained; stopping");
+        return server.close();
+      })
+      .then(
+        () => process.exit(0),
+        () => process.exit(1),
+      );
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+  try {
+    await server.app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await server.close();
+    throw listenError(error, config.host, config.port);
+  }
+  server.log.info(
+    { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
+    "secrets-server is ready",
+  );
+  return -1; // keep running
+}
+
+/** HOST or PORT that cannot be listened on is a configuration problem: one line, no stack. */
+function listenError(error: unknown, host: string, port: number): unknown {
+  const code = (error as NodeJS.ErrnoException).code;
+  const at = `${host}:${port}`;
+  switch (code) {
+    case "EADDRINUSE":
+      return new ConfigError(`PORT ${port} is already in use on ${host}: stop the other process or set another PORT.`);
+    case "EACCES":
+      return new ConfigError(`PORT ${port} needs privileges on this system: choose a port above 1023.`);
+    case "EADDRNOTAVAIL":
+      return new ConfigError(`HOST ${host} is not an address of this machine (cannot listen on ${at}).`);
+    case "ENOTFOUND":
+    case "EAI_AGAIN":
+      return new ConfigError(`HOST ${host} does not resolve to an address (cannot listen on ${at}).`);
+    default:
+      return error;
+  }
+}
+

@@ -1,0 +1,51 @@
+import type { Db } from "../core/db.ts";
+
+export interface SessionUserRow {
+  id: string;
+  email: string | null;
+  name: string | null;
+  email_verified: number;
+}
+
+export interface BrowserSessionRow extends SessionUserRow {
+  session_id: string;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+}
+
+/**
+ * Browser sessions, looked up by their token's hash on every signed-in request
+ * (core/auth.ts): prepared once, each one index seek.
+ */
+export function createBrowserSessionsRepo(db: Db) {
+  const sqlite = db.$client;
+  // CAST: see "Joins with parameters" in core/db.ts (a join compared with a bare
+  // parameter is compiled anew on every call).
+  const findByTokenHash = sqlite.prepare(
+    `SELECT s.id AS session_id, s.created_at, s.last_seen_at, s.expires_at, u.id, u.email, u.name, u.email_verified
+     FROM browser_sessions s JOIN users u ON u.id = s.user_id
+     WHERE s.token_hash = CAST(? AS TEXT) AND u.disabled_at IS NULL`,
+  );
+  const touch = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ?");
+  const insert = sqlite.prepare(
+    "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+  );
+  const deleteByTokenHash = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
+
+  return {
+    /** The session of a token and its user, unless the user is disabled. */
+    find(tokenHash: string): BrowserSessionRow | undefined {
+      return findByTokenHash.get(tokenHash) as BrowserSessionRow | undefined;
+    },
+    touch(sessionId: string, lastSeenAt: string, expiresAt: string): void {
+      touch.run(lastSeenAt, expiresAt, sessionId);
+    },
+    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): void {
+      insert.run(row.id, row.userId, row.tokenHash, row.createdAt, row.createdAt, row.expiresAt);
+    },
+    delete(tokenHash: string): void {
+      deleteByTokenHash.run(tokenHash);
+    },
+  };
+}

@@ -1,0 +1,163 @@
+// Editing a secret: the key and the current value, prefilled. Fetching the value is a
+// reveal, audited as one, and the dialog says so. Saving sends expectedVersion; when someone
+// else saved in between, the 409 is explained and "Reload and reapply" fetches their version
+// while keeping this edit in the editor.
+import { useEffect, useState } from "preact/hooks";
+import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
+import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
+import { KEY_PATTERN } from "./secrets-common.tsx";
+import { ValueEditor, shapeOf } from "./secrets-value.tsx";
+
+/** api.md's 409 for a stale expectedVersion; a key clash is a 409 too, with its own message. */
+const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
+
+interface Base {
+  key: string;
+  value: string;
+  version: number;
+}
+
+export function EditSecret(props: { base: string; secret: SecretMeta; onClose(): void; onSaved(): Promise<void> }) {
+  const { secret } = props;
+  const path = `${props.base}/secrets/${secret.id}`;
+  const [loaded, setLoaded] = useState<Base | undefined>(undefined);
+  const [loadError, setLoadError] = useState<string | undefined>(undefined);
+  const [key, setKey] = useState(secret.key);
+  const [value, setValue] = useState("");
+  const [multiline, setMultiline] = useState(false);
+  const [reapplied, setReapplied] = useState<Base | undefined>(undefined);
+  const action = useAction();
+
+  async function load(): Promise<Base> {
+    const { secret: full } = await get<{ secret: SecretValue }>(path);
+    return { key: full.key, value: full.value, version: full.version };
+  }
+
+  useEffect(() => {
+    load()
+      .then((base) => {
+        setLoaded(base);
+        setKey(base.key);
+        setValue(base.value);
+        setMultiline(shapeOf(base.value) !== "line");
+      })
+      .catch((e) => setLoadError(messageOf(e)));
+  }, [path]);
+
+  const keyValid = KEY_PATTERN.test(key);
+  const changes: { key?: string; value?: string } = {};
+  if (loaded && key !== loaded.key) changes.key = key;
+  if (loaded && value !== loaded.value) changes.value = value;
+  const hasChanges = Object.keys(changes).length > 0;
+
+  async function reloadAndReapply() {
+    action.clear();
+    try {
+      const theirs = await load();
+      // Their version becomes the base; this edit stays in the fields to be saved on top.
+      setLoaded(theirs);
+      setReapplied(theirs);
+    } catch (e) {
+      setLoadError(messageOf(e));
+    }
+  }
+
+  return (
+    <Dialog title={`Edit ${secret.key}`} onClose={props.onClose} wide>
+      {loaded && (
+        <p class="notice small" role="note">
+          Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name.
+        </p>
+      )}
+      <ErrorText error={loadError} />
+      {!loaded && !loadError && (
+        <p class="muted" role="status">
+          Reading the current value…
+        </p>
+      )}
+      {loaded && (
+        <form
+          onSubmit={async (e) => {
+            e.preventDefault();
+            if (!hasChanges || !keyValid) return;
+            const result = await action.run(() => patch(path, { ...changes, expectedVersion: loaded.version }));
+            if (result) {
+              props.onClose();
+              await props.onSaved();
+            }
+          }}
+        >
+          <p class="muted small">Editing version {loaded.version}. Saving fails if someone else changes the secret in the meantime.</p>
+          {reapplied && (
+            <p class="notice small" role="status">
+              Version {reapplied.version} is loaded as the base, and your edit is kept in the fields below. Check it against their change, then save.{" "}
+              <button
+                type="button"
+                class="link"
+                onClick={() => {
+                  setKey(reapplied.key);
+                  setValue(reapplied.value);
+                  setReapplied(undefined);
+                }}
+              >
+                Use their version instead
+              </button>
+            </p>
+          )}
+          <label class="field">
+            <span>Key</span>
+            <input
+              class="mono"
+              required
+              maxLength={128}
+              value={key}
+              onInput={(e) => setKey(e.currentTarget.value)}
+              autoComplete="off"
+              spellcheck={false}
+              aria-invalid={!keyValid}
+            />
+          </label>
+          <div class="field">
+            <label for="edit-value">Value</label>
+            <ValueEditor id="edit-value" value={value} multiline={multiline} onInput={setValue} />
+          </div>
+          <label class="check">
+            <input type="checkbox" checked={multiline} onChange={(e) => setMultiline(e.currentTarget.checked)} /> Multi-line editor with line numbers
+          </label>
+          <ErrorText error={action.error}>
+            {action.errorStatus === 409 && action.error === CHANGED_BY_SOMEONE_ELSE && (
+              <>
+                <span class="small">
+                  {" "}
+                  Someone saved a new version while you were editing. Your edit is still here: reload their version and apply your edit on top of it.
+                </span>
+                <button type="button" onClick={() => void reloadAndReapply()}>
+                  Reload and reapply
+                </button>
+              </>
+            )}
+          </ErrorText>
+          <div class="actions">
+            <button type="submit" class="primary" disabled={action.busy || !keyValid} aria-disabled={hasChanges ? undefined : "true"}>
+              {action.busy ? "Saving…" : "Save"}
+            </button>
+            <button
+              type="button"
+              disabled={!hasChanges}
+              onClick={() => {
+                setKey(loaded.key);
+                setValue(loaded.value);
+                action.clear();
+              }}
+            >
+              Discard changes
+            </button>
+            <button type="button" onClick={props.onClose}>
+              Cancel
+            </button>
+          </div>
+        </form>
+      )}
+    </Dialog>
+  );
+}
