@@ -20,6 +20,9 @@ import { systemClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { Keyring } from "../src/core/crypto.ts";
 import { openDatabase, type Db } from "../src/core/db.ts";
+import { createInvitationsRepo } from "../src/invitations/invitations.repo.ts";
+import { createAccessRepo } from "../src/members/access.repo.ts";
+import { createMembersRepo } from "../src/members/members.repo.ts";
 import type { BenchModule, BenchRow } from "./lib.ts";
 
 const TARGET_MS = 20;
@@ -204,11 +207,13 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     const service = createAuditService({
       repo,
       writer: createAuditWriter(db, systemClock, keyring),
-      access: createAccessGuard(db),
+      access: createAccessGuard(createAccessRepo(db)),
       config,
       keyring,
       serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
       openTrustAccounts: () => [],
+      members: createMembersRepo(db),
+      invitations: createInvitationsRepo(db),
       clock: systemClock,
     });
     const caller: Caller = {

@@ -1,16 +1,16 @@
 import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
 import { serializerCompiler, validatorCompiler } from "fastify-type-provider-zod";
-import pino, { type Logger } from "pino";
-import pinoPretty from "pino-pretty";
+import type { Logger } from "pino";
 import { createAuditRepo } from "./audit/audit.repo.ts";
 import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
 import { createAuditService } from "./audit/audit.service.ts";
 import { createAuditWriter } from "./audit/audit.writer.ts";
 import { createAccessGuard } from "./core/access.ts";
+import { createAccessTokensRepo } from "./cli-auth/access-tokens.repo.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
@@ -26,9 +26,10 @@ import { createStorageMonitor, storageCondition } from "./core/storage.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { createWalMaintenance } from "./core/wal.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
+import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createVault } from "./core/vault.ts";
 import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
-import { createInvitationsService } from "./members/invitations.service.ts";
+import { createAccessRepo } from "./members/access.repo.ts";
 import { createMembersRepo } from "./members/members.repo.ts";
 import { registerMemberRoutes } from "./members/members.routes.ts";
 import { createMembersService } from "./members/members.service.ts";
@@ -48,10 +49,12 @@ import { createServiceAccountsService } from "./service-accounts/service-account
 import { createWorkloadIdentityService } from "./service-accounts/workload-identity.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
-import { createInboxRepo } from "./invitations/inbox.repo.ts";
+import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
+import { createInvitationsService, describeInvitation } from "./invitations/invitations.service.ts";
 import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
 import { createInboxService } from "./invitations/inbox.service.ts";
 import { createInvitationMailer } from "./invitations/invitation-mail.ts";
+import { createBrowserSessionsRepo } from "./sign-in/browser-sessions.repo.ts";
 import { createLocalRepo } from "./sign-in/local.repo.ts";
 import { registerLocalRoutes } from "./sign-in/local.routes.ts";
 import { createLocalAccounts } from "./sign-in/local.service.ts";
@@ -65,6 +68,7 @@ import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { wireLostRights } from "./lost-rights.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
+import { createUsersService } from "./users/users.service.ts";
 
 export interface AppOptions {
   clock?: Clock;
@@ -90,78 +94,6 @@ export interface App {
     truncateWal(): boolean;
   };
   close(): Promise<void>;
-}
-
-/** Fields that must never reach a log line, wherever they appear in a logged object. */
-export const LOG_REDACTIONS = [
-  "req.headers.authorization",
-  "req.headers.cookie",
-  'res.headers["set-cookie"]',
-  "*.authorization",
-  "*.cookie",
-  "*.value",
-  "*.token",
-  "*.refreshToken",
-  "*.accessToken",
-  "*.deviceCode",
-  "*.password",
-  "*.deployHookUrl",
-];
-
-/**
- * Readable lines for a person watching a development server in a terminal; JSON lines, one
- * object each, for log collectors everywhere else (production, a pipe, journald, a file).
- */
-export function chooseLogFormat(config: Pick<Config, "isProduction">, isTTY: boolean): "pretty" | "json" {
-  return !config.isProduction && isTTY ? "pretty" : "json";
-}
-
-/**
- * pino-pretty as a synchronous stream in this process, not as pino's transport: a transport
- * runs in a worker thread loaded from a file, which the single executable does not have.
- * It formats what pino has already redacted.
- */
-function prettyStream(): Writable {
-  return pinoPretty({
-    sync: true,
-    colorize: true,
-    translateTime: "SYS:HH:MM:ss.l",
-    ignore: "pid,hostname,req,res,responseTime",
-    // A request on one line: "request completed GET /api/projects 200 3ms".
-    messageFormat: (log, messageKey) => {
-      const req = log.req as { method?: string; url?: string } | undefined;
-      const res = log.res as { statusCode?: number } | undefined;
-      const message = String(log[messageKey] ?? "");
-      if (!req) return message;
-      const time = typeof log.responseTime === "number" ? ` ${Math.round(log.responseTime)}ms` : "";
-      return `${message} ${req.method} ${req.url}${res?.statusCode ? ` ${res.statusCode}` : ""}${time}`;
-    },
-  });
-}
-
-export function createLogger(config: Pick<Config, "logLevel" | "isProduction">, stream?: Writable): Logger {
-  const destination = stream ?? (chooseLogFormat(config, Boolean(process.stdout.isTTY)) === "pretty" ? prettyStream() : process.stdout);
-  return pino(
-    {
-      level: config.logLevel,
-      redact: { paths: LOG_REDACTIONS, censor: "[redacted]" },
-      serializers: {
-        // The path only: query strings can carry codes (the CLI approval page's ?code=).
-        req: (req: FastifyRequest) => ({ method: req.method, url: req.url.split("?")[0], remoteAddress: req.ip }),
-      },
-    },
-    destination,
-  );
-}
-
-/** One log line per request, written when it ends, instead of Fastify's two (a few percent of a secret read). */
-class OneLinePerRequest extends LogController {
-  override incomingRequest(): void {}
-
-  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    if (error) reply.log.error({ req: request, res: reply, err: error, responseTime: reply.elapsedTime }, "request errored");
-    else reply.log.info({ req: request, res: reply, responseTime: reply.elapsedTime }, "request completed");
-  }
 }
 
 /**
@@ -250,7 +182,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       : createAuditRetention({ db, keyring, clock, log, retentionDays: config.auditRetentionDays, afterPrune: () => wal.afterLargeWrite() });
   if (retention) app.addHook("onClose", async () => retention.stop());
 
-  const access = createAccessGuard(db);
+  const access = createAccessGuard(createAccessRepo(db));
   const audit = createAuditWriter(db, clock, keyring);
   if (createAuditRepo(db).startsHashOnly()) {
     log.warn(
@@ -259,8 +191,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   // Before auth: service tokens are resolved by their own feature on every request.
   const serviceAccountsRepo = createServiceAccountsRepo(db);
-  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, access, audit, clock });
-  const auth = createAuth(db, config, clock, serviceAccounts);
+  const projectsRepo = createProjectsRepo(db);
+  const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, projects: projectsRepo, access, audit, clock });
+  const auth = createAuth(
+    { browserSessions: createBrowserSessionsRepo(db), accessTokens: createAccessTokensRepo(db) },
+    config,
+    clock,
+    serviceAccounts,
+  );
   auth.register(app);
 
   // Counted in memory, saved every few seconds and at close: a restart keeps the windows.
@@ -284,7 +222,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   auth.refuseBadServiceTokens(app);
 
-  const users = createUsersRepo(db);
+  const cliAuthRepo = createCliAuthRepo(db);
+  const localRepo = createLocalRepo(db);
+  const users = createUsersService({ db, users: createUsersRepo(db), cliSessions: cliAuthRepo, accountLinks: localRepo, clock });
   let oidc: OidcService | undefined;
   try {
     // Discovery at start: a production server with a wrong issuer refuses to start.
@@ -294,7 +234,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     throw error;
   }
   const vault = createVault(db, keyring, clock);
-  const projects = createProjectsService({ db, repo: createProjectsRepo(db), access, audit, vault, clock });
+  const membersRepo = createMembersRepo(db);
+  const projects = createProjectsService({ db, repo: projectsRepo, memberships: membersRepo, access, audit, vault, clock });
   const secretsRepo = createSecretsRepo(db);
   const secrets = createSecretsService({
     db,
@@ -306,20 +247,23 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     log,
     afterLargeWrite: () => wal.afterLargeWrite(),
   });
-  const membersRepo = createMembersRepo(db);
   const members = createMembersService({ db, repo: membersRepo, access, audit, clock });
+  const invitationsRepo = createInvitationsRepo(db);
+  const invitationContext = describeInvitation(projectsRepo, users);
   const invitations = createInvitationsService({
     db,
-    repo: membersRepo,
+    repo: invitationsRepo,
+    memberships: membersRepo,
+    context: invitationContext,
     access,
     audit,
     clock,
     config,
-    mailer: createInvitationMailer(db, config, log),
+    mailer: createInvitationMailer({ repo: invitationsRepo, context: invitationContext }, config, log),
   });
-  const inbox = createInboxService({ repo: createInboxRepo(db), invitations, clock });
+  const inbox = createInboxService({ repo: invitationsRepo, memberships: membersRepo, invitations, clock });
   const environmentAccess = createEnvironmentAccessService({ db, repo: membersRepo, access, audit, clock });
-  const cliAuth = createCliAuthService({ db, repo: createCliAuthRepo(db), clock, config, log });
+  const cliAuth = createCliAuthService({ db, repo: cliAuthRepo, users, clock, config, log });
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
   const vercelShutdown = new AbortController();
   const vercelRepo = createVercelRepo(db);
@@ -352,7 +296,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   if (config.authProvider === "local") {
-    const local = createLocalAccounts({ db, users, repo: createLocalRepo(db), config, clock });
+    const local = createLocalAccounts({ db, users, repo: localRepo, config, clock });
     registerLocalRoutes(app, { auth, local });
     // Once listening, so that the link names the port the server really has (PORT=0).
     app.addHook("onListen", (done) => {
@@ -378,6 +322,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       clock,
       serviceAccountCounts: (projectId) => serviceAccounts.counts(projectId),
       openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
+      members: membersRepo,
+      invitations: invitationsRepo,
     }) });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });

@@ -5,8 +5,11 @@ import type { Config } from "./core/config.ts";
 import type { Db } from "./core/db.ts";
 import { createVercelPause, type VercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
-import { createInvitationsService, type InvitationsService } from "./members/invitations.service.ts";
+import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
+import { createInvitationsService, describeInvitation, type InvitationsService } from "./invitations/invitations.service.ts";
 import type { MembersRepo } from "./members/members.repo.ts";
+import { createProjectsRepo } from "./projects/projects.repo.ts";
+import { createUsersRepo } from "./users/users.repo.ts";
 import { createMembersService, type MembersService } from "./members/members.service.ts";
 import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
 import { createServiceAccountsService, type ServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
@@ -43,9 +46,21 @@ export function createMembersForCommand(deps: {
 }): MembersService {
   const members = createMembersService(deps);
   wireLostRights(members, {
-    invitations: createInvitationsService(deps),
+    invitations: createInvitationsService({
+      ...deps,
+      repo: createInvitationsRepo(deps.db),
+      memberships: deps.repo,
+      context: describeInvitation(createProjectsRepo(deps.db), createUsersRepo(deps.db)),
+    }),
     vercel: createVercelPause({ repo: createVercelRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
-    serviceTokens: createServiceAccountsService({ db: deps.db, repo: createServiceAccountsRepo(deps.db), access: deps.access, audit: deps.audit, clock: deps.clock }),
+    serviceTokens: createServiceAccountsService({
+      db: deps.db,
+      repo: createServiceAccountsRepo(deps.db),
+      projects: createProjectsRepo(deps.db),
+      access: deps.access,
+      audit: deps.audit,
+      clock: deps.clock,
+    }),
   });
   return members;
 }

@@ -27,8 +27,8 @@ const commands: Record<string, Command> = {
   },
   audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),
   "rotate-key": async (args) => (await import("./secrets/rotate-key.ts")).rotateKeyCommand(args),
-  "setup-link": async (args) => (await import("./users/users.commands.ts")).setupLinkCommand(args),
-  users: async (args) => (await import("./users/users.commands.ts")).usersCommand(args),
+  "setup-link": async (args) => (await import("./commands/users.commands.ts")).setupLinkCommand(args),
+  users: async (args) => (await import("./commands/users.commands.ts")).usersCommand(args),
 };
 
 export const SERVER_COMMANDS = Object.keys(commands);

@@ -14,16 +14,20 @@ const AXE_SOURCE = fs.readFileSync(path.join(ROOT, "node_modules/axe-core/axe.mi
 
 let browser: Browser | undefined;
 
+/** Debian's Chromium, headless; launch() gives every run a fresh, empty temporary profile. */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}
+
 /** Launches the browser before the file's tests and closes it after them; call at top level. */
 export function useBrowser(): void {
   before(async () => {
     fs.mkdirSync(SCREENSHOTS, { recursive: true });
-    // launch() gives every run a fresh, empty temporary profile.
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
@@ -98,4 +102,26 @@ export async function check(tab: Tab, name: string): Promise<void> {
     `accessibility violations on ${name}`,
   );
   assert.deepEqual(tab.problems, [], `console errors or CSP violations on ${name}`);
+}
+
+/** A link of the project's section navigation (the side column, or the phone's Sections menu). */
+export function sectionLink(page: Page, name: string) {
+  return page.getByRole("navigation", { name: "Project" }).getByRole("link", { name, exact: true });
+}
+
+/**
+ * Goes to a section of the project as a person would: through the side navigation on a wide
+ * screen, or by opening the Sections menu first on a phone.
+ */
+export async function goToSection(page: Page, name: string): Promise<void> {
+  const nav = page.getByRole("navigation", { name: "Project" });
+  await nav.waitFor();
+  const menu = nav.getByRole("button", { name: /^Sections/ });
+  if ((await menu.isVisible()) && (await menu.getAttribute("aria-expanded")) !== "true") await menu.click();
+  await sectionLink(page, name).click();
+}
+
+/** A link of the environment switcher above the secrets. */
+export function environmentLink(page: Page, name: string) {
+  return page.getByRole("navigation", { name: "Environments" }).getByRole("link", { name, exact: true });
 }

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { chooseLogFormat } from "../src/app.ts";
+import { chooseLogFormat } from "../src/core/logging.ts";
 import { Client, makeTempDir, randomMasterKey, ROOT, runMain, startServer, startServerProcess } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {

@@ -6,8 +6,9 @@ import { spawn } from "node:child_process";
 import path from "node:path";
 import { test } from "node:test";
 import { writeTransaction } from "../src/core/db.ts";
+import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { createVault, integrationAad } from "../src/core/vault.ts";
-import { randomMasterKey, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
+import { randomMasterKey, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
 import { count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 function keyVersions(server: TestServer) {
@@ -40,6 +41,18 @@ async function readEverything(client: Client, projectId: string, env: string): P
   return out;
 }
 
+/** The security overview's encrypted-record counts, summed over projects. */
+async function encryptedRecords(client: Client, projectIds: string[]) {
+  const sum = { total: 0, onCurrentKeyVersion: 0, other: 0 };
+  for (const projectId of projectIds) {
+    const res = await client.json("GET", `/api/projects/${projectId}/security`);
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    const records = res.body.encryption.records as typeof sum;
+    for (const name of ["total", "onCurrentKeyVersion", "other"] as const) sum[name] += records[name];
+  }
+  return sum;
+}
+
 /** The row the Vercel integration writes: token and deploy hook sealed like values. */
 function insertIntegration(server: TestServer, projectId: string): void {
   const vault = createVault(server.app.db, server.app.keyring);
@@ -64,6 +77,27 @@ function readIntegration(server: TestServer, projectId: string): [string, string
     vault.open(projectId, integrationAad(projectId, "deploy-hook"), { ciphertext: row.hook_ciphertext, keyVersion: row.hook_key_version }),
   ];
 }
+
+test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, with its key version column", async (t) => {
+  const server = await startServer(t);
+  const db = server.app.db.$client;
+  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+  const columns = tables.flatMap((table) =>
+    (db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as { name: string; type: string; isNotNull: number }[]).map(
+      (c) => ({ table, ...c }),
+    ),
+  );
+  // Ciphertext is stored as a blob, and its master key version beside it (the audit chain's
+  // mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
+  const blobs = columns.filter((c) => c.type.toLowerCase() === "blob").map((c) => `${c.table}.${c.name}`);
+  const keyVersions = columns.filter((c) => /(^|_)key_version$/.test(c.name) && c.name !== "mac_key_version").map((c) => `${c.table}.${c.name}`);
+  assert.deepEqual(blobs.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.ciphertext}`).sort());
+  assert.deepEqual(keyVersions.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.keyVersion}`).sort());
+  for (const column of ENCRYPTED_COLUMNS) {
+    const info = columns.find((c) => c.table === column.table && c.name === column.ciphertext);
+    assert.equal(column.isNullable, info?.isNotNull === 0, `${column.table}.${column.ciphertext}`);
+  }
+});
 
 test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 alone; every value and version reads", async (t) => {
   const key1 = randomMasterKey();
@@ -108,6 +142,11 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.deepEqual(keyVersions(server), { values: [1, 2], projectKeys: [1, 2], integrations: [1] });
   assert.equal(count(server, "SELECT key_version FROM secret_versions WHERE secret_id = ?", fresh.id), 2);
 
+  // The security overview counts what rotate-key moves: 27 values, the token and the hook,
+  // and the two projects' key-1 data keys (all from ENCRYPTED_COLUMNS).
+  const overviewBefore = await encryptedRecords(client, [projectId, other.id]);
+  assert.deepEqual(overviewBefore, { total: 33, onCurrentKeyVersion: 2, other: 31 });
+
   // rotate-key with the server running, in small batches, printing progress.
   const rotated = await runMain(["rotate-key", "--batch-size", "4"], server.env);
   assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
@@ -126,6 +165,11 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   );
   assert.match(rotated.stdout, /Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS/);
   assert.equal(rotated.stderr, "");
+  // The three agree: what the overview called old is what rotate-key re-encrypted (29) or
+  // removed (2), its "32 of 32" is the overview's total now, and the key check (below) then
+  // accepts key 2 alone, as it refused it above while the overview counted old records.
+  assert.equal(29 + 2, overviewBefore.other);
+  assert.deepEqual(await encryptedRecords(client, [projectId, other.id]), { total: 32, onCurrentKeyVersion: 32, other: 0 });
   for (const secret of [key1, key2, "value-1", "vercel-token"]) assert.ok(!rotated.stdout.includes(secret));
   assert.deepEqual(keyVersions(server), { values: [2], projectKeys: [2], integrations: [2] });
   // The running server still reads everything (its cached data keys are still right).

@@ -78,7 +78,8 @@ test("every overview field from live data: keys, records, roles, invitations, gr
       secretsEncryptedAtRest: true,
       keyConfigured: true,
       currentKeyVersion: 1,
-      records: { total: 0, onCurrentKeyVersion: 0, other: 0 },
+      // The project's data key, made with the project.
+      records: { total: 1, onCurrentKeyVersion: 1, other: 0 },
       keyRotation: true,
       externalKms: false,
     },
@@ -119,7 +120,7 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   // 1 created + 2 invitations that stayed pending + 4 invitations created and accepted.
   assert.equal(first.auditLog.events, 11);
 
-  // Values and their versions: 3 secrets, one updated twice = 5 encrypted records.
+  // Values and their versions: 3 secrets, one updated twice = 5 encrypted records, and the data key.
   const apiKey = (await createSecret(alice, project.id, "development", "API_KEY", "first-api-key-value")).id;
   await createSecret(alice, project.id, "staging", "DB_URL", "postgres://staging-db-value");
   await createSecret(carol, project.id, "development", "TOKEN", "carol-token-value");
@@ -131,7 +132,7 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   await alice.json("PUT", `/api/projects/${project.id}/environments/production/access/${erin.user!.id}`);
   await alice.json("DELETE", `/api/projects/${project.id}/invitations/${stale.body.invitation.id}`);
   const second = await overview(bob, project.id);
-  assert.deepEqual(second.encryption.records, { total: 5, onCurrentKeyVersion: 5, other: 0 });
+  assert.deepEqual(second.encryption.records, { total: 6, onCurrentKeyVersion: 6, other: 0 });
   assert.deepEqual(second.environments, [
     { environment: "development", members: 1, viewers: 1 },
     { environment: "staging", members: 1, viewers: 0 },
@@ -140,7 +141,8 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   assert.deepEqual(second.notes, [DEV_SIGN_IN_NOTE]);
   assert.equal(second.auditLog.events, await auditEventCount(server, alice, project.id));
 
-  // A new master key version: the existing records are now a version behind.
+  // A new master key version: the existing records are now a version behind; the new value
+  // is sealed with a new data key on version 2.
   const newKey = randomMasterKey();
   const rotatedEnv = { MASTER_KEY: newKey, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${masterKey}` };
   server = await restart(t, server, rotatedEnv);
@@ -148,10 +150,10 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   await createSecret(alice, project.id, "production", "NEW_ONE", "value-on-key-two");
   const third = await overview(alice, project.id);
   assert.equal(third.encryption.currentKeyVersion, 2);
-  assert.deepEqual(third.encryption.records, { total: 6, onCurrentKeyVersion: 1, other: 5 });
+  assert.deepEqual(third.encryption.records, { total: 8, onCurrentKeyVersion: 2, other: 6 });
   assert.deepEqual(third.notes, [
     DEV_SIGN_IN_NOTE,
-    '5 encrypted records use an older master key version. Run "secrets-server rotate-key" to re-encrypt them with version 2.',
+    '6 encrypted records use an older master key version. Run "secrets-server rotate-key" to re-encrypt them with version 2.',
   ]);
   assert.deepEqual(findingsOf(third), [
     ["critical", "dev_sign_in", { readme: "Signing in" }],
@@ -164,7 +166,8 @@ test("every overview field from live data: keys, records, roles, invitations, gr
   server = await restart(t, server, rotatedEnv);
   alice = await server.signIn("alice@example.test");
   const fourth = await overview(alice, project.id);
-  assert.deepEqual(fourth.encryption.records, { total: 6, onCurrentKeyVersion: 6, other: 0 });
+  // The version 1 data key is gone with rotate-key.
+  assert.deepEqual(fourth.encryption.records, { total: 7, onCurrentKeyVersion: 7, other: 0 });
   assert.deepEqual(fourth.notes, [DEV_SIGN_IN_NOTE]);
 
   // Never key material, values or tokens.
@@ -181,7 +184,7 @@ test("hosting integration status and last sync, with notes when it needs attenti
   assert.deepEqual((await overview(alice, project.id)).integrations, { hosting: null });
 
   // The connection row as the integration writes it (its endpoints need a Vercel fake; the
-  // overview only reads status and last sync). The token and hook are counted as records.
+  // overview only reads status and last sync). The token and hook are counted as records, beside the data key.
   const sqlite = server.app.db.$client;
   const now = server.clock.now().toISOString();
   sqlite
@@ -196,7 +199,7 @@ test("hosting integration status and last sync, with notes when it needs attenti
     // Written without connected_by, as connections made before it was recorded: nobody to check, never paused.
     hosting: { provider: "vercel", status: "active", lastSyncAt: now, lastSyncStatus: "ok", connectedBy: null, paused: false, pausedAt: null, pausedReason: null },
   });
-  assert.deepEqual(active.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
+  assert.deepEqual(active.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
   assert.deepEqual(active.notes, [DEV_SIGN_IN_NOTE]);
 
   sqlite.prepare("UPDATE integrations SET last_sync_status = 'failed' WHERE project_id = ?").run(project.id);
@@ -270,8 +273,8 @@ test("hosting integration through the real endpoints: connected, linked with a h
   assert.deepEqual(body.integrations, {
     hosting: { provider: "vercel", status: "connected", lastSyncAt: null, lastSyncStatus: null, connectedBy, paused: false, pausedAt: null, pausedReason: null },
   });
-  // The secret's value and the token.
-  assert.deepEqual(body.encryption.records, { total: 2, onCurrentKeyVersion: 2, other: 0 });
+  // The data key, the secret's value and the token.
+  assert.deepEqual(body.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
 
   const linked = await alice.json("PUT", base, {
     hostProjectId: "prj_web",
@@ -288,8 +291,8 @@ test("hosting integration through the real endpoints: connected, linked with a h
   });
   assert.equal(body.integrations.hosting.status, "active");
   assert.match(body.integrations.hosting.lastSyncAt, /^\d{4}-\d{2}-\d{2}T/);
-  // The deploy hook is the third encrypted record.
-  assert.deepEqual(body.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
+  // The deploy hook is the fourth encrypted record.
+  assert.deepEqual(body.encryption.records, { total: 4, onCurrentKeyVersion: 4, other: 0 });
   assert.deepEqual(body.notes, [DEV_SIGN_IN_NOTE]);
 
   // Vercel stops accepting the token: the next sync fails and the integration needs attention.

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { startServer } from "./helpers.ts";
-import { check, openTab, useBrowser, type Tab } from "./browser.ts";
+import { check, goToSection, openTab, sectionLink, useBrowser, type Tab } from "./browser.ts";
 
 useBrowser();
 
@@ -30,10 +30,6 @@ async function assertFocus(page: Page, what: string, isFocused: () => boolean): 
   assert.ok(ok, `focus is on ${what}; it is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`);
 }
 
-function projectTab(page: Page, name: string) {
-  return page.getByRole("navigation", { name: "Project" }).getByRole("link", { name, exact: true });
-}
-
 describe("service accounts in Chromium", () => {
   test("create an account, a token shown once that works until revoked, a trust from the GitHub example; audit and security say so", async (t) => {
     const server = await startServer(t);
@@ -45,7 +41,7 @@ describe("service accounts in Chromium", () => {
     const tab = await openTab(server, { client: alice });
     const { page } = tab;
     await page.goto(`/projects/${project.id}/development`);
-    await projectTab(page, "Service accounts").click();
+    await goToSection(page, "Service accounts");
     await page.getByText("No service accounts yet.").waitFor();
     assert.equal(await page.title(), "Service accounts · shop · Secrets");
     await check(tab, "service-accounts-empty");
@@ -191,7 +187,7 @@ describe("service accounts in Chromium", () => {
     assert.deepEqual(patches, [{ role: "viewer" }]);
 
     // The security overview warns about the token without expiry.
-    await projectTab(page, "Security").click();
+    await goToSection(page, "Security");
     await page.getByText("1 service token never expires").waitFor();
     const access = page.getByRole("region", { name: "Access" });
     await access.getByText("Tokens without expiry").waitFor();
@@ -213,7 +209,7 @@ describe("service accounts in Chromium", () => {
     await page.getByText("No service accounts yet.").waitFor();
 
     // The audit log tells people's actions on accounts from the account's own.
-    await projectTab(page, "Audit log").click();
+    await goToSection(page, "Audit log");
     const events = page.getByRole("list", { name: "Audit events, newest first" });
     await events.getByText("You deleted service account deploy-bot").waitFor();
     for (const line of [
@@ -247,15 +243,15 @@ describe("service accounts in Chromium", () => {
     const { page } = tab;
     await page.goto(`/projects/${project.id}/members`);
     await page.getByRole("heading", { name: "Members" }).waitFor();
-    await projectTab(page, "Members").waitFor();
-    assert.equal(await projectTab(page, "Service accounts").count(), 0);
+    await sectionLink(page, "Members & access").waitFor();
+    assert.equal(await sectionLink(page, "Service accounts").count(), 0);
     await page.goto(`/projects/${project.id}/service-accounts`);
     await page.getByText("Only owners and admins of this project manage its service accounts.").waitFor();
 
     // The owner sees it, in light and dark.
     const owner = await openTab(server, { client: alice, dark: true });
     await owner.page.goto(`/projects/${project.id}/members`);
-    await projectTab(owner.page, "Service accounts").click();
+    await goToSection(owner.page, "Service accounts");
     await owner.page.getByText("No service accounts yet.").waitFor();
     await check(owner, "service-accounts-dark");
   });

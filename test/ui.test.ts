@@ -9,7 +9,7 @@ import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { ROOT, makeTempDir, startServer, type Client, type TestServer } from "./helpers.ts";
-import { check, openTab, useBrowser, useSession, type Tab } from "./browser.ts";
+import { check, environmentLink, goToSection, openTab, useBrowser, useSession, type Tab } from "./browser.ts";
 
 useBrowser();
 
@@ -478,7 +478,7 @@ describe("members and access in Chromium", () => {
     await bob.page.getByRole("alert").filter({ hasText: "This invitation is invalid, expired, or already used." }).waitFor();
 
     // Alice grants Bob production.
-    await owner.page.getByRole("link", { name: "Environment access" }).click();
+    await goToSection(owner.page, "Members & access");
     const matrixRow = owner.page.getByRole("row", { name: /bob@example\.test/ });
     await matrixRow.waitFor();
     await owner.page.getByRole("row", { name: /alice@example\.test/ }).getByText("Implicit").first().waitFor();
@@ -489,11 +489,13 @@ describe("members and access in Chromium", () => {
     await bob.page.goto(`/projects/${project.id}`);
     await bob.page.waitForURL(`**/projects/${project.id}/production`);
     await bob.page.getByRole("heading", { name: "Production secrets" }).waitFor();
-    assert.equal(await bob.page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Development" }).count(), 0);
+    // No way to an environment Bob was not granted: no switcher link, no link at all.
+    assert.equal(await environmentLink(bob.page, "Development").count(), 0);
+    assert.equal(await bob.page.getByRole("link", { name: "Development" }).count(), 0);
     await check(bob, "member-view");
 
     // Role change and removal from the members page.
-    await owner.page.getByRole("link", { name: "Members" }).click();
+    await goToSection(owner.page, "Members & access");
     // The select is enabled before the change too: wait for the change's own answer.
     const roleChanged = owner.page.waitForResponse((r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname));
     await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
@@ -742,7 +744,7 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByLabel("To", { exact: true }).fill("2001-01-02");
     await page.getByText("No events match.").waitFor();
 
-    await page.getByRole("navigation", { name: "Project" }).getByRole("link", { name: "Security" }).click();
+    await goToSection(page, "Security");
     await page.getByRole("heading", { name: "Security overview" }).waitFor();
     await assertTitle(page, "Security · ledger · Secrets");
     await page.getByText("AES-256-GCM").waitFor();

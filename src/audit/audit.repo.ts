@@ -1,6 +1,6 @@
 import type { Statement } from "better-sqlite3";
-import type { Role } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
+import { createEncryptedRecordCounter, type EncryptedRecordCounts } from "../core/encrypted-columns.ts";
 
 export interface AuditFilter {
   projectId: string;
@@ -33,7 +33,6 @@ export interface AuditEventRow {
   metadata: string;
   actor_user_id: string | null;
   actor_email: string | null;
-  actor_is_member: number;
   service_account_id: string | null;
   service_account_name: string | null;
 }
@@ -69,12 +68,6 @@ export interface CheckpointRow {
   mac: string;
 }
 
-export interface EnvironmentGrantCount {
-  environment: string;
-  members: number;
-  viewers: number;
-}
-
 export interface HostingRow {
   provider: string;
   status: string;
@@ -101,7 +94,7 @@ function indexFor(filter: AuditFilter): string {
 }
 
 /**
- * Audit events, and the counts the security overview reads from other features' tables.
+ * Audit events, the retention checkpoint, and the Vercel hosting row the security overview shows.
  * Raw SQL so each filter combination is one prepared statement that walks one index.
  */
 export function createAuditRepo(db: Db) {
@@ -141,10 +134,9 @@ export function createAuditRepo(db: Db) {
       );
     }
     const sql = `SELECT e.id, e.at, e.action, e.category, e.target_type, e.target_id, e.metadata, e.actor_user_id,
-        e.service_account_id, e.service_account_name, u.email AS actor_email, (m.user_id IS NOT NULL) AS actor_is_member
+        e.service_account_id, e.service_account_name, u.email AS actor_email
       FROM audit_events e INDEXED BY ${indexFor(filter)}
       LEFT JOIN users u ON u.id = e.actor_user_id
-      LEFT JOIN memberships m ON m.project_id = e.project_id AND m.user_id = e.actor_user_id
       WHERE ${where.join(" AND ")}
       ORDER BY e.at DESC, e.seq DESC
       LIMIT @limit`;
@@ -160,35 +152,7 @@ export function createAuditRepo(db: Db) {
     .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at_seq WHERE project_id = ? AND service_account_id = ? LIMIT 1")
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
-  // Every encrypted record of the project: each value version (the current ones included)
-  // and the integration's token and deploy hook.
-  const countRecords = sqlite.prepare(
-    `SELECT count(*) AS total, coalesce(sum(key_version = @currentKeyVersion), 0) AS onCurrent FROM (
-       SELECT key_version FROM secret_versions WHERE project_id = @projectId
-       UNION ALL SELECT token_key_version FROM integrations WHERE project_id = @projectId
-       UNION ALL SELECT hook_key_version FROM integrations WHERE project_id = @projectId AND hook_ciphertext IS NOT NULL
-     )`,
-  );
-  const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
-  const countInvitations = sqlite.prepare(
-    `SELECT coalesce(sum(expires_at > @now), 0) AS pending, coalesce(sum(expires_at <= @now), 0) AS expired
-     FROM invitations WHERE project_id = @projectId AND accepted_at IS NULL`,
-  );
-  const countGrantsPerEnvironment = sqlite.prepare(
-    `SELECT pe.slug AS environment,
-       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
-         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'member') AS members,
-       (SELECT count(*) FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
-         WHERE g.project_id = pe.project_id AND g.environment = pe.slug AND m.role = 'viewer') AS viewers
-     FROM project_environments pe WHERE pe.project_id = ?`,
-  );
-  const countUngranted = sqlite
-    .prepare(
-      `SELECT count(*) FROM memberships m
-       WHERE m.project_id = ? AND m.role IN ('member', 'viewer')
-         AND NOT EXISTS (SELECT 1 FROM environment_grants g WHERE g.project_id = m.project_id AND g.user_id = m.user_id)`,
-    )
-    .pluck();
+  const encryptedRecords = createEncryptedRecordCounter(db);
   const findHosting = sqlite.prepare(
     `SELECT i.provider, i.status, i.last_sync_at, i.last_sync_status, i.paused_at, i.paused_reason,
             i.connected_by, u.email AS connected_by_email
@@ -240,27 +204,9 @@ export function createAuditRepo(db: Db) {
       return countProjectEvents.get(projectId) as number;
     },
 
-    countRecords(projectId: string, currentKeyVersion: number): { total: number; onCurrent: number } {
-      return countRecords.get({ projectId, currentKeyVersion }) as { total: number; onCurrent: number };
-    },
-
-    countRoles(projectId: string): Record<Role, number> {
-      const counts: Record<Role, number> = { owner: 0, admin: 0, member: 0, viewer: 0 };
-      for (const row of countRoles.all(projectId) as { role: Role; n: number }[]) counts[row.role] = row.n;
-      return counts;
-    },
-
-    countInvitations(projectId: string, now: string): { pending: number; expired: number } {
-      return countInvitations.get({ projectId, now }) as { pending: number; expired: number };
-    },
-
-    countGrantsPerEnvironment(projectId: string): EnvironmentGrantCount[] {
-      return countGrantsPerEnvironment.all(projectId) as EnvironmentGrantCount[];
-    },
-
-    /** Members and viewers holding no grant at all: they can see the project but no secret. */
-    countUngranted(projectId: string): number {
-      return countUngranted.get(projectId) as number;
+    /** The project's encrypted records, counted as rotate-key and the key check count them. */
+    countRecords(projectId: string, currentKeyVersion: number): EncryptedRecordCounts {
+      return encryptedRecords.count(currentKeyVersion, projectId);
     },
 
     findHosting(projectId: string): HostingRow | undefined {

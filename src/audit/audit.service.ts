@@ -1,4 +1,4 @@
-import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
+import { ENVIRONMENTS, type AccessGuard, type Role } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
@@ -132,10 +132,27 @@ interface Deps {
   serviceAccountCounts: (projectId: string) => ServiceAccountCounts;
   /** Names of the project's service accounts with a trust of subject "*" and no claims. */
   openTrustAccounts: (projectId: string) => string[];
+  /** The members feature's counts, given by app.ts (members write audit events, so no import). */
+  members: {
+    countRoles(projectId: string): Record<Role, number>;
+    /** Only environments someone holds a grant to. */
+    countGrantsPerEnvironment(projectId: string): { environment: string; members: number; viewers: number }[];
+    countUngranted(projectId: string): number;
+    membersAmong(projectId: string, userIds: string[]): Set<string>;
+  };
+  /** The invitations feature's counts, given by app.ts likewise. */
+  invitations: { countOpen(projectId: string, nowIso: string): { pending: number; expired: number } };
 }
 
-export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts }: Deps) {
-  function toView(row: AuditEventRow, caller: Caller): AuditEventView {
+export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts, members: membersFeature, invitations: invitationsFeature }: Deps) {
+  /** The page's events as the API shows them; whether each actor is a member is read now. */
+  function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): AuditEventView[] {
+    const actorIds = [...new Set(rows.flatMap((row) => (row.actor_user_id === null ? [] : [row.actor_user_id])))];
+    const members = membersFeature.membersAmong(projectId, actorIds);
+    return rows.map((row) => toView(row, members, caller));
+  }
+
+  function toView(row: AuditEventRow, members: Set<string>, caller: Caller): AuditEventView {
     return {
       id: row.id,
       at: row.at,
@@ -152,7 +169,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
               userId: row.actor_user_id,
               email: row.actor_email,
               isYou: row.actor_user_id === caller.userId,
-              isMember: row.actor_is_member === 1,
+              isMember: members.has(row.actor_user_id),
             },
       serviceAccount:
         row.service_account_id === null ? null : { id: row.service_account_id, name: row.service_account_name ?? "" },
@@ -186,7 +203,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
-        events: page.map((row) => toView(row, caller)),
+        events: toViews(projectId, page, caller),
         nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null,
       };
     },
@@ -199,7 +216,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
       access.require(caller, projectId, "audit:read");
       const rows = repo.page({ ...resolvedFilter(projectId, query), limit: EXPORT_MAX_EVENTS + 1 });
       const truncated = rows.length > EXPORT_MAX_EVENTS;
-      const events = rows.slice(0, EXPORT_MAX_EVENTS).map((row) => toView(row, caller));
+      const events = toViews(projectId, rows.slice(0, EXPORT_MAX_EVENTS), caller);
       const filters: Record<string, string> = {};
       for (const name of ["category", "action", "actorUserId", "environment", "key", "fromAt"] as const) {
         const value = query[name];
@@ -218,11 +235,11 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
 
     /** api.md 2.11, from live data. Counts only: no key material, value or token is read. */
     overview(caller: Caller, projectId: string) {
-      access.require(caller, projectId, "audit:read");
+      const { projectEnvironments } = access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;
       const records = repo.countRecords(projectId, currentKeyVersion);
-      const members = repo.countRoles(projectId);
-      const invitations = repo.countInvitations(projectId, clock.now().toISOString());
+      const members = membersFeature.countRoles(projectId);
+      const invitations = invitationsFeature.countOpen(projectId, clock.now().toISOString());
       const hostingRow = repo.findHosting(projectId);
       const hosting = hostingRow
         ? {
@@ -236,13 +253,14 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
             pausedReason: hostingRow.paused_reason,
           }
         : null;
-      const order: readonly string[] = ENVIRONMENTS;
-      const environments = repo
-        .countGrantsPerEnvironment(projectId)
-        .sort((a, b) => order.indexOf(a.environment) - order.indexOf(b.environment));
+      // Every environment of the project, the ones nobody holds a grant to included.
+      const grantCounts = new Map(membersFeature.countGrantsPerEnvironment(projectId).map((c) => [c.environment, c]));
+      const environments = ENVIRONMENTS.filter((e) => projectEnvironments.includes(e)).map(
+        (environment) => grantCounts.get(environment) ?? { environment, members: 0, viewers: 0 },
+      );
       // Set in the environment (or its file), as opposed to the generated development key file.
       const keyConfigured = Boolean(config.masterKey);
-      const otherRecords = records.total - records.onCurrent;
+      const otherRecords = records.other;
 
       // Each note is also a finding: the same sentence with a severity, a stable code and
       // where to act (a page of this project, or a README section for server settings).
@@ -283,7 +301,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           { readme: "Encryption at rest and key rotation" },
         );
       }
-      const ungranted = repo.countUngranted(projectId);
+      const ungranted = membersFeature.countUngranted(projectId);
       if (ungranted > 0) {
         note(
           "info",
@@ -353,7 +371,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           secretsEncryptedAtRest: true,
           keyConfigured,
           currentKeyVersion,
-          records: { total: records.total, onCurrentKeyVersion: records.onCurrent, other: otherRecords },
+          records: { total: records.total, onCurrentKeyVersion: records.onCurrentKeyVersion, other: records.other },
           keyRotation: true,
           externalKms: false,
         },

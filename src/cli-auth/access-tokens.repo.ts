@@ -1,10 +1,5 @@
+import type { AccessTokenRow } from "../core/auth.ts";
 import type { Db } from "../core/db.ts";
-import type { SessionUserRow } from "../sign-in/browser-sessions.repo.ts";
-
-export interface AccessTokenRow extends SessionUserRow {
-  session_id: string;
-  last_used_at: string;
-}
 
 /**
  * CLI access tokens, looked up by their hash on every CLI request (core/auth.ts): one

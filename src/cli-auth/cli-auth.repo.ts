@@ -63,10 +63,6 @@ export function createCliAuthRepo(db: Db) {
       db.update(deviceRequests).set({ lastPolledAt: iso }).where(eq(deviceRequests.id, id)).run();
     },
 
-    findUserEmail(userId: string): string | null {
-      return db.select({ email: users.email }).from(users).where(eq(users.id, userId)).get()?.email ?? null;
-    },
-
     insertSession(row: typeof cliSessions.$inferInsert): void {
       db.insert(cliSessions).values(row).run();
     },
@@ -105,6 +101,15 @@ export function createCliAuthRepo(db: Db) {
         .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt), gt(cliSessions.expiresAt, nowIso)))
         .orderBy(desc(cliSessions.lastUsedAt), desc(cliSessions.id))
         .all();
+    },
+
+    /** Revokes every session of the user not revoked yet, expired ones included (a disabled user); answers how many. */
+    revokeAllSessionsOf(userId: string, nowIso: string): number {
+      return db
+        .update(cliSessions)
+        .set({ revokedAt: nowIso })
+        .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt)))
+        .run().changes;
     },
 
     /** Revokes the user's active sessions (or just `sessionId`); answers how many. */

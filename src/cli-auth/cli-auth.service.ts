@@ -92,12 +92,14 @@ function displayUserCode(code: string): string {
 interface Deps {
   db: Db;
   repo: CliAuthRepo;
+  /** The users feature's lookup (app.ts passes the users service). */
+  users: { findById(id: string): { email: string | null } | undefined };
   clock: Clock;
   config: Pick<Config, "appUrl">;
   log: Pick<Logger, "warn">;
 }
 
-export function createCliAuthService({ db, repo, clock, config, log }: Deps) {
+export function createCliAuthService({ db, repo, users, clock, config, log }: Deps) {
   function sessionEnded(): HttpError {
     return new HttpError(401, CLI_SESSION_ENDED);
   }
@@ -187,7 +189,7 @@ export function createCliAuthService({ db, repo, clock, config, log }: Deps) {
           lastUsedAt: nowIso,
           expiresAt: new Date(now.getTime() + REFRESH_TOKEN_DAYS * DAY_MS).toISOString(),
         });
-        return { statusCode: 200, body: issuePair(sessionId, now, repo.findUserEmail(userId)) };
+        return { statusCode: 200, body: issuePair(sessionId, now, users.findById(userId)?.email ?? null) };
       });
     },
 

@@ -1,11 +1,13 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
-import { createAccessRepo } from "../members/access.repo.ts";
 import { isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
-import type { Db } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
 export const ROLES = ["owner", "admin", "member", "viewer"] as const;
 export type Role = (typeof ROLES)[number];
+
+/** The roles a member can be given; there is exactly one owner, the project's creator. */
+export const ASSIGNABLE_ROLES = ["admin", "member", "viewer"] as const;
+export type AssignableRole = (typeof ASSIGNABLE_ROLES)[number];
 
 export const ENVIRONMENTS = ["development", "staging", "production"] as const;
 export type Environment = (typeof ENVIRONMENTS)[number];
@@ -85,6 +87,21 @@ export function memberAccess(projectId: string, role: Role, projectEnvironments:
 export type AccessGuard = ReturnType<typeof createAccessGuard>;
 
 /**
+ * The rows the guard reads on every request: the members feature's access repo
+ * (members/access.repo.ts), passed in by whoever builds the guard, since core imports no
+ * feature.
+ */
+export interface AccessRows {
+  role(projectId: string, userId: string): Role | undefined;
+  grants(projectId: string, userId: string): string[];
+  environments(projectId: string): string[];
+  /** True for a disabled user and for one that does not exist. */
+  isDisabled(userId: string): boolean;
+  /** SQLite's data_version: changes when another connection has committed. */
+  dataVersion(): number;
+}
+
+/**
  * The one guard of every project-scoped request. Read fresh from the database on every
  * request, so a role change or revoked grant counts on the very next request.
  *
@@ -95,8 +112,7 @@ export type AccessGuard = ReturnType<typeof createAccessGuard>;
  * callback hooks run the handler in the same turn), and no other connection has committed
  * since (SQLite's data_version, read inside the transaction). Otherwise it reads them again.
  */
-export function createAccessGuard(db: Db) {
-  const repo = createAccessRepo(db);
+export function createAccessGuard(repo: AccessRows) {
   let checked: { caller: Principal; projectId: string; access: ProjectAccess; dataVersion: number } | undefined;
   const forget = () => {
     checked = undefined;

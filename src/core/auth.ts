@@ -1,12 +1,9 @@
 import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
-import { createAccessTokensRepo } from "../cli-auth/access-tokens.repo.ts";
-import { createBrowserSessionsRepo, type SessionUserRow } from "../sign-in/browser-sessions.repo.ts";
 import { isServiceAccount, type Caller, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashToken, randomToken } from "./crypto.ts";
-import type { Db } from "./db.ts";
 import { HttpError } from "./errors.ts";
 
 declare module "fastify" {
@@ -82,10 +79,51 @@ export function sessionCookieName(config: Pick<Config, "isProduction">): string 
 
 export type Auth = ReturnType<typeof createAuth>;
 
-export function createAuth(db: Db, config: Config, clock: Clock, serviceTokens?: ServiceTokenResolver) {
+/** A credential's user, read with the credential. */
+export interface SessionUserRow {
+  id: string;
+  email: string | null;
+  name: string | null;
+  email_verified: number;
+}
+
+export interface BrowserSessionRow extends SessionUserRow {
+  session_id: string;
+  created_at: string;
+  last_seen_at: string;
+  expires_at: string;
+}
+
+export interface AccessTokenRow extends SessionUserRow {
+  session_id: string;
+  last_used_at: string;
+}
+
+/**
+ * The credential rows read on every request, from the features that own them
+ * (sign-in/browser-sessions.repo.ts, cli-auth/access-tokens.repo.ts), passed in by app.ts
+ * since core imports no feature.
+ */
+export interface CredentialRepos {
+  browserSessions: {
+    find(tokenHash: string): BrowserSessionRow | undefined;
+    touch(sessionId: string, lastSeenAt: string, expiresAt: string): void;
+    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): void;
+    delete(tokenHash: string): void;
+  };
+  accessTokens: {
+    findLive(tokenHash: string, nowIso: string): AccessTokenRow | undefined;
+    touchSession(sessionId: string, lastUsedAt: string): void;
+  };
+}
+
+export function createAuth(
+  { browserSessions, accessTokens }: CredentialRepos,
+  config: Config,
+  clock: Clock,
+  serviceTokens?: ServiceTokenResolver,
+) {
   const cookieName = sessionCookieName(config);
-  const browserSessions = createBrowserSessionsRepo(db);
-  const accessTokens = createAccessTokensRepo(db);
 
   function toCaller(row: SessionUserRow, via: Caller["via"], sessionId: string): Caller {
     return { userId: row.id, email: row.email, name: row.name, emailVerified: row.email_verified === 1, via, sessionId };

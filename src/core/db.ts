@@ -9,6 +9,7 @@ import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import type { Keyring } from "./crypto.ts";
 import { safeEqual } from "./crypto.ts";
 import * as schema from "./schema.ts";
+import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
@@ -230,17 +231,8 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
       );
     }
   }
-  const missing = (
-    sqlite
-      .prepare(
-        `SELECT key_version AS v FROM project_keys GROUP BY key_version
-         UNION SELECT key_version FROM secret_versions GROUP BY key_version
-         UNION SELECT token_key_version FROM integrations
-         UNION SELECT hook_key_version FROM integrations WHERE hook_ciphertext IS NOT NULL`,
-      )
-      .all() as { v: number }[]
-  )
-    .map((r) => r.v)
+  const missing = createEncryptedRecordCounter(db)
+    .keyVersionsInUse()
     .filter((v) => !keyring.has(v));
   if (missing.length > 0) {
     throw new ConfigError(

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
-import { INVITATION_NOT_FOUND } from "../members/invitations.service.ts";
+import { INVITATION_NOT_FOUND } from "./invitations.service.ts";
 import type { InboxService } from "./inbox.service.ts";
 
 const Params = z.strictObject({ invitationId: z.uuid() });

@@ -1,8 +1,8 @@
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
-import { INVITATION_NOT_FOUND, type InvitationsService } from "../members/invitations.service.ts";
-import type { InboxRepo } from "./inbox.repo.ts";
+import type { InvitationsRepo } from "./invitations.repo.ts";
+import { INVITATION_NOT_FOUND, type InvitationsService, type Memberships } from "./invitations.service.ts";
 
 export interface InboxInvitation {
   id: string;
@@ -15,7 +15,8 @@ export interface InboxInvitation {
 }
 
 interface Deps {
-  repo: InboxRepo;
+  repo: Pick<InvitationsRepo, "listPendingFor">;
+  memberships: Pick<Memberships, "listProjectIdsOf">;
   invitations: InvitationsService;
   clock: Clock;
 }
@@ -25,9 +26,9 @@ export type InboxService = ReturnType<typeof createInboxService>;
 /**
  * Invitations that reach people without a link: a signed-in user whose VERIFIED e-mail is
  * the invited address sees the invitation and can accept it by id. Acceptance goes through
- * the members feature's single acceptInvitation, so the rules are exactly the token's.
+ * the invitations service's single acceptInvitation, so the rules are exactly the token's.
  */
-export function createInboxService({ repo, invitations, clock }: Deps) {
+export function createInboxService({ repo, memberships, invitations, clock }: Deps) {
   function verifiedEmail(caller: Caller): string | undefined {
     const email = caller.email?.trim().toLowerCase();
     return caller.emailVerified && email ? email : undefined;
@@ -37,7 +38,9 @@ export function createInboxService({ repo, invitations, clock }: Deps) {
     list(caller: Caller): { invitations: InboxInvitation[]; emailVerified: boolean } {
       const email = verifiedEmail(caller);
       if (!email) return { invitations: [], emailVerified: false };
-      const rows = repo.listPendingFor(email, caller.userId, clock.now().toISOString());
+      // Not for projects the caller is already in: accepting would only answer 409.
+      const joined = new Set(memberships.listProjectIdsOf(caller.userId));
+      const rows = repo.listPendingFor(email, clock.now().toISOString()).filter((r) => !joined.has(r.projectId));
       return {
         emailVerified: true,
         invitations: rows.map((r) => ({

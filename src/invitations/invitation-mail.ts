@@ -1,11 +1,8 @@
-import { eq } from "drizzle-orm";
 import nodemailer from "nodemailer";
 import type { Logger } from "pino";
 import type { Config } from "../core/config.ts";
-import type { Db } from "../core/db.ts";
-import { invitations, projects, users } from "../core/schema.ts";
-
-export type DeliveryStatus = "not_configured" | "sent" | "failed";
+import type { DeliveryStatus, InvitationsRepo } from "./invitations.repo.ts";
+import type { InvitationContext } from "./invitations.service.ts";
 
 /** What invitations.service needs: send one invitation's link, record and return the outcome. */
 export interface InvitationMailer {
@@ -20,7 +17,9 @@ const ROLE_WORDS: Record<string, string> = { admin: "an admin", member: "a membe
  * an error, or the API response. A failure is logged (without the link) and recorded as
  * the invitation's delivery status, which the project's invitation list shows.
  */
-export function createInvitationMailer(db: Db, config: Pick<Config, "smtp">, log: Pick<Logger, "info" | "warn">): InvitationMailer | undefined {
+export function createInvitationMailer(
+  { repo, context }: { repo: Pick<InvitationsRepo, "setDeliveryStatus">; context: InvitationContext },
+  config: Pick<Config, "smtp">, log: Pick<Logger, "info" | "warn">): InvitationMailer | undefined {
   if (!config.smtp) return undefined;
   const transport = nodemailer.createTransport({
     url: config.smtp.url,
@@ -32,17 +31,11 @@ export function createInvitationMailer(db: Db, config: Pick<Config, "smtp">, log
   });
   const from = config.smtp.from;
 
-  function describeRecipientContext(projectId: string, invitedBy: string | null) {
-    const project = db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get();
-    const inviter = invitedBy
-      ? db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, invitedBy)).get()
-      : undefined;
-    return { projectName: project?.name ?? "a project", inviter: inviter?.name || inviter?.email || "Someone" };
-  }
-
   return {
     async deliver(invitation, acceptUrl) {
-      const { projectName, inviter } = describeRecipientContext(invitation.projectId, invitation.invitedBy);
+      const found = context(invitation.projectId, invitation.invitedBy);
+      const projectName = found.projectName ?? "a project";
+      const inviter = found.inviter?.name || found.inviter?.email || "Someone";
       const role = ROLE_WORDS[invitation.role] ?? invitation.role;
       let status: DeliveryStatus;
       try {
@@ -72,7 +65,7 @@ export function createInvitationMailer(db: Db, config: Pick<Config, "smtp">, log
           `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
         );
       }
-      db.update(invitations).set({ deliveryStatus: status }).where(eq(invitations.id, invitation.id)).run();
+      repo.setDeliveryStatus(invitation.id, status);
       return status;
     },
   };

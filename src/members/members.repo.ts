@@ -1,7 +1,7 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import type { Environment, Role } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
-import { environmentGrants, invitations, memberships, projects, users } from "../core/schema.ts";
+import { environmentGrants, memberships, users } from "../core/schema.ts";
 
 export interface MemberRow {
   userId: string;
@@ -11,10 +11,39 @@ export interface MemberRow {
   createdAt: string;
 }
 
-export type InvitationRow = typeof invitations.$inferSelect;
+/** Memberships and environment grants: rows in, rows out. */
+export interface EnvironmentGrantCount {
+  environment: string;
+  members: number;
+  viewers: number;
+}
 
-/** Memberships, environment grants and invitations: rows in, rows out. */
 export function createMembersRepo(db: Db) {
+  // The security overview's counts, prepared once: it is read on every visit of its page.
+  const sqlite = db.$client;
+  const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
+  const countGrantsPerEnvironment = sqlite.prepare(
+    `SELECT g.environment, coalesce(sum(m.role = 'member'), 0) AS members, coalesce(sum(m.role = 'viewer'), 0) AS viewers
+     FROM environment_grants g JOIN memberships m ON m.project_id = g.project_id AND m.user_id = g.user_id
+     WHERE g.project_id = ? GROUP BY g.environment`,
+  );
+  const countUngranted = sqlite
+    .prepare(
+      `SELECT count(*) FROM memberships m
+       WHERE m.project_id = ? AND m.role IN ('member', 'viewer')
+         AND NOT EXISTS (SELECT 1 FROM environment_grants g WHERE g.project_id = m.project_id AND g.user_id = m.user_id)`,
+    )
+    .pluck();
+  const listMembershipsOf = sqlite.prepare(
+    `SELECT m.project_id AS projectId, m.role,
+       (SELECT json_group_array(g.environment) FROM environment_grants g
+         WHERE g.project_id = m.project_id AND g.user_id = m.user_id) AS grants
+     FROM memberships m WHERE m.user_id = ?`,
+  );
+  const membersAmong = sqlite
+    .prepare("SELECT user_id FROM memberships WHERE project_id = ? AND user_id IN (SELECT value FROM json_each(?))")
+    .pluck();
+
   const memberColumns = {
     userId: memberships.userId,
     email: users.email,
@@ -48,6 +77,37 @@ export function createMembersRepo(db: Db) {
         .get();
     },
 
+    /** Every membership of the user, with its grants (meaningful for members and viewers only). */
+    listMembershipsOf(userId: string): { projectId: string; role: Role; grants: Environment[] }[] {
+      return (listMembershipsOf.all(userId) as { projectId: string; role: Role; grants: string }[]).map((row) => ({
+        projectId: row.projectId,
+        role: row.role,
+        grants: JSON.parse(row.grants) as Environment[],
+      }));
+    },
+
+    /** Which of these users are members of the project now (the audit log marks former members). */
+    membersAmong(projectId: string, userIds: string[]): Set<string> {
+      if (userIds.length === 0) return new Set();
+      return new Set(membersAmong.all(projectId, JSON.stringify(userIds)) as string[]);
+    },
+
+    countRoles(projectId: string): Record<Role, number> {
+      const counts: Record<Role, number> = { owner: 0, admin: 0, member: 0, viewer: 0 };
+      for (const row of countRoles.all(projectId) as { role: Role; n: number }[]) counts[row.role] = row.n;
+      return counts;
+    },
+
+    /** Per environment someone holds a grant to, the members and viewers holding one (admins need none). */
+    countGrantsPerEnvironment(projectId: string): EnvironmentGrantCount[] {
+      return countGrantsPerEnvironment.all(projectId) as EnvironmentGrantCount[];
+    },
+
+    /** Members and viewers holding no grant at all: they can see the project but no secret. */
+    countUngranted(projectId: string): number {
+      return countUngranted.get(projectId) as number;
+    },
+
     /** The projects this user is a member of, in any role. */
     listProjectIdsOf(userId: string): string[] {
       return db
@@ -56,15 +116,6 @@ export function createMembersRepo(db: Db) {
         .where(eq(memberships.userId, userId))
         .all()
         .map((row) => row.projectId);
-    },
-
-    /** Not yet accepted invitations this user created in the project, expired ones included. */
-    listOpenInvitationsBy(projectId: string, invitedBy: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
-        .all();
     },
 
     /** Whether a member of the project has this e-mail address, ignoring case. */
@@ -141,67 +192,6 @@ export function createMembersRepo(db: Db) {
         .run();
     },
 
-    findInvitation(id: string): InvitationRow | undefined {
-      return db.select().from(invitations).where(eq(invitations.id, id)).get();
-    },
-
-    findInvitationByTokenHash(tokenHash: string): InvitationRow | undefined {
-      return db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).get();
-    },
-
-    /** Not yet accepted, expired ones included, newest first. */
-    listOpenInvitations(projectId: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt)))
-        .orderBy(sql`${invitations.createdAt} DESC`, sql`${invitations.id} DESC`)
-        .all();
-    },
-
-    /** The not yet accepted invitations of this project for this (lower-case) address. */
-    listOpenInvitationsForEmail(projectId: string, email: string): InvitationRow[] {
-      return db
-        .select()
-        .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), eq(invitations.email, email), isNull(invitations.acceptedAt)))
-        .all();
-    },
-
-    /** What an invitee may see before signing in: the project's name and who invited them. */
-    findInvitationContext(projectId: string, invitedBy: string | null): { projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined } {
-      const project = db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get();
-      const inviter = invitedBy ? db.select({ email: users.email, name: users.name }).from(users).where(eq(users.id, invitedBy)).get() : undefined;
-      return { projectName: project?.name, inviter };
-    },
-
-    /** A new token (hash) and expiry for a not yet accepted invitation; false when it was used or is gone. */
-    renewInvitationToken(id: string, tokenHash: string, expiresAt: string): boolean {
-      const result = db
-        .update(invitations)
-        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
-        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
-        .run();
-      return result.changes > 0;
-    },
-
-    insertInvitation(row: typeof invitations.$inferInsert): void {
-      db.insert(invitations).values(row).run();
-    },
-
-    deleteInvitation(id: string): void {
-      db.delete(invitations).where(eq(invitations.id, id)).run();
-    },
-
-    /** Marks an invitation used; false when it already was (single use). */
-    markInvitationAccepted(id: string, userId: string, now: string): boolean {
-      const result = db
-        .update(invitations)
-        .set({ acceptedAt: now, acceptedBy: userId })
-        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
-        .run();
-      return result.changes > 0;
-    },
   };
 }
 

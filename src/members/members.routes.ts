@@ -4,7 +4,7 @@ import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
 import type { Auth } from "../core/auth.ts";
 import { parse } from "../core/errors.ts";
 import type { EnvironmentAccessService } from "./environment-access.service.ts";
-import type { InvitationsService } from "./invitations.service.ts";
+import type { InvitationsService } from "../invitations/invitations.service.ts";
 import { ASSIGNABLE_ROLES, type MembersService } from "./members.service.ts";
 
 const ROLE_MESSAGE = "Role must be admin, member, or viewer.";

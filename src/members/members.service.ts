@@ -1,6 +1,7 @@
-import { hasImplicitEnvironmentAccess, type AccessGuard, type Role } from "../core/access.ts";
+import { hasImplicitEnvironmentAccess, type AccessGuard, type AssignableRole, type Role } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Caller } from "../core/caller.ts";
+import type { LostRights, LostRightsListener } from "../core/lost-rights.ts";
 import type { Clock } from "../core/clock.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
@@ -15,29 +16,11 @@ export interface MemberView {
   createdAt: string;
 }
 
-/** The roles a member can be given; there is exactly one owner, the project's creator. */
-export const ASSIGNABLE_ROLES = ["admin", "member", "viewer"] as const;
-export type AssignableRole = (typeof ASSIGNABLE_ROLES)[number];
+// Declared in core so invitations and routes share them without importing this feature.
+export { ASSIGNABLE_ROLES, type AssignableRole } from "../core/access.ts";
+export type { LostRights, LostRightsCause, LostRightsListener } from "../core/lost-rights.ts";
 
 export const MEMBER_NOT_FOUND = "Member not found.";
-
-/** How a person's rights in a project just shrank or ended. */
-export type LostRightsCause = "role_changed" | "removed" | "left" | "disabled";
-
-export interface LostRights {
-  projectId: string;
-  userId: string;
-  cause: LostRightsCause;
-  /** Who caused it (the admin who changed the role, the person leaving); null for the operator's users command. */
-  actor: Caller | null;
-}
-
-/**
- * Runs inside the transaction that changed the membership, after the change: what the person
- * created on their authority (invitations, a Vercel connection) is checked against their
- * rights as they are now, and voided or paused in the same commit.
- */
-export type LostRightsListener = (lost: LostRights) => void;
 
 interface Deps {
   db: Db;

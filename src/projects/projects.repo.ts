@@ -1,16 +1,13 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
-import type { Environment, Role } from "../core/access.ts";
+import type { Environment } from "../core/access.ts";
 import type { Db } from "../core/db.ts";
-import { memberships, projectEnvironments, projects, secrets } from "../core/schema.ts";
+import { projectEnvironments, projects, secrets } from "../core/schema.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
 
 export interface ListedProjectRow extends Pick<ProjectRow, "id" | "name" | "description" | "createdAt" | "updatedAt"> {
-  role: Role;
   /** The project's environment slugs. */
   environments: string[];
-  /** The caller's environment grants (meaningful for members and viewers only). */
-  grants: string[];
   /** Environment slug to count, for environments that hold secrets. */
   secretCounts: Record<string, number>;
 }
@@ -21,26 +18,23 @@ interface RawListedProject {
   description: string | null;
   created_at: string;
   updated_at: string;
-  role: Role;
   environments: string;
-  grants: string;
   secret_counts: string;
 }
 
 export function createProjectsRepo(db: Db) {
   // Correlated subqueries: each walks its table's primary key or (project_id, environment, …)
   // index for one project, so the cost is that of the rows returned.
-  const listForUser = db.$client.prepare(
-    `SELECT p.id, p.name, p.description, p.created_at, p.updated_at, m.role,
+  const listByIds = db.$client.prepare(
+    `SELECT p.id, p.name, p.description, p.created_at, p.updated_at,
        (SELECT json_group_array(pe.slug) FROM project_environments pe WHERE pe.project_id = p.id) AS environments,
-       (SELECT json_group_array(g.environment) FROM environment_grants g
-         WHERE g.project_id = p.id AND g.user_id = m.user_id) AS grants,
        (SELECT json_group_object(c.environment, c.n) FROM
          (SELECT s.environment, count(*) AS n FROM secrets s WHERE s.project_id = p.id GROUP BY s.environment) c) AS secret_counts
-     FROM memberships m JOIN projects p ON p.id = m.project_id
-     WHERE m.user_id = ?
+     FROM projects p
+     WHERE p.id IN (SELECT value FROM json_each(?))
      ORDER BY p.updated_at DESC, p.id DESC`,
   );
+  const listNames = db.$client.prepare("SELECT id, name FROM projects WHERE id IN (SELECT value FROM json_each(?))");
 
   return {
     findById(id: string): ProjectRow | undefined {
@@ -48,44 +42,32 @@ export function createProjectsRepo(db: Db) {
     },
 
     /**
-     * The caller's projects, most recently updated first, each with what its view needs: the
-     * caller's role and grants, the project's environments and its secret counts. One
-     * statement for any number of projects; it used to be two queries per project.
+     * These projects, most recently updated first, each with what the list shows: its
+     * environments and its secret counts. One statement for any number of projects.
      */
-    listForUser(userId: string): ListedProjectRow[] {
-      return (listForUser.all(userId) as RawListedProject[]).map((row) => ({
+    listByIds(ids: string[]): ListedProjectRow[] {
+      return (listByIds.all(JSON.stringify(ids)) as RawListedProject[]).map((row) => ({
         id: row.id,
         name: row.name,
         description: row.description,
         createdAt: row.created_at,
         updatedAt: row.updated_at,
-        role: row.role,
         environments: JSON.parse(row.environments) as string[],
-        grants: JSON.parse(row.grants) as string[],
         secretCounts: JSON.parse(row.secret_counts) as Record<string, number>,
       }));
     },
 
-    /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
-    isNameTakenForUser(userId: string, name: string, exceptId?: string): boolean {
+    /** Whether one of these projects has this name, ignoring case. */
+    isNameTakenAmong(ids: string[], name: string): boolean {
       // Compared here, not with SQLite's lower(), which folds only ASCII ("Ärger" vs "ärger").
       const wanted = name.toLowerCase();
-      return db
-        .select({ id: projects.id, name: projects.name })
-        .from(memberships)
-        .innerJoin(projects, eq(projects.id, memberships.projectId))
-        .where(and(eq(memberships.userId, userId), exceptId ? sql`${projects.id} <> ${exceptId}` : undefined))
-        .all()
-        .some((row) => row.name.toLowerCase() === wanted);
+      return (listNames.all(JSON.stringify(ids)) as { name: string }[]).some((row) => row.name.toLowerCase() === wanted);
     },
 
-    insert(row: typeof projects.$inferInsert, environments: Environment[], ownerId: string): void {
+    insert(row: typeof projects.$inferInsert, environments: Environment[]): void {
       db.insert(projects).values(row).run();
       db.insert(projectEnvironments)
         .values(environments.map((slug) => ({ projectId: row.id, slug, createdAt: row.createdAt })))
-        .run();
-      db.insert(memberships)
-        .values({ projectId: row.id, userId: ownerId, role: "owner", createdAt: row.createdAt, updatedAt: row.createdAt })
         .run();
     },
 

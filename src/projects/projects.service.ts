@@ -3,7 +3,7 @@ import { memberAccess, type AccessGuard, type Environment, type Permission, type
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { isServiceAccount, type Caller, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ProjectRow, ProjectsRepo } from "./projects.repo.ts";
@@ -22,16 +22,33 @@ export interface ProjectView {
 
 export const NAME_TAKEN = "A project with this name already exists.";
 
+/**
+ * What projects need of the members feature: whose projects are whose, and the creator's
+ * membership. The members repo, passed in by app.ts; members write audit events and need no
+ * projects, so this is declared here rather than imported.
+ */
+export interface ProjectMemberships {
+  listMembershipsOf(userId: string): { projectId: string; role: Role; grants: Environment[] }[];
+  listProjectIdsOf(userId: string): string[];
+  insertMember(projectId: string, userId: string, role: Role, now: string): void;
+}
+
 interface Deps {
   db: Db;
   repo: ProjectsRepo;
+  memberships: ProjectMemberships;
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
   clock: Clock;
 }
 
-export function createProjectsService({ db, repo, access, audit, vault, clock }: Deps) {
+export function createProjectsService({ db, repo, memberships, access, audit, vault, clock }: Deps) {
+  /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
+  function isNameTakenForUser(userId: string, name: string, exceptId?: string): boolean {
+    return repo.isNameTakenAmong(memberships.listProjectIdsOf(userId).filter((id) => id !== exceptId), name);
+  }
+
   function toView(
     row: Pick<ProjectRow, "id" | "name" | "description" | "createdAt" | "updatedAt">,
     projectAccess: ProjectAccess,
@@ -64,10 +81,15 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
         const projectAccess = row && access.find(caller, row.id);
         return row && projectAccess ? [toView(row, projectAccess)] : [];
       }
-      // One statement, so every project's counts and grants are of the same moment as its row.
-      return repo.listForUser(caller.userId).map((row) =>
-        toView(row, memberAccess(row.id, row.role, row.environments, row.grants), row.secretCounts),
-      );
+      // One snapshot, so every project's counts and grants are of the same moment as its row;
+      // two statements for any number of projects.
+      return readTransaction(db, () => {
+        const byProject = new Map(memberships.listMembershipsOf(caller.userId).map((m) => [m.projectId, m]));
+        return repo.listByIds([...byProject.keys()]).map((row) => {
+          const membership = byProject.get(row.id)!;
+          return toView(row, memberAccess(row.id, membership.role, row.environments, membership.grants), row.secretCounts);
+        });
+      });
     },
 
     get: view,
@@ -75,13 +97,13 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
     create(caller: Caller, input: { name: string; description?: string; environments: Environment[] }): ProjectView {
       const id = crypto.randomUUID();
       writeTransaction(db, () => {
-        if (repo.isNameTakenForUser(caller.userId, input.name)) throw new HttpError(409, NAME_TAKEN);
+        if (isNameTakenForUser(caller.userId, input.name)) throw new HttpError(409, NAME_TAKEN);
         const now = clock.now().toISOString();
         repo.insert(
           { id, name: input.name, description: input.description || null, createdBy: caller.userId, createdAt: now, updatedAt: now },
           input.environments,
-          caller.userId,
         );
+        memberships.insertMember(id, caller.userId, "owner", now);
         vault.createProjectKey(id);
         audit.record(caller, {
           projectId: id,
@@ -103,7 +125,7 @@ export function createProjectsService({ db, repo, access, audit, vault, clock }:
         const nameChanged = name !== row.name;
         const descriptionChanged = description !== row.description;
         if (!nameChanged && !descriptionChanged) return;
-        if (nameChanged && repo.isNameTakenForUser(caller.userId, name, projectId)) throw new HttpError(409, NAME_TAKEN);
+        if (nameChanged && isNameTakenForUser(caller.userId, name, projectId)) throw new HttpError(409, NAME_TAKEN);
         repo.update(projectId, { name, description, updatedAt: clock.now().toISOString() });
         audit.record(caller, {
           projectId,

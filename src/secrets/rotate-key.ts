@@ -8,34 +8,11 @@ import { createAuditRepo } from "../audit/audit.repo.ts";
 import { loadConfig } from "../core/config.ts";
 import { loadKeyring, type Keyring } from "../core/crypto.ts";
 import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
+import { createEncryptedRecordCounter, ENCRYPTED_COLUMNS, type EncryptedColumn } from "../core/encrypted-columns.ts";
 import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
 import { plural } from "../core/text.ts";
 
 const DEFAULT_BATCH_SIZE = 200;
-
-export interface RotationCounts {
-  total: number;
-  onCurrentKeyVersion: number;
-  other: number;
-}
-
-/**
- * Every encrypted record in one query: secret values, project data keys and the
- * integration's token and deploy hook. The security overview reports the same numbers.
- */
-export function countEncryptedRecords(db: Db, currentKeyVersion: number): RotationCounts {
-  const row = db.$client
-    .prepare(
-      `SELECT count(*) AS total, coalesce(sum(v = @current), 0) AS onCurrent FROM (
-         SELECT key_version AS v FROM secret_versions
-         UNION ALL SELECT key_version FROM project_keys
-         UNION ALL SELECT token_key_version FROM integrations
-         UNION ALL SELECT hook_key_version FROM integrations WHERE hook_ciphertext IS NOT NULL
-       )`,
-    )
-    .get({ current: currentKeyVersion }) as { total: number; onCurrent: number };
-  return { total: row.total, onCurrentKeyVersion: row.onCurrent, other: row.total - row.onCurrent };
-}
 
 interface Output {
   out: (line: string) => void;
@@ -65,14 +42,11 @@ export async function rotateRecords(
   const sqlite = db.$client;
   const result: RotationResult = { reencrypted: 0, failed: 0, projectKeysRemoved: 0, auditEventsRekeyed: 0, interrupted: false };
 
-  const pendingValues = (sqlite.prepare("SELECT count(*) FROM secret_versions WHERE key_version <> ?").pluck().get(current) as number) ?? 0;
-  const pendingIntegrations = sqlite
-    .prepare(
-      `SELECT (SELECT count(*) FROM integrations WHERE token_key_version <> @c)
-            + (SELECT count(*) FROM integrations WHERE hook_ciphertext IS NOT NULL AND hook_key_version <> @c)`,
-    )
-    .pluck()
-    .get({ c: current }) as number;
+  const pending = createEncryptedRecordCounter(db).pendingByColumn(current);
+  const pendingIn = (group: string) =>
+    pending.filter(({ column }) => resealPlan(column, vault)?.group === group).reduce((sum, { pending: n }) => sum + n, 0);
+  const pendingValues = pendingIn("secret values");
+  const pendingIntegrations = pendingIn("integration credentials");
   out(`Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`);
 
   // The audit chain first: if it does not verify, stop before anything changes, so the old
@@ -98,83 +72,42 @@ export async function rotateRecords(
     );
   }
 
-  // Secret values, by rowid so a row that fails to open is passed over instead of retried forever.
-  const selectValues = sqlite.prepare(
-    `SELECT v.rowid AS rowid, v.secret_id AS secretId, v.version_number AS versionNumber, v.project_id AS projectId,
-            s.environment AS environment, v.ciphertext AS ciphertext, v.key_version AS keyVersion
-     FROM secret_versions v JOIN secrets s ON s.id = v.secret_id
-     WHERE v.key_version <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
-  );
-  // The digest is keyed per key version too: recomputed under the new one.
-  const updateValue = sqlite.prepare("UPDATE secret_versions SET ciphertext = ?, key_version = ?, digest = ? WHERE rowid = ? AND key_version = ?");
-  let cursor = 0;
-  let done = 0;
-  while (pendingValues > 0) {
-    if (options.shouldStop()) return { ...result, interrupted: true };
-    const batch = writeTransaction(db, () => {
-      const rows = selectValues.all(current, cursor, options.batchSize) as {
-        rowid: number;
-        secretId: string;
-        versionNumber: number;
-        projectId: string;
-        environment: string;
-        ciphertext: Buffer;
-        keyVersion: number;
-      }[];
-      for (const row of rows) {
-        const aad = secretValueAad(row.projectId, row.environment, row.secretId, row.versionNumber);
-        const moved = reseal(vault, row.projectId, aad, row);
-        if (moved) {
-          updateValue.run(moved.ciphertext, moved.keyVersion, vault.digest(row.projectId, moved.keyVersion, moved.plaintext), row.rowid, row.keyVersion);
-          result.reencrypted++;
-        } else {
-          result.failed++;
-          err(`Secret ${row.secretId} version ${row.versionNumber} does not decrypt with key version ${row.keyVersion}; left as it is.`);
-        }
-      }
-      return rows;
-    });
-    if (batch.length === 0) break;
-    cursor = batch.at(-1)!.rowid;
-    done += batch.length;
-    out(`secret values: ${done}/${pendingValues}`);
-    // Lets a pending SIGINT be seen between batches, never inside one.
-    await new Promise((resolve) => setImmediate(resolve));
-  }
-
-  // Integration credentials: one row per project, two sealed fields.
-  const fields = [
-    { name: "token", column: "token_ciphertext", version: "token_key_version", aad: "token" },
-    { name: "deploy hook", column: "hook_ciphertext", version: "hook_key_version", aad: "deploy-hook" },
-  ] as const;
-  let doneIntegrations = 0;
-  for (const field of fields) {
-    const select = sqlite.prepare(
-      `SELECT rowid, project_id AS projectId, ${field.column} AS ciphertext, ${field.version} AS keyVersion FROM integrations
-       WHERE ${field.column} IS NOT NULL AND ${field.version} <> ? AND rowid > ? ORDER BY rowid LIMIT ?`,
+  // Every record sealed with a project data key, by rowid so a row that fails to open is
+  // passed over instead of retried forever.
+  const doneIn = new Map<string, number>();
+  for (const { column, pending: pendingHere } of pending) {
+    const plan = resealPlan(column, vault);
+    if (!plan || pendingHere === 0) continue;
+    const select = sqlite.prepare(plan.select);
+    const also = plan.alsoSet;
+    const update = sqlite.prepare(
+      `UPDATE ${column.table} SET ${column.ciphertext} = ?, ${column.keyVersion} = ?${also ? `, ${also.column} = ?` : ""} ` +
+        `WHERE rowid = ? AND ${column.keyVersion} = ?`,
     );
-    const update = sqlite.prepare(`UPDATE integrations SET ${field.column} = ?, ${field.version} = ? WHERE rowid = ? AND ${field.version} = ?`);
-    let rowCursor = 0;
+    let cursor = 0;
     for (;;) {
       if (options.shouldStop()) return { ...result, interrupted: true };
       const batch = writeTransaction(db, () => {
-        const rows = select.all(current, rowCursor, options.batchSize) as { rowid: number; projectId: string; ciphertext: Buffer; keyVersion: number }[];
+        const rows = select.all(current, cursor, options.batchSize) as ResealRow[];
         for (const row of rows) {
-          const moved = reseal(vault, row.projectId, integrationAad(row.projectId, field.aad), row);
+          const moved = reseal(vault, row.projectId, plan.aad(row), row);
           if (moved) {
-            update.run(moved.ciphertext, moved.keyVersion, row.rowid, row.keyVersion);
+            const alsoValue = also ? [also.value(row.projectId, moved)] : [];
+            update.run(moved.ciphertext, moved.keyVersion, ...alsoValue, row.rowid, row.keyVersion);
             result.reencrypted++;
           } else {
             result.failed++;
-            err(`The integration ${field.name} of project ${row.projectId} does not decrypt with key version ${row.keyVersion}; left as it is.`);
+            err(`${plan.describe(row)} does not decrypt with key version ${row.keyVersion}; left as it is.`);
           }
         }
         return rows;
       });
       if (batch.length === 0) break;
-      rowCursor = batch.at(-1)!.rowid;
-      doneIntegrations += batch.length;
-      out(`integration credentials: ${doneIntegrations}/${pendingIntegrations}`);
+      cursor = batch.at(-1)!.rowid;
+      const done = (doneIn.get(plan.group) ?? 0) + batch.length;
+      doneIn.set(plan.group, done);
+      out(`${plan.group}: ${done}/${pendingIn(plan.group)}`);
+      // Lets a pending SIGINT be seen between batches, never inside one.
       await new Promise((resolve) => setImmediate(resolve));
     }
   }
@@ -185,17 +118,70 @@ export async function rotateRecords(
   writeTransaction(db, () => {
     const projects = sqlite.prepare("SELECT DISTINCT project_id FROM project_keys WHERE key_version <> ?").pluck().all(current) as string[];
     for (const projectId of projects) vault.createProjectKey(projectId);
+    // Still needed while any record of its project is sealed with it.
+    const stillNeeded = ENCRYPTED_COLUMNS.filter((c) => c.sealedWith === "project data key").map(
+      (c) =>
+        `AND NOT EXISTS (SELECT 1 FROM ${c.table} r WHERE r.${c.projectId} = project_keys.project_id ` +
+        `AND r.${c.keyVersion} = project_keys.key_version${c.isNullable ? ` AND r.${c.ciphertext} IS NOT NULL` : ""})`,
+    );
     result.projectKeysRemoved = sqlite
-      .prepare(
-        `DELETE FROM project_keys WHERE key_version <> @c
-           AND NOT EXISTS (SELECT 1 FROM secret_versions v WHERE v.project_id = project_keys.project_id AND v.key_version = project_keys.key_version)
-           AND NOT EXISTS (SELECT 1 FROM integrations i WHERE i.project_id = project_keys.project_id
-                             AND (i.token_key_version = project_keys.key_version
-                                  OR (i.hook_ciphertext IS NOT NULL AND i.hook_key_version = project_keys.key_version)))`,
-      )
+      .prepare(`DELETE FROM project_keys WHERE key_version <> @c ${stillNeeded.join(" ")}`)
       .run({ c: current }).changes;
   });
   return result;
+}
+
+interface ResealRow {
+  rowid: number;
+  projectId: string;
+  ciphertext: Buffer;
+  keyVersion: number;
+  /** Secret values only: what their AAD binds them to besides the project. */
+  secretId?: string;
+  versionNumber?: number;
+  environment?: string;
+}
+
+/**
+ * How rotate-key re-encrypts one kind of record in place: the batch query, the record's AAD
+ * and how an error names it. None for project data keys, which are replaced, not resealed.
+ */
+interface ResealPlan {
+  group: string;
+  select: string;
+  aad(row: ResealRow): string;
+  describe(row: ResealRow): string;
+  /** A column of the same row that depends on the key version and is rewritten with it. */
+  alsoSet?: { column: string; value(projectId: string, moved: Resealed): string };
+}
+
+function resealPlan(column: EncryptedColumn, vault: Vault): ResealPlan | undefined {
+  const { table, ciphertext, keyVersion, projectId } = column;
+  const aad = column.aad;
+  switch (aad.kind) {
+    case "project data key":
+      return undefined;
+    case "secret value":
+      return {
+        group: "secret values",
+        select: `SELECT v.rowid AS rowid, v.secret_id AS secretId, v.version_number AS versionNumber, v.${projectId} AS projectId,
+                   s.environment AS environment, v.${ciphertext} AS ciphertext, v.${keyVersion} AS keyVersion
+                 FROM ${table} v JOIN secrets s ON s.id = v.secret_id
+                 WHERE v.${keyVersion} <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
+        aad: (row) => secretValueAad(row.projectId, row.environment!, row.secretId!, row.versionNumber!),
+        describe: (row) => `Secret ${row.secretId} version ${row.versionNumber}`,
+        // The digest is keyed per key version too: recomputed under the new one.
+        alsoSet: { column: "digest", value: (projectId, moved) => vault.digest(projectId, moved.keyVersion, moved.plaintext) },
+      };
+    case "integration":
+      return {
+        group: "integration credentials",
+        select: `SELECT rowid, ${projectId} AS projectId, ${ciphertext} AS ciphertext, ${keyVersion} AS keyVersion FROM ${table}
+                 WHERE ${ciphertext} IS NOT NULL AND ${keyVersion} <> ? AND rowid > ? ORDER BY rowid LIMIT ?`,
+        aad: (row) => integrationAad(row.projectId, aad.field),
+        describe: (row) => `The ${column.name} of project ${row.projectId}`,
+      };
+  }
 }
 
 function reseal(vault: Vault, projectId: string, aad: string, sealed: { ciphertext: Buffer; keyVersion: number }) {
@@ -208,6 +194,8 @@ function reseal(vault: Vault, projectId: string, aad: string, sealed: { cipherte
   }
   return { ...vault.seal(projectId, aad, plaintext), plaintext };
 }
+
+type Resealed = NonNullable<ReturnType<typeof reseal>>;
 
 const KEY_HASH_ONLY_FLAG = "--key-hash-only-audit-events";
 
@@ -262,7 +250,7 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
       );
       return 1;
     }
-    const counts = countEncryptedRecords(db, keyring.currentVersion);
+    const counts = createEncryptedRecordCounter(db).count(keyring.currentVersion);
     // Events a server still configured with an older MASTER_KEY may have written meanwhile.
     const audit = createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
     // Hash-only events left on purpose are verify's to report, not a failure of this run.

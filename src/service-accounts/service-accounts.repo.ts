@@ -1,6 +1,6 @@
 import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import type { Db } from "../core/db.ts";
-import { projects, serviceAccounts, serviceAccountTrusts, serviceTokens, users } from "../core/schema.ts";
+import { serviceAccounts, serviceAccountTrusts, serviceTokens, users } from "../core/schema.ts";
 
 export type ServiceAccountRow = typeof serviceAccounts.$inferSelect;
 export type ServiceTokenRow = typeof serviceTokens.$inferSelect;
@@ -71,10 +71,6 @@ export function createServiceAccountsRepo(db: Db) {
     /** Any project: the workload exchange names the account alone. */
     findAccountById(id: string): ServiceAccountRow | undefined {
       return db.select().from(serviceAccounts).where(eq(serviceAccounts.id, id)).get();
-    },
-
-    projectName(projectId: string): string | undefined {
-      return db.select({ name: projects.name }).from(projects).where(eq(projects.id, projectId)).get()?.name;
     },
 
     insertAccount(row: typeof serviceAccounts.$inferInsert): void {

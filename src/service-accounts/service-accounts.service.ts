@@ -7,7 +7,7 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { LostRights } from "../members/members.service.ts";
+import type { LostRights } from "../core/lost-rights.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
 export const ACCOUNT_NOT_FOUND = "Service account not found.";
@@ -210,12 +210,14 @@ export function accountCaller(
 interface Deps {
   db: Db;
   repo: ServiceAccountsRepo;
+  /** The projects feature's lookup (app.ts passes the projects repo's). */
+  projects: { findById(id: string): { name: string } | undefined };
   access: AccessGuard;
   audit: AuditWriter;
   clock: Clock;
 }
 
-export function createServiceAccountsService({ db, repo, access, audit, clock }: Deps) {
+export function createServiceAccountsService({ db, repo, projects, access, audit, clock }: Deps) {
   function toView(row: ServiceAccountRow & WithCreator): ServiceAccountView {
     return {
       id: row.id,
@@ -490,7 +492,7 @@ export function createServiceAccountsService({ db, repo, access, audit, clock }:
           id: caller.serviceAccountId,
           name: caller.serviceAccountName,
           projectId: caller.projectId,
-          projectName: repo.projectName(caller.projectId) ?? "",
+          projectName: projects.findById(caller.projectId)?.name ?? "",
           role: caller.role,
           environments: projectEnvironments,
         },

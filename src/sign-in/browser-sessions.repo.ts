@@ -1,18 +1,5 @@
+import type { BrowserSessionRow } from "../core/auth.ts";
 import type { Db } from "../core/db.ts";
-
-export interface SessionUserRow {
-  id: string;
-  email: string | null;
-  name: string | null;
-  email_verified: number;
-}
-
-export interface BrowserSessionRow extends SessionUserRow {
-  session_id: string;
-  created_at: string;
-  last_seen_at: string;
-  expires_at: string;
-}
 
 /**
  * Browser sessions, looked up by their token's hash on every signed-in request

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { Auth } from "../core/auth.ts";
 import { parse } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
-import { toPublicUser } from "../users/users.repo.ts";
+import { toPublicUser } from "../users/users.service.ts";
 import type { LocalAccounts } from "./local.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 

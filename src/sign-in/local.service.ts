@@ -4,7 +4,7 @@ import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { UserRow, UsersRepo } from "../users/users.repo.ts";
+import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
 
@@ -38,7 +38,7 @@ export interface IssuedLink {
 
 interface Deps {
   db: Db;
-  users: UsersRepo;
+  users: UsersService;
   repo: LocalRepo;
   config: Pick<Config, "appUrl">;
   clock: Clock;
@@ -181,8 +181,7 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
           // A reset ends every session that may have been opened with the old password:
           // browser sessions, and CLI sessions approved from them.
           if (link.purpose === "reset") {
-            users.deleteBrowserSessions(userId);
-            users.revokeCliSessions(userId, now);
+            users.endSessions(userId, now);
           }
         }
         if (!repo.markLinkUsed(link.id, now)) throw new HttpError(410, LINK_UNUSABLE);

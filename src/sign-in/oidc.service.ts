@@ -5,7 +5,7 @@ import { isLoopbackHost } from "../core/loopback.ts";
 import { ConfigError, type Config } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
 import { displayName } from "../core/text.ts";
-import type { UserRow, UsersRepo } from "../users/users.repo.ts";
+import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
 
 export const OIDC_SCOPES = "openid email profile";
@@ -31,7 +31,7 @@ export class SignInFailure extends Error {
 interface Deps {
   config: Config;
   clock: Clock;
-  users: UsersRepo;
+  users: UsersService;
   log: Pick<Logger, "info" | "warn" | "error">;
 }
 

@@ -6,7 +6,7 @@ import type { Clock } from "../core/clock.ts";
 import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError, parse } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
-import { toPublicUser, type UsersRepo } from "../users/users.repo.ts";
+import { toPublicUser, type UsersService } from "../users/users.service.ts";
 
 const DevSignIn = z.strictObject({
   email: z.email().max(254),
@@ -23,7 +23,7 @@ interface Deps {
   auth: Auth;
   config: Config;
   clock: Clock;
-  users: UsersRepo;
+  users: UsersService;
 }
 
 /** operations.md's browser sign-in endpoints that every provider shares, plus the dev sign-in. */

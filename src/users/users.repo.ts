@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
-import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../core/db.ts";
-import { accountLinks, browserSessions, cliSessions, users } from "../core/schema.ts";
+import { browserSessions, users } from "../core/schema.ts";
 
 export type UserRow = typeof users.$inferSelect;
 
@@ -86,24 +86,7 @@ export function createUsersRepo(db: Db) {
     deleteBrowserSessions(userId: string): number {
       return db.delete(browserSessions).where(eq(browserSessions.userId, userId)).run().changes;
     },
-
-    revokeCliSessions(userId: string, now: Date): number {
-      return db
-        .update(cliSessions)
-        .set({ revokedAt: now.toISOString() })
-        .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt)))
-        .run().changes;
-    },
-
-    deleteUnusedAccountLinks(userId: string): void {
-      db.delete(accountLinks).where(and(eq(accountLinks.userId, userId), isNull(accountLinks.usedAt))).run();
-    },
   };
 }
 
 export type UsersRepo = ReturnType<typeof createUsersRepo>;
-
-/** The public shape of a user in sign-in responses. */
-export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
-  return { id: user.id, email: user.email, name: user.name };
-}

@@ -9,14 +9,14 @@ import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth
 import type { Environment } from "../../src/core/access.ts";
 import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
 import type { InboxService } from "../../src/invitations/inbox.service.ts";
-import type { InvitationView, InvitationsService } from "../../src/members/invitations.service.ts";
+import type { InvitationView, InvitationsService } from "../../src/invitations/invitations.service.ts";
 import type { MemberView } from "../../src/members/members.service.ts";
 import type { ProjectView } from "../../src/projects/projects.service.ts";
 import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
 import type { CopyService } from "../../src/secrets/copy.service.ts";
 import type { ServiceAccountView, ServiceAccountsService, TokenView, TrustView } from "../../src/service-accounts/service-accounts.service.ts";
 import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
-import type { toPublicUser } from "../../src/users/users.repo.ts";
+import type { toPublicUser } from "../../src/users/users.service.ts";
 
 export class ApiError extends Error {
   constructor(

@@ -9,7 +9,7 @@ import { ProjectsPage } from "./pages/projects.tsx";
 import { SetPasswordPage } from "./pages/set-password.tsx";
 import { SignInPage } from "./pages/sign-in.tsx";
 import { navigate, rememberReturnTo, takeReturnTo, useLocation } from "./router.ts";
-import { Link, messageOf } from "./ui.tsx";
+import { Link, Main, messageOf, useFocusOnNavigation } from "./ui.tsx";
 
 type Session = { state: "loading" } | { state: "signed-out" } | { state: "signed-in"; user: User } | { state: "error"; message: string };
 
@@ -44,6 +44,7 @@ export function App() {
   }, [session.state, onSignInPage, onSetPasswordPage]);
 
   // A project page names itself (its name is known only once loaded): see ProjectPage.
+  useFocusOnNavigation(location.visit);
   const title = titleFor(location.pathname);
   useEffect(() => {
     if (title) document.title = title;
@@ -116,36 +117,35 @@ export function App() {
           </button>
         </div>
       </header>
-      <main id="main" tabIndex={-1}>
-        <Route user={user} pathname={location.pathname} search={location.search} hash={location.hash} />
-      </main>
+      <Route user={user} pathname={location.pathname} search={location.search} hash={location.hash} visit={location.visit} />
     </>
   );
 }
 
-function Route({ user, pathname, search, hash }: { user: User; pathname: string; search: URLSearchParams; hash: string }) {
+function Route({ user, pathname, search, hash, visit }: { user: User; pathname: string; search: URLSearchParams; hash: string; visit: number }) {
   const parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  // A project lays out its own navigation beside its <main>; every other page is all main.
+  if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} visit={visit} />;
   if (parts.length === 0) {
     return (
-      <>
+      <Main>
         <PendingInvitations />
         <ProjectsPage />
-      </>
+      </Main>
     );
   }
-  if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} />;
-  if (parts[0] === "cli-sessions") return <CliSessionsPage />;
-  if (parts[0] === "cli" && parts[1] === "authorize") return <CliAuthorizePage code={search.get("code") ?? ""} />;
+  if (parts[0] === "cli-sessions") return <Main><CliSessionsPage /></Main>;
+  if (parts[0] === "cli" && parts[1] === "authorize") return <Main><CliAuthorizePage code={search.get("code") ?? ""} /></Main>;
   // Keyed by the link: another invitation link opened in this tab (only the fragment differs,
   // so the page stays) must not keep the previous link's answer or its "joined" state.
-  if (parts[0] === "invite") return <InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} />;
+  if (parts[0] === "invite") return <Main><InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} /></Main>;
   return (
-    <section>
+    <Main>
       <h1>Page not found</h1>
       <p>
         There is nothing at this address. <Link href="/">Go to your projects</Link>.
       </p>
-    </section>
+    </Main>
   );
 }
 

@@ -5,23 +5,37 @@ export interface Location {
   pathname: string;
   search: URLSearchParams;
   hash: string;
+  /**
+   * Counts the pages the person went to (a link, the back button): a page opened again,
+   * even at the same address, loads afresh and takes focus. Redirects (`replace`) and
+   * filter changes (`keepScroll`) are not visits.
+   */
+  visit: number;
 }
 
 const listeners = new Set<() => void>();
+let visit = 0;
+/** The page (path and query) last shown: a move to a fragment only (the skip link) is no visit. */
+let shown = window.location.pathname + window.location.search;
 
 function current(): Location {
-  return { pathname: window.location.pathname, search: new URLSearchParams(window.location.search), hash: window.location.hash };
+  return { pathname: window.location.pathname, search: new URLSearchParams(window.location.search), hash: window.location.hash, visit };
 }
 
 /** `keepScroll`: the same page with other query parameters (filters), not a new page. */
 export function navigate(to: string, options: { replace?: boolean; keepScroll?: boolean } = {}): void {
   if (options.replace) history.replaceState(null, "", to);
   else history.pushState(null, "", to);
+  if (!options.replace && !options.keepScroll) visit++;
+  shown = window.location.pathname + window.location.search;
   for (const listener of listeners) listener();
   if (!options.keepScroll) window.scrollTo(0, 0);
 }
 
 window.addEventListener("popstate", () => {
+  const page = window.location.pathname + window.location.search;
+  if (page !== shown) visit++;
+  shown = page;
   for (const listener of listeners) listener();
 });
 

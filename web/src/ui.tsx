@@ -390,3 +390,60 @@ export function whoLabel(who: { email?: string | null; isYou: boolean; isMember?
   const name = who.email ?? "a former member";
   return who.isMember === false ? `${name} (no longer a member)` : name;
 }
+
+/** The page's main region: the skip link's target, and where focus goes when a row it was on is gone. */
+export function Main({ children }: { children: ComponentChildren }) {
+  return (
+    <main id="main" tabIndex={-1}>
+      {children}
+    </main>
+  );
+}
+
+/**
+ * The page's own heading: in a project, its section's (the project's name above it stays the
+ * same from section to section), and none until the section has drawn it; elsewhere the h1.
+ */
+function mainHeading(): HTMLElement | null {
+  const body = document.querySelector("#main .project-body");
+  if (body) return body.querySelector<HTMLElement>("h2");
+  return document.querySelector<HTMLElement>("#main h1");
+}
+
+/**
+ * After a navigation, focus moves to the new page's heading, as a page load would read from
+ * the top: unless the page already put it somewhere (a new account's heading, a dialog).
+ * The heading may come only once the page's data has loaded, so it is awaited a moment.
+ */
+export function useFocusOnNavigation(visit: number): void {
+  const first = useRef(true);
+  useEffect(() => {
+    if (first.current) {
+      first.current = false;
+      return;
+    }
+    const unclaimed = () => {
+      const active = document.activeElement;
+      return !active || active === document.body || !active.isConnected || active.id === "main" || active.closest("nav") !== null;
+    };
+    const focusHeading = (): boolean => {
+      const heading = mainHeading();
+      if (!heading) return false;
+      if (unclaimed()) {
+        if (!heading.hasAttribute("tabindex")) heading.setAttribute("tabindex", "-1");
+        heading.focus({ preventScroll: true });
+      }
+      return true;
+    };
+    if (focusHeading()) return;
+    const observer = new MutationObserver(() => {
+      if (focusHeading()) observer.disconnect();
+    });
+    observer.observe(document.body, { childList: true, subtree: true });
+    const stop = setTimeout(() => observer.disconnect(), 5000);
+    return () => {
+      observer.disconnect();
+      clearTimeout(stop);
+    };
+  }, [visit]);
+}

@@ -1,17 +1,18 @@
-// The environment access matrix: owners and admins have implicit access; members and
-// viewers get a toggle per environment.
+// Environment access: the grants of one member (a switch per environment, shown in the
+// member's row of the members page), and what a member without access is told.
 import { useState } from "preact/hooks";
-import { del, get, projectPath, put, type AccessMatrix, type Member, type Project } from "../api.ts";
-import { DataTable, ErrorText, LoadState, envLabel, useLoad } from "../ui.tsx";
+import { del, get, projectPath, put, type Member, type Project, type Role } from "../api.ts";
+import { useLoad, envLabel } from "../ui.tsx";
 
-export function AccessPage({ project }: { project: Project }) {
-  const base = projectPath(project.id);
-  const matrix = useLoad(() => get<AccessMatrix>(`${base}/environment-access`), [base]);
-  // The toggle shows the wanted state while the request runs.
+export interface Grants {
+  /** The switch whose request runs, with the state it asks for (shown meanwhile). */
+  pending: { key: string; grant: boolean } | undefined;
+  toggle(userId: string, who: string, env: string, grant: boolean): Promise<void>;
+}
+
+/** Grants and revokes one environment at a time, saying what changed or the API's message. */
+export function useGrants(base: string, reload: () => Promise<void>, setStatus: (s: string) => void, setError: (e: string | undefined) => void): Grants {
   const [pending, setPending] = useState<{ key: string; grant: boolean } | undefined>(undefined);
-  const [error, setError] = useState<string | undefined>(undefined);
-  const [status, setStatus] = useState("");
-
   async function toggle(userId: string, who: string, env: string, grant: boolean) {
     setError(undefined);
     setStatus("");
@@ -20,7 +21,7 @@ export function AccessPage({ project }: { project: Project }) {
       const path = `${base}/environments/${env}/access/${userId}`;
       if (grant) await put(path);
       else await del(path);
-      await matrix.reload();
+      await reload();
       setStatus(grant ? `${who} can now use ${env}.` : `${who} no longer has access to ${env}.`);
     } catch (e) {
       setError((e as Error).message);
@@ -28,65 +29,41 @@ export function AccessPage({ project }: { project: Project }) {
       setPending(undefined);
     }
   }
+  return { pending, toggle };
+}
 
+/** One member's environments: implicit for owners and admins, a switch each for the others. */
+export function EnvironmentGrants(props: { who: string; role: Role; userId: string; environments: string[]; access: Record<string, string>; grants: Grants }) {
+  const { who, role, userId, environments, access, grants } = props;
+  if (role === "owner" || role === "admin" || environments.every((env) => access[env] === "implicit")) {
+    return (
+      <span class="implicit">
+        Implicit: every environment <span class="sr-only">as {role}</span>
+      </span>
+    );
+  }
   return (
-    <div class="stack">
-      <h2>Environment access</h2>
-      <p class="muted">Owners and admins can use every environment. Members and viewers use only the environments granted here.</p>
-      <ErrorText error={error} />
-      <p class="status" role="status">
-        {status}
-      </p>
-      <LoadState loaded={matrix}>
-        {(m) => (
-          <DataTable class="matrix" columns={["Member", "Role", ...m.environments.map(envLabel)]}>
-            {m.members.map((member) => {
-              const who = member.email ?? member.userId;
-              return (
-                <tr key={member.userId}>
-                  <th scope="row">
-                    {who}
-                    {member.isYou && <span class="badge">you</span>}
-                  </th>
-                  <td>{member.role}</td>
-                  {m.environments.map((env) => {
-                    const access = member.access[env] ?? "none";
-                    if (access === "implicit") {
-                      return (
-                        <td key={env} class="implicit">
-                          Implicit <span class="sr-only">access to {env} as {member.role}</span>
-                        </td>
-                      );
-                    }
-                    const mine = pending?.key === `${member.userId}:${env}` ? pending : undefined;
-                    const on = mine ? mine.grant : access === "granted";
-                    return (
-                      <td key={env}>
-                        <label class="switch">
-                          {/* aria-disabled, not disabled: a disabled control loses keyboard focus. */}
-                          <input
-                            type="checkbox"
-                            checked={on}
-                            aria-disabled={mine !== undefined}
-                            onChange={(e) => {
-                              if (mine) e.currentTarget.checked = on;
-                              else void toggle(member.userId, who, env, e.currentTarget.checked);
-                            }}
-                          />
-                          <span class="sr-only">
-                            {who} can use {env}
-                          </span>
-                          <span aria-hidden="true">{on ? "Granted" : "No access"}</span>
-                        </label>
-                      </td>
-                    );
-                  })}
-                </tr>
-              );
-            })}
-          </DataTable>
-        )}
-      </LoadState>
+    <div class="grants">
+      {environments.map((env) => {
+        const mine = grants.pending?.key === `${userId}:${env}` ? grants.pending : undefined;
+        const on = mine ? mine.grant : access[env] === "granted";
+        return (
+          <label key={env} class="switch">
+            {/* aria-disabled, not disabled: a disabled control loses keyboard focus. */}
+            <input
+              type="checkbox"
+              checked={on}
+              aria-disabled={mine !== undefined}
+              aria-label={`${who} can use ${env}`}
+              onChange={(e) => {
+                if (mine) e.currentTarget.checked = on;
+                else void grants.toggle(userId, who, env, e.currentTarget.checked);
+              }}
+            />
+            <span aria-hidden="true">{envLabel(env)}</span>
+          </label>
+        );
+      })}
     </div>
   );
 }

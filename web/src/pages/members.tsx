@@ -1,10 +1,12 @@
-// Members (roles, remove, leave) and invitations (invite, pending list, revoke, and the
-// development accept link).
+// Members and their environment access on one page: per member the role and the
+// environments granted, then invitations (invite with grants, pending list, new link,
+// revoke, and the development accept link).
 import { useState } from "preact/hooks";
-import { del, get, patch, post, projectPath, type Environment, type Invitation, type InvitationCreated, type InvitationRenewed, type Member, type Permission, type Project, type Role } from "../api.ts";
+import { del, get, patch, post, projectPath, type AccessMatrix, type Environment, type Invitation, type InvitationCreated, type InvitationRenewed, type Member, type Permission, type Project, type Role } from "../api.ts";
 import { ROLE_HELP } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, useAction, useLoad } from "../ui.tsx";
+import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, messageOf, useAction, useLoad } from "../ui.tsx";
+import { EnvironmentGrants, useGrants } from "./access.tsx";
 
 const ASSIGNABLE: Role[] = ["admin", "member", "viewer"];
 
@@ -12,28 +14,44 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
   const base = projectPath(project.id);
   const members = useLoad(() => get<{ members: Member[] }>(`${base}/members`).then((r) => r.members), [base]);
   const can = (permission: Permission) => project.permissions.includes(permission);
+  const canGrant = can("environments:manage");
+  // Grants are readable only by those who may change them; others see roles only.
+  const matrix = useLoad(() => (canGrant ? get<AccessMatrix>(`${base}/environment-access`) : Promise.resolve(undefined)), [base, canGrant]);
   const [removing, setRemoving] = useState<Member | undefined>(undefined);
   const [rowError, setRowError] = useState<string | undefined>(undefined);
   const [busyUser, setBusyUser] = useState<string | undefined>(undefined);
   const [status, setStatus] = useState("");
+  const grants = useGrants(base, matrix.reload, setStatus, setRowError);
+
+  async function reloadAll() {
+    await Promise.all([members.reload(), matrix.reload()]);
+  }
 
   return (
     <div class="stack">
-      <h2>Members</h2>
+      <h2>Members and environment access</h2>
+      <p class="muted">Owners and admins can use every environment. Members and viewers use only the environments granted to them here.</p>
       <ErrorText error={rowError} />
       <p class="status" role="status">
         {status}
       </p>
       <LoadState loaded={members}>
         {(list) => (
-          <DataTable columns={["Member", "Role", "Since"]} actions>
+          <DataTable class="members" columns={canGrant ? ["Member", "Role", "Environments", "Since"] : ["Member", "Role", "Since"]} actions>
             {list.map((m) => {
               const label = m.email ?? m.name ?? m.userId;
               const editable = can("members:update_role") && m.role !== "owner" && !m.isYou;
+              const access = matrix.data?.members.find((row) => row.userId === m.userId)?.access;
               return (
                 <tr key={m.userId}>
                   <th scope="row">
-                    {m.name && m.email ? `${m.name} <${m.email}>` : label}
+                    {m.name && m.email ? (
+                      <>
+                        {m.name} <span class="member-email">{m.email}</span>
+                      </>
+                    ) : (
+                      label
+                    )}
                     {m.isYou && <span class="badge">you</span>}
                   </th>
                   <td>
@@ -55,11 +73,11 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                           setBusyUser(m.userId);
                           try {
                             await patch(`${base}/members/${m.userId}`, { role });
-                            await members.reload();
+                            await reloadAll();
                             setStatus(`${label} is now ${role === "admin" ? "an" : "a"} ${role}.`);
                           } catch (err) {
                             setRowError(`${label}: ${(err as Error).message}`);
-                            await members.reload();
+                            await reloadAll();
                           } finally {
                             setBusyUser(undefined);
                           }
@@ -80,7 +98,25 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                       <span class={`badge role-${m.role}`}>{m.role}</span>
                     )}
                   </td>
+                  {canGrant && (
+                    <td>
+                      {matrix.data === undefined ? (
+                        <span class="muted">…</span>
+                      ) : (
+                        <EnvironmentGrants
+                          who={m.email ?? m.userId}
+                          role={m.role}
+                          userId={m.userId}
+                          environments={matrix.data.environments}
+                          access={access ?? {}}
+                          grants={grants}
+                        />
+                      )}
+                    </td>
+                  )}
                   <td>
+                    {/* A phone shows each member as a card, without the column's header. */}
+                    <span class="phone-only muted">Member since </span>
                     <Time iso={m.createdAt} />
                   </td>
                   <td class="row-actions">
@@ -101,6 +137,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
           </DataTable>
         )}
       </LoadState>
+      {matrix.error !== undefined && <ErrorText error={`Environment access: ${messageOf(matrix.error)}`} />}
       {removing && (
         <Confirm
           title={removing.isYou ? `Leave ${project.name}?` : `Remove ${removing.email ?? "this member"}?`}
@@ -111,7 +148,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
             await del(`${base}/members/${removing.userId}`);
             if (removing.isYou) navigate("/");
             else {
-              await members.reload();
+              await reloadAll();
               await onChanged();
             }
           }}
@@ -123,7 +160,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
           </p>
         </Confirm>
       )}
-      {can("invitations:read") && <Invitations project={project} onInvited={members.reload} />}
+      {can("invitations:read") && <Invitations project={project} onInvited={reloadAll} />}
     </div>
   );
 }

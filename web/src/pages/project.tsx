@@ -1,14 +1,16 @@
-// One project: tabs for each environment the caller can see, then the project's other
-// pages as the caller's permissions allow. The project (and so the permissions) is
-// fetched again on every visit: a role may have changed since.
+// One project: the side navigation of its sections (secrets first, then the others as the
+// caller's permissions allow), the environment switcher above the secrets, and the page.
+// The project (and so the permissions) is fetched again on every visit: a role may have
+// changed since.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Permission, type Project } from "../api.ts";
+import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Environment, type Permission, type Project } from "../api.ts";
 import { navigate } from "../router.ts";
-import { DangerZone, ErrorText, Link, LoadState, SubmitButton, envLabel, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
-import { AccessPage, AskForAccess } from "./access.tsx";
+import { DangerZone, ErrorText, Link, LoadState, Main, SubmitButton, envLabel, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
+import { AskForAccess } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
 import { MembersPage } from "./members.tsx";
+import { EnvironmentSwitcher, ProjectNav, type NavItem } from "./project-nav.tsx";
 import { NameField, useNameCheck } from "./projects.tsx";
 import { SecretsPage } from "./secrets.tsx";
 import { SecurityPage } from "./security.tsx";
@@ -16,8 +18,7 @@ import { ServiceAccountsPage } from "./service-accounts.tsx";
 import { VercelPage } from "./vercel.tsx";
 
 const SECTIONS = [
-  { slug: "members", label: "Members", permission: "members:read" },
-  { slug: "access", label: "Environment access", permission: "environments:manage" },
+  { slug: "members", label: "Members & access", permission: "members:read" },
   { slug: "service-accounts", label: "Service accounts", permission: "service_accounts:manage" },
   { slug: "audit", label: "Audit log", permission: "audit:read" },
   { slug: "security", label: "Security", permission: "audit:read" },
@@ -25,14 +26,20 @@ const SECTIONS = [
   { slug: "settings", label: "Settings", permission: "project:update" },
 ] as const;
 
-export function ProjectPage({ projectId, section, sub }: { projectId: string; section?: string; sub?: string }) {
+/** Old addresses of sections that were merged into another: bookmarks keep working. */
+const ALIASES: Record<string, string> = { access: "members" };
+
+/** The environment last shown per project, so "Secrets" leads back to it from another section. */
+const lastEnvironment = new Map<string, Environment>();
+
+export function ProjectPage({ projectId, section, sub, visit }: { projectId: string; section?: string; sub?: string; visit: number }) {
   const project = useLoad(() => get<{ project: Project }>(projectPath(projectId)).then((r) => r.project), [projectId]);
-  // Fresh permissions on every page change, without blanking the page while they load.
+  // Fresh permissions on every page opened, without blanking the page while they load.
   const first = useRef(true);
   useEffect(() => {
     if (first.current) first.current = false;
     else void project.reload();
-  }, [section]);
+  }, [visit]);
   const notFound = project.error instanceof ApiError && project.error.status === 404;
   const title = project.data ? projectTitle(project.data, section, sub) : notFound ? "Project not found" : "Project";
   useEffect(() => {
@@ -41,19 +48,22 @@ export function ProjectPage({ projectId, section, sub }: { projectId: string; se
   // A deleted project, or one the caller left or never joined: no point in "Try again".
   if (notFound) {
     return (
-      <section>
+      <Main>
         <h1>Project not found</h1>
         <p>
           It may have been deleted, or you are not a member of it. <Link href="/">Go to your projects</Link>.
         </p>
-      </section>
+      </Main>
     );
   }
-  return (
-    <LoadState loaded={project}>
-      {(p) => <ProjectView project={p} section={section} sub={sub} reload={project.reload} />}
-    </LoadState>
-  );
+  if (!project.data) {
+    return (
+      <Main>
+        <LoadState loaded={project}>{() => null}</LoadState>
+      </Main>
+    );
+  }
+  return <ProjectView project={project.data} section={section} sub={sub} visit={visit} reload={project.reload} />;
 }
 
 /** The tab's title: the page, then the project ("Production secrets · ledger"). */
@@ -61,33 +71,46 @@ function projectTitle(project: Project, section: string | undefined, sub: string
   const env = ENVIRONMENTS.find((e) => e === section);
   let page: string | undefined;
   if (env) page = sub === "import" ? `Import into ${envLabel(env)}` : `${envLabel(env)} secrets`;
-  else if (section) page = SECTIONS.find((s) => s.slug === section)?.label ?? "Page not found";
+  else if (section) page = SECTIONS.find((s) => s.slug === (ALIASES[section] ?? section))?.label ?? "Page not found";
   return page ? `${page} · ${project.name}` : project.name;
 }
 
-function ProjectView({ project, section, sub, reload }: { project: Project; section?: string; sub?: string; reload(): Promise<void> }) {
+function ProjectView(props: { project: Project; section?: string; sub?: string; visit: number; reload(): Promise<void> }) {
+  const { project, section: asked, sub, visit, reload } = props;
   const can = (permission: Permission) => project.permissions.includes(permission);
   const base = `/projects/${project.id}`;
-  const firstEnv = project.environments[0];
+  const section = asked && ALIASES[asked] ? ALIASES[asked] : asked;
+  const env = ENVIRONMENTS.find((e) => e === section);
+  if (env && project.environments.includes(env)) lastEnvironment.set(project.id, env);
+  const remembered = lastEnvironment.get(project.id);
+  const secretsEnv = remembered && project.environments.includes(remembered) ? remembered : project.environments[0];
 
   useEffect(() => {
-    if (!section && firstEnv) navigate(`${base}/${firstEnv}`, { replace: true });
-  }, [section, firstEnv, base]);
+    if (!section && secretsEnv) navigate(`${base}/${secretsEnv}`, { replace: true });
+  }, [section, secretsEnv, base]);
 
-  const env = ENVIRONMENTS.find((e) => e === section);
   let body;
   if (env) {
     if (!project.environments.includes(env)) {
-      body = <AskForAccess project={project}>{`You do not have access to the ${env} environment of this project.`}</AskForAccess>;
+      body = (
+        <>
+          <h2>{envLabel(env)} secrets</h2>
+          <AskForAccess project={project}>{`You do not have access to the ${env} environment of this project.`}</AskForAccess>
+        </>
+      );
     } else if (sub === "import") {
       body = <ImportPage key={env} project={project} env={env} />;
     } else {
       body = <SecretsPage key={env} project={project} env={env} onChanged={reload} />;
     }
   } else if (!section) {
-    body = firstEnv ? null : <AskForAccess project={project}>You have no access to any environment of this project yet.</AskForAccess>;
+    body = secretsEnv ? null : (
+      <>
+        <h2>Secrets</h2>
+        <AskForAccess project={project}>You have no access to any environment of this project yet.</AskForAccess>
+      </>
+    );
   } else if (section === "members") body = <MembersPage project={project} onChanged={reload} />;
-  else if (section === "access") body = <AccessPage project={project} />;
   else if (section === "service-accounts") body = <ServiceAccountsPage project={project} accountId={sub} />;
   else if (section === "audit") body = <AuditPage project={project} />;
   else if (section === "security") body = <SecurityPage project={project} />;
@@ -95,34 +118,44 @@ function ProjectView({ project, section, sub, reload }: { project: Project; sect
   else if (section === "settings") body = <SettingsPage project={project} onChanged={reload} />;
   else body = <p>There is no such page in this project.</p>;
 
+  const items: NavItem[] = [
+    { href: secretsEnv ? `${base}/${secretsEnv}` : base, label: "Secrets", current: !section || env !== undefined },
+    ...SECTIONS.filter((s) => can(s.permission) || (s.slug === "settings" && can("project:delete"))).map((s) => ({
+      href: `${base}/${s.slug}`,
+      label: s.label,
+      current: section === s.slug,
+    })),
+  ];
+
   return (
-    <section>
-      <div class="page-head">
-        <div>
-          <p class="crumbs">
-            <Link href="/">Projects</Link> /
-          </p>
-          <h1>{project.name}</h1>
-          {project.description && <p class="muted">{project.description}</p>}
+    <div class="project-shell">
+      <ProjectNav items={items} />
+      <Main>
+        <div class="page-head">
+          <div>
+            <p class="crumbs">
+              <Link href="/">Projects</Link> /
+            </p>
+            <h1>{project.name}</h1>
+            {project.description && (
+              <p class="muted description" title={project.description}>
+                {project.description}
+              </p>
+            )}
+          </div>
+          <span class={`badge role-${project.role}`} title="Your role in this project">
+            {project.role}
+          </span>
         </div>
-        <span class={`badge role-${project.role}`} title="Your role in this project">
-          {project.role}
-        </span>
-      </div>
-      <nav class="tabs" aria-label="Project">
-        {project.environments.map((e) => (
-          <Link key={e} href={`${base}/${e}`} aria-current={section === e ? "page" : undefined}>
-            {envLabel(e)}
-          </Link>
-        ))}
-        {SECTIONS.filter((s) => can(s.permission) || (s.slug === "settings" && can("project:delete"))).map((s) => (
-          <Link key={s.slug} href={`${base}/${s.slug}`} aria-current={section === s.slug ? "page" : undefined}>
-            {s.label}
-          </Link>
-        ))}
-      </nav>
-      {body}
-    </section>
+        {env && sub !== "import" && project.environments.includes(env) && (
+          <EnvironmentSwitcher base={base} environments={project.environments} current={env} />
+        )}
+        {/* A page opened again (its link followed while on it) starts afresh with fresh data. */}
+        <div class="project-body" key={visit}>
+          {body}
+        </div>
+      </Main>
+    </div>
   );
 }
 

@@ -1,14 +1,10 @@
-// The Vercel integration: connect with a token, link a Vercel project, map environments
-// to targets, conflict policy, deploy hook, auto-redeploy, sync, status, disconnect.
-// The token and the hook URL are sent once and never shown again (the API never returns them).
+// The Vercel integration: connect with a token, the connection's status and syncing, and
+// disconnecting; the link and its settings are in vercel-settings.tsx. The token is sent
+// once and never shown again (the API never returns it).
 import { useEffect, useState } from "preact/hooks";
-import { del, get, post, projectPath, put, type HostingConnection, type HostingOptions, type Project, type SyncSummary, type Target } from "../api.ts";
-import { DangerZone, ErrorText, FormActions, LoadState, Time, envLabel, useAction, useLoad } from "../ui.tsx";
-
-const TARGETS = ["development", "preview", "production"] as const satisfies readonly Target[];
-
-type Connection = HostingConnection;
-type Connected = Extract<Connection, { connected: true }>;
+import { del, get, post, projectPath, type Project, type SyncSummary } from "../api.ts";
+import { DangerZone, ErrorText, FormActions, LoadState, Time, useAction, useLoad } from "../ui.tsx";
+import { SettingsForm, type Connected, type Connection } from "./vercel-settings.tsx";
 
 /** Why syncing paused (pausedReason), ending "…and no longer manages this project's integrations". */
 const PAUSE_TEXT: Record<string, string> = {
@@ -77,264 +73,122 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
   );
 }
 
+/** A saved connection: its status and syncing, a way to reconnect, its settings, disconnecting. */
 function Connected({ base, connection: c, reload, onChange }: { base: string; connection: Connected; reload(): Promise<void>; onChange(c: Connection): void }) {
-  const [teamId, setTeamId] = useState(c.teamId ?? "");
-  // A paused connection's token is not used, not even to list projects, until someone reconnects.
-  const options = useLoad(
-    () => (c.paused ? Promise.resolve({ teams: [], projects: [] }) : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`)),
-    [base, teamId, c.paused],
+  useSyncPolling(c, reload);
+  return (
+    <>
+      <StatusCard base={base} connection={c} reload={reload} />
+      {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} reconnect />}
+      {!c.paused && <SettingsForm base={base} connection={c} onSaved={onChange} />}
+      <Disconnect base={base} onDisconnected={onChange} />
+    </>
   );
-  const [hostProjectId, setHostProjectId] = useState(c.hostProjectId ?? "");
-  const [mappings, setMappings] = useState<Record<string, string>>(c.mappings ?? {});
-  const [conflictPolicy, setConflictPolicy] = useState(c.conflictPolicy);
-  const [autoRedeploy, setAutoRedeploy] = useState(c.autoRedeploy);
-  const [hookUrl, setHookUrl] = useState("");
-  const [removeHook, setRemoveHook] = useState(false);
-  const [saved, setSaved] = useState(false);
-  const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
-  const save = useAction();
-  const sync = useAction();
+}
 
-  // While a sync runs in the background, look again now and then.
+/** While a sync runs in the background, look again now and then. */
+function useSyncPolling(c: Connected, reload: () => Promise<void>): void {
   useEffect(() => {
     if (!c.syncing) return;
     const timer = setTimeout(() => void reload(), 3000);
     return () => clearTimeout(timer);
   }, [c.syncing, c.lastSyncAt]);
+}
 
-  const hookWillExist = removeHook ? false : hookUrl.trim() !== "" || c.hookConfigured;
-  const linked = c.hostProjectId !== null && c.status !== "connected";
-  const who = c.connectedBy?.email ?? "The person who connected Vercel";
-
+/** Where the connection stands, and the buttons that sync now. */
+function StatusCard({ base, connection: c, reload }: { base: string; connection: Connected; reload(): Promise<void> }) {
   return (
-    <>
-      <section class="card" aria-labelledby="vercel-status">
-        <h3 id="vercel-status">Status</h3>
-        {c.paused && (
-          <div class="notice" role="alert">
-            <p>
-              <strong>Syncing is paused.</strong> {who} {c.pausedReason ? (PAUSE_TEXT[c.pausedReason] ?? "lost their rights") : "lost their rights"} and no
-              longer manages this project's integrations, so the access token they saved is not used. Nothing is sent to Vercel until an admin or the owner
-              reconnects with their own token below; changes made meanwhile are sent then.
-            </p>
-          </div>
-        )}
-        <dl class="kv">
-          <dt>Connection</dt>
-          <dd>
-            <span class={`badge status-${c.status}`}>{c.status}</span> <span>{STATUS_TEXT[c.status]}</span>
-            {c.paused && (
-              <>
-                {" "}
-                <span class="badge status-attention">paused</span>
-                {c.pausedAt && (
-                  <span class="small">
-                    {" "}
-                    since <Time iso={c.pausedAt} />
-                  </span>
-                )}
-              </>
-            )}
-          </dd>
-          <dt>Vercel project</dt>
-          <dd>{c.hostProjectName ?? c.hostProjectId ?? "none linked"}</dd>
-          <dt>Team</dt>
-          <dd>{c.teamId ?? "personal account"}</dd>
-          <dt>Connected by</dt>
-          <dd>{c.connectedBy ? (c.connectedBy.email ?? "a former user") : "not recorded"}</dd>
-          <dt>Last sync</dt>
-          <dd>
-            {c.lastSyncAt ? (
-              <>
-                <Time iso={c.lastSyncAt} /> {c.lastSyncStatus ?? ""}
-              </>
-            ) : (
-              "never"
-            )}
-            {c.syncing && <span class="badge">syncing…</span>}
-          </dd>
-          <dt>Changes waiting to sync</dt>
-          <dd>{c.pending}</dd>
-          {c.lastError && (
-            <>
-              <dt>Last error</dt>
-              <dd class="error-text">{c.lastError}</dd>
-            </>
-          )}
-          {c.lastRun && (
-            <>
-              <dt>Last run</dt>
-              <dd>
-                <Summary value={c.lastRun} />
-              </dd>
-            </>
-          )}
-          {c.lastDeployment && (
-            <>
-              <dt>Last deployment</dt>
-              <dd>
-                <Summary value={c.lastDeployment} />
-              </dd>
-            </>
-          )}
-        </dl>
-        <div class="actions">
-          <button type="button" class="primary" disabled={sync.busy || !linked || c.paused} onClick={() => void runSync(false)}>
-            {sync.busy ? "Syncing…" : "Sync now"}
-          </button>
-          <button type="button" disabled={sync.busy || !linked || c.paused || !c.hookConfigured} onClick={() => void runSync(true)} title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}>
-            Sync and redeploy
-          </button>
-          <button type="button" onClick={() => void reload()}>
-            Refresh status
-          </button>
-        </div>
-        <ErrorText error={sync.error} />
-        {syncResult && (
-          <div class="notice" role="status">
-            <p>Sync finished.</p>
-            <Summary value={syncResult} />
-          </div>
-        )}
-      </section>
-
-      {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} reconnect />}
-
-      {!c.paused && (
-        <form
-          class="card stack"
-          onSubmit={async (e) => {
-            e.preventDefault();
-            setSaved(false);
-            const body: Record<string, unknown> = {
-              hostProjectId,
-              mappings: Object.fromEntries(Object.entries(mappings).filter(([, target]) => target)),
-              conflictPolicy,
-              autoRedeploy: hookWillExist && autoRedeploy,
-            };
-            if (teamId) body.teamId = teamId;
-            if (removeHook) body.deployHookUrl = null;
-            else if (hookUrl.trim()) body.deployHookUrl = hookUrl.trim();
-            const result = await save.run(() => put<Connection>(base, body));
-            if (result) {
-              setSaved(true);
-              setHookUrl("");
-              setRemoveHook(false);
-              onChange(result);
-            }
-          }}
-        >
-          <h3>Link and settings</h3>
-          <LoadState loaded={options}>
-            {(o) => (
-              <div class="inline-fields">
-                {o.teams.length > 0 && (
-                  <label class="field">
-                    <span>Team</span>
-                    <select
-                      value={teamId}
-                      onChange={(e) => {
-                        setTeamId(e.currentTarget.value);
-                        setHostProjectId("");
-                      }}
-                    >
-                      <option value="">Personal account</option>
-                      {o.teams.map((t) => (
-                        <option key={t.id} value={t.id}>
-                          {t.name}
-                        </option>
-                      ))}
-                    </select>
-                  </label>
-                )}
-                <label class="field">
-                  <span>Vercel project</span>
-                  <select required value={hostProjectId} onChange={(e) => setHostProjectId(e.currentTarget.value)}>
-                    <option value="">Choose a project…</option>
-                    {o.projects.map((p) => (
-                      <option key={p.id} value={p.id}>
-                        {p.name}
-                      </option>
-                    ))}
-                  </select>
-                </label>
-              </div>
-            )}
-          </LoadState>
-          <fieldset>
-            <legend>Environments to Vercel targets</legend>
-            <p class="muted small">Each environment syncs to at most one target; two environments cannot share a target.</p>
-            <div class="inline-fields">
-              {c.environments.map((env) => (
-                <label key={env} class="field">
-                  <span>{envLabel(env)}</span>
-                  <select value={mappings[env] ?? ""} onChange={(e) => setMappings({ ...mappings, [env]: e.currentTarget.value })}>
-                    <option value="">Not synced</option>
-                    {TARGETS.map((t) => (
-                      <option key={t} value={t}>
-                        {t}
-                      </option>
-                    ))}
-                  </select>
-                </label>
-              ))}
-            </div>
-          </fieldset>
-          <fieldset>
-            <legend>When a variable already exists at Vercel</legend>
-            <label class="check">
-              <input type="radio" name="conflictPolicy" value="skip" checked={conflictPolicy === "skip"} onChange={() => setConflictPolicy("skip")} />
-              Keep Vercel's value (skip)
-            </label>
-            <label class="check">
-              <input type="radio" name="conflictPolicy" value="overwrite" checked={conflictPolicy === "overwrite"} onChange={() => setConflictPolicy("overwrite")} />
-              Replace it with ours (overwrite)
-            </label>
-          </fieldset>
-          <label class="field">
-            <span>Deploy hook URL {c.hookConfigured ? "(one is saved; enter a new one to replace it)" : "(optional)"}</span>
-            <input
-              type="password"
-              autoComplete="off"
-              value={hookUrl}
-              disabled={removeHook}
-              onInput={(e) => setHookUrl(e.currentTarget.value)}
-              placeholder="https://api.vercel.com/v1/integrations/deploy/…"
-            />
-          </label>
-          {c.hookConfigured && (
-            <label class="check">
-              <input type="checkbox" checked={removeHook} onChange={(e) => setRemoveHook(e.currentTarget.checked)} />
-              Remove the saved deploy hook
-            </label>
-          )}
-          <label class="check">
-            <input type="checkbox" checked={autoRedeploy && hookWillExist} disabled={!hookWillExist} onChange={(e) => setAutoRedeploy(e.currentTarget.checked)} />
-            Redeploy automatically after each sync {hookWillExist ? "" : "(needs a deploy hook)"}
-          </label>
-          <ErrorText error={save.error} />
-          <p class="status" role="status">
-            {saved ? "Saved." : ""}
-          </p>
-          <FormActions label="Save" busyLabel="Saving…" busy={save.busy} />
-        </form>
-      )}
-
-      <DangerZone
-        title="Disconnect"
-        text="Removes the saved token and settings. Variables already at Vercel stay there."
-        button="Disconnect Vercel"
-        confirmTitle="Disconnect Vercel?"
-        confirmLabel="Disconnect"
-        onConfirm={async () => {
-          await del(base);
-          onChange({ connected: false });
-        }}
-      >
-        <p>Syncing stops. Variables already at Vercel stay there.</p>
-      </DangerZone>
-    </>
+    <section class="card" aria-labelledby="vercel-status">
+      <h3 id="vercel-status">Status</h3>
+      {c.paused && <PausedNotice connection={c} />}
+      <ConnectionDetails connection={c} />
+      <SyncControls base={base} connection={c} reload={reload} />
+    </section>
   );
+}
+
+function PausedNotice({ connection: c }: { connection: Connected }) {
+  const who = c.connectedBy?.email ?? "The person who connected Vercel";
+  return (
+    <div class="notice" role="alert">
+      <p>
+        <strong>Syncing is paused.</strong> {who} {c.pausedReason ? (PAUSE_TEXT[c.pausedReason] ?? "lost their rights") : "lost their rights"} and no
+        longer manages this project's integrations, so the access token they saved is not used. Nothing is sent to Vercel until an admin or the owner
+        reconnects with their own token below; changes made meanwhile are sent then.
+      </p>
+    </div>
+  );
+}
+
+function ConnectionDetails({ connection: c }: { connection: Connected }) {
+  return (
+    <dl class="kv">
+      <dt>Connection</dt>
+      <dd>
+        <span class={`badge status-${c.status}`}>{c.status}</span> <span>{STATUS_TEXT[c.status]}</span>
+        {c.paused && (
+          <>
+            {" "}
+            <span class="badge status-attention">paused</span>
+            {c.pausedAt && (
+              <span class="small">
+                {" "}
+                since <Time iso={c.pausedAt} />
+              </span>
+            )}
+          </>
+        )}
+      </dd>
+      <dt>Vercel project</dt>
+      <dd>{c.hostProjectName ?? c.hostProjectId ?? "none linked"}</dd>
+      <dt>Team</dt>
+      <dd>{c.teamId ?? "personal account"}</dd>
+      <dt>Connected by</dt>
+      <dd>{c.connectedBy ? (c.connectedBy.email ?? "a former user") : "not recorded"}</dd>
+      <dt>Last sync</dt>
+      <dd>
+        {c.lastSyncAt ? (
+          <>
+            <Time iso={c.lastSyncAt} /> {c.lastSyncStatus ?? ""}
+          </>
+        ) : (
+          "never"
+        )}
+        {c.syncing && <span class="badge">syncing…</span>}
+      </dd>
+      <dt>Changes waiting to sync</dt>
+      <dd>{c.pending}</dd>
+      {c.lastError && (
+        <>
+          <dt>Last error</dt>
+          <dd class="error-text">{c.lastError}</dd>
+        </>
+      )}
+      {c.lastRun && (
+        <>
+          <dt>Last run</dt>
+          <dd>
+            <Summary value={c.lastRun} />
+          </dd>
+        </>
+      )}
+      {c.lastDeployment && (
+        <>
+          <dt>Last deployment</dt>
+          <dd>
+            <Summary value={c.lastDeployment} />
+          </dd>
+        </>
+      )}
+    </dl>
+  );
+}
+
+/** Sync now (and redeploy), and what the sync did. */
+function SyncControls({ base, connection: c, reload }: { base: string; connection: Connected; reload(): Promise<void> }) {
+  const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
+  const sync = useAction();
+  const linked = c.hostProjectId !== null && c.status !== "connected";
 
   async function runSync(redeploy: boolean) {
     setSyncResult(undefined);
@@ -342,6 +196,47 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
     if (result) setSyncResult(result.summary);
     await reload();
   }
+
+  return (
+    <>
+      <div class="actions">
+        <button type="button" class="primary" disabled={sync.busy || !linked || c.paused} onClick={() => void runSync(false)}>
+          {sync.busy ? "Syncing…" : "Sync now"}
+        </button>
+        <button type="button" disabled={sync.busy || !linked || c.paused || !c.hookConfigured} onClick={() => void runSync(true)} title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}>
+          Sync and redeploy
+        </button>
+        <button type="button" onClick={() => void reload()}>
+          Refresh status
+        </button>
+      </div>
+      <ErrorText error={sync.error} />
+      {syncResult && (
+        <div class="notice" role="status">
+          <p>Sync finished.</p>
+          <Summary value={syncResult} />
+        </div>
+      )}
+    </>
+  );
+}
+
+function Disconnect({ base, onDisconnected }: { base: string; onDisconnected(c: Connection): void }) {
+  return (
+    <DangerZone
+      title="Disconnect"
+      text="Removes the saved token and settings. Variables already at Vercel stay there."
+      button="Disconnect Vercel"
+      confirmTitle="Disconnect Vercel?"
+      confirmLabel="Disconnect"
+      onConfirm={async () => {
+        await del(base);
+        onDisconnected({ connected: false });
+      }}
+    >
+      <p>Syncing stops. Variables already at Vercel stay there.</p>
+    </DangerZone>
+  );
 }
 
 /** A run or deployment summary of fields the API leaves open, as short readable text. */

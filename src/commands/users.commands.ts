@@ -3,14 +3,16 @@ import { loadConfig, type Config } from "../core/config.ts";
 import { checkMasterKeys, openDatabase, type Db } from "../core/db.ts";
 import { loadKeyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
+import { createCliAuthRepo } from "../cli-auth/cli-auth.repo.ts";
 import { createLocalRepo } from "../sign-in/local.repo.ts";
 import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
 import { createAuditWriter } from "../audit/audit.writer.ts";
 import { createAccessGuard } from "../core/access.ts";
+import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
-import { createUsersRepo, type UserRow } from "./users.repo.ts";
-import { createUsersService } from "./users.service.ts";
+import { createUsersRepo } from "../users/users.repo.ts";
+import { createUsersService, type UserRow } from "../users/users.service.ts";
 
 export const USERS_HELP = `Usage: secrets-server users <command>
 
@@ -35,8 +37,19 @@ function withDatabase<T>(fn: (db: Db, config: Config) => T): T {
   }
 }
 
+function usersService(db: Db, onDisabled?: (userId: string) => void) {
+  return createUsersService({
+    db,
+    users: createUsersRepo(db),
+    cliSessions: createCliAuthRepo(db),
+    accountLinks: createLocalRepo(db),
+    clock: systemClock,
+    onDisabled,
+  });
+}
+
 function local(db: Db, config: Config) {
-  return createLocalAccounts({ db, users: createUsersRepo(db), repo: createLocalRepo(db), config, clock: systemClock });
+  return createLocalAccounts({ db, users: usersService(db), repo: createLocalRepo(db), config, clock: systemClock });
 }
 
 function printLink(what: string, link: IssuedLink): void {
@@ -93,7 +106,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
     case "list":
       return run(() =>
         withDatabase((db) => {
-          const rows = createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).list();
+          const rows = usersService(db).list();
           if (rows.length === 0) {
             console.log("No users yet.");
             return 0;
@@ -143,17 +156,12 @@ export const usersCommand: Command = async ([sub, ...args]) => {
           const members = createMembersForCommand({
             db,
             repo: createMembersRepo(db),
-            access: createAccessGuard(db),
+            access: createAccessGuard(createAccessRepo(db)),
             audit: createAuditWriter(db, systemClock, keyring),
             clock: systemClock,
             config,
           });
-          const results = createUsersService({
-            db,
-            users: createUsersRepo(db),
-            clock: systemClock,
-            onDisabled: (userId) => members.userDisabled(userId),
-          }).disable(email);
+          const results = usersService(db, (userId) => members.userDisabled(userId)).disable(email);
           for (const r of results) {
             console.log(
               `Disabled ${r.user.email} (${r.user.authIssuer}): ended ${r.browserSessions} browser and ${r.cliSessions} CLI sessions.`,
@@ -168,7 +176,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       if (!email) return 2;
       return run(() =>
         withDatabase((db) => {
-          for (const user of createUsersService({ db, users: createUsersRepo(db), clock: systemClock }).enable(email)) {
+          for (const user of usersService(db).enable(email)) {
             console.log(`Enabled ${user.email} (${user.authIssuer}).`);
           }
           return 0;

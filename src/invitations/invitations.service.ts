@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
+import { ENVIRONMENTS, type AccessGuard, type AssignableRole, type Environment } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
@@ -7,9 +7,9 @@ import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { writeTransaction, type Db } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { InvitationMailer } from "../invitations/invitation-mail.ts";
-import type { InvitationRow, MembersRepo } from "./members.repo.ts";
-import type { AssignableRole, LostRights } from "./members.service.ts";
+import type { LostRights } from "../core/lost-rights.ts";
+import type { InvitationMailer } from "./invitation-mail.ts";
+import type { InvitationRow, InvitationsRepo } from "./invitations.repo.ts";
 
 export interface InvitationView {
   id: string;
@@ -49,9 +49,41 @@ export const INVITATION_UNUSABLE = "This invitation is invalid, expired, or alre
 export const INVITATION_OTHER_EMAIL = "This invitation was sent to a different email address.";
 export const ALREADY_MEMBER_ON_ACCEPT = "You are already a member of this project.";
 
+/**
+ * What invitations need of the members feature: accepting one writes a membership and its
+ * grants in the same transaction. The members repo, passed in by app.ts; declared here so
+ * this feature does not import the members folder (which hosts the invitation routes).
+ */
+export interface Memberships {
+  findMember(projectId: string, userId: string): unknown;
+  isMemberByEmail(projectId: string, email: string): boolean;
+  insertMember(projectId: string, userId: string, role: AssignableRole, now: string): void;
+  insertGrant(projectId: string, userId: string, environment: Environment, grantedBy: string, now: string): boolean;
+  listProjectIdsOf(userId: string): string[];
+}
+
+/** The project's name and the inviter, for the link's preview and the e-mail; read by app.ts from their owners. */
+export type InvitationContext = (
+  projectId: string,
+  invitedBy: string | null,
+) => { projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined };
+
+/** The context from the projects and users features' lookups (their repos, or anything shaped so). */
+export function describeInvitation(
+  projects: { findById(id: string): { name: string } | undefined },
+  users: { findById(id: string): { email: string | null; name: string | null } | undefined },
+): InvitationContext {
+  return (projectId, invitedBy) => {
+    const inviter = invitedBy ? users.findById(invitedBy) : undefined;
+    return { projectName: projects.findById(projectId)?.name, inviter: inviter && { email: inviter.email, name: inviter.name } };
+  };
+}
+
 interface Deps {
   db: Db;
-  repo: MembersRepo;
+  repo: InvitationsRepo;
+  memberships: Memberships;
+  context: InvitationContext;
   access: AccessGuard;
   audit: AuditWriter;
   clock: Clock;
@@ -65,7 +97,7 @@ function environmentsOf(row: InvitationRow): Environment[] {
   return ENVIRONMENTS.filter((e) => stored.includes(e));
 }
 
-export function createInvitationsService({ db, repo, access, audit, clock, config, mailer }: Deps) {
+export function createInvitationsService({ db, repo, memberships, context, access, audit, clock, config, mailer }: Deps) {
   function isExpired(row: InvitationRow): boolean {
     return Date.parse(row.expiresAt) <= clock.now().getTime();
   }
@@ -115,16 +147,16 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
       // refuses invitations created before voiding existed.
       if (!isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
       // An invitation never changes an existing membership (it could otherwise demote the owner).
-      if (repo.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
+      if (memberships.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
 
       const now = clock.now().toISOString();
       if (!repo.markInvitationAccepted(row.id, caller.userId, now)) throw new HttpError(410, INVITATION_UNUSABLE);
-      repo.insertMember(row.projectId, caller.userId, row.role, now);
+      memberships.insertMember(row.projectId, caller.userId, row.role, now);
       const environments = row.role === "admin" ? [] : environmentsOf(row);
       const projectEnvironments = access.find(caller, row.projectId)?.projectEnvironments ?? [];
       const granted = environments.filter((e) => projectEnvironments.includes(e));
       for (const environment of granted) {
-        repo.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
+        memberships.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
       }
       audit.record(caller, {
         projectId: row.projectId,
@@ -162,7 +194,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
             throw new HttpError(404, "Environment not found.");
           }
         }
-        if (repo.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
+        if (memberships.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
         const open = repo.listOpenInvitationsForEmail(projectId, input.email);
         if (open.some((r) => !isExpired(r))) throw new HttpError(409, "An invitation for this email is already pending.");
         // An expired invitation for the same address is replaced, so the list shows one entry per person.
@@ -275,7 +307,7 @@ export function createInvitationsService({ db, repo, access, audit, clock, confi
     preview(token: string): InvitationPreview {
       const row = repo.findInvitationByTokenHash(hashToken(token));
       if (!row || row.acceptedAt !== null || isExpired(row) || !isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
-      const { projectName, inviter } = repo.findInvitationContext(row.projectId, row.invitedBy);
+      const { projectName, inviter } = context(row.projectId, row.invitedBy);
       if (projectName === undefined) throw new HttpError(410, INVITATION_UNUSABLE);
       return {
         projectName,

@@ -1,0 +1,136 @@
+import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
+import { alias } from "drizzle-orm/sqlite-core";
+import type { Db } from "../core/db.ts";
+import { invitations, projects, users } from "../core/schema.ts";
+
+export type InvitationRow = typeof invitations.$inferSelect;
+export type DeliveryStatus = "not_configured" | "sent" | "failed";
+
+export interface InboxRow {
+  id: string;
+  projectId: string;
+  projectName: string;
+  role: "admin" | "member" | "viewer";
+  environments: string;
+  createdAt: string;
+  expiresAt: string;
+  inviterEmail: string | null;
+  inviterName: string | null;
+}
+
+/** Invitations: rows in, rows out. */
+export function createInvitationsRepo(db: Db) {
+  const inviter = alias(users, "inviter");
+  return {
+    /** Pending, unexpired invitations to this (lower-case) address, across projects, newest first. */
+    listPendingFor(email: string, nowIso: string): InboxRow[] {
+      return db
+        .select({
+          id: invitations.id,
+          projectId: invitations.projectId,
+          projectName: projects.name,
+          role: invitations.role,
+          environments: invitations.environments,
+          createdAt: invitations.createdAt,
+          expiresAt: invitations.expiresAt,
+          inviterEmail: inviter.email,
+          inviterName: inviter.name,
+        })
+        .from(invitations)
+        .innerJoin(projects, eq(projects.id, invitations.projectId))
+        .leftJoin(inviter, eq(inviter.id, invitations.invitedBy))
+        .where(
+          and(
+            sql`lower(${invitations.email}) = ${email}`,
+            isNull(invitations.acceptedAt),
+            gt(invitations.expiresAt, nowIso),
+          ),
+        )
+        .orderBy(desc(invitations.createdAt), desc(invitations.id))
+        .all();
+    },
+
+    /** Not yet accepted invitations this user created in the project, expired ones included. */
+    listOpenInvitationsBy(projectId: string, invitedBy: string): InvitationRow[] {
+      return db
+        .select()
+        .from(invitations)
+        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
+        .all();
+    },
+
+    findInvitation(id: string): InvitationRow | undefined {
+      return db.select().from(invitations).where(eq(invitations.id, id)).get();
+    },
+
+    findInvitationByTokenHash(tokenHash: string): InvitationRow | undefined {
+      return db.select().from(invitations).where(eq(invitations.tokenHash, tokenHash)).get();
+    },
+
+    /** Not yet accepted, expired ones included, newest first. */
+    listOpenInvitations(projectId: string): InvitationRow[] {
+      return db
+        .select()
+        .from(invitations)
+        .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt)))
+        .orderBy(sql`${invitations.createdAt} DESC`, sql`${invitations.id} DESC`)
+        .all();
+    },
+
+    /** The not yet accepted invitations of this project for this (lower-case) address. */
+    listOpenInvitationsForEmail(projectId: string, email: string): InvitationRow[] {
+      return db
+        .select()
+        .from(invitations)
+        .where(and(eq(invitations.projectId, projectId), eq(invitations.email, email), isNull(invitations.acceptedAt)))
+        .all();
+    },
+
+    /** A new token (hash) and expiry for a not yet accepted invitation; false when it was used or is gone. */
+    renewInvitationToken(id: string, tokenHash: string, expiresAt: string): boolean {
+      const result = db
+        .update(invitations)
+        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
+        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
+        .run();
+      return result.changes > 0;
+    },
+
+    insertInvitation(row: typeof invitations.$inferInsert): void {
+      db.insert(invitations).values(row).run();
+    },
+
+    deleteInvitation(id: string): void {
+      db.delete(invitations).where(eq(invitations.id, id)).run();
+    },
+
+    /** Marks an invitation used; false when it already was (single use). */
+    markInvitationAccepted(id: string, userId: string, now: string): boolean {
+      const result = db
+        .update(invitations)
+        .set({ acceptedAt: now, acceptedBy: userId })
+        .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
+        .run();
+      return result.changes > 0;
+    },
+    /** What became of the invitation e-mail (invitation-mail.ts). */
+    setDeliveryStatus(id: string, status: DeliveryStatus): void {
+      db.update(invitations).set({ deliveryStatus: status }).where(eq(invitations.id, id)).run();
+    },
+
+    /** Not accepted invitations of the project, by whether they expired (the security overview). */
+    countOpen(projectId: string, nowIso: string): { pending: number; expired: number } {
+      const row = db
+        .select({
+          pending: sql<number>`coalesce(sum(${invitations.expiresAt} > ${nowIso}), 0)`,
+          expired: sql<number>`coalesce(sum(${invitations.expiresAt} <= ${nowIso}), 0)`,
+        })
+        .from(invitations)
+        .where(and(eq(invitations.projectId, projectId), isNull(invitations.acceptedAt)))
+        .get();
+      return { pending: row?.pending ?? 0, expired: row?.expired ?? 0 };
+    },
+  };
+}
+
+export type InvitationsRepo = ReturnType<typeof createInvitationsRepo>;

@@ -1,0 +1,68 @@
+// The Vercel page's parts the main UI test does not reach: a paused connection (its notice,
+// reconnecting instead of the settings, no sync), and removing a saved deploy hook.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { startFakeVercel } from "./fake-vercel.ts";
+import { startServer } from "./helpers.ts";
+import { check, openTab, useBrowser } from "./browser.ts";
+import { addMember } from "./secrets-helpers.ts";
+
+useBrowser();
+
+test("a paused connection offers reconnecting, not its settings; a saved deploy hook can be removed", async (t) => {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  fake.addToken("vcp_bob_token_123456", []);
+  fake.addToken("vcp_alice_token_123456", []);
+  fake.addProject("prj_web", "web");
+  const hook = fake.addHook("prj_web");
+  const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" } });
+  const alice = await server.signIn("alice@example.test");
+  const bob = await server.signIn("bob@example.test");
+  const project = await alice.createProject({ name: "site", environments: ["production"] });
+  await addMember(alice, bob, project.id, "admin");
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  assert.equal((await bob.json("POST", base, { token: "vcp_bob_token_123456" })).status, 201);
+  const linked = await bob.json("PUT", base, { hostProjectId: "prj_web", mappings: { production: "production" }, conflictPolicy: "skip", autoRedeploy: true, deployHookUrl: hook });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  // Bob is no longer an admin: his token is not used any more.
+  const members = await alice.json("GET", `/api/projects/${project.id}/members`);
+  const bobId = members.body.members.find((m: { email: string }) => m.email === "bob@example.test").userId;
+  assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/members/${bobId}`, { role: "member" })).status, 200);
+
+  const tab = await openTab(server, { client: alice });
+  const { page } = tab;
+  await page.goto(`/projects/${project.id}/vercel`);
+  const status = page.getByRole("region", { name: "Status" });
+  await status.getByRole("alert").filter({ hasText: "Syncing is paused. bob@example.test had their role changed" }).waitFor();
+  await status.getByText("paused", { exact: true }).waitFor();
+  assert.equal(await page.getByRole("button", { name: "Sync now" }).isDisabled(), true);
+  assert.equal(await page.getByRole("heading", { name: "Link and settings" }).count(), 0, "a paused connection's settings are not offered");
+  await check(tab, "vercel-paused");
+
+  // Alice reconnects with her own token: the settings come back, the link kept.
+  await page.getByRole("heading", { name: "Reconnect Vercel" }).waitFor();
+  await page.getByLabel("Vercel access token").fill("vcp_alice_token_123456");
+  await page.getByRole("button", { name: "Reconnect" }).click();
+  await page.getByRole("heading", { name: "Link and settings" }).waitFor();
+  assert.equal(await status.getByRole("alert").count(), 0);
+  const reconnected = await alice.json("GET", base);
+  assert.equal(reconnected.body.paused, false);
+  assert.equal(reconnected.body.connectedBy.email, "alice@example.test");
+
+  // Removing the saved hook: the address field is off meanwhile, and redeploys need a hook.
+  await page.getByLabel("Vercel project").selectOption({ label: "web" });
+  await page.getByLabel("Remove the saved deploy hook").check();
+  assert.equal(await page.getByLabel(/Deploy hook URL/).isDisabled(), true);
+  const redeploy = page.getByLabel(/Redeploy automatically/);
+  assert.equal(await redeploy.isDisabled(), true);
+  assert.equal(await redeploy.isChecked(), false);
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText("Saved.").waitFor();
+  const saved = await alice.json("GET", base);
+  assert.equal(saved.body.hookConfigured, false);
+  assert.equal(saved.body.autoRedeploy, false);
+  assert.equal(saved.body.conflictPolicy, "skip");
+  await page.getByText("Redeploy automatically after each sync (needs a deploy hook)").waitFor();
+  assert.equal(await page.getByLabel("Remove the saved deploy hook").count(), 0);
+});
