@@ -275,11 +275,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const vercelShutdown = new AbortController();
   const vercelRepo = createVercelRepo(db);
   const vercelClient = createVercelClient({ baseUrl: config.vercelApiUrl, log, retryBaseMs: config.vercelRetryBaseMs, shutdown: vercelShutdown.signal });
-  const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs });
+  const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs, leaseStaleMs: config.syncLeaseSeconds * 1000 });
   const vercel = createVercelService({ db, repo: vercelRepo, access, audit, vault, clock, client: vercelClient, sync: vercelSync, vercelApiUrl: config.vercelApiUrl });
   secrets.onChange((projectId, environment) => vercelSync.notifyChange(projectId, environment));
   wireLostRights(members, { invitations, vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }), serviceTokens: serviceAccounts });
-  vercelSync.recover();
   app.addHook("onClose", async () => {
     vercelShutdown.abort();
     await vercelSync.stop();
@@ -372,6 +371,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Timers last: nothing below can fail and leave them running on a closed database.
   rateLimits.start((error) => backgroundError(error, "could not save rate-limit counters"));
+  vercelSync.start((error) => backgroundError(error, "could not renew the Vercel scheduler lease"));
   wal.start();
   idleGc.start();
   retention?.start();

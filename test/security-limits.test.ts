@@ -175,7 +175,7 @@ test("a secret keeps its newest 100 versions: a new value drops the oldest", asy
   assert.equal((await owner.json("GET", url)).body.secret.value, value(103));
 });
 
-test("export reads in a snapshot: it does not wait for another connection's write transaction", async (t) => {
+test("a listing reads in a snapshot without waiting for another connection's write transaction; an export waits for it at its rate-limit count, then reads the committed state", async (t) => {
   const { server, owner, projectId } = await startProject(t);
   const base = envPath(projectId, "development");
   await createSecret(owner, projectId, "development", "ORIGINAL", "original-value");
@@ -209,14 +209,19 @@ test("export reads in a snapshot: it does not wait for another connection's writ
   });
   await new Promise<void>((resolve) => worker.once("message", () => resolve()));
 
-  // The export read the last committed state at once; only its audit event waited for the lock.
+  // A listing (no write before it answers) reads the last committed state at once.
+  const listed = await owner.json("GET", `${base}/secrets`);
+  assert.deepEqual((listed.body.secrets as { key: string }[]).map((s) => s.key).sort(), ["ORIGINAL", "OTHER"]);
+  assert.deepEqual(messages, ["locked"], "the listing did not wait for the lock");
+  // An export's limit is counted exactly in the database (several server processes share
+  // it), a write that waits for the lock: the export then reads the committed state whole.
   const exported = await owner.json("GET", `${base}/export`);
   assert.equal(exported.status, 200);
-  assert.deepEqual(exported.body.secrets, [
-    { key: "ORIGINAL", value: "original-value" },
-    { key: "OTHER", value: "other-value-01" },
-  ]);
   await committed;
+  assert.deepEqual(exported.body.secrets, [
+    { key: "OTHER", value: "other-value-01" },
+    { key: "RENAMED_MEANWHILE", value: "original-value" },
+  ]);
   assert.deepEqual(messages, ["locked", "committed"]);
   assert.deepEqual(
     (await auditEvents(owner, projectId, "secrets.exported")).map((e) => e.metadata),

@@ -18,7 +18,7 @@ export interface AuditFilter {
   /** Upper bound, ISO text; exclusive when `toExclusive` (a date-only `to`). */
   toAt?: string;
   toExclusive?: boolean;
-  /** Keyset position: only events strictly older than (at, id). */
+  /** Keyset position: only events listed after this one (older by (at, seq)). */
   before?: { at: string; id: string };
   limit: number;
 }
@@ -81,16 +81,16 @@ export interface HostingRow {
 
 /**
  * The index whose leading columns are exactly the filter's equality columns, followed by
- * (at, id): the page is then one seek and a walk of `limit` entries, whatever the data.
+ * (at, seq): the page is then one seek and a walk of `limit` entries, whatever the data.
  * Named rather than left to the planner, which without statistics may pick the time index
  * for actor + dates and scan every event of the period.
  */
 function indexFor(filter: AuditFilter): string {
   // A service account's events are few next to people's: one index serves all its filters.
-  if (filter.serviceAccountId !== undefined) return "audit_events_project_service_account_at";
+  if (filter.serviceAccountId !== undefined) return "audit_events_project_service_account_at_seq";
   const kind = filter.action !== undefined ? "action" : filter.category !== undefined ? "category" : undefined;
-  if (filter.actorUserId !== undefined) return kind ? `audit_events_project_actor_${kind}_at` : "audit_events_project_actor_at";
-  return kind ? `audit_events_project_${kind}_at` : "audit_events_project_at";
+  if (filter.actorUserId !== undefined) return kind ? `audit_events_project_actor_${kind}_at_seq` : "audit_events_project_actor_at_seq";
+  return kind ? `audit_events_project_${kind}_at_seq` : "audit_events_project_at_seq";
 }
 
 /**
@@ -123,14 +123,22 @@ export function createAuditRepo(db: Db) {
       filter.toAt !== undefined &&
       (filter.toExclusive ? filter.before.at < filter.toAt : filter.before.at <= filter.toAt);
     if (filter.toAt !== undefined && !isToImplied) where.push(filter.toExclusive ? "e.at < @toAt" : "e.at <= @toAt");
-    // A row-value comparison is a single range on the (…, at, id) indexes.
-    if (filter.before !== undefined) where.push("(e.at, e.id) < (@beforeAt, @beforeId)");
+    // A row-value comparison is a single range on the (…, at, seq) indexes. The cursor names
+    // the event by id, not by seq, which would tell how busy other projects are; its seq is
+    // found among the project's events of that millisecond (one seek, there is no id index).
+    // An event pruned since leaves the events of its own millisecond out, nothing more.
+    if (filter.before !== undefined) {
+      where.push(
+        `(e.at, e.seq) < (@beforeAt, (SELECT c.seq FROM audit_events c INDEXED BY audit_events_project_at_seq
+           WHERE c.project_id = @projectId AND c.at = @beforeAt AND c.id = @beforeId))`,
+      );
+    }
     const sql = `SELECT e.id, e.at, e.action, e.category, e.target_type, e.target_id, e.metadata, e.actor_user_id,
         e.service_account_id, e.service_account_name, u.email AS actor_email
       FROM audit_events e INDEXED BY ${indexFor(filter)}
       LEFT JOIN users u ON u.id = e.actor_user_id
       WHERE ${where.join(" AND ")}
-      ORDER BY e.at DESC, e.id DESC
+      ORDER BY e.at DESC, e.seq DESC
       LIMIT @limit`;
     let statement = pageStatements.get(sql);
     if (!statement) {
@@ -141,7 +149,7 @@ export function createAuditRepo(db: Db) {
   }
 
   const hasServiceAccountEvents = sqlite
-    .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at WHERE project_id = ? AND service_account_id = ? LIMIT 1")
+    .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at_seq WHERE project_id = ? AND service_account_id = ? LIMIT 1")
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
   const encryptedRecords = createEncryptedRecordCounter(db);
@@ -175,7 +183,7 @@ export function createAuditRepo(db: Db) {
   const deleteThrough = sqlite.prepare("DELETE FROM audit_events WHERE seq <= ?");
 
   return {
-    /** One page, newest first by (at, id); asks for limit rows (the service asks one extra). */
+    /** One page, newest first by (at, seq), the chain's order; asks for limit rows (the service asks one extra). */
     page(filter: AuditFilter): AuditEventRow[] {
       return pageStatement(filter).all(pageParameters(filter)) as AuditEventRow[];
     },

@@ -63,6 +63,7 @@ export function eventHash(prevHash: string, event: StoredEventContent, macKey: K
 // the server accepts as token-shaped anywhere.
 const TOKEN_SHAPES = /svc_(at|rt|st|wt)_[A-Za-z0-9_-]{20,}/g;
 const MAX_METADATA_TEXT = 500;
+const MAX_CLOCK_STEP_BACK_MS = 1000;
 
 /**
  * Text that would look like one of our tokens. Inputs that end up in metadata (secret keys,
@@ -92,9 +93,8 @@ function cleanValue(value: MetadataValue): MetadataValue {
 }
 
 /**
- * Event ids are UUIDv7-shaped and strictly increasing within this process, so events that
- * share a millisecond still list in the order they happened: the log is ordered by
- * (at, id) and a random id would shuffle them.
+ * Event ids are UUIDv7-shaped and strictly increasing within this process. They do not
+ * order the log: several processes may write it, and the list follows the chain, (at, seq).
  */
 export function createEventIds(): () => string {
   let lastMs = 0;
@@ -132,12 +132,11 @@ export type AuditWriter = ReturnType<typeof createAuditWriter>;
 export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const sqlite = db.$client;
   // With every event pruned under retention, the chain goes on from the checkpoint.
-  const lastHash = sqlite
-    .prepare(
-      `SELECT coalesce((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1),
-                       (SELECT hash FROM audit_checkpoint WHERE id = 1))`,
-    )
-    .pluck();
+  const chainHead = sqlite.prepare(
+    `SELECT coalesce((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1),
+                     (SELECT hash FROM audit_checkpoint WHERE id = 1)) AS hash,
+            (SELECT at FROM audit_events ORDER BY seq DESC LIMIT 1) AS at`,
+  );
   const insert = sqlite.prepare(
     `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
        service_account_id, service_account_name, prev_hash, hash, mac_key_version)
@@ -150,8 +149,10 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
   const macKeyVersion = keyring.currentVersion;
   const macKey = keyring.auditMacKey(macKeyVersion);
 
-  function append(content: StoredEventContent): void {
-    const prevHash = (lastHash.get() as string | null) ?? GENESIS_HASH;
+  function append(pending: StoredEventContent): void {
+    const head = chainHead.get() as { hash: string | null; at: string | null };
+    const prevHash = head.hash ?? GENESIS_HASH;
+    const content = { ...pending, at: chainTime(head.at) };
     insert.run({
       ...content,
       serviceAccountId: content.serviceAccountId ?? null,
@@ -160,6 +161,17 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
       hash: eventHash(prevHash, content, macKey),
       macKeyVersion,
     });
+  }
+  /**
+   * The event's time, read under the write lock that also assigns its seq: processes on one
+   * host share the clock, so times never go backwards along the chain and the list's order,
+   * (at, seq), is the chain's. A clock stepped back by up to a second keeps the previous
+   * event's time; a larger step is believed, so the log shows it.
+   */
+  function chainTime(previousAt: string | null): string {
+    const now = clock.now().toISOString();
+    if (previousAt === null || previousAt <= now || Date.parse(previousAt) - Date.parse(now) > MAX_CLOCK_STEP_BACK_MS) return now;
+    return previousAt;
   }
   // Reading the last hash and appending must be one step, or two processes writing the
   // same file (the server and a CLI command) could both chain onto the same event.

@@ -34,6 +34,7 @@ const schema = {
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
+    SYNC_LEASE_SECONDS: { type: "integer", minimum: 2, maximum: 600, default: 30 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
     SHUTDOWN_DRAIN_SECONDS: { type: "integer", minimum: 0, maximum: 600, default: 10 },
     REQUEST_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 3600, default: 60 },
@@ -64,6 +65,7 @@ interface RawEnv {
   SMTP_FROM?: string;
   RATE_LIMIT_PER_MINUTE: number;
   SYNC_DEBOUNCE_MS: number;
+  SYNC_LEASE_SECONDS: number;
   VERCEL_RETRY_BASE_MS: number;
   SHUTDOWN_DRAIN_SECONDS: number;
   REQUEST_TIMEOUT_SECONDS: number;
@@ -98,6 +100,8 @@ export interface Config {
   rateLimitPerMinute: number;
   /** Delay between a secret change and the automatic Vercel sync it schedules. */
   syncDebounceMs: number;
+  /** A Vercel sync or scheduler lease not renewed for this long belongs to a process that is gone. */
+  syncLeaseSeconds: number;
   /** First back-off step of Vercel retries; it doubles on each attempt. */
   vercelRetryBaseMs: number;
   /** After SIGTERM/SIGINT: how long open connections may finish before the process exits. */
@@ -184,6 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     smtp,
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
     syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
+    syncLeaseSeconds: raw.SYNC_LEASE_SECONDS,
     vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,
     shutdownDrainSeconds: raw.SHUTDOWN_DRAIN_SECONDS,
     requestTimeoutSeconds: raw.REQUEST_TIMEOUT_SECONDS,

@@ -1,7 +1,17 @@
-// @fastify/rate-limit's store, counted in memory like its LocalStore but saved to the
-// database, so a restart does not give every caller a fresh allowance. A write per request
-// would cost an fsync on every read of a secret: the windows that changed are saved together
-// every few seconds and at close, and the unexpired ones are loaded at start.
+// @fastify/rate-limit's store, counted in the database so that neither a restart nor a
+// second server process on the same DATA_DIR hands anyone a fresh allowance.
+//
+// Two ways of counting, by cost:
+// - A limit of its own (sign-in, device start, code approval, exports, imports, Vercel,
+//   every route that names one) is counted exactly: one UPSERT … RETURNING per request
+//   counts it and reads the total in the same statement, so two processes can never both
+//   let the last allowed request through. These routes are rare; the write is cheap.
+// - The global limit guards every other request, reads of secrets included. Counting it
+//   exactly would add a write (an fsync at SQLITE_SYNCHRONOUS=full) to every read, so it is
+//   counted in memory and merged into the database every few seconds and at close: each
+//   process then adds what it counted and takes back the total of all of them. Across
+//   processes a caller may overshoot it by what the others let through since their last
+//   merge (README, "Several server processes on one data folder").
 import type { Clock } from "./clock.ts";
 import type { Db } from "./db.ts";
 
@@ -13,17 +23,26 @@ interface LimitOptions {
 type Callback = (error: Error | null, result: { current: number; ttl: number }) => void;
 
 interface Window {
+  /** The count as last known: the database's total at the last merge, plus `unsaved`. */
   current: number;
+  /** Counted here since the last merge. */
+  unsaved: number;
   startedAtMs: number;
   /** The window's length as last used, so saving knows when it ends. */
   windowMs: number;
 }
 
-/** Windows kept in memory at most; past it the expired ones go, then the oldest. */
+/** A limit's scope in the keys: its route, or " " for a limiter made with createRateLimit. */
+function scopeOf(options: object): string {
+  const route = (options as LimitOptions).routeInfo;
+  return `${[route?.method ?? ""].flat().join(",")} ${route?.url ?? ""}`;
+}
+
+/** Global windows kept in memory at most; past it the expired ones go, then the oldest. */
 const MAX_WINDOWS = 50_000;
 
 export interface RateLimitStoreOptions {
-  /** How often changed windows are saved (5 s); a crash loses at most this much counting. */
+  /** How often the global counts are merged (5 s); a crash loses at most this much counting. */
   saveEveryMs?: number;
 }
 
@@ -32,29 +51,59 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
   const windows = new Map<string, Window>();
   const changed = new Set<string>();
 
-  const loadLive = sqlite.prepare("SELECT key, count, started_at, expires_at FROM rate_limit_windows WHERE expires_at > ?");
-  const upsert = sqlite.prepare(
-    `INSERT INTO rate_limit_windows (key, count, started_at, expires_at) VALUES (@key, @count, @startedAt, @expiresAt)
-     ON CONFLICT (key) DO UPDATE SET count = excluded.count, started_at = excluded.started_at, expires_at = excluded.expires_at`,
+  // A window that ended is started afresh by the same statement, so the first request of a
+  // new window is never refused on the old count.
+  const countExactly = sqlite.prepare(
+    `INSERT INTO rate_limit_windows (key, count, started_at, expires_at) VALUES (@key, 1, @now, @expiresAt)
+     ON CONFLICT (key) DO UPDATE SET
+       count = CASE WHEN rate_limit_windows.expires_at <= @now THEN 1 ELSE rate_limit_windows.count + 1 END,
+       started_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @now ELSE rate_limit_windows.started_at END,
+       expires_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @expiresAt ELSE rate_limit_windows.expires_at END
+     RETURNING count, expires_at`,
+  );
+  const readExactly = sqlite.prepare("SELECT count, expires_at FROM rate_limit_windows WHERE key = ? AND expires_at > ?");
+  const loadLive = sqlite.prepare("SELECT key, count, started_at, expires_at FROM rate_limit_windows WHERE key LIKE 'global' || char(10) || '%' AND expires_at > ?");
+  const merge = sqlite.prepare(
+    `INSERT INTO rate_limit_windows (key, count, started_at, expires_at) VALUES (@key, @unsaved, @startedAt, @expiresAt)
+     ON CONFLICT (key) DO UPDATE SET
+       count = CASE WHEN rate_limit_windows.expires_at <= @now THEN @unsaved ELSE rate_limit_windows.count + @unsaved END,
+       started_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @startedAt ELSE rate_limit_windows.started_at END,
+       expires_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @expiresAt ELSE rate_limit_windows.expires_at END
+     RETURNING count, started_at, expires_at`,
   );
   const removeExpired = sqlite.prepare("DELETE FROM rate_limit_windows WHERE expires_at <= ?");
-  const saveChanged = sqlite.transaction((keys: string[], now: string) => {
+  const mergeChanged = sqlite.transaction((keys: string[], now: string) => {
+    const totals: [string, { count: number; started_at: string; expires_at: string }][] = [];
     for (const key of keys) {
       const window = windows.get(key);
       if (!window) continue;
-      upsert.run({
+      const expiresAtMs = window.startedAtMs + window.windowMs;
+      // Ended here meanwhile: nothing of it to add.
+      if (expiresAtMs <= Date.parse(now)) continue;
+      const total = merge.get({
         key,
-        count: window.current,
+        unsaved: window.unsaved,
+        now,
         startedAt: new Date(window.startedAtMs).toISOString(),
-        expiresAt: new Date(window.startedAtMs + window.windowMs).toISOString(),
-      });
+        expiresAt: new Date(expiresAtMs).toISOString(),
+      }) as { count: number; started_at: string; expires_at: string };
+      totals.push([key, total]);
     }
     removeExpired.run(now);
+    return totals;
   });
+
+  /** Applied only once the merge committed: a rolled-back merge keeps every count unsaved. */
+  function adopt(totals: [string, { count: number; started_at: string; expires_at: string }][]): void {
+    for (const [key, total] of totals) {
+      const startedAtMs = Date.parse(total.started_at);
+      windows.set(key, { current: total.count, unsaved: 0, startedAtMs, windowMs: Date.parse(total.expires_at) - startedAtMs });
+    }
+  }
 
   for (const row of loadLive.all(clock.now().toISOString()) as { key: string; count: number; started_at: string; expires_at: string }[]) {
     const startedAtMs = Date.parse(row.started_at);
-    windows.set(row.key, { current: row.count, startedAtMs, windowMs: Date.parse(row.expires_at) - startedAtMs });
+    windows.set(row.key, { current: row.count, unsaved: 0, startedAtMs, windowMs: Date.parse(row.expires_at) - startedAtMs });
   }
 
   function makeRoom(nowMs: number): void {
@@ -68,25 +117,19 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     }
   }
 
-  /** One limit's view of the shared windows: the global limit, or one route's. */
-  class PersistentStore {
-    private readonly scope: string;
-
-    // The plugin constructs the global store itself, passing its options: that one is "global".
-    constructor(scope?: unknown) {
-      this.scope = typeof scope === "string" ? scope : "global";
-    }
-
+  /** The global limit: counted in memory, merged every few seconds. */
+  class GlobalStore {
     incr(key: string, callback: Callback, windowMs: number): void {
       const nowMs = clock.now().getTime();
-      const id = `${this.scope}\n${key}`;
+      const id = `global\n${key}`;
       let window = windows.get(id);
       if (!window || window.startedAtMs + windowMs <= nowMs) {
         if (!window && windows.size >= MAX_WINDOWS) makeRoom(nowMs);
-        window = { current: 1, startedAtMs: nowMs, windowMs };
+        window = { current: 1, unsaved: 1, startedAtMs: nowMs, windowMs };
         windows.set(id, window);
       } else {
         window.current += 1;
+        window.unsaved += 1;
         window.windowMs = windowMs;
       }
       changed.add(id);
@@ -95,26 +138,76 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
 
     read(key: string, callback: Callback, windowMs: number): void {
       const nowMs = clock.now().getTime();
-      const window = windows.get(`${this.scope}\n${key}`);
+      const window = windows.get(`global\n${key}`);
       if (!window || window.startedAtMs + windowMs <= nowMs) callback(null, { current: 0, ttl: 0 });
       else callback(null, { current: window.current, ttl: window.startedAtMs + windowMs - nowMs });
     }
 
     // Typed as a route by the plugin, but at run time the route's merged limit options with
     // the route under `routeInfo`.
-    child(options: object): PersistentStore {
-      const route = (options as LimitOptions).routeInfo;
-      return new PersistentStore(`${[route?.method ?? ""].flat().join(",")} ${route?.url ?? ""}`);
+    child(options: object): ExactStore {
+      return new ExactStore(scopeOf(options));
     }
   }
 
-  /** Saves the windows that changed since the last save, and drops the expired rows. */
+  /**
+   * Windows known to be over their limit, and until when: within a window a count only
+   * grows, so refusing from here is as exact as asking the database, and a flood past a
+   * limit costs no write per request.
+   */
+  const exceeded = new Map<string, { count: number; expiresAtMs: number }>();
+
+  /** A limit of its own: counted in the database, in the statement that reads the total. */
+  class ExactStore {
+    constructor(private readonly scope: string) {}
+
+    incr(key: string, callback: Callback, windowMs: number, max?: number): void {
+      const now = clock.now();
+      const id = `${this.scope}\n${key}`;
+      const over = exceeded.get(id);
+      if (over && over.expiresAtMs > now.getTime()) {
+        callback(null, { current: over.count, ttl: over.expiresAtMs - now.getTime() });
+        return;
+      }
+      let total: { count: number; expires_at: string };
+      try {
+        total = countExactly.get({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }) as {
+          count: number;
+          expires_at: string;
+        };
+      } catch (error) {
+        callback(error as Error, { current: 0, ttl: 0 });
+        return;
+      }
+      const expiresAtMs = Date.parse(total.expires_at);
+      if (typeof max === "number" && total.count > max) {
+        if (exceeded.size >= MAX_WINDOWS) {
+          for (const [other, entry] of exceeded) if (entry.expiresAtMs <= now.getTime() || exceeded.size >= MAX_WINDOWS) exceeded.delete(other);
+        }
+        exceeded.set(id, { count: total.count, expiresAtMs });
+      }
+      callback(null, { current: total.count, ttl: expiresAtMs - now.getTime() });
+    }
+
+    read(key: string, callback: Callback): void {
+      const now = clock.now();
+      const row = readExactly.get(`${this.scope}\n${key}`, now.toISOString()) as { count: number; expires_at: string } | undefined;
+      if (!row) callback(null, { current: 0, ttl: 0 });
+      else callback(null, { current: row.count, ttl: Date.parse(row.expires_at) - now.getTime() });
+    }
+
+    child(options: object): ExactStore {
+      return new ExactStore(scopeOf(options));
+    }
+  }
+
+  /** Merges the global windows that changed since the last merge, and drops expired rows. */
   function save(): void {
     if (changed.size === 0) return;
     const keys = [...changed];
     changed.clear();
     try {
-      saveChanged(keys, clock.now().toISOString());
+      adopt(mergeChanged.immediate(keys, clock.now().toISOString()));
     } catch (error) {
       // The database is busy or failing: keep counting in memory and try again next time.
       for (const key of keys) changed.add(key);
@@ -125,10 +218,10 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
   let timer: NodeJS.Timeout | undefined;
 
   return {
-    /** The class to pass as the plugin's `store` option. */
-    Store: PersistentStore,
+    /** The class to pass as the plugin's `store` option: the plugin makes the global one, routes their children. */
+    Store: GlobalStore,
     save,
-    /** Saves every few seconds until stop(); the timer does not keep the process alive. */
+    /** Merges every few seconds until stop(); the timer does not keep the process alive. */
     start(onError: (error: unknown) => void): void {
       timer = setInterval(() => {
         try {
@@ -139,7 +232,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
       }, options.saveEveryMs ?? 5000);
       timer.unref();
     },
-    /** Stops the timer and saves once more (at close, before the database closes). */
+    /** Stops the timer and merges once more (at close, before the database closes). */
     stop(): void {
       clearInterval(timer);
       save();

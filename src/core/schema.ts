@@ -328,15 +328,17 @@ export const auditEvents = sqliteTable(
   (t) => [
     // No index on id alone: nothing looks an event up by it, and every index is written on
     // every audited read (the ids are unique by construction: time, counter, random bits).
-    index("audit_events_project_at").on(t.projectId, t.at, t.id),
-    index("audit_events_project_category_at").on(t.projectId, t.category, t.at, t.id),
-    index("audit_events_project_action_at").on(t.projectId, t.action, t.at, t.id),
-    index("audit_events_project_actor_at").on(t.projectId, t.actorUserId, t.at, t.id),
+    // The list order is (at, seq), the chain's: seq is the rowid, which SQLite keeps as the
+    // last column of every index, so each of these walks in that order.
+    index("audit_events_project_at_seq").on(t.projectId, t.at),
+    index("audit_events_project_category_at_seq").on(t.projectId, t.category, t.at),
+    index("audit_events_project_action_at_seq").on(t.projectId, t.action, t.at),
+    index("audit_events_project_actor_at_seq").on(t.projectId, t.actorUserId, t.at),
     // Actor combined with a category or an action: one seek instead of scanning all of a
     // busy actor's events for a rare action (bench/audit.bench.ts).
-    index("audit_events_project_actor_category_at").on(t.projectId, t.actorUserId, t.category, t.at, t.id),
-    index("audit_events_project_actor_action_at").on(t.projectId, t.actorUserId, t.action, t.at, t.id),
-    index("audit_events_project_service_account_at").on(t.projectId, t.serviceAccountId, t.at, t.id),
+    index("audit_events_project_actor_category_at_seq").on(t.projectId, t.actorUserId, t.category, t.at),
+    index("audit_events_project_actor_action_at_seq").on(t.projectId, t.actorUserId, t.action, t.at),
+    index("audit_events_project_service_account_at_seq").on(t.projectId, t.serviceAccountId, t.at),
   ],
 );
 
@@ -360,8 +362,9 @@ export const auditCheckpoint = sqliteTable("audit_checkpoint", {
 });
 
 /**
- * Rate-limit windows saved every few seconds and at close, so a restart does not hand
- * everyone a fresh allowance; counted in memory in between (core/rate-limit-store.ts).
+ * Rate-limit windows, shared by every server process on the file and kept across restarts:
+ * a route's own limit is counted here exactly, the global one merged in every few seconds
+ * (core/rate-limit-store.ts).
  */
 export const rateLimitWindows = sqliteTable(
   "rate_limit_windows",
@@ -374,6 +377,16 @@ export const rateLimitWindows = sqliteTable(
   },
   (t) => [index("rate_limit_windows_expires").on(t.expiresAt)],
 );
+
+/**
+ * Work that one server process at a time may do (the automatic Vercel syncs): the holder
+ * renews heartbeat_at, and another process takes the row over once it is stale.
+ */
+export const leases = sqliteTable("leases", {
+  name: text("name").primaryKey(),
+  owner: text("owner").notNull(),
+  heartbeatAt: text("heartbeat_at").notNull(),
+});
 
 /** The Vercel connection of a project. The token and deploy hook are encrypted like values. */
 export const integrations = sqliteTable("integrations", {
@@ -398,6 +411,9 @@ export const integrations = sqliteTable("integrations", {
   lastError: text("last_error"),
   /** Set while a sync runs: the database, not memory, decides that only one runs. */
   syncStartedAt: text("sync_started_at"),
+  /** The server process running the sync (random per process) and its last sign of life. */
+  syncOwner: text("sync_owner"),
+  syncHeartbeatAt: text("sync_heartbeat_at"),
   pending: integer("pending").notNull().default(0),
   /** JSON: the last run and the last deployment, documented in the README. */
   lastRun: text("last_run"),

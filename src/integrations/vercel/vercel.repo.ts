@@ -31,25 +31,40 @@ export function createVercelRepo(db: Db) {
     },
 
     /**
-     * Takes the one-sync-at-a-time lock: only one conditional UPDATE can find the column
-     * empty, in this process or any other on the same file.
+     * Takes the one-sync-at-a-time lease: only one conditional UPDATE can find it free, in
+     * this process or any other on the same file. Free: not held, held by a process whose
+     * heartbeat is older than `staleBefore`, or held without an owner (by a version before
+     * leases) since before `ownerlessStaleBefore`.
      */
-    tryLock(projectId: string, startedAt: string, lastRun: string, staleBefore?: string): boolean {
-      const free = staleBefore
-        ? or(isNull(integrations.syncStartedAt), lt(integrations.syncStartedAt, staleBefore))
-        : isNull(integrations.syncStartedAt);
+    tryLock(lease: { projectId: string; startedAt: string; owner: string; lastRun: string; staleBefore: string; ownerlessStaleBefore: string }): boolean {
+      const free = or(
+        isNull(integrations.syncStartedAt),
+        and(isNull(integrations.syncOwner), lt(integrations.syncStartedAt, lease.ownerlessStaleBefore)),
+        and(isNotNull(integrations.syncOwner), lt(integrations.syncHeartbeatAt, lease.staleBefore)),
+      );
       const result = db
         .update(integrations)
-        .set({ syncStartedAt: startedAt, lastRun })
-        .where(and(eq(integrations.projectId, projectId), free))
+        .set({ syncStartedAt: lease.startedAt, syncOwner: lease.owner, syncHeartbeatAt: lease.startedAt, lastRun: lease.lastRun })
+        .where(and(eq(integrations.projectId, lease.projectId), free))
         .run();
       return result.changes === 1;
     },
 
-    /** Releases the lock and subtracts the changes this run picked up from `pending`. */
+    /** Renews a run's lease; false when it is no longer this run's (taken over, or the connection is gone). */
+    heartbeat(projectId: string, owner: string, startedAt: string, now: string): boolean {
+      return (
+        db
+          .update(integrations)
+          .set({ syncHeartbeatAt: now })
+          .where(and(eq(integrations.projectId, projectId), eq(integrations.syncOwner, owner), eq(integrations.syncStartedAt, startedAt)))
+          .run().changes === 1
+      );
+    },
+
+    /** Releases the lease and subtracts the changes this run picked up from `pending`. */
     finishRun(projectId: string, pendingConsumed: number, fields: Partial<IntegrationRow>): void {
       db.update(integrations)
-        .set({ ...fields, syncStartedAt: null, pending: sql`max(${integrations.pending} - ${pendingConsumed}, 0)` })
+        .set({ ...fields, syncStartedAt: null, syncOwner: null, syncHeartbeatAt: null, pending: sql`max(${integrations.pending} - ${pendingConsumed}, 0)` })
         .where(eq(integrations.projectId, projectId))
         .run();
     },
@@ -61,9 +76,18 @@ export function createVercelRepo(db: Db) {
         .run();
     },
 
-    /** Connections whose sync_started_at is set: at start-up, syncs a dead process left. */
-    listLocked(): IntegrationRow[] {
-      return db.select().from(integrations).where(isNotNull(integrations.syncStartedAt)).all();
+    /** Syncs whose process is gone: a lease free by the rules of tryLock. */
+    listStale(staleBefore: string, ownerlessStaleBefore: string): IntegrationRow[] {
+      return db
+        .select()
+        .from(integrations)
+        .where(
+          or(
+            and(isNull(integrations.syncOwner), lt(integrations.syncStartedAt, ownerlessStaleBefore)),
+            and(isNotNull(integrations.syncOwner), lt(integrations.syncHeartbeatAt, staleBefore)),
+          ),
+        )
+        .all();
     },
 
     listWithPending(): IntegrationRow[] {

@@ -8,7 +8,9 @@ import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { deployHookProblem, deployHookProjectId, VercelError, type NamedItem, type VercelClient } from "./vercel.client.ts";
 import type { PauseReason } from "./vercel.pause.ts";
 import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
-import { openToken, parseMappings, SYNC_ERRORS, type Deployment, type SyncSummary, type VercelSync } from "./vercel.sync.ts";
+import { openToken, SYNC_ERRORS, type Deployment, type SyncSummary } from "./vercel.executor.ts";
+import { parseMappings } from "./vercel.plan.ts";
+import type { VercelSync } from "./vercel.sync.ts";
 
 export const TARGETS = ["development", "preview", "production"] as const;
 export type Target = (typeof TARGETS)[number];
@@ -39,9 +41,6 @@ export const MESSAGES = {
     "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   badBody: "Send a JSON object with the documented fields only.",
 } as const;
-
-const TEAM_ID = /^team_[A-Za-z0-9_-]{1,100}$/;
-const TOKEN = /^[\x21-\x7e]{1,512}$/;
 
 export interface RunView {
   status: "running" | SyncSummary["status"];
@@ -382,6 +381,8 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
         case "paused":
           throw new HttpError(400, MESSAGES.paused);
         case "failed":
+          // Another server process took the run over after this one stopped renewing its lease.
+          if (outcome.failure === "lease-lost") throw new HttpError(409, MESSAGES.busy);
           if (outcome.failure === "unavailable") throw new HttpError(502, SYNC_ERRORS.unavailable);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
           throw new HttpError(400, SYNC_ERRORS[outcome.failure]);

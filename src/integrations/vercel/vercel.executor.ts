@@ -1,0 +1,587 @@
+import type { Logger } from "pino";
+import type { AuditWriter } from "../../audit/audit.writer.ts";
+import type { Caller } from "../../core/caller.ts";
+import type { Clock } from "../../core/clock.ts";
+import { writeTransaction, type Db } from "../../core/db.ts";
+import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
+import { VercelError, type VercelClient, type VercelEnvVar } from "./vercel.client.ts";
+import {
+  createOutcome,
+  isReadableOnRequest,
+  listedValue,
+  parseMappings,
+  planSync,
+  targetVars,
+  type KeyResultReason,
+  type PlatformVar,
+} from "./vercel.plan.ts";
+import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
+
+// One sync run, carried out at Vercel. Shape of a run:
+//   1. one short transaction takes the lease (sync_started_at, sync_owner) and records a
+//      running lastRun; a timer renews the lease's heartbeat while the run lasts;
+//   2. per mapping: list, read the values the plan needs, plan (vercel.plan.ts), carry it
+//      out; network calls with no transaction open;
+//   3. one short transaction writes the results, releases the lease and audits.
+
+export type Trigger = "manual" | "automatic";
+
+export interface KeyResult {
+  environment: string;
+  target: string;
+  /** "*" when a whole environment failed (reason decrypt). */
+  key: string;
+  result: "skipped" | "failed";
+  reason: KeyResultReason;
+}
+
+export interface Deployment {
+  at: string;
+  trigger: Trigger;
+  ok: boolean;
+  jobId: string | null;
+  state: string | null;
+  error?: string;
+}
+
+export interface SyncSummary {
+  status: "ok" | "partial" | "failed";
+  trigger: Trigger;
+  startedAt: string;
+  finishedAt: string;
+  created: number;
+  updated: number;
+  unchanged: number;
+  skipped: number;
+  deleted: number;
+  failed: number;
+  /** Every key that was skipped or failed, with the reason; at most MAX_RESULTS. */
+  results: KeyResult[];
+  /** The readable sentence of a failed run. */
+  error?: string;
+  /** Present when this run called the deploy hook. */
+  deployment?: Deployment;
+}
+
+/** A run that has changed nothing yet: the counts a run adds to as it goes. */
+function emptySummary(trigger: Trigger, startedAt: string): SyncSummary {
+  return {
+    status: "ok",
+    trigger,
+    startedAt,
+    finishedAt: startedAt,
+    created: 0,
+    updated: 0,
+    unchanged: 0,
+    skipped: 0,
+    deleted: 0,
+    failed: 0,
+    results: [],
+  };
+}
+
+export type RunOptions = { trigger: Trigger; caller: Caller | null; redeploy: boolean };
+
+export type RunOutcome =
+  | { kind: "done"; summary: SyncSummary }
+  | { kind: "failed"; summary: SyncSummary; failure: Failure }
+  | { kind: "busy" }
+  | { kind: "not-linked" }
+  | { kind: "attention" }
+  | { kind: "paused" };
+
+type Failure = "rejected" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
+
+export const SYNC_ERRORS: Record<Exclude<Failure, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
+  rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
+  unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",
+  "project-gone": "The linked Vercel project was not found. Link a Vercel project again.",
+  "token-unreadable": "The saved Vercel token could not be decrypted. Reconnect Vercel.",
+  unexpected: "The sync stopped on an unexpected error. Try again; if it keeps happening, check the server log.",
+  interrupted: "The server stopped while a sync was running. Run the sync again.",
+  "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
+  "hook-failed": "The deploy hook call failed. Try the redeploy again.",
+};
+
+const MAX_RESULTS = 200;
+/**
+ * A lease with no owner was taken by a version before leases, which had no heartbeat:
+ * it is stale only once older than any run could be (every call has a timeout and
+ * bounded retries).
+ */
+const OWNERLESS_STALE_MS = 60 * 60 * 1000;
+const CREATE_BATCH = 50;
+
+/** The plain-data source of secret values: the secrets service's system read. */
+export interface SecretValues {
+  readAllValues(projectId: string, environment: string): { key: string; value: string }[];
+}
+
+export interface ExecutorDeps {
+  db: Db;
+  repo: VercelRepo;
+  vault: Vault;
+  audit: AuditWriter;
+  clock: Clock;
+  client: VercelClient;
+  secrets: SecretValues;
+  log: Logger;
+  /** This process in sync leases. */
+  owner: string;
+  /** A lease whose heartbeat is older than this belongs to a process that is gone. */
+  leaseStaleMs: number;
+  /** Changes landed during a run: the scheduler runs again for them. */
+  followUp: (projectId: string) => void;
+}
+
+export type VercelExecutor = ReturnType<typeof createVercelExecutor>;
+
+export function openToken(vault: Vault, row: IntegrationRow): string {
+  return vault.open(row.projectId, integrationAad(row.projectId, "token"), {
+    ciphertext: row.tokenCiphertext,
+    keyVersion: row.tokenKeyVersion,
+  });
+}
+
+type RunLease = { renew(): void; holds(): boolean };
+
+type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
+
+export function createVercelExecutor({ db, repo, vault, audit, clock, client, secrets, log, owner, leaseStaleMs, followUp }: ExecutorDeps) {
+  /** Projects whose run this process is executing. */
+  const running = new Set<string>();
+  const heartbeatMs = Math.max(100, Math.floor(leaseStaleMs / 6));
+
+  function staleBounds(nowMs: number): { staleBefore: string; ownerlessStaleBefore: string } {
+    return {
+      staleBefore: new Date(nowMs - leaseStaleMs).toISOString(),
+      ownerlessStaleBefore: new Date(nowMs - OWNERLESS_STALE_MS).toISOString(),
+    };
+  }
+
+  /** The rule of repo.tryLock and repo.listStale, for a row already read; a run of this process is never stale. */
+  function isStale(row: IntegrationRow, bounds: { staleBefore: string; ownerlessStaleBefore: string }): boolean {
+    if (row.syncStartedAt === null) return false;
+    if (row.syncOwner === null) return row.syncStartedAt < bounds.ownerlessStaleBefore;
+    if (row.syncOwner === owner && running.has(row.projectId)) return false;
+    return (row.syncHeartbeatAt ?? row.syncStartedAt) < bounds.staleBefore;
+  }
+
+  /** Inside a write transaction: the stale run is failed (interrupted) and its lease released. */
+  function markInterrupted(row: IntegrationRow, nowIso: string): void {
+    let trigger: Trigger = "automatic";
+    try {
+      const previous = JSON.parse(row.lastRun ?? "{}") as { trigger?: unknown };
+      if (previous.trigger === "manual") trigger = "manual";
+    } catch {
+      // Keep the default.
+    }
+    const summary: SyncSummary = {
+      ...emptySummary(trigger, row.syncStartedAt!),
+      status: "failed",
+      finishedAt: nowIso,
+      error: SYNC_ERRORS.interrupted,
+    };
+    repo.finishRun(row.projectId, 0, {
+      lastSyncAt: nowIso,
+      lastSyncStatus: "failed",
+      lastError: SYNC_ERRORS.interrupted,
+      lastRun: JSON.stringify(summary),
+      updatedAt: nowIso,
+    });
+    audit.record(null, {
+      projectId: row.projectId,
+      action: "integration.sync_failed",
+      targetType: "integration",
+      targetId: row.projectId,
+      metadata: { trigger, error: SYNC_ERRORS.interrupted },
+    });
+  }
+
+  /**
+   * The lease of one run. A renewal that finds the row no longer this run's means another
+   * process took it over. Before each call the lease is renewed at once when the timer is
+   * late (the process was stalled: the timer and the answer it waited for may wake it in
+   * either order), so a stalled process finds out before it writes at Vercel again.
+   */
+  function runLease(projectId: string, startedAt: string) {
+    let lost = false;
+    let renewedAtMs = performance.now();
+    function renew(): void {
+      try {
+        if (!writeTransaction(db, () => repo.heartbeat(projectId, owner, startedAt, clock.now().toISOString()))) lost = true;
+        renewedAtMs = performance.now();
+      } catch (error) {
+        // Busy or failing storage: the next beat tries again; the lease lasts several beats.
+        log.warn({ projectId, error: error instanceof Error ? error.message : "unknown" }, "could not renew a Vercel sync lease");
+      }
+    }
+    return {
+      renew,
+      holds(): boolean {
+        if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) renew();
+        return !lost;
+      },
+    };
+  }
+
+  async function run(projectId: string, options: RunOptions): Promise<RunOutcome> {
+    const { trigger } = options;
+    const startedAt = clock.now().toISOString();
+    const start = writeTransaction(db, () => {
+      const row = repo.find(projectId);
+      if (!row || !row.hostProjectId) return { kind: "not-linked" as const };
+      if (row.status === "attention") return { kind: "attention" as const };
+      // Checked here, in the transaction that takes the lease, so no trigger (a debounced
+      // change, a follow-up run, recovery) can sync with a paused connection's token.
+      if (row.pausedAt !== null) return { kind: "paused" as const };
+      const bounds = staleBounds(Date.parse(startedAt));
+      // A run whose process is gone is recorded as interrupted before this one takes its place.
+      if (isStale(row, bounds)) markInterrupted(row, startedAt);
+      const lastRun = JSON.stringify({ status: "running", trigger, startedAt });
+      if (!repo.tryLock({ projectId, startedAt, owner, lastRun, ...bounds })) return { kind: "busy" as const };
+      return { kind: "locked" as const, row };
+    });
+    if (start.kind !== "locked") return start;
+    running.add(projectId);
+    const lease = runLease(projectId, startedAt);
+    // Renewed on a timer, not only between calls: one Vercel call may take longer than the
+    // lease (timeouts and retries), and the lease must outlive it.
+    const heartbeat = setInterval(() => lease.renew(), heartbeatMs);
+    heartbeat.unref();
+    try {
+      return await runLocked(start.row, startedAt, options, lease);
+    } finally {
+      clearInterval(heartbeat);
+      running.delete(projectId);
+    }
+  }
+
+  async function runLocked(row: IntegrationRow, startedAt: string, options: RunOptions, lease: RunLease): Promise<RunOutcome> {
+    const { trigger, caller } = options;
+    const projectId = row.projectId;
+
+    const summary = emptySummary(trigger, startedAt);
+    const varChanges: VarChange[] = [];
+    let failure: Failure | undefined;
+    try {
+      await syncAll(row, summary, varChanges, lease);
+    } catch (error) {
+      failure = failureOf(error);
+      if (failure === "lease-lost") {
+        log.warn({ projectId }, "stopped a Vercel sync: another server process took it over, as this one had not renewed its lease in time");
+      }
+      if (failure === "unexpected") {
+        log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "Vercel sync failed unexpectedly");
+      }
+    }
+
+    summary.finishedAt = clock.now().toISOString();
+    if (failure) {
+      summary.status = "failed";
+      summary.error = failure === "lease-lost" ? SYNC_ERRORS.interrupted : SYNC_ERRORS[failure];
+    } else if (summary.failed > 0) {
+      summary.status = "partial";
+    }
+    if (summary.results.length > MAX_RESULTS) summary.results = summary.results.slice(0, MAX_RESULTS);
+
+    function recordRun(): void {
+      if (failure) {
+        audit.record(caller, {
+          projectId,
+          action: "integration.sync_failed",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: { trigger, error: summary.error },
+        });
+        return;
+      }
+      audit.record(caller, {
+        projectId,
+        action: "integration.synced",
+        targetType: "integration",
+        targetId: projectId,
+        metadata: {
+          trigger,
+          created: summary.created,
+          updated: summary.updated,
+          unchanged: summary.unchanged,
+          skipped: summary.skipped,
+          deleted: summary.deleted,
+          failed: summary.failed,
+        },
+      });
+    }
+
+    const finish = writeTransaction(db, () => {
+      const current = repo.find(projectId);
+      const isStillOurs = current !== undefined && current.syncStartedAt === startedAt && current.syncOwner === owner && current.createdAt === row.createdAt;
+      // Taken over by another process, which has recorded this run as interrupted: what
+      // reached Vercel is audited only when something did.
+      if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) recordRun();
+      // Disconnected (or disconnected and reconnected, or taken over) during the run: nothing else to record.
+      if (!current || !isStillOurs) return { remaining: 0, recorded: false };
+      // A token rejected by Vercel means attention only while it is still the saved one:
+      // a reconnect during the run has replaced it with a token this run never used.
+      const tokenRejected = (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
+      const nowIso = summary.finishedAt;
+      for (const change of varChanges) {
+        if (change.op === "save") {
+          repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
+        } else {
+          repo.deleteVar(projectId, change.target, change.key);
+        }
+      }
+      // A failed run leaves `pending` as it was: those changes still have to reach Vercel.
+      const consumed = failure ? 0 : row.pending;
+      repo.finishRun(projectId, consumed, {
+        status: tokenRejected ? "attention" : current.status,
+        lastSyncAt: summary.finishedAt,
+        lastSyncStatus: summary.status,
+        lastError: summary.error ?? null,
+        lastRun: JSON.stringify(summary),
+        updatedAt: nowIso,
+      });
+      return { remaining: Math.max(current.pending - consumed, 0), recorded: true };
+    });
+
+    if (failure) return { kind: "failed", summary, failure };
+    if (!finish.recorded) return { kind: "done", summary };
+
+    // Changes that landed during this run: a follow-up run picks them up, and redeploys.
+    const hasFollowUp = finish.remaining > 0;
+    if (hasFollowUp) followUp(projectId);
+    const wantsRedeploy = trigger === "manual" ? options.redeploy : row.autoRedeploy && !hasFollowUp;
+    if (wantsRedeploy && summary.status === "ok" && row.hookCiphertext && row.hookKeyVersion !== null) {
+      summary.deployment = await redeploy(row, trigger, caller, summary);
+    }
+    return { kind: "done", summary };
+  }
+
+  async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: RunLease): Promise<void> {
+    const projectId = row.projectId;
+    let token: string;
+    try {
+      token = openToken(vault, row);
+    } catch (error) {
+      if (error instanceof DecryptError) throw new SyncFailure("token-unreadable");
+      throw error;
+    }
+    const hostProjectId = row.hostProjectId!;
+    const teamId = row.teamId;
+    /** Before every call: a process whose lease was taken over stops talking to Vercel. */
+    const holdsLease = () => {
+      if (!lease.holds()) throw new SyncFailure("lease-lost");
+    };
+    holdsLease();
+    let listed: VercelEnvVar[];
+    try {
+      listed = await client.listEnvVars(token, teamId, hostProjectId);
+    } catch (error) {
+      if (error instanceof VercelError && error.failure === "not_found") throw new SyncFailure("project-gone");
+      throw error;
+    }
+    const createdByTarget = new Map<string, Map<string, string>>();
+    for (const v of repo.listVars(projectId)) {
+      const created = createdByTarget.get(v.target) ?? new Map<string, string>();
+      created.set(v.key, v.hostEnvId);
+      createdByTarget.set(v.target, created);
+    }
+
+    const note = (environment: string, target: string, key: string, result: KeyResult["result"], reason: KeyResultReason) => {
+      summary[result] += 1;
+      summary.results.push({ environment, target, key, result, reason });
+    };
+
+    for (const [environment, target] of Object.entries(parseMappings(row))) {
+      let values: { key: string; value: string }[];
+      try {
+        values = secrets.readAllValues(projectId, environment);
+      } catch (error) {
+        if (!(error instanceof DecryptError)) throw error;
+        note(environment, target, "*", "failed", "decrypt");
+        continue;
+      }
+      // The plan compares values: read the ones the list did not carry, for the vars it will look at.
+      const wanted = new Set(values.map((v) => v.key));
+      const readValues = new Map<string, string | undefined>();
+      for (const [key, v] of targetVars(listed, target)) {
+        if (!wanted.has(key) || listedValue(v) !== undefined || !isReadableOnRequest(v)) continue;
+        holdsLease();
+        readValues.set(v.id, await readValue(token, teamId, hostProjectId, v.id));
+      }
+      const platformVars: PlatformVar[] = listed.map((v) => ({ ...v, value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v) }));
+      const plan = planSync(platformVars, { target, secrets: values, created: createdByTarget.get(target) ?? new Map() }, { conflictPolicy: row.conflictPolicy });
+
+      const creates: { key: string; value: string }[] = [];
+      for (const step of plan) {
+        switch (step.op) {
+          case "unchanged":
+            summary.unchanged += 1;
+            break;
+          case "skip":
+            note(environment, target, step.key, "skipped", step.reason);
+            break;
+          case "forget":
+            varChanges.push({ op: "delete", target, key: step.key });
+            break;
+          case "create":
+            creates.push({ key: step.key, value: step.value });
+            break;
+          case "update":
+            // Creates wait for their batch; updates and deletes go one by one, in plan order.
+            await flushCreates();
+            holdsLease();
+            try {
+              await client.updateEnvValue(token, teamId, hostProjectId, step.hostEnvId, step.value);
+              summary.updated += 1;
+            } catch (error) {
+              // Removed at Vercel since the list was read, or refused: this key only.
+              if (!(error instanceof VercelError) || (error.failure !== "invalid" && error.failure !== "not_found")) throw error;
+              note(environment, target, step.key, "failed", error.code === "ENV_CONFLICT" ? "conflict" : "rejected");
+            }
+            break;
+          case "delete":
+            await flushCreates();
+            holdsLease();
+            try {
+              await client.deleteEnvVar(token, teamId, hostProjectId, step.hostEnvId);
+              summary.deleted += 1;
+            } catch (error) {
+              if (!(error instanceof VercelError) || error.failure !== "invalid") throw error;
+              note(environment, target, step.key, "failed", "rejected");
+              break;
+            }
+            varChanges.push({ op: "delete", target, key: step.key });
+            break;
+        }
+      }
+      await flushCreates();
+
+      async function flushCreates(): Promise<void> {
+        while (creates.length > 0) {
+          const batch = creates.splice(0, CREATE_BATCH);
+          holdsLease();
+          const result = await client.createEnvVars(
+            token,
+            teamId,
+            hostProjectId,
+            batch.map(({ key, value }) => ({ key, value, type: "encrypted" as const, target: [target] })),
+          );
+          const outcome = createOutcome(
+            batch.map((b) => b.key),
+            result,
+          );
+          for (const { key, hostEnvId } of outcome.created) {
+            summary.created += 1;
+            varChanges.push({ op: "save", target, key, hostEnvId });
+          }
+          for (const refused of outcome.refused) note(environment, target, refused.key, refused.result, refused.reason);
+        }
+      }
+    }
+  }
+
+  /** An encrypted var's plain value, or undefined when Vercel no longer has or returns it. */
+  async function readValue(token: string, teamId: string | null, hostProjectId: string, envId: string): Promise<string | undefined> {
+    try {
+      return await client.readEnvValue(token, teamId, hostProjectId, envId);
+    } catch (error) {
+      if (error instanceof VercelError && (error.failure === "not_found" || error.failure === "invalid")) return undefined;
+      throw error;
+    }
+  }
+
+  async function redeploy(row: IntegrationRow, trigger: Trigger, caller: Caller | null, summary: SyncSummary): Promise<Deployment> {
+    const projectId = row.projectId;
+    let deployment: Deployment;
+    try {
+      const hookUrl = vault.open(projectId, integrationAad(projectId, "deploy-hook"), {
+        ciphertext: row.hookCiphertext!,
+        keyVersion: row.hookKeyVersion!,
+      });
+      const job = await client.triggerDeployHook(hookUrl);
+      deployment = { at: clock.now().toISOString(), trigger, ok: true, jobId: job.jobId, state: job.state };
+    } catch (error) {
+      const missing = error instanceof VercelError && error.failure === "not_found";
+      if (!(error instanceof VercelError) && !(error instanceof DecryptError)) {
+        log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "deploy hook call failed");
+      }
+      deployment = {
+        at: clock.now().toISOString(),
+        trigger,
+        ok: false,
+        jobId: null,
+        state: null,
+        error: SYNC_ERRORS[missing ? "hook-missing" : "hook-failed"],
+      };
+    }
+    writeTransaction(db, () => {
+      // Disconnected (and perhaps connected anew) while the hook was called: this run's
+      // deployment belongs to a connection that no longer exists.
+      // A deployment that started is audited all the same.
+      if (deployment.ok) {
+        audit.record(caller, {
+          projectId,
+          action: "integration.redeployed",
+          targetType: "integration",
+          targetId: projectId,
+          metadata: { trigger, jobId: deployment.jobId, state: deployment.state },
+        });
+      }
+      const current = repo.find(projectId);
+      if (!current || current.createdAt !== row.createdAt) return;
+      summary.deployment = deployment;
+      repo.update(projectId, {
+        lastDeployment: JSON.stringify(deployment),
+        // A follow-up run that has started since keeps its own lastRun ("running").
+        ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),
+        ...(deployment.ok ? {} : { lastError: deployment.error }),
+      });
+    });
+    return deployment;
+  }
+
+  return {
+    run,
+
+    /**
+     * Syncs whose process is gone (its lease went stale) are marked failed and their lease
+     * released; a run of this process is never one of them, even when the clock jumped.
+     * Returns the connections that still have changes to send.
+     */
+    recoverStale(): string[] {
+      const now = clock.now();
+      const nowIso = now.toISOString();
+      const { staleBefore, ownerlessStaleBefore } = staleBounds(now.getTime());
+      return writeTransaction(db, () => {
+        const recovered: string[] = [];
+        for (const row of repo.listStale(staleBefore, ownerlessStaleBefore)) {
+          if (!isStale(row, { staleBefore, ownerlessStaleBefore })) continue;
+          markInterrupted(row, nowIso);
+          if (row.pending > 0) recovered.push(row.projectId);
+        }
+        return recovered;
+      });
+    },
+
+    /** How often a lease is renewed: the scheduler's tick too. */
+    heartbeatMs,
+  };
+}
+
+class SyncFailure extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure);
+  }
+}
+
+function failureOf(error: unknown): Failure {
+  if (error instanceof SyncFailure) return error.failure;
+  if (error instanceof VercelError) {
+    if (error.failure === "rejected") return "rejected";
+    if (error.failure === "scope" || error.failure === "not_found") return "project-gone";
+    if (error.failure === "unavailable") return "unavailable";
+  }
+  return "unexpected";
+}

@@ -1,0 +1,155 @@
+import type { Logger } from "pino";
+import { writeTransaction, type Db } from "../../core/db.ts";
+import type { Lease } from "../../core/leases.ts";
+import type { VercelExecutor } from "./vercel.executor.ts";
+import { parseMappings } from "./vercel.plan.ts";
+import type { VercelRepo } from "./vercel.repo.ts";
+
+// Automatic syncs: a secret change counts in `pending` and, after a debounce, one run sends
+// what changed. Several server processes may share the database, and every one of them
+// counts changes, but only the holder of the "vercel-scheduler" lease runs automatic syncs:
+// it learns of changes made through the others from `pending`, on its tick, and takes over
+// the syncs of a process that stopped heartbeating.
+
+interface Deps {
+  db: Db;
+  repo: VercelRepo;
+  log: Logger;
+  executor: VercelExecutor;
+  leader: Lease;
+  debounceMs: number;
+}
+
+export type VercelScheduler = ReturnType<typeof createVercelScheduler>;
+
+export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs }: Deps) {
+  const timers = new Map<string, NodeJS.Timeout>();
+  const inFlight = new Set<Promise<unknown>>();
+  /** The pending count each scheduled run was for: a different count on a tick is a change made elsewhere. */
+  const seenPending = new Map<string, number>();
+  let isLeader = false;
+  let stopped = false;
+  let ticker: NodeJS.Timeout | undefined;
+
+  function track<T>(promise: Promise<T>): Promise<T> {
+    inFlight.add(promise);
+    void promise.finally(() => inFlight.delete(promise)).catch(() => undefined);
+    return promise;
+  }
+
+  function logFailure(projectId: string, error: unknown, message: string): void {
+    log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, message);
+  }
+
+  /** An automatic run after the debounce delay; a newer change restarts the wait. Only the leader runs them. */
+  function schedule(projectId: string): void {
+    if (stopped || !isLeader) return;
+    clearTimeout(timers.get(projectId));
+    const timer = setTimeout(() => {
+      timers.delete(projectId);
+      void track(executor.run(projectId, { trigger: "automatic", caller: null, redeploy: false }))
+        .then((outcome) => {
+          // Busy: another process's run holds the lease; what it leaves in pending is
+          // scheduled again on a tick. Otherwise what is left waits for a new change, as a
+          // failed run's changes do.
+          if (outcome.kind === "busy") seenPending.delete(projectId);
+          else seenPending.set(projectId, repo.find(projectId)?.pending ?? 0);
+        })
+        .catch((error: unknown) => logFailure(projectId, error, "automatic Vercel sync failed"));
+    }, debounceMs);
+    timer.unref();
+    timers.set(projectId, timer);
+  }
+
+  function isRunnable(row: { status: string; hostProjectId: string | null; pausedAt: string | null }): boolean {
+    return row.status === "active" && row.hostProjectId !== null && row.pausedAt === null;
+  }
+
+  /** Leadership renewed or taken; the leader takes over dead processes' syncs and picks up changes made elsewhere. */
+  function tick(): void {
+    const wasLeader = isLeader;
+    isLeader = leader.renew();
+    if (!isLeader) {
+      if (wasLeader) {
+        // Another process took over (this one hung past the lease): its timers run from now.
+        for (const timer of timers.values()) clearTimeout(timer);
+        timers.clear();
+        log.warn("another server process now runs the automatic Vercel syncs");
+      }
+      return;
+    }
+    for (const projectId of executor.recoverStale()) schedule(projectId);
+    const withPending = repo.listWithPending();
+    const present = new Set(withPending.map((row) => row.projectId));
+    for (const projectId of seenPending.keys()) if (!present.has(projectId)) seenPending.delete(projectId);
+    for (const row of withPending) {
+      if (!isRunnable(row) || seenPending.get(row.projectId) === row.pending) continue;
+      seenPending.set(row.projectId, row.pending);
+      schedule(row.projectId);
+    }
+  }
+
+  return {
+    schedule,
+
+    /** A secret changed (after its commit): count it and schedule an automatic run. */
+    notifyChange(projectId: string, environment: string): void {
+      if (stopped) return;
+      try {
+        // Most projects have no connection: a plain read, no write lock, for those.
+        const linked = repo.find(projectId);
+        if (!linked?.hostProjectId || !Object.hasOwn(parseMappings(linked), environment)) return;
+        const pending = writeTransaction(db, () => {
+          const row = repo.find(projectId);
+          if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return undefined;
+          // Counted while paused too: the reconnect that ends the pause sends them.
+          repo.incrementPending(projectId);
+          return isRunnable(row) ? row.pending + 1 : undefined;
+        });
+        if (pending === undefined || !isLeader) return;
+        seenPending.set(projectId, pending);
+        schedule(projectId);
+      } catch (error) {
+        // A listener must never fail the secret change that already committed.
+        logFailure(projectId, error, "could not schedule a Vercel sync");
+      }
+    },
+
+    /** Forgets a scheduled run (the connection is gone). */
+    cancel(projectId: string): void {
+      clearTimeout(timers.get(projectId));
+      timers.delete(projectId);
+      seenPending.delete(projectId);
+    },
+
+    /**
+     * At start-up: syncs left by a process that is gone are marked failed (their lease
+     * released), and, on the leader, connections with pending changes get their run. A
+     * sync another live process runs is left alone: its heartbeat is fresh.
+     */
+    start(onError: (error: unknown) => void): void {
+      tick();
+      if (!isLeader) executor.recoverStale();
+      ticker = setInterval(() => {
+        try {
+          tick();
+        } catch (error) {
+          onError(error);
+        }
+      }, executor.heartbeatMs);
+      ticker.unref();
+    },
+
+    /** Stops scheduling, waits for runs under way (bounded by the client's retries), hands leadership on. */
+    async stop(): Promise<void> {
+      stopped = true;
+      clearInterval(ticker);
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+      await Promise.allSettled([...inFlight]);
+      if (isLeader) leader.release();
+    },
+
+    track,
+  };
+}
