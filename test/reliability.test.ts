@@ -256,6 +256,9 @@ test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connec
     }
   });
 
+  // Load first: the signal comes once the clients have had 60 answers (a loaded machine
+  // gets there later, not with fewer).
+  while (answers.length < 60 && failures.length === 0) await new Promise((r) => setImmediate(r));
   // A request in flight when the signal comes: headers sent, body still on its way.
   const inFlight = new Promise<Answer>((resolve, reject) => {
     const req = http.request(server.url + "/api/auth/dev/sign-in", { method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": "30" } }, (res) => {
@@ -267,7 +270,8 @@ test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connec
     setTimeout(() => req.end('.test"} '), 1_500);
   });
 
-  await new Promise((r) => setTimeout(r, 700));
+  // Time for the server to have its headers; its body ends 1.5 s after it started.
+  await new Promise((r) => setTimeout(r, 300));
   const before = answers.length;
   signalledAt = Date.now();
   server.child.kill("SIGTERM");

@@ -23,7 +23,7 @@ describe("secrets grid", () => {
     const tab = await openAt(server, alice, SIZES[0], `/projects/${project.id}/development?delete=OLD_ONE,OLD_TWO,NOT_THERE`);
     const { page } = tab;
     const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
-    await confirm.waitFor();
+    await confirm.getByRole("listitem").first().waitFor();
     assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), ["OLD_ONE", "OLD_TWO"]);
     await page.getByText("Not in development: NOT_THERE.").waitFor();
     // The link is spent: a reload does not ask again.
@@ -221,6 +221,7 @@ describe("secrets grid", () => {
 
       await bar.getByRole("button", { name: "Delete selected" }).click();
       const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
+      await confirm.getByRole("listitem").first().waitFor();
       assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), ["B_TWO", "C_THREE"]);
       await check(tab, `secrets-bulk-confirm-${size.name}`);
       await confirm.getByRole("button", { name: "Delete 2 secrets" }).click();
