@@ -18,15 +18,16 @@
 // injected into. Nothing is downloaded here. @yao-pkg/pkg cannot be the tool: it
 // downloads its base binaries (or, building from source, Node's release index) and
 // fails offline in both its modes.
-import crypto from "node:crypto";
+
 import { execFileSync } from "node:child_process";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { readMigrationFiles } from "drizzle-orm/migrator";
 import * as esbuild from "esbuild";
 import postject from "postject";
-import { readMigrationFiles } from "drizzle-orm/migrator";
 
 const ROOT = import.meta.dirname;
 // `--out <dir>` builds elsewhere than dist/ (the executable test builds into a temporary

@@ -46,7 +46,11 @@ sqlite.transaction(() => {
 })();
 const after = auditBytes();
 const perEvent = (after - before) / EVENTS;
-console.log(`${EVENTS} secret.revealed events: ${((after - before) / 1024 / 1024).toFixed(1)} MiB, ${perEvent.toFixed(0)} bytes per event (table and indexes)`);
-console.log(`1,000 reveals a day: ${((perEvent * 1000 * 30) / 1024 / 1024).toFixed(1)} MiB per 30 days, ${((perEvent * 1000 * 365) / 1024 / 1024).toFixed(0)} MiB per year`);
+console.log(
+  `${EVENTS} secret.revealed events: ${((after - before) / 1024 / 1024).toFixed(1)} MiB, ${perEvent.toFixed(0)} bytes per event (table and indexes)`,
+);
+console.log(
+  `1,000 reveals a day: ${((perEvent * 1000 * 30) / 1024 / 1024).toFixed(1)} MiB per 30 days, ${((perEvent * 1000 * 365) / 1024 / 1024).toFixed(0)} MiB per year`,
+);
 sqlite.close();
 fs.rmSync(dataDir, { recursive: true, force: true });

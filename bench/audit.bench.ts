@@ -9,17 +9,17 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { createAuditRepo, type AuditFilter } from "../src/audit/audit.repo.ts";
-import { auditFilter, createAuditService, encodeCursor, type AuditQuery } from "../src/audit/audit.service.ts";
-import { verifyAuditChain } from "../src/audit/audit.verify.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "../src/audit/audit.actions.ts";
+import { type AuditFilter, createAuditRepo } from "../src/audit/audit.repo.ts";
+import { type AuditQuery, auditFilter, createAuditService, encodeCursor } from "../src/audit/audit.service.ts";
+import { verifyAuditChain } from "../src/audit/audit.verify.ts";
 import { createAuditWriter, createEventIds, eventHash, GENESIS_HASH } from "../src/audit/audit.writer.ts";
 import { createAccessGuard } from "../src/core/access.ts";
 import type { Caller } from "../src/core/caller.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { Keyring } from "../src/core/crypto.ts";
-import { openDatabase, type Db } from "../src/core/db.ts";
+import { type Db, openDatabase } from "../src/core/db.ts";
 import { createInvitationsRepo } from "../src/invitations/invitations.repo.ts";
 import { createAccessRepo } from "../src/members/access.repo.ts";
 import { createMembersRepo } from "../src/members/members.repo.ts";
@@ -80,44 +80,46 @@ function fill(db: Db, keyring: Keyring, count: number, projectIds: string[], use
   let prevHash = GENESIS_HASH;
   const step = spanMs / count;
   for (let done = 0; done < count; done += BATCH) {
-    sqlite.transaction(() => {
-      for (let i = done; i < Math.min(count, done + BATCH); i++) {
-        const action = pickAction();
-        const projectId = Math.random() < MAIN_PROJECT_SHARE ? projectIds[0]! : projectIds[1 + (i % (projectIds.length - 1))]!;
-        // Skewed actors: a few people (and the CLI of a deploy bot) do most of the work.
-        const actor = action === "integration.synced" && i % 3 === 0 ? null : userIds[Math.floor(USERS * Math.random() ** 2)]!;
-        const secretId = secretIds[i % secretIds.length]!;
-        const content = {
-          id: nextId(),
-          projectId,
-          at: new Date(startMs + Math.floor(i * step)).toISOString(),
-          action,
-          category: AUDIT_ACTIONS[action].category,
-          actorUserId: actor,
-          targetType: action.startsWith("secret.") ? "secret" : "project",
-          targetId: action.startsWith("secret.") ? secretId : projectId,
-          metadata: JSON.stringify(
-            action.startsWith("secret.") ? { key: `KEY_${i % 200}`, environment: "production", version: 1 + (i % 7) } : {},
-          ),
-        };
-        const hash = eventHash(prevHash, content, macKey);
-        insert.run(
-          content.id,
-          content.projectId,
-          content.at,
-          content.action,
-          content.category,
-          content.actorUserId,
-          content.targetType,
-          content.targetId,
-          content.metadata,
-          prevHash,
-          hash,
-          keyring.currentVersion,
-        );
-        prevHash = hash;
-      }
-    }).immediate();
+    sqlite
+      .transaction(() => {
+        for (let i = done; i < Math.min(count, done + BATCH); i++) {
+          const action = pickAction();
+          const projectId = Math.random() < MAIN_PROJECT_SHARE ? projectIds[0]! : projectIds[1 + (i % (projectIds.length - 1))]!;
+          // Skewed actors: a few people (and the CLI of a deploy bot) do most of the work.
+          const actor = action === "integration.synced" && i % 3 === 0 ? null : userIds[Math.floor(USERS * Math.random() ** 2)]!;
+          const secretId = secretIds[i % secretIds.length]!;
+          const content = {
+            id: nextId(),
+            projectId,
+            at: new Date(startMs + Math.floor(i * step)).toISOString(),
+            action,
+            category: AUDIT_ACTIONS[action].category,
+            actorUserId: actor,
+            targetType: action.startsWith("secret.") ? "secret" : "project",
+            targetId: action.startsWith("secret.") ? secretId : projectId,
+            metadata: JSON.stringify(
+              action.startsWith("secret.") ? { key: `KEY_${i % 200}`, environment: "production", version: 1 + (i % 7) } : {},
+            ),
+          };
+          const hash = eventHash(prevHash, content, macKey);
+          insert.run(
+            content.id,
+            content.projectId,
+            content.at,
+            content.action,
+            content.category,
+            content.actorUserId,
+            content.targetType,
+            content.targetId,
+            content.metadata,
+            prevHash,
+            hash,
+            keyring.currentVersion,
+          );
+          prevHash = hash;
+        }
+      })
+      .immediate();
   }
 }
 
@@ -173,9 +175,13 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       const user = sqlite.prepare(
         "INSERT INTO users (id, email, email_verified, auth_issuer, auth_subject, created_at, updated_at) VALUES (?, ?, 1, 'dev', ?, ?, ?)",
       );
-      userIds.forEach((id, i) => user.run(id, `user${i}@example.test`, `user${i}@example.test`, now, now));
+      userIds.forEach((id, i) => {
+        user.run(id, `user${i}@example.test`, `user${i}@example.test`, now, now);
+      });
       for (const projectId of projectIds) {
-        sqlite.prepare("INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)").run(projectId, projectId.slice(0, 8), now, now);
+        sqlite
+          .prepare("INSERT INTO projects (id, name, created_at, updated_at) VALUES (?, ?, ?, ?)")
+          .run(projectId, projectId.slice(0, 8), now, now);
         sqlite.prepare("INSERT INTO project_environments (project_id, slug, created_at) VALUES (?, 'production', ?)").run(projectId, now);
       }
       // Half the users are still members of the measured project: the page joins memberships.
@@ -247,12 +253,15 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       ["actor + from/to", { actorUserId: busyActor, fromAt: isoDaysAgo(200), to: { at: isoDaysAgo(170), exclusive: true } }],
       ["actor (quiet) + from/to", { actorUserId: quietActor, fromAt: isoDaysAgo(200), to: { at: isoDaysAgo(170), exclusive: true } }],
       ["actor (none) + a year", { actorUserId: crypto.randomUUID(), fromAt: isoDaysAgo(366), to: { at: isoDaysAgo(0), exclusive: false } }],
-      ["action (rare) + actor (quiet) + from/to", {
-        action: "integration.sync_failed",
-        actorUserId: quietActor,
-        fromAt: isoDaysAgo(300),
-        to: { at: isoDaysAgo(10), exclusive: false },
-      }],
+      [
+        "action (rare) + actor (quiet) + from/to",
+        {
+          action: "integration.sync_failed",
+          actorUserId: quietActor,
+          fromAt: isoDaysAgo(300),
+          to: { at: isoDaysAgo(10), exclusive: false },
+        },
+      ],
     ];
 
     const rows: string[][] = [];
@@ -271,7 +280,8 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       let deepCount = 0;
       for (let i = 0; i < RUNS; i++) {
         firstTimes.push(time(() => (firstCount = service.list(caller, projectId, query).events.length)));
-        if (deepCursor) deepTimes.push(time(() => (deepCount = service.list(caller, projectId, { ...query, cursor: deepCursor }).events.length)));
+        if (deepCursor)
+          deepTimes.push(time(() => (deepCount = service.list(caller, projectId, { ...query, cursor: deepCursor }).events.length)));
       }
       pageRows.push(pageRow(`audit ${name}: first page`, firstTimes));
       if (deepTimes.length > 0) pageRows.push(pageRow(`audit ${name}: deep page`, deepTimes));
@@ -308,17 +318,34 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
 function whereOf(filter: AuditFilter): { sql: string; params: unknown[] } {
   const where = ["project_id = ?"];
   const params: unknown[] = [filter.projectId];
-  if (filter.action) (where.push("action = ?"), params.push(filter.action));
-  else if (filter.category) (where.push("category = ?"), params.push(filter.category));
-  if (filter.actorUserId) (where.push("actor_user_id = ?"), params.push(filter.actorUserId));
-  if (filter.fromAt) (where.push("at >= ?"), params.push(filter.fromAt));
-  if (filter.toAt) (where.push(filter.toExclusive ? "at < ?" : "at <= ?"), params.push(filter.toAt));
+  if (filter.action) {
+    where.push("action = ?");
+    params.push(filter.action);
+  } else if (filter.category) {
+    where.push("category = ?");
+    params.push(filter.category);
+  }
+  if (filter.actorUserId) {
+    where.push("actor_user_id = ?");
+    params.push(filter.actorUserId);
+  }
+  if (filter.fromAt) {
+    where.push("at >= ?");
+    params.push(filter.fromAt);
+  }
+  if (filter.toAt) {
+    where.push(filter.toExclusive ? "at < ?" : "at <= ?");
+    params.push(filter.toAt);
+  }
   return { sql: where.join(" AND "), params };
 }
 
 function countMatches(db: Db, filter: AuditFilter): number {
   const { sql, params } = whereOf(filter);
-  return db.$client.prepare(`SELECT count(*) FROM audit_events WHERE ${sql}`).pluck().get(...params) as number;
+  return db.$client
+    .prepare(`SELECT count(*) FROM audit_events WHERE ${sql}`)
+    .pluck()
+    .get(...params) as number;
 }
 
 function deepEvent(db: Db, filter: AuditFilter, offset: number): { at: string; id: string } | undefined {

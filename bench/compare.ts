@@ -4,7 +4,17 @@
 // machine shared with other work, only a comparison made in turns like this means much.
 import path from "node:path";
 import Database from "better-sqlite3";
-import { freePort, makeTempDir, randomKey, request, runAlternating, startProcess, ROOT, type LoadOptions, type ServerProcess } from "./lib.ts";
+import {
+  freePort,
+  type LoadOptions,
+  makeTempDir,
+  ROOT,
+  randomKey,
+  request,
+  runAlternating,
+  type ServerProcess,
+  startProcess,
+} from "./lib.ts";
 
 const other = path.resolve(process.argv[2] ?? "");
 const seconds = Number(process.argv[3]) || 8;
@@ -14,28 +24,59 @@ const pin = process.env.COMPARE_PIN ? ["taskset", "-c", process.env.COMPARE_PIN]
 async function start(root: string): Promise<{ server: ServerProcess; scenarios: LoadOptions[] }> {
   const dataDir = makeTempDir("bench-compare-");
   const port = await freePort();
-  const server = await startProcess(pin, "src/main.ts", ["serve"], {
-    NODE_ENV: "development",
-    AUTH_PROVIDER: "dev",
-    HOST: "127.0.0.1",
-    PORT: String(port),
-    APP_URL: `http://127.0.0.1:${port}`,
-    DATA_DIR: dataDir,
-    MASTER_KEY: randomKey(),
-    LOG_LEVEL: "info",
-    SQLITE_SYNCHRONOUS: process.env.COMPARE_SYNCHRONOUS ?? "full",
-    RATE_LIMIT_PER_MINUTE: "1000000",
-  }, port, "/healthz", dataDir, root);
-  const signIn = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "owner@bench.test" }) });
+  const server = await startProcess(
+    pin,
+    "src/main.ts",
+    ["serve"],
+    {
+      NODE_ENV: "development",
+      AUTH_PROVIDER: "dev",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      APP_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: dataDir,
+      MASTER_KEY: randomKey(),
+      LOG_LEVEL: "info",
+      SQLITE_SYNCHRONOUS: process.env.COMPARE_SYNCHRONOUS ?? "full",
+      RATE_LIMIT_PER_MINUTE: "1000000",
+    },
+    port,
+    "/healthz",
+    dataDir,
+    root,
+  );
+  const signIn = await request(server.url, {
+    method: "POST",
+    path: "/api/auth/dev/sign-in",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email: "owner@bench.test" }),
+  });
   const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
-  const post = async (p: string, body: unknown) => JSON.parse((await request(server.url, { method: "POST", path: p, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify(body) })).body);
+  const post = async (p: string, body: unknown) =>
+    JSON.parse(
+      (
+        await request(server.url, {
+          method: "POST",
+          path: p,
+          headers: { cookie, "content-type": "application/json" },
+          body: JSON.stringify(body),
+        })
+      ).body,
+    );
   const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
   const base = `/api/projects/${project.id}/environments/production/secrets`;
   const { secret } = await post(base, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
   const name = root === ROOT ? "this" : path.basename(root);
   let n = 0;
   const scenarios: LoadOptions[] = [
-    { name: `${name}: read`, url: server.url, serverPid: server.pid, connections: 8, seconds, next: () => ({ method: "GET", path: `${base}/${secret.id}`, headers: { cookie } }) },
+    {
+      name: `${name}: read`,
+      url: server.url,
+      serverPid: server.pid,
+      connections: 8,
+      seconds,
+      next: () => ({ method: "GET", path: `${base}/${secret.id}`, headers: { cookie } }),
+    },
   ];
   if (process.env.COMPARE_WRITES) {
     scenarios.push({
@@ -44,18 +85,32 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       serverPid: server.pid,
       connections: 8,
       seconds,
-      next: () => ({ method: "PATCH", path: `${base}/${secret.id}`, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify({ value: `v${n++}` }) }),
+      next: () => ({
+        method: "PATCH",
+        path: `${base}/${secret.id}`,
+        headers: { cookie, "content-type": "application/json" },
+        body: JSON.stringify({ value: `v${n++}` }),
+      }),
     });
   }
   if (process.env.COMPARE_IMPORT) {
     // Import is limited to 10 a minute per user: a pool of admins added straight to the file.
     const keys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
-    await post(`/api/projects/${project.id}/environments/production/import`, { entries: keys.map((key) => ({ key, value: "initial", overwrite: false })) });
+    await post(`/api/projects/${project.id}/environments/production/import`, {
+      entries: keys.map((key) => ({ key, value: "initial", overwrite: false })),
+    });
     const pool: string[] = [];
     const db = new Database(path.join(dataDir, "secrets.db"));
-    const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+    const addMember = db.prepare(
+      "INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)",
+    );
     for (let i = 0; i < 60; i++) {
-      const res = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: `user${i}@bench.test` }) });
+      const res = await request(server.url, {
+        method: "POST",
+        path: "/api/auth/dev/sign-in",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: `user${i}@bench.test` }),
+      });
       const now = new Date().toISOString();
       addMember.run(project.id, (JSON.parse(res.body) as { user: { id: string } }).user.id, now, now);
       pool.push((res.headers["set-cookie"]?.[0] ?? "").split(";")[0]!);
@@ -87,7 +142,9 @@ const b = await start(other);
 try {
   const rows = await runAlternating([...a.scenarios, ...b.scenarios], rounds);
   for (const row of rows) {
-    console.log(`${row.name.padEnd(30)} ${row.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${row.p50Ms.toFixed(2)} ms  ${row.serverCpuMicros.toFixed(0).padStart(5)} µs CPU/request  (${row.requests} requests, ${row.errors} errors)`);
+    console.log(
+      `${row.name.padEnd(30)} ${row.requestsPerSecond.toFixed(0).padStart(6)} req/s  p50 ${row.p50Ms.toFixed(2)} ms  ${row.serverCpuMicros.toFixed(0).padStart(5)} µs CPU/request  (${row.requests} requests, ${row.errors} errors)`,
+    );
   }
 } finally {
   await a.server.stop();

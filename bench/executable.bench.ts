@@ -6,7 +6,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { freePort, makeTempDir, randomKey, request, ROOT, type BenchContext, type BenchModule, type BenchRow } from "./lib.ts";
+import { type BenchContext, type BenchModule, type BenchRow, freePort, makeTempDir, ROOT, randomKey, request } from "./lib.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS) || 10;
 
@@ -147,17 +147,35 @@ export const executableBench: BenchModule = {
     const server = await startServer(executable, dataDir, masterKey, ctx.serverPin);
     try {
       const json = { "content-type": "application/json" };
-      const signIn = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: json, body: JSON.stringify({ email: "owner@bench.test" }) });
+      const signIn = await request(server.url, {
+        method: "POST",
+        path: "/api/auth/dev/sign-in",
+        headers: json,
+        body: JSON.stringify({ email: "owner@bench.test" }),
+      });
       const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
       const call = async (method: string, p: string, body?: unknown) =>
-        JSON.parse((await request(server.url, { method, path: p, headers: { cookie, ...json }, body: body === undefined ? undefined : JSON.stringify(body) })).body);
+        JSON.parse(
+          (
+            await request(server.url, {
+              method,
+              path: p,
+              headers: { cookie, ...json },
+              body: body === undefined ? undefined : JSON.stringify(body),
+            })
+          ).body,
+        );
       const { project } = await call("POST", "/api/projects", { name: "bench", environments: ["production"] });
       const base = `/api/projects/${project.id}/environments/production`;
       const { secret } = await call("POST", `${base}/secrets`, { key: "DATABASE_URL", value: "postgres://db.internal/app" });
       for (let i = 0; i < 6; i++) await call("GET", `${base}/secrets/${secret.id}`);
       for (let i = 0; i < 6; i++) await call("GET", `${base}/secrets`);
       for (let i = 0; i < 4; i++) await request(server.url, { method: "GET", path: `${base}/export?format=dotenv`, headers: { cookie } });
-      const { serviceAccount } = await call("POST", `/api/projects/${project.id}/service-accounts`, { name: "bench", role: "viewer", environments: ["production"] });
+      const { serviceAccount } = await call("POST", `/api/projects/${project.id}/service-accounts`, {
+        name: "bench",
+        role: "viewer",
+        environments: ["production"],
+      });
       const { token } = await call("POST", `/api/projects/${project.id}/service-accounts/${serviceAccount.id}/tokens`, { name: "bench" });
       // 20 requests in all, then a moment for the last responses' buffers to be let go.
       await new Promise((resolve) => setTimeout(resolve, 500));

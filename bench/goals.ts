@@ -5,6 +5,7 @@ import { EXECUTABLE_NAMES } from "./executable.bench.ts";
 import type { BenchRow } from "./lib.ts";
 
 const RUNS = Number(process.env.BENCH_RUNS) || 10;
+
 import { EXPORT_NAME, IMPORT_NAME, LIST_NAME, NORMAL_REFERENCE_NAME, READ_NAME, REFERENCE_NAME } from "./secrets.bench.ts";
 
 interface Goal {
@@ -47,14 +48,21 @@ export function goals(rows: BenchRow[]): Goal[] {
   }
   const cpuGoal = (scenario: string, name: string, maxMs: number) => {
     const row = find(name);
-    if (row) list.push({ scenario, figure: `${(row.serverCpuMicros / 1000).toFixed(2)} ms CPU`, goal: `≤ ${maxMs} ms`, pass: row.serverCpuMicros / 1000 <= maxMs });
+    if (row)
+      list.push({
+        scenario,
+        figure: `${(row.serverCpuMicros / 1000).toFixed(2)} ms CPU`,
+        goal: `≤ ${maxMs} ms`,
+        pass: row.serverCpuMicros / 1000 <= maxMs,
+      });
   };
   cpuGoal("import 500 entries (updates), server CPU per request", IMPORT_NAME, 40);
   cpuGoal("list 1,000 secrets, server CPU per request", LIST_NAME, 1.5);
   cpuGoal("export 1,000 as dotenv, server CPU per request", EXPORT_NAME, 5);
   const figureGoal = (scenario: string, name: string, unit: string, max: number) => {
     const row = find(name);
-    if (row?.figure !== undefined) list.push({ scenario, figure: `${row.figure.toFixed(0)} ${unit}`, goal: `≤ ${max} ${unit}`, pass: row.figure <= max });
+    if (row?.figure !== undefined)
+      list.push({ scenario, figure: `${row.figure.toFixed(0)} ${unit}`, goal: `≤ ${max} ${unit}`, pass: row.figure <= max });
   };
   figureGoal(`executable: start to first /healthz 200, existing DATA_DIR (median of ${RUNS})`, EXECUTABLE_NAMES.startExisting, "ms", 150);
   figureGoal(`executable: start to first /healthz 200, fresh DATA_DIR (median of ${RUNS})`, EXECUTABLE_NAMES.startFresh, "ms", 250);
@@ -69,6 +77,6 @@ export function formatGoals(list: Goal[]): string {
   const header = ["issue 16", "figure", "goal", ""];
   const body = list.map((g) => [g.scenario, g.figure, g.goal, g.pass ? "PASS" : "FAIL"]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  const line = (cells: string[]) => "| " + cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ") + " |";
-  return [line(header), "|" + widths.map((w) => "-".repeat(w + 2)).join("|") + "|", ...body.map(line)].join("\n");
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" | ")} |`;
+  return [line(header), `|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`, ...body.map(line)].join("\n");
 }

@@ -1,6 +1,6 @@
 // Shared by the bench modules: servers in their own process pinned to one core, a
 // closed-loop HTTP load generator pinned to another, and the server's CPU time per request.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
@@ -66,7 +66,6 @@ export interface ServerProcess {
   dataDir: string;
   stop(): Promise<void>;
 }
-
 
 /** Starts `node --import tsx <script> ...args` pinned with `pin`, and waits for `readyPath` to answer. */
 export async function startProcess(
@@ -257,18 +256,24 @@ export async function runAlternating(scenarios: LoadOptions[], rounds: number): 
 /** The load scenarios as one table (rows with a `figure` are the goals table's: bench/goals.ts). */
 export function formatTable(rows: BenchRow[]): string {
   const header = ["scenario", "req/s", "p50 ms", "p99 ms", "server CPU µs/req", "requests", "errors"];
-  const body = rows.filter((r) => r.figure === undefined).map((r) => [
-    r.name,
-    r.requestsPerSecond.toFixed(0),
-    r.p50Ms.toFixed(2),
-    r.p99Ms.toFixed(2),
-    r.serverCpuMicros.toFixed(0),
-    String(r.requests),
-    String(r.errors),
-  ]);
+  const body = rows
+    .filter((r) => r.figure === undefined)
+    .map((r) => [
+      r.name,
+      r.requestsPerSecond.toFixed(0),
+      r.p50Ms.toFixed(2),
+      r.p99Ms.toFixed(2),
+      r.serverCpuMicros.toFixed(0),
+      String(r.requests),
+      String(r.errors),
+    ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  const line = (cells: string[]) => "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
-  return [line(header), "|" + widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|", ...body.map(line)].join("\n");
+  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
+  return [
+    line(header),
+    `|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`,
+    ...body.map(line),
+  ].join("\n");
 }
 
 export { freePort };

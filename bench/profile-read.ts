@@ -15,23 +15,50 @@ process.env.BENCH_NODE_ARGS = "--perf-basic-prof-only-functions";
 
 const dataDir = makeTempDir("bench-read-");
 const port = await freePort();
-const server = await startProcess([], "src/main.ts", ["serve"], {
-  NODE_ENV: "development",
-  AUTH_PROVIDER: "dev",
-  HOST: "127.0.0.1",
-  PORT: String(port),
-  APP_URL: `http://127.0.0.1:${port}`,
-  DATA_DIR: dataDir,
-  MASTER_KEY: randomKey(),
-  LOG_LEVEL: "info",
-  SQLITE_SYNCHRONOUS: "full",
-  RATE_LIMIT_PER_MINUTE: "1000000",
-}, port, "/healthz", dataDir, root);
-const signIn = await request(server.url, { method: "POST", path: "/api/auth/dev/sign-in", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "owner@bench.test" }) });
+const server = await startProcess(
+  [],
+  "src/main.ts",
+  ["serve"],
+  {
+    NODE_ENV: "development",
+    AUTH_PROVIDER: "dev",
+    HOST: "127.0.0.1",
+    PORT: String(port),
+    APP_URL: `http://127.0.0.1:${port}`,
+    DATA_DIR: dataDir,
+    MASTER_KEY: randomKey(),
+    LOG_LEVEL: "info",
+    SQLITE_SYNCHRONOUS: "full",
+    RATE_LIMIT_PER_MINUTE: "1000000",
+  },
+  port,
+  "/healthz",
+  dataDir,
+  root,
+);
+const signIn = await request(server.url, {
+  method: "POST",
+  path: "/api/auth/dev/sign-in",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ email: "owner@bench.test" }),
+});
 const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
-const post = async (p: string, body: unknown) => JSON.parse((await request(server.url, { method: "POST", path: p, headers: { cookie, "content-type": "application/json" }, body: JSON.stringify(body) })).body);
+const post = async (p: string, body: unknown) =>
+  JSON.parse(
+    (
+      await request(server.url, {
+        method: "POST",
+        path: p,
+        headers: { cookie, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      })
+    ).body,
+  );
 const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
-const { secret } = await post(`/api/projects/${project.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
+const { secret } = await post(`/api/projects/${project.id}/environments/production/secrets`, {
+  key: "DATABASE_URL",
+  value: "postgres://user:password@db.internal:5432/app",
+});
 const load = {
   name: "read",
   url: server.url,
@@ -42,15 +69,22 @@ const load = {
 };
 // Warm: V8 has optimized the path before sampling starts.
 await runLoad({ ...load, seconds: 2 });
-const recorder = spawn("perf", ["record", "-F", "1999", "-g", "-o", perfData, "-p", String(server.pid), "--", "sleep", String(seconds)], { stdio: "ignore" });
+const recorder = spawn("perf", ["record", "-F", "1999", "-g", "-o", perfData, "-p", String(server.pid), "--", "sleep", String(seconds)], {
+  stdio: "ignore",
+});
 const row = await runLoad({ ...load, warmupSeconds: 0.01 });
 await new Promise((resolve) => recorder.on("exit", resolve));
 await server.stop();
-console.log(`${row.requests} reads, ${row.requestsPerSecond.toFixed(0)} req/s, ${row.serverCpuMicros.toFixed(0)} µs of server CPU each (from /proc)`);
+console.log(
+  `${row.requests} reads, ${row.requestsPerSecond.toFixed(0)} req/s, ${row.serverCpuMicros.toFixed(0)} µs of server CPU each (from /proc)`,
+);
 
 /** Innermost match wins: a frame deep in the audit writer counts as audit, not as Fastify. */
 const CATEGORIES: [string, RegExp][] = [
-  ["fsync and WAL write (kernel, for the audit commit)", /fsync|ext4_sync|jbd2|blkdev_issue_flush|file_write_and_wait|walWriteToLog|walFrames|unixSync/],
+  [
+    "fsync and WAL write (kernel, for the audit commit)",
+    /fsync|ext4_sync|jbd2|blkdev_issue_flush|file_write_and_wait|walWriteToLog|walFrames|unixSync/,
+  ],
   ["audit: hash chain (HMAC)", /eventHash|Hmac|hmac/i],
   ["audit: event id, metadata, JSON", /toContent|createEventIds|nextId|cleanValue/],
   ["audit: insert and its indexes", /append |appendAll|flushReads|audit\.writer/],

@@ -40,7 +40,9 @@ await Promise.all(
   }),
 );
 console.log(`${os.cpus()[0]?.model ?? "unknown CPU"}, ${os.availableParallelism()} cores, Node ${process.version}`);
-console.log(`GET /api/projects, ${PROJECTS} projects: median ${median(alone).toFixed(1)} ms alone, ${median(together).toFixed(1)} ms with 8 callers`);
+console.log(
+  `GET /api/projects, ${PROJECTS} projects: median ${median(alone).toFixed(1)} ms alone, ${median(together).toFixed(1)} ms with 8 callers`,
+);
 await server.stop();
 fs.rmSync(server.dataDir, { recursive: true, force: true });
 process.exit(0);

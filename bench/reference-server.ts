@@ -24,7 +24,9 @@ const nonce = crypto.randomBytes(12);
 const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
 cipher.setAAD(aad);
 const body = Buffer.concat([cipher.update("postgres://user:password@db.internal:5432/app", "utf8"), cipher.final()]);
-sqlite.prepare("INSERT INTO secrets (id, key, ciphertext) VALUES (?, ?, ?)").run(id, "DATABASE_URL", Buffer.concat([nonce, body, cipher.getAuthTag()]));
+sqlite
+  .prepare("INSERT INTO secrets (id, key, ciphertext) VALUES (?, ?, ?)")
+  .run(id, "DATABASE_URL", Buffer.concat([nonce, body, cipher.getAuthTag()]));
 
 const select = sqlite.prepare("SELECT key, ciphertext FROM secrets WHERE id = ?");
 const insertAudit = sqlite.prepare("INSERT INTO audit (id, at, action, target_id, metadata) VALUES (?, ?, ?, ?, ?)");

@@ -2,10 +2,10 @@
 // temporary databases and prints one table. Not a test: nothing here fails the build.
 // BENCH_SECONDS sets the measured time of each scenario (default 8, after 1 s of warm-up).
 import os from "node:os";
-import { formatTable, hasTaskset, pinSelf, type BenchContext, type BenchModule, type BenchRow } from "./lib.ts";
 import { auditBench } from "./audit.bench.ts";
 import { executableBench } from "./executable.bench.ts";
 import { formatGoals, goals } from "./goals.ts";
+import { type BenchContext, type BenchModule, type BenchRow, formatTable, hasTaskset, pinSelf } from "./lib.ts";
 import { secretsBench } from "./secrets.bench.ts";
 
 /** Every bench module, in the order they run. Add new ones here. */
@@ -27,7 +27,9 @@ async function main(): Promise<void> {
     serverPin: canPin ? ["taskset", "-c", "0"] : [],
     log: (line) => console.log(line),
   };
-  console.log(`Machine: ${cores} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ${os.platform()} ${os.release()}`);
+  console.log(
+    `Machine: ${cores} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ${os.platform()} ${os.release()}`,
+  );
   console.log(
     canPin
       ? "Pinning: servers on core 0, load generator on core 1 (taskset)."

@@ -2,7 +2,19 @@
 // and the reference: a bare Fastify route that reads, decrypts and audits one row.
 import path from "node:path";
 import Database from "better-sqlite3";
-import { freePort, makeTempDir, randomKey, request, runAlternating, runLoad, startProcess, type BenchContext, type BenchModule, type BenchRow, type ServerProcess } from "./lib.ts";
+import {
+  type BenchContext,
+  type BenchModule,
+  type BenchRow,
+  freePort,
+  makeTempDir,
+  randomKey,
+  request,
+  runAlternating,
+  runLoad,
+  type ServerProcess,
+  startProcess,
+} from "./lib.ts";
 
 /** Reading it with a service token must reach this share of the session read's req/s. */
 export const MIN_SERVICE_TOKEN_RATIO = 0.95;
@@ -52,7 +64,17 @@ export const secretsBench: BenchModule = {
     for (const level of ["full", "normal"]) {
       const referenceDir = makeTempDir("bench-reference-");
       const referencePort = await freePort();
-      references.push(await startProcess(ctx.serverPin, "bench/reference-server.ts", [String(referencePort), referenceDir, level], {}, referencePort, "/healthz", referenceDir));
+      references.push(
+        await startProcess(
+          ctx.serverPin,
+          "bench/reference-server.ts",
+          [String(referencePort), referenceDir, level],
+          {},
+          referencePort,
+          "/healthz",
+          referenceDir,
+        ),
+      );
     }
     const referenceLoad = (name: string, reference: ServerProcess): Parameters<typeof runLoad>[0] => ({
       name,
@@ -89,24 +111,44 @@ export const secretsBench: BenchModule = {
       const url = server.url;
       ctx.log("  setting up: a project, 1,000 secrets to list and export, 500 to import over, users for the rate-limited routes");
       const owner = await signIn(url, "owner@bench.test");
-      const { project } = await call(url, owner.cookie, "POST", "/api/projects", { name: "bench", environments: ["development", "staging", "production"] });
+      const { project } = await call(url, owner.cookie, "POST", "/api/projects", {
+        name: "bench",
+        environments: ["development", "staging", "production"],
+      });
       const base = (env: string) => `/api/projects/${project.id}/environments/${env}`;
-      const readMe = (await call(url, owner.cookie, "POST", `${base("production")}/secrets`, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" })).secret;
+      const readMe = (
+        await call(url, owner.cookie, "POST", `${base("production")}/secrets`, {
+          key: "DATABASE_URL",
+          value: "postgres://user:password@db.internal:5432/app",
+        })
+      ).secret;
       for (const part of [0, 1]) {
-        const entries = Array.from({ length: 500 }, (_, i) => ({ key: `LIST_${part * 500 + i}`, value: `value-${part * 500 + i}-${"x".repeat(40)}`, overwrite: false }));
+        const entries = Array.from({ length: 500 }, (_, i) => ({
+          key: `LIST_${part * 500 + i}`,
+          value: `value-${part * 500 + i}-${"x".repeat(40)}`,
+          overwrite: false,
+        }));
         await call(url, owner.cookie, "POST", `${base("staging")}/import`, { entries });
       }
       const importKeys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
-      await call(url, owner.cookie, "POST", `${base("production")}/import`, { entries: importKeys.map((key) => ({ key, value: "initial", overwrite: false })) });
+      await call(url, owner.cookie, "POST", `${base("production")}/import`, {
+        entries: importKeys.map((key) => ({ key, value: "initial", overwrite: false })),
+      });
       // A viewer service account of production with one token, as a deploy job would hold.
       const { serviceAccount } = await call(url, owner.cookie, "POST", `/api/projects/${project.id}/service-accounts`, {
         name: "bench-deploy",
         role: "viewer",
         environments: ["production"],
       });
-      const { token: serviceToken } = await call(url, owner.cookie, "POST", `/api/projects/${project.id}/service-accounts/${serviceAccount.id}/tokens`, {
-        name: "bench",
-      });
+      const { token: serviceToken } = await call(
+        url,
+        owner.cookie,
+        "POST",
+        `/api/projects/${project.id}/service-accounts/${serviceAccount.id}/tokens`,
+        {
+          name: "bench",
+        },
+      );
       const patchConnections = 8;
       const patchTargets: { id: string; version: number }[] = [];
       for (let i = 0; i < patchConnections; i++) {
@@ -117,7 +159,9 @@ export const secretsBench: BenchModule = {
       // over enough admins that the limit never answers instead of the endpoint.
       const pool: string[] = [];
       const db = new Database(path.join(dataDir, "secrets.db"));
-      const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+      const addMember = db.prepare(
+        "INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)",
+      );
       for (let i = 0; i < 400; i++) {
         const user = await signIn(url, `user${i}@bench.test`);
         const now = new Date().toISOString();
@@ -149,12 +193,21 @@ export const secretsBench: BenchModule = {
           serverPid: server.pid,
           connections: 8,
           seconds: ctx.seconds,
-          next: () => ({ method: "GET", path: `${base("production")}/secrets/${readMe.id}`, headers: { authorization: `Bearer ${serviceToken}` } }),
+          next: () => ({
+            method: "GET",
+            path: `${base("production")}/secrets/${readMe.id}`,
+            headers: { authorization: `Bearer ${serviceToken}` },
+          }),
         },
       ];
-      ctx.log(`  ${REFERENCE_NAME}, ${NORMAL_REFERENCE_NAME}, ${READ_NAME} and ${SERVICE_TOKEN_READ_NAME}, in ${READ_ROUNDS} alternating rounds`);
+      ctx.log(
+        `  ${REFERENCE_NAME}, ${NORMAL_REFERENCE_NAME}, ${READ_NAME} and ${SERVICE_TOKEN_READ_NAME}, in ${READ_ROUNDS} alternating rounds`,
+      );
       rows.push(
-        ...(await runAlternating([referenceLoad(REFERENCE_NAME, references[0]!), referenceLoad(NORMAL_REFERENCE_NAME, references[1]!), ...reads], READ_ROUNDS)),
+        ...(await runAlternating(
+          [referenceLoad(REFERENCE_NAME, references[0]!), referenceLoad(NORMAL_REFERENCE_NAME, references[1]!), ...reads],
+          READ_ROUNDS,
+        )),
       );
 
       const scenarios: Parameters<typeof runLoad>[0][] = [
@@ -172,7 +225,11 @@ export const secretsBench: BenchModule = {
           serverPid: server.pid,
           connections: 4,
           seconds: ctx.seconds,
-          next: () => ({ method: "GET", path: `${base("staging")}/export?format=dotenv`, headers: { cookie: exportPool[exportTurn++ % exportPool.length]! } }),
+          next: () => ({
+            method: "GET",
+            path: `${base("staging")}/export?format=dotenv`,
+            headers: { cookie: exportPool[exportTurn++ % exportPool.length]! },
+          }),
         },
         {
           name: IMPORT_NAME,
@@ -204,7 +261,8 @@ export const secretsBench: BenchModule = {
             body: JSON.stringify({ value: `patched-${patchCounter++}`, expectedVersion: patchTargets[worker]!.version }),
           }),
           onResponse: (worker, response) => {
-            if (response.status === 200) patchTargets[worker]!.version = (JSON.parse(response.body) as { secret: { version: number } }).secret.version;
+            if (response.status === 200)
+              patchTargets[worker]!.version = (JSON.parse(response.body) as { secret: { version: number } }).secret.version;
           },
         },
       ];

@@ -7,22 +7,22 @@
 // `audit verify` must pass on the audit chain the crashes cut into.
 import http from "node:http";
 import {
-  Caller,
-  Random,
+  type Caller,
   createProject,
+  type DrillOptions,
+  type DrillResult,
   drillSeed,
   freePort,
   makeTempDir,
+  Random,
   randomMasterKey,
   removeDir,
   request,
   runCommand,
+  type ServerProcess,
   signIn,
   sleep,
   startServer,
-  type DrillOptions,
-  type DrillResult,
-  type ServerProcess,
 } from "./lib.ts";
 
 // At most 10 imports a minute per user, 60 new keys each: a project per kill stays under the
@@ -65,14 +65,24 @@ async function runWorker(index: number, worker: Worker, server: ServerProcess, a
     const body = isImport
       ? {
           entries: [
-            ...Array.from({ length: NEW_KEYS_PER_IMPORT }, (_, i) => ({ key: importKey(index, seq, i), value: importValue(index, seq, i), overwrite: false })),
+            ...Array.from({ length: NEW_KEYS_PER_IMPORT }, (_, i) => ({
+              key: importKey(index, seq, i),
+              value: importValue(index, seq, i),
+              overwrite: false,
+            })),
             ...Array.from({ length: SHARED_KEYS }, (_, i) => ({ key: `SHARED_${i}`, value: `shared-${seq}`, overwrite: true })),
           ],
         }
       : { key: writeKey(index, seq), value: `write-${index}-${seq}` };
     const headers = { ...worker.caller.headers("POST"), "content-type": "application/json" };
     try {
-      const res = await request(server.url, { method: "POST", path: `${base}/${isImport ? "import" : "secrets"}`, headers, body: JSON.stringify(body), agent });
+      const res = await request(server.url, {
+        method: "POST",
+        path: `${base}/${isImport ? "import" : "secrets"}`,
+        headers,
+        body: JSON.stringify(body),
+        agent,
+      });
       if (res.status >= 200 && res.status < 300) {
         attempt.acked = true;
         if (isImport) worker.lastAckedImport = seq;
@@ -100,7 +110,9 @@ async function check(workers: Worker[], agent: http.Agent): Promise<Check> {
   const result: Check = { partial: [], lost: [], committedUnanswered: 0, absentUnanswered: 0 };
   for (const [index, worker] of workers.entries()) {
     worker.caller.agent = agent;
-    const { secrets } = (await worker.caller.ok("GET", `/api/projects/${worker.projectId}/environments/production/export`)) as { secrets: { key: string; value: string }[] };
+    const { secrets } = (await worker.caller.ok("GET", `/api/projects/${worker.projectId}/environments/production/export`)) as {
+      secrets: { key: string; value: string }[];
+    };
     const values = new Map(secrets.map((s) => [s.key, s.value]));
     for (const attempt of worker.attempts.splice(0)) {
       let present: boolean;
@@ -110,13 +122,16 @@ async function check(workers: Worker[], agent: http.Agent): Promise<Check> {
           const value = values.get(importKey(index, attempt.seq, i));
           if (value === undefined) continue;
           count++;
-          if (value !== importValue(index, attempt.seq, i)) result.partial.push(`import ${attempt.id}: ${importKey(index, attempt.seq, i)} holds another value`);
+          if (value !== importValue(index, attempt.seq, i))
+            result.partial.push(`import ${attempt.id}: ${importKey(index, attempt.seq, i)} holds another value`);
         }
-        if (count !== 0 && count !== NEW_KEYS_PER_IMPORT) result.partial.push(`import ${attempt.id}: ${count} of ${NEW_KEYS_PER_IMPORT} new keys present`);
+        if (count !== 0 && count !== NEW_KEYS_PER_IMPORT)
+          result.partial.push(`import ${attempt.id}: ${count} of ${NEW_KEYS_PER_IMPORT} new keys present`);
         present = count === NEW_KEYS_PER_IMPORT;
       } else {
         const value = values.get(writeKey(index, attempt.seq));
-        if (value !== undefined && value !== `write-${index}-${attempt.seq}`) result.partial.push(`write ${attempt.id} holds another value`);
+        if (value !== undefined && value !== `write-${index}-${attempt.seq}`)
+          result.partial.push(`write ${attempt.id} holds another value`);
         present = value !== undefined;
       }
       if (attempt.acked && !present) result.lost.push(`${attempt.kind} ${attempt.id} was answered 2xx and is missing`);
@@ -133,7 +148,8 @@ async function check(workers: Worker[], agent: http.Agent): Promise<Check> {
     } else {
       const [value] = shared;
       const seq = value === undefined ? 0 : Number(value.slice("shared-".length));
-      if (seq < worker.lastAckedImport) result.lost.push(`worker ${index}: the shared keys hold import ${seq}, older than the acknowledged ${worker.lastAckedImport}`);
+      if (seq < worker.lastAckedImport)
+        result.lost.push(`worker ${index}: the shared keys hold import ${seq}, older than the acknowledged ${worker.lastAckedImport}`);
     }
   }
   return result;
@@ -147,7 +163,17 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const port = await freePort();
   const env = { MASTER_KEY: randomMasterKey() };
   const failures: string[] = [];
-  const totals = { imports: 0, importsAcked: 0, writes: 0, writesAcked: 0, committedUnanswered: 0, absentUnanswered: 0, partial: 0, lost: 0, killsInFlight: 0 };
+  const totals = {
+    imports: 0,
+    importsAcked: 0,
+    writes: 0,
+    writesAcked: 0,
+    committedUnanswered: 0,
+    absentUnanswered: 0,
+    partial: 0,
+    lost: 0,
+    killsInFlight: 0,
+  };
   let auditLine = "not run";
   const started = performance.now();
   let server = await startServer({ dataDir, port, env }).catch((error: unknown) => {
@@ -200,8 +226,14 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
       totals.lost += result.lost.length;
       totals.committedUnanswered += result.committedUnanswered;
       totals.absentUnanswered += result.absentUnanswered;
-      failures.push(...result.partial.map((p) => `after kill ${kill}: partial: ${p}`), ...result.lost.map((l) => `after kill ${kill}: lost: ${l}`));
-      if (!options.short || kill === kills) options.log(`  crash: kill ${kill}/${kills}: ${result.committedUnanswered} committed without an answer, ${result.absentUnanswered} absent, ${result.partial.length + result.lost.length} problems`);
+      failures.push(
+        ...result.partial.map((p) => `after kill ${kill}: partial: ${p}`),
+        ...result.lost.map((l) => `after kill ${kill}: lost: ${l}`),
+      );
+      if (!options.short || kill === kills)
+        options.log(
+          `  crash: kill ${kill}/${kills}: ${result.committedUnanswered} committed without an answer, ${result.absentUnanswered} absent, ${result.partial.length + result.lost.length} problems`,
+        );
     }
     await server.stop();
     const verify = await runCommand(["audit", "verify"], server.env);

@@ -10,7 +10,10 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { devSession, sleep, startServerProcess } from "./faults.lib.ts";
 
-export async function drill(options: { short: boolean; log: (line: string) => void }): Promise<{ ok: boolean; line: string; skipped?: string }> {
+export async function drill(options: {
+  short: boolean;
+  log: (line: string) => void;
+}): Promise<{ ok: boolean; line: string; skipped?: string }> {
   if (process.getuid?.() !== 0) return { ok: true, line: "disk-full: skipped", skipped: "mounting a tmpfs needs root" };
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "drill-disk-full-"));
   try {
@@ -65,7 +68,11 @@ export async function drill(options: { short: boolean; log: (line: string) => vo
       .slice(logBefore)
       .split("\n")
       .filter((line) => line.includes('"storage":"full"')).length;
-    const stackLines = server.output().slice(logBefore).split("\n").filter((line) => line.includes('"stack"')).length;
+    const stackLines = server
+      .output()
+      .slice(logBefore)
+      .split("\n")
+      .filter((line) => line.includes('"stack"')).length;
 
     fs.rmSync(filler);
     const freedAt = Date.now();

@@ -1,5 +1,5 @@
 // Shared by disk-full.drill.ts and graceful-stop.drill.ts: the server as its own process.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import net from "node:net";
 import path from "node:path";

@@ -9,21 +9,21 @@ import fs from "node:fs";
 import { gzipSync } from "node:zlib";
 import { startFakeVercel } from "../test/fake-vercel.ts";
 import {
-  Caller,
-  Random,
   addMember,
+  Caller,
   cliToken,
   createProject,
+  type DrillOptions,
+  type DrillResult,
   drillSeed,
   makeTempDir,
+  Random,
   randomMasterKey,
   removeDir,
   request,
+  type ServerProcess,
   signIn,
   startServer,
-  type DrillOptions,
-  type DrillResult,
-  type ServerProcess,
 } from "./lib.ts";
 
 type Gen = (r: Random, w: World) => unknown;
@@ -54,7 +54,9 @@ const ROUTES: Record<string, RouteShape> = {
   "GET /api/auth/me": {},
   "POST /api/auth/sign-out": {},
   "POST /api/auth/dev/sign-in": { body: { email, name } },
-  "POST /api/auth/workload/token": { body: { serviceAccountId: (r, w) => r.pick(w.accountIds), token: (r) => `eyJ${r.hex(20)}.${r.hex(20)}.${r.hex(10)}` } },
+  "POST /api/auth/workload/token": {
+    body: { serviceAccountId: (r, w) => r.pick(w.accountIds), token: (r) => `eyJ${r.hex(20)}.${r.hex(20)}.${r.hex(10)}` },
+  },
   "GET /api/projects": {},
   "POST /api/projects": { body: { name, description: (r) => r.pick(["", "about", null]), environments } },
   "GET /api/projects/:projectId": {},
@@ -63,20 +65,31 @@ const ROUTES: Record<string, RouteShape> = {
   "GET /api/projects/:projectId/environments/:env/secrets": {},
   "POST /api/projects/:projectId/environments/:env/secrets": { body: { key: secretKey, value: secretValue } },
   "GET /api/projects/:projectId/environments/:env/secrets/:secretId": {},
-  "PATCH /api/projects/:projectId/environments/:env/secrets/:secretId": { body: { key: secretKey, value: secretValue, expectedVersion: (r) => r.int(4) } },
+  "PATCH /api/projects/:projectId/environments/:env/secrets/:secretId": {
+    body: { key: secretKey, value: secretValue, expectedVersion: (r) => r.int(4) },
+  },
   "DELETE /api/projects/:projectId/environments/:env/secrets/:secretId": {},
   "GET /api/projects/:projectId/environments/:env/secrets/:secretId/versions": {},
   "GET /api/projects/:projectId/environments/:env/secrets/:secretId/versions/:versionNumber": {},
-  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/versions/:versionNumber/restore": { body: { expectedVersion: (r) => r.int(4) } },
+  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/versions/:versionNumber/restore": {
+    body: { expectedVersion: (r) => r.int(4) },
+  },
   "GET /api/projects/:projectId/environments/:env/export": { query: { format: (r) => r.pick(["dotenv", "json", "yaml"]) } },
   "POST /api/projects/:projectId/environments/:env/import": {
     body: {
-      entries: (r) => Array.from({ length: r.int(5) }, () => ({ key: secretKey(r, undefined as never), value: secretValue(r, undefined as never), overwrite: r.chance(0.5) })),
+      entries: (r) =>
+        Array.from({ length: r.int(5) }, () => ({
+          key: secretKey(r, undefined as never),
+          value: secretValue(r, undefined as never),
+          overwrite: r.chance(0.5),
+        })),
     },
   },
   // The cross-environment view and copy (README, "Secrets").
   "GET /api/projects/:projectId/secrets/compare": { query: { environments: (r) => environments(r, undefined as never) } },
-  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/copy": { body: { to: (r) => r.pick(ENVIRONMENTS), overwrite: (r) => r.chance(0.5) } },
+  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/copy": {
+    body: { to: (r) => r.pick(ENVIRONMENTS), overwrite: (r) => r.chance(0.5) },
+  },
   "PUT /api/projects/:projectId/environments/:env/access/:userId": {},
   "DELETE /api/projects/:projectId/environments/:env/access/:userId": {},
   "GET /api/projects/:projectId/environment-access": {},
@@ -104,16 +117,26 @@ const ROUTES: Record<string, RouteShape> = {
   },
   "GET /api/projects/:projectId/security": {},
   "GET /api/projects/:projectId/service-accounts": {},
-  "POST /api/projects/:projectId/service-accounts": { body: { name, description: (r) => r.pick(["ci", null]), role: (r) => r.pick(["viewer", "member"]), environments } },
+  "POST /api/projects/:projectId/service-accounts": {
+    body: { name, description: (r) => r.pick(["ci", null]), role: (r) => r.pick(["viewer", "member"]), environments },
+  },
   "GET /api/projects/:projectId/service-accounts/:accountId": {},
   "PATCH /api/projects/:projectId/service-accounts/:accountId": { body: { name, role: (r) => r.pick(["viewer", "member"]), environments } },
   "DELETE /api/projects/:projectId/service-accounts/:accountId": {},
   "POST /api/projects/:projectId/service-accounts/:accountId/tokens": {
-    body: { name, expiresInDays: (r) => r.pick([1, 30, 365, null]), allowedCidrs: (r) => r.pick([["127.0.0.1/32"], ["10.0.0.0/8", "::1/128"], []]) },
+    body: {
+      name,
+      expiresInDays: (r) => r.pick([1, 30, 365, null]),
+      allowedCidrs: (r) => r.pick([["127.0.0.1/32"], ["10.0.0.0/8", "::1/128"], []]),
+    },
   },
   "DELETE /api/projects/:projectId/service-accounts/:accountId/tokens/:tokenId": {},
   "POST /api/projects/:projectId/service-accounts/:accountId/trusts": {
-    body: { issuer: (r) => r.pick(["https://token.actions.githubusercontent.com", "http://127.0.0.1:9/"]), audience: () => "secrets", subject: () => "repo:org/app:*" },
+    body: {
+      issuer: (r) => r.pick(["https://token.actions.githubusercontent.com", "http://127.0.0.1:9/"]),
+      audience: () => "secrets",
+      subject: () => "repo:org/app:*",
+    },
   },
   "DELETE /api/projects/:projectId/service-accounts/:accountId/trusts/:trustId": {},
   "GET /api/projects/:projectId/members": {},
@@ -125,7 +148,9 @@ const ROUTES: Record<string, RouteShape> = {
   "POST /api/projects/:projectId/invitations/:invitationId/renew": {},
   "POST /api/invitations/preview": { body: { token: (r) => r.hex(32) } },
   "GET /api/projects/:projectId/integrations/hosting": {},
-  "POST /api/projects/:projectId/integrations/hosting": { body: { token: (r) => r.pick([VERCEL_TOKEN, "wrong_token"]), teamId: (r) => r.pick(["team_abc", "team_"]) } },
+  "POST /api/projects/:projectId/integrations/hosting": {
+    body: { token: (r) => r.pick([VERCEL_TOKEN, "wrong_token"]), teamId: (r) => r.pick(["team_abc", "team_"]) },
+  },
   "PUT /api/projects/:projectId/integrations/hosting": {
     body: {
       hostProjectId: (r) => r.pick(["prj_1", "x"]),
@@ -184,7 +209,9 @@ async function serverRoutes(): Promise<string[]> {
   const { buildApp } = await import("../src/app.ts");
   const { loadConfig } = await import("../src/core/config.ts");
   const dataDir = makeTempDir("drill-routes-");
-  const app = await buildApp(loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: "silent", MASTER_KEY: randomMasterKey(), NODE_ENV: "development" }));
+  const app = await buildApp(
+    loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: "silent", MASTER_KEY: randomMasterKey(), NODE_ENV: "development" }),
+  );
   try {
     await app.app.ready();
     return parseRoutes(app.app.printRoutes({ commonPrefix: false }));
@@ -248,7 +275,11 @@ async function ensureWorld(w: World): Promise<void> {
   const accounts = (await w.owner.ok("GET", `${p}/service-accounts`)).serviceAccounts as { id: string }[];
   w.accountIds = accounts.map((a) => a.id);
   if ((await w.service.call("GET", "/api/service-accounts/me")).status !== 200) {
-    const { serviceAccount } = await w.owner.ok("POST", `${p}/service-accounts`, { name: `ci ${w.accountIds.length}`, role: "member", environments: ENVIRONMENTS });
+    const { serviceAccount } = await w.owner.ok("POST", `${p}/service-accounts`, {
+      name: `ci ${w.accountIds.length}`,
+      role: "member",
+      environments: ENVIRONMENTS,
+    });
     const created = await w.owner.ok("POST", `${p}/service-accounts/${serviceAccount.id}/tokens`, { name: "fuzz" });
     w.service.bearer = created.token;
     w.secrets.add(created.token);
@@ -269,7 +300,13 @@ async function ensureWorld(w: World): Promise<void> {
 }
 
 function emailOf(w: World, caller: Caller): string {
-  return caller === w.owner ? "owner@fuzz.test" : caller === w.member ? "member@fuzz.test" : caller === w.cliUser ? "cli@fuzz.test" : "stranger@fuzz.test";
+  return caller === w.owner
+    ? "owner@fuzz.test"
+    : caller === w.member
+      ? "member@fuzz.test"
+      : caller === w.cliUser
+        ? "cli@fuzz.test"
+        : "stranger@fuzz.test";
 }
 
 // Strings that have broken parsers, validators, SQL and terminals.
@@ -288,7 +325,7 @@ const NASTY = [
   "toString",
   "../../../etc/passwd",
   "' OR 1=1 --",
-  "\"; DROP TABLE secrets; --",
+  '"; DROP TABLE secrets; --',
   "<script>alert(1)</script>",
   "\u0000",
   "a\u0000b",
@@ -314,7 +351,8 @@ function fuzzString(r: Random): string {
   const roll = r.next();
   if (roll < 0.5) return r.pick(NASTY);
   if (roll < 0.7) return r.hex(r.int(40));
-  if (roll < 0.85) return String.fromCodePoint(...Array.from({ length: r.int(30) }, () => r.int(0x2ffff)).filter((c) => c < 0xd800 || c > 0xdfff));
+  if (roll < 0.85)
+    return String.fromCodePoint(...Array.from({ length: r.int(30) }, () => r.int(0x2ffff)).filter((c) => c < 0xd800 || c > 0xdfff));
   if (roll < 0.97) return "x".repeat(r.pick([129, 281, 1000, 10_001, 20_000]));
   return "y".repeat(r.pick([100_000, 300_000]));
 }
@@ -328,7 +366,8 @@ function fuzzValue(r: Random, depth = 0): unknown {
   if (depth > 3) return fuzzString(r);
   if (roll < 0.84) return Array.from({ length: r.int(4) }, () => fuzzValue(r, depth + 1));
   const object: Record<string, unknown> = {};
-  for (let i = r.int(4); i > 0; i--) object[r.chance(0.2) ? r.pick(["__proto__", "constructor", "prototype"]) : fuzzString(r).slice(0, 50)] = fuzzValue(r, depth + 1);
+  for (let i = r.int(4); i > 0; i--)
+    object[r.chance(0.2) ? r.pick(["__proto__", "constructor", "prototype"]) : fuzzString(r).slice(0, 50)] = fuzzValue(r, depth + 1);
   return object;
 }
 
@@ -413,7 +452,17 @@ function buildRequest(r: Random, w: World, route: string): Built {
   const shape = ROUTES[route] ?? {};
   let path =
     template === "*"
-      ? "/" + r.pick(["", "projects", "cli/authorize?code=ABCD", "invite", "assets/none.js", "%2e%2e/%2e%2e/etc/passwd", "a".repeat(2000), encode(fuzzString(r).slice(0, 200))])
+      ? "/" +
+        r.pick([
+          "",
+          "projects",
+          "cli/authorize?code=ABCD",
+          "invite",
+          "assets/none.js",
+          "%2e%2e/%2e%2e/etc/passwd",
+          "a".repeat(2000),
+          encode(fuzzString(r).slice(0, 200)),
+        ])
       : template.replace(/:(\w+)/g, (_, param: string) => paramValue(r, w, param));
 
   // Query: the route's own parameters with valid-ish or nasty values, or garbage.
@@ -422,7 +471,8 @@ function buildRequest(r: Random, w: World, route: string): Built {
     for (const [key, gen] of Object.entries(shape.query ?? {})) {
       if (r.chance(0.5)) pairs.push(`${key}=${encode(String(r.chance(0.6) ? gen(r, w) : fuzzString(r)))}`);
     }
-    if (r.chance(0.3)) pairs.push(r.pick(["%", "a[b]=c&a[b][c]=d", "format=dotenv&format=json", `x=${"q".repeat(5000)}`, "=&&=", "%zz=%zz"]));
+    if (r.chance(0.3))
+      pairs.push(r.pick(["%", "a[b]=c&a[b][c]=d", "format=dotenv&format=json", `x=${"q".repeat(5000)}`, "=&&=", "%zz=%zz"]));
     if (pairs.length > 0) path += `?${pairs.join("&")}`;
   }
 
@@ -450,14 +500,34 @@ function buildRequest(r: Random, w: World, route: string): Built {
       body = JSON.stringify(fuzzValue(r));
       bodyKind = "random json";
     } else if (roll < 0.7) {
-      body = r.pick(["{", "[1,", '{"a":}', "{'a':1}", "\u0000", "nul", '{"a":1}{"b":2}', "\ufeff{}", '{"__proto__":{"polluted":1}}', "1".repeat(400)]);
+      body = r.pick([
+        "{",
+        "[1,",
+        '{"a":}',
+        "{'a':1}",
+        "\u0000",
+        "nul",
+        '{"a":1}{"b":2}',
+        "\ufeff{}",
+        '{"__proto__":{"polluted":1}}',
+        "1".repeat(400),
+      ]);
       bodyKind = "broken json";
     } else if (roll < 0.74) {
       const depth = r.pick([100, 1000, 5000]);
       body = "[".repeat(depth) + "]".repeat(depth);
       bodyKind = `nested ${depth}`;
     } else if (roll < 0.8) {
-      headers["content-type"] = r.pick(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/xml", "application/json; charset=utf-16", "application/JSON", "application/json;;", "*/*"]);
+      headers["content-type"] = r.pick([
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/xml",
+        "application/json; charset=utf-16",
+        "application/JSON",
+        "application/json;;",
+        "*/*",
+      ]);
       body = r.pick(["a=1&b=2", "--x\r\nContent-Disposition: form-data; name=a\r\n\r\n1\r\n--x--", "<a/>", "{}", fuzzString(r)]);
       bodyKind = `content-type ${headers["content-type"]}`;
     } else if (roll < 0.84) {
@@ -479,7 +549,18 @@ function buildRequest(r: Random, w: World, route: string): Built {
     const extra = r.pick([
       ["origin", "http://evil.test"],
       ["origin", "null"],
-      ["authorization", r.pick(["Bearer", "Bearer ", "Basic Zm9vOmJhcg==", `Bearer ${"t".repeat(5000)}`, "Bearer svc_st_x", "Bearer svc_wt_x", "bearer  x"])],
+      [
+        "authorization",
+        r.pick([
+          "Bearer",
+          "Bearer ",
+          "Basic Zm9vOmJhcg==",
+          `Bearer ${"t".repeat(5000)}`,
+          "Bearer svc_st_x",
+          "Bearer svc_wt_x",
+          "bearer  x",
+        ]),
+      ],
       ["cookie", r.pick(["secrets_session=", "secrets_session=%zz", `secrets_session=${"c".repeat(5000)}`, "a=b; a=c", "=;=;"])],
       ["x-forwarded-for", r.pick(["1.2.3.4", "garbage", "::1, 10.0.0.1"])],
       ["accept", r.pick(["text/html", "application/xml", "*/*;q=0", ""])],
@@ -499,7 +580,8 @@ function buildRequest(r: Random, w: World, route: string): Built {
 
 function describe(w: World, b: Built): string {
   let text = `${b.method} ${b.path.length > 300 ? `${b.path.slice(0, 300)}…` : b.path} as ${b.who}, body: ${b.bodyKind}`;
-  if (b.body !== undefined && typeof b.body === "string") text += ` ${JSON.stringify(b.body.slice(0, 300))}${b.body.length > 300 ? "…" : ""}`;
+  if (b.body !== undefined && typeof b.body === "string")
+    text += ` ${JSON.stringify(b.body.slice(0, 300))}${b.body.length > 300 ? "…" : ""}`;
   const extra = Object.keys(b.headers).filter((h) => !["cookie", "authorization", "origin", "content-type"].includes(h));
   if (b.headers["content-type"]) text += `; content-type ${b.headers["content-type"]}`;
   if (extra.length > 0) text += `; headers ${extra.join(", ")}`;
@@ -522,7 +604,10 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const vercel = await startFakeVercel();
   vercel.addToken(VERCEL_TOKEN);
   const dataDir = makeTempDir("drill-fuzz-");
-  const server = await startServer({ dataDir, env: { VERCEL_API_URL: vercel.url, VERCEL_RETRY_BASE_MS: "0", SYNC_DEBOUNCE_MS: "200" } }).catch(async (error: unknown) => {
+  const server = await startServer({
+    dataDir,
+    env: { VERCEL_API_URL: vercel.url, VERCEL_RETRY_BASE_MS: "0", SYNC_DEBOUNCE_MS: "200" },
+  }).catch(async (error: unknown) => {
     await vercel.stop();
     removeDir(dataDir);
     throw error;
@@ -583,7 +668,10 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
         if (res.status >= 500) failures.push(`#${index} ${describe(w, b)} answered ${res.status} ${res.body.slice(0, 200)}`);
       } catch (error) {
         connectionErrors++;
-        if (connectionErrors <= 3) options.log(`  fuzz: no answer to #${index} ${describe(w, b).slice(0, 300)}: ${error instanceof Error ? error.message : String(error)}`);
+        if (connectionErrors <= 3)
+          options.log(
+            `  fuzz: no answer to #${index} ${describe(w, b).slice(0, 300)}: ${error instanceof Error ? error.message : String(error)}`,
+          );
         if (server.exited()) failures.push(`#${index} ${describe(w, b)}: the server exited (${String(error)})`);
       }
     };
@@ -601,12 +689,16 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
         } catch (error) {
           // A repair that meets a limit (invitations accepted, CLI sign-ins) waits for the next round.
           repairsDeferred++;
-          if (repairsDeferred === 1) options.log(`  fuzz: a repair waits for the next round: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`);
+          if (repairsDeferred === 1)
+            options.log(
+              `  fuzz: a repair waits for the next round: ${error instanceof Error ? error.message.slice(0, 200) : String(error)}`,
+            );
         }
       }
     }
     if (server.exited()) failures.push("the server exited during the fuzz");
-    else if ((await request(server.url, { method: "GET", path: "/healthz" })).status !== 200) failures.push("/healthz failed after the fuzz");
+    else if ((await request(server.url, { method: "GET", path: "/healthz" })).status !== 200)
+      failures.push("/healthz failed after the fuzz");
   } catch (error) {
     failures.push(`the drill itself failed: ${error instanceof Error ? error.message : String(error)}`);
   } finally {
@@ -618,7 +710,11 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   for (const failure of failures.slice(0, 10)) options.log(`  fuzz: ${failure}`);
   if (failures.length > 0 && fs.existsSync(dataDir)) options.log(`  fuzz: the data folder is kept for a look: ${dataDir}`);
   const fivexx = [...statuses].filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0);
-  const common = [...statuses].sort((a, b) => b[1] - a[1]).slice(0, 6).map(([s, c]) => `${s}×${c}`).join(" ");
+  const common = [...statuses]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 6)
+    .map(([s, c]) => `${s}×${c}`)
+    .join(" ");
   const untouched = routes.filter((route) => !perRoute.has(route));
   const line =
     `fuzz: seed ${seed}, ${sent} requests to ${routes.length - untouched.length}/${routes.length} routes in ${seconds.toFixed(1)} s (${(sent / seconds).toFixed(0)}/s), ` +

@@ -11,7 +11,10 @@ import { sleep, startServerProcess } from "./faults.lib.ts";
 const CLIENTS = 8;
 const DRAIN_SECONDS = 10;
 
-export async function drill(options: { short: boolean; log: (line: string) => void }): Promise<{ ok: boolean; line: string; skipped?: string }> {
+export async function drill(options: {
+  short: boolean;
+  log: (line: string) => void;
+}): Promise<{ ok: boolean; line: string; skipped?: string }> {
   const stops = options.short ? 2 : 10;
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "drill-graceful-stop-"));
   const masterKey = (await import("node:crypto")).randomBytes(32).toString("base64");
@@ -27,7 +30,13 @@ export async function drill(options: { short: boolean; log: (line: string) => vo
         new Promise<{ status: number; connection?: string; retryAfter?: string }>((resolve, reject) => {
           const req = http.get(`${server.url}/healthz`, { agent }, (res) => {
             res.resume();
-            res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, retryAfter: res.headers["retry-after"] as string | undefined }));
+            res.on("end", () =>
+              resolve({
+                status: res.statusCode!,
+                connection: res.headers.connection,
+                retryAfter: res.headers["retry-after"] as string | undefined,
+              }),
+            );
           });
           req.on("error", reject);
         });
@@ -64,9 +73,11 @@ export async function drill(options: { short: boolean; log: (line: string) => vo
         const exit = await Promise.race([server.exited, sleep((DRAIN_SECONDS + 5) * 1000).then(() => undefined)]);
         const tookMs = (exit?.atMs ?? Date.now()) - signalledAt;
         stopTimesMs.push(tookMs);
-        if (!exit || exit.code !== 0) totals.nonZeroExits++;
+        if (exit?.code !== 0) totals.nonZeroExits++;
         if (tookMs > DRAIN_SECONDS * 1000 + 2_000) totals.slowExits++;
-        options.log(`graceful-stop: stop ${stop}/${stops}: exit ${exit ? exit.code ?? exit.signal : "none"} after ${tookMs} ms${errors.length ? `; ${errors.join(", ")}` : ""}`);
+        options.log(
+          `graceful-stop: stop ${stop}/${stops}: exit ${exit ? (exit.code ?? exit.signal) : "none"} after ${tookMs} ms${errors.length ? `; ${errors.join(", ")}` : ""}`,
+        );
       } finally {
         agent.destroy();
         server.kill();
@@ -76,7 +87,8 @@ export async function drill(options: { short: boolean; log: (line: string) => vo
   } finally {
     fs.rmSync(dataDir, { recursive: true, force: true });
   }
-  const ok = totals.resets === 0 && totals.otherErrors === 0 && totals.badAnswers === 0 && totals.nonZeroExits === 0 && totals.slowExits === 0;
+  const ok =
+    totals.resets === 0 && totals.otherErrors === 0 && totals.badAnswers === 0 && totals.nonZeroExits === 0 && totals.slowExits === 0;
   const slowest = Math.max(...stopTimesMs);
   return {
     ok,

@@ -1,7 +1,7 @@
 // Shared by the drills: the real server as a process of its own (like bench/ and the unit
 // start it), an HTTP client that sends exactly what it is given, sign-in and project
 // helpers that use only the public API, a seeded PRNG, and process memory from /proc.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import http from "node:http";
@@ -201,9 +201,17 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
 }
 
 /** Runs `node --import tsx src/main.ts ...args` to its end (server commands such as `audit verify`). */
-export function runCommand(args: string[], env: Record<string, string>, timeoutMs = 60_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCommand(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -242,7 +250,15 @@ export function request(url: string, spec: RequestSpec): Promise<HttpResponse> {
     const headers: Record<string, string | string[] | number> = { ...spec.headers };
     if (spec.body !== undefined && headers["content-length"] === undefined) headers["content-length"] = Buffer.byteLength(spec.body);
     const req = http.request(
-      { hostname: target.hostname, port: target.port, path: spec.path, method: spec.method, headers, agent: spec.agent ?? agent, timeout: spec.timeoutMs ?? 30_000 },
+      {
+        hostname: target.hostname,
+        port: target.port,
+        path: spec.path,
+        method: spec.method,
+        headers,
+        agent: spec.agent ?? agent,
+        timeout: spec.timeoutMs ?? 30_000,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (chunk: Buffer) => chunks.push(chunk));
@@ -280,7 +296,13 @@ export class Caller {
   async call(method: string, urlPath: string, body?: unknown): Promise<{ status: number; body: any; text: string }> {
     const headers = this.headers(method);
     if (body !== undefined) headers["content-type"] = "application/json";
-    const res = await request(this.url, { method, path: urlPath, headers, body: body === undefined ? undefined : JSON.stringify(body), agent: this.agent });
+    const res = await request(this.url, {
+      method,
+      path: urlPath,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      agent: this.agent,
+    });
     let parsed: unknown;
     try {
       parsed = res.body ? JSON.parse(res.body) : undefined;
@@ -314,14 +336,29 @@ export async function signIn(server: { url: string; origin: string }, email: str
   return caller;
 }
 
-export async function createProject(owner: Caller, name: string, environments = ["development", "staging", "production"]): Promise<{ id: string; name: string }> {
+export async function createProject(
+  owner: Caller,
+  name: string,
+  environments = ["development", "staging", "production"],
+): Promise<{ id: string; name: string }> {
   const { project } = await owner.ok("POST", "/api/projects", { name, environments });
   return project;
 }
 
 /** Invites `email` into the project and accepts as `invitee` (the development link carries the token). */
-export async function addMember(owner: Caller, invitee: Caller, projectId: string, email: string, role: string, environments?: string[]): Promise<void> {
-  const { devAcceptUrl } = await owner.ok("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
+export async function addMember(
+  owner: Caller,
+  invitee: Caller,
+  projectId: string,
+  email: string,
+  role: string,
+  environments?: string[],
+): Promise<void> {
+  const { devAcceptUrl } = await owner.ok("POST", `/api/projects/${projectId}/invitations`, {
+    email,
+    role,
+    ...(environments ? { environments } : {}),
+  });
   const token = String(devAcceptUrl).slice(String(devAcceptUrl).indexOf("#") + 1);
   await invitee.ok("POST", "/api/invitations/accept", { token });
 }

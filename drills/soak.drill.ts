@@ -4,7 +4,23 @@
 // the final line has RSS at start, at the end of the load and a minute later. It fails on
 // any unexpected status (a 5xx above all); memory figures are reported, not judged, because
 // they depend on the machine.
-import { Caller, addMember, createProject, formatBreakdown, makeTempDir, memoryBreakdown, percentile, removeDir, request, rssMiB, signIn, sleep, startServer, type DrillOptions, type DrillResult } from "./lib.ts";
+import {
+  addMember,
+  type Caller,
+  createProject,
+  type DrillOptions,
+  type DrillResult,
+  formatBreakdown,
+  makeTempDir,
+  memoryBreakdown,
+  percentile,
+  removeDir,
+  request,
+  rssMiB,
+  signIn,
+  sleep,
+  startServer,
+} from "./lib.ts";
 
 export interface SoakOptions {
   loadSeconds: number;
@@ -147,7 +163,13 @@ export async function runSoak(options: SoakOptions): Promise<SoakFigures> {
             method = "POST";
             path = `${base}/import`;
             const from = (n * 53) % 700;
-            body = { entries: Array.from({ length: 100 }, (_, i) => ({ key: `SOAK_${from + i}`, value: `imported-${n}-${i}-${"i".repeat(40)}`, overwrite: true })) };
+            body = {
+              entries: Array.from({ length: 100 }, (_, i) => ({
+                key: `SOAK_${from + i}`,
+                value: `imported-${n}-${i}-${"i".repeat(40)}`,
+                overwrite: true,
+              })),
+            };
           } else if (roll < 45) {
             path = `${base}/secrets/${id}`;
           } else if (roll < 60) {
@@ -226,7 +248,14 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
   const idleSeconds = options.short ? 0 : 60;
   const clients = 4;
   const requestsPerSecond = Number(process.env.SOAK_RATE) || 60;
-  const f = await runSoak({ loadSeconds, idleSeconds, clients, requestsPerSecond, sampleSeconds: options.short ? 2.5 : 10, log: options.log });
+  const f = await runSoak({
+    loadSeconds,
+    idleSeconds,
+    clients,
+    requestsPerSecond,
+    sampleSeconds: options.short ? 2.5 : 10,
+    log: options.log,
+  });
   for (const error of f.errors.slice(0, 5)) options.log(`  soak: ${error}`);
   const mib = (n: number) => `${n.toFixed(0)} MiB`;
   const line =

@@ -5,75 +5,75 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRepl
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
 import { z } from "zod";
+import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
+import { registerOpenApi } from "./api-docs/openapi.ts";
 import { createAuditRepo } from "./audit/audit.repo.ts";
 import { createAuditRetention, type PruneResult } from "./audit/audit.retention.ts";
 import { registerAuditRoutes } from "./audit/audit.routes.ts";
 import { createAuditService } from "./audit/audit.service.ts";
 import { createAuditWriter } from "./audit/audit.writer.ts";
-import { createAccessGuard } from "./core/access.ts";
 import { createAccessTokensRepo } from "./cli-auth/access-tokens.repo.ts";
 import { createCliAuthRepo } from "./cli-auth/cli-auth.repo.ts";
 import { registerCliAuthRoutes } from "./cli-auth/cli-auth.routes.ts";
 import { createCliAuthService } from "./cli-auth/cli-auth.service.ts";
+import { createAccessGuard } from "./core/access.ts";
+import { ErrorBody } from "./core/api-schemas.ts";
 import { createAuth, rateLimitKey } from "./core/auth.ts";
-import { systemClock, type Clock } from "./core/clock.ts";
+import { type Clock, systemClock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
-import { loadKeyring, type Keyring } from "./core/crypto.ts";
-import { checkMasterKeys, openDatabase, type Db } from "./core/db.ts";
 import { createGracefulStop, serverTimeouts } from "./core/connections.ts";
-import { registerRequestHooks } from "./core/request-hooks.ts";
+import { type Keyring, loadKeyring } from "./core/crypto.ts";
+import { checkMasterKeys, type Db, openDatabase } from "./core/db.ts";
 import { registerErrorHandling } from "./core/errors.ts";
-import { createStorageMonitor, storageCondition } from "./core/storage.ts";
-import { createRateLimitStore } from "./core/rate-limit-store.ts";
-import { createWalMaintenance } from "./core/wal.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
+import { createRateLimitStore } from "./core/rate-limit-store.ts";
+import { registerRequestHooks } from "./core/request-hooks.ts";
+import { createStorageMonitor, storageCondition } from "./core/storage.ts";
 import { createVault } from "./core/vault.ts";
-import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
+import { createWalMaintenance } from "./core/wal.ts";
+import { createVercelClient } from "./integrations/vercel/vercel.client.ts";
+import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
+import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
+import { registerVercelRoutes } from "./integrations/vercel/vercel.routes.ts";
+import { createVercelService } from "./integrations/vercel/vercel.service.ts";
+import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
+import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
+import { createInboxService } from "./invitations/inbox.service.ts";
+import { createInvitationMailer } from "./invitations/invitation-mail.ts";
+import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
+import { createInvitationsService, describeInvitation } from "./invitations/invitations.service.ts";
+import { wireLostRights } from "./lost-rights.ts";
 import { createAccessRepo } from "./members/access.repo.ts";
+import { createEnvironmentAccessService } from "./members/environment-access.service.ts";
 import { createMembersRepo } from "./members/members.repo.ts";
 import { registerMemberRoutes } from "./members/members.routes.ts";
 import { createMembersService } from "./members/members.service.ts";
 import { createProjectsRepo } from "./projects/projects.repo.ts";
 import { registerProjectRoutes } from "./projects/projects.routes.ts";
 import { createProjectsService } from "./projects/projects.service.ts";
-import { createSecretsRepo } from "./secrets/secrets.repo.ts";
-import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
 import { registerCompareRoutes } from "./secrets/compare.routes.ts";
 import { createCompareService } from "./secrets/compare.service.ts";
 import { registerCopyRoutes } from "./secrets/copy.routes.ts";
 import { createCopyService } from "./secrets/copy.service.ts";
+import { createSecretsRepo } from "./secrets/secrets.repo.ts";
+import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
 import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
 import { registerServiceAccountRoutes } from "./service-accounts/service-accounts.routes.ts";
 import { createServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
 import { createWorkloadIdentityService } from "./service-accounts/workload-identity.service.ts";
-import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
-import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
-import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
-import { createInvitationsService, describeInvitation } from "./invitations/invitations.service.ts";
-import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
-import { createInboxService } from "./invitations/inbox.service.ts";
-import { createInvitationMailer } from "./invitations/invitation-mail.ts";
 import { createBrowserSessionsRepo } from "./sign-in/browser-sessions.repo.ts";
 import { createLocalRepo } from "./sign-in/local.repo.ts";
 import { registerLocalRoutes } from "./sign-in/local.routes.ts";
 import { createLocalAccounts } from "./sign-in/local.service.ts";
+import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
 import { createOidcService, type OidcService } from "./sign-in/oidc.service.ts";
-import { createVercelClient } from "./integrations/vercel/vercel.client.ts";
-import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
-import { registerVercelRoutes } from "./integrations/vercel/vercel.routes.ts";
-import { createVercelService } from "./integrations/vercel/vercel.service.ts";
-import { createVercelSync } from "./integrations/vercel/vercel.sync.ts";
-import { createVercelPause } from "./integrations/vercel/vercel.pause.ts";
-import { wireLostRights } from "./lost-rights.ts";
-import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
-import { registerOpenApi } from "./api-docs/openapi.ts";
-import { ErrorBody } from "./core/api-schemas.ts";
+import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
 import { registerUiRoutes } from "./ui/ui.routes.ts";
-import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 import { createUsersRepo } from "./users/users.repo.ts";
 import { createUsersService } from "./users/users.service.ts";
+import { VALIDATION_MESSAGES } from "./validation-messages.ts";
 
 export interface AppOptions {
   clock?: Clock;
@@ -186,7 +186,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const retention =
     config.auditRetentionDays === undefined
       ? undefined
-      : createAuditRetention({ db, keyring, clock, log, retentionDays: config.auditRetentionDays, afterPrune: () => wal.afterLargeWrite() });
+      : createAuditRetention({
+          db,
+          keyring,
+          clock,
+          log,
+          retentionDays: config.auditRetentionDays,
+          afterPrune: () => wal.afterLargeWrite(),
+        });
   if (retention) app.addHook("onClose", async () => retention.stop());
 
   const access = createAccessGuard(createAccessRepo(db));
@@ -274,11 +281,41 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
   const vercelShutdown = new AbortController();
   const vercelRepo = createVercelRepo(db);
-  const vercelClient = createVercelClient({ baseUrl: config.vercelApiUrl, log, retryBaseMs: config.vercelRetryBaseMs, shutdown: vercelShutdown.signal });
-  const vercelSync = createVercelSync({ db, repo: vercelRepo, vault, audit, clock, client: vercelClient, secrets, log, debounceMs: config.syncDebounceMs, leaseStaleMs: config.syncLeaseSeconds * 1000 });
-  const vercel = createVercelService({ db, repo: vercelRepo, access, audit, vault, clock, client: vercelClient, sync: vercelSync, vercelApiUrl: config.vercelApiUrl });
+  const vercelClient = createVercelClient({
+    baseUrl: config.vercelApiUrl,
+    log,
+    retryBaseMs: config.vercelRetryBaseMs,
+    shutdown: vercelShutdown.signal,
+  });
+  const vercelSync = createVercelSync({
+    db,
+    repo: vercelRepo,
+    vault,
+    audit,
+    clock,
+    client: vercelClient,
+    secrets,
+    log,
+    debounceMs: config.syncDebounceMs,
+    leaseStaleMs: config.syncLeaseSeconds * 1000,
+  });
+  const vercel = createVercelService({
+    db,
+    repo: vercelRepo,
+    access,
+    audit,
+    vault,
+    clock,
+    client: vercelClient,
+    sync: vercelSync,
+    vercelApiUrl: config.vercelApiUrl,
+  });
   secrets.onChange((projectId, environment) => vercelSync.notifyChange(projectId, environment));
-  wireLostRights(members, { invitations, vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }), serviceTokens: serviceAccounts });
+  wireLostRights(members, {
+    invitations,
+    vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }),
+    serviceTokens: serviceAccounts,
+  });
   app.addHook("onClose", async () => {
     vercelShutdown.abort();
     await vercelSync.stop();
@@ -329,7 +366,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         // First run: the one log line that carries a token, on purpose. It is for the operator,
         // only its hash is stored, and it is in the message (redaction covers fields only).
         const link = local.issueSetupLink();
-        log.warn(`No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`);
+        log.warn(
+          `No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`,
+        );
       }
       done();
     });
@@ -338,7 +377,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   registerSecretRoutes(app, { auth, access, secrets });
   registerCompareRoutes(app, { auth, access, compare: createCompareService({ db, repo: secretsRepo, access, audit, vault }) });
   registerCopyRoutes(app, { auth, access, copy: createCopyService({ db, repo: secretsRepo, access, audit, vault, secrets }) });
-  registerAuditRoutes(app, { auth, access, audit: createAuditService({
+  registerAuditRoutes(app, {
+    auth,
+    access,
+    audit: createAuditService({
       repo: createAuditRepo(db),
       writer: audit,
       access,
@@ -349,7 +391,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
       members: membersRepo,
       invitations: invitationsRepo,
-    }) });
+    }),
+  });
   registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
   registerInboxRoutes(app, { auth, inbox });
   registerServiceAccountRoutes(app, {

@@ -1,5 +1,5 @@
-import type { AccessGuard } from "./core/access.ts";
 import type { AuditWriter } from "./audit/audit.writer.ts";
+import type { AccessGuard } from "./core/access.ts";
 import type { Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
 import type { Db } from "./core/db.ts";
@@ -8,11 +8,11 @@ import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
 import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
 import { createInvitationsService, describeInvitation, type InvitationsService } from "./invitations/invitations.service.ts";
 import type { MembersRepo } from "./members/members.repo.ts";
-import { createProjectsRepo } from "./projects/projects.repo.ts";
-import { createUsersRepo } from "./users/users.repo.ts";
 import { createMembersService, type MembersService } from "./members/members.service.ts";
+import { createProjectsRepo } from "./projects/projects.repo.ts";
 import { createServiceAccountsRepo } from "./service-accounts/service-accounts.repo.ts";
 import { createServiceAccountsService, type ServiceAccountsService } from "./service-accounts/service-accounts.service.ts";
+import { createUsersRepo } from "./users/users.repo.ts";
 
 /**
  * What a person created on their own authority and must not outlive it: when their rights in

@@ -31,8 +31,10 @@ type Command = (args: string[]) => Promise<number>;
 const SERVER_USAGE: Record<string, string> = {
   serve: "Usage: secrets-server serve\n\nStarts the server, configured by environment variables (see the README).\n",
   migrate: "Usage: secrets-server migrate\n\nApplies the database migrations in DATA_DIR and exits (serve also does this at start).\n",
-  backup: "Usage: secrets-server backup FILE\n\nWrites a consistent copy of the database in DATA_DIR to FILE, a new file; the server may keep running.\n",
-  "setup-link": "Usage: secrets-server setup-link\n\nPrints a one-time link to create the first account (AUTH_PROVIDER=local) and voids the previous one.\n",
+  backup:
+    "Usage: secrets-server backup FILE\n\nWrites a consistent copy of the database in DATA_DIR to FILE, a new file; the server may keep running.\n",
+  "setup-link":
+    "Usage: secrets-server setup-link\n\nPrints a one-time link to create the first account (AUTH_PROVIDER=local) and voids the previous one.\n",
   version: "Usage: secrets-server version\n",
 };
 
@@ -82,7 +84,13 @@ async function loadServerCommands(): Promise<ServerCommands> {
     }
     const script = new vm.Script(Module.wrap(source), { filename: "server.cjs", cachedData });
     const module = { exports: {} as ServerCommands };
-    const wrapper = script.runInThisContext() as (exports: unknown, require: NodeJS.Require, module: unknown, filename: string, dirname: string) => void;
+    const wrapper = script.runInThisContext() as (
+      exports: unknown,
+      require: NodeJS.Require,
+      module: unknown,
+      filename: string,
+      dirname: string,
+    ) => void;
     wrapper(module.exports, require, module, process.execPath, process.cwd());
     return module.exports;
   }
@@ -92,7 +100,9 @@ async function loadServerCommands(): Promise<ServerCommands> {
 
 const commands: Record<string, Command> = {
   ...cliCommands,
-  ...Object.fromEntries(SERVER_COMMANDS.map((name) => [name, async (args: string[]) => (await loadServerCommands()).runServerCommand(name, args)])),
+  ...Object.fromEntries(
+    SERVER_COMMANDS.map((name) => [name, async (args: string[]) => (await loadServerCommands()).runServerCommand(name, args)]),
+  ),
   version: async () => {
     console.log(VERSION);
     return 0;

@@ -66,7 +66,10 @@ async function serve(): Promise<number> {
     stopping = true;
     const drainMs = config.shutdownDrainSeconds * 1000;
     const startedAt = Date.now();
-    server.log.info({ signal, drainSeconds: config.shutdownDrainSeconds }, "shutting down: finishing requests in flight, answering new ones 503");
+    server.log.info(
+      { signal, drainSeconds: config.shutdownDrainSeconds },
+      "shutting down: finishing requests in flight, answering new ones 503",
+    );
     server
       .drain(drainMs, cut.signal)
       .then(({ closedAtDeadline }) => {
@@ -111,4 +114,3 @@ function listenError(error: unknown, host: string, port: number): unknown {
       return error;
   }
 }
-

@@ -1,10 +1,10 @@
-import type { ValidationMessages } from "./core/errors.ts";
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
+import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
+import type { ValidationMessages } from "./core/errors.ts";
 import { MESSAGES as VERCEL } from "./integrations/vercel/vercel.service.ts";
 import { INVITATION_NOT_FOUND } from "./invitations/invitations.service.ts";
-import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
-import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./sign-in/passwords.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./sign-in/passwords.ts";
 
 const INVALID_FIELDS = "invalid fields";
 const INVALID_REQUEST = "invalid request";
@@ -75,7 +75,12 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   "POST /api/cli/auth/device": { body: "Send an optional deviceName string, nothing else." },
   "POST /api/cli/auth/token": { body: INVALID_DEVICE_CODE },
   "POST /api/cli/auth/approve": {
-    body: { "": MALFORMED_USER_CODE, userCode: MALFORMED_USER_CODE, approve: "approve must be true or false.", "*": "Send { userCode, approve } only." },
+    body: {
+      "": MALFORMED_USER_CODE,
+      userCode: MALFORMED_USER_CODE,
+      approve: "approve must be true or false.",
+      "*": "Send { userCode, approve } only.",
+    },
   },
   "POST /api/cli/auth/pending": { body: MALFORMED_USER_CODE },
   "POST /api/cli/auth/refresh": { body: "Send { refreshToken } from the last login or refresh." },

@@ -3,11 +3,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { cliLogin, startServer, } from "./helpers.ts";
+import { cliLogin, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
-
 
 /** A project with secrets in two environments, one renamed, and one grant. */
 async function seed(t: Parameters<typeof startServer>[0]) {
@@ -30,14 +29,20 @@ test("the list filters by environment and key (metadata), together and with the 
   const list = async (query: string) => {
     const res = await alice.json("GET", `/api/projects/${project.id}/audit${query}`);
     assert.equal(res.status, 200, JSON.stringify(res.body));
-    return (res.body.events as { action: string; metadata: Record<string, unknown> }[]).map((e) => `${e.action} ${e.metadata.key ?? ""} ${e.metadata.environment ?? ""}`.trim());
+    return (res.body.events as { action: string; metadata: Record<string, unknown> }[]).map((e) =>
+      `${e.action} ${e.metadata.key ?? ""} ${e.metadata.environment ?? ""}`.trim(),
+    );
   };
   assert.deepEqual(await list("?environment=production"), [
     "secret.revealed API_KEY production",
     "secret.created DB_URL production",
     "secret.created API_KEY production",
   ]);
-  assert.deepEqual(await list("?key=API_KEY"), ["secret.revealed API_KEY production", "secret.created API_KEY production", "secret.created API_KEY development"]);
+  assert.deepEqual(await list("?key=API_KEY"), [
+    "secret.revealed API_KEY production",
+    "secret.created API_KEY production",
+    "secret.created API_KEY development",
+  ]);
   assert.deepEqual(await list("?key=API_KEY&environment=development"), ["secret.created API_KEY development"]);
   assert.deepEqual(await list("?key=API_KEY&action=secret.revealed"), ["secret.revealed API_KEY production"]);
   assert.deepEqual(await list("?environment=development&category=access"), ["environment_access.granted  development"]);
@@ -45,7 +50,9 @@ test("the list filters by environment and key (metadata), together and with the 
   assert.deepEqual(await list("?key=NOPE"), []);
 
   const environmentError = { error: "Invalid environment filter: use development, staging or production." };
-  const keyError = { error: "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters." };
+  const keyError = {
+    error: "Invalid key filter: a secret key is letters, digits and _, not starting with a digit, at most 128 characters.",
+  };
   for (const [query, body] of [
     ["environment=prod", environmentError],
     ["environment=", environmentError],
@@ -78,7 +85,10 @@ test("export: CSV and JSON with the list's filters, attachment and no-store, aud
   assert.equal(lines[0], "at,action,category,actor,actorUserId,serviceAccount,environment,key,targetType,targetId,metadata");
   assert.equal(lines.length, 4, "header, two events and the final line break");
   assert.equal(lines[3], "");
-  assert.match(lines[1]!, /^\d{4}-\d{2}-\d{2}T[\d:.]+Z,secret\.revealed,secrets,alice@example\.test,[0-9a-f-]{36},,production,API_KEY,secret,[^,]+,"\{""key"":""API_KEY"",""environment"":""production"",""version"":1\}"$/);
+  assert.match(
+    lines[1]!,
+    /^\d{4}-\d{2}-\d{2}T[\d:.]+Z,secret\.revealed,secrets,alice@example\.test,[0-9a-f-]{36},,production,API_KEY,secret,[^,]+,"\{""key"":""API_KEY"",""environment"":""production"",""version"":1\}"$/,
+  );
   assert.match(lines[2]!, /,secret\.created,secrets,alice@example\.test,/);
 
   const json = await alice.json("GET", `${url}?format=json&category=access`);
@@ -97,7 +107,11 @@ test("export: CSV and JSON with the list's filters, attachment and no-store, aud
   // Each export is an event of its own, with the filters it was given; none holds a value.
   const exported = await alice.json("GET", `/api/projects/${project.id}/audit?action=audit.exported`);
   assert.equal(exported.body.events.length, 3);
-  const [third, second, first] = exported.body.events as { category: string; metadata: Record<string, unknown>; actor: { email: string } }[];
+  const [third, second, first] = exported.body.events as {
+    category: string;
+    metadata: Record<string, unknown>;
+    actor: { email: string };
+  }[];
   assert.deepEqual(first!.metadata, { format: "csv", count: 2, truncated: false, filters: { environment: "production", key: "API_KEY" } });
   assert.deepEqual(second!.metadata, { format: "json", count: 3, truncated: false, filters: { category: "access" } });
   assert.deepEqual(third!.metadata.filters, {});

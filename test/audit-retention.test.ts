@@ -5,7 +5,7 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { randomMasterKey, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -25,7 +25,12 @@ function openDb(server: TestServer): Database.Database {
 function chain(server: TestServer): { seq: number; at: string; prev_hash: string; hash: string }[] {
   const sqlite = openDb(server);
   try {
-    return sqlite.prepare("SELECT seq, at, prev_hash, hash FROM audit_events ORDER BY seq").all() as { seq: number; at: string; prev_hash: string; hash: string }[];
+    return sqlite.prepare("SELECT seq, at, prev_hash, hash FROM audit_events ORDER BY seq").all() as {
+      seq: number;
+      at: string;
+      prev_hash: string;
+      hash: string;
+    }[];
   } finally {
     sqlite.close();
   }
@@ -89,7 +94,10 @@ test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 7 });
 
   const kept = chain(server);
-  assert.deepEqual(kept.map((e) => e.seq), [8, 9]);
+  assert.deepEqual(
+    kept.map((e) => e.seq),
+    [8, 9],
+  );
   const saved = checkpoint(server)!;
   assert.equal(saved.seq, 7);
   assert.equal(saved.hash, old.at(-1)!.hash);
@@ -100,7 +108,10 @@ test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the
   // The audit list still works and shows what is left.
   const page = await alice.json("GET", `/api/projects/${project.id}/audit`);
   assert.equal(page.status, 200);
-  assert.deepEqual(page.body.events.map((e: { action: string }) => e.action), ["secret.revealed", "secret.created"]);
+  assert.deepEqual(
+    page.body.events.map((e: { action: string }) => e.action),
+    ["secret.revealed", "secret.created"],
+  );
   assert.equal(page.body.nextCursor, null);
 
   const verified = await runMain(["audit", "verify"], server.env);
@@ -133,14 +144,19 @@ test("pruning over several batches (100 events per transaction) leaves one chain
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   const base = `/api/projects/${project.id}/environments/development/secrets`;
   const created = await alice.json("POST", base, { key: "READ_OFTEN", value: "value-read-often" });
-  await Promise.all(Array.from({ length: 248 }, async () => assert.equal((await alice.json("GET", `${base}/${created.body.secret.id}`)).status, 200)));
+  await Promise.all(
+    Array.from({ length: 248 }, async () => assert.equal((await alice.json("GET", `${base}/${created.body.secret.id}`)).status, 200)),
+  );
   const old = chain(server);
   assert.equal(old.length, 250);
   alice = await later(server, 2);
   await revealOne(alice, project.id, "KEPT");
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 250 });
   assert.equal(checkpoint(server)!.hash, old.at(-1)!.hash);
-  assert.deepEqual(chain(server).map((e) => e.seq), [251, 252]);
+  assert.deepEqual(
+    chain(server).map((e) => e.seq),
+    [251, 252],
+  );
   assert.ok(server.logs.some((line) => line.includes('"pruned":250') && line.includes("audit events pruned under AUDIT_RETENTION_DAYS")));
   const verified = await runMain(["audit", "verify"], server.env);
   assert.equal(verified.code, 0, verified.stderr);
@@ -176,7 +192,10 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
     `UPDATE audit_events SET target_id = '${chainTarget(server, first!.seq)}' WHERE seq = ${first!.seq}`,
   );
   assert.equal(firstEdited.code, 1);
-  assert.match(firstEdited.stderr, new RegExp(`^Audit log chain BROKEN at event #${first!.seq} .*: its content does not match its hash: the event was edited\\.\\n`));
+  assert.match(
+    firstEdited.stderr,
+    new RegExp(`^Audit log chain BROKEN at event #${first!.seq} .*: its content does not match its hash: the event was edited\\.\\n`),
+  );
   const relinked = await verifyWith(
     server,
     `UPDATE audit_events SET prev_hash = '${"0".repeat(64)}' WHERE seq = ${first!.seq}`,
@@ -192,7 +211,10 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
     "",
   );
   assert.equal(moved.code, 1);
-  assert.match(moved.stderr, /^Audit log chain BROKEN at the retention checkpoint \(after pruned event #4, .*: its signature does not match its content/);
+  assert.match(
+    moved.stderr,
+    /^Audit log chain BROKEN at the retention checkpoint \(after pruned event #4, .*: its signature does not match its content/,
+  );
   const removed = await verifyWith(
     server,
     `UPDATE audit_checkpoint SET seq = ${saved.seq}, hash = '${saved.hash}', at = '${saved.at}'`,
@@ -201,7 +223,9 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   assert.equal(removed.code, 1);
   assert.match(
     removed.stderr,
-    new RegExp(`^Audit log chain BROKEN at event #${second!.seq} .*: it does not follow the retention checkpoint: events after the checkpoint were removed`),
+    new RegExp(
+      `^Audit log chain BROKEN at event #${second!.seq} .*: it does not follow the retention checkpoint: events after the checkpoint were removed`,
+    ),
   );
 
   // Without the checkpoint the remaining chain does not start at the beginning.
@@ -219,13 +243,16 @@ test("an event that does not verify is never pruned: retention stops there and k
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   await revealOne(alice, project.id, "OLD_ONE");
   const sqlite = openDb(server);
-  sqlite.exec("UPDATE audit_events SET metadata = '{\"key\":\"OTHER\",\"environment\":\"development\"}' WHERE seq = 2");
+  sqlite.exec('UPDATE audit_events SET metadata = \'{"key":"OTHER","environment":"development"}\' WHERE seq = 2');
   sqlite.close();
   server.clock.advance(8 * DAY_MS);
   const result = await server.app.maintenance.pruneAuditLog();
   assert.equal(result.pruned, 1);
   assert.match(result.problem!, /^event #2 .*: its content does not match its hash: the event was edited$/);
-  assert.deepEqual(chain(server).map((e) => e.seq), [2, 3]);
+  assert.deepEqual(
+    chain(server).map((e) => e.seq),
+    [2, 3],
+  );
   assert.ok(server.logs.some((line) => line.includes("Audit retention stopped: the audit log does not verify at event #2")));
 });
 
@@ -270,8 +297,15 @@ test("an edited checkpoint stops retention too: nothing is pruned and the checkp
 
   const result = await server.app.maintenance.pruneAuditLog();
   assert.equal(result.pruned, 0);
-  assert.match(result.problem!, /^the retention checkpoint \(after pruned event #3, .*\): its signature does not match its content: the checkpoint was edited$/);
-  assert.deepEqual(chain(server).map((e) => e.seq), before, "nothing was pruned");
+  assert.match(
+    result.problem!,
+    /^the retention checkpoint \(after pruned event #3, .*\): its signature does not match its content: the checkpoint was edited$/,
+  );
+  assert.deepEqual(
+    chain(server).map((e) => e.seq),
+    before,
+    "nothing was pruned",
+  );
   assert.deepEqual(checkpoint(server), edited, "the edited checkpoint was not signed over");
   await server.stop();
   assert.equal((await runMain(["audit", "verify"], server.env)).code, 1);

@@ -4,11 +4,11 @@ import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
 import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
+import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { assertNoLeaks, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
-import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -42,7 +42,6 @@ async function readAll(client: Client, projectId: string, query = ""): Promise<A
   } while (cursor);
   return events;
 }
-
 
 /** Moves the clock to the next UTC noon, so the day-based filters below never straddle midnight. */
 function advanceToNoon(server: TestServer): void {
@@ -157,7 +156,10 @@ test("team operations are audited in the access category with actor and metadata
   assert.equal((await alice.json("DELETE", `/api/projects/${project.id}/members/${bob.user!.id}`)).status, 200);
 
   const events = (await readAll(alice, project.id, "?category=access")).reverse();
-  const summary = events.map((e) => [e.action, e.actor?.userId === bob.user!.id ? "bob" : e.actor?.userId === carol.user!.id ? "carol" : "alice"]);
+  const summary = events.map((e) => [
+    e.action,
+    e.actor?.userId === bob.user!.id ? "bob" : e.actor?.userId === carol.user!.id ? "carol" : "alice",
+  ]);
   assert.deepEqual(summary, [
     ["invitation.created", "alice"],
     ["invitation.accepted", "bob"],
@@ -183,7 +185,12 @@ test("team operations are audited in the access category with actor and metadata
   assert.deepEqual(byAction("member.removed").metadata, { email: "bob@example.test", role: "viewer" });
 
   // isMember is computed at read time: both have left the project since.
-  assert.deepEqual(byAction("invitation.accepted").actor, { userId: bob.user!.id, email: "bob@example.test", isYou: false, isMember: false });
+  assert.deepEqual(byAction("invitation.accepted").actor, {
+    userId: bob.user!.id,
+    email: "bob@example.test",
+    isYou: false,
+    isMember: false,
+  });
   assert.deepEqual(byAction("member.left").actor, { userId: carol.user!.id, email: "carol@example.test", isYou: false, isMember: false });
 });
 
@@ -471,24 +478,31 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   const edited = await runMain(["audit", "verify"], env);
   assert.equal(edited.code, 1);
   assert.equal(edited.stdout, "");
-  assert.match(edited.stderr, new RegExp(`BROKEN at event #${third.seq} \\(id ${third.id}, at [^)]+\\): its content does not match its hash`));
+  assert.match(
+    edited.stderr,
+    new RegExp(`BROKEN at event #${third.seq} \\(id ${third.id}, at [^)]+\\): its content does not match its hash`),
+  );
   assert.match(edited.stderr, /2 events before it verified\./);
 
   // Re-hashing the edited row (even with the key) is not enough: the next event names the old hash.
   sqlite = new Database(file);
   const { eventHash } = await import("../src/audit/audit.writer.ts");
   const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as Record<string, string | null>;
-  const rehashed = eventHash(row.prev_hash!, {
-    id: row.id!,
-    projectId: row.project_id!,
-    at: row.at!,
-    action: row.action!,
-    category: row.category!,
-    actorUserId: row.actor_user_id!,
-    targetType: row.target_type!,
-    targetId: row.target_id!,
-    metadata: row.metadata!,
-  }, server.app.keyring.auditMacKey(1));
+  const rehashed = eventHash(
+    row.prev_hash!,
+    {
+      id: row.id!,
+      projectId: row.project_id!,
+      at: row.at!,
+      action: row.action!,
+      category: row.category!,
+      actorUserId: row.actor_user_id!,
+      targetType: row.target_type!,
+      targetId: row.target_id!,
+      metadata: row.metadata!,
+    },
+    server.app.keyring.auditMacKey(1),
+  );
   sqlite.prepare("UPDATE audit_events SET hash = ? WHERE seq = ?").run(rehashed, third.seq);
   sqlite.close();
   const rehashedRun = await runMain(["audit", "verify"], env);
@@ -561,7 +575,10 @@ test("the leak scan of the test helpers catches a secret in a log line or an aud
       )
       .run();
     sqlite.close();
-    assert.throws(() => assertNoLeaks(server2.dataDir), /field "token" \("invitation-token-xyz"\) appears in audit event #\d+ \(project.updated\)/);
+    assert.throws(
+      () => assertNoLeaks(server2.dataDir),
+      /field "token" \("invitation-token-xyz"\) appears in audit event #\d+ \(project.updated\)/,
+    );
   } finally {
     await server2.stop();
     fs.rmSync(server.dataDir, { recursive: true, force: true });
@@ -609,7 +626,15 @@ test("secret operations are audited in the secrets category with actor, target, 
         "secret.updated",
         "secret",
         id,
-        { key: "API_TOKEN", environment: "development", previousKey: "API_KEY", keyChanged: true, valueChanged: false, version: 2, via: "cli" },
+        {
+          key: "API_TOKEN",
+          environment: "development",
+          previousKey: "API_KEY",
+          keyChanged: true,
+          valueChanged: false,
+          version: 2,
+          via: "cli",
+        },
       ],
       ["secret.version_revealed", "secret", id, { key: "API_TOKEN", environment: "development", versionNumber: 1 }],
       ["secret.rolled_back", "secret", id, { key: "API_TOKEN", environment: "development", restoredFromVersion: 1, version: 3 }],

@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before } from "node:test";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { ROOT, type Client, type TestServer } from "./helpers.ts";
+import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
+import { type Client, ROOT, type TestServer } from "./helpers.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const SCREENSHOTS = path.join(ROOT, "test-output", "screenshots");
@@ -19,7 +19,15 @@ export function launchChromium(): Promise<Browser> {
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 }
 

@@ -25,7 +25,6 @@ function poll(server: TestServer, deviceCode: unknown) {
   return server.client().json("POST", "/api/cli/auth/token", { deviceCode });
 }
 
-
 function refresh(server: TestServer, refreshToken: string) {
   return server.client().json("POST", "/api/cli/auth/refresh", { refreshToken });
 }
@@ -82,7 +81,7 @@ test("the device name is sanitised and cut to 60 characters", async (t) => {
 test("a huge device name of markup characters is sanitised in linear time", { timeout: 30_000 }, async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
-  for (const input of ["<".repeat(300_000), "<a".repeat(150_000), "x" + "<".repeat(299_999)]) {
+  for (const input of ["<".repeat(300_000), "<a".repeat(150_000), `x${"<".repeat(299_999)}`]) {
     const device = await startDevice(server, input);
     const res = await alice.json("POST", "/api/cli/auth/approve", { userCode: device.userCode, approve: false });
     assert.equal(res.status, 200);
@@ -235,7 +234,9 @@ test("approve validates its input and needs a browser session", async (t) => {
   }
   assert.equal((await poll(server, device.deviceCode)).status, 202);
 
-  const unknown = await alice.json("POST", "/api/cli/auth/approve", { userCode: "BCDF-GHJK" === device.userCode ? "BBBB-BBBB" : "BCDF-GHJK" });
+  const unknown = await alice.json("POST", "/api/cli/auth/approve", {
+    userCode: "BCDF-GHJK" === device.userCode ? "BBBB-BBBB" : "BCDF-GHJK",
+  });
   assert.deepEqual([unknown.status, unknown.body], [404, { error: "That code is invalid or has expired." }]);
 
   const anonymous = await server.client().json("POST", "/api/cli/auth/approve", { userCode: device.userCode });
@@ -245,9 +246,12 @@ test("approve validates its input and needs a browser session", async (t) => {
   const tokens = await cliLogin(server, alice, "laptop");
   const byCli = await server.client().withBearer(tokens.accessToken).json("POST", "/api/cli/auth/approve", { userCode: device.userCode });
   assert.equal(byCli.status, 403);
-  const byBadToken = await server.client().withBearer("svc_at_" + "x".repeat(43)).json("POST", "/api/cli/auth/approve", {
-    userCode: device.userCode,
-  });
+  const byBadToken = await server
+    .client()
+    .withBearer(`svc_at_${"x".repeat(43)}`)
+    .json("POST", "/api/cli/auth/approve", {
+      userCode: device.userCode,
+    });
   assert.equal(byBadToken.status, 401);
   server.clock.advance(3000);
   assert.equal((await poll(server, device.deviceCode)).status, 202);
@@ -347,7 +351,11 @@ test("concurrent refreshes with the same token: exactly one wins", async (t) => 
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const first = await cliLogin(server, alice, "laptop");
-  const results = await Promise.all([refresh(server, first.refreshToken), refresh(server, first.refreshToken), refresh(server, first.refreshToken)]);
+  const results = await Promise.all([
+    refresh(server, first.refreshToken),
+    refresh(server, first.refreshToken),
+    refresh(server, first.refreshToken),
+  ]);
   const statuses = results.map((r) => r.status).sort();
   assert.deepEqual(statuses, [200, 401, 401]);
   for (const r of results.filter((r) => r.status === 401)) assert.deepEqual(r.body, SESSION_ENDED);
@@ -357,7 +365,7 @@ test("unknown, malformed and expired refresh tokens answer 401", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const pair = await cliLogin(server, alice, "laptop");
-  for (const token of ["svc_rt_" + "a".repeat(43), "nonsense", pair.accessToken]) {
+  for (const token of [`svc_rt_${"a".repeat(43)}`, "nonsense", pair.accessToken]) {
     const res = await refresh(server, token);
     assert.deepEqual([res.status, res.body], [401, SESSION_ENDED]);
   }
@@ -427,7 +435,11 @@ test("sessions: list without token material, revoke one, revoke all, never anoth
 
   // Browser only.
   const cliBob = server.client().withBearer(bobs.accessToken);
-  for (const [method, path] of [["GET", "/api/cli/sessions"], ["DELETE", "/api/cli/sessions"], ["DELETE", `/api/cli/sessions/${bobSessionId}`]]) {
+  for (const [method, path] of [
+    ["GET", "/api/cli/sessions"],
+    ["DELETE", "/api/cli/sessions"],
+    ["DELETE", `/api/cli/sessions/${bobSessionId}`],
+  ]) {
     assert.equal((await cliBob.json(method!, path!)).status, 403);
     assert.equal((await server.client().json(method!, path!)).status, 401);
   }
@@ -524,7 +536,7 @@ test("Bearer tokens work on every CLI endpoint and get 403 on every browser-only
   for (const row of rows) assert.equal(JSON.parse(row.metadata).via, "cli", row.action);
 
   // The browser column: a good token is refused with 403, a bad one with 401.
-  const bad = server.client().withBearer("svc_at_" + "z".repeat(43));
+  const bad = server.client().withBearer(`svc_at_${"z".repeat(43)}`);
   for (const [method, template] of BROWSER_ONLY) {
     const path = fill(template);
     const body = method === "GET" || method === "DELETE" ? undefined : {};

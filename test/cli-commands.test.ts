@@ -5,14 +5,18 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { ROOT, runMain, startServer, type Client } from "./helpers.ts";
-import { cli, CLI_MAIN, cliHome, type CliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
-
+import { CLI_MAIN, type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
+import { type Client, ROOT, runMain, startServer } from "./helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
 function inTerminal(home: CliHome, args: string[], cwd: string): Running {
   const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
-  return start("script", ["-q", "-e", "-c", [...CLI_MAIN, ...args].map(quote).join(" "), "/dev/null"], { ...home.env, TERM: "dumb" }, { cwd });
+  return start(
+    "script",
+    ["-q", "-e", "-c", [...CLI_MAIN, ...args].map(quote).join(" "), "/dev/null"],
+    { ...home.env, TERM: "dumb" },
+    { cwd },
+  );
 }
 
 test("secrets delete on a terminal hands the deletion to the browser and waits until it is confirmed there", async (t) => {
@@ -22,7 +26,8 @@ test("secrets delete on a terminal hands the deletion to the browser and waits u
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   const base = `/api/projects/${project.id}/environments/development`;
   const ids: Record<string, string> = {};
-  for (const key of ["OLD_ONE", "OLD_TWO", "KEPT"]) ids[key] = (await alice.json("POST", `${base}/secrets`, { key, value: `${key.toLowerCase()}-value` })).body.secret.id;
+  for (const key of ["OLD_ONE", "OLD_TWO", "KEPT"])
+    ids[key] = (await alice.json("POST", `${base}/secrets`, { key, value: `${key.toLowerCase()}-value` })).body.secret.id;
   await login(server, home, alice);
 
   const running = inTerminal(home, ["secrets", "delete", "OLD_ONE", "OLD_TWO", "--project", "api", "--env", "dev"], ROOT);
@@ -59,7 +64,14 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   const dev = ["--project", "api", "--env", "dev"];
   const prod = ["--project", "api", "--env", "prod"];
 
-  const set = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", "DIFF_TOKEN=dev-token-4711", "DEV_ONLY=dev-only-1", ...dev]);
+  const set = await cli(home, [
+    "secrets",
+    "set",
+    "SHARED_URL=https://same.example/x1",
+    "DIFF_TOKEN=dev-token-4711",
+    "DEV_ONLY=dev-only-1",
+    ...dev,
+  ]);
   assert.equal(set.code, 0, set.stderr);
   assert.equal(
     set.stdout,
@@ -82,7 +94,12 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
     const refused = await cli(home, ["secrets", "set", ...bad, ...dev]);
     assert.equal(refused.code, 2, bad.join(" "));
   }
-  assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), ["DEV_ONLY", "DIFF_TOKEN", "JSON_KEY", "SHARED_URL"]);
+  assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), [
+    "DEV_ONLY",
+    "DIFF_TOKEN",
+    "JSON_KEY",
+    "SHARED_URL",
+  ]);
 
   // Production: no terminal to ask on, so --yes or nothing.
   const unconfirmed = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", ...prod]);
@@ -91,7 +108,14 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   const fromStdin = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod], { input: "prod-only-1\n" });
   assert.equal(fromStdin.code, 2);
   assert.deepEqual(await exported(alice, project.id, "production"), {});
-  const confirmed = await cli(home, ["secrets", "set", "SHARED_URL=https://same.example/x1", "DIFF_TOKEN=prod-token-0815", ...prod, "--yes"]);
+  const confirmed = await cli(home, [
+    "secrets",
+    "set",
+    "SHARED_URL=https://same.example/x1",
+    "DIFF_TOKEN=prod-token-0815",
+    ...prod,
+    "--yes",
+  ]);
   assert.equal(confirmed.code, 0, confirmed.stderr);
   const silent = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod, "-y", "--silent"], { input: "prod-only-1\n" });
   assert.deepEqual([silent.code, silent.stdout, silent.stderr], [0, "", ""]);
@@ -108,7 +132,7 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
     [
       "# a comment",
       "export IMPORTED_KEY=plain-imported-1 # trailing comment",
-      "MULTI_LINE=\"first line\nsecond line\"",
+      'MULTI_LINE="first line\nsecond line"',
       "SINGLE_QUOTED='keeps $HOME and \\n as text'",
       "DEV_ONLY=from-the-file-3",
       "",
@@ -161,7 +185,15 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   assert.equal(prodDelete.code, 2);
 
   // diff: keys only, exit 1 when different; values only when asked; each side is an audited export.
-  await cli(home, ["secrets", "set", "IMPORTED_KEY=plain-imported-1", "MULTI_LINE=first line\nsecond line", "SINGLE_QUOTED=keeps $HOME and \\n as text", ...prod, "--yes"]);
+  await cli(home, [
+    "secrets",
+    "set",
+    "IMPORTED_KEY=plain-imported-1",
+    "MULTI_LINE=first line\nsecond line",
+    "SINGLE_QUOTED=keeps $HOME and \\n as text",
+    ...prod,
+    "--yes",
+  ]);
   await cli(home, ["secrets", "set", "DEV_ONLY=from-the-file-3", ...dev]);
   const eventsBefore = await exportEvents(alice, project.id);
   const diff = await cli(home, ["secrets", "diff", "dev", "prod", "--project", "api"]);
@@ -257,7 +289,10 @@ test("completion: bash completes commands, flags, project names, environments an
   const alice = await server.signIn("alice@example.test");
   const api = await alice.createProject({ name: "api", environments: ["development", "production"] });
   await alice.createProject({ name: "billing", environments: ["staging"] });
-  await alice.json("POST", `/api/projects/${api.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://complete-db/1" });
+  await alice.json("POST", `/api/projects/${api.id}/environments/production/secrets`, {
+    key: "DATABASE_URL",
+    value: "postgres://complete-db/1",
+  });
   await login(server, home, alice);
 
   const bin = path.join(home.dir, "bin");
@@ -267,16 +302,34 @@ test("completion: bash completes commands, flags, project names, environments an
   fs.writeFileSync(path.join(home.dir, "completion.bash"), script);
   const cases: [string[], string[]][] = [
     [["se"], ["secrets", "setup"]],
-    [["secrets", ""], ["list", "get", "set", "import", "delete", "diff"]],
+    [
+      ["secrets", ""],
+      ["list", "get", "set", "import", "delete", "diff"],
+    ],
     [["secrets", "--ov"], ["--overwrite"]],
-    [["run", "--wa"], ["--watch", "--watch-interval"]],
-    [["link", "--project", ""], ["api", "billing"]],
+    [
+      ["run", "--wa"],
+      ["--watch", "--watch-interval"],
+    ],
+    [
+      ["link", "--project", ""],
+      ["api", "billing"],
+    ],
     [["secrets", "list", "--project", "b"], ["billing"]],
-    [["run", "--project", "api", "--env", ""], ["development", "production"]],
+    [
+      ["run", "--project", "api", "--env", ""],
+      ["development", "production"],
+    ],
     [["secrets", "diff", "--project", "billing", ""], ["staging"]],
     [["secrets", "get", "--project", "api", "--env", "prod", ""], ["DATABASE_URL"]],
-    [["completion", ""], ["bash", "zsh", "fish"]],
-    [["export", "--format", ""], ["dotenv", "shell", "docker", "json", "yaml"]],
+    [
+      ["completion", ""],
+      ["bash", "zsh", "fish"],
+    ],
+    [
+      ["export", "--format", ""],
+      ["dotenv", "shell", "docker", "json", "yaml"],
+    ],
   ];
   const lines = [`source ${path.join(home.dir, "completion.bash")}`];
   for (const [words] of cases) {

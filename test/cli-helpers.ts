@@ -3,11 +3,11 @@
 // A home folder of its own for each CLI test: the CLI keeps credentials, link indexes and
 // fallback copies under $XDG_CONFIG_HOME, so tests never share or touch the real ones.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import type { TestContext } from "node:test";
-import { makeTempDir, ROOT, runMain, type Client, type TestServer } from "./helpers.ts";
+import { type Client, makeTempDir, ROOT, runMain, type TestServer } from "./helpers.ts";
 
 export interface CliHome {
   dir: string;
@@ -47,7 +47,11 @@ export function start(
   env: Record<string, string>,
   options: { cwd?: string; input?: string; timeoutMs?: number } = {},
 ): Running {
-  const child = spawn(command, args, { cwd: options.cwd ?? ROOT, env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "pipe"] });
+  const child = spawn(command, args, {
+    cwd: options.cwd ?? ROOT,
+    env: { PATH: process.env.PATH, ...env } as NodeJS.ProcessEnv,
+    stdio: ["pipe", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   let output = "";
@@ -61,16 +65,26 @@ export function start(
       }
     }
   };
-  child.stdout!.on("data", (d) => ((stdout += d), (output += d), check()));
-  child.stderr!.on("data", (d) => ((stderr += d), (output += d), check()));
+  child.stdout!.on("data", (d) => {
+    stdout += d;
+    output += d;
+    check();
+  });
+  child.stderr!.on("data", (d) => {
+    stderr += d;
+    output += d;
+    check();
+  });
   if (options.input !== undefined) child.stdin!.end(options.input);
   const timer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 90_000);
-  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; output: string }>((resolve) => {
-    child.on("close", (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, output });
-    });
-  });
+  const done = new Promise<{ code: number | null; signal: NodeJS.Signals | null; stdout: string; stderr: string; output: string }>(
+    (resolve) => {
+      child.on("close", (code, signal) => {
+        clearTimeout(timer);
+        resolve({ code, signal, stdout, stderr, output });
+      });
+    },
+  );
   return {
     child,
     stdout: () => stdout,
@@ -88,7 +102,11 @@ export function start(
 }
 
 /** The CLI as a running process (see start). */
-export function startCli(args: string[], env: Record<string, string>, options: { cwd?: string; input?: string; timeoutMs?: number } = {}): Running {
+export function startCli(
+  args: string[],
+  env: Record<string, string>,
+  options: { cwd?: string; input?: string; timeoutMs?: number } = {},
+): Running {
   return start(CLI_MAIN[0]!, [...CLI_MAIN.slice(1), ...args], env, options);
 }
 

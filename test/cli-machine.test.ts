@@ -6,13 +6,12 @@ import fs from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import path from "node:path";
-import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
-import { createSecret } from "./secrets-helpers.ts";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import dotenv from "dotenv";
+import { type Client, makeTempDir, runMain, startServer } from "./helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
-import { makeTempDir, runMain, startServer, type Client } from "./helpers.ts";
-
 
 /** An empty HOME and XDG_CONFIG_HOME, and a work folder outside them. */
 function emptyHome(t: TestContext) {
@@ -73,7 +72,10 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
   assert.equal(set.stdout, "Created API_KEY in production (version 1).\n");
   const list = await run(["secrets", "list", "--json"]);
   assert.equal(list.code, 0, list.stderr);
-  assert.deepEqual(JSON.parse(list.stdout).map((s: any) => s.key), ["API_KEY", "DATABASE_URL"]);
+  assert.deepEqual(
+    JSON.parse(list.stdout).map((s: any) => s.key),
+    ["API_KEY", "DATABASE_URL"],
+  );
   const get = await run(["secrets", "get", "DATABASE_URL"]);
   assert.equal(get.code, 0, get.stderr);
   assert.equal(get.stdout, "postgres://prod-db/app-4711\n");
@@ -99,7 +101,10 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
   assert.equal(other.stderr, "secrets-server: The service account deploy-bot may use production, not development (from --env).\n");
   const otherProject = await run(["secrets", "list", "--project", "web"]);
   assert.equal(otherProject.code, 4);
-  assert.match(otherProject.stderr, /^secrets-server: The service account deploy-bot belongs to project api \([0-9a-f-]{36}\), not "web" \(from --project\)\.\n$/);
+  assert.match(
+    otherProject.stderr,
+    /^secrets-server: The service account deploy-bot belongs to project api \([0-9a-f-]{36}\), not "web" \(from --project\)\.\n$/,
+  );
 
   const projects = await run(["projects"]);
   assert.equal(projects.code, 0, projects.stderr);
@@ -112,13 +117,20 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
 test("a token for several environments needs --env, naming the choices; a link file may give it, but never the server", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await createServiceAccount(owner, project.id, { name: "reader", role: "viewer", environments: ["development", "production"] });
+  const account = await createServiceAccount(owner, project.id, {
+    name: "reader",
+    role: "viewer",
+    environments: ["development", "production"],
+  });
   const { token } = await createServiceToken(owner, project.id, account.id);
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
   const ambiguous = await cli(home, ["secrets", "list"], env);
   assert.equal(ambiguous.code, 2);
-  assert.equal(ambiguous.stderr, "secrets-server: The service account reader may use development, production: name one with --env (or SECRETS_SERVER_ENV).\n");
+  assert.equal(
+    ambiguous.stderr,
+    "secrets-server: The service account reader may use development, production: name one with --env (or SECRETS_SERVER_ENV).\n",
+  );
   const chosen = await cli(home, ["secrets", "get", "DATABASE_URL", "--env", "dev"], env);
   assert.equal(chosen.stdout, "postgres://dev-db/app-0815\n", chosen.stderr);
   const fromEnv = await cli(home, ["secrets", "get", "DATABASE_URL"], { ...env, SECRETS_SERVER_ENV: "production" });
@@ -131,7 +143,10 @@ test("a token for several environments needs --env, naming the choices; a link f
   // A link file for this server gives project and environment; --env still wins.
   const linked = path.join(home.work, "linked");
   fs.mkdirSync(linked);
-  fs.writeFileSync(path.join(linked, ".secrets-server.json"), JSON.stringify({ server: server.url, projectId: project.id, environment: "production" }));
+  fs.writeFileSync(
+    path.join(linked, ".secrets-server.json"),
+    JSON.stringify({ server: server.url, projectId: project.id, environment: "production" }),
+  );
   const viaLink = await cli(home, ["secrets", "get", "DATABASE_URL"], env, { cwd: linked });
   assert.equal(viaLink.stdout, "postgres://prod-db/app-4711\n", viaLink.stderr);
   const flagWins = await cli(home, ["secrets", "get", "DATABASE_URL", "--env", "development"], env, { cwd: linked });
@@ -140,7 +155,10 @@ test("a token for several environments needs --env, naming the choices; a link f
   // A cloned repository's link file naming another server: never where the token goes.
   const cloned = path.join(home.work, "cloned");
   fs.mkdirSync(cloned);
-  fs.writeFileSync(path.join(cloned, ".secrets-server.json"), JSON.stringify({ server: "http://127.0.0.2:9", projectId: project.id, environment: "production" }));
+  fs.writeFileSync(
+    path.join(cloned, ".secrets-server.json"),
+    JSON.stringify({ server: "http://127.0.0.2:9", projectId: project.id, environment: "production" }),
+  );
   const noServer = await cli(home, ["secrets", "list"], { SECRETS_SERVER_TOKEN: token }, { cwd: cloned });
   assert.equal(noServer.code, 2);
   assert.equal(
@@ -179,7 +197,10 @@ test("--token-file reads a trimmed token; two tokens are refused; a revoked toke
 
   const both = await cli(home, ["secrets", "list", "--token-file", file], { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url });
   assert.equal(both.code, 2);
-  assert.equal(both.stderr, "secrets-server: Both --token-file and SECRETS_SERVER_TOKEN are set. Use one: unset SECRETS_SERVER_TOKEN or drop --token-file.\n");
+  assert.equal(
+    both.stderr,
+    "secrets-server: Both --token-file and SECRETS_SERVER_TOKEN are set. Use one: unset SECRETS_SERVER_TOKEN or drop --token-file.\n",
+  );
   const notAToken = await cli(home, ["secrets", "list"], { SECRETS_SERVER_TOKEN: "hunter2-not-a-token", SECRETS_SERVER_URL: server.url });
   assert.equal(notAToken.code, 2);
   assert.doesNotMatch(notAToken.stderr, /hunter2/);
@@ -187,7 +208,10 @@ test("--token-file reads a trimmed token; two tokens are refused; a revoked toke
   assert.equal(missing.code, 2);
   assert.match(missing.stderr, /Cannot read --token-file .*nope: ENOENT/);
 
-  assert.equal((await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}/tokens/${tokenInfo.id}`)).status, 200);
+  assert.equal(
+    (await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}/tokens/${tokenInfo.id}`)).status,
+    200,
+  );
   const expected =
     `secrets-server: ${server.url} refused the service token from SECRETS_SERVER_TOKEN: it is invalid, expired or revoked, or used from a network ` +
     "the token does not allow. Check that the token is complete and meant for this server, or create a new one for the service account.\n";
@@ -209,7 +233,11 @@ test("--token-file reads a trimmed token; two tokens are refused; a revoked toke
 test("whoami with a token shows the service account", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);
-  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "member", environments: ["production", "development"] });
+  const account = await createServiceAccount(owner, project.id, {
+    name: "deploy-bot",
+    role: "member",
+    environments: ["production", "development"],
+  });
   const { token } = await createServiceToken(owner, project.id, account.id, { name: "ci", expiresInDays: 30 });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
 
@@ -218,14 +246,21 @@ test("whoami with a token shows the service account", async (t) => {
   const lines = who.stdout.split("\n");
   assert.equal(lines[0], `service account deploy-bot (${account.id}) on ${server.url}`);
   assert.equal(lines[1], `  project api (${project.id}), role member, environments development, production`);
-  assert.match(lines[2]!, /^  token expires \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  assert.match(lines[2]!, /^ {2}token expires \d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
   const json = JSON.parse((await cli(home, ["whoami", "--json"], env)).stdout);
   assert.deepEqual(
     { ...json, expiresAt: typeof json.expiresAt },
     {
       server: server.url,
       via: "service_token",
-      serviceAccount: { id: account.id, name: "deploy-bot", projectId: project.id, projectName: "api", role: "member", environments: ["development", "production"] },
+      serviceAccount: {
+        id: account.id,
+        name: "deploy-bot",
+        projectId: project.id,
+        projectName: "api",
+        role: "member",
+        environments: ["development", "production"],
+      },
       expiresAt: "string",
     },
   );
@@ -264,7 +299,10 @@ test("run --fallback with a token: a copy keyed by the token, used when the serv
   // Another token of the same account finds no copy: only the holder of the token can.
   const otherToken = await cli(home, ["run", "--fallback", ...print], { ...env, SECRETS_SERVER_TOKEN: other.token });
   assert.equal(otherToken.code, 5);
-  assert.equal(otherToken.stderr, `secrets-server: No fallback copy of the service account's project / its environment from ${server.url} exists yet.\n`);
+  assert.equal(
+    otherToken.stderr,
+    `secrets-server: No fallback copy of the service account's project / its environment from ${server.url} exists yet.\n`,
+  );
   const without = await cli(home, ["run", ...print], env);
   assert.equal(without.code, 5);
   assert.equal(without.stdout, "");
@@ -296,17 +334,33 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
   const get = await cli(home, ["secrets", "get", "DATABASE_URL"], env);
   assert.equal(get.code, 0, get.stderr);
   assert.equal(get.stdout, "postgres://prod-db/app-4711\n");
-  const ran = await cli(home, ["run", "--", process.execPath, "-e", "process.stdout.write(JSON.stringify([process.env.DATABASE_URL, process.env.SECRETS_SERVER_IDENTITY_TOKEN ?? null]))"], env);
+  const ran = await cli(
+    home,
+    [
+      "run",
+      "--",
+      process.execPath,
+      "-e",
+      "process.stdout.write(JSON.stringify([process.env.DATABASE_URL, process.env.SECRETS_SERVER_IDENTITY_TOKEN ?? null]))",
+    ],
+    env,
+  );
   assert.deepEqual(JSON.parse(ran.stdout), ["postgres://prod-db/app-4711", null], ran.stderr);
   const who = await cli(home, ["whoami"], env);
   assert.equal(who.code, 0, who.stderr);
-  assert.match(who.stdout, /^service account github-deploy .*\n  project api .*role viewer, environments production\n  access token expires \d{4}-/);
+  assert.match(
+    who.stdout,
+    /^service account github-deploy .*\n {2}project api .*role viewer, environments production\n {2}access token expires \d{4}-/,
+  );
   // A fallback copy keyed by an identity token could never be opened again.
   const fallback = await cli(home, ["run", "--fallback", "--", process.execPath, "-e", ""], env);
   assert.equal(fallback.code, 2);
   assert.match(fallback.stderr, /^secrets-server: --fallback needs a service token/);
 
-  const wrongSubject = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_IDENTITY_TOKEN: await sign({ repository: "evil/api" }) });
+  const wrongSubject = await cli(home, ["secrets", "list"], {
+    ...env,
+    SECRETS_SERVER_IDENTITY_TOKEN: await sign({ repository: "evil/api" }),
+  });
   assert.equal(wrongSubject.code, 3);
   assert.equal(
     wrongSubject.stderr,
@@ -319,7 +373,7 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
   const byName = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_SERVICE_ACCOUNT: "github-deploy" });
   assert.equal(byName.code, 2);
   assert.match(byName.stderr, /must be the service account's id/);
-  const twoCredentials = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_TOKEN: "svc_st_" + "a".repeat(43) });
+  const twoCredentials = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_TOKEN: `svc_st_${"a".repeat(43)}` });
   assert.equal(twoCredentials.code, 2);
   assert.match(twoCredentials.stderr, /Both a service token \(SECRETS_SERVER_TOKEN\) and SECRETS_SERVER_IDENTITY_TOKEN are set/);
 
@@ -341,7 +395,11 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
     seen.push({ authorization: req.headers.authorization, url: req.url! });
     const url = new URL(req.url!, "http://x");
     res.setHeader("content-type", "application/json");
-    if (req.headers.authorization !== `Bearer ${requestToken}` || url.searchParams.get("api-version") !== "2.0" || !url.searchParams.get("audience")) {
+    if (
+      req.headers.authorization !== `Bearer ${requestToken}` ||
+      url.searchParams.get("api-version") !== "2.0" ||
+      !url.searchParams.get("audience")
+    ) {
       res.statusCode = 403;
       return res.end("{}");
     }
@@ -360,7 +418,9 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
   const exported = await cli(home, ["export", "--format", "json"], env);
   assert.equal(exported.code, 0, exported.stderr);
   assert.deepEqual(JSON.parse(exported.stdout), { DATABASE_URL: "postgres://prod-db/app-4711" });
-  assert.deepEqual(seen, [{ authorization: `Bearer ${requestToken}`, url: `/token?api-version=2.0&audience=${encodeURIComponent(server.url)}` }]);
+  assert.deepEqual(seen, [
+    { authorization: `Bearer ${requestToken}`, url: `/token?api-version=2.0&audience=${encodeURIComponent(server.url)}` },
+  ]);
 
   // SECRETS_SERVER_AUDIENCE overrides; this trust does not accept that audience.
   const otherAudience = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_AUDIENCE: AUDIENCE });
@@ -371,7 +431,10 @@ test("GitHub Actions: the CLI asks the job's token endpoint for an identity toke
   // A job without `permissions: id-token: write` gets a 403 from GitHub.
   const denied = await cli(home, ["secrets", "list"], { ...env, ACTIONS_ID_TOKEN_REQUEST_TOKEN: "wrong-request-token" });
   assert.equal(denied.code, 3);
-  assert.match(denied.stderr, /GitHub Actions did not give the job an identity token \(HTTP 403\)\. Does the job have `permissions: id-token: write`\?/);
+  assert.match(
+    denied.stderr,
+    /GitHub Actions did not give the job an identity token \(HTTP 403\)\. Does the job have `permissions: id-token: write`\?/,
+  );
   // Without the request variables there is nothing to exchange.
   const none = await cli(home, ["secrets", "list"], { SECRETS_SERVER_SERVICE_ACCOUNT: account.id, SECRETS_SERVER_URL: server.url });
   assert.equal(none.code, 2);

@@ -5,11 +5,10 @@ import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
-import { ROOT, startServer, } from "./helpers.ts";
+import { type TestContext, test } from "node:test";
 import { cli, cliHome, login } from "./cli-helpers.ts";
+import { ROOT, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
-
 
 /** A signed-in home and a folder linked to project "web", environment staging. */
 async function linkedFolder(t: TestContext) {
@@ -65,7 +64,7 @@ test("secrets set checks key and value before any request; get offers the key me
   );
 
   const { server, home: signedIn, alice, project, folder } = await linkedFolder(t);
-  const tooLong = await cli(signedIn, ["secrets", "set", "BIG_VALUE", "--from-stdin"], { cwd: folder, input: "x".repeat(10_001) + "\n" });
+  const tooLong = await cli(signedIn, ["secrets", "set", "BIG_VALUE", "--from-stdin"], { cwd: folder, input: `${"x".repeat(10_001)}\n` });
   assert.equal(tooLong.code, 2, tooLong.stderr);
   assert.equal(tooLong.stderr, "secrets-server: The value of BIG_VALUE has 10,001 characters: a value has 1 to 10,000.\n");
   const emptyStdin = await cli(signedIn, ["secrets", "set", "EMPTY", "--from-stdin"], { cwd: folder, input: "\n" });
@@ -91,7 +90,10 @@ test("secrets set checks key and value before any request; get offers the key me
   assert.match(byHost.stdout, /web/);
   const remote = await cli(home, ["whoami", "--server", "secrets.example.test:8443"]);
   assert.equal(remote.code, 3);
-  assert.equal(remote.stderr, "secrets-server: Not signed in to https://secrets.example.test:8443. Run: secrets-server login --server https://secrets.example.test:8443\n");
+  assert.equal(
+    remote.stderr,
+    "secrets-server: Not signed in to https://secrets.example.test:8443. Run: secrets-server login --server https://secrets.example.test:8443\n",
+  );
   const bare = await cli(home, ["whoami", "--server", "secrets.example.test"]);
   assert.match(bare.stderr, /Not signed in to https:\/\/secrets\.example\.test\. /);
 });
@@ -116,7 +118,10 @@ test("logout is quiet and idempotent; afterwards commands say plainly that nobod
   // logout there has nothing to do and says so.
   const cloned = path.join(home.dir, "cloned");
   fs.mkdirSync(cloned);
-  fs.writeFileSync(path.join(cloned, ".secrets-server.json"), JSON.stringify({ server: "http://127.0.0.2:9", projectId: "x", environment: "staging" }));
+  fs.writeFileSync(
+    path.join(cloned, ".secrets-server.json"),
+    JSON.stringify({ server: "http://127.0.0.2:9", projectId: "x", environment: "staging" }),
+  );
   const listed = await cli(home, ["secrets", "list"], { cwd: cloned });
   assert.equal(listed.code, 3);
   assert.match(listed.stderr, /names the server http:\/\/127\.0\.0\.2:9, where this machine is not signed in/);
@@ -137,7 +142,10 @@ test("secrets list: a header and readable times on a terminal, tab-separated lin
   const json = await cli(home, ["secrets", "list", "--json"], { cwd: folder });
   assert.deepEqual(
     JSON.parse(json.stdout).map((s: { key: string; version: number }) => [s.key, s.version]),
-    [["DATABASE_URL", 1], ["REDIS_URL", 1]],
+    [
+      ["DATABASE_URL", 1],
+      ["REDIS_URL", 1],
+    ],
   );
 
   if (!hasScript) {
@@ -149,7 +157,11 @@ test("secrets list: a header and readable times on a terminal, tab-separated lin
     .map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`)
     .join(" ");
   // Not spawnSync: the server runs in this process and must keep answering.
-  const child = spawn("script", ["-qec", command, "/dev/null"], { cwd: folder, env: { PATH: process.env.PATH, ...home.env }, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("script", ["-qec", command, "/dev/null"], {
+    cwd: folder,
+    env: { PATH: process.env.PATH, ...home.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout.on("data", (d) => (output += d));
   child.stderr.on("data", (d) => (output += d));
@@ -175,5 +187,8 @@ test("a missing fallback copy is named by project and environment, not by id", a
 
 test("the CLI's messages keep their line breaks, and nothing else a terminal acts on", async () => {
   const { printableLines } = await import("../src/core/text.ts");
-  assert.equal(printableLines("line one\n\tline two\u001b[31m red\u202e flipped\r"), "line one\n\tline two\ufffd[31m red\ufffd flipped\ufffd");
+  assert.equal(
+    printableLines("line one\n\tline two\u001b[31m red\u202e flipped\r"),
+    "line one\n\tline two\ufffd[31m red\ufffd flipped\ufffd",
+  );
 });

@@ -2,15 +2,14 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { test, } from "node:test";
+import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
-import { startServer, } from "./helpers.ts";
-import { cli, cliHome, type CliHome, login, startCli } from "./cli-helpers.ts";
+import { type CliHome, cli, cliHome, login, startCli } from "./cli-helpers.ts";
+import { startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 
 const MINUTE = 60_000;
-
 
 function readCredentials(home: CliHome): any {
   return JSON.parse(fs.readFileSync(home.credentialsFile, "utf8"));
@@ -43,7 +42,10 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
 
   // The server knows the device by the name given.
   const sessions = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
-  assert.deepEqual(sessions.map((s: any) => s.deviceName), ["test box"]);
+  assert.deepEqual(
+    sessions.map((s: any) => s.deviceName),
+    ["test box"],
+  );
 
   const who = await cli(home, ["whoami"]);
   assert.equal(who.code, 0, who.stderr);
@@ -71,7 +73,10 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   // A second login on this machine ends the first session rather than leave it live.
   await login(server, home, alice, ["--device-name", "test box again"]);
   const after = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
-  assert.deepEqual(after.map((s: any) => s.deviceName), ["test box again"]);
+  assert.deepEqual(
+    after.map((s: any) => s.deviceName),
+    ["test box again"],
+  );
 });
 
 test("a denied login saves nothing and fails with a clear message", async (t) => {
@@ -207,7 +212,10 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   assert.equal(get.code, 0, get.stderr);
   assert.equal(get.stdout, "second value\n");
   const list = await cli(home, ["secrets", "list", ...target, "--json"]);
-  assert.deepEqual(JSON.parse(list.stdout).map((s: any) => s.key), ["API_KEY", "DATABASE_URL", "TRICKY_VALUE"]);
+  assert.deepEqual(
+    JSON.parse(list.stdout).map((s: any) => s.key),
+    ["API_KEY", "DATABASE_URL", "TRICKY_VALUE"],
+  );
   assert.ok(!list.stdout.includes("second value"));
   const listTable = await cli(home, ["secrets", "list", ...target]);
   assert.match(listTable.stdout, /^API_KEY\t2\t\S+Z\nDATABASE_URL\t1\t\S+Z\nTRICKY_VALUE\t1\t\S+Z\n$/);
@@ -215,7 +223,8 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   assert.equal(missing.code, 4);
 
   // run: the secrets arrive in the environment, stdin goes through, the exit code comes back.
-  const script = "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{process.stdout.write(JSON.stringify({api:process.env.API_KEY,tricky:process.env.TRICKY_VALUE,stdin:s}));process.exit(7)})";
+  const script =
+    "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{process.stdout.write(JSON.stringify({api:process.env.API_KEY,tricky:process.env.TRICKY_VALUE,stdin:s}));process.exit(7)})";
   const ran = await cli(home, ["run", ...target, "--", process.execPath, "-e", script], { input: "piped in" });
   assert.equal(ran.code, 7, ran.stderr);
   assert.deepEqual(JSON.parse(ran.stdout), { api: "second value", tricky, stdin: "piped in" });
@@ -239,7 +248,11 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   assertNoToken(home, set.stdout, get.stdout, ran.stdout, ran.stderr, exported.stderr, json.stdout);
 
   // Audit entries of these reads and writes say via: cli.
-  const rows = server.app.db.$client.prepare("SELECT metadata FROM audit_events WHERE action IN ('secret.created', 'secret.updated', 'secret.revealed', 'secrets.exported') AND actor_user_id = ?").all(alice.user!.id) as { metadata: string }[];
+  const rows = server.app.db.$client
+    .prepare(
+      "SELECT metadata FROM audit_events WHERE action IN ('secret.created', 'secret.updated', 'secret.revealed', 'secrets.exported') AND actor_user_id = ?",
+    )
+    .all(alice.user!.id) as { metadata: string }[];
   const viaCli = rows.filter((r) => JSON.parse(r.metadata).via === "cli");
   assert.ok(viaCli.length >= 5);
 });
@@ -261,7 +274,9 @@ test("link remembers project and environment for the folder", async (t) => {
   const link = JSON.parse(fs.readFileSync(path.join(folder, ".secrets-server.json"), "utf8"));
   assert.deepEqual(link, { server: server.url, projectId: project.id, projectName: "web", environment: "staging" });
 
-  const ran = await cli(home, ["run", "--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT)"], { cwd: path.join(folder, "sub") });
+  const ran = await cli(home, ["run", "--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT)"], {
+    cwd: path.join(folder, "sub"),
+  });
   assert.equal(ran.code, 0, ran.stderr);
   assert.equal(ran.stdout, "hello");
 });
@@ -324,7 +339,8 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const alice = await server.signIn("alice@example.test");
   await alice.createProject({ name: "api", environments: ["development"] });
   await login(server, home, alice, ["--device-name", "test box"]);
-  const script = "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
+  const script =
+    "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
   const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);
   await proc.waitFor(/ready/);
   proc.child.kill("SIGTERM");
@@ -333,7 +349,17 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   assert.match(result.stdout, /got SIGTERM/);
 
   // A command killed by a signal: the CLI ends the same way.
-  const killed = await cli(home, ["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", "process.kill(process.pid,'SIGKILL')"]);
+  const killed = await cli(home, [
+    "run",
+    "--project",
+    "api",
+    "--env",
+    "development",
+    "--",
+    process.execPath,
+    "-e",
+    "process.kill(process.pid,'SIGKILL')",
+  ]);
   assert.equal(killed.code, null);
 });
 
@@ -348,7 +374,12 @@ test("run leaves out secrets that would choose which code runs, unless named wit
   await createSecret(alice, project.id, "production", "APP_MODE", "live");
   await login(server, home, alice, ["--device-name", "test box"]);
   const target = ["--project", "deploy", "--env", "production"];
-  const show = ["--", process.execPath, "-e", "process.stdout.write(JSON.stringify([process.env.LD_PRELOAD, process.env.NODE_OPTIONS, process.env.PATH, process.env.APP_MODE]))"];
+  const show = [
+    "--",
+    process.execPath,
+    "-e",
+    "process.stdout.write(JSON.stringify([process.env.LD_PRELOAD, process.env.NODE_OPTIONS, process.env.PATH, process.env.APP_MODE]))",
+  ];
 
   const guarded = await cli(home, ["run", ...target, ...show]);
   assert.equal(guarded.code, 0, guarded.stderr);
@@ -383,7 +414,10 @@ test("a link file cannot lead the CLI to a server it has not signed in to; plain
 
   const listed = await cli(home, ["secrets", "list"], { cwd: repo });
   assert.equal(listed.code, 3);
-  assert.match(listed.stderr, /names the server http:\/\/127\.0\.0\.2:9, where this machine is not signed in\. If you trust that server, sign in to it first/);
+  assert.match(
+    listed.stderr,
+    /names the server http:\/\/127\.0\.0\.2:9, where this machine is not signed in\. If you trust that server, sign in to it first/,
+  );
   // login never takes its server from a link file: here it goes to the last server signed in to.
   const started = startCli(["login", "--no-browser", "--device-name", "repo box"], home.env, { cwd: repo });
   await started.waitFor(/\b[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}\b/);
@@ -394,7 +428,10 @@ test("a link file cannot lead the CLI to a server it has not signed in to; plain
   // Tokens never travel in clear text to another machine.
   const plain = await cli(home, ["projects", "--server", "http://secrets.example.test"]);
   assert.equal(plain.code, 2);
-  assert.match(plain.stderr, /http:\/\/secrets\.example\.test uses plain http, which would send your tokens and secrets unencrypted\. Use https, or set SECRETS_SERVER_ALLOW_HTTP=1/);
+  assert.match(
+    plain.stderr,
+    /http:\/\/secrets\.example\.test uses plain http, which would send your tokens and secrets unencrypted\. Use https, or set SECRETS_SERVER_ALLOW_HTTP=1/,
+  );
 });
 
 test("export --output writes a new 0600 file in one step: a planted file or symlink is replaced, never written through", async (t) => {
@@ -443,7 +480,12 @@ test("export --format shell, docker and yaml: the server's writers, 0600 files, 
   assert.equal(allowed.code, 0, allowed.stderr);
   assert.equal(allowed.stdout, "export API_KEY='it'\\''s $HOME'\nexport LD_PRELOAD='/tmp/evil.so'\n");
   assert.equal(allowed.stderr, "");
-  const byEnv = await cli({ ...home, env: { ...home.env, SECRETS_SERVER_ALLOW_ENV: "LD_PRELOAD" } }, ["export", ...target, "--format", "shell"]);
+  const byEnv = await cli({ ...home, env: { ...home.env, SECRETS_SERVER_ALLOW_ENV: "LD_PRELOAD" } }, [
+    "export",
+    ...target,
+    "--format",
+    "shell",
+  ]);
   assert.equal(byEnv.stdout, allowed.stdout);
 
   const yaml = await cli(home, ["export", ...target, "--format", "yaml"]);

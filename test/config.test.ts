@@ -5,10 +5,10 @@ import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
+import { DATABASE_FILE } from "../src/core/db.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
-import { Client, makeTempDir, randomMasterKey, ROOT, runMain, startServer, startServerProcess } from "./helpers.ts";
+import { Client, makeTempDir, ROOT, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
 
 function configError(env: Record<string, string>): string {
   try {
@@ -71,9 +71,19 @@ test("production requires MASTER_KEY, a real sign-in provider and https", () => 
   );
   // Loopback is what never leaves the machine, nothing that merely looks like it.
   for (const appUrl of ["http://127.0.0.1.example.com", "http://localhost.example.com", "http://[::2]:8080"]) {
-    assert.match(configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl }), /APP_URL must use https/, appUrl);
+    assert.match(
+      configError({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl }),
+      /APP_URL must use https/,
+      appUrl,
+    );
   }
-  for (const appUrl of ["http://localhost:8080", "http://127.0.0.1:8080", "http://127.0.1.1:8080", "http://[::1]:8080", "https://secrets.example.com/"]) {
+  for (const appUrl of [
+    "http://localhost:8080",
+    "http://127.0.0.1:8080",
+    "http://127.0.1.1:8080",
+    "http://[::1]:8080",
+    "https://secrets.example.com/",
+  ]) {
     const config = loadConfig({ NODE_ENV: "production", MASTER_KEY: key, AUTH_PROVIDER: "local", APP_URL: appUrl });
     assert.equal(config.isProduction, true);
     assert.equal(config.appUrl, appUrl.replace(/\/$/, ""));
@@ -167,7 +177,10 @@ test("a database a newer version migrated refuses to start, and is left as it wa
   const again = await server.restart();
   t.after(() => again.stop());
   const client = await again.signIn("alice@example.test");
-  assert.deepEqual((await client.json("GET", "/api/projects")).body.projects.map((p: { name: string }) => p.name), ["api"]);
+  assert.deepEqual(
+    (await client.json("GET", "/api/projects")).body.projects.map((p: { name: string }) => p.name),
+    ["api"],
+  );
 });
 
 test("a different MASTER_KEY against an existing database refuses to start and changes nothing", async (t) => {
@@ -205,7 +218,10 @@ test("in development without MASTER_KEY a key file is generated once with mode 0
   assert.equal(stat.mode & 0o777, 0o600);
   const first = fs.readFileSync(file, "utf8");
   assert.equal(Buffer.from(first.trim(), "base64").length, 32);
-  assert.ok(server.logs.some((l) => l.includes("MASTER_KEY is not set")), "a warning is logged");
+  assert.ok(
+    server.logs.some((l) => l.includes("MASTER_KEY is not set")),
+    "a warning is logged",
+  );
   assert.ok(!server.logs.some((l) => l.includes(first.trim())), "the key is never logged");
   const again = await server.restart();
   t.after(() => again.stop());
@@ -274,7 +290,10 @@ test("backup writes a consistent copy that a server can start from", async (t) =
   t.after(() => fs.rmSync(restoredDir, { recursive: true, force: true }));
   const client = await restored.signIn("alice@example.test");
   const { body } = await client.json("GET", "/api/projects");
-  assert.deepEqual(body.projects.map((p: { name: string }) => p.name), ["kept"]);
+  assert.deepEqual(
+    body.projects.map((p: { name: string }) => p.name),
+    ["kept"],
+  );
 });
 
 test("a variable with a fixed set of values names them", () => {
@@ -339,7 +358,7 @@ test("with no command the executable prints its help and exits 2, and starts not
   assert.equal(result.code, 2);
   assert.equal(result.stdout, "");
   assert.match(result.stderr, /^secrets-server \d+\.\d+\.\d+: /);
-  assert.match(result.stderr, /^  serve +Start the server$/m);
+  assert.match(result.stderr, /^ {2}serve +Start the server$/m);
   assert.deepEqual(fs.readdirSync(cwd), [], "no ./data");
 });
 
@@ -361,7 +380,10 @@ test("logs: readable lines only in development on a terminal, JSON lines otherwi
   server.child.kill("SIGTERM");
   await server.exited;
   const lines = server.output().trim().split("\n");
-  assert.ok(lines.some((line) => line.includes("secrets-server is ready")), server.output());
+  assert.ok(
+    lines.some((line) => line.includes("secrets-server is ready")),
+    server.output(),
+  );
   for (const line of lines) assert.equal(typeof JSON.parse(line).msg, "string", line);
 });
 
@@ -384,12 +406,20 @@ test("a database file the server's user may read but not write stops the start w
     ...(asRoot ? { uid: 65534, gid: 65534 } : {}),
   });
   assert.equal(result.status, 1, result.stderr);
-  assert.match(result.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: this user may not write secrets\.db; give it to the user the server runs as\.\n$/);
+  assert.match(
+    result.stderr,
+    /^secrets-server: configuration error: DATA_DIR .* cannot be used: this user may not write secrets\.db; give it to the user the server runs as\.\n$/,
+  );
 });
 
 test("PORT=0: the OS picks the port, and an unset APP_URL names the port the server really has", async (t) => {
   const server = await startServerProcess(t);
-  const ready = JSON.parse(server.output().split("\n").find((line) => line.includes("secrets-server is ready"))!) as { url: string };
+  const ready = JSON.parse(
+    server
+      .output()
+      .split("\n")
+      .find((line) => line.includes("secrets-server is ready"))!,
+  ) as { url: string };
   const port = new URL(server.url).port;
   assert.notEqual(port, "0");
   assert.equal(ready.url, `http://localhost:${port}`);

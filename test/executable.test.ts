@@ -1,7 +1,7 @@
 // The single executable, built for real and run as an operator would: from another
 // working directory, with no node on PATH, on its default ./data folder.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
@@ -34,135 +34,133 @@ function run(file: string, args: string[], options: { cwd: string; env: NodeJS.P
   });
 }
 
-test(
-  "the built executable starts from another working directory with no node on PATH, answers /healthz and keeps its data across a restart",
-  { skip: canBuild ? false : `the executable is built for Linux x64 only; this is ${process.platform}-${process.arch}` },
-  async (t) => {
-    const buildDir = makeTempDir("secrets-build-");
-    const workDir = makeTempDir("secrets-exe-");
-    // A PATH holding only an empty folder: nothing named node can be found through it.
-    const emptyBin = path.join(workDir, "bin");
-    fs.mkdirSync(emptyBin);
-    const children = new Set<ChildProcess>();
-    t.after(() => {
-      for (const child of children) child.kill("SIGKILL");
-      fs.rmSync(buildDir, { recursive: true, force: true });
-      fs.rmSync(workDir, { recursive: true, force: true });
-    });
+test("the built executable starts from another working directory with no node on PATH, answers /healthz and keeps its data across a restart", {
+  skip: canBuild ? false : `the executable is built for Linux x64 only; this is ${process.platform}-${process.arch}`,
+}, async (t) => {
+  const buildDir = makeTempDir("secrets-build-");
+  const workDir = makeTempDir("secrets-exe-");
+  // A PATH holding only an empty folder: nothing named node can be found through it.
+  const emptyBin = path.join(workDir, "bin");
+  fs.mkdirSync(emptyBin);
+  const children = new Set<ChildProcess>();
+  t.after(() => {
+    for (const child of children) child.kill("SIGKILL");
+    fs.rmSync(buildDir, { recursive: true, force: true });
+    fs.rmSync(workDir, { recursive: true, force: true });
+  });
 
-    // Built into a temporary folder, so the shared dist/ is neither needed nor raced.
-    const build = await run(process.execPath, [path.join(ROOT, "build.mjs"), "--out", buildDir], {
-      cwd: ROOT,
-      env: process.env,
-      timeoutMs: 180_000,
-    });
-    assert.equal(build.code, 0, `the build failed:\n${build.stdout}\n${build.stderr}`);
-    const executable = path.join(buildDir, "secrets-server");
-    assert.ok(fs.statSync(executable).mode & 0o100, "the executable has its execute bit");
+  // Built into a temporary folder, so the shared dist/ is neither needed nor raced.
+  const build = await run(process.execPath, [path.join(ROOT, "build.mjs"), "--out", buildDir], {
+    cwd: ROOT,
+    env: process.env,
+    timeoutMs: 180_000,
+  });
+  assert.equal(build.code, 0, `the build failed:\n${build.stdout}\n${build.stderr}`);
+  const executable = path.join(buildDir, "secrets-server");
+  assert.ok(fs.statSync(executable).mode & 0o100, "the executable has its execute bit");
 
-    const env = { PATH: emptyBin, HOME: workDir, LOG_LEVEL: "info" };
-    const options = { cwd: workDir, env, timeoutMs: 30_000 };
+  const env = { PATH: emptyBin, HOME: workDir, LOG_LEVEL: "info" };
+  const options = { cwd: workDir, env, timeoutMs: 30_000 };
 
-    const version = await run(executable, ["version"], options);
-    const packageJson = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string };
-    assert.deepEqual([version.code, version.stdout, version.stderr], [0, `${packageJson.version}\n`, ""]);
+  const version = await run(executable, ["version"], options);
+  const packageJson = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8")) as { version: string };
+  assert.deepEqual([version.code, version.stdout, version.stderr], [0, `${packageJson.version}\n`, ""]);
 
-    const help = await run(executable, ["help"], options);
-    assert.equal(help.code, 0);
-    assert.equal(help.stderr, "", "no experimental-feature warning or other noise");
-    for (const command of ["serve", "migrate", "version", "help"]) {
-      assert.match(help.stdout, new RegExp(`^  ${command} `, "m"), `help lists ${command}`);
-    }
+  const help = await run(executable, ["help"], options);
+  assert.equal(help.code, 0);
+  assert.equal(help.stderr, "", "no experimental-feature warning or other noise");
+  for (const command of ["serve", "migrate", "version", "help"]) {
+    assert.match(help.stdout, new RegExp(`^  ${command} `, "m"), `help lists ${command}`);
+  }
 
-    // Installed for the CLI, the bare executable must not become a server writing ./data here.
-    const bare = await run(executable, [], options);
-    assert.equal(bare.code, 2);
-    assert.match(bare.stderr, /^  serve +Start the server$/m);
-    assert.deepEqual(fs.readdirSync(workDir), ["bin"], "nothing written by the bare executable");
+  // Installed for the CLI, the bare executable must not become a server writing ./data here.
+  const bare = await run(executable, [], options);
+  assert.equal(bare.code, 2);
+  assert.match(bare.stderr, /^ {2}serve +Start the server$/m);
+  assert.deepEqual(fs.readdirSync(workDir), ["bin"], "nothing written by the bare executable");
 
-    const unknown = await run(executable, ["no-such-command"], options);
-    assert.equal(unknown.code, 2);
-    assert.match(unknown.stderr, /Unknown command "no-such-command"/);
+  const unknown = await run(executable, ["no-such-command"], options);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /Unknown command "no-such-command"/);
 
-    // `migrate` creates ./data (the default DATA_DIR) below the working directory.
-    const migrate = await run(executable, ["migrate"], options);
-    assert.equal(migrate.code, 0, migrate.stderr);
-    assert.ok(fs.existsSync(path.join(workDir, "data", "secrets.db")));
+  // `migrate` creates ./data (the default DATA_DIR) below the working directory.
+  const migrate = await run(executable, ["migrate"], options);
+  assert.equal(migrate.code, 0, migrate.stderr);
+  assert.ok(fs.existsSync(path.join(workDir, "data", "secrets.db")));
 
-    const port = await freePort();
-    const appUrl = `http://localhost:${port}`;
-    const url = `http://127.0.0.1:${port}`;
+  const port = await freePort();
+  const appUrl = `http://localhost:${port}`;
+  const url = `http://127.0.0.1:${port}`;
 
-    /** Starts `secrets-server serve` and waits for /healthz. */
-    async function start(): Promise<{ child: ChildProcess; output: () => string; stop(): Promise<number | null> }> {
-      // No MASTER_KEY: in development the server generates ./data/master.key once and reuses it.
-      const child = spawn(executable, ["serve"], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
-      children.add(child);
-      let output = "";
-      child.stdout!.on("data", (d) => (output += d));
-      child.stderr!.on("data", (d) => (output += d));
-      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        if (child.exitCode !== null) assert.fail(`the executable exited with ${child.exitCode}:\n${output}`);
-        try {
-          const res = await fetch(`${url}/healthz`);
-          assert.equal(res.status, 200);
-          assert.deepEqual(await res.json(), { ok: true });
-          break;
-        } catch (error) {
-          if (error instanceof assert.AssertionError) throw error;
-          if (Date.now() > deadline) assert.fail(`no answer on /healthz within 30 s:\n${output}`);
-          await sleep(50);
-        }
+  /** Starts `secrets-server serve` and waits for /healthz. */
+  async function start(): Promise<{ child: ChildProcess; output: () => string; stop(): Promise<number | null> }> {
+    // No MASTER_KEY: in development the server generates ./data/master.key once and reuses it.
+    const child = spawn(executable, ["serve"], { cwd: workDir, env: { ...env, PORT: String(port) }, stdio: ["ignore", "pipe", "pipe"] });
+    children.add(child);
+    let output = "";
+    child.stdout!.on("data", (d) => (output += d));
+    child.stderr!.on("data", (d) => (output += d));
+    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (child.exitCode !== null) assert.fail(`the executable exited with ${child.exitCode}:\n${output}`);
+      try {
+        const res = await fetch(`${url}/healthz`);
+        assert.equal(res.status, 200);
+        assert.deepEqual(await res.json(), { ok: true });
+        break;
+      } catch (error) {
+        if (error instanceof assert.AssertionError) throw error;
+        if (Date.now() > deadline) assert.fail(`no answer on /healthz within 30 s:\n${output}`);
+        await sleep(50);
       }
-      return {
-        child,
-        output: () => output,
-        async stop() {
-          child.kill("SIGTERM");
-          const code = await exited;
-          children.delete(child);
-          return code;
-        },
-      };
     }
+    return {
+      child,
+      output: () => output,
+      async stop() {
+        child.kill("SIGTERM");
+        const code = await exited;
+        children.delete(child);
+        return code;
+      },
+    };
+  }
 
-    const first = await start();
-    const alice = new Client(url, appUrl);
-    const signIn = await alice.json("POST", "/api/auth/dev/sign-in", { email: "alice@example.test", name: "Alice" });
-    assert.equal(signIn.status, 200);
-    const project = await alice.createProject({ name: "api", description: "kept across restarts", environments: ["production"] });
-    const page = await alice.get("/");
-    assert.equal(page.status, 200);
-    assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
-    assert.match(await page.text(), /<html/i, "the web UI is served from inside the executable");
-    const openapi = await alice.get("/api/openapi.json");
-    assert.equal(openapi.status, 200);
-    assert.equal(((await openapi.json()) as { openapi: string }).openapi, "3.1.0", "the OpenAPI document is built inside the executable");
-    const docs = await alice.get("/api/docs");
-    assert.equal(docs.status, 200);
-    assert.match(await docs.text(), /<code>\/api\/projects<\/code>/, "and so is the API reference page");
-    assert.equal(await first.stop(), 0, `a clean exit on SIGTERM:\n${first.output()}`);
-    assert.match(first.output(), /secrets-server is ready/);
+  const first = await start();
+  const alice = new Client(url, appUrl);
+  const signIn = await alice.json("POST", "/api/auth/dev/sign-in", { email: "alice@example.test", name: "Alice" });
+  assert.equal(signIn.status, 200);
+  const project = await alice.createProject({ name: "api", description: "kept across restarts", environments: ["production"] });
+  const page = await alice.get("/");
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
+  assert.match(await page.text(), /<html/i, "the web UI is served from inside the executable");
+  const openapi = await alice.get("/api/openapi.json");
+  assert.equal(openapi.status, 200);
+  assert.equal(((await openapi.json()) as { openapi: string }).openapi, "3.1.0", "the OpenAPI document is built inside the executable");
+  const docs = await alice.get("/api/docs");
+  assert.equal(docs.status, 200);
+  assert.match(await docs.text(), /<code>\/api\/projects<\/code>/, "and so is the API reference page");
+  assert.equal(await first.stop(), 0, `a clean exit on SIGTERM:\n${first.output()}`);
+  assert.match(first.output(), /secrets-server is ready/);
 
-    // The addon was written once under DATA_DIR/.cache; the master key was generated once.
-    const cache = fs.readdirSync(path.join(workDir, "data", ".cache"));
-    assert.equal(cache.filter((name) => /^better_sqlite3-[0-9a-f]{16}\.node$/.test(name)).length, 1, cache.join(", "));
-    assert.equal(fs.statSync(path.join(workDir, "data", "master.key")).mode & 0o777, 0o600);
+  // The addon was written once under DATA_DIR/.cache; the master key was generated once.
+  const cache = fs.readdirSync(path.join(workDir, "data", ".cache"));
+  assert.equal(cache.filter((name) => /^better_sqlite3-[0-9a-f]{16}\.node$/.test(name)).length, 1, cache.join(", "));
+  assert.equal(fs.statSync(path.join(workDir, "data", "master.key")).mode & 0o777, 0o600);
 
-    const second = await start();
-    // The same session cookie still works: sessions, users and projects were all kept.
-    const me = await alice.json("GET", "/api/auth/me");
-    assert.equal(me.status, 200);
-    assert.equal(me.body.user.email, "alice@example.test");
-    const list = await alice.json("GET", "/api/projects");
-    assert.equal(list.status, 200);
-    assert.deepEqual(
-      list.body.projects.map((p: { id: string; name: string; description?: string }) => [p.id, p.name, p.description]),
-      [[project.id, "api", "kept across restarts"]],
-    );
-    assert.equal(await second.stop(), 0, `a clean exit on SIGTERM:\n${second.output()}`);
-    assert.doesNotMatch(first.output() + second.output(), /ExperimentalWarning|Single executable/i);
-  },
-);
+  const second = await start();
+  // The same session cookie still works: sessions, users and projects were all kept.
+  const me = await alice.json("GET", "/api/auth/me");
+  assert.equal(me.status, 200);
+  assert.equal(me.body.user.email, "alice@example.test");
+  const list = await alice.json("GET", "/api/projects");
+  assert.equal(list.status, 200);
+  assert.deepEqual(
+    list.body.projects.map((p: { id: string; name: string; description?: string }) => [p.id, p.name, p.description]),
+    [[project.id, "api", "kept across restarts"]],
+  );
+  assert.equal(await second.stop(), 0, `a clean exit on SIGTERM:\n${second.output()}`);
+  assert.doesNotMatch(first.output() + second.output(), /ExperimentalWarning|Single executable/i);
+});

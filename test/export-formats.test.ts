@@ -11,7 +11,7 @@ import path from "node:path";
 import { test } from "node:test";
 import YAML from "yaml";
 import { DockerEnvRefusal, dockerEnvProblem, formatDockerEnv } from "../src/secrets/docker-env.ts";
-import { formatShell, type ExportEntry } from "../src/secrets/shell.ts";
+import { type ExportEntry, formatShell } from "../src/secrets/shell.ts";
 import { formatYaml, yamlString } from "../src/secrets/yaml.ts";
 import { generatedValues, NAMED_VALUES } from "./generated-values.ts";
 import { makeTempDir } from "./helpers.ts";
@@ -19,10 +19,63 @@ import { envPath, startTeam } from "./secrets-helpers.ts";
 
 /** Values that break YAML and env-file writers in ways the .env cases do not cover. */
 const MORE_VALUES = [
-  "0123", "yes", "no", "on", "off", "y", "n", "true", "False", "null", "NULL", "~", "1e3", "0x1F", "0o17", ".inf", "-.nan", "2024-01-01",
-  "12:30:00", "1_000", "- item", "key: value", "{a: 1}", "[1, 2]", "&anchor", "*alias", "!tag", "!!str x", "%TAG", "---", "...", "|", ">",
-  "@", "? x", "\u0085next line", "\ufeffbom", "del\u007f", "c1\u0080\u009f", "\ufffe\uffff", "\u0001\u001b[31m", "a\u2029b", "\u00a0nbsp\u00a0",
-  "\u3000ideographic", "x #y", "x\t#y", "x#y", "a=b=c", "$$", "\\$HOME", "'", "\"", " ", "\t", "trailing cr\r", "mid\rcr", "exportFOO=1",
+  "0123",
+  "yes",
+  "no",
+  "on",
+  "off",
+  "y",
+  "n",
+  "true",
+  "False",
+  "null",
+  "NULL",
+  "~",
+  "1e3",
+  "0x1F",
+  "0o17",
+  ".inf",
+  "-.nan",
+  "2024-01-01",
+  "12:30:00",
+  "1_000",
+  "- item",
+  "key: value",
+  "{a: 1}",
+  "[1, 2]",
+  "&anchor",
+  "*alias",
+  "!tag",
+  "!!str x",
+  "%TAG",
+  "---",
+  "...",
+  "|",
+  ">",
+  "@",
+  "? x",
+  "\u0085next line",
+  "\ufeffbom",
+  "del\u007f",
+  "c1\u0080\u009f",
+  "\ufffe\uffff",
+  "\u0001\u001b[31m",
+  "a\u2029b",
+  "\u00a0nbsp\u00a0",
+  "\u3000ideographic",
+  "x #y",
+  "x\t#y",
+  "x#y",
+  "a=b=c",
+  "$$",
+  "\\$HOME",
+  "'",
+  '"',
+  " ",
+  "\t",
+  "trailing cr\r",
+  "mid\rcr",
+  "exportFOO=1",
 ];
 
 function entriesOf(values: string[]): ExportEntry[] {
@@ -50,7 +103,10 @@ const available = (cmd: string) => spawnSync(cmd, ["-c", "true"]).status === 0;
 // broken setup, not a reason to test less.
 const shells = SHELLS;
 test("every shell the shell export is checked in is installed", () => {
-  assert.deepEqual(SHELLS.filter((s) => !available(s.argv[0]!)).map((s) => s.name), []);
+  assert.deepEqual(
+    SHELLS.filter((s) => !available(s.argv[0]!)).map((s) => s.name),
+    [],
+  );
 });
 
 interface Sourced {
@@ -110,7 +166,10 @@ for (const [name, values] of ALL_SETS) {
     const entries = entriesOf(values);
     const { text, leftOut, unsafeNames } = formatShell(entries);
     assert.deepEqual(unsafeNames, []);
-    assert.deepEqual(leftOut, entries.filter((e) => e.value.includes("\0")).map((e) => e.key));
+    assert.deepEqual(
+      leftOut,
+      entries.filter((e) => e.value.includes("\0")).map((e) => e.key),
+    );
     for (const key of leftOut) assert.ok(text.includes(`# ${key} is left out: its value holds a NUL character`));
     for (const shell of shells) checkShell(entries, text, shell);
   });
@@ -119,10 +178,11 @@ for (const [name, values] of ALL_SETS) {
 test("shell: every shell catches a wrong writer (double quotes, or \\' inside single quotes)", () => {
   const entries = entriesOf([...NAMED_VALUES, ...MORE_VALUES]).filter((e) => !e.value.includes("\0"));
   const wrong = [
-    entries.map((e) => `export ${e.key}="${e.value.replaceAll('"', '\\"')}"`).join("\n") + "\n",
-    entries.map((e) => `export ${e.key}='${e.value.replaceAll("'", "\\'")}'`).join("\n") + "\n",
+    `${entries.map((e) => `export ${e.key}="${e.value.replaceAll('"', '\\"')}"`).join("\n")}\n`,
+    `${entries.map((e) => `export ${e.key}='${e.value.replaceAll("'", "\\'")}'`).join("\n")}\n`,
   ];
-  for (const shell of shells) for (const text of wrong) assert.throws(() => checkShell(entries, text, shell), assert.AssertionError, shell.name);
+  for (const shell of shells)
+    for (const text of wrong) assert.throws(() => checkShell(entries, text, shell), assert.AssertionError, shell.name);
 });
 
 test("shell: names a shell would act on are left out with a comment, unless allowed; zsh's typed names always", () => {
@@ -139,7 +199,16 @@ test("shell: names a shell would act on are left out with a comment, unless allo
   ];
   const { text, leftOut, unsafeNames } = formatShell(entries);
   assert.deepEqual(unsafeNames, ["GIT_ASKPASS", "LD_PRELOAD", "PATH", "PROMPT_COMMAND", "PS1"]);
-  assert.deepEqual(leftOut, ["GIT_ASKPASS", "KEYBOARD_HACK", "LD_PRELOAD", "PATH", "PROMPT_COMMAND", "PS1", "TRY_BLOCK_ERROR", "ZLE_RPROMPT_INDENT"]);
+  assert.deepEqual(leftOut, [
+    "GIT_ASKPASS",
+    "KEYBOARD_HACK",
+    "LD_PRELOAD",
+    "PATH",
+    "PROMPT_COMMAND",
+    "PS1",
+    "TRY_BLOCK_ERROR",
+    "ZLE_RPROMPT_INDENT",
+  ]);
   assert.match(text, /^# PATH is left out: not named like an application setting, .*--allow-env PATH\.$/m);
   assert.match(text, /^# TRY_BLOCK_ERROR is left out: zsh gives this name a type of its own/m);
   for (const shell of shells) {
@@ -193,7 +262,7 @@ test("yaml: keys YAML would retype stay strings; an empty export is an empty map
   const entries = ["null", "true", "yes", "on", "y", "n", "Y", "NULL", "_", "no_"].map((key) => ({ key, value: key }));
   checkYaml(entries, formatYaml(entries));
   assert.deepEqual(readYaml(formatYaml([])).v12, {});
-  assert.equal(yamlString("a\"b\\c\n\u0085"), '"a\\"b\\\\c\\n\\u0085"');
+  assert.equal(yamlString('a"b\\c\n\u0085'), '"a\\"b\\\\c\\n\\u0085"');
   // JSON.stringify as the writer: raw U+0085 and U+2028 fold in YAML 1.1; plain scalars retype.
   const some = entriesOf([...MORE_VALUES, ...NAMED_VALUES]);
   assert.throws(() => checkYaml(some, some.map((e) => `${e.key}: ${JSON.stringify(e.value)}\n`).join("")));
@@ -300,7 +369,18 @@ function readCompose(text: string): Map<string, string> {
       break;
     }
     if (end < 0) throw new Error("unterminated quoted value");
-    const escapes: Record<string, string> = { a: "\x07", b: "\b", f: "\f", n: "\n", r: "\r", t: "\t", v: "\v", '"': '"', "\\": "\\", $: "$$" };
+    const escapes: Record<string, string> = {
+      a: "\x07",
+      b: "\b",
+      f: "\f",
+      n: "\n",
+      r: "\r",
+      t: "\t",
+      v: "\v",
+      '"': '"',
+      "\\": "\\",
+      $: "$$",
+    };
     out.set(key, quote === '"' ? interpolate(chars.replace(/\\([abfnrtv"\\$])/g, (_, c: string) => escapes[c]!)) : chars);
     src = src.slice(end + 1);
   }
@@ -347,7 +427,10 @@ for (const [name, values] of ALL_SETS) {
       assert.fail("no refusal");
     })();
     assert.ok(error instanceof DockerEnvRefusal);
-    assert.deepEqual(error.keys, refused.map((e) => e.key));
+    assert.deepEqual(
+      error.keys,
+      refused.map((e) => e.key),
+    );
   });
 }
 
@@ -366,12 +449,16 @@ test("docker: a wrong writer (quoted values) is caught; names are left out as co
   assert.deepEqual(file.leftOut, ["LD_PRELOAD", "PATH"]);
   assert.deepEqual(readDockerRun(file.text), new Map([["API_KEY", "fine"]]));
   assert.deepEqual(readCompose(file.text), new Map([["API_KEY", "fine"]]));
-  assert.throws(() => formatDockerEnv(named, new Set(["PATH"])), (e: unknown) => e instanceof DockerEnvRefusal && e.message === "These secrets cannot be written in Docker's env-file format: PATH.");
+  assert.throws(
+    () => formatDockerEnv(named, new Set(["PATH"])),
+    (e: unknown) => e instanceof DockerEnvRefusal && e.message === "These secrets cannot be written in Docker's env-file format: PATH.",
+  );
 
   const many = Array.from({ length: 25 }, (_, i) => ({ key: `SECRET_${String(i).padStart(2, "0")}`, value: `$ecret ${i}` }));
   assert.throws(
     () => formatDockerEnv(many),
-    (e: unknown) => e instanceof DockerEnvRefusal && /: SECRET_00, .*, SECRET_19 and 5 more\.$/.test(e.message) && !e.message.includes("$ecret"),
+    (e: unknown) =>
+      e instanceof DockerEnvRefusal && /: SECRET_00, .*, SECRET_19 and 5 more\.$/.test(e.message) && !e.message.includes("$ecret"),
   );
   assert.equal(formatDockerEnv([]).text, "");
 });

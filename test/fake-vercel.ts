@@ -149,7 +149,12 @@ export class FakeVercel {
 
   /** The next `times` requests that match answer `status` (a 429 carries Retry-After). */
   inject(status: number, options: { times?: number; retryAfterSeconds?: number; match?: (req: RecordedRequest) => boolean } = {}): void {
-    this.injections.push({ status, times: options.times ?? 1, retryAfterSeconds: options.retryAfterSeconds, match: options.match ?? (() => true) });
+    this.injections.push({
+      status,
+      times: options.times ?? 1,
+      retryAfterSeconds: options.retryAfterSeconds,
+      match: options.match ?? (() => true),
+    });
   }
 
   clearInjections(): void {
@@ -213,7 +218,13 @@ export class FakeVercel {
         const seconds = injection.retryAfterSeconds ?? 1;
         return send(
           429,
-          { error: { code: "rate_limited", message: "Rate limit exceeded", limit: { remaining: 0, reset: Math.ceil(Date.now() / 1000) + seconds, resetMs: Date.now() + seconds * 1000, total: 100 } } },
+          {
+            error: {
+              code: "rate_limited",
+              message: "Rate limit exceeded",
+              limit: { remaining: 0, reset: Math.ceil(Date.now() / 1000) + seconds, resetMs: Date.now() + seconds * 1000, total: 100 },
+            },
+          },
           { "retry-after": String(seconds), "x-ratelimit-limit": "100", "x-ratelimit-remaining": "0" },
         );
       }
@@ -272,13 +283,27 @@ export class FakeVercel {
     const version = parts[0];
 
     if (req.method === "GET" && version === "v9" && parts.length === 3) {
-      return { status: 200, body: { id: project.id, name: project.name, accountId: project.teamId ?? "user_1", link: { deployHooks: project.hooks.map((h) => ({ ...h, name: "main", ref: "main" })) } } };
+      return {
+        status: 200,
+        body: {
+          id: project.id,
+          name: project.name,
+          accountId: project.teamId ?? "user_1",
+          link: { deployHooks: project.hooks.map((h) => ({ ...h, name: "main", ref: "main" })) },
+        },
+      };
     }
     if (parts[3] !== "env") return vercelError(404, "not_found", "Not found.");
 
     if (req.method === "GET" && version === "v10" && parts.length === 4) {
       const decrypt = req.query.get("decrypt") === "true";
-      return { status: 200, body: { envs: project.envs.map((e) => this.present(e, decrypt)), pagination: { count: project.envs.length, next: null, prev: null } } };
+      return {
+        status: 200,
+        body: {
+          envs: project.envs.map((e) => this.present(e, decrypt)),
+          pagination: { count: project.envs.length, next: null, prev: null },
+        },
+      };
     }
     if (req.method === "GET" && version === "v1" && parts.length === 5) {
       const envVar = project.envs.find((e) => e.id === parts[4]);
@@ -294,7 +319,8 @@ export class FakeVercel {
       const changes = (req.body ?? {}) as Partial<FakeEnvVar>;
       const next = { ...envVar, ...changes };
       const clash = this.clash(project, next, envVar.id);
-      if (clash) return vercelError(400, "ENV_CONFLICT", "A variable with this name already exists.", { envVarId: clash.id, key: next.key });
+      if (clash)
+        return vercelError(400, "ENV_CONFLICT", "A variable with this name already exists.", { envVarId: clash.id, key: next.key });
       Object.assign(envVar, changes, { updatedAt: this.tick() });
       return { status: 200, body: this.present(envVar, false) };
     }
@@ -325,7 +351,11 @@ export class FakeVercel {
 
   private clash(project: FakeProject, candidate: { key: string; gitBranch?: string; target: string[] }, exceptId?: string) {
     return project.envs.find(
-      (e) => e.id !== exceptId && e.key === candidate.key && (e.gitBranch ?? "") === (candidate.gitBranch ?? "") && e.target.some((t) => candidate.target.includes(t)),
+      (e) =>
+        e.id !== exceptId &&
+        e.key === candidate.key &&
+        (e.gitBranch ?? "") === (candidate.gitBranch ?? "") &&
+        e.target.some((t) => candidate.target.includes(t)),
     );
   }
 
@@ -344,7 +374,13 @@ export class FakeVercel {
         fail("bad_request", "The name of the environment variable is invalid or reserved.");
         continue;
       }
-      if (typeof item.type !== "string" || !TYPES.has(item.type) || typeof item.value !== "string" || target.length === 0 || !target.every((t) => TARGETS.has(t))) {
+      if (
+        typeof item.type !== "string" ||
+        !TYPES.has(item.type) ||
+        typeof item.value !== "string" ||
+        target.length === 0 ||
+        !target.every((t) => TARGETS.has(t))
+      ) {
         fail("bad_request", "Invalid request: type, value and target are required.");
         continue;
       }
@@ -356,7 +392,8 @@ export class FakeVercel {
         (e) => e.key === key && (e.gitBranch ?? "") === (gitBranch ?? "") && e.target.some((t) => target.includes(t)),
       );
       if (clashes.length > 0) {
-        const exact = clashes.length === 1 && clashes[0]!.target.length === target.length && clashes[0]!.target.every((t) => target.includes(t));
+        const exact =
+          clashes.length === 1 && clashes[0]!.target.length === target.length && clashes[0]!.target.every((t) => target.includes(t));
         if (upsert && exact) {
           Object.assign(clashes[0]!, { value: item.value, type: item.type, updatedAt: this.tick() });
           created.push(this.present(clashes[0]!, false));
@@ -375,7 +412,10 @@ export class FakeVercel {
       created.push(this.present(envVar, false));
     }
     if (created.length === 0) {
-      const first = (failed[0] as { error: Record<string, unknown> } | undefined)?.error ?? { code: "bad_request", message: "Nothing was written." };
+      const first = (failed[0] as { error: Record<string, unknown> } | undefined)?.error ?? {
+        code: "bad_request",
+        message: "Nothing was written.",
+      };
       return { status: 400, body: { error: first, ...(single ? {} : { failed }) } };
     }
     return { status: 201, body: { created: single ? created[0] : created, failed } };

@@ -99,7 +99,13 @@ function describe(graph: Graph, component: string[]): string {
 test("the cycle check finds a cycle when there is one", () => {
   const graph: Graph = new Map([
     ["members", new Map([["invitations", "members/a.ts imports ../invitations/b.ts"]])],
-    ["invitations", new Map([["members", "invitations/b.ts imports ../members/a.ts"], ["core", "x"]])],
+    [
+      "invitations",
+      new Map([
+        ["members", "invitations/b.ts imports ../members/a.ts"],
+        ["core", "x"],
+      ]),
+    ],
     ["core", new Map()],
   ]);
   assert.deepEqual(cycles(graph), [["invitations", "members"]]);
@@ -118,7 +124,10 @@ test("no two folders of src/ import each other, directly or around a loop", () =
   }
   assert.ok(graph.get("invitations")?.has("core"));
   const found = cycles(graph);
-  assert.deepEqual(found.map((c) => describe(graph, c)), []);
+  assert.deepEqual(
+    found.map((c) => describe(graph, c)),
+    [],
+  );
 });
 
 test("core imports no feature, and no folder imports the server's wiring", () => {

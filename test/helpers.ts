@@ -1,7 +1,7 @@
 // Test helpers: a real server (buildApp + listen on a free port) on a real SQLite file in
 // a fresh temporary DATA_DIR, and HTTP clients that use only the public API.
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
@@ -9,7 +9,7 @@ import path from "node:path";
 import { Writable } from "node:stream";
 import type { TestContext } from "node:test";
 import Database from "better-sqlite3";
-import { buildApp, type App } from "../src/app.ts";
+import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
@@ -138,15 +138,17 @@ export interface TestServer {
 /** Starts a server; it is stopped and its folder removed when the test ends. */
 export async function startServer(t: TestContext | undefined, options: ServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? makeTempDir();
-  const env: Record<string, string> = options.exactEnv ? {} : {
-    NODE_ENV: "development",
-    HOST: "127.0.0.1",
-    PORT: "0",
-    DATA_DIR: dataDir,
-    MASTER_KEY: randomMasterKey(),
-    LOG_LEVEL: "info",
-    RATE_LIMIT_PER_MINUTE: "100000",
-  };
+  const env: Record<string, string> = options.exactEnv
+    ? {}
+    : {
+        NODE_ENV: "development",
+        HOST: "127.0.0.1",
+        PORT: "0",
+        DATA_DIR: dataDir,
+        MASTER_KEY: randomMasterKey(),
+        LOG_LEVEL: "info",
+        RATE_LIMIT_PER_MINUTE: "100000",
+      };
   for (const [k, v] of Object.entries(options.env ?? {})) {
     if (v === undefined) delete env[k];
     else env[k] = v;
@@ -265,10 +267,21 @@ const AUDIT_CATEGORIES = ["secrets", "access", "project", "integrations"] as con
  */
 export async function auditEvents(reader: Client, projectId: string, prefix = ""): Promise<AuditRow[]> {
   const page = async (query: string) => {
-    const events: { id: string; at: string; action: string; targetType: string; targetId: string; metadata: Record<string, unknown>; actor: { userId: string | null } | null }[] = [];
+    const events: {
+      id: string;
+      at: string;
+      action: string;
+      targetType: string;
+      targetId: string;
+      metadata: Record<string, unknown>;
+      actor: { userId: string | null } | null;
+    }[] = [];
     let cursor: string | null = null;
     do {
-      const res: { status: number; body: any } = await reader.json("GET", `/api/projects/${projectId}/audit?limit=100${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`);
+      const res: { status: number; body: any } = await reader.json(
+        "GET",
+        `/api/projects/${projectId}/audit?limit=100${query}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`,
+      );
       assert.equal(res.status, 200, JSON.stringify(res.body));
       events.push(...res.body.events);
       cursor = res.body.nextCursor;
@@ -314,7 +327,15 @@ export async function startServerProcess(
   if (!options.dataDir) t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, PORT: "0", MASTER_KEY: randomMasterKey(), RATE_LIMIT_PER_MINUTE: "1000000", ...env },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATA_DIR: dataDir,
+      PORT: "0",
+      MASTER_KEY: randomMasterKey(),
+      RATE_LIMIT_PER_MINUTE: "1000000",
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -325,7 +346,10 @@ export async function startServerProcess(
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
   });
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the server did not start within ${options.timeoutMs ?? 30_000} ms:\n${output}`)), options.timeoutMs ?? 30_000);
+    const timer = setTimeout(
+      () => reject(new Error(`the server did not start within ${options.timeoutMs ?? 30_000} ms:\n${output}`)),
+      options.timeoutMs ?? 30_000,
+    );
     const take = (chunk: Buffer) => {
       output += chunk;
       const ready = output.split("\n").find((line) => line.includes("secrets-server is ready"));
@@ -396,7 +420,12 @@ export class Client {
     }
     const watch = leakWatchesByUrl.get(this.baseUrl);
     if (watch && body !== undefined) {
-      collectSensitive(watch, typeof body === "string" ? parseJsonOrUndefined(body) : body, SENSITIVE_REQUEST_FIELDS, `${method} ${urlPath} request`);
+      collectSensitive(
+        watch,
+        typeof body === "string" ? parseJsonOrUndefined(body) : body,
+        SENSITIVE_REQUEST_FIELDS,
+        `${method} ${urlPath} request`,
+      );
     }
     const send = () =>
       fetch(this.baseUrl + urlPath, {

@@ -7,7 +7,18 @@ import { createIdleGc } from "../src/core/idle-gc.ts";
 test("idle gc: collects once after requests stop, only when the heap grew", () => {
   let heap = 10;
   let calls = 0;
-  const idle = createIdleGc({ debug() {} }, { idleMs: 1000, minGrowthBytes: 5, gc: () => (calls++, (heap = 10)), heapBytes: () => heap });
+  const idle = createIdleGc(
+    { debug() {} },
+    {
+      idleMs: 1000,
+      minGrowthBytes: 5,
+      gc: () => {
+        calls++;
+        heap = 10;
+      },
+      heapBytes: () => heap,
+    },
+  );
   assert.equal(idle.available, true);
   const now = Date.now();
   assert.equal(idle.collectIfIdle(now + 5000), false, "no requests yet");

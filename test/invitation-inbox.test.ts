@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import { SMTPServer } from "smtp-server";
-import { cliClient, Client, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
+import { type Client, cliClient, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const PASSWORD = "a long enough password";
 
@@ -34,7 +34,11 @@ async function addUser(server: TestServer, email: string): Promise<Client> {
 }
 
 async function invite(owner: Client, projectId: string, email: string, role = "member", environments?: string[]) {
-  const res = await owner.json("POST", `/api/projects/${projectId}/invitations`, { email, role, ...(environments ? { environments } : {}) });
+  const res = await owner.json("POST", `/api/projects/${projectId}/invitations`, {
+    email,
+    role,
+    ...(environments ? { environments } : {}),
+  });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body;
 }

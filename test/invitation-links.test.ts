@@ -3,7 +3,7 @@
 // /api/projects/<id>/invitations/<invitation_id>/renew).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, startServer, type TestServer } from "./helpers.ts";
 import { createInvitation } from "./secrets-helpers.ts";
 
 const GONE = { error: "This invitation is invalid, expired, or already used." };
@@ -17,7 +17,9 @@ function preview(server: TestServer, token: unknown, client: Client = server.cli
 function auditActions(server: TestServer, projectId: string, action: string) {
   return (
     server.app.db.$client
-      .prepare("SELECT category, actor_user_id AS actor, target_id AS targetId, metadata FROM audit_events WHERE project_id = ? AND action = ? ORDER BY seq")
+      .prepare(
+        "SELECT category, actor_user_id AS actor, target_id AS targetId, metadata FROM audit_events WHERE project_id = ? AND action = ? ORDER BY seq",
+      )
       .all(projectId, action) as { category: string; actor: string; targetId: string; metadata: string }[]
   ).map((r) => ({ ...r, metadata: JSON.parse(r.metadata) as Record<string, unknown> }));
 }
@@ -134,11 +136,19 @@ test("a new link replaces the old one, restarts the 7 days and is audited", asyn
   assert.equal(old.status, 410);
   assert.deepEqual(old.body, GONE);
   assert.equal((await preview(server, newToken)).body.expiresAt, expiresAt);
-  assert.deepEqual((await bob.json("POST", "/api/invitations/accept", { token: newToken })).body, { projectId: project.id, role: "member" });
+  assert.deepEqual((await bob.json("POST", "/api/invitations/accept", { token: newToken })).body, {
+    projectId: project.id,
+    role: "member",
+  });
 
   const events = auditActions(server, project.id, "invitation.link_renewed");
   assert.deepEqual(events, [
-    { category: "access", actor: alice.user!.id, targetId: invitation.id, metadata: { email: "bob@example.test", role: "member", expiresAt } },
+    {
+      category: "access",
+      actor: alice.user!.id,
+      targetId: invitation.id,
+      metadata: { email: "bob@example.test", role: "member", expiresAt },
+    },
   ]);
   assert.ok(!JSON.stringify(events).includes(newToken), "the token is never audited");
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { test, type TestContext } from "node:test";
-import { cliClient, Client, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
+import { type TestContext, test } from "node:test";
+import { type Client, cliClient, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const PRODUCTION_LOCAL = { NODE_ENV: "production", AUTH_PROVIDER: "local" };
 const GOOD_PASSWORD = "correct horse battery staple";
@@ -103,7 +103,10 @@ test("local: the first start logs a one-time setup link that creates the first, 
 
   // The link works once; the first account exists, so no other setup is possible.
   const again = await postRaw(server, "/api/auth/local/set-password", { token, email: "x@example.com", password: GOOD_PASSWORD });
-  assert.deepEqual([again.status, again.body], [410, { error: "This link is invalid, expired, or already used. Ask your administrator for a new one." }]);
+  assert.deepEqual(
+    [again.status, again.body],
+    [410, { error: "This link is invalid, expired, or already used. Ask your administrator for a new one." }],
+  );
   const setupLink = await cli(server, "setup-link");
   assert.equal(setupLink.code, 1);
   assert.match(setupLink.stderr, /The first account exists already/);
@@ -128,7 +131,13 @@ test("local: setup-link prints a new link that replaces the old one; setup links
   server.clock.advance(24 * 60 * 60 * 1000 + 1);
   assert.equal((await postRaw(server, "/api/auth/local/link", { token: second })).status, 410);
 
-  const oidc = await runMain(["setup-link"], { ...server.env, AUTH_PROVIDER: "oidc", OIDC_ISSUER: "http://127.0.0.1:9", OIDC_CLIENT_ID: "x", OIDC_CLIENT_SECRET: "y" });
+  const oidc = await runMain(["setup-link"], {
+    ...server.env,
+    AUTH_PROVIDER: "oidc",
+    OIDC_ISSUER: "http://127.0.0.1:9",
+    OIDC_CLIENT_ID: "x",
+    OIDC_CLIENT_SECRET: "y",
+  });
   assert.equal(oidc.code, 1);
   assert.match(oidc.stderr, /setup-link is for local accounts, but AUTH_PROVIDER is oidc/);
 });
@@ -164,10 +173,19 @@ test("local: failed sign-ins are limited per account and address (10 per 15 minu
   // The count lives in the database: a restart does not hand out a fresh set of tries.
   // Made-up addresses are not kept in the clear.
   assert.equal((await signIn(server, "made-up@example.com", "wrong password")).status, 401);
-  const stored = server.app.db.$client.prepare("SELECT account_hash, address_hash FROM sign_in_failures").all() as { account_hash: string; address_hash: string }[];
+  const stored = server.app.db.$client.prepare("SELECT account_hash, address_hash FROM sign_in_failures").all() as {
+    account_hash: string;
+    address_hash: string;
+  }[];
   assert.equal(stored.length, 11, "the refused attempt is not counted");
-  assert.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.account_hash)), "hashed, not the e-mail");
-  assert.ok(stored.every((r) => /^[0-9a-f]{64}$/.test(r.address_hash)), "hashed, not the address");
+  assert.ok(
+    stored.every((r) => /^[0-9a-f]{64}$/.test(r.account_hash)),
+    "hashed, not the e-mail",
+  );
+  assert.ok(
+    stored.every((r) => /^[0-9a-f]{64}$/.test(r.address_hash)),
+    "hashed, not the address",
+  );
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 429);
@@ -229,12 +247,18 @@ test("users commands: add, list, set the password through the link, reset, disab
   assert.equal(reset.code, 0, reset.stderr);
   const resetToken = tokenOf(linkFromOutput(reset.stdout));
   const other = server.client();
-  assert.equal((await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "bobs newer long password" })).status, 200);
+  assert.equal(
+    (await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "bobs newer long password" })).status,
+    200,
+  );
   assert.equal((await bob.json("GET", "/api/auth/me")).status, 401, "the old session ended");
   assert.equal((await bobCli.json("GET", "/api/projects")).status, 401, "the CLI session ended too");
   assert.equal((await signIn(server, "bob@example.com", "bobs own long password")).status, 401);
   assert.equal((await signIn(server, "bob@example.com", "bobs newer long password")).status, 200);
-  assert.equal((await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "yet another password" })).status, 410);
+  assert.equal(
+    (await other.json("POST", "/api/auth/local/set-password", { token: resetToken, password: "yet another password" })).status,
+    410,
+  );
 
   // Disable: the open session stops at once; sign-in says the account is disabled.
   const disabled = await cli(server, "users", "disable", "bob@example.com");
@@ -264,7 +288,10 @@ test("users disable cuts off an active CLI token at once", async (t) => {
   const { server } = await firstAccount(t);
   const added = await cli(server, "users", "add", "carol@example.com");
   const carol = server.client();
-  await carol.json("POST", "/api/auth/local/set-password", { token: tokenOf(linkFromOutput(added.stdout)), password: "carols long password" });
+  await carol.json("POST", "/api/auth/local/set-password", {
+    token: tokenOf(linkFromOutput(added.stdout)),
+    password: "carols long password",
+  });
 
   const tokens = await cliLogin(server, carol, "carol laptop");
   const carolCli = server.client().withBearer(tokens.accessToken);

@@ -23,7 +23,6 @@ async function accept(client: Client, token: string) {
   return client.json("POST", "/api/invitations/accept", { token });
 }
 
-
 interface Team {
   server: TestServer;
   projectId: string;
@@ -53,7 +52,10 @@ async function startTeamOfTwoPerRole(t: Parameters<typeof startServer>[0], envir
     owner,
     admins: [await join("adam@example.test", "admin"), await join("ada@example.test", "admin")],
     members: [await join("mia@example.test", "member", ["development"]), await join("max@example.test", "member")],
-    viewers: [await join("vic@example.test", "viewer", environments.includes("production") ? ["production"] : undefined), await join("val@example.test", "viewer")],
+    viewers: [
+      await join("vic@example.test", "viewer", environments.includes("production") ? ["production"] : undefined),
+      await join("val@example.test", "viewer"),
+    ],
     outsider: await server.signIn("otto@example.test"),
   };
 }
@@ -154,7 +156,10 @@ test("signed out answers 401 and a CLI token answers 403 on every endpoint of th
   // Nothing changed: the member still has their grant and role, the invitation is still open.
   assert.deepEqual(grantsOf(server, projectId, target), ["development"]);
   const list = await owner.json("GET", `/api/projects/${projectId}/invitations`);
-  assert.deepEqual(list.body.invitations.map((i: { email: string }) => i.email), ["cli@example.test"]);
+  assert.deepEqual(
+    list.body.invitations.map((i: { email: string }) => i.email),
+    ["cli@example.test"],
+  );
   assert.equal((await auditEvents(owner, projectId, "member.")).length, 0);
 });
 
@@ -163,7 +168,14 @@ test("owner and admins change roles; the response, the audit log and the caller'
   const mia = members[0]!;
   const projectOf = async (c: Client) => (await c.json("GET", `/api/projects/${projectId}`)).body.project;
 
-  assert.deepEqual((await projectOf(mia)).permissions, ["project:read", "members:read", "secrets:read", "secrets:create", "secrets:update", "secrets:delete"]);
+  assert.deepEqual((await projectOf(mia)).permissions, [
+    "project:read",
+    "members:read",
+    "secrets:read",
+    "secrets:create",
+    "secrets:update",
+    "secrets:delete",
+  ]);
 
   const res = await owner.json("PATCH", `/api/projects/${projectId}/members/${mia.user!.id}`, { role: "viewer" });
   assert.equal(res.status, 200);
@@ -179,7 +191,10 @@ test("owner and admins change roles; the response, the audit log and the caller'
   assert.equal(promote.body.member.role, "admin");
   project = await projectOf(mia);
   assert.equal(project.role, "admin");
-  assert.deepEqual(project.permissions, PERMISSIONS.filter((p) => p !== "project:delete"));
+  assert.deepEqual(
+    project.permissions,
+    PERMISSIONS.filter((p) => p !== "project:delete"),
+  );
   assert.deepEqual(project.environments, ALL_ENVS);
   // The promoted admin can do admin things on the very next request.
   assert.equal((await mia.json("GET", `/api/projects/${projectId}/invitations`)).status, 200);
@@ -213,10 +228,38 @@ test("owner and admins change roles; the response, the audit log and the caller'
   assert.deepEqual(
     (await auditEvents(owner, projectId, "member.")).map((e) => [e.action, e.category, e.actor, e.targetType, e.targetId, e.metadata]),
     [
-      ["member.role_changed", "access", owner.user!.id, "member", mia.user!.id, { email: "mia@example.test", from: "member", to: "viewer" }],
-      ["member.role_changed", "access", admins[0]!.user!.id, "member", mia.user!.id, { email: "mia@example.test", from: "viewer", to: "admin" }],
-      ["member.role_changed", "access", admins[1]!.user!.id, "member", mia.user!.id, { email: "mia@example.test", from: "admin", to: "member" }],
-      ["member.role_changed", "access", owner.user!.id, "member", adam.user!.id, { email: "adam@example.test", from: "admin", to: "viewer" }],
+      [
+        "member.role_changed",
+        "access",
+        owner.user!.id,
+        "member",
+        mia.user!.id,
+        { email: "mia@example.test", from: "member", to: "viewer" },
+      ],
+      [
+        "member.role_changed",
+        "access",
+        admins[0]!.user!.id,
+        "member",
+        mia.user!.id,
+        { email: "mia@example.test", from: "viewer", to: "admin" },
+      ],
+      [
+        "member.role_changed",
+        "access",
+        admins[1]!.user!.id,
+        "member",
+        mia.user!.id,
+        { email: "mia@example.test", from: "admin", to: "member" },
+      ],
+      [
+        "member.role_changed",
+        "access",
+        owner.user!.id,
+        "member",
+        adam.user!.id,
+        { email: "adam@example.test", from: "admin", to: "viewer" },
+      ],
     ],
   );
 });
@@ -295,7 +338,10 @@ test("removing a member: members:remove, not the owner, grants deleted with it, 
   // Her grants went with the membership (the foreign key's cascade, in the same transaction).
   assert.deepEqual(grantsOf(server, projectId, mia.user!.id), []);
   assert.equal(
-    server.app.db.$client.prepare("SELECT count(*) FROM memberships WHERE project_id = ? AND user_id = ?").pluck().get(projectId, mia.user!.id),
+    server.app.db.$client
+      .prepare("SELECT count(*) FROM memberships WHERE project_id = ? AND user_id = ?")
+      .pluck()
+      .get(projectId, mia.user!.id),
     0,
   );
   // Removing again: she is no longer a member.
@@ -426,7 +472,14 @@ test("invitation round trip through devAcceptUrl: token stored only as a hash, m
   assert.equal(seen.status, 200);
   assert.equal(seen.body.project.role, "member");
   assert.deepEqual(seen.body.project.environments, ["development", "production"]);
-  assert.deepEqual(seen.body.project.permissions, ["project:read", "members:read", "secrets:read", "secrets:create", "secrets:update", "secrets:delete"]);
+  assert.deepEqual(seen.body.project.permissions, [
+    "project:read",
+    "members:read",
+    "secrets:read",
+    "secrets:create",
+    "secrets:update",
+    "secrets:delete",
+  ]);
 
   // Used: no longer pending, and the audit trail names the e-mail and role but never the token.
   assert.deepEqual((await owner.json("GET", `/api/projects/${project.id}/invitations`)).body, { invitations: [] });
@@ -453,7 +506,10 @@ test("invitation round trip through devAcceptUrl: token stored only as a hash, m
   );
   const everything = JSON.stringify(sqlite.prepare("SELECT * FROM audit_events").all());
   assert.ok(!everything.includes(token));
-  assert.ok(server.logs.every((line) => !line.includes(token)), "the token never reaches a log line");
+  assert.ok(
+    server.logs.every((line) => !line.includes(token)),
+    "the token never reaches a log line",
+  );
 });
 
 test("an admin invitation grants every environment implicitly; a viewer invitation only what it names", async (t) => {
@@ -495,13 +551,28 @@ test("creating invitations: permissions, validation and conflicts with their mes
     [{ email: 42, role: "viewer" }, "Enter a valid email address of up to 254 characters."],
     [{ email: "new@example.test", role: "owner" }, "Role must be admin, member, or viewer."],
     [{ email: "new@example.test" }, "Role must be admin, member, or viewer."],
-    [{ email: "new@example.test", role: "viewer", environments: ["qa"] }, "environments must be a list of distinct environments: development, staging, production."],
-    [{ email: "new@example.test", role: "viewer", environments: "production" }, "environments must be a list of distinct environments: development, staging, production."],
-    [{ email: "new@example.test", role: "viewer", environments: ["production", "production"] }, "environments must be a list of distinct environments: development, staging, production."],
+    [
+      { email: "new@example.test", role: "viewer", environments: ["qa"] },
+      "environments must be a list of distinct environments: development, staging, production.",
+    ],
+    [
+      { email: "new@example.test", role: "viewer", environments: "production" },
+      "environments must be a list of distinct environments: development, staging, production.",
+    ],
+    [
+      { email: "new@example.test", role: "viewer", environments: ["production", "production"] },
+      "environments must be a list of distinct environments: development, staging, production.",
+    ],
     [{ email: "new@example.test", role: "viewer", team: "x" }, "Send an invitation as { email, role, environments? }."],
     [["new@example.test"], "Send an invitation as { email, role, environments? }."],
-    [{ email: "new@example.test", role: "admin", environments: ["production"] }, "Admins already have access to every environment. Invite them without environments."],
-    [{ email: "new@example.test", role: "admin", environments: [] }, "Admins already have access to every environment. Invite them without environments."],
+    [
+      { email: "new@example.test", role: "admin", environments: ["production"] },
+      "Admins already have access to every environment. Invite them without environments.",
+    ],
+    [
+      { email: "new@example.test", role: "admin", environments: [] },
+      "Admins already have access to every environment. Invite them without environments.",
+    ],
   ];
   for (const [body, message] of bad) {
     const res = await owner.json("POST", path, body);
@@ -532,7 +603,10 @@ test("creating invitations: permissions, validation and conflicts with their mes
   }
 
   const list = await admins[0]!.json("GET", path);
-  assert.deepEqual(list.body.invitations.map((i: { email: string }) => i.email), ["new@example.test", longest]);
+  assert.deepEqual(
+    list.body.invitations.map((i: { email: string }) => i.email),
+    ["new@example.test", longest],
+  );
   assert.equal((await auditEvents(owner, projectId, "invitation.created")).length, 2 + 6, "six for the team, two here");
 });
 
@@ -552,7 +626,10 @@ test("listing invitations: admins and owner only, pending only, expired computed
   let list = (await admins[1]!.json("GET", path)).body.invitations;
   assert.deepEqual(
     list.map((i: { email: string; expired: boolean }) => [i.email, i.expired]),
-    [["second@example.test", false], ["first@example.test", false]],
+    [
+      ["second@example.test", false],
+      ["first@example.test", false],
+    ],
     "newest first",
   );
 
@@ -562,7 +639,10 @@ test("listing invitations: admins and owner only, pending only, expired computed
   list = (await owner2.json("GET", path)).body.invitations;
   assert.deepEqual(
     list.map((i: { email: string; expired: boolean }) => [i.email, i.expired]),
-    [["second@example.test", false], ["first@example.test", true]],
+    [
+      ["second@example.test", false],
+      ["first@example.test", true],
+    ],
     "exactly 7 days after creation the first one is expired",
   );
 
@@ -572,7 +652,10 @@ test("listing invitations: admins and owner only, pending only, expired computed
   list = (await owner2.json("GET", path)).body.invitations;
   assert.deepEqual(
     list.map((i: { email: string; role: string; expired: boolean }) => [i.email, i.role, i.expired]),
-    [["first@example.test", "admin", false], ["second@example.test", "member", false]],
+    [
+      ["first@example.test", "admin", false],
+      ["second@example.test", "member", false],
+    ],
   );
 });
 
@@ -728,12 +811,23 @@ test("devAcceptUrl is never returned in production mode", async (t) => {
   const session = crypto.randomBytes(32).toString("base64url");
   sqlite
     .prepare("INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)")
-    .run(crypto.randomUUID(), userId, crypto.createHash("sha256").update(session).digest("hex"), now, now, new Date(Date.parse(now) + DAY_MS).toISOString());
+    .run(
+      crypto.randomUUID(),
+      userId,
+      crypto.createHash("sha256").update(session).digest("hex"),
+      now,
+      now,
+      new Date(Date.parse(now) + DAY_MS).toISOString(),
+    );
   const owner = server.client();
   owner.cookies.set("__Host-secrets_session", session);
   const project = await owner.createProject({ name: "api", environments: ["production"] });
 
-  const res = await owner.json("POST", `/api/projects/${project.id}/invitations`, { email: "carol@example.test", role: "viewer", environments: ["production"] });
+  const res = await owner.json("POST", `/api/projects/${project.id}/invitations`, {
+    email: "carol@example.test",
+    role: "viewer",
+    environments: ["production"],
+  });
   assert.equal(res.status, 201);
   assert.deepEqual(Object.keys(res.body), ["invitation"]);
   assert.equal(res.body.invitation.email, "carol@example.test");
@@ -783,7 +877,8 @@ test("the environment access matrix: implicit for owner and admins, granted or n
 test("granting and revoking access: idempotent, member or viewer only, effective on the next request", async (t) => {
   const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t, ["development", "production"]);
   const [mia, max] = members as [Client, Client];
-  const path = (env: string, c: Client | string) => `/api/projects/${projectId}/environments/${env}/access/${typeof c === "string" ? c : c.user!.id}`;
+  const path = (env: string, c: Client | string) =>
+    `/api/projects/${projectId}/environments/${env}/access/${typeof c === "string" ? c : c.user!.id}`;
   const envsOf = async (c: Client) => (await c.json("GET", `/api/projects/${projectId}`)).body.project.environments;
 
   assert.deepEqual(await envsOf(max), []);
@@ -833,11 +928,39 @@ test("granting and revoking access: idempotent, member or viewer only, effective
   }
 
   assert.deepEqual(
-    (await auditEvents(owner, projectId, "environment_access.")).map((e) => [e.action, e.category, e.actor, e.targetType, e.targetId, e.metadata]),
+    (await auditEvents(owner, projectId, "environment_access.")).map((e) => [
+      e.action,
+      e.category,
+      e.actor,
+      e.targetType,
+      e.targetId,
+      e.metadata,
+    ]),
     [
-      ["environment_access.granted", "access", admins[0]!.user!.id, "member", max.user!.id, { email: "max@example.test", environment: "production" }],
-      ["environment_access.granted", "access", owner.user!.id, "member", viewers[1]!.user!.id, { email: "val@example.test", environment: "development" }],
-      ["environment_access.revoked", "access", owner.user!.id, "member", max.user!.id, { email: "max@example.test", environment: "production" }],
+      [
+        "environment_access.granted",
+        "access",
+        admins[0]!.user!.id,
+        "member",
+        max.user!.id,
+        { email: "max@example.test", environment: "production" },
+      ],
+      [
+        "environment_access.granted",
+        "access",
+        owner.user!.id,
+        "member",
+        viewers[1]!.user!.id,
+        { email: "val@example.test", environment: "development" },
+      ],
+      [
+        "environment_access.revoked",
+        "access",
+        owner.user!.id,
+        "member",
+        max.user!.id,
+        { email: "max@example.test", environment: "production" },
+      ],
     ],
   );
 });

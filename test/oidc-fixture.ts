@@ -24,11 +24,7 @@ export interface TestProvider {
   stop(): Promise<void>;
 }
 
-export async function startProvider(
-  t: TestContext,
-  redirectUri: string,
-  accounts: Record<string, TestAccount>,
-): Promise<TestProvider> {
+export async function startProvider(t: TestContext, redirectUri: string, accounts: Record<string, TestAccount>): Promise<TestProvider> {
   const server = http.createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

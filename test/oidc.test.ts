@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
+import { type Client, freePort, makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { Browser, startProvider, type TestAccount, type TestProvider } from "./oidc-fixture.ts";
-import { Client, freePort, makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 
 const ACCOUNTS: Record<string, TestAccount> = {
   "alice-sub": { email: "Alice@Example.com", email_verified: true, name: "Alice Liddell" },
@@ -118,7 +118,17 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
 
 test("OIDC: returnTo only ever leads to this server", async (t) => {
   const { server } = await setup(t);
-  for (const returnTo of ["https://evil.test/x", "//evil.test/x", "/\\evil.test", "/api/projects", "javascript:alert(1)", "/..//evil.test/x", "/.//evil.test/x", "/a/..//evil.test", "/%2e%2e//evil.test"]) {
+  for (const returnTo of [
+    "https://evil.test/x",
+    "//evil.test/x",
+    "/\\evil.test",
+    "/api/projects",
+    "javascript:alert(1)",
+    "/..//evil.test/x",
+    "/.//evil.test/x",
+    "/a/..//evil.test",
+    "/%2e%2e//evil.test",
+  ]) {
     assert.equal(await signIn(server, new Browser(), returnTo), `${server.origin}/`, returnTo);
   }
 });
@@ -221,9 +231,8 @@ test("OIDC: the provider going down mid-sign-in gives a readable error", async (
 test("OIDC: production refuses to start with an unreachable or wrong issuer; development starts and retries", async (t) => {
   const down = `http://127.0.0.1:${await freePort()}`;
   const base = { OIDC_CLIENT_ID: "id", OIDC_CLIENT_SECRET: "secret", AUTH_PROVIDER: "oidc" };
-  await assert.rejects(
-    startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: down } }),
-    (error: Error) => error.message.startsWith(`OIDC_ISSUER ${down} could not be reached`),
+  await assert.rejects(startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: down } }), (error: Error) =>
+    error.message.startsWith(`OIDC_ISSUER ${down} could not be reached`),
   );
 
   // A server that answers, but not as an OpenID provider.
@@ -234,9 +243,8 @@ test("OIDC: production refuses to start with an unreachable or wrong issuer; dev
   await new Promise<void>((resolve) => notOidc.listen(0, "127.0.0.1", resolve));
   t.after(() => new Promise<void>((resolve) => notOidc.close(() => resolve())));
   const wrong = `http://127.0.0.1:${(notOidc.address() as AddressInfo).port}`;
-  await assert.rejects(
-    startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: wrong } }),
-    (error: Error) => error.message.startsWith(`OIDC_ISSUER ${wrong} is not a working OpenID Connect issuer`),
+  await assert.rejects(startServer(t, { env: { ...base, NODE_ENV: "production", OIDC_ISSUER: wrong } }), (error: Error) =>
+    error.message.startsWith(`OIDC_ISSUER ${wrong} is not a working OpenID Connect issuer`),
   );
 
   // https is required in production unless the issuer is on loopback.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Writable } from "node:stream";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import Fastify from "fastify";
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
@@ -8,8 +8,8 @@ import { z } from "zod";
 import { parseRoutes } from "../drills/fuzz.drill.ts";
 import { registerErrorHandling } from "../src/core/errors.ts";
 import { VALIDATION_MESSAGES } from "../src/validation-messages.ts";
-import { startProvider } from "./oidc-fixture.ts";
 import { freePort, startServer, type TestServer } from "./helpers.ts";
+import { startProvider } from "./oidc-fixture.ts";
 
 type Operation = { summary?: string; security?: unknown[]; responses?: Record<string, unknown> };
 type OpenApi = {
@@ -87,7 +87,10 @@ test("the OpenAPI document is valid OpenAPI 3.1 and lists every route of a devel
   });
   // Credentials per operation: browser only, browser or token, none.
   assert.deepEqual(document.paths["/api/projects"]!.post!.security, [{ session: [] }]);
-  assert.deepEqual(document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.get!.security, [{ session: [] }, { bearer: [] }]);
+  assert.deepEqual(document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.get!.security, [
+    { session: [] },
+    { bearer: [] },
+  ]);
   assert.deepEqual(document.paths["/api/cli/auth/device"]!.post!.security, []);
   // What a request that does not fit is told, in the route's own words.
   const patchSecret = document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.patch!.responses!;
@@ -108,7 +111,9 @@ test("the OpenAPI document lists every route of a server with local accounts, an
   assert.equal(localDocument.paths["/api/auth/dev/sign-in"], undefined, "no development sign-in there");
 
   const port = await freePort();
-  const provider = await startProvider(t, `http://127.0.0.1:${port}/api/auth/oidc/callback`, { alice: { email: "alice@example.test", email_verified: true } });
+  const provider = await startProvider(t, `http://127.0.0.1:${port}/api/auth/oidc/callback`, {
+    alice: { email: "alice@example.test", email_verified: true },
+  });
   const oidc = await startServer(t, {
     env: {
       NODE_ENV: "production",
@@ -150,13 +155,17 @@ test("/api/docs is the reference as one server-rendered page: every operation, n
 test("every route of the validation message table exists, so a renamed route cannot lose its messages silently", async (t) => {
   const dev = await startServer(t);
   const local = await startServer(t, { env: { AUTH_PROVIDER: "local" } });
-  const served = new Set([...registeredRoutes(dev), ...registeredRoutes(local)].map(({ method, path }) => `${method.toUpperCase()} ${path}`));
+  const served = new Set(
+    [...registeredRoutes(dev), ...registeredRoutes(local)].map(({ method, path }) => `${method.toUpperCase()} ${path}`),
+  );
   const stale = Object.keys(VALIDATION_MESSAGES).filter((route) => !served.has(route));
   assert.deepEqual(stale, []);
 });
 
 /** A server with this project's compilers and error handling, and routes that answer wrongly on purpose. */
-async function schemaServer(t: TestContext): Promise<{ inject: (url: string) => Promise<{ status: number; body: unknown }>; logs: string[] }> {
+async function schemaServer(
+  t: TestContext,
+): Promise<{ inject: (url: string) => Promise<{ status: number; body: unknown }>; logs: string[] }> {
   const logs: string[] = [];
   const app = Fastify({
     logger: {
@@ -177,7 +186,11 @@ async function schemaServer(t: TestContext): Promise<{ inject: (url: string) => 
   routes.get("/extra", { schema: { response: { 200: z.object({ secret: Secret }) } } }, async () => ({
     secret: { id: "s1", key: "API_KEY", valueCiphertext: "c2VjcmV0", nested: { token: "svc_at_x" } } as never,
   }));
-  routes.get("/wrong", { schema: { response: { 200: Secret } } }, async () => ({ id: "s1", key: 42 as unknown as string, value: "hunter2-value" }) as never);
+  routes.get(
+    "/wrong",
+    { schema: { response: { 200: Secret } } },
+    async () => ({ id: "s1", key: 42 as unknown as string, value: "hunter2-value" }) as never,
+  );
   await app.ready();
   t.after(() => app.close());
   return {

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { PERMISSIONS } from "../src/core/access.ts";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, startServer, type TestServer } from "./helpers.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -194,7 +194,17 @@ test("PATCH: at least one field, name rules, description cleared by empty string
   assert.equal(bare.status, 400);
   assert.deepEqual(await bare.json(), { error: "Nothing to update." });
   // Limits count UTF-16 units, as the UI's checks do: 30 emoji are a 60-unit name, 31 are not.
-  for (const body of [{ name: "🔑".repeat(31) }, { description: "🔑".repeat(140) + "d" }, { name: "" }, { name: "x".repeat(61) }, { name: 5 }, { name: "a\u0000b" }, { description: "d".repeat(281) }, { description: 7 }, { description: "\u001b[31mred" }]) {
+  for (const body of [
+    { name: "🔑".repeat(31) },
+    { description: `${"🔑".repeat(140)}d` },
+    { name: "" },
+    { name: "x".repeat(61) },
+    { name: 5 },
+    { name: "a\u0000b" },
+    { description: "d".repeat(281) },
+    { description: 7 },
+    { description: "\u001b[31mred" },
+  ]) {
     const res = await alice.json("PATCH", path, body);
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.deepEqual(res.body, { error: "invalid fields" });
@@ -317,7 +327,15 @@ test("delete removes everything of the project in one go; audit entries stay", a
   assert.equal((await viewer.json("GET", `/api/projects/${project.id}`)).status, 404);
 
   const sqlite = server.app.db.$client;
-  for (const table of ["project_environments", "memberships", "environment_grants", "project_keys", "secrets", "invitations", "integrations"]) {
+  for (const table of [
+    "project_environments",
+    "memberships",
+    "environment_grants",
+    "project_keys",
+    "secrets",
+    "invitations",
+    "integrations",
+  ]) {
     const left = sqlite.prepare(`SELECT count(*) FROM ${table} WHERE project_id = ?`).pluck().get(project.id);
     assert.equal(left, 0, table);
   }
@@ -347,7 +365,10 @@ test("project changes are audited with category project and no more than names",
 
 test("a CLI-only credential cannot create, update or delete projects", async (t) => {
   const server = await startServer(t);
-  const res = await server.client().withBearer("svc_at_" + "x".repeat(43)).json("POST", "/api/projects", { name: "x", environments: ["production"] });
+  const res = await server
+    .client()
+    .withBearer(`svc_at_${"x".repeat(43)}`)
+    .json("POST", "/api/projects", { name: "x", environments: ["production"] });
   assert.equal(res.status, 401);
   assert.equal(count(server, "projects"), 0);
   const anonymous = await server.client().json("POST", "/api/projects", { name: "x", environments: ["production"] });

@@ -6,12 +6,13 @@ import fs from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { makeTempDir, ROOT, runMain, startServer, startServerProcess, type Client, type TestServer } from "./helpers.ts";
+import { type Client, makeTempDir, ROOT, runMain, startServer, startServerProcess, type TestServer } from "./helpers.ts";
 
-const DISK_FULL = "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
+const DISK_FULL =
+  "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
 
 /** A small tmpfs, or the reason there cannot be one (not root, no mount). */
 function mountTmpfs(t: TestContext, size: string): string | { skip: string } {
@@ -73,11 +74,15 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeou
 
 /** `secrets-server login` as a process, approved through the API by a browser session. */
 async function cliLogin(server: TestServer, env: Record<string, string>, approver: Client): Promise<void> {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url],
+    {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   const code = await new Promise<string>((resolve, reject) => {
     const look = (d: Buffer) => {
@@ -109,7 +114,18 @@ test("a full disk answers 503 with Retry-After and says so, health is degraded, 
   t.after(() => fs.rmSync(home, { recursive: true, force: true }));
   const cliEnv = { XDG_CONFIG_HOME: path.join(home, "config"), HOME: home };
   await cliLogin(server, cliEnv, alice);
-  const print = ["run", "--fallback", "--project", project.id, "--env", "production", "--", process.execPath, "-e", "process.stdout.write(process.env.DATABASE_URL ?? 'unset')"];
+  const print = [
+    "run",
+    "--fallback",
+    "--project",
+    project.id,
+    "--env",
+    "production",
+    "--",
+    process.execPath,
+    "-e",
+    "process.stdout.write(process.env.DATABASE_URL ?? 'unset')",
+  ];
   const online = await runMain(print, cliEnv, { timeoutMs: 60_000 });
   assert.equal(online.code, 0, online.stderr);
   assert.equal(online.stdout, "postgres://kept-before-full");
@@ -161,12 +177,20 @@ test("a full disk answers 503 with Retry-After and says so, health is degraded, 
   assert.equal((await alice.json("POST", `${base}/secrets`, { key: "NEW_SETTING", value: "written-after-space-freed" })).status, 201);
   // Nothing partial was written while full: the failed writes left no secret, version, project or audit event.
   const listed = await alice.json("GET", `${base}/secrets`);
-  assert.deepEqual(listed.body.secrets.map((s: { key: string; version: number }) => [s.key, s.version]).sort(), [["DATABASE_URL", 1], ["NEW_SETTING", 1]]);
+  assert.deepEqual(listed.body.secrets.map((s: { key: string; version: number }) => [s.key, s.version]).sort(), [
+    ["DATABASE_URL", 1],
+    ["NEW_SETTING", 1],
+  ]);
   const projects = await alice.json("GET", "/api/projects");
-  assert.deepEqual(projects.body.projects.map((p: { name: string }) => p.name), ["api"]);
+  assert.deepEqual(
+    projects.body.projects.map((p: { name: string }) => p.name),
+    ["api"],
+  );
   const auditAfter = (await alice.json("GET", `/api/projects/${project.id}/audit`)).body;
   // Since the disk filled: the reveal and the create just above, nothing of the failed attempts.
-  const newActions = auditAfter.events.slice(0, auditAfter.events.length - auditBefore.events.length).map((e: { action: string }) => e.action);
+  const newActions = auditAfter.events
+    .slice(0, auditAfter.events.length - auditBefore.events.length)
+    .map((e: { action: string }) => e.action);
   assert.deepEqual(newActions.sort(), ["secret.created", "secret.revealed"]);
 });
 
@@ -199,16 +223,31 @@ test("a compressed request body answers 415 and stores nothing; identity is fine
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   const base = `/api/projects/${project.id}/environments/development`;
   for (const encoding of ["gzip", "br", "deflate, gzip", "x-unknown"]) {
-    const res = await alice.request("POST", `${base}/secrets`, { key: "ZIPPED_VALUE", value: "not-really-gzip" }, { "content-encoding": encoding });
+    const res = await alice.request(
+      "POST",
+      `${base}/secrets`,
+      { key: "ZIPPED_VALUE", value: "not-really-gzip" },
+      { "content-encoding": encoding },
+    );
     assert.equal(res.status, 415, encoding);
     assert.deepEqual(await res.json(), {
       error: `Request bodies with Content-Encoding ${encoding} are not accepted: send the body uncompressed (no Content-Encoding).`,
     });
   }
-  const imported = await alice.request("POST", `${base}/import`, { entries: [{ key: "ZIPPED_VALUE", value: "x-imported", overwrite: true }] }, { "content-encoding": "gzip" });
+  const imported = await alice.request(
+    "POST",
+    `${base}/import`,
+    { entries: [{ key: "ZIPPED_VALUE", value: "x-imported", overwrite: true }] },
+    { "content-encoding": "gzip" },
+  );
   assert.equal(imported.status, 415);
   assert.deepEqual((await alice.json("GET", `${base}/secrets`)).body.secrets, []);
-  const plain = await alice.request("POST", `${base}/secrets`, { key: "PLAIN_VALUE", value: "sent-as-identity" }, { "content-encoding": "identity" });
+  const plain = await alice.request(
+    "POST",
+    `${base}/secrets`,
+    { key: "PLAIN_VALUE", value: "sent-as-identity" },
+    { "content-encoding": "identity" },
+  );
   assert.equal(plain.status, 201);
 });
 
@@ -261,10 +300,14 @@ test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connec
   while (answers.length < 60 && failures.length === 0) await new Promise((r) => setImmediate(r));
   // A request in flight when the signal comes: headers sent, body still on its way.
   const inFlight = new Promise<Answer>((resolve, reject) => {
-    const req = http.request(server.url + "/api/auth/dev/sign-in", { method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": "30" } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, afterSignal: true }));
-    });
+    const req = http.request(
+      `${server.url}/api/auth/dev/sign-in`,
+      { method: "POST", agent: false, headers: { "content-type": "application/json", "content-length": "30" } },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve({ status: res.statusCode!, connection: res.headers.connection, afterSignal: true }));
+      },
+    );
     req.on("error", reject);
     req.write('{"email":"late@example');
     setTimeout(() => req.end('.test"} '), 1_500);

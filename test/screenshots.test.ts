@@ -5,7 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { makeTempDir } from "./helpers.ts";
-import { DESKTOP, PHONE, SHOT_FILES, makeScreenshots } from "./screenshots.ts";
+import { DESKTOP, makeScreenshots, PHONE, SHOT_FILES } from "./screenshots.ts";
 
 /** Width and height from a PNG's IHDR chunk, after checking the signature. */
 function pngSize(file: string): { width: number; height: number } {

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type { Page } from "playwright-core";
 import { launchChromium } from "./browser.ts";
-import { ROOT, startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, ROOT, startServer, type TestServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 export const DESKTOP = { width: 1280, height: 800 };
@@ -105,7 +105,9 @@ async function seed(server: TestServer): Promise<{ owner: Client; projectId: str
   // A rotated key, a reveal, a changed flag: the audit log reads like a working day.
   const list = await ok(bob, "GET", `${base}/environments/production/secrets`);
   const stripe = list.secrets.find((s: { key: string }) => s.key === "STRIPE_SECRET_KEY");
-  await ok(bob, "PATCH", `${base}/environments/production/secrets/${stripe.id}`, { value: "sk_live_51Hx0rotatedProductionKeyForScreenshots" });
+  await ok(bob, "PATCH", `${base}/environments/production/secrets/${stripe.id}`, {
+    value: "sk_live_51Hx0rotatedProductionKeyForScreenshots",
+  });
   server.clock.advance(20 * 60_000);
   await ok(bob, "GET", `${base}/environments/production/secrets/${stripe.id}`);
   const staging = await ok(carol, "GET", `${base}/environments/staging/secrets`);
@@ -116,8 +118,17 @@ async function seed(server: TestServer): Promise<{ owner: Client; projectId: str
 
 function shots(projectId: string): Shot[] {
   const p = `/projects/${projectId}`;
-  const secretsShown = (page: Page) => page.getByRole("row", { name: /STRIPE_SECRET_KEY/ }).first().waitFor();
-  const membersShown = (page: Page) => page.getByRole("row", { name: /dan@example\.test/ }).getByRole("checkbox").first().waitFor();
+  const secretsShown = (page: Page) =>
+    page
+      .getByRole("row", { name: /STRIPE_SECRET_KEY/ })
+      .first()
+      .waitFor();
+  const membersShown = (page: Page) =>
+    page
+      .getByRole("row", { name: /dan@example\.test/ })
+      .getByRole("checkbox")
+      .first()
+      .waitFor();
   const auditShown = (page: Page) => page.getByRole("list", { name: "Audit events, newest first" }).getByRole("listitem").first().waitFor();
   return [
     { file: "secrets.png", path: `${p}/production`, viewport: DESKTOP, ready: secretsShown },
@@ -136,7 +147,12 @@ function shots(projectId: string): Shot[] {
     { file: "members.png", path: `${p}/members`, viewport: DESKTOP, ready: membersShown },
     { file: "members-phone.png", path: `${p}/members`, viewport: PHONE, ready: membersShown },
     { file: "audit.png", path: `${p}/audit`, viewport: DESKTOP, ready: auditShown },
-    { file: "security.png", path: `${p}/security`, viewport: DESKTOP, ready: (page) => page.getByRole("region", { name: "Findings" }).waitFor() },
+    {
+      file: "security.png",
+      path: `${p}/security`,
+      viewport: DESKTOP,
+      ready: (page) => page.getByRole("region", { name: "Findings" }).waitFor(),
+    },
   ];
 }
 
@@ -149,7 +165,12 @@ export async function makeScreenshots(outDir: string): Promise<string[]> {
     const { owner, projectId } = await seed(server);
     const written: string[] = [];
     for (const shot of shots(projectId)) {
-      const context = await browser.newContext({ baseURL: server.url, viewport: shot.viewport, colorScheme: shot.dark ? "dark" : "light", deviceScaleFactor: 1 });
+      const context = await browser.newContext({
+        baseURL: server.url,
+        viewport: shot.viewport,
+        colorScheme: shot.dark ? "dark" : "light",
+        deviceScaleFactor: 1,
+      });
       try {
         await context.route(/.*/, (route) => (route.request().url().startsWith(server.url) ? route.continue() : route.abort()));
         await context.addCookies([...owner.cookies].map(([name, value]) => ({ name, value, url: server.url })));

@@ -98,11 +98,17 @@ describe("GET /api/projects/<id>/secrets/compare", () => {
     const path = `/api/projects/${projectId}/secrets/compare`;
     const cases: [string, Client, string, number, unknown][] = [
       ["outsider", outsider, "", 404, { error: "Project not found." }],
-      ["outsider with a bad query", outsider, "?environments=" + "x".repeat(500), 404, { error: "Project not found." }],
-      ["member asks production", member, "?environments=development,production", 403, { error: "You do not have access to the production environment of this project." }],
+      ["outsider with a bad query", outsider, `?environments=${"x".repeat(500)}`, 404, { error: "Project not found." }],
+      [
+        "member asks production",
+        member,
+        "?environments=development,production",
+        403,
+        { error: "You do not have access to the production environment of this project." },
+      ],
       ["unknown environment", owner, "?environments=nowhere", 404, { error: "Environment not found." }],
       ["no environment named", owner, "?environments=,", 400, { error: "Name at least one environment to compare, separated by commas." }],
-      ["over-long list", owner, "?environments=" + "x".repeat(500), 400, { error: "invalid request" }],
+      ["over-long list", owner, `?environments=${"x".repeat(500)}`, 400, { error: "invalid request" }],
     ];
     for (const [name, who, query, status, body] of cases) {
       const res = await who.json("GET", path + query);
@@ -159,21 +165,22 @@ describe("POST …/environments/<env>/secrets/<id>/copy", () => {
     assert.equal(same.body.result, "unchanged");
     assert.equal(same.body.secret.version, 1);
 
-    assert.equal((await owner.json("PATCH", `/api/projects/${projectId}/environments/staging/secrets/${id}`, { value: "postgres://staging-2" })).status, 200);
+    assert.equal(
+      (await owner.json("PATCH", `/api/projects/${projectId}/environments/staging/secrets/${id}`, { value: "postgres://staging-2" }))
+        .status,
+      200,
+    );
     const updated = await owner.json("POST", path, { to: "production", overwrite: true });
     assert.equal(updated.status, 200);
     assert.equal(updated.body.result, "updated");
     assert.equal(updated.body.secret.version, 2);
 
     const copied = await events(owner, projectId, "secret.copied");
-    assert.deepEqual(
-      copied.map((e) => e.metadata).reverse(),
-      [
-        { key: "DATABASE_URL", environment: "staging", version: 1, toEnvironment: "production", toVersion: 1, result: "created" },
-        { key: "DATABASE_URL", environment: "staging", version: 1, toEnvironment: "production", toVersion: 1, result: "unchanged" },
-        { key: "DATABASE_URL", environment: "staging", version: 2, toEnvironment: "production", toVersion: 2, result: "updated" },
-      ],
-    );
+    assert.deepEqual(copied.map((e) => e.metadata).reverse(), [
+      { key: "DATABASE_URL", environment: "staging", version: 1, toEnvironment: "production", toVersion: 1, result: "created" },
+      { key: "DATABASE_URL", environment: "staging", version: 1, toEnvironment: "production", toVersion: 1, result: "unchanged" },
+      { key: "DATABASE_URL", environment: "staging", version: 2, toEnvironment: "production", toVersion: 2, result: "updated" },
+    ]);
     // The target side: its own events, as any create or update there.
     const createdInProduction = (await events(owner, projectId, "secret.created")).filter((e) => e.metadata.environment === "production");
     assert.equal(createdInProduction.length, 1);
@@ -190,15 +197,50 @@ describe("POST …/environments/<env>/secrets/<id>/copy", () => {
     const cases: [string, Client, string, unknown, number, unknown][] = [
       ["outsider", outsider, dev, { to: "production" }, 404, { error: "Project not found." }],
       ["outsider, bad body", outsider, dev, { to: 1 }, 404, { error: "Project not found." }],
-      ["member to an environment not granted", member, dev, { to: "production" }, 403, { error: "You do not have access to the production environment of this project." }],
-      ["member from an environment not granted", member, `/api/projects/${projectId}/environments/production/secrets/${prodId}/copy`, { to: "development" }, 403, { error: "You do not have access to the production environment of this project." }],
+      [
+        "member to an environment not granted",
+        member,
+        dev,
+        { to: "production" },
+        403,
+        { error: "You do not have access to the production environment of this project." },
+      ],
+      [
+        "member from an environment not granted",
+        member,
+        `/api/projects/${projectId}/environments/production/secrets/${prodId}/copy`,
+        { to: "development" },
+        403,
+        { error: "You do not have access to the production environment of this project." },
+      ],
       ["viewer cannot create", viewer, dev, { to: "staging" }, 403, { error: FORBIDDEN }],
-      ["same environment", owner, dev, { to: "development" }, 400, { error: "Choose another environment to copy to: the secret is already in this one." }],
+      [
+        "same environment",
+        owner,
+        dev,
+        { to: "development" },
+        400,
+        { error: "Choose another environment to copy to: the secret is already in this one." },
+      ],
       ["unknown target", owner, dev, { to: "qa" }, 400, { error: "invalid request" }],
       ["extra field", owner, dev, { to: "staging", value: "x" }, 400, { error: "invalid request" }],
       ["no body", owner, dev, undefined, 400, { error: "invalid request" }],
-      ["unknown secret", owner, `/api/projects/${projectId}/environments/development/secrets/00000000-0000-0000-0000-000000000000/copy`, { to: "staging" }, 404, { error: "Secret not found." }],
-      ["a secret of another environment", owner, `/api/projects/${projectId}/environments/development/secrets/${prodId}/copy`, { to: "staging" }, 404, { error: "Secret not found." }],
+      [
+        "unknown secret",
+        owner,
+        `/api/projects/${projectId}/environments/development/secrets/00000000-0000-0000-0000-000000000000/copy`,
+        { to: "staging" },
+        404,
+        { error: "Secret not found." },
+      ],
+      [
+        "a secret of another environment",
+        owner,
+        `/api/projects/${projectId}/environments/development/secrets/${prodId}/copy`,
+        { to: "staging" },
+        404,
+        { error: "Secret not found." },
+      ],
     ];
     for (const [name, who, path, body, status, expected] of cases) {
       const res = await who.json("POST", path, body);

@@ -7,8 +7,8 @@ import path from "node:path";
 import { test } from "node:test";
 import dotenv from "dotenv";
 import { formatDotenv } from "../src/secrets/dotenv.ts";
-import { makeTempDir } from "./helpers.ts";
 import { generatedValues, NAMED_VALUES } from "./generated-values.ts";
+import { makeTempDir } from "./helpers.ts";
 import { envPath, startTeam } from "./secrets-helpers.ts";
 
 const hasBash = spawnSync("bash", ["-c", "true"]).status === 0;
@@ -18,7 +18,10 @@ function keyFor(i: number): string {
 }
 
 /** What bash sets when the file is sourced: a map of the keys it set. */
-function sourceInBash(text: string, keys: string[]): { set: Map<string, string>; canaryTouched: boolean; stderr: string; status: number | null } {
+function sourceInBash(
+  text: string,
+  keys: string[],
+): { set: Map<string, string>; canaryTouched: boolean; stderr: string; status: number | null } {
   const dir = makeTempDir("dotenv-bash-");
   try {
     const file = path.join(dir, "exported.env");
@@ -50,7 +53,11 @@ function checkRoundTrip(values: string[]): void {
   const expected = Object.fromEntries(entries.filter((e) => !omitted.includes(e.key)).map((e) => [e.key, e.value]));
   const parsed = dotenv.parse(text);
   for (const [key, value] of Object.entries(expected)) {
-    assert.equal(parsed[key], value, `${key}: ${JSON.stringify(value)} was written as ${JSON.stringify(text.slice(text.indexOf(`${key}=`) - 40, text.indexOf(`${key}=`) + value.length + 60))}`);
+    assert.equal(
+      parsed[key],
+      value,
+      `${key}: ${JSON.stringify(value)} was written as ${JSON.stringify(text.slice(text.indexOf(`${key}=`) - 40, text.indexOf(`${key}=`) + value.length + 60))}`,
+    );
   }
   assert.deepEqual(parsed, expected);
   // Only three kinds of value can be left out: one holding ', a backtick and " (or the text
@@ -66,7 +73,10 @@ function checkRoundTrip(values: string[]): void {
   }
 
   if (!hasBash) return;
-  const bash = sourceInBash(text, entries.map((e) => e.key));
+  const bash = sourceInBash(
+    text,
+    entries.map((e) => e.key),
+  );
   assert.equal(bash.canaryTouched, false, "sourcing ran a command");
   assert.equal(bash.status, 0, bash.stderr);
   assert.equal(bash.stderr, "");

@@ -2,7 +2,7 @@
 // event while the environment is unchanged (what `run --watch` polls with).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { startServer, type Client } from "./helpers.ts";
+import { type Client, startServer } from "./helpers.ts";
 
 async function exportEvents(owner: Client, projectId: string): Promise<number> {
   const res = await owner.json("GET", `/api/projects/${projectId}/audit?action=secrets.exported&limit=100`);

@@ -1,8 +1,8 @@
 // Shared by the secrets test files: a project with one user of each role, all joined through
 // the real invitation round trip, and CLI tokens through the real device flow.
 import assert from "node:assert/strict";
-import Database from "better-sqlite3";
 import path from "node:path";
+import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
 
@@ -42,7 +42,14 @@ export async function addMember(owner: Client, invitee: Client, projectId: strin
 }
 
 /** Signs `email` in and brings them into the project through the invitation round trip. */
-export async function joinProject(server: TestServer, owner: Client, projectId: string, email: string, role: string, grants?: string[]): Promise<Client> {
+export async function joinProject(
+  server: TestServer,
+  owner: Client,
+  projectId: string,
+  email: string,
+  role: string,
+  grants?: string[],
+): Promise<Client> {
   const client = await server.signIn(email);
   const token = await invite(owner, projectId, email, role, grants);
   const res = await client.json("POST", "/api/invitations/accept", { token });
@@ -57,7 +64,10 @@ export async function startTeam(
 ): Promise<Team> {
   const server = await startServer(t, { env: options.env });
   const owner = await server.signIn("olivia@example.test", "Olivia Owner");
-  const project = await owner.createProject({ name: "api", environments: options.environments ?? ["development", "staging", "production"] });
+  const project = await owner.createProject({
+    name: "api",
+    environments: options.environments ?? ["development", "staging", "production"],
+  });
   const join = (email: string, role: string, grants?: string[]) => joinProject(server, owner, project.id, email, role, grants);
   return {
     server,
@@ -86,11 +96,13 @@ export async function createSecret(client: Client, projectId: string, env: strin
 }
 
 export function count(server: TestServer, sql: string, ...params: unknown[]): number {
-  return server.app.db.$client.prepare(sql).pluck().get(...params) as number;
+  return server.app.db.$client
+    .prepare(sql)
+    .pluck()
+    .get(...params) as number;
 }
 
 /** A second connection to the database file, as an attacker or an operator with file access would have. */
 export function openFile(server: TestServer): Database.Database {
   return new Database(path.join(server.dataDir, DATABASE_FILE));
 }
-

@@ -3,9 +3,9 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { auditEvents } from "./helpers.ts";
 import { test } from "node:test";
 import { DATABASE_FILE } from "../src/core/db.ts";
+import { auditEvents } from "./helpers.ts";
 import { cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 const INVALID = { error: "invalid request" };
@@ -63,7 +63,9 @@ test("import creates, updates, leaves unchanged and skips, reporting in request 
     ],
   );
   // The staging secret of the same key is untouched.
-  assert.deepEqual((await owner.json("GET", `${envPath(projectId, "staging")}/export`)).body.secrets, [{ key: "NEW_ONE", value: "staging-copy-001" }]);
+  assert.deepEqual((await owner.json("GET", `${envPath(projectId, "staging")}/export`)).body.secrets, [
+    { key: "NEW_ONE", value: "staging-copy-001" },
+  ]);
 
   assert.deepEqual(
     (await auditEvents(owner, projectId, "secrets.imported")).map((e) => [e.actor, e.targetType, e.metadata]),
@@ -89,7 +91,12 @@ test("import compares values by the digest stored beside each version; versions 
   const kept = await createSecret(owner, projectId, "development", "KEPT", "kept-value-001");
   const old = await createSecret(owner, projectId, "development", "OLD", "old-value-001");
   const digestOf = (id: string) =>
-    server.app.db.$client.prepare("SELECT v.digest FROM secret_versions v JOIN secrets s ON s.id = v.secret_id AND v.version_number = s.version WHERE s.id = ?").pluck().get(id) as string | null;
+    server.app.db.$client
+      .prepare(
+        "SELECT v.digest FROM secret_versions v JOIN secrets s ON s.id = v.secret_id AND v.version_number = s.version WHERE s.id = ?",
+      )
+      .pluck()
+      .get(id) as string | null;
   // A keyed digest, not the value or a plain hash of it.
   const keptDigest = digestOf(kept.id);
   assert.match(keptDigest ?? "", /^[A-Za-z0-9_-]{43}$/);
@@ -173,7 +180,8 @@ test("import validates the whole request first: one invalid 500th entry and noth
 test("import limits: more than 500 entries or 2,000,000 bytes is 413 The import is too large.", async (t) => {
   const { server, projectId, owner } = await startTeam(t);
   const url = `${envPath(projectId, "development")}/import`;
-  const entries = (n: number, size = 5) => Array.from({ length: n }, (_, i) => ({ key: `K${i}`, value: "v".repeat(size), overwrite: false }));
+  const entries = (n: number, size = 5) =>
+    Array.from({ length: n }, (_, i) => ({ key: `K${i}`, value: "v".repeat(size), overwrite: false }));
 
   const tooMany = await owner.json("POST", url, { entries: entries(501) });
   assert.deepEqual([tooMany.status, tooMany.body], [413, TOO_LARGE]);
@@ -205,7 +213,11 @@ test("import limits: more than 500 entries or 2,000,000 bytes is 413 The import 
   });
   const res = await fetch(server.url + url, {
     method: "POST",
-    headers: { "content-type": "application/json", origin: owner.origin, cookie: [...owner.cookies].map(([k, v]) => `${k}=${v}`).join("; ") },
+    headers: {
+      "content-type": "application/json",
+      origin: owner.origin,
+      cookie: [...owner.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+    },
     body: stream,
     duplex: "half",
   } as RequestInit);
@@ -245,7 +257,11 @@ test("import is limited to 10 a minute per user (429)", async (t) => {
 test("after an import of many entries the WAL file is checkpointed and truncated, off the request path", async (t) => {
   const { server, projectId, owner } = await startTeam(t);
   const wal = path.join(server.dataDir, `${DATABASE_FILE}-wal`);
-  const entries = Array.from({ length: 300 }, (_, i) => ({ key: `BULK_${i}`, value: `bulk-value-${i}-${"x".repeat(200)}`, overwrite: false }));
+  const entries = Array.from({ length: 300 }, (_, i) => ({
+    key: `BULK_${i}`,
+    value: `bulk-value-${i}-${"x".repeat(200)}`,
+    overwrite: false,
+  }));
   const res = await owner.json("POST", `${envPath(projectId, "development")}/import`, { entries });
   assert.equal(res.status, 200);
   assert.equal(res.body.summary.created, 300);

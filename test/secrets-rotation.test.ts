@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { writeTransaction } from "../src/core/db.ts";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { createVault, integrationAad } from "../src/core/vault.ts";
-import { randomMasterKey, ROOT, runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, ROOT, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 
 function keyVersions(server: TestServer) {
@@ -83,14 +83,20 @@ test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, 
   const db = server.app.db.$client;
   const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
   const columns = tables.flatMap((table) =>
-    (db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as { name: string; type: string; isNotNull: number }[]).map(
-      (c) => ({ table, ...c }),
-    ),
+    (
+      db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as {
+        name: string;
+        type: string;
+        isNotNull: number;
+      }[]
+    ).map((c) => ({ table, ...c })),
   );
   // Ciphertext is stored as a blob, and its master key version beside it (the audit chain's
   // mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
   const blobs = columns.filter((c) => c.type.toLowerCase() === "blob").map((c) => `${c.table}.${c.name}`);
-  const keyVersions = columns.filter((c) => /(^|_)key_version$/.test(c.name) && c.name !== "mac_key_version").map((c) => `${c.table}.${c.name}`);
+  const keyVersions = columns
+    .filter((c) => /(^|_)key_version$/.test(c.name) && c.name !== "mac_key_version")
+    .map((c) => `${c.table}.${c.name}`);
   assert.deepEqual(blobs.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.ciphertext}`).sort());
   assert.deepEqual(keyVersions.sort(), ENCRYPTED_COLUMNS.map((c) => `${c.table}.${c.keyVersion}`).sort());
   for (const column of ENCRYPTED_COLUMNS) {
@@ -125,12 +131,20 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
     prod: await readEverything(owner, projectId, "production"),
     other: await readEverything(owner, other.id, "production"),
   };
-  assert.deepEqual(before.dev.PEM, ["PEM-development-value-3", "PEM-development-value-3", "PEM-development-value-2", "PEM-development-value-1"]);
+  assert.deepEqual(before.dev.PEM, [
+    "PEM-development-value-3",
+    "PEM-development-value-3",
+    "PEM-development-value-2",
+    "PEM-development-value-1",
+  ]);
   assert.deepEqual(keyVersions(server), { values: [1], projectKeys: [1], integrations: [1] });
 
   // Key 2 alone cannot start while records need key 1: the server says what is missing.
   await server.stop();
-  await assert.rejects(server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2" }), /encrypted with master key version 1, which is not configured/);
+  await assert.rejects(
+    server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2" }),
+    /encrypted with master key version 1, which is not configured/,
+  );
 
   const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
   server = await server.restart(rotatedEnv);
@@ -158,7 +172,10 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   );
   assert.ok(lines.includes("integration credentials: 1/2") && lines.includes("integration credentials: 2/2"), rotated.stdout);
   // Audit events are counted apart from encrypted records: the whole chain is re-keyed.
-  assert.match(rotated.stdout, /\nAudit log: \d+ of (\d+) events to re-key with version 2\.\nAudit log verified; \1 events re-keyed with version 2\./);
+  assert.match(
+    rotated.stdout,
+    /\nAudit log: \d+ of (\d+) events to re-key with version 2\.\nAudit log verified; \1 events re-keyed with version 2\./,
+  );
   assert.match(
     rotated.stdout,
     /Done: 29 records re-encrypted, (\d+) audit events re-keyed, 2 old project data keys removed\. 32 of 32 records and \1 of \1 audit events are on key version 2\./,
@@ -183,14 +200,24 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   // Key 2 alone: everything reads, history included.
   await server.stop();
   // With no older key configured there is nothing to tell the operator to remove.
-  const alone = await runMain(["rotate-key"], { ...server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  const alone = await runMain(["rotate-key"], {
+    ...server.env,
+    MASTER_KEY: key2,
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: undefined,
+  });
   assert.equal(alone.code, 0, alone.stderr);
   assert.match(
     alone.stdout,
     /Done: 0 records re-encrypted, 0 audit events re-keyed, 0 old project data keys removed\. 32 of 32 records and (\d+) of \1 audit events are on key version 2\.\n$/,
   );
   // The audit chain, re-keyed with key 2, verifies without key 1.
-  const verified = await runMain(["audit", "verify"], { ...server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  const verified = await runMain(["audit", "verify"], {
+    ...server.env,
+    MASTER_KEY: key2,
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: undefined,
+  });
   assert.equal(verified.code, 0, verified.stderr);
   assert.match(verified.stdout, /^Audit log intact: (\d+) events verified\.\n\1 events keyed with master key version 2 /);
   server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
@@ -237,9 +264,17 @@ test("rotate-key refuses a wrong previous key and changes nothing", async (t) =>
   const { server, projectId, owner } = await startTeam(t, { env: { MASTER_KEY: key1 } });
   await createSecret(owner, projectId, "development", "SOMETHING", "something-value-1");
   await server.stop();
-  const result = await runMain(["rotate-key"], { ...server.env, MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${randomMasterKey()}` });
+  const result = await runMain(["rotate-key"], {
+    ...server.env,
+    MASTER_KEY: randomMasterKey(),
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: `1:${randomMasterKey()}`,
+  });
   assert.equal(result.code, 1);
-  assert.match(result.stderr, /configuration error: MASTER_KEYS_PREVIOUS \(version 1\) does not match the key version 1 this database was encrypted with/);
+  assert.match(
+    result.stderr,
+    /configuration error: MASTER_KEYS_PREVIOUS \(version 1\) does not match the key version 1 this database was encrypted with/,
+  );
   const bad = await runMain(["rotate-key", "--batch-size", "0"], server.env);
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /Usage: secrets-server rotate-key \[--batch-size N\]/);
@@ -275,10 +310,17 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   const moved = count(server, "SELECT count(*) FROM secret_versions WHERE key_version = 2");
   t.diagnostic(`rotate-key exited with ${code} after moving ${moved} of 300 values`);
   if (code === 130) {
-    assert.match(stdout, /Interrupted after \d+ records? re-encrypted and \d+ audit events? re-keyed\. Nothing is half done: run rotate-key again to continue\./);
+    assert.match(
+      stdout,
+      /Interrupted after \d+ records? re-encrypted and \d+ audit events? re-keyed\. Nothing is half done: run rotate-key again to continue\./,
+    );
     assert.ok(moved >= 1 && moved < 300, `moved ${moved}`);
     // Each batch is whole: the count printed last is exactly what was moved.
-    const last = stdout.trim().split("\n").filter((l) => l.startsWith("secret values:")).at(-1)!;
+    const last = stdout
+      .trim()
+      .split("\n")
+      .filter((l) => l.startsWith("secret values:"))
+      .at(-1)!;
     assert.equal(last, `secret values: ${moved}/300`);
   } else {
     // The machine was fast enough to finish first; the rerun below must still be a no-op.

@@ -21,7 +21,10 @@ const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens c
 
 test("create answers 201 with version 1, stores the value only encrypted, and is audited", async (t) => {
   const { server, projectId, owner } = await startTeam(t);
-  const res = await owner.json("POST", `${envPath(projectId, "production")}/secrets`, { key: "DATABASE_URL", value: "postgres://db.internal/app-4417" });
+  const res = await owner.json("POST", `${envPath(projectId, "production")}/secrets`, {
+    key: "DATABASE_URL",
+    value: "postgres://db.internal/app-4417",
+  });
   assert.equal(res.status, 201);
   const secret = res.body.secret;
   assert.deepEqual(Object.keys(res.body), ["secret"]);
@@ -118,7 +121,7 @@ test("create validates key and value: 400 invalid key or value, and nothing is w
   assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
 
   // The limits themselves are fine.
-  await createSecret(owner, projectId, "development", "_" + "a".repeat(127), "x".repeat(10_000));
+  await createSecret(owner, projectId, "development", `_${"a".repeat(127)}`, "x".repeat(10_000));
   await createSecret(owner, projectId, "development", "_x9", "v");
   const plain = await createSecret(owner, projectId, "development", "lower_case", "emoji 🔑 and ünïcödé");
 
@@ -171,7 +174,7 @@ test("read returns the value, is audited as secret.revealed, and is not cached",
     secret: { id: created.id, key: "STRIPE_KEY", value: "sk_live_abcdef123", version: 1, updatedAt: created.updatedAt },
   });
   assert.equal(res.headers.get("cache-control"), "no-store");
-  const revealed = (await auditEvents(owner, projectId, "secret.revealed"));
+  const revealed = await auditEvents(owner, projectId, "secret.revealed");
   assert.deepEqual(
     revealed.map((e) => [e.actor, e.targetId, e.metadata]),
     [[owner.user!.id, created.id, { key: "STRIPE_KEY", environment: "production", version: 1 }]],
@@ -218,18 +221,19 @@ test("checks run in order before anything is read: membership 404, permission 40
   const stg = await createSecret(owner, projectId, "staging", "STG_ONLY", "stg-value-778");
   const auditBefore = count(server, "SELECT count(*) FROM audit_events");
 
-  const endpoints = (env: string, id: string) => [
-    ["GET", `${envPath(projectId, env)}/secrets`, undefined, "secrets:read"],
-    ["POST", `${envPath(projectId, env)}/secrets`, { key: "NEW_KEY", value: "v" }, "secrets:create"],
-    ["GET", `${envPath(projectId, env)}/secrets/${id}`, undefined, "secrets:read"],
-    ["PATCH", `${envPath(projectId, env)}/secrets/${id}`, { value: "changed-value" }, "secrets:update"],
-    ["DELETE", `${envPath(projectId, env)}/secrets/${id}`, undefined, "secrets:delete"],
-    ["GET", `${envPath(projectId, env)}/secrets/${id}/versions`, undefined, "secrets:read"],
-    ["GET", `${envPath(projectId, env)}/secrets/${id}/versions/1`, undefined, "secrets:read"],
-    ["POST", `${envPath(projectId, env)}/secrets/${id}/versions/1/restore`, {}, "secrets:update"],
-    ["GET", `${envPath(projectId, env)}/export`, undefined, "secrets:read"],
-    ["POST", `${envPath(projectId, env)}/import`, { entries: [] }, "secrets:create"],
-  ] as const;
+  const endpoints = (env: string, id: string) =>
+    [
+      ["GET", `${envPath(projectId, env)}/secrets`, undefined, "secrets:read"],
+      ["POST", `${envPath(projectId, env)}/secrets`, { key: "NEW_KEY", value: "v" }, "secrets:create"],
+      ["GET", `${envPath(projectId, env)}/secrets/${id}`, undefined, "secrets:read"],
+      ["PATCH", `${envPath(projectId, env)}/secrets/${id}`, { value: "changed-value" }, "secrets:update"],
+      ["DELETE", `${envPath(projectId, env)}/secrets/${id}`, undefined, "secrets:delete"],
+      ["GET", `${envPath(projectId, env)}/secrets/${id}/versions`, undefined, "secrets:read"],
+      ["GET", `${envPath(projectId, env)}/secrets/${id}/versions/1`, undefined, "secrets:read"],
+      ["POST", `${envPath(projectId, env)}/secrets/${id}/versions/1/restore`, {}, "secrets:update"],
+      ["GET", `${envPath(projectId, env)}/export`, undefined, "secrets:read"],
+      ["POST", `${envPath(projectId, env)}/import`, { entries: [] }, "secrets:create"],
+    ] as const;
 
   // A non-member gets 404 for everything, whatever the environment, even an invalid one.
   for (const env of ["development", "production", "bogus"]) {
@@ -291,9 +295,12 @@ test("signed out: 401; a bad CLI token: 401; a CLI token on a browser-only endpo
   const anonymous = server.client();
   const res = await anonymous.json("GET", `${base}/secrets`);
   assert.deepEqual([res.status, res.body], [401, { error: "not signed in" }]);
-  const bad = owner.withBearer("svc_at_" + "x".repeat(40));
+  const bad = owner.withBearer(`svc_at_${"x".repeat(40)}`);
   const badRes = await bad.json("GET", `${base}/secrets`);
-  assert.deepEqual([badRes.status, badRes.body], [401, { error: "Your CLI session has expired or was revoked. Run the CLI login command." }]);
+  assert.deepEqual(
+    [badRes.status, badRes.body],
+    [401, { error: "Your CLI session has expired or was revoked. Run the CLI login command." }],
+  );
 
   const cli = await cliFor(server, owner);
   const browserOnly = [
@@ -348,7 +355,15 @@ test("PATCH rule 1: at least one of key and value, otherwise 400 Nothing to upda
     assert.deepEqual([res.status, res.body], [400, NOTHING], JSON.stringify(body));
   }
   // Invalid key or value, unknown fields, non-objects.
-  for (const body of [{ key: "1BAD" }, { value: "" }, { value: "x".repeat(10_001) }, { key: "OK", extra: 1 }, { value: null }, [], "text"]) {
+  for (const body of [
+    { key: "1BAD" },
+    { value: "" },
+    { value: "x".repeat(10_001) },
+    { key: "OK", extra: 1 },
+    { value: null },
+    [],
+    "text",
+  ]) {
     const res = await owner.json("PATCH", url, body);
     assert.deepEqual([res.status, res.body], [400, INVALID], JSON.stringify(body));
   }
@@ -372,7 +387,10 @@ test("PATCH rule 2: expectedVersion is a positive integer (400), and a stale one
   const staleRename = await owner.json("PATCH", url, { key: "RENAMED", expectedVersion: 3 });
   assert.deepEqual([staleRename.status, staleRename.body], [409, STALE]);
   const current = await owner.json("GET", url);
-  assert.deepEqual([current.body.secret.key, current.body.secret.value, current.body.secret.version], ["OPTIMISTIC", "optimistic-value-2", 2]);
+  assert.deepEqual(
+    [current.body.secret.key, current.body.secret.value, current.body.secret.version],
+    ["OPTIMISTIC", "optimistic-value-2", 2],
+  );
   // Rule 3: without expectedVersion the write applies to the latest version.
   const latest = await owner.json("PATCH", url, { value: "optimistic-value-3" });
   assert.equal(latest.body.secret.version, 3);
@@ -460,7 +478,10 @@ test("20 parallel PATCHes with the same expectedVersion: exactly one winner, 19 
   const unguarded = await Promise.all(values.map((value) => owner.json("PATCH", url, { value: `${value}-b` })));
   assert.ok(unguarded.every((r) => r.status === 200));
   const versionsSeen = unguarded.map((r) => r.body.secret.version).sort((a: number, b: number) => a - b);
-  assert.deepEqual(versionsSeen, Array.from({ length: 20 }, (_, i) => i + 3));
+  assert.deepEqual(
+    versionsSeen,
+    Array.from({ length: 20 }, (_, i) => i + 3),
+  );
   const history = (await owner.json("GET", `${url}/versions`)).body;
   assert.equal(history.currentVersion, 22);
   assert.deepEqual(
@@ -473,7 +494,7 @@ test("20 parallel PATCHes with the same expectedVersion: exactly one winner, 19 
   );
   assert.deepEqual(new Set(historical.slice(0, 20)), new Set(values.map((v) => `${v}-b`)));
   const last = unguarded.find((r) => r.body.secret.version === 22)!;
-  assert.equal((await owner.json("GET", url)).body.secret.value, values[unguarded.indexOf(last)] + "-b");
+  assert.equal((await owner.json("GET", url)).body.secret.value, `${values[unguarded.indexOf(last)]}-b`);
 });
 
 test("delete removes the secret and all its versions, browser only, audited", async (t) => {
@@ -512,7 +533,15 @@ test("version history: newest first, who changed it (isYou, isMember), restoredF
   assert.equal(res.status, 200);
   assert.equal(res.body.currentVersion, 3);
   const [v3, v2, v1] = res.body.versions;
-  assert.deepEqual(Object.keys(v3).sort(), ["changeType", "changedBy", "createdAt", "isCurrent", "key", "restoredFromVersion", "versionNumber"]);
+  assert.deepEqual(Object.keys(v3).sort(), [
+    "changeType",
+    "changedBy",
+    "createdAt",
+    "isCurrent",
+    "key",
+    "restoredFromVersion",
+    "versionNumber",
+  ]);
   assert.deepEqual(Object.keys(v2).sort(), ["changeType", "changedBy", "createdAt", "isCurrent", "key", "versionNumber"]);
   assert.deepEqual(
     { ...v3, createdAt: undefined },
@@ -544,7 +573,9 @@ test("version history: newest first, who changed it (isYou, isMember), restoredF
 
   // A BASELINE record (written by an import from elsewhere) has changedBy null.
   const db = openFile(server);
-  db.prepare("UPDATE secret_versions SET change_type = 'BASELINE', changed_by = NULL WHERE secret_id = ? AND version_number = 1").run(secret.id);
+  db.prepare("UPDATE secret_versions SET change_type = 'BASELINE', changed_by = NULL WHERE secret_id = ? AND version_number = 1").run(
+    secret.id,
+  );
   db.close();
   const baseline = await owner.json("GET", `${url}/versions`);
   assert.deepEqual([baseline.body.versions[2].changeType, baseline.body.versions[2].changedBy], ["BASELINE", null]);
@@ -635,7 +666,7 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
   const { projectId, owner } = await startTeam(t);
   const base = envPath(projectId, "staging");
   await createSecret(owner, projectId, "staging", "ZULU_KEY", "zulu-value-1");
-  await createSecret(owner, projectId, "staging", "ALPHA_NOTE", "it's a \"quoted\" value");
+  await createSecret(owner, projectId, "staging", "ALPHA_NOTE", 'it\'s a "quoted" value');
   await createSecret(owner, projectId, "staging", "MIKE_LINES", "line one\nline two");
   await createSecret(owner, projectId, "staging", "B_LOWER", "b-lower-value");
   await createSecret(owner, projectId, "production", "ELSE_WHERE", "elsewhere-value");
@@ -644,7 +675,7 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
   assert.equal(json.status, 200);
   assert.deepEqual(json.body, {
     secrets: [
-      { key: "ALPHA_NOTE", value: "it's a \"quoted\" value" },
+      { key: "ALPHA_NOTE", value: 'it\'s a "quoted" value' },
       { key: "B_LOWER", value: "b-lower-value" },
       { key: "MIKE_LINES", value: "line one\nline two" },
       { key: "ZULU_KEY", value: "zulu-value-1" },
@@ -661,7 +692,7 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
     await res.text(),
     [
       ": <<'END_OF_DOTENV_ONLY_LINES'",
-      "ALPHA_NOTE=`it's a \"quoted\" value`",
+      'ALPHA_NOTE=`it\'s a "quoted" value`',
       "END_OF_DOTENV_ONLY_LINES",
       "B_LOWER='b-lower-value'",
       "MIKE_LINES='line one",
@@ -677,18 +708,37 @@ test("export: JSON sorted by key, or a .env attachment; audited with the key cou
   assert.equal(shell.headers.get("content-disposition"), 'attachment; filename="staging.sh"');
   assert.equal(
     await shell.text(),
-    ["export ALPHA_NOTE='it'\\''s a \"quoted\" value'", "export B_LOWER='b-lower-value'", "export MIKE_LINES='line one", "line two'", "export ZULU_KEY='zulu-value-1'", ""].join("\n"),
+    [
+      "export ALPHA_NOTE='it'\\''s a \"quoted\" value'",
+      "export B_LOWER='b-lower-value'",
+      "export MIKE_LINES='line one",
+      "line two'",
+      "export ZULU_KEY='zulu-value-1'",
+      "",
+    ].join("\n"),
   );
   const yaml = await owner.get(`${base}/export?format=yaml`);
   assert.equal(
     await yaml.text(),
-    ['"ALPHA_NOTE": "it\'s a \\"quoted\\" value"', '"B_LOWER": "b-lower-value"', '"MIKE_LINES": "line one\\nline two"', '"ZULU_KEY": "zulu-value-1"', ""].join("\n"),
+    [
+      '"ALPHA_NOTE": "it\'s a \\"quoted\\" value"',
+      '"B_LOWER": "b-lower-value"',
+      '"MIKE_LINES": "line one\\nline two"',
+      '"ZULU_KEY": "zulu-value-1"',
+      "",
+    ].join("\n"),
   );
   const docker = await owner.json("GET", `${base}/export?format=docker`);
-  assert.deepEqual([docker.status, docker.body], [400, { error: "These secrets cannot be written in Docker's env-file format: MIKE_LINES. Use format=json or format=shell." }]);
+  assert.deepEqual(
+    [docker.status, docker.body],
+    [400, { error: "These secrets cannot be written in Docker's env-file format: MIKE_LINES. Use format=json or format=shell." }],
+  );
 
   const bad = await owner.json("GET", `${base}/export?format=xml`);
-  assert.deepEqual([bad.status, bad.body], [400, { error: "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON." }]);
+  assert.deepEqual(
+    [bad.status, bad.body],
+    [400, { error: "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON." }],
+  );
 
   assert.deepEqual(
     (await auditEvents(owner, projectId, "secrets.exported")).map((e) => [e.actor, e.targetType, e.metadata]),
@@ -754,7 +804,10 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
 
   // A single flipped byte, or a row moved to another version number, fails the same way.
   const db2 = openFile(server);
-  const sealed = db2.prepare("SELECT ciphertext FROM secret_versions WHERE secret_id = ? AND version_number = 2").pluck().get(victim.id) as Buffer;
+  const sealed = db2
+    .prepare("SELECT ciphertext FROM secret_versions WHERE secret_id = ? AND version_number = 2")
+    .pluck()
+    .get(victim.id) as Buffer;
   sealed[20] = sealed[20]! ^ 1;
   db2.prepare("UPDATE secret_versions SET ciphertext = ? WHERE secret_id = ? AND version_number = 2").run(sealed, victim.id);
   db2.close();

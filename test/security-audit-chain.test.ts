@@ -111,7 +111,12 @@ test("a database writer without the master key cannot edit or remove an event an
   const edited = await runMain(["audit", "verify"], server.env);
   assert.equal(edited.code, 1, edited.stdout);
   assert.equal(edited.stdout, "");
-  assert.match(edited.stderr, new RegExp(`^Audit log chain BROKEN at event #${third.seq} \\(id ${third.id}, at ${third.at}\\): its content does not match its hash: the event was edited\\.\n`));
+  assert.match(
+    edited.stderr,
+    new RegExp(
+      `^Audit log chain BROKEN at event #${third.seq} \\(id ${third.id}, at ${third.at}\\): its content does not match its hash: the event was edited\\.\n`,
+    ),
+  );
   assert.match(edited.stderr, /\n2 events before it verified\.\n$/);
 
   // Passing the rebuilt events off as written before the chain was keyed does not help:
@@ -119,7 +124,12 @@ test("a database writer without the master key cannot edit or remove an event an
   rebuildWithoutKey(file, third.seq, { asHashOnly: true });
   const downgraded = await runMain(["audit", "verify"], server.env);
   assert.equal(downgraded.code, 1, downgraded.stdout);
-  assert.match(downgraded.stderr, new RegExp(`BROKEN at event #${third.seq} .*: it is checked by hash only but comes after keyed events: it was rewritten without the master key\\.`));
+  assert.match(
+    downgraded.stderr,
+    new RegExp(
+      `BROKEN at event #${third.seq} .*: it is checked by hash only but comes after keyed events: it was rewritten without the master key\\.`,
+    ),
+  );
 
   // Remove the third event and relink the rest.
   const removedFile = path.join(copies[0]!, DATABASE_FILE);
@@ -137,7 +147,17 @@ test("a database writer without the master key cannot edit or remove an event an
   sqlite = new Database(masterKeyFile);
   const masterKey = Buffer.from(server.env.MASTER_KEY!, "base64");
   const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as EventRow;
-  const content = JSON.stringify([row.id, row.project_id, row.at, row.action, row.category, row.actor_user_id, row.target_type, row.target_id, row.metadata]);
+  const content = JSON.stringify([
+    row.id,
+    row.project_id,
+    row.at,
+    row.action,
+    row.category,
+    row.actor_user_id,
+    row.target_type,
+    row.target_id,
+    row.metadata,
+  ]);
   const withMasterKey = crypto.createHmac("sha256", masterKey).update(row.prev_hash).update("\n").update(content).digest("hex");
   assert.notEqual(withMasterKey, row.hash);
   sqlite.close();
@@ -191,7 +211,10 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "keyed" })).status, 200);
   await restarted.stop();
   const mixed = allEvents(file);
-  assert.deepEqual(mixed.map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.deepEqual(
+    mixed.map((e) => e.mac_key_version),
+    [null, null, null, 1],
+  );
   assert.equal(mixed[3]!.prev_hash, mixed[2]!.hash);
 
   // The server says so at start, and verify holds the chain but does not call it proven.
@@ -202,7 +225,10 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   const verified = await runMain(["audit", "verify"], restarted.env);
   assert.equal(verified.code, 3, verified.stderr);
   assert.match(verified.stdout, /^Audit log intact: 4 events verified\.\n1 event keyed with master key version 1 \(HMAC-SHA256\)/);
-  assert.match(verified.stdout, new RegExp(`\nNOT PROVEN: 3 events are checked by hash only .*The last of them has hash ${mixed[2]!.hash}\\.`));
+  assert.match(
+    verified.stdout,
+    new RegExp(`\nNOT PROVEN: 3 events are checked by hash only .*The last of them has hash ${mixed[2]!.hash}\\.`),
+  );
 
   // The keyed event seals the hash-only ones before it: editing one and rebuilding the
   // hash-only part breaks the link into the keyed event, which only the key could redo.
@@ -221,8 +247,14 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   // rotate-key leaves them unless the operator vouches for them with the flag.
   const plain = await runMain(["rotate-key"], restarted.env);
   assert.equal(plain.code, 0, plain.stderr + plain.stdout);
-  assert.match(plain.stdout, /\nAudit log: 0 of 4 events to re-key with version 1\. 3 events checked by hash only stay as they are: audit verify says how to key them\.\n/);
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.match(
+    plain.stdout,
+    /\nAudit log: 0 of 4 events to re-key with version 1\. 3 events checked by hash only stay as they are: audit verify says how to key them\.\n/,
+  );
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [null, null, null, 1],
+  );
   assert.equal((await runMain(["audit", "verify"], restarted.env)).code, 3);
 
   // With it, rotate-key on the same key version keys the older events too, after verifying them.
@@ -231,9 +263,14 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   assert.match(rotated.stdout, /\nAudit log: 3 of 4 events to re-key with version 1\.\n/);
   assert.match(
     rotated.stdout,
-    new RegExp(`\nAudit log verified; 4 events re-keyed with version 1 \\(3 of them were checked by hash only before\\)\\. The head hash was ${mixed[3]!.hash} and is now [0-9a-f]{64}: record the new one\\.\n`),
+    new RegExp(
+      `\nAudit log verified; 4 events re-keyed with version 1 \\(3 of them were checked by hash only before\\)\\. The head hash was ${mixed[3]!.hash} and is now [0-9a-f]{64}: record the new one\\.\n`,
+    ),
   );
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [1, 1, 1, 1]);
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [1, 1, 1, 1],
+  );
   const after = await runMain(["audit", "verify"], restarted.env);
   assert.equal(after.code, 0, after.stderr);
   assert.match(after.stdout, /^Audit log intact: 4 events verified\.\n4 events keyed with master key version 1 /);
@@ -251,7 +288,10 @@ test("rotation: events under key 1, rotate to key 2 with the server running, dro
   let alice = await server.signIn("alice@example.test");
   const projectId = allEvents(file)[0]!.target_id;
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "under key 2" })).status, 200);
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [1, 1, 1, 1, 2]);
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [1, 1, 1, 1, 2],
+  );
   const mixed = await runMain(["audit", "verify"], server.env);
   assert.equal(mixed.code, 0, mixed.stderr);
   assert.match(mixed.stdout, /\n5 events keyed with master key versions 1 and 2 \(HMAC-SHA256\)/);
@@ -259,12 +299,21 @@ test("rotation: events under key 1, rotate to key 2 with the server running, dro
   const rotated = await runMain(["rotate-key"], server.env);
   assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
   assert.match(rotated.stdout, /\nAudit log: 4 of 5 events to re-key with version 2\.\n/);
-  assert.match(rotated.stdout, /\nAudit log verified; 5 events re-keyed with version 2\. The head hash was [0-9a-f]{64} and is now [0-9a-f]{64}: record the new one\.\n/);
-  assert.match(rotated.stdout, /\nDone: 0 records re-encrypted, 5 audit events re-keyed, 1 old project data key removed\. 1 of 1 record and 5 of 5 audit events are on key version 2\.\n/);
+  assert.match(
+    rotated.stdout,
+    /\nAudit log verified; 5 events re-keyed with version 2\. The head hash was [0-9a-f]{64} and is now [0-9a-f]{64}: record the new one\.\n/,
+  );
+  assert.match(
+    rotated.stdout,
+    /\nDone: 0 records re-encrypted, 5 audit events re-keyed, 1 old project data key removed\. 1 of 1 record and 5 of 5 audit events are on key version 2\.\n/,
+  );
   assert.match(rotated.stdout, /Older keys are no longer needed: remove them from MASTER_KEYS_PREVIOUS/);
   // The running server chains its next event onto the re-keyed head.
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "after rotation" })).status, 200);
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [2, 2, 2, 2, 2, 2]);
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [2, 2, 2, 2, 2, 2],
+  );
 
   // Key 2 alone.
   server = await server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
@@ -287,7 +336,7 @@ test("rotate-key refuses to re-key a tampered audit chain and changes nothing", 
   await server.stop();
   const file = path.join(server.dataDir, DATABASE_FILE);
   const second = allEvents(file)[1]!;
-  let sqlite = new Database(file);
+  const sqlite = new Database(file);
   sqlite.prepare("UPDATE audit_events SET actor_user_id = NULL WHERE seq = ?").run(second.seq);
   sqlite.close();
   const eventsBefore = allEvents(file);
@@ -336,7 +385,10 @@ test("a full downgrade is not laundered: the log rewritten as hash-only and keye
   const alice = await restarted.signIn("alice@example.test");
   assert.equal((await alice.json("PATCH", `/api/projects/${before[0]!.target_id}`, { description: "on top" })).status, 200);
   await restarted.stop();
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [null, null, null, 1],
+  );
 
   const verified = await runMain(["audit", "verify"], restarted.env);
   assert.notEqual(verified.code, 0, "a forged hash-only prefix must not verify as proven");
@@ -344,5 +396,8 @@ test("a full downgrade is not laundered: the log rewritten as hash-only and keye
   assert.match(verified.stdout, /NOT PROVEN: 3 events are checked by hash only/);
   // And rotate-key without the operator's word does not bless it.
   assert.equal((await runMain(["rotate-key"], restarted.env)).code, 0);
-  assert.deepEqual(allEvents(file).map((e) => e.mac_key_version), [null, null, null, 1]);
+  assert.deepEqual(
+    allEvents(file).map((e) => e.mac_key_version),
+    [null, null, null, 1],
+  );
 });

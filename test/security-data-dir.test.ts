@@ -51,7 +51,9 @@ test("files an older version left 0644 are tightened at start, and a folder othe
     const file = path.join(dataDir, name);
     if (fs.existsSync(file)) assert.equal(modeOf(file).toString(8), "600", name);
   }
-  const warning = server.logs.map((line) => JSON.parse(line) as { level: number; msg: string }).find((l) => l.msg.includes("can be entered by other users"));
+  const warning = server.logs
+    .map((line) => JSON.parse(line) as { level: number; msg: string })
+    .find((l) => l.msg.includes("can be entered by other users"));
   assert.ok(warning, "the folder's mode is reported");
   assert.equal(warning.level, 40);
   assert.equal(warning.msg, `DATA_DIR ${dataDir} can be entered by other users of this machine (mode 755): run chmod 700 on it.`);
@@ -78,5 +80,8 @@ test("server commands run with umask 077: migrate and a generated key file are p
   const again = await runMain(["migrate"], env);
   assert.equal(again.code, 0, again.stderr);
   assert.equal(modeOf(path.join(dataDir, "secrets.db")).toString(8), "600");
-  assert.match(again.stderr, /secrets-server: warning: DATA_DIR .* can be entered by other users of this machine \(mode 750\): run chmod 700 on it\./);
+  assert.match(
+    again.stderr,
+    /secrets-server: warning: DATA_DIR .* can be entered by other users of this machine \(mode 750\): run chmod 700 on it\./,
+  );
 });

@@ -13,7 +13,8 @@ import { createSecret, envPath, openFile } from "./secrets-helpers.ts";
 
 const TOO_LARGE = { error: "The import is too large." };
 const ENVIRONMENT_FULL = {
-  error: "This environment already holds 1,000 secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.",
+  error:
+    "This environment already holds 1,000 secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.",
 };
 const VERSION_NOT_FOUND = { error: "Version not found." };
 // Long enough for a server that answers before reading, far too short to wait for a body that never comes.
@@ -30,7 +31,11 @@ async function startProject(t: Parameters<typeof startServer>[0]): Promise<{ ser
  * Sends a POST's headers with a Content-Length and never its body. The answer must come
  * without the body: a server that waited for it would never answer.
  */
-function postHeadersOnly(client: Client, urlPath: string, contentLength: number): Promise<{ status: number; body: unknown; headers: http.IncomingHttpHeaders }> {
+function postHeadersOnly(
+  client: Client,
+  urlPath: string,
+  contentLength: number,
+): Promise<{ status: number; body: unknown; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     const req = http.request(client.baseUrl + urlPath, {
       method: "POST",
@@ -113,13 +118,16 @@ test("an environment holds at most 1,000 secrets: create and import past it are 
       { key: "NEW_B", value: "new-b-value", overwrite: false },
     ],
   });
-  assert.deepEqual([twoNew.status, twoNew.body], [
-    409,
-    {
-      error:
-        "This import would add 2 new secrets to the 999 this environment holds, more than the 1,000 it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.",
-    },
-  ]);
+  assert.deepEqual(
+    [twoNew.status, twoNew.body],
+    [
+      409,
+      {
+        error:
+          "This import would add 2 new secrets to the 999 this environment holds, more than the 1,000 it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.",
+      },
+    ],
+  );
   assert.deepEqual(await keys(), at999);
   assert.equal((await auditEvents(owner, projectId, "secret")).length, auditBefore);
 
@@ -128,7 +136,9 @@ test("an environment holds at most 1,000 secrets: create and import past it are 
   assert.equal(last.status, 201);
   const create = await owner.json("POST", `${base}/secrets`, { key: "ONE_MORE", value: "one-more-value" });
   assert.deepEqual([create.status, create.body], [409, ENVIRONMENT_FULL]);
-  const importOne = await owner.json("POST", `${base}/import`, { entries: [{ key: "ONE_MORE", value: "one-more-value", overwrite: true }] });
+  const importOne = await owner.json("POST", `${base}/import`, {
+    entries: [{ key: "ONE_MORE", value: "one-more-value", overwrite: true }],
+  });
   assert.equal(importOne.status, 409);
   assert.match(importOne.body.error, /^This import would add 1 new secret to the 1,000 this environment holds/);
   const full = await keys();
@@ -137,7 +147,9 @@ test("an environment holds at most 1,000 secrets: create and import past it are 
   assert.equal((await owner.json("GET", `${base}/export`)).body.secrets.length, 1_000);
 
   // Changing what is there still works at the limit, and the limit is per environment.
-  const overwrite = await owner.json("POST", `${base}/import`, { entries: [{ key: "KEY_0", value: "overwritten-value", overwrite: true }] });
+  const overwrite = await owner.json("POST", `${base}/import`, {
+    entries: [{ key: "KEY_0", value: "overwritten-value", overwrite: true }],
+  });
   assert.deepEqual([overwrite.status, overwrite.body.summary.updated], [200, 1]);
   await createSecret(owner, projectId, "staging", "ONE_MORE", "one-more-value");
   // Deleting one makes a place.
@@ -155,7 +167,10 @@ test("a secret keeps its newest 100 versions: a new value drops the oldest", asy
 
   const numbers = async () => {
     const history = (await owner.json("GET", `${url}/versions`)).body;
-    return { current: history.currentVersion as number, numbers: (history.versions as { versionNumber: number }[]).map((v) => v.versionNumber) };
+    return {
+      current: history.currentVersion as number,
+      numbers: (history.versions as { versionNumber: number }[]).map((v) => v.versionNumber),
+    };
   };
   const range = (newest: number) => Array.from({ length: 100 }, (_, i) => newest - i);
   assert.deepEqual(await numbers(), { current: 101, numbers: range(101) });
@@ -196,7 +211,10 @@ test("a listing reads in a snapshot without waiting for another connection's wri
      db.exec("COMMIT");
      db.close();
      parentPort.postMessage("committed");`,
-    { eval: true, workerData: { module: createRequire(import.meta.url).resolve("better-sqlite3"), file: path.join(server.dataDir, DATABASE_FILE) } },
+    {
+      eval: true,
+      workerData: { module: createRequire(import.meta.url).resolve("better-sqlite3"), file: path.join(server.dataDir, DATABASE_FILE) },
+    },
   );
   t.after(() => worker.terminate());
   const messages: string[] = [];
@@ -245,7 +263,9 @@ test("export fails closed: no value leaves when its audit event cannot be writte
     const text = await res.text();
     assert.equal(res.status, 500, format);
     assert.ok(!text.includes("guarded-value-01"), format);
-    assert.deepEqual(JSON.parse(text), { error: "Something went wrong on the server. Try again; if it keeps happening, check the server log." });
+    assert.deepEqual(JSON.parse(text), {
+      error: "Something went wrong on the server. Try again; if it keeps happening, check the server log.",
+    });
   }
   file.exec("DROP TRIGGER refuse_export");
   assert.deepEqual((await owner.json("GET", `${base}/export`)).body.secrets, [{ key: "GUARDED", value: "guarded-value-01" }]);

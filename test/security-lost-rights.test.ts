@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { test, type TestContext } from "node:test";
-import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
-import { runMain, startServer, type Client, type TestServer } from "./helpers.ts";
+import { type TestContext, test } from "node:test";
+import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type Client, runMain, startServer, type TestServer } from "./helpers.ts";
 import { addMember, createInvitation } from "./secrets-helpers.ts";
 
 // A person who loses a right must not keep acting through what they
@@ -132,18 +132,20 @@ for (const loss of LOSSES) {
       revoked
         .map((e) => ({ targetId: e.targetId, category: e.category, actor: e.actor.userId, metadata: e.metadata }))
         .sort((a, b) => a.targetId.localeCompare(b.targetId)),
-      byAlice.map((i, n) => ({
-        targetId: i.id,
-        category: "access",
-        actor: (loss.actor === "owner" ? team.owner : team.alice).user!.id,
-        metadata: {
-          email: i.email,
-          role: n === 0 ? "admin" : "member",
-          reason: "inviter_lost_access",
-          inviter: team.alice.user!.id,
-          cause: loss.cause,
-        },
-      })).sort((a, b) => a.targetId.localeCompare(b.targetId)),
+      byAlice
+        .map((i, n) => ({
+          targetId: i.id,
+          category: "access",
+          actor: (loss.actor === "owner" ? team.owner : team.alice).user!.id,
+          metadata: {
+            email: i.email,
+            role: n === 0 ? "admin" : "member",
+            reason: "inviter_lost_access",
+            inviter: team.alice.user!.id,
+            cause: loss.cause,
+          },
+        }))
+        .sort((a, b) => a.targetId.localeCompare(b.targetId)),
     );
     await assertRefused(team, byAlice);
 
@@ -303,7 +305,13 @@ test("Vercel: the admin who connected is demoted; syncing pauses (visible, audit
   const reconnected = await team.owner.json("POST", team.base, { token: ownerToken });
   assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
   assert.deepEqual(
-    [reconnected.body.paused, reconnected.body.pausedAt, reconnected.body.pausedReason, reconnected.body.connectedBy, reconnected.body.status],
+    [
+      reconnected.body.paused,
+      reconnected.body.pausedAt,
+      reconnected.body.pausedReason,
+      reconnected.body.connectedBy,
+      reconnected.body.status,
+    ],
     [false, null, null, { userId: team.owner.user!.id, email: "owner@example.test" }, "active"],
   );
   const connectedEvents = await auditOf(team, "integration.connected");
@@ -314,7 +322,10 @@ test("Vercel: the admin who connected is demoted; syncing pauses (visible, audit
   assert.equal(afterSync.authorization, `Bearer ${ownerToken}`, "the sync uses the owner's token now");
   const cleared = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
   assert.equal(cleared.body.integrations.hosting.paused, false);
-  assert.equal((cleared.body.notes as string[]).some((n) => n.startsWith("Vercel syncing is paused")), false);
+  assert.equal(
+    (cleared.body.notes as string[]).some((n) => n.startsWith("Vercel syncing is paused")),
+    false,
+  );
 });
 
 test("Vercel: removing or losing the connector pauses only their connection; one without a recorded connector keeps running", async (t) => {

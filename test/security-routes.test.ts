@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { test } from "node:test";
-import { startServer, type Client } from "./helpers.ts";
+import { type Client, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 
 interface RawAnswer {
@@ -60,7 +60,10 @@ test("no spelling of an API path gets past the cross-site guard: encoded, double
   const base = `/api/projects/${project.id}/environments/production`;
   const secret = await createSecret(alice, project.id, "production", "API_KEY", "route-guard-value-1");
   const audited = () =>
-    server.app.db.$client.prepare("SELECT count(*) FROM audit_events WHERE action IN ('secret.revealed', 'secrets.exported')").pluck().get();
+    server.app.db.$client
+      .prepare("SELECT count(*) FROM audit_events WHERE action IN ('secret.revealed', 'secrets.exported')")
+      .pluck()
+      .get();
 
   const cookie = cookieHeader(alice);
   for (const apiPath of [`${base}/export?format=dotenv`, `${base}/export`, `${base}/secrets/${secret.id}`]) {
@@ -92,7 +95,7 @@ test("every answer of an API route is no-store, however its path was spelled", a
   for (const apiPath of [`${base}/export`, `${base}/secrets/${secret.id}`, `/api/projects/${project.id}`]) {
     for (const spelled of spellings(apiPath)) {
       const res = await rawGet(server.url, spelled, { cookie, "sec-fetch-site": "same-origin" });
-      if (res.body.includes("route-guard-value-2") || res.status === 200 && res.headers["content-type"]?.includes("application/json")) {
+      if (res.body.includes("route-guard-value-2") || (res.status === 200 && res.headers["content-type"]?.includes("application/json"))) {
         reachedHandler++;
         assert.equal(res.headers["cache-control"], "no-store", `${spelled} reached the API and must not be cached`);
       }

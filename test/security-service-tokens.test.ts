@@ -1,10 +1,10 @@
 // Service tokens against misuse: odd client networks, tokens that outlive their creator's
 // right to make them, floods of made-up tokens, and trusts that let any workload in.
 import assert from "node:assert/strict";
-import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
-import { test, type TestContext } from "node:test";
-import { runMain, type Client } from "./helpers.ts";
+import { type TestContext, test } from "node:test";
+import { type Client, runMain } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
+import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
 
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const CLI_SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
@@ -126,7 +126,12 @@ async function tokensAround(t: TestContext) {
     assert.equal(res.status, 201, JSON.stringify(res.body));
     return res.body as { token: string; tokenInfo: { id: string } };
   };
-  return { team, account, byAdmin: [await make(team.admin, "admin-1"), await make(team.admin, "admin-2")], byOwner: await make(team.owner, "owner-1") };
+  return {
+    team,
+    account,
+    byAdmin: [await make(team.admin, "admin-1"), await make(team.admin, "admin-2")],
+    byOwner: await make(team.owner, "owner-1"),
+  };
 }
 
 for (const loss of LOSSES) {
@@ -199,7 +204,9 @@ test("the Bearer scheme is matched without regard to case, for service and CLI t
   const cli = await cliFor(team.server, team.owner);
   const lower = await team.server.client().request("GET", "/api/projects", undefined, { authorization: `bearer ${cli.bearer}` });
   assert.equal(lower.status, 200);
-  const badCli = await team.server.client().request("GET", "/api/projects", undefined, { authorization: `bearer svc_at_${"C".repeat(43)}` });
+  const badCli = await team.server
+    .client()
+    .request("GET", "/api/projects", undefined, { authorization: `bearer svc_at_${"C".repeat(43)}` });
   assert.deepEqual([badCli.status, await badCli.json()], [401, CLI_SESSION_ENDED]);
 });
 
@@ -210,7 +217,10 @@ test("refused service tokens are limited per client address on every path: 429 a
   const bad = (n: number) => `svc_st_${String(n).padStart(43, "x")}`;
   const paths = ["/api/service-accounts/me", "/healthz", "/api/projects", "/some/ui/page"];
   for (let n = 0; n < 60; n++) {
-    const res = await team.server.client().withBearer(bad(n)).json("GET", paths[n % paths.length]!);
+    const res = await team.server
+      .client()
+      .withBearer(bad(n))
+      .json("GET", paths[n % paths.length]!);
     assert.deepEqual([res.status, res.body], [401, TOKEN_REFUSED], `attempt ${n + 1}`);
   }
   for (const path of paths) {
@@ -220,7 +230,10 @@ test("refused service tokens are limited per client address on every path: 429 a
     assert.match(res.headers.get("retry-after") ?? "", /^\d+$/);
   }
   // A body is not read for them either.
-  const posted = await team.server.client().withBearer(bad(101)).json("POST", `/api/projects/${team.projectId}/environments/production/secrets`, { key: "K", value: "v" });
+  const posted = await team.server
+    .client()
+    .withBearer(bad(101))
+    .json("POST", `/api/projects/${team.projectId}/environments/production/secrets`, { key: "K", value: "v" });
   assert.equal(posted.status, 429);
   // The limit counts refusals only: the good token and people go on.
   assert.equal((await me(team, token)).status, 200);
@@ -230,13 +243,17 @@ test("refused service tokens are limited per client address on every path: 429 a
 // ---------------------------------------------------------------------------------------
 // Trusts that accept any workload
 
-test("the security overview warns about a trust with subject \"*\" and no claims", async (t) => {
+test('the security overview warns about a trust with subject "*" and no claims', async (t) => {
   const team = await startTeam(t);
   const open = await createAccount(team.owner, team.projectId, "open-bot");
   const narrow = await createAccount(team.owner, team.projectId, "narrow-bot");
   const note = (notes: string[]) => notes.filter((n) => n.includes("any workload"));
   const trust = (accountId: string, body: Record<string, unknown>) =>
-    team.owner.json("POST", `${serviceAccountsPath(team.projectId)}/${accountId}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "https://secrets.example.test", ...body });
+    team.owner.json("POST", `${serviceAccountsPath(team.projectId)}/${accountId}/trusts`, {
+      issuer: "https://token.actions.githubusercontent.com",
+      audience: "https://secrets.example.test",
+      ...body,
+    });
 
   // Narrow ones: a pattern with more than stars, or "*" with a claim.
   assert.equal((await trust(narrow.id, { subject: "repo:acme/api:*" })).status, 201);
@@ -253,7 +270,9 @@ test("the security overview warns about a trust with subject \"*\" and no claims
     'The service account "open-bot" accepts an identity token from any workload of a trusted issuer: a trust with subject "*" and no claims. On GitHub Actions that is a workflow in any repository anywhere that asks for the audience. Narrow the subject (for example repo:OWNER/NAME:ref:refs/heads/main) or require claims, such as repository.',
   ]);
   assert.deepEqual(
-    overview.body.findings.filter((f: { code: string }) => f.code === "open_workload_trust").map((f: { severity: string; where: unknown }) => [f.severity, f.where]),
+    overview.body.findings
+      .filter((f: { code: string }) => f.code === "open_workload_trust")
+      .map((f: { severity: string; where: unknown }) => [f.severity, f.where]),
     [["critical", { page: "service-accounts" }]],
   );
 

@@ -2,7 +2,7 @@
 // client addresses.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
 
@@ -37,12 +37,9 @@ interface Answer {
 
 /** One sign-in; `address` is sent as X-Forwarded-For (only a server with TRUST_PROXY believes it). */
 async function signIn(server: TestServer, password: string, address?: string): Promise<Answer> {
-  const res = await server.client().request(
-    "POST",
-    "/api/auth/local/sign-in",
-    { email: EMAIL, password },
-    address ? { "x-forwarded-for": address } : {},
-  );
+  const res = await server
+    .client()
+    .request("POST", "/api/auth/local/sign-in", { email: EMAIL, password }, address ? { "x-forwarded-for": address } : {});
   return { status: res.status, body: (await res.json()) as Answer["body"], retryAfter: res.headers.get("retry-after") };
 }
 
@@ -132,7 +129,8 @@ test("TRUST_PROXY=true (or a spelling of it) is refused at start with one line",
   for (const value of ["true", "TRUE", "yes", "on", "*", "11", "1000"]) {
     assert.throws(
       () => loadConfig({ TRUST_PROXY: value }),
-      (error: unknown) => error instanceof ConfigError && error.message === TRUST_PROXY_TRUE.replace("TRUST_PROXY=true", `TRUST_PROXY=${value}`),
+      (error: unknown) =>
+        error instanceof ConfigError && error.message === TRUST_PROXY_TRUE.replace("TRUST_PROXY=true", `TRUST_PROXY=${value}`),
       value,
     );
   }

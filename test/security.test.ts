@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { auditEvents, type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { addMember, createSecret } from "./secrets-helpers.ts";
@@ -87,7 +87,8 @@ test("every overview field from live data: keys, records, roles, invitations, gr
       {
         severity: "info",
         code: "members_without_access",
-        message: "1 member or viewer has no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.",
+        message:
+          "1 member or viewer has no environment access and cannot read any secret. Grant environments under Environment access, or remove them from the project.",
         where: { page: "access" },
       },
       {
@@ -183,7 +184,16 @@ test("hosting integration status and last sync, with notes when it needs attenti
   const active = await overview(alice, project.id);
   assert.deepEqual(active.integrations, {
     // Written without connected_by, as connections made before it was recorded: nobody to check, never paused.
-    hosting: { provider: "vercel", status: "active", lastSyncAt: now, lastSyncStatus: "ok", connectedBy: null, paused: false, pausedAt: null, pausedReason: null },
+    hosting: {
+      provider: "vercel",
+      status: "active",
+      lastSyncAt: now,
+      lastSyncStatus: "ok",
+      connectedBy: null,
+      paused: false,
+      pausedAt: null,
+      pausedReason: null,
+    },
   });
   assert.deepEqual(active.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
   assert.deepEqual(active.notes, [DEV_SIGN_IN_NOTE]);
@@ -257,7 +267,16 @@ test("hosting integration through the real endpoints: connected, linked with a h
   let body = await overview(alice, project.id);
   const connectedBy = { userId: alice.user!.id, email: "alice@example.test" };
   assert.deepEqual(body.integrations, {
-    hosting: { provider: "vercel", status: "connected", lastSyncAt: null, lastSyncStatus: null, connectedBy, paused: false, pausedAt: null, pausedReason: null },
+    hosting: {
+      provider: "vercel",
+      status: "connected",
+      lastSyncAt: null,
+      lastSyncStatus: null,
+      connectedBy,
+      paused: false,
+      pausedAt: null,
+      pausedReason: null,
+    },
   });
   // The data key, the secret's value and the token.
   assert.deepEqual(body.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
@@ -273,7 +292,16 @@ test("hosting integration through the real endpoints: connected, linked with a h
   const connection = (await alice.json("GET", base)).body;
   body = await overview(alice, project.id);
   assert.deepEqual(body.integrations, {
-    hosting: { provider: "vercel", status: connection.status, lastSyncAt: connection.lastSyncAt, lastSyncStatus: "ok", connectedBy, paused: false, pausedAt: null, pausedReason: null },
+    hosting: {
+      provider: "vercel",
+      status: connection.status,
+      lastSyncAt: connection.lastSyncAt,
+      lastSyncStatus: "ok",
+      connectedBy,
+      paused: false,
+      pausedAt: null,
+      pausedReason: null,
+    },
   });
   assert.equal(body.integrations.hosting.status, "active");
   assert.match(body.integrations.hosting.lastSyncAt, /^\d{4}-\d{2}-\d{2}T/);

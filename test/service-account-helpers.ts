@@ -14,7 +14,12 @@ export async function createServiceAccount(by: Client, projectId: string, input:
 }
 
 /** Issues a service token (201 asserted): the token, shown this once, and its description. */
-export async function createServiceToken(by: Client, projectId: string, accountId: string, input: Record<string, unknown> = { name: "ci" }) {
+export async function createServiceToken(
+  by: Client,
+  projectId: string,
+  accountId: string,
+  input: Record<string, unknown> = { name: "ci" },
+) {
   const res = await by.json("POST", `${serviceAccountsPath(projectId)}/${accountId}/tokens`, input);
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body as { token: string; tokenInfo: any };

@@ -1,10 +1,10 @@
 // Machine access (README, "Machine access") over HTTP against a real server: service accounts, service tokens and
 // the access guard's third kind of caller.
 import assert from "node:assert/strict";
-import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";
 import { test } from "node:test";
 import type { Client, TestServer } from "./helpers.ts";
-import { cliFor, count, createSecret, envPath, ISO_MS, startTeam, UUID, type Team } from "./secrets-helpers.ts";
+import { cliFor, count, createSecret, envPath, ISO_MS, startTeam, type Team, UUID } from "./secrets-helpers.ts";
+import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";
 
 const NOT_FOUND = { error: "Project not found." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
@@ -31,8 +31,16 @@ async function machine(team: Team, input: { name: string; role: string; environm
 
 function auditRows(server: TestServer, projectId: string) {
   return server.app.db.$client
-    .prepare("SELECT action, actor_user_id, service_account_id, service_account_name, metadata FROM audit_events WHERE project_id = ? ORDER BY seq")
-    .all(projectId) as { action: string; actor_user_id: string | null; service_account_id: string | null; service_account_name: string | null; metadata: string }[];
+    .prepare(
+      "SELECT action, actor_user_id, service_account_id, service_account_name, metadata FROM audit_events WHERE project_id = ? ORDER BY seq",
+    )
+    .all(projectId) as {
+    action: string;
+    actor_user_id: string | null;
+    service_account_id: string | null;
+    service_account_name: string | null;
+    metadata: string;
+  }[];
 }
 
 test("owner and admin manage accounts; the shapes are the document's and the token is shown once", async (t) => {
@@ -53,7 +61,10 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   assert.ok(!JSON.stringify(members.body).includes(account.id) && !JSON.stringify(members.body).includes("deploy-bot"), "not a member");
   const matrix = await owner.json("GET", `/api/projects/${projectId}/environment-access`);
   assert.equal(matrix.status, 200);
-  assert.ok(!JSON.stringify(matrix.body).includes(account.id) && !JSON.stringify(matrix.body).includes("deploy-bot"), "not in the access matrix");
+  assert.ok(
+    !JSON.stringify(matrix.body).includes(account.id) && !JSON.stringify(matrix.body).includes("deploy-bot"),
+    "not in the access matrix",
+  );
   assert.match(account.id, UUID);
   assert.match(account.createdAt, ISO_MS);
   assert.deepEqual(
@@ -79,14 +90,30 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   // Ordered by name, without regard to case.
   const list = await admin.json("GET", serviceAccountsPath(projectId));
   assert.equal(list.status, 200);
-  assert.deepEqual(list.body.serviceAccounts.map((a: any) => a.name), ["Audit-Reader", "deploy-bot"]);
+  assert.deepEqual(
+    list.body.serviceAccounts.map((a: any) => a.name),
+    ["Audit-Reader", "deploy-bot"],
+  );
 
-  const minted = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/tokens`, { name: "github", expiresInDays: 30, allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
+  const minted = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/tokens`, {
+    name: "github",
+    expiresInDays: 30,
+    allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"],
+  });
   assert.equal(minted.status, 201);
   assert.deepEqual(Object.keys(minted.body).sort(), ["token", "tokenInfo"]);
   assert.match(minted.body.token, TOKEN_SHAPE);
   const info = minted.body.tokenInfo;
-  assert.deepEqual(Object.keys(info).sort(), ["allowedCidrs", "createdAt", "createdBy", "expiresAt", "id", "lastUsedAt", "lastUsedIp", "name"]);
+  assert.deepEqual(Object.keys(info).sort(), [
+    "allowedCidrs",
+    "createdAt",
+    "createdBy",
+    "expiresAt",
+    "id",
+    "lastUsedAt",
+    "lastUsedIp",
+    "name",
+  ]);
   assert.equal(info.name, "github");
   assert.deepEqual(info.allowedCidrs, ["10.0.0.0/8", "2001:db8::/32"]);
   assert.equal(Date.parse(info.expiresAt) - Date.parse(info.createdAt), 30 * DAY_MS);
@@ -101,7 +128,10 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   // Only the hash is stored; no GET carries a token.
   const got = await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`);
   assert.equal(got.status, 200);
-  assert.deepEqual(got.body.serviceAccount.tokens.map((x: any) => x.name), ["github", "forever"]);
+  assert.deepEqual(
+    got.body.serviceAccount.tokens.map((x: any) => x.name),
+    ["github", "forever"],
+  );
   const text = JSON.stringify(got.body) + JSON.stringify((await owner.json("GET", serviceAccountsPath(projectId))).body);
   assert.ok(!text.includes(minted.body.token) && !text.includes("svc_st_"));
   const stored = team.server.app.db.$client.prepare("SELECT token_hash FROM service_tokens").pluck().all() as string[];
@@ -109,7 +139,11 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   assert.equal(count(team.server, "SELECT count(*) FROM service_tokens WHERE token_hash = ?", minted.body.token), 0);
 
   // PATCH: any field, description null clears; takes effect at once.
-  const patched = await admin.json("PATCH", `${serviceAccountsPath(projectId)}/${account.id}`, { description: null, role: "viewer", name: "Deploy-Bot" });
+  const patched = await admin.json("PATCH", `${serviceAccountsPath(projectId)}/${account.id}`, {
+    description: null,
+    role: "viewer",
+    name: "Deploy-Bot",
+  });
   assert.equal(patched.status, 200);
   assert.equal(patched.body.serviceAccount.description, null);
   assert.equal(patched.body.serviceAccount.role, "viewer");
@@ -138,9 +172,15 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
 
   // DELETE of a token, then of the account; a second DELETE is 404.
   assert.deepEqual((await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${info.id}`)).body, { ok: true });
-  assert.deepEqual(await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${info.id}`).then((r) => [r.status, r.body]), [404, TOKEN_NOT_FOUND]);
+  assert.deepEqual(
+    await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}/tokens/${info.id}`).then((r) => [r.status, r.body]),
+    [404, TOKEN_NOT_FOUND],
+  );
   assert.deepEqual((await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`)).body, { ok: true });
-  assert.deepEqual(await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`).then((r) => [r.status, r.body]), [404, ACCOUNT_NOT_FOUND]);
+  assert.deepEqual(await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`).then((r) => [r.status, r.body]), [
+    404,
+    ACCOUNT_NOT_FOUND,
+  ]);
   assert.equal(count(team.server, "SELECT count(*) FROM service_tokens"), 0);
 });
 
@@ -148,7 +188,11 @@ test("who may manage: members and viewers 403, non-members 404, CLI and service 
   const team = await startTeam(t);
   const { owner, member, viewer, outsider, projectId, server } = team;
   const { account, tokenInfo, client: bot } = await machine(team, { name: "bot", role: "member", environments: ["development"] });
-  const trust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/trusts`, { issuer: "https://token.actions.githubusercontent.com", audience: "secrets", subject: "repo:acme/api:*" });
+  const trust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${account.id}/trusts`, {
+    issuer: "https://token.actions.githubusercontent.com",
+    audience: "secrets",
+    subject: "repo:acme/api:*",
+  });
   assert.equal(trust.status, 201);
   const ownerCli = await cliFor(server, owner);
   const p = serviceAccountsPath(projectId);
@@ -211,7 +255,10 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
   }
   const account = await createServiceAccount(owner, projectId, { name: "Deploy", role: "viewer", environments: ["development"] });
   await createServiceAccount(owner, projectId, { name: "other", role: "viewer", environments: ["development"] });
-  assert.deepEqual(await owner.json("POST", p, { name: "deploy", role: "member", environments: ["production"] }).then((r) => [r.status, r.body]), [409, NAME_TAKEN]);
+  assert.deepEqual(
+    await owner.json("POST", p, { name: "deploy", role: "member", environments: ["production"] }).then((r) => [r.status, r.body]),
+    [409, NAME_TAKEN],
+  );
   assert.deepEqual(await owner.json("PATCH", `${p}/${account.id}`, { name: "OTHER" }).then((r) => [r.status, r.body]), [409, NAME_TAKEN]);
   // Renaming to its own name in another case is not a clash.
   assert.equal((await owner.json("PATCH", `${p}/${account.id}`, { name: "DEPLOY" })).status, 200);
@@ -262,7 +309,11 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   const sibling = await createServiceAccount(owner, projectId, { name: "b", role: "viewer", environments: ["development"] });
   const foreign = await createServiceAccount(owner, otherProject.id, { name: "c", role: "viewer", environments: ["development"] });
   const siblingToken = await createServiceToken(owner, projectId, sibling.id);
-  const siblingTrust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${sibling.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
+  const siblingTrust = await owner.json("POST", `${serviceAccountsPath(projectId)}/${sibling.id}/trusts`, {
+    issuer: "https://issuer.example",
+    audience: "a",
+    subject: "s",
+  });
   const p = serviceAccountsPath(projectId);
   const unknown = "00000000-0000-4000-8000-000000000000";
   for (const [method, path, expected] of [
@@ -282,7 +333,10 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   }
 
   for (let i = 0; i < 20; i++) await createServiceToken(owner, projectId, mine.id, { name: `t${i}` });
-  assert.deepEqual(await owner.json("POST", `${p}/${mine.id}/tokens`, { name: "t20" }).then((r) => [r.status, r.body]), [409, TOO_MANY_TOKENS]);
+  assert.deepEqual(await owner.json("POST", `${p}/${mine.id}/tokens`, { name: "t20" }).then((r) => [r.status, r.body]), [
+    409,
+    TOO_MANY_TOKENS,
+  ]);
   // A revoked token leaves room for one more.
   const listed = (await owner.json("GET", `${p}/${mine.id}`)).body.serviceAccount.tokens;
   assert.equal(listed.length, 20);
@@ -290,7 +344,12 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   assert.equal((await owner.json("POST", `${p}/${mine.id}/tokens`, { name: "t20" })).status, 201);
 
   for (let i = 0; i < 10; i++) {
-    const res = await owner.json("POST", `${p}/${mine.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: `s${i}`, claims: { ref: "refs/heads/main" } });
+    const res = await owner.json("POST", `${p}/${mine.id}/trusts`, {
+      issuer: "https://issuer.example",
+      audience: "a",
+      subject: `s${i}`,
+      claims: { ref: "refs/heads/main" },
+    });
     assert.equal(res.status, 201);
     if (i === 0) {
       assert.deepEqual(Object.keys(res.body.trust).sort(), ["audience", "claims", "createdAt", "id", "issuer", "subject"]);
@@ -298,7 +357,9 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
     }
   }
   assert.deepEqual(
-    await owner.json("POST", `${p}/${mine.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s10" }).then((r) => [r.status, r.body]),
+    await owner
+      .json("POST", `${p}/${mine.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s10" })
+      .then((r) => [r.status, r.body]),
     [409, TOO_MANY_TRUSTS],
   );
   const trustId = (await owner.json("GET", `${p}/${mine.id}`)).body.serviceAccount.trusts[0].id;
@@ -309,11 +370,19 @@ test("unknown ids and ids of another account or project answer 404; 21st token a
   const createdSubjects = trustEvents
     .filter((e) => e.action === "service_account_trust.created" && JSON.parse(e.metadata).serviceAccountName === mine.name)
     .map((e) => JSON.parse(e.metadata).subject);
-  assert.deepEqual(createdSubjects, Array.from({ length: 10 }, (_, i) => `s${i}`));
+  assert.deepEqual(
+    createdSubjects,
+    Array.from({ length: 10 }, (_, i) => `s${i}`),
+  );
   const deleted = trustEvents.filter((e) => e.action === "service_account_trust.deleted");
   assert.equal(deleted.length, 1);
   assert.equal(deleted[0]!.actor_user_id, owner.user!.id);
-  assert.deepEqual(JSON.parse(deleted[0]!.metadata), { serviceAccountName: mine.name, trustId, issuer: "https://issuer.example", subject: "s0" });
+  assert.deepEqual(JSON.parse(deleted[0]!.metadata), {
+    serviceAccountName: mine.name,
+    trustId,
+    issuer: "https://issuer.example",
+    subject: "s0",
+  });
 
   // Deleting the project deletes its accounts, tokens and trusts.
   await owner.json("DELETE", `/api/projects/${projectId}`);
@@ -326,32 +395,163 @@ test("a service token acts with its role's permissions in its environments only"
   const team = await startTeam(t);
   const { owner, projectId } = team;
   const secrets: Record<string, any> = {};
-  for (const env of ["development", "staging", "production"]) secrets[env] = await createSecret(owner, projectId, env, "API_KEY", `value-of-${env}-8812`);
+  for (const env of ["development", "staging", "production"])
+    secrets[env] = await createSecret(owner, projectId, env, "API_KEY", `value-of-${env}-8812`);
   const viewerBot = await machine(team, { name: "viewer-bot", role: "viewer", environments: ["staging"] });
   const memberBot = await machine(team, { name: "member-bot", role: "member", environments: ["staging", "production"] });
 
   const envForbidden = (env: string) => ({ error: `You do not have access to the ${env} environment of this project.` });
-  const cases: { who: string; client: Client; method: string; path: (env: string) => string; body?: unknown; expect: Record<string, [number, unknown?]> }[] = [
-    { who: "viewer", client: viewerBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/secrets`, expect: { staging: [200], production: [403, envForbidden("production")] } },
-    { who: "viewer", client: viewerBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`, expect: { staging: [200], development: [403, envForbidden("development")] } },
-    { who: "viewer", client: viewerBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/export`, expect: { staging: [200], production: [403, envForbidden("production")] } },
-    { who: "viewer", client: viewerBot.client, method: "POST", path: (e) => `${envPath(projectId, e)}/secrets`, body: { key: "NEW", value: "new-value-1" }, expect: { staging: [403, FORBIDDEN] } },
-    { who: "viewer", client: viewerBot.client, method: "PATCH", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`, body: { value: "changed-1" }, expect: { staging: [403, FORBIDDEN] } },
-    { who: "member", client: memberBot.client, method: "POST", path: (e) => `${envPath(projectId, e)}/secrets`, body: { key: "NEW", value: "new-value-2" }, expect: { staging: [201], development: [403, envForbidden("development")] } },
-    { who: "member", client: memberBot.client, method: "PATCH", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`, body: { value: "changed-value-2" }, expect: { production: [200], development: [403, envForbidden("development")] } },
-    { who: "member", client: memberBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/export?format=dotenv`, expect: { production: [200] } },
+  const cases: {
+    who: string;
+    client: Client;
+    method: string;
+    path: (env: string) => string;
+    body?: unknown;
+    expect: Record<string, [number, unknown?]>;
+  }[] = [
+    {
+      who: "viewer",
+      client: viewerBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/secrets`,
+      expect: { staging: [200], production: [403, envForbidden("production")] },
+    },
+    {
+      who: "viewer",
+      client: viewerBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`,
+      expect: { staging: [200], development: [403, envForbidden("development")] },
+    },
+    {
+      who: "viewer",
+      client: viewerBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/export`,
+      expect: { staging: [200], production: [403, envForbidden("production")] },
+    },
+    {
+      who: "viewer",
+      client: viewerBot.client,
+      method: "POST",
+      path: (e) => `${envPath(projectId, e)}/secrets`,
+      body: { key: "NEW", value: "new-value-1" },
+      expect: { staging: [403, FORBIDDEN] },
+    },
+    {
+      who: "viewer",
+      client: viewerBot.client,
+      method: "PATCH",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`,
+      body: { value: "changed-1" },
+      expect: { staging: [403, FORBIDDEN] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "POST",
+      path: (e) => `${envPath(projectId, e)}/secrets`,
+      body: { key: "NEW", value: "new-value-2" },
+      expect: { staging: [201], development: [403, envForbidden("development")] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "PATCH",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`,
+      body: { value: "changed-value-2" },
+      expect: { production: [200], development: [403, envForbidden("development")] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/export?format=dotenv`,
+      expect: { production: [200] },
+    },
     // Browser-only endpoints: the CLI token's answer, whatever the role grants.
-    { who: "member", client: memberBot.client, method: "DELETE", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions`, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "GET", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions/1`, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "POST", path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions/1/restore`, body: {}, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "POST", path: (e) => `${envPath(projectId, e)}/import`, body: { entries: [] }, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "PATCH", path: () => `/api/projects/${projectId}`, body: { name: "renamed" }, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "GET", path: () => `/api/projects/${projectId}/members`, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "GET", path: () => `/api/projects/${projectId}/audit`, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "POST", path: () => "/api/projects", body: { name: "mine", environments: ["development"] }, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "POST", path: () => "/api/cli/auth/approve", body: { userCode: "ABCD-EFGH" }, expect: { production: [403, BROWSER_ONLY] } },
-    { who: "member", client: memberBot.client, method: "GET", path: () => "/api/cli/sessions", expect: { production: [403, BROWSER_ONLY] } },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "DELETE",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}`,
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions`,
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions/1`,
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "POST",
+      path: (e) => `${envPath(projectId, e)}/secrets/${secrets[e].id}/versions/1/restore`,
+      body: {},
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "POST",
+      path: (e) => `${envPath(projectId, e)}/import`,
+      body: { entries: [] },
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "PATCH",
+      path: () => `/api/projects/${projectId}`,
+      body: { name: "renamed" },
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: () => `/api/projects/${projectId}/members`,
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: () => `/api/projects/${projectId}/audit`,
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "POST",
+      path: () => "/api/projects",
+      body: { name: "mine", environments: ["development"] },
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "POST",
+      path: () => "/api/cli/auth/approve",
+      body: { userCode: "ABCD-EFGH" },
+      expect: { production: [403, BROWSER_ONLY] },
+    },
+    {
+      who: "member",
+      client: memberBot.client,
+      method: "GET",
+      path: () => "/api/cli/sessions",
+      expect: { production: [403, BROWSER_ONLY] },
+    },
   ];
   for (const c of cases) {
     for (const [env, [status, body]] of Object.entries(c.expect)) {
@@ -375,7 +575,12 @@ test("a service token acts with its role's permissions in its environments only"
   assert.equal(history.status, 200);
   assert.deepEqual(history.body.versions[0].changedBy, null);
   assert.deepEqual(history.body.versions[0].changedByServiceAccount, { id: memberBot.account.id, name: "member-bot" });
-  assert.deepEqual(history.body.versions[1].changedBy, { userId: owner.user!.id, email: "olivia@example.test", isYou: true, isMember: true });
+  assert.deepEqual(history.body.versions[1].changedBy, {
+    userId: owner.user!.id,
+    email: "olivia@example.test",
+    isYou: true,
+    isMember: true,
+  });
   assert.equal("changedByServiceAccount" in history.body.versions[1], false);
 });
 
@@ -399,7 +604,11 @@ test("a service token sees only its project, with the account's role", async (t)
   assert.equal(one.status, 200);
   assert.equal(one.body.project.role, "viewer");
 
-  for (const path of [`/api/projects/${other.id}`, `${envPath(other.id, "production")}/secrets`, `${envPath(other.id, "production")}/export`]) {
+  for (const path of [
+    `/api/projects/${other.id}`,
+    `${envPath(other.id, "production")}/secrets`,
+    `${envPath(other.id, "production")}/export`,
+  ]) {
     const res = await client.json("GET", path);
     assert.deepEqual([res.status, res.body], [404, NOT_FOUND], path);
   }
@@ -431,7 +640,10 @@ test("one 401 for unknown, revoked, expired, deleted and out-of-network tokens, 
   const account = await createServiceAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
   const expiring = await createServiceToken(owner, projectId, account.id, { name: "short", expiresInDays: 1 });
   const revoked = await createServiceToken(owner, projectId, account.id, { name: "revoked" });
-  const elsewhere = await createServiceToken(owner, projectId, account.id, { name: "elsewhere", allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"] });
+  const elsewhere = await createServiceToken(owner, projectId, account.id, {
+    name: "elsewhere",
+    allowedCidrs: ["10.0.0.0/8", "2001:db8::/32"],
+  });
   const local = await createServiceToken(owner, projectId, account.id, { name: "local", allowedCidrs: ["127.0.0.0/8"] });
   const read = `${envPath(projectId, "production")}/secrets/${secret.id}`;
   const as = (token: string) => server.client().withBearer(token);
@@ -469,7 +681,12 @@ test("one 401 for unknown, revoked, expired, deleted and out-of-network tokens, 
 
   // Deleting the account stops every token at once.
   await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`);
-  assert.deepEqual(await as(local.token).json("GET", read).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+  assert.deepEqual(
+    await as(local.token)
+      .json("GET", read)
+      .then((r) => [r.status, r.body]),
+    [401, TOKEN_REFUSED],
+  );
   const logged = server.logs.join("\n");
   for (const [, token] of refused) assert.ok(!logged.includes(token), "no token in the log");
 });
@@ -481,9 +698,18 @@ test("allowedCidrs match the client address that rate limits use (TRUST_PROXY)",
   const account = await createServiceAccount(owner, projectId, { name: "bot", role: "viewer", environments: ["production"] });
   const v4 = await createServiceToken(owner, projectId, account.id, { name: "v4", allowedCidrs: ["203.0.113.0/24"] });
   const v6 = await createServiceToken(owner, projectId, account.id, { name: "v6", allowedCidrs: ["2001:db8::/32"] });
-  const me = (token: string) => server.client().withBearer(token).json("GET", "/api/service-accounts/me").then((r) => r.status);
+  const me = (token: string) =>
+    server
+      .client()
+      .withBearer(token)
+      .json("GET", "/api/service-accounts/me")
+      .then((r) => r.status);
   const meFrom = (token: string, forwarded: string) =>
-    server.client().withBearer(token).request("GET", "/api/service-accounts/me", undefined, { "x-forwarded-for": forwarded }).then((r) => r.status);
+    server
+      .client()
+      .withBearer(token)
+      .request("GET", "/api/service-accounts/me", undefined, { "x-forwarded-for": forwarded })
+      .then((r) => r.status);
   assert.equal(await meFrom(v4.token, "203.0.113.7"), 200, "v4 from 203.0.113.7");
   assert.equal(await meFrom(v4.token, "::ffff:203.0.113.7"), 200, "v4 from ::ffff:203.0.113.7");
   assert.equal(await meFrom(v4.token, "198.51.100.7"), 401, "v4 from 198.51.100.7");
@@ -496,16 +722,22 @@ test("allowedCidrs match the client address that rate limits use (TRUST_PROXY)",
   assert.equal(await meFrom(v4.token, "198.51.100.7, 203.0.113.9"), 200, "v4 through a chain");
 
   // lastUsedAt/lastUsedIp: written on use, then at most once a minute.
-  let info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  let info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find(
+    (x: any) => x.name === "v4",
+  );
   assert.equal(info.lastUsedIp, "203.0.113.7");
   const firstUse = info.lastUsedAt;
   assert.match(firstUse, ISO_MS);
   assert.equal(await meFrom(v4.token, "203.0.113.20"), 200, "v4 from 203.0.113.20");
-  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find(
+    (x: any) => x.name === "v4",
+  );
   assert.deepEqual([info.lastUsedAt, info.lastUsedIp], [firstUse, "203.0.113.7"]);
   server.clock.advance(61_000);
   assert.equal(await meFrom(v4.token, "203.0.113.20"), 200, "v4 from 203.0.113.20");
-  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find((x: any) => x.name === "v4");
+  info = (await owner.json("GET", `${serviceAccountsPath(projectId)}/${account.id}`)).body.serviceAccount.tokens.find(
+    (x: any) => x.name === "v4",
+  );
   assert.equal(info.lastUsedIp, "203.0.113.20");
   assert.ok(info.lastUsedAt > firstUse);
 });
@@ -575,13 +807,23 @@ test("security overview counts accounts, live tokens and trusts", async (t) => {
   await createServiceToken(owner, projectId, a.id, { name: "old" });
   const used = await createServiceToken(owner, projectId, a.id, { name: "used", expiresInDays: 365 });
   await createServiceToken(owner, projectId, b.id, { name: "short", expiresInDays: 1 });
-  await owner.json("POST", `${serviceAccountsPath(projectId)}/${b.id}/trusts`, { issuer: "https://issuer.example", audience: "a", subject: "s" });
+  await owner.json("POST", `${serviceAccountsPath(projectId)}/${b.id}/trusts`, {
+    issuer: "https://issuer.example",
+    audience: "a",
+    subject: "s",
+  });
   server.clock.advance(91 * DAY_MS);
   await server.client().withBearer(used.token).json("GET", "/api/service-accounts/me");
   const again = await server.signIn("olivia@example.test");
   const overview = await again.json("GET", `/api/projects/${projectId}/security`);
   assert.equal(overview.status, 200);
-  assert.deepEqual(overview.body.access.serviceAccounts, { accounts: 2, tokens: 2, tokensWithoutExpiry: 1, tokensUnusedFor90Days: 1, trusts: 1 });
+  assert.deepEqual(overview.body.access.serviceAccounts, {
+    accounts: 2,
+    tokens: 2,
+    tokensWithoutExpiry: 1,
+    tokensUnusedFor90Days: 1,
+    trusts: 1,
+  });
   // The counts that call for action are findings too, after the critical ones, with the place to act.
   const findings = overview.body.findings as { severity: string; code: string; message: string; where: unknown }[];
   assert.deepEqual(
@@ -590,7 +832,8 @@ test("security overview counts accounts, live tokens and trusts", async (t) => {
       {
         severity: "warning",
         code: "service_tokens_without_expiry",
-        message: "1 service token never expires: a leaked one works until someone revokes it. Replace it with tokens that expire, or with a trust.",
+        message:
+          "1 service token never expires: a leaked one works until someone revokes it. Replace it with tokens that expire, or with a trust.",
         where: { page: "service-accounts" },
       },
       {
@@ -603,7 +846,11 @@ test("security overview counts accounts, live tokens and trusts", async (t) => {
   );
   const order = ["critical", "warning", "info"];
   const ranks = findings.map((f) => order.indexOf(f.severity));
-  assert.deepEqual(ranks, [...ranks].sort((x, y) => x - y), "most severe first");
+  assert.deepEqual(
+    ranks,
+    [...ranks].sort((x, y) => x - y),
+    "most severe first",
+  );
 });
 
 test("rate limits count per service account", async (t) => {

@@ -7,11 +7,11 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
-import { Client, makeTempDir, randomMasterKey, startServerProcess, type ServerProcess } from "./helpers.ts";
+import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess } from "./helpers.ts";
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -151,7 +151,8 @@ test("automatic syncs run on one process: changes made through both are sent by 
   assert.equal(settled.lastRun.trigger, "automatic");
   assert.equal(settled.lastRun.created, 6);
   assert.equal(s.fake.requests.filter(isEnvList).length, 1, "one run listed the vars once");
-  for (let i = 0; i < 6; i++) assert.equal(s.fake.envFor("prj_web", `KEY_${i}`, "development")!.value, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
+  for (let i = 0; i < 6; i++)
+    assert.equal(s.fake.envFor("prj_web", `KEY_${i}`, "development")!.value, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
   assert.deepEqual(
     (await integrationEvents(onA, projectId)).filter((e) => e.action === "integration.synced").map((e) => e.metadata.trigger),
     ["automatic"],
@@ -256,7 +257,9 @@ test("the audit list follows the chain: events written through both processes at
   const [onA, onB] = clientsFor(a, b);
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const project = await onA.createProject({ name: "api", environments: ["development"] });
-  const ids = await Promise.all(Array.from({ length: 6 }, (_, i) => addSecret(i % 2 === 0 ? onA : onB, project.id, `CHAIN_${i}`, `chain-value-${i}`)));
+  const ids = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => addSecret(i % 2 === 0 ? onA : onB, project.id, `CHAIN_${i}`, `chain-value-${i}`)),
+  );
   // Reveals share their audit commit per process, and creates interleave with them.
   const writes: Promise<unknown>[] = [];
   for (let round = 0; round < 5; round++) {

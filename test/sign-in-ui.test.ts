@@ -2,9 +2,9 @@
 // a production-mode server (OIDC with a real oidc-provider, and local accounts).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { chromium, type Browser, type Page } from "playwright-core";
-import { startProvider } from "./oidc-fixture.ts";
+import { type Browser, chromium, type Page } from "playwright-core";
 import { freePort, runMain, startServer } from "./helpers.ts";
+import { startProvider } from "./oidc-fixture.ts";
 
 let browser: Browser;
 
@@ -12,7 +12,14 @@ before(async () => {
   browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
     headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 });
 

@@ -38,7 +38,15 @@ test("signed out, /me answers 401 not signed in", async (t) => {
 test("bad sign-in input is a 400 and creates no user", async (t) => {
   const server = await startServer(t);
   const client = server.client();
-  for (const body of [{}, { email: "nope" }, { email: 42 }, { email: "a@b.test", extra: { nested: true } }, { email: "a@b.test", name: "x".repeat(101) }, { email: "a@b.test", name: "Eve\u001b[2J" }, []]) {
+  for (const body of [
+    {},
+    { email: "nope" },
+    { email: 42 },
+    { email: "a@b.test", extra: { nested: true } },
+    { email: "a@b.test", name: "x".repeat(101) },
+    { email: "a@b.test", name: "Eve\u001b[2J" },
+    [],
+  ]) {
     const res = await client.json("POST", "/api/auth/dev/sign-in", body);
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.equal(typeof res.body.error, "string");
@@ -112,7 +120,11 @@ test("a link on another site cannot make a signed-in browser reveal or export (S
   const project = await client.createProject({ name: "shop", environments: ["production"] });
   const base = `/api/projects/${project.id}/environments/production`;
   const created = await client.json("POST", `${base}/secrets`, { key: "API_KEY", value: "cross-site-value" });
-  const audited = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events WHERE action IN ('secret.revealed', 'secrets.exported')").pluck().get();
+  const audited = () =>
+    server.app.db.$client
+      .prepare("SELECT count(*) FROM audit_events WHERE action IN ('secret.revealed', 'secrets.exported')")
+      .pluck()
+      .get();
   for (const site of ["cross-site", "same-site"]) {
     for (const url of [`${base}/export?format=dotenv`, `${base}/secrets/${created.body.secret.id}`, "/api/projects"]) {
       const res = await client.request("GET", url, undefined, { "sec-fetch-site": site, "sec-fetch-mode": "navigate" });
@@ -130,14 +142,21 @@ test("a link on another site cannot make a signed-in browser reveal or export (S
   }
   assert.equal(audited(), 2);
   // The identity provider's redirect back is cross-site by design and is not refused here.
-  const callback = await server.client().request("GET", "/api/auth/oidc/callback?code=x&state=y", undefined, { "sec-fetch-site": "cross-site" });
+  const callback = await server
+    .client()
+    .request("GET", "/api/auth/oidc/callback?code=x&state=y", undefined, { "sec-fetch-site": "cross-site" });
   assert.notEqual(callback.status, 403);
 });
 
 test("a request with an Authorization header is a CLI request: its cookie is ignored", async (t) => {
   const server = await startServer(t);
   const client = await server.signIn("alice@example.test");
-  const res = await client.request("POST", "/api/projects", { name: "x", environments: ["production"] }, { authorization: "Bearer svc_at_notarealtokennotarealtoken" });
+  const res = await client.request(
+    "POST",
+    "/api/projects",
+    { name: "x", environments: ["production"] },
+    { authorization: "Bearer svc_at_notarealtokennotarealtoken" },
+  );
   assert.equal(res.status, 401);
   const list = await client.request("GET", "/api/projects", undefined, { authorization: "Basic abc" });
   assert.equal(list.status, 401);

@@ -5,8 +5,8 @@
 // Pages are checked with axe-core in light and dark, as in test/ui.test.ts.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { startServer } from "./helpers.ts";
 import { check, openTab, useBrowser } from "./browser.ts";
+import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();
@@ -29,7 +29,10 @@ describe("security findings in Chromium", () => {
       await findings.first().waitFor();
       assert.equal(await findings.count(), 2);
       // Most severe first, the severity in words, the action, and where.
-      assert.match(await findings.nth(0).innerText(), /^CRITICAL\s+The development sign-in is on: .*\s+How: see “Signing in” in the README\.$/s);
+      assert.match(
+        await findings.nth(0).innerText(),
+        /^CRITICAL\s+The development sign-in is on: .*\s+How: see “Signing in” in the README\.$/s,
+      );
       assert.match(await findings.nth(1).innerText(), /^TO REVIEW\s+1 member or viewer has no environment access/);
       await findings.nth(1).getByRole("link", { name: "Open Environment access" }).waitFor();
       // Status and capabilities are apart: "Key rotation" is what the server can do.
@@ -68,7 +71,11 @@ describe("invitations in Chromium", () => {
 
     await page.getByLabel("E-mail address").fill("bob@example.test");
     await page.getByRole("button", { name: "Send invitation" }).click();
-    const firstLink = await page.getByRole("status").filter({ hasText: "Invitation created for bob@example.test." }).getByLabel("Invitation link").inputValue();
+    const firstLink = await page
+      .getByRole("status")
+      .filter({ hasText: "Invitation created for bob@example.test." })
+      .getByLabel("Invitation link")
+      .inputValue();
 
     // A new link from the pending list: confirmed, shown once with Copy, the old one dead.
     await page.getByRole("button", { name: "New link for the invitation of bob@example.test" }).click();
@@ -91,7 +98,9 @@ describe("invitations in Chromium", () => {
     const stale = await openTab(server);
     await stale.page.goto(linkPath(firstLink));
     await stale.page.waitForURL("**/sign-in");
-    await stale.page.getByText("This invitation is invalid, expired, or already used. Ask the person who invited you for a new link.").waitFor();
+    await stale.page
+      .getByText("This invitation is invalid, expired, or already used. Ask the person who invited you for a new link.")
+      .waitFor();
     await stale.context.close();
 
     // Bob opens the new link signed out, in dark mode: who invited him to what, before signing in.

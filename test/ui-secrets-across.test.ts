@@ -3,10 +3,10 @@
 // page, "missing in production" at a glance, and copy or replace in one action.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { startServer } from "./helpers.ts";
 import { check, useBrowser } from "./browser.ts";
+import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
-import { SIZES, assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction } from "./ui-secrets-helpers.ts";
+import { assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 
@@ -43,11 +43,35 @@ describe("secrets across environments", () => {
       // Cell texts as a screen reader reads them (buttons name their key and environments);
       // a phone leaves out the status column and the version numbers.
       const cells = async (key: string) =>
-        (await page.getByRole("row", { name: new RegExp(`^${key}`) }).getByRole("cell").allInnerTexts()).map((text) => text.replace(/\s+/g, " ").trim());
+        (
+          await page
+            .getByRole("row", { name: new RegExp(`^${key}`) })
+            .getByRole("cell")
+            .allInnerTexts()
+        ).map((text) => text.replace(/\s+/g, " ").trim());
       const shown = (full: string[]) => (size.phone ? full.slice(0, -1).map((text) => text.replace(/ v\d+/, "")) : full);
-      assert.deepEqual(await cells("DATABASE_URL"), shown(["Different (value A) v1", "Different (value A) v1", "Different (value B) v1 Replace DATABASE_URL in production with the value from staging", "Different values"]));
-      assert.deepEqual(await cells("API_KEY"), shown(["Same v1", "Same v1", "Missing Copy API_KEY from staging to production", "Missing in production"]));
-      assert.deepEqual(await cells("ONLY_PROD"), shown(["Missing Copy ONLY_PROD from production to development", "Missing Copy ONLY_PROD from production to staging", "Present v1", "Missing in development, staging"]));
+      assert.deepEqual(
+        await cells("DATABASE_URL"),
+        shown([
+          "Different (value A) v1",
+          "Different (value A) v1",
+          "Different (value B) v1 Replace DATABASE_URL in production with the value from staging",
+          "Different values",
+        ]),
+      );
+      assert.deepEqual(
+        await cells("API_KEY"),
+        shown(["Same v1", "Same v1", "Missing Copy API_KEY from staging to production", "Missing in production"]),
+      );
+      assert.deepEqual(
+        await cells("ONLY_PROD"),
+        shown([
+          "Missing Copy ONLY_PROD from production to development",
+          "Missing Copy ONLY_PROD from production to staging",
+          "Present v1",
+          "Missing in development, staging",
+        ]),
+      );
       // No value is in the page or in anything the page fetched; the comparison is audited as
       // one, not as reveals.
       const html = await page.content();
@@ -77,13 +101,10 @@ describe("secrets across environments", () => {
       assert.equal((await exported(alice, project.id, "production")).DATABASE_URL, VALUES[0]);
 
       const copied = await auditEvents(alice, project.id, "secret.copied");
-      assert.deepEqual(
-        copied.map((e) => [e.metadata.key, e.metadata.environment, e.metadata.toEnvironment, e.metadata.result]).reverse(),
-        [
-          ["API_KEY", "staging", "production", "created"],
-          ["DATABASE_URL", "staging", "production", "updated"],
-        ],
-      );
+      assert.deepEqual(copied.map((e) => [e.metadata.key, e.metadata.environment, e.metadata.toEnvironment, e.metadata.result]).reverse(), [
+        ["API_KEY", "staging", "production", "created"],
+        ["DATABASE_URL", "staging", "production", "updated"],
+      ]);
 
       // From the grid: the row menu copies to another environment; an existing key there
       // is replaced only after a confirmation.

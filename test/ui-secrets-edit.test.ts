@@ -5,18 +5,25 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { startServer } from "./helpers.ts";
 import { check, useBrowser } from "./browser.ts";
-import { SIZES, assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction } from "./ui-secrets-helpers.ts";
+import { startServer } from "./helpers.ts";
+import { assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 
-const PEM = ["-----BEGIN PRIVATE KEY-----", "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "VJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDu", "-----END PRIVATE KEY-----"].join("\n");
+const PEM = [
+  "-----BEGIN PRIVATE KEY-----",
+  "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
+  "VJTUt9Us8cKjMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3SC6dVMvDu",
+  "-----END PRIVATE KEY-----",
+].join("\n");
 const JSON_VALUE = '{\n  "region": "eu-west-1",\n  "replicas": 3\n}';
 
 /** The editor's textarea once it holds `value` (it is filled after the reveal answers). */
 async function editorHolds(page: Page, value: string): Promise<void> {
-  await page.waitForFunction((wanted) => (document.getElementById("edit-value") as HTMLTextAreaElement | null)?.value === wanted, value, { timeout: 5000 });
+  await page.waitForFunction((wanted) => (document.getElementById("edit-value") as HTMLTextAreaElement | null)?.value === wanted, value, {
+    timeout: 5000,
+  });
 }
 
 /** Dispatches a paste of `text` into the focused field, as a paste from the clipboard does. */
@@ -46,10 +53,18 @@ describe("editing secrets in place", () => {
 
       await rowAction(page, "DATABASE_URL", "Edit");
       const dialog = page.getByRole("dialog", { name: "Edit DATABASE_URL" });
-      await dialog.getByRole("note").filter({ hasText: "Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name." }).waitFor();
+      await dialog
+        .getByRole("note")
+        .filter({
+          hasText: "Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name.",
+        })
+        .waitFor();
       await editorHolds(page, "postgres://db.internal:5432/app");
       const revealed = await auditEvents(alice, project.id, "secret.revealed");
-      assert.deepEqual(revealed.map((e) => e.metadata.key), ["DATABASE_URL"]);
+      assert.deepEqual(
+        revealed.map((e) => e.metadata.key),
+        ["DATABASE_URL"],
+      );
       const field = dialog.getByLabel("Value", { exact: true });
       assert.match(await field.evaluate((el) => getComputedStyle(el).fontFamily), /mono/i);
       assert.match(await dialog.getByLabel("Key").evaluate((el) => getComputedStyle(el).fontFamily), /mono/i);
@@ -110,7 +125,11 @@ describe("editing secrets in place", () => {
       const dialog = page.getByRole("dialog", { name: "Edit API_URL" });
       await editorHolds(page, "https://api.one");
       // Someone else saves while the editor is open.
-      assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "https://api.theirs" })).status, 200);
+      assert.equal(
+        (await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "https://api.theirs" }))
+          .status,
+        200,
+      );
       await dialog.getByLabel("Value", { exact: true }).fill("https://api.mine");
       await dialog.getByRole("button", { name: "Save" }).click();
       const conflict = dialog.getByRole("alert");
@@ -141,7 +160,11 @@ describe("editing secrets in place", () => {
       // Their version can be taken instead of reapplying.
       await rowAction(page, "API_URL", "Edit");
       await editorHolds(page, "https://api.mine");
-      assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "https://api.latest" })).status, 200);
+      assert.equal(
+        (await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "https://api.latest" }))
+          .status,
+        200,
+      );
       await dialog.getByLabel("Value", { exact: true }).fill("https://api.again");
       await dialog.getByRole("button", { name: "Save" }).click();
       await dialog.getByRole("button", { name: "Reload and reapply" }).click();

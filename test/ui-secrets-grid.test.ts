@@ -6,13 +6,17 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { describe, test } from "node:test";
 import { parse } from "dotenv";
-import { startServer } from "./helpers.ts";
 import { check, useBrowser } from "./browser.ts";
-import { SIZES, assertNoSidewaysScroll, auditEvents, exported, focusedName, openAt, put } from "./ui-secrets-helpers.ts";
+import { startServer } from "./helpers.ts";
+import { assertNoSidewaysScroll, auditEvents, exported, focusedName, openAt, put, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 
-const PEM = ["-----BEGIN CERTIFICATE-----", ...Array.from({ length: 20 }, (_, i) => `MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ${i}`), "-----END CERTIFICATE-----"].join("\n");
+const PEM = [
+  "-----BEGIN CERTIFICATE-----",
+  ...Array.from({ length: 20 }, (_, i) => `MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ${i}`),
+  "-----END CERTIFICATE-----",
+].join("\n");
 
 describe("secrets grid", () => {
   test("the CLI's hand-over link (?delete=KEYS) selects those keys and opens the confirmation; nothing goes without the click", async (t) => {
@@ -24,7 +28,10 @@ describe("secrets grid", () => {
     const { page } = tab;
     const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
     await confirm.getByRole("listitem").first().waitFor();
-    assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), ["OLD_ONE", "OLD_TWO"]);
+    assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), [
+      "OLD_ONE",
+      "OLD_TWO",
+    ]);
     await page.getByText("Not in development: NOT_THERE.").waitFor();
     // The link is spent: a reload does not ask again.
     assert.equal(new URL(page.url()).search, "");
@@ -56,7 +63,10 @@ describe("secrets grid", () => {
       const middle = await put(alice, project.id, "production", "MIDDLE", "m1");
       await put(alice, project.id, "production", "AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET", "wJalrXUtnFEMI/K7MDENG");
       await put(alice, project.id, "production", "TLS_CERT", PEM);
-      assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${middle}`, { value: "m2" })).status, 200);
+      assert.equal(
+        (await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${middle}`, { value: "m2" })).status,
+        200,
+      );
 
       const tab = await openAt(server, alice, size, `/projects/${project.id}/production`);
       const { page } = tab;
@@ -88,38 +98,45 @@ describe("secrets grid", () => {
       assert.deepEqual((await keys())[0], "AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET");
 
       // A key wraps only after an underscore: every line of it but the last ends with "_".
-      const lines = await page.locator("code.key").first().evaluate((code) => {
-        const text = code.textContent ?? "";
-        const range = document.createRange();
-        const tops: number[] = [];
-        let offset = 0;
-        for (const node of code.childNodes) {
-          if (node.nodeType !== Node.TEXT_NODE) continue;
-          for (let i = 0; i < (node.textContent ?? "").length; i++) {
-            range.setStart(node, i);
-            range.setEnd(node, i + 1);
-            tops[offset++] = Math.round(range.getBoundingClientRect().top);
+      const lines = await page
+        .locator("code.key")
+        .first()
+        .evaluate((code) => {
+          const text = code.textContent ?? "";
+          const range = document.createRange();
+          const tops: number[] = [];
+          let offset = 0;
+          for (const node of code.childNodes) {
+            if (node.nodeType !== Node.TEXT_NODE) continue;
+            for (let i = 0; i < (node.textContent ?? "").length; i++) {
+              range.setStart(node, i);
+              range.setEnd(node, i + 1);
+              tops[offset++] = Math.round(range.getBoundingClientRect().top);
+            }
           }
-        }
-        const out: string[] = [];
-        tops.forEach((top, i) => {
-          if (i === 0 || top !== tops[i - 1]) out.push("");
-          out[out.length - 1] = (out[out.length - 1] ?? "") + (text[i] ?? "");
+          const out: string[] = [];
+          tops.forEach((top, i) => {
+            if (i === 0 || top !== tops[i - 1]) out.push("");
+            out[out.length - 1] = (out[out.length - 1] ?? "") + (text[i] ?? "");
+          });
+          return out;
         });
-        return out;
-      });
       assert.equal(lines.join(""), "AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET");
       for (const line of lines.slice(0, -1)) assert.ok(line.endsWith("_"), `a key line breaks mid-word: ${JSON.stringify(lines)}`);
       if (size.phone) assert.ok(lines.length > 1, "the long key wraps on a phone");
 
       // Revealing a multi-line value leaves every row where it was.
-      const heights = () => page.locator("table.secrets-grid tbody tr").evaluateAll((rows) => rows.map((r) => Math.round(r.getBoundingClientRect().height)));
+      const heights = () =>
+        page.locator("table.secrets-grid tbody tr").evaluateAll((rows) => rows.map((r) => Math.round(r.getBoundingClientRect().height)));
       const before = await heights();
       const reveal = page.getByRole("button", { name: "Reveal TLS_CERT" });
       assert.match((await reveal.getAttribute("title")) ?? "", /audit log/);
       await reveal.click();
       await page.getByRole("button", { name: "Hide TLS_CERT" }).waitFor();
-      await page.getByRole("row", { name: /TLS_CERT/ }).getByText("-----BEGIN CERTIFICATE-----", { exact: false }).waitFor();
+      await page
+        .getByRole("row", { name: /TLS_CERT/ })
+        .getByText("-----BEGIN CERTIFICATE-----", { exact: false })
+        .waitFor();
       assert.deepEqual(await heights(), before);
       assert.equal((await auditEvents(alice, project.id, "secret.revealed")).length, 1);
       // The expand toggle is there only when something is hidden: another line, or a line
@@ -204,7 +221,10 @@ describe("secrets grid", () => {
       await bar.getByText("2 secrets selected").waitFor();
       assert.equal(await all.evaluate((el) => (el as HTMLInputElement).indeterminate), true);
 
-      const [json] = await Promise.all([page.waitForEvent("download"), bar.getByRole("button", { name: "Download selected as JSON" }).click()]);
+      const [json] = await Promise.all([
+        page.waitForEvent("download"),
+        bar.getByRole("button", { name: "Download selected as JSON" }).click(),
+      ]);
       assert.deepEqual(JSON.parse(fs.readFileSync((await json.path())!, "utf8")), {
         secrets: [
           { key: "B_TWO", value: "two words" },
@@ -215,14 +235,20 @@ describe("secrets grid", () => {
       const revealed = await auditEvents(alice, project.id, "secret.revealed");
       assert.deepEqual(revealed.map((e) => e.metadata.key).sort(), ["B_TWO", "C_THREE"]);
       assert.equal((await auditEvents(alice, project.id, "secrets.exported")).length, 0);
-      const [dotenv] = await Promise.all([page.waitForEvent("download"), bar.getByRole("button", { name: "Download selected as .env" }).click()]);
+      const [dotenv] = await Promise.all([
+        page.waitForEvent("download"),
+        bar.getByRole("button", { name: "Download selected as .env" }).click(),
+      ]);
       assert.deepEqual(parse(fs.readFileSync((await dotenv.path())!, "utf8")), { B_TWO: "two words", C_THREE: "line1\nline2" });
       await check(tab, `secrets-bulk-${size.name}`);
 
       await bar.getByRole("button", { name: "Delete selected" }).click();
       const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
       await confirm.getByRole("listitem").first().waitFor();
-      assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), ["B_TWO", "C_THREE"]);
+      assert.deepEqual(await confirm.getByRole("list", { name: "Secrets to delete" }).getByRole("listitem").allInnerTexts(), [
+        "B_TWO",
+        "C_THREE",
+      ]);
       await check(tab, `secrets-bulk-confirm-${size.name}`);
       await confirm.getByRole("button", { name: "Delete 2 secrets" }).click();
       await page.getByRole("status").filter({ hasText: "Deleted 2 secrets." }).waitFor();

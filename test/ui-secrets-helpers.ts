@@ -2,8 +2,8 @@
 // checked at, opening a signed-in tab at one of them, and the row menu.
 import assert from "node:assert/strict";
 import type { Page } from "playwright-core";
+import { openTab, type Tab, useSession } from "./browser.ts";
 import type { Client, TestServer } from "./helpers.ts";
-import { openTab, useSession, type Tab } from "./browser.ts";
 
 export const SIZES = [
   { name: "desktop", phone: false, dark: false, width: 1280, height: 800 },

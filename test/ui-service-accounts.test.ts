@@ -4,8 +4,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { startServer } from "./helpers.ts";
 import { check, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
+import { startServer } from "./helpers.ts";
 
 useBrowser();
 
@@ -35,7 +35,10 @@ describe("service accounts in Chromium", () => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "shop", environments: ["development", "production"] });
-    const secret = await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "DATABASE_URL", value: "postgres://shop-db" });
+    const secret = await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, {
+      key: "DATABASE_URL",
+      value: "postgres://shop-db",
+    });
     assert.equal(secret.status, 201);
 
     const tab = await openTab(server, { client: alice });
@@ -59,7 +62,11 @@ describe("service accounts in Chromium", () => {
     const accountId = new URL(page.url()).pathname.split("/").at(-1)!;
     const heading = page.getByRole("heading", { level: 2, name: "deploy-bot" });
     await heading.waitFor();
-    await assertFocus(page, "the account's heading", () => document.activeElement?.tagName === "H2" && document.activeElement.textContent === "deploy-bot");
+    await assertFocus(
+      page,
+      "the account's heading",
+      () => document.activeElement?.tagName === "H2" && document.activeElement.textContent === "deploy-bot",
+    );
     const details = page.getByRole("region", { name: "Details" });
     await details.getByText("Production").waitFor();
     await details.getByText("member", { exact: true }).waitFor();
@@ -104,9 +111,19 @@ describe("service accounts in Chromium", () => {
     const machine = server.client().withBearer(token);
     const me = await machine.json("GET", "/api/service-accounts/me");
     assert.equal(me.status, 200);
-    assert.deepEqual(me.body.serviceAccount, { id: accountId, name: "deploy-bot", projectId: project.id, projectName: "shop", role: "member", environments: ["production"] });
+    assert.deepEqual(me.body.serviceAccount, {
+      id: accountId,
+      name: "deploy-bot",
+      projectId: project.id,
+      projectName: "shop",
+      role: "member",
+      environments: ["production"],
+    });
     // Something for the audit log to say about the service account.
-    assert.equal((await machine.json("GET", `/api/projects/${project.id}/environments/production/secrets/${secret.body.secret.id}`)).status, 200);
+    assert.equal(
+      (await machine.json("GET", `/api/projects/${project.id}/environments/production/secrets/${secret.body.secret.id}`)).status,
+      200,
+    );
 
     await dialog.getByRole("button", { name: "Done" }).click();
     await dialog.waitFor({ state: "detached" });
@@ -168,7 +185,12 @@ describe("service accounts in Chromium", () => {
     await page.getByRole("status").filter({ hasText: "Trust added for repo:OWNER/REPO:ref:refs/heads/main." }).waitFor();
     const saved = await alice.json("GET", `/api/projects/${project.id}/service-accounts/${accountId}`);
     assert.deepEqual(
-      saved.body.serviceAccount.trusts.map((x: { issuer: string; audience: string; subject: string; claims: unknown }) => [x.issuer, x.audience, x.subject, x.claims]),
+      saved.body.serviceAccount.trusts.map((x: { issuer: string; audience: string; subject: string; claims: unknown }) => [
+        x.issuer,
+        x.audience,
+        x.subject,
+        x.claims,
+      ]),
       [["https://token.actions.githubusercontent.com", server.url, "repo:OWNER/REPO:ref:refs/heads/main", { environment: "production" }]],
     );
     await check(tab, "service-account");
@@ -224,7 +246,9 @@ describe("service accounts in Chromium", () => {
       assert.equal(await events.getByText(line, { exact: true }).count(), 1, line);
     }
     // The account's own event, with how it signed in.
-    const revealed = events.getByRole("listitem").filter({ hasText: "Service account deploy-bot revealed the value of DATABASE_URL in production" });
+    const revealed = events
+      .getByRole("listitem")
+      .filter({ hasText: "Service account deploy-bot revealed the value of DATABASE_URL in production" });
     assert.equal(await revealed.count(), 1);
     await revealed.getByText("service token", { exact: true }).waitFor();
     // The account (deleted now) is not offered as an actor; it was listed while it existed.
@@ -237,7 +261,10 @@ describe("service accounts in Chromium", () => {
     const bob = await server.signIn("bob@example.test");
     const project = await alice.createProject({ name: "shop", environments: ["production"] });
     const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
-    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
+    assert.equal(
+      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
+      200,
+    );
 
     const tab = await openTab(server, { client: bob });
     const { page } = tab;

@@ -5,8 +5,8 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { startServer, type Client } from "./helpers.ts";
 import { check, environmentLink, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
+import { type Client, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();
@@ -17,7 +17,10 @@ async function seedProject(alice: Client): Promise<string> {
   const project = await alice.createProject({ name: "checkout-api", environments: ["development", "staging", "production"] });
   for (const env of ["staging", "production"]) {
     for (const key of ["DATABASE_URL", "REDIS_URL", "STRIPE_SECRET_KEY"]) {
-      const created = await alice.json("POST", `/api/projects/${project.id}/environments/${env}/secrets`, { key, value: `${env}-${key}-value` });
+      const created = await alice.json("POST", `/api/projects/${project.id}/environments/${env}/secrets`, {
+        key,
+        value: `${env}-${key}-value`,
+      });
       assert.equal(created.status, 201);
     }
   }
@@ -27,7 +30,9 @@ async function seedProject(alice: Client): Promise<string> {
 /** The focused element's tag and text, to compare with the heading it should be. */
 async function waitForFocusOn(page: Page, tag: string, text: string): Promise<void> {
   await page
-    .waitForFunction(([t, x]) => document.activeElement?.tagName === t && document.activeElement?.textContent === x, [tag, text], { timeout: 5000 })
+    .waitForFunction(([t, x]) => document.activeElement?.tagName === t && document.activeElement?.textContent === x, [tag, text], {
+      timeout: 5000,
+    })
     .catch(() => undefined);
   const active = await page.evaluate(() => `${document.activeElement?.tagName} ${document.activeElement?.textContent?.slice(0, 60)}`);
   assert.equal(active, `${tag} ${text}`);
@@ -163,7 +168,11 @@ describe("the project shell in Chromium", () => {
       const viewport = page.viewportSize()!;
       const row = (await firstRow.boundingBox())!;
       assert.ok(row.y + row.height <= viewport.height, `the first secret ends at ${row.y + row.height}px of ${viewport.height}px`);
-      assert.equal(await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth), true, "no sideways scroll");
+      assert.equal(
+        await page.evaluate(() => document.documentElement.scrollWidth <= document.documentElement.clientWidth),
+        true,
+        "no sideways scroll",
+      );
       await check(tab, dark ? "shell-phone-dark" : "shell-phone");
 
       // Open, Escape closes it and gives focus back to the button.
@@ -203,7 +212,9 @@ describe("members and environment access on one page", () => {
     const tab = await openTab(server, { client: alice });
     const { page } = tab;
     await page.goto(`/projects/${project.id}/members`);
-    await page.waitForFunction(() => document.title !== "Secrets" && document.title !== "Project · Secrets", undefined, { timeout: 5000 }).catch(() => undefined);
+    await page
+      .waitForFunction(() => document.title !== "Secrets" && document.title !== "Project · Secrets", undefined, { timeout: 5000 })
+      .catch(() => undefined);
     assert.equal(await page.title(), "Members & access · shop · Secrets");
 
     // One row per member: role and grants together.
@@ -211,7 +222,10 @@ describe("members and environment access on one page", () => {
     await carolRow.getByLabel("Role of carol@example.test").waitFor();
     assert.equal(await carolRow.getByLabel("carol@example.test can use staging").isChecked(), true);
     assert.equal(await carolRow.getByLabel("carol@example.test can use production").isChecked(), false);
-    await page.getByRole("row", { name: /alice@example\.test/ }).getByText("Implicit").waitFor();
+    await page
+      .getByRole("row", { name: /alice@example\.test/ })
+      .getByText("Implicit")
+      .waitFor();
     await check(tab, "members-access");
 
     // A grant from the row, written through the API.
@@ -233,7 +247,11 @@ describe("members and environment access on one page", () => {
     await inviteForm.getByLabel("Role").selectOption("viewer");
     await inviteForm.getByRole("group", { name: "Environments to grant on acceptance" }).getByLabel("Development").check();
     await inviteForm.getByRole("button", { name: "Send invitation" }).click();
-    const link = await page.getByRole("status").filter({ hasText: "Invitation created for dan@example.test." }).getByLabel("Invitation link").inputValue();
+    const link = await page
+      .getByRole("status")
+      .filter({ hasText: "Invitation created for dan@example.test." })
+      .getByLabel("Invitation link")
+      .inputValue();
     const accepted = await dan.json("POST", "/api/invitations/accept", { token: new URL(link).hash.slice(1) });
     assert.equal(accepted.status, 200);
     await page.reload();
@@ -252,7 +270,10 @@ describe("members and environment access on one page", () => {
     await danTab.page.goto(`/projects/${project.id}/members`);
     await danTab.page.getByRole("row", { name: /alice@example\.test/ }).waitFor();
     // A viewer's sections are the ones a viewer may use.
-    assert.deepEqual(await danTab.page.getByRole("navigation", { name: "Project" }).getByRole("link").allTextContents(), ["Secrets", "Members & access"]);
+    assert.deepEqual(await danTab.page.getByRole("navigation", { name: "Project" }).getByRole("link").allTextContents(), [
+      "Secrets",
+      "Members & access",
+    ]);
     assert.equal(await danTab.page.getByRole("checkbox").count(), 0);
     assert.equal(await danTab.page.getByRole("columnheader", { name: "Environments" }).count(), 0);
     await check(danTab, "members-access-viewer");

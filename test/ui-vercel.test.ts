@@ -2,9 +2,9 @@
 // reconnecting instead of the settings, no sync), and removing a saved deploy hook.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { check, openTab, useBrowser } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { startServer } from "./helpers.ts";
-import { check, openTab, useBrowser } from "./browser.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();
@@ -23,7 +23,13 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   await addMember(alice, bob, project.id, "admin");
   const base = `/api/projects/${project.id}/integrations/hosting`;
   assert.equal((await bob.json("POST", base, { token: "vcp_bob_token_123456" })).status, 201);
-  const linked = await bob.json("PUT", base, { hostProjectId: "prj_web", mappings: { production: "production" }, conflictPolicy: "skip", autoRedeploy: true, deployHookUrl: hook });
+  const linked = await bob.json("PUT", base, {
+    hostProjectId: "prj_web",
+    mappings: { production: "production" },
+    conflictPolicy: "skip",
+    autoRedeploy: true,
+    deployHookUrl: hook,
+  });
   assert.equal(linked.status, 200, JSON.stringify(linked.body));
   // Bob is no longer an admin: his token is not used any more.
   const members = await alice.json("GET", `/api/projects/${project.id}/members`);

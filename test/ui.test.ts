@@ -7,12 +7,11 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
+import { check, environmentLink, goToSection, openTab, type Tab, useBrowser, useSession } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
-import { ROOT, makeTempDir, startServer, type TestServer } from "./helpers.ts";
-import { check, environmentLink, goToSection, openTab, useBrowser, useSession, type Tab } from "./browser.ts";
+import { makeTempDir, ROOT, startServer, type TestServer } from "./helpers.ts";
 
 useBrowser();
-
 
 /** Fails when anything but a scrollable table sticks out sideways (the page scrolls sideways). */
 async function assertNoSidewaysScroll(page: Page, name: string): Promise<void> {
@@ -213,7 +212,9 @@ describe("secrets in Chromium", () => {
     await page.waitForFunction(() => (document.getElementById("edit-value") as HTMLTextAreaElement | null)?.value === "postgres://two");
     const listed = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
     const secretId = listed.body.secrets[0].id;
-    const other = await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${secretId}`, { value: "postgres://three" });
+    const other = await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${secretId}`, {
+      value: "postgres://three",
+    });
     assert.equal(other.status, 200);
     await page.getByRole("dialog").getByLabel("Value", { exact: true }).fill("postgres://mine");
     await page.getByRole("button", { name: "Save" }).click();
@@ -301,8 +302,15 @@ describe("secrets in Chromium", () => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "tls", environments: ["production"] });
-    const pem = ["-----BEGIN PRIVATE KEY-----", ...Array.from({ length: 40 }, (_, i) => `MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC${i}`), "-----END PRIVATE KEY-----"].join("\n");
-    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "TLS_KEY", value: pem })).status, 201);
+    const pem = [
+      "-----BEGIN PRIVATE KEY-----",
+      ...Array.from({ length: 40 }, (_, i) => `MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC${i}`),
+      "-----END PRIVATE KEY-----",
+    ].join("\n");
+    assert.equal(
+      (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "TLS_KEY", value: pem })).status,
+      201,
+    );
     for (const phone of [false, true]) {
       const tab = await openTab(server, { phone });
       await useSession(tab, server, alice);
@@ -347,9 +355,22 @@ describe("secrets in Chromium", () => {
     await page.goto(`/projects/${project.id}/staging`);
     await page.getByRole("link", { name: "Import .env" }).click();
     await assertTitle(page, "Import into Staging · web · Secrets");
-    await page.getByLabel("Paste the contents of a .env file").fill(
-      ["# comment", "export NEW_ONE=hello", 'QUOTED="a b\\nc"', "KEEP=same", "EMPTY=", "CHANGE_ME=new", 'BLANK=""', "LEAVE_ME=theirs", "1BAD=x", ""].join("\n"),
-    );
+    await page
+      .getByLabel("Paste the contents of a .env file")
+      .fill(
+        [
+          "# comment",
+          "export NEW_ONE=hello",
+          'QUOTED="a b\\nc"',
+          "KEEP=same",
+          "EMPTY=",
+          "CHANGE_ME=new",
+          'BLANK=""',
+          "LEAVE_ME=theirs",
+          "1BAD=x",
+          "",
+        ].join("\n"),
+      );
     // Keys without a value are listed apart and never block the rest of the file.
     await page.getByRole("note").filter({ hasText: "2 keys have no value and will not be imported: EMPTY, BLANK" }).waitFor();
     await page.getByText("5 new").waitFor({ state: "detached" });
@@ -373,16 +394,23 @@ describe("secrets in Chromium", () => {
     ]);
 
     // A picked file goes through the same preview.
-    await page.getByLabel("Or choose a file").setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
+    await page
+      .getByLabel("Or choose a file")
+      .setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
     await page.getByText("1 key: 1 new, 0 existing.").waitFor();
     await page.getByRole("button", { name: "Import 1 key" }).click();
     await page.getByText("1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed.").waitFor();
     assert.equal((await alice.json("GET", `${base}/export`)).body.secrets.length, 6);
     // The input is emptied after the import: the same file chosen again is read again.
     assert.equal(await page.getByLabel("Or choose a file").inputValue(), "");
-    await page.getByLabel("Or choose a file").setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
+    await page
+      .getByLabel("Or choose a file")
+      .setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
     await page.getByText("1 key: 0 new, 1 existing.").waitFor();
-    await alice.json("DELETE", `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`);
+    await alice.json(
+      "DELETE",
+      `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`,
+    );
 
     await page.getByRole("link", { name: "Back to secrets" }).click();
     // Export is a small menu: opened from the keyboard, the first entry takes focus; Escape
@@ -398,7 +426,10 @@ describe("secrets in Chromium", () => {
     assert.equal(await exportButton.getAttribute("aria-expanded"), "false");
     assert.equal(await page.evaluate(() => document.activeElement?.textContent?.startsWith("Export")), true);
     await exportButton.click();
-    const [dotenvDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download .env" }).click()]);
+    const [dotenvDownload] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download .env" }).click(),
+    ]);
     // The page names it .env.staging; Chromium drops the leading dot of downloaded dotfiles.
     assert.match(dotenvDownload.suggestedFilename(), /^\.?env\.staging$/);
     const dotenvText = fs.readFileSync((await dotenvDownload.path())!, "utf8");
@@ -415,17 +446,32 @@ describe("secrets in Chromium", () => {
     const [yamlDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download YAML" }).click()]);
     assert.equal(yamlDownload.suggestedFilename(), "web.staging.yaml");
     const YAML = (await import("yaml")).default;
-    assert.deepEqual(YAML.parse(fs.readFileSync((await yamlDownload.path())!, "utf8")), { CHANGE_ME: "new", KEEP: "same", LEAVE_ME: "mine", NEW_ONE: "hello", QUOTED: "a b\nc" });
+    assert.deepEqual(YAML.parse(fs.readFileSync((await yamlDownload.path())!, "utf8")), {
+      CHANGE_ME: "new",
+      KEEP: "same",
+      LEAVE_ME: "mine",
+      NEW_ONE: "hello",
+      QUOTED: "a b\nc",
+    });
 
     // The Docker file leaves out KEEP and QUOTED (one-word names, which run leaves out too),
     // each with a comment, and the page says so.
     await exportButton.click();
-    const [dockerDownload] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download Docker env file" }).click()]);
+    const [dockerDownload] = await Promise.all([
+      page.waitForEvent("download"),
+      page.getByRole("button", { name: "Download Docker env file" }).click(),
+    ]);
     assert.equal(dockerDownload.suggestedFilename(), "web.staging.env");
     const dockerLines = fs.readFileSync((await dockerDownload.path())!, "utf8").split("\n");
-    assert.deepEqual(dockerLines.filter((line) => !line.startsWith("#")), ["CHANGE_ME=new", "LEAVE_ME=mine", "NEW_ONE=hello", ""]);
+    assert.deepEqual(
+      dockerLines.filter((line) => !line.startsWith("#")),
+      ["CHANGE_ME=new", "LEAVE_ME=mine", "NEW_ONE=hello", ""],
+    );
     assert.equal(dockerLines.filter((line) => /^# (KEEP|QUOTED) is left out: /.test(line)).length, 2);
-    await page.getByRole("status").getByText("2 secrets are left out of web.staging.env: a comment in the file says why. The JSON export has every value.").waitFor();
+    await page
+      .getByRole("status")
+      .getByText("2 secrets are left out of web.staging.env: a comment in the file says why. The JSON export has every value.")
+      .waitFor();
   });
 });
 
@@ -445,7 +491,11 @@ describe("members and access in Chromium", () => {
       await owner.page.getByRole("button", { name: "Send invitation" }).click();
       await owner.page.getByRole("cell", { name: email }).waitFor();
       // The link box of the previous invitation looks the same: read the one announced for this address.
-      return owner.page.getByRole("status").filter({ hasText: `Invitation created for ${email}.` }).getByLabel("Invitation link").inputValue();
+      return owner.page
+        .getByRole("status")
+        .filter({ hasText: `Invitation created for ${email}.` })
+        .getByLabel("Invitation link")
+        .inputValue();
     };
     const bobLink = await invite("bob@example.test");
     assert.match(bobLink, new RegExp(`^${server.url}/invite#[A-Za-z0-9_-]+$`));
@@ -481,7 +531,11 @@ describe("members and access in Chromium", () => {
     await goToSection(owner.page, "Members & access");
     const matrixRow = owner.page.getByRole("row", { name: /bob@example\.test/ });
     await matrixRow.waitFor();
-    await owner.page.getByRole("row", { name: /alice@example\.test/ }).getByText("Implicit").first().waitFor();
+    await owner.page
+      .getByRole("row", { name: /alice@example\.test/ })
+      .getByText("Implicit")
+      .first()
+      .waitFor();
     await check(owner, "environment-access");
     await owner.page.getByLabel("bob@example.test can use production").check();
     await owner.page.getByText("bob@example.test can now use production.").waitFor();
@@ -497,21 +551,29 @@ describe("members and access in Chromium", () => {
     // Role change and removal from the members page.
     await goToSection(owner.page, "Members & access");
     // The select is enabled before the change too: wait for the change's own answer.
-    const roleChanged = owner.page.waitForResponse((r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname));
+    const roleChanged = owner.page.waitForResponse(
+      (r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname),
+    );
     await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
     assert.equal((await roleChanged).status(), 200);
     await owner.page.getByRole("status").filter({ hasText: "bob@example.test is now a viewer." }).waitFor();
     const members = await alice.json("GET", `/api/projects/${project.id}/members`);
     assert.equal(members.body.members.find((m: { email: string }) => m.email === "bob@example.test").role, "viewer");
     // As a viewer, Bob's page offers reading only.
-    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "SHARED", value: "s" })).status, 201);
+    assert.equal(
+      (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "SHARED", value: "s" })).status,
+      201,
+    );
     await bob.page.reload();
     await bob.page.getByRole("row", { name: /SHARED/ }).waitFor();
     assert.equal(await bob.page.getByRole("button", { name: "New secret" }).count(), 0);
     assert.equal(await bob.page.getByRole("button", { name: "Edit SHARED" }).count(), 0);
     assert.equal(await bob.page.getByRole("button", { name: "Delete SHARED" }).count(), 0);
     await bob.page.getByRole("button", { name: "Reveal SHARED" }).click();
-    await bob.page.getByRole("row", { name: /SHARED/ }).getByText("s", { exact: true }).waitFor();
+    await bob.page
+      .getByRole("row", { name: /SHARED/ })
+      .getByText("s", { exact: true })
+      .waitFor();
 
     await owner.page.getByRole("button", { name: "Remove bob@example.test" }).click();
     await owner.page.getByRole("dialog").getByRole("button", { name: "Remove member" }).click();
@@ -521,11 +583,25 @@ describe("members and access in Chromium", () => {
 
 /** `secrets-server login` as a real process whose stderr can be read while it polls. */
 function startLogin(server: TestServer, home: string, deviceName: string) {
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "login", "--server", server.url, "--device-name", deviceName, "--no-browser"], {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      "--import",
+      import.meta.resolve("tsx"),
+      path.join(ROOT, "src/main.ts"),
+      "login",
+      "--server",
+      server.url,
+      "--device-name",
+      deviceName,
+      "--no-browser",
+    ],
+    {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout.on("data", (d) => (output += d));
   child.stderr.on("data", (d) => (output += d));
@@ -637,7 +713,10 @@ describe("CLI sign-in in Chromium", () => {
     await page.getByRole("status").filter({ hasText: "Device: slow box." }).waitFor();
     await page.getByRole("button", { name: "Approve" }).click();
     // Approved, but the terminal has not asked yet: there is no session to show.
-    await page.getByRole("status").filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" }).waitFor();
+    await page
+      .getByRole("status")
+      .filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" })
+      .waitFor();
     await page.getByRole("heading", { name: "Approved" }).waitFor();
     await check(tab, "cli-approved-waiting");
     const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
@@ -681,11 +760,15 @@ describe("CLI sign-in in Chromium", () => {
 async function auditListShows(page: Page, lines: string[]) {
   const read = () =>
     page.evaluate(() =>
-      [...document.querySelectorAll('[aria-label="Audit events, newest first"] li')].map((li) => (li.textContent ?? "").replace(/\s+/g, " ").trim()),
+      [...document.querySelectorAll('[aria-label="Audit events, newest first"] li')].map((li) =>
+        (li.textContent ?? "").replace(/\s+/g, " ").trim(),
+      ),
     );
   await page
     .waitForFunction((wanted) => {
-      const items = [...document.querySelectorAll('[aria-label="Audit events, newest first"] li')].map((li) => (li.textContent ?? "").replace(/\s+/g, " ").toLowerCase());
+      const items = [...document.querySelectorAll('[aria-label="Audit events, newest first"] li')].map((li) =>
+        (li.textContent ?? "").replace(/\s+/g, " ").toLowerCase(),
+      );
       const left = [...items];
       for (const line of wanted) {
         const at = left.findIndex((item) => item.includes(line.toLowerCase()));
@@ -695,7 +778,9 @@ async function auditListShows(page: Page, lines: string[]) {
       return left.length === 0;
     }, lines)
     .catch(async (error: unknown) => {
-      throw new Error(`the audit list never showed exactly ${JSON.stringify(lines)}; it shows ${JSON.stringify(await read())}`, { cause: error });
+      throw new Error(`the audit list never showed exactly ${JSON.stringify(lines)}; it shows ${JSON.stringify(await read())}`, {
+        cause: error,
+      });
     });
 }
 
@@ -738,7 +823,10 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByLabel("Actor").selectOption({ label: "bob@example.test" });
     // Two events again (as the access filter's list), and Clear's unfiltered list has both of
     // Bob's: only the actor's answer is exactly these two.
-    await auditListShows(page, ["bob@example.test changed the value of API_KEY in production (now version 2)", "bob@example.test accepted an invitation as admin"]);
+    await auditListShows(page, [
+      "bob@example.test changed the value of API_KEY in production (now version 2)",
+      "bob@example.test accepted an invitation as admin",
+    ]);
 
     await page.getByLabel("From", { exact: true }).fill("2001-01-01");
     await page.getByLabel("To", { exact: true }).fill("2001-01-02");
@@ -772,10 +860,19 @@ describe("audit, security and Vercel in Chromium", () => {
     await useSession(tab, server, alice);
     const { page } = tab;
     await page.goto(`/projects/${project.id}/audit`);
-    await auditListShows(page, ["You created secret SECOND in production", "You created secret FIRST in production", "You created the project"]);
+    await auditListShows(page, [
+      "You created secret SECOND in production",
+      "You created secret FIRST in production",
+      "You created the project",
+    ]);
 
     // Each date applies as it is set: the request that counts carries both.
-    const sent = page.waitForRequest((r) => new URL(r.url()).pathname.endsWith("/audit") && new URL(r.url()).searchParams.has("from") && new URL(r.url()).searchParams.has("to"));
+    const sent = page.waitForRequest(
+      (r) =>
+        new URL(r.url()).pathname.endsWith("/audit") &&
+        new URL(r.url()).searchParams.has("from") &&
+        new URL(r.url()).searchParams.has("to"),
+    );
     await page.getByLabel("From", { exact: true }).fill(day);
     await page.getByLabel("To", { exact: true }).fill(day);
     const query = new URL((await sent).url()).searchParams;
@@ -814,7 +911,11 @@ describe("audit, security and Vercel in Chromium", () => {
     ] as const) {
       assert.equal((await alice.json("POST", at(env), { key, value: "v" })).status, 201);
     }
-    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member", environments: ["development", "production"] });
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, {
+      email: "bob@example.test",
+      role: "member",
+      environments: ["development", "production"],
+    });
     assert.equal(invited.status, 201, JSON.stringify(invited.body));
 
     const tab = await openTab(server);
@@ -898,7 +999,11 @@ describe("audit, security and Vercel in Chromium", () => {
     const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" } });
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "site", environments: ["development", "production"] });
-    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "STRIPE_KEY", value: "sk_live_1" })).status, 201);
+    assert.equal(
+      (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "STRIPE_KEY", value: "sk_live_1" }))
+        .status,
+      201,
+    );
 
     const tab = await openTab(server);
     await useSession(tab, server, alice);
@@ -939,7 +1044,9 @@ describe("audit, security and Vercel in Chromium", () => {
     // the notice it replaces to go.
     const finished = page.getByText("Sync finished.");
     const earlierNotice = await finished.elementHandle();
-    const syncAnswer = page.waitForResponse((r) => r.request().method() === "POST" && new URL(r.url()).pathname === `/api/projects/${project.id}/integrations/hosting/sync`);
+    const syncAnswer = page.waitForResponse(
+      (r) => r.request().method() === "POST" && new URL(r.url()).pathname === `/api/projects/${project.id}/integrations/hosting/sync`,
+    );
     await page.getByRole("button", { name: "Sync now" }).click();
     const syncResponse = await syncAnswer;
     assert.equal(syncResponse.status(), 200);
@@ -1125,7 +1232,10 @@ describe("settings, keyboard, phone and dark theme", () => {
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "mobile", environments: ["development", "staging", "production"] });
     for (const key of ["DATABASE_URL", "REDIS_URL", "A_VERY_LONG_SECRET_KEY_NAME_THAT_GOES_ON"]) {
-      assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key, value: "v" })).status, 201);
+      assert.equal(
+        (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key, value: "v" })).status,
+        201,
+      );
     }
     for (const [name, options] of [
       ["phone", { phone: true }],
@@ -1152,13 +1262,23 @@ describe("settings, keyboard, phone and dark theme", () => {
     const name = "w".repeat(60);
     const project = await alice.createProject({ name, description: "d".repeat(280), environments: ["production"] });
     const bob = await server.signIn(`${"b".repeat(60)}@example.test`);
-    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: `${"b".repeat(60)}@example.test`, role: "viewer" });
-    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
-    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: `K${"_".repeat(100)}`, value: "v" })).status, 201);
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, {
+      email: `${"b".repeat(60)}@example.test`,
+      role: "viewer",
+    });
+    assert.equal(
+      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
+      200,
+    );
+    assert.equal(
+      (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: `K${"_".repeat(100)}`, value: "v" }))
+        .status,
+      201,
+    );
     const device = await fetch(`${server.url}/api/cli/auth/device`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ deviceName: "laptop-" + "x".repeat(50) }),
+      body: JSON.stringify({ deviceName: `laptop-${"x".repeat(50)}` }),
     }).then((r) => r.json() as Promise<{ userCode: string }>);
 
     const tab = await openTab(server, { phone: true });
@@ -1201,12 +1321,21 @@ describe("settings, keyboard, phone and dark theme", () => {
     const bob = await server.signIn("bob@example.test");
     const project = await alice.createProject({ name: "focus", environments: ["production"] });
     const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
-    assert.equal((await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status, 200);
-    assert.equal((await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "OLD_KEY", value: "v" })).status, 201);
+    assert.equal(
+      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
+      200,
+    );
+    assert.equal(
+      (await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key: "OLD_KEY", value: "v" })).status,
+      201,
+    );
     const tab = await openTab(server);
     await useSession(tab, server, alice);
     const { page } = tab;
-    const focused = () => page.evaluate(() => document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.id ?? document.activeElement?.tagName);
+    const focused = () =>
+      page.evaluate(
+        () => document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.id ?? document.activeElement?.tagName,
+      );
 
     // A switch that was disabled while its request ran dropped focus to the body.
     await page.goto(`/projects/${project.id}/access`);

@@ -3,7 +3,14 @@
 // Vercel API.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { createOutcome, parseMappings, planSync, type Operation, type PlatformVar, type Policy } from "../src/integrations/vercel/vercel.plan.ts";
+import {
+  createOutcome,
+  type Operation,
+  type PlatformVar,
+  type Policy,
+  parseMappings,
+  planSync,
+} from "../src/integrations/vercel/vercel.plan.ts";
 
 const SKIP: Policy = { conflictPolicy: "skip" };
 const OVERWRITE: Policy = { conflictPolicy: "overwrite" };

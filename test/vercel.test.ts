@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { test, type TestContext } from "node:test";
+import path from "node:path";
+import { type TestContext, test } from "node:test";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { startFakeVercel, type FakeVercel } from "./fake-vercel.ts";
-import { startServer, type Client, type TestServer } from "./helpers.ts";
-import path from "node:path";
+import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type Client, startServer, type TestServer } from "./helpers.ts";
 
 // The Vercel integration and its sync engine, against a fake Vercel API (test/fake-vercel.ts).
 
@@ -91,7 +91,9 @@ function auditEvents(server: TestServer, projectId: string, prefix = "integratio
 }
 
 function integrationRow(server: TestServer, projectId: string): Record<string, unknown> | undefined {
-  return server.app.db.$client.prepare("SELECT * FROM integrations WHERE project_id = ?").get(projectId) as Record<string, unknown> | undefined;
+  return server.app.db.$client.prepare("SELECT * FROM integrations WHERE project_id = ?").get(projectId) as
+    | Record<string, unknown>
+    | undefined;
 }
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
@@ -378,7 +380,10 @@ test("PUT: every rule of 4.4, then a valid link makes the connection active", as
     [{ ...valid, mappings: {} }, "Map at least one environment to a Vercel target (development, preview or production)."],
     [{ ...valid, mappings: ["development"] }, "Map at least one environment to a Vercel target (development, preview or production)."],
     [{ ...valid, mappings: { development: "staging" } }, "Vercel targets are development, preview and production."],
-    [{ ...valid, mappings: { development: "production", production: "production" } }, "Two environments cannot sync to the same Vercel target."],
+    [
+      { ...valid, mappings: { development: "production", production: "production" } },
+      "Two environments cannot sync to the same Vercel target.",
+    ],
     [{ ...valid, mappings: { staging: "preview" } }, "Mappings may only name this project's environments: development, production."],
     [{ ...valid, mappings: { qa: "preview" } }, "Mappings may only name this project's environments: development, production."],
     [{ ...valid, conflictPolicy: "replace" }, "conflictPolicy must be skip or overwrite."],
@@ -487,7 +492,12 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   await addSecret(s, "staging", "STAGING_ONLY", "not-mapped-value");
   const others = s.fake.addEnv("prj_web", { key: "SHARED_KEY", value: "someone-elses", type: "encrypted", target: ["development"] });
   const same = s.fake.addEnv("prj_web", { key: "SAME_VALUE", value: "identical-value", type: "encrypted", target: ["production"] });
-  const preview = s.fake.addEnv("prj_web", { key: "API_URL", value: "https://preview.example.test", type: "encrypted", target: ["preview"] });
+  const preview = s.fake.addEnv("prj_web", {
+    key: "API_URL",
+    value: "https://preview.example.test",
+    type: "encrypted",
+    target: ["preview"],
+  });
   const unrelated = s.fake.addEnv("prj_web", { key: "THEIRS", value: "left-alone", type: "plain", target: ["production"] });
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 4);
 
@@ -499,7 +509,9 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   assert.equal(summary.trigger, "manual");
   assert.match(summary.startedAt, ISO_MS);
   assert.match(summary.finishedAt, ISO_MS);
-  assert.deepEqual(summary.results, [{ environment: "development", target: "development", key: "SHARED_KEY", result: "skipped", reason: "exists" }]);
+  assert.deepEqual(summary.results, [
+    { environment: "development", target: "development", key: "SHARED_KEY", result: "skipped", reason: "exists" },
+  ]);
 
   const devVar = s.fake.envFor("prj_web", "API_URL", "development")!;
   assert.deepEqual([devVar.value, devVar.type, devVar.target], ["https://dev.example.test", "encrypted", ["development"]]);
@@ -510,10 +522,17 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   assert.equal(same.value, "identical-value");
   assert.equal(preview.value, "https://preview.example.test");
   assert.equal(unrelated.value, "left-alone");
-  assert.equal(s.fake.envs("prj_web").some((e) => e.key === "STAGING_ONLY"), false);
+  assert.equal(
+    s.fake.envs("prj_web").some((e) => e.key === "STAGING_ONLY"),
+    false,
+  );
   assert.equal(s.fake.envs("prj_web").length, 6);
   // Values were read decrypted, never compared with ciphertext.
-  assert.ok(s.fake.requests.filter((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env").every((r) => r.query.get("decrypt") === "true"));
+  assert.ok(
+    s.fake.requests
+      .filter((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env")
+      .every((r) => r.query.get("decrypt") === "true"),
+  );
 
   // A second run finds everything in place: unchanged, not updated.
   const again = await s.owner.json("POST", `${s.base}/sync`);
@@ -544,7 +563,9 @@ test("sync: overwrite updates others' vars in place; vars shared with other targ
   assert.equal(res.status, 200, JSON.stringify(res.body));
   // DB_URL overwritten, HIDDEN (unreadable, so never "unchanged") overwritten, MULTI shared.
   assert.deepEqual(counts(res.body.summary), { created: 0, updated: 2, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
-  assert.deepEqual(res.body.summary.results, [{ environment: "production", target: "production", key: "MULTI", result: "skipped", reason: "shared" }]);
+  assert.deepEqual(res.body.summary.results, [
+    { environment: "production", target: "production", key: "MULTI", result: "skipped", reason: "shared" },
+  ]);
   assert.equal(theirs.value, "postgres://new-value");
   assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "DB_URL").length, 1, "updated in place, same id");
   assert.equal(hidden.value, "hidden-new-value");
@@ -626,7 +647,10 @@ test("automatic sync: a secret change in a mapped environment increments pending
   assert.equal(synced.length, 1);
   assert.deepEqual([synced[0]!.actor, synced[0]!.metadata.trigger], [null, "automatic"]);
   const redeployed = events.filter((e) => e.action === "integration.redeployed");
-  assert.deepEqual(redeployed.map((e) => e.metadata), [{ trigger: "automatic", jobId: deployed.jobId, state: "PENDING" }]);
+  assert.deepEqual(
+    redeployed.map((e) => e.metadata),
+    [{ trigger: "automatic", jobId: deployed.jobId, state: "PENDING" }],
+  );
 });
 
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
@@ -691,7 +715,10 @@ test("attention: a token Vercel rejects during a sync moves the connection to at
   assert.equal(view.lastSyncStatus, "failed");
   assert.equal(view.syncing, false);
   const failedEvents = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.sync_failed");
-  assert.deepEqual(failedEvents.map((e) => e.metadata), [{ trigger: "manual", error: M.savedTokenRejected.error }]);
+  assert.deepEqual(
+    failedEvents.map((e) => e.metadata),
+    [{ trigger: "manual", error: M.savedTokenRejected.error }],
+  );
 
   const blocked = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([blocked.status, blocked.body], [400, M.reconnect]);
@@ -707,10 +734,7 @@ test("attention: a token Vercel rejects during a sync moves the connection to at
   s.fake.addToken(fresh);
   const reconnected = await s.owner.json("POST", s.base, { token: fresh });
   assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
-  assert.deepEqual(
-    [reconnected.body.status, reconnected.body.hostProjectId, reconnected.body.lastError],
-    ["active", "prj_web", null],
-  );
+  assert.deepEqual([reconnected.body.status, reconnected.body.hostProjectId, reconnected.body.lastError], ["active", "prj_web", null]);
   const done = await settled(s);
   assert.equal(done.status, "active");
   assert.equal(s.fake.envFor("prj_web", "WAITING_KEY", "development")!.value, "waiting-value");
@@ -747,7 +771,11 @@ test("one sync at a time: a second sync answers 409 while one runs, and a sync a
   const sqlite = new Database(path.join(s.server.dataDir, DATABASE_FILE));
   sqlite
     .prepare("UPDATE integrations SET sync_started_at = ?, last_run = ? WHERE project_id = ?")
-    .run("2026-01-01T00:00:00.000Z", JSON.stringify({ status: "running", trigger: "automatic", startedAt: "2026-01-01T00:00:00.000Z" }), s.projectId);
+    .run(
+      "2026-01-01T00:00:00.000Z",
+      JSON.stringify({ status: "running", trigger: "automatic", startedAt: "2026-01-01T00:00:00.000Z" }),
+      s.projectId,
+    );
   sqlite.close();
   const restarted = await s.server.restart();
   t.after(() => restarted.stop());
@@ -789,7 +817,10 @@ test("a reconnect while a sync runs: the old token's rejection does not put the 
 test("a sync that ends after a disconnect and a new connection writes nothing into the new connection", async (t) => {
   const s = await linked(t);
   const hook = s.fake.addHook("prj_web");
-  assert.equal((await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { production: "production" }, deployHookUrl: hook })).status, 200);
+  assert.equal(
+    (await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", mappings: { production: "production" }, deployHookUrl: hook })).status,
+    200,
+  );
   await addSecret(s, "production", "HOOK_RACE_KEY", "hook-race-value");
   await settled(s);
   const held = s.fake.hold((r) => r.method === "POST" && r.path.startsWith("/v1/integrations/deploy/"));
@@ -930,7 +961,17 @@ test("the token and the deploy hook URL never appear in a response, a log line o
   const hookId = hook.split("/").at(-1)!;
   await call("PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development" }, deployHookUrl: `${hook}/x` });
   await call("PUT", s.base, { hostProjectId: "prj_team", mappings: { development: "development" }, deployHookUrl: hook });
-  assert.equal((await call("PUT", s.base, { hostProjectId: "prj_web", mappings: { development: "development" }, autoRedeploy: true, deployHookUrl: hook })).status, 200);
+  assert.equal(
+    (
+      await call("PUT", s.base, {
+        hostProjectId: "prj_web",
+        mappings: { development: "development" },
+        autoRedeploy: true,
+        deployHookUrl: hook,
+      })
+    ).status,
+    200,
+  );
   await addSecret(s, "development", "SCAN_KEY", "scan-secret-value");
   await settled(s);
   await call("POST", `${s.base}/sync`, { redeploy: true });

@@ -2,16 +2,15 @@
 // small HTTP server on 127.0.0.1 publishing its configuration and key set, signing with jose.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { test, type TestContext } from "node:test";
+import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
-import { freePort, startServer, type Client, type TestServer } from "./helpers.ts";
+import { type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
-import { AUDIENCE, signingKey, startIssuer, SUBJECT } from "./workload-issuer.ts";
+import { AUDIENCE, SUBJECT, signingKey, startIssuer } from "./workload-issuer.ts";
 
 const REFUSED = { error: "The identity token was not accepted." };
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const BROWSER_ONLY = { error: "This action needs a browser session; CLI tokens cannot be used here." };
-
 
 async function setUp(t: TestContext) {
   const server = await startServer(t);
@@ -23,7 +22,11 @@ async function setUp(t: TestContext) {
   const owner = await server.signIn("olivia@example.test");
   const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
   const secret = await createSecret(owner, project.id, "production", "DATABASE_URL", "postgres://prod-db/app-6613");
-  const created = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, { name: "github-deploy", role: "viewer", environments: ["production"] });
+  const created = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, {
+    name: "github-deploy",
+    role: "viewer",
+    environments: ["production"],
+  });
   assert.equal(created.status, 201);
   const account = created.body.serviceAccount;
   const trust = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, {
@@ -58,7 +61,10 @@ test("an identity token from a trusted issuer becomes a short access token that 
   assert.equal(me.body.serviceAccount.id, account.id);
   assert.ok(Math.abs(Date.parse(me.body.expiresAt) - (server.clock.now().getTime() + 900_000)) < 5000);
   // Used exactly like a service token: browser-only endpoints refuse it.
-  assert.deepEqual(await workload.json("GET", `/api/projects/${project.id}/service-accounts`).then((r) => [r.status, r.body]), [403, BROWSER_ONLY]);
+  assert.deepEqual(await workload.json("GET", `/api/projects/${project.id}/service-accounts`).then((r) => [r.status, r.body]), [
+    403,
+    BROWSER_ONLY,
+  ]);
 
   // ES256 too; and never longer than the identity token itself lives.
   const short = await exchange(server, account.id, await issuer.sign(ec, {}, { expiresInSeconds: 120 }));
@@ -68,7 +74,9 @@ test("an identity token from a trusted issuer becomes a short access token that 
   // Audited as the account, at most once a minute per trust.
   const events = () =>
     server.app.db.$client
-      .prepare("SELECT actor_user_id, service_account_id, service_account_name, metadata FROM audit_events WHERE action = 'service_account.token_exchanged'")
+      .prepare(
+        "SELECT actor_user_id, service_account_id, service_account_name, metadata FROM audit_events WHERE action = 'service_account.token_exchanged'",
+      )
       .all() as { actor_user_id: string | null; service_account_id: string; service_account_name: string; metadata: string }[];
   assert.equal(events().length, 1);
   const [event] = events();
@@ -97,7 +105,11 @@ test("EdDSA keys verify, and an aud array containing the trust's audience is acc
   assert.equal(signed.status, 200, JSON.stringify(signed.body));
   const inArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", AUDIENCE] }));
   assert.equal(inArray.status, 200, JSON.stringify(inArray.body));
-  const notInArray = await exchange(server, account.id, await issuer.sign(ed, { aud: ["https://elsewhere.example.test", `${AUDIENCE}/other`] }));
+  const notInArray = await exchange(
+    server,
+    account.id,
+    await issuer.sign(ed, { aud: ["https://elsewhere.example.test", `${AUDIENCE}/other`] }),
+  );
   assert.deepEqual([notInArray.status, notInArray.body], [401, REFUSED]);
 });
 
@@ -109,10 +121,17 @@ test("every refusal is one 401, with the reason only in the log and never the to
     .setIssuedAt()
     .setExpirationTime("1h")
     .sign(hmacKey);
-  const none = new UnsecuredJWT({ iss: issuer.url, aud: AUDIENCE, sub: SUBJECT, repository: "acme/api" }).setIssuedAt().setExpirationTime("1h").encode();
+  const none = new UnsecuredJWT({ iss: issuer.url, aud: AUDIENCE, sub: SUBJECT, repository: "acme/api" })
+    .setIssuedAt()
+    .setExpirationTime("1h")
+    .encode();
   const stranger = await signingKey("rsa-1", "RS256");
   const unknownKid = await signingKey("rsa-unknown", "RS256");
-  const other = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, { name: "other", role: "viewer", environments: ["production"] });
+  const other = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, {
+    name: "other",
+    role: "viewer",
+    environments: ["production"],
+  });
 
   const cases: [string, unknown, unknown][] = [
     ["wrong audience", account.id, await issuer.sign(rsa, { aud: "https://other.example" })],
@@ -145,7 +164,10 @@ test("every refusal is one 401, with the reason only in the log and never the to
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
   const refusals = server.logs.filter((line) => line.includes("workload identity exchange refused"));
   assert.equal(refusals.length, cases.length);
-  assert.ok(refusals.every((line) => JSON.parse(line).reason), "each refusal says why");
+  assert.ok(
+    refusals.every((line) => JSON.parse(line).reason),
+    "each refusal says why",
+  );
   for (const [, , token] of cases) {
     if (typeof token === "string") assert.ok(!server.logs.some((line) => line.includes(token)), "no identity token in the log");
   }
@@ -160,7 +182,11 @@ test("an issuer that is down or redirects is refused", async (t) => {
   // A trusted issuer nobody answers for.
   const down = `http://127.0.0.1:${await freePort()}`;
   const downKey = await signingKey("down-1", "RS256");
-  await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, { issuer: down, audience: AUDIENCE, subject: "*" });
+  await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, {
+    issuer: down,
+    audience: AUDIENCE,
+    subject: "*",
+  });
   const jwt = await new SignJWT({ iss: down, aud: AUDIENCE, sub: SUBJECT })
     .setProtectedHeader({ alg: "RS256", kid: "down-1" })
     .setIssuedAt()
@@ -191,7 +217,8 @@ test("an issuer whose configuration or key set fails is not asked again within t
 
   const again = await setUp(t);
   again.issuer.failing = "jwks";
-  for (let i = 0; i < 5; i++) assert.equal((await exchange(again.server, again.account.id, await again.issuer.sign(again.rsa))).status, 401);
+  for (let i = 0; i < 5; i++)
+    assert.equal((await exchange(again.server, again.account.id, await again.issuer.sign(again.rsa))).status, 401);
   assert.deepEqual([again.issuer.discoveryFetches, again.issuer.jwksFetches], [1, 1]);
   assert.ok(again.server.logs.some((line) => line.includes("key set could not be fetched")));
 });
@@ -263,7 +290,10 @@ test("an issuer that never answers is given up after its timeout: one 401, not a
   issuer.failing = "hang";
   const res = await exchange(server, account.id, await issuer.sign(rsa));
   assert.deepEqual([res.status, res.body], [401, REFUSED]);
-  assert.ok(server.logs.some((line) => line.includes("key set could not be fetched (TimeoutError")), "the log says it timed out");
+  assert.ok(
+    server.logs.some((line) => line.includes("key set could not be fetched (TimeoutError")),
+    "the log says it timed out",
+  );
 });
 
 test("access tokens die with their account or trust; the exchange is limited per client address", async (t) => {
@@ -277,15 +307,29 @@ test("access tokens die with their account or trust; the exchange is limited per
   assert.deepEqual(got.body.serviceAccount.tokens, []);
 
   await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}/trusts/${trust.id}`);
-  assert.deepEqual(await as(first).json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+  assert.deepEqual(
+    await as(first)
+      .json("GET", "/api/service-accounts/me")
+      .then((r) => [r.status, r.body]),
+    [401, TOKEN_REFUSED],
+  );
   assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
 
-  const again = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, { issuer: issuer.url, audience: AUDIENCE, subject: SUBJECT });
+  const again = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${account.id}/trusts`, {
+    issuer: issuer.url,
+    audience: AUDIENCE,
+    subject: SUBJECT,
+  });
   assert.equal(again.status, 201);
   const third = (await exchange(server, account.id, await issuer.sign(rsa))).body.accessToken as string;
   await owner.json("DELETE", `/api/projects/${project.id}/service-accounts/${account.id}`);
   for (const token of [second, third]) {
-    assert.deepEqual(await as(token).json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
+    assert.deepEqual(
+      await as(token)
+        .json("GET", "/api/service-accounts/me")
+        .then((r) => [r.status, r.body]),
+      [401, TOKEN_REFUSED],
+    );
   }
   assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM service_tokens").pluck().get(), 0);
 

@@ -4,7 +4,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TestContext } from "node:test";
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose";
+import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from "jose";
 
 export const AUDIENCE = "https://secrets.example.test";
 export const SUBJECT = "repo:acme/api:ref:refs/heads/main";

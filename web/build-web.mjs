@@ -55,9 +55,14 @@ export async function buildWeb({ outdir, minify = true, quiet = false }) {
 
   const gzipBytes = [js, css].reduce((sum, file) => sum + zlib.gzipSync(fs.readFileSync(path.join(outdir, file)), { level: 9 }).length, 0);
   const kib = (gzipBytes / 1024).toFixed(1);
-  if (gzipBytes > BUDGET_BYTES) throw new Error(`web UI is ${kib} KiB gzipped (JavaScript + CSS), over the ${BUDGET_BYTES / 1024} KiB budget`);
+  if (gzipBytes > BUDGET_BYTES)
+    throw new Error(`web UI is ${kib} KiB gzipped (JavaScript + CSS), over the ${BUDGET_BYTES / 1024} KiB budget`);
   if (!quiet) console.log(`web UI: ${js}, ${css}: ${kib} KiB gzipped (JavaScript + CSS; budget ${BUDGET_BYTES / 1024} KiB)`);
-  const inputs = [...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)), path.join(WEB, "index.html"), import.meta.filename];
+  const inputs = [
+    ...Object.keys(result.metafile.inputs).map((file) => path.resolve(file)),
+    path.join(WEB, "index.html"),
+    import.meta.filename,
+  ];
   return { files: ["index.html", ...outputs].sort(), gzipBytes, inputs: [...new Set(inputs)].sort() };
 }
 

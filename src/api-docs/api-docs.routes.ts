@@ -48,7 +48,12 @@ export function registerApiDocsRoutes(app: FastifyInstance): void {
   routes.get(
     "/api/docs/style.css",
     {
-      schema: { tags, summary: "The reference page's stylesheet", security: SECURITY.none, response: { 200: z.string().describe("text/css") } },
+      schema: {
+        tags,
+        summary: "The reference page's stylesheet",
+        security: SECURITY.none,
+        response: { 200: z.string().describe("text/css") },
+      },
     },
     async (_req, reply) => reply.type("text/css; charset=utf-8").send(DOCS_STYLESHEET),
   );

@@ -26,7 +26,10 @@ function prose(text: string): string {
 }
 
 function anchor(text: string): string {
-  return text.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+  return text
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-|-$/g, "");
 }
 
 /** A schema as a TypeScript-like type: short, and readable by people who never read JSON Schema. */
@@ -107,7 +110,10 @@ function operationHtml(method: string, path: string, operation: Operation): stri
     if (status === "default") continue;
     const schema = response.content?.["application/json"]?.schema;
     // "Default Response" is @fastify/swagger's filler, not a description.
-    const note = response.description && response.description !== "Default Response" ? ` <span class="note">${prose(response.description)}</span>` : "";
+    const note =
+      response.description && response.description !== "Default Response"
+        ? ` <span class="note">${prose(response.description)}</span>`
+        : "";
     parts.push(`<h4>${escapeHtml(status)}${note}</h4>`);
     // Errors are all the same shape, shown once at the top of the page.
     if (schema && Object.keys(schema).length > 0 && schema.$ref !== "#/components/schemas/Error") parts.push(schemaBlock(schema));

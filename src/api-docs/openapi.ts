@@ -44,7 +44,11 @@ function validationAnswers(rules: ValidationMessages[string] | undefined): Map<s
  * collects routes as they are registered, so this runs before any route). Routes with
  * `schema.hide` (the web UI's catch-all) are left out.
  */
-export async function registerOpenApi(app: FastifyInstance, config: Pick<Config, "isProduction">, messages: ValidationMessages): Promise<void> {
+export async function registerOpenApi(
+  app: FastifyInstance,
+  config: Pick<Config, "isProduction">,
+  messages: ValidationMessages,
+): Promise<void> {
   await app.register(swagger, {
     openapi: {
       openapi: "3.1.0",
@@ -82,7 +86,9 @@ export async function registerOpenApi(app: FastifyInstance, config: Pick<Config,
           for (const [status, sentences] of validationAnswers(messages[route])) {
             const described = `When the request does not fit: ${sentences.map((s) => `"${s}"`).join(", ")}`;
             const existing = responses[status];
-            if (existing) existing.description = existing.description && existing.description !== "Default Response" ? `${existing.description}. ${described}` : described;
+            if (existing)
+              existing.description =
+                existing.description && existing.description !== "Default Response" ? `${existing.description}. ${described}` : described;
             else responses[status] = { ...ERROR_RESPONSE, description: described };
           }
           // Any operation may fail: with the error shape, whatever its status.

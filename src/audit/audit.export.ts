@@ -2,7 +2,19 @@
 // of their own and the whole metadata as JSON in the last one.
 import type { AuditEventView } from "./audit.service.ts";
 
-const COLUMNS = ["at", "action", "category", "actor", "actorUserId", "serviceAccount", "environment", "key", "targetType", "targetId", "metadata"];
+const COLUMNS = [
+  "at",
+  "action",
+  "category",
+  "actor",
+  "actorUserId",
+  "serviceAccount",
+  "environment",
+  "key",
+  "targetType",
+  "targetId",
+  "metadata",
+];
 
 /**
  * One cell. A spreadsheet runs text starting with = + - @ (or a tab or carriage return) as a

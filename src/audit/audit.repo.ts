@@ -149,7 +149,9 @@ export function createAuditRepo(db: Db) {
   }
 
   const hasServiceAccountEvents = sqlite
-    .prepare("SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at_seq WHERE project_id = ? AND service_account_id = ? LIMIT 1")
+    .prepare(
+      "SELECT 1 FROM audit_events INDEXED BY audit_events_project_service_account_at_seq WHERE project_id = ? AND service_account_id = ? LIMIT 1",
+    )
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
   const encryptedRecords = createEncryptedRecordCounter(db);

@@ -6,9 +6,9 @@
 import type { Logger } from "pino";
 import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { createAuditRepo } from "./audit.repo.ts";
-import { describeBreak, signCheckpoint, startChain, type ChainBreak } from "./audit.verify.ts";
+import { type ChainBreak, describeBreak, signCheckpoint, startChain } from "./audit.verify.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /**

@@ -4,10 +4,17 @@ import { z } from "zod";
 import type { AccessGuard } from "../core/access.ts";
 import { Environment, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { isSecretKey } from "../core/secret-rules.ts";
 import { AUDIT_CATEGORIES, isAuditAction } from "./audit.actions.ts";
 import { auditCsv } from "./audit.export.ts";
-import { EXPORT_MAX_EVENTS, FINDING_SEVERITIES, PAGE_SIZE_DEFAULT, PAGE_SIZE_MAX, type AuditQuery, type AuditService } from "./audit.service.ts";
-import { isSecretKey } from "../core/secret-rules.ts";
+import {
+  type AuditQuery,
+  type AuditService,
+  EXPORT_MAX_EVENTS,
+  FINDING_SEVERITIES,
+  PAGE_SIZE_DEFAULT,
+  PAGE_SIZE_MAX,
+} from "./audit.service.ts";
 
 const USER_ID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 const DATE_ONLY = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -16,9 +23,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 
 function isRealDate(year: string, month: string, day: string): boolean {
   const date = new Date(Date.UTC(Number(year), Number(month) - 1, Number(day)));
-  return (
-    date.getUTCFullYear() === Number(year) && date.getUTCMonth() === Number(month) - 1 && date.getUTCDate() === Number(day)
-  );
+  return date.getUTCFullYear() === Number(year) && date.getUTCMonth() === Number(month) - 1 && date.getUTCDate() === Number(day);
 }
 
 interface DateBound {
@@ -108,7 +113,11 @@ function toAuditQuery(query: z.output<typeof PageQuery>): AuditQuery {
     environment: query.environment,
     key: query.key,
     fromAt: from && storedTimeText(from.at),
-    to: toBound && (toBound.at > LAST_STORED_TIME ? { at: storedTimeText(toBound.at), exclusive: false } : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
+    to:
+      toBound &&
+      (toBound.at > LAST_STORED_TIME
+        ? { at: storedTimeText(toBound.at), exclusive: false }
+        : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
     cursor: query.cursor,
   };
 }
@@ -125,7 +134,10 @@ const AuditEvent = z.object({
     .object({ userId: z.string(), email: z.string().nullable(), isYou: z.boolean(), isMember: z.boolean() })
     .nullable()
     .describe("Null for a service account's events and the server's own"),
-  serviceAccount: z.object({ id: z.string(), name: z.string() }).nullable().describe("The service account that caused the event, as named then"),
+  serviceAccount: z
+    .object({ id: z.string(), name: z.string() })
+    .nullable()
+    .describe("The service account that caused the event, as named then"),
 });
 
 const Count = z.number().int();
@@ -172,7 +184,9 @@ const SecurityOverview = z.object({
       }),
     )
     .describe("The notes with a severity, a stable code and where to act; most severe first"),
-  environments: z.array(z.object({ environment: z.string(), members: Count, viewers: Count })).describe("Per environment, how many members and viewers hold a grant"),
+  environments: z
+    .array(z.object({ environment: z.string(), members: Count, viewers: Count }))
+    .describe("Per environment, how many members and viewers hold a grant"),
 });
 
 export function registerAuditRoutes(

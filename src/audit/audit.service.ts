@@ -1,4 +1,4 @@
-import { ENVIRONMENTS, type AccessGuard, type Role } from "../core/access.ts";
+import { type AccessGuard, ENVIRONMENTS, type Role } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
@@ -144,7 +144,18 @@ interface Deps {
   invitations: { countOpen(projectId: string, nowIso: string): { pending: number; expired: number } };
 }
 
-export function createAuditService({ repo, writer, access, config, keyring, clock, serviceAccountCounts, openTrustAccounts, members: membersFeature, invitations: invitationsFeature }: Deps) {
+export function createAuditService({
+  repo,
+  writer,
+  access,
+  config,
+  keyring,
+  clock,
+  serviceAccountCounts,
+  openTrustAccounts,
+  members: membersFeature,
+  invitations: invitationsFeature,
+}: Deps) {
   /** The page's events as the API shows them; whether each actor is a member is read now. */
   function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): AuditEventView[] {
     const actorIds = [...new Set(rows.flatMap((row) => (row.actor_user_id === null ? [] : [row.actor_user_id])))];
@@ -171,8 +182,7 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
               isYou: row.actor_user_id === caller.userId,
               isMember: members.has(row.actor_user_id),
             },
-      serviceAccount:
-        row.service_account_id === null ? null : { id: row.service_account_id, name: row.service_account_name ?? "" },
+      serviceAccount: row.service_account_id === null ? null : { id: row.service_account_id, name: row.service_account_name ?? "" },
     };
   }
 
@@ -212,7 +222,12 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
      * The newest EXPORT_MAX_EVENTS events matching the query's filters, for a download.
      * Answers only once its own `audit.exported` event is on disk, like a secrets export.
      */
-    async export(caller: Caller, projectId: string, query: AuditQuery, format: "csv" | "json"): Promise<{ events: AuditEventView[]; truncated: boolean }> {
+    async export(
+      caller: Caller,
+      projectId: string,
+      query: AuditQuery,
+      format: "csv" | "json",
+    ): Promise<{ events: AuditEventView[]; truncated: boolean }> {
       access.require(caller, projectId, "audit:read");
       const rows = repo.page({ ...resolvedFilter(projectId, query), limit: EXPORT_MAX_EVENTS + 1 });
       const truncated = rows.length > EXPORT_MAX_EVENTS;
@@ -247,7 +262,8 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
             status: hostingRow.status,
             lastSyncAt: hostingRow.last_sync_at,
             lastSyncStatus: hostingRow.last_sync_status,
-            connectedBy: hostingRow.connected_by === null ? null : { userId: hostingRow.connected_by, email: hostingRow.connected_by_email },
+            connectedBy:
+              hostingRow.connected_by === null ? null : { userId: hostingRow.connected_by, email: hostingRow.connected_by_email },
             paused: hostingRow.paused_at !== null,
             pausedAt: hostingRow.paused_at,
             pausedReason: hostingRow.paused_reason,
@@ -336,11 +352,23 @@ export function createAuditService({ repo, writer, access, config, keyring, cloc
           { page: "vercel" },
         );
       } else if (hosting?.status === "attention") {
-        note("warning", "vercel_attention", "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.", { page: "vercel" });
+        note(
+          "warning",
+          "vercel_attention",
+          "The Vercel integration needs attention: reconnect it with a new access token so syncing can resume.",
+          { page: "vercel" },
+        );
       } else if (hosting?.lastSyncStatus === "failed") {
-        note("warning", "vercel_sync_failed", "The last Vercel sync failed. Open the integration to see the error, then sync again.", { page: "vercel" });
+        note("warning", "vercel_sync_failed", "The last Vercel sync failed. Open the integration to see the error, then sync again.", {
+          page: "vercel",
+        });
       } else if (hosting?.lastSyncStatus === "partial") {
-        note("info", "vercel_sync_partial", "The last Vercel sync left some variables out. Open the integration to see which, then sync again.", { page: "vercel" });
+        note(
+          "info",
+          "vercel_sync_partial",
+          "The last Vercel sync left some variables out. Open the integration to see which, then sync again.",
+          { page: "vercel" },
+        );
       }
       // Findings only (the notes predate them): what the service-account counts warn about.
       const machines = serviceAccountCounts(projectId);

@@ -1,10 +1,10 @@
 import crypto from "node:crypto";
 import { loadConfig } from "../core/config.ts";
-import { loadKeyring, safeEqual, type Keyring } from "../core/crypto.ts";
-import { checkMasterKeys, openDatabase, readTransaction, writeTransaction, type Db } from "../core/db.ts";
-import { createAuditRepo, type AuditRepo, type CheckpointRow, type StoredEventRow } from "./audit.repo.ts";
-import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
+import { type Keyring, loadKeyring, safeEqual } from "../core/crypto.ts";
+import { checkMasterKeys, type Db, openDatabase, readTransaction, writeTransaction } from "../core/db.ts";
 import { plural } from "../core/text.ts";
+import { type AuditRepo, type CheckpointRow, createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
+import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
 
 export interface ChainBreak {
   /** Events before the broken one that verified. */

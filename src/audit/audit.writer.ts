@@ -1,6 +1,6 @@
 import crypto, { type KeyObject } from "node:crypto";
-import type { Clock } from "../core/clock.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
+import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";

@@ -35,22 +35,13 @@ export function createCliAuthRepo(db: Db) {
         .select()
         .from(deviceRequests)
         .where(
-          and(
-            eq(deviceRequests.userCodeHash, userCodeHash),
-            eq(deviceRequests.status, "pending"),
-            gt(deviceRequests.expiresAt, nowIso),
-          ),
+          and(eq(deviceRequests.userCodeHash, userCodeHash), eq(deviceRequests.status, "pending"), gt(deviceRequests.expiresAt, nowIso)),
         )
         .get();
     },
 
     /** Moves a request on from `from`; answers whether it was still in that state. */
-    setDeviceRequestStatus(
-      id: string,
-      from: DeviceRequestRow["status"],
-      to: DeviceRequestRow["status"],
-      approvedBy?: string,
-    ): boolean {
+    setDeviceRequestStatus(id: string, from: DeviceRequestRow["status"], to: DeviceRequestRow["status"], approvedBy?: string): boolean {
       const result = db
         .update(deviceRequests)
         .set({ status: to, ...(approvedBy ? { approvedBy } : {}) })
@@ -83,7 +74,13 @@ export function createCliAuthRepo(db: Db) {
 
     /** Marks a refresh token exchanged; false when another request got there first. */
     markTokenUsed(id: string, iso: string): boolean {
-      return db.update(cliTokens).set({ usedAt: iso }).where(and(eq(cliTokens.id, id), isNull(cliTokens.usedAt))).run().changes === 1;
+      return (
+        db
+          .update(cliTokens)
+          .set({ usedAt: iso })
+          .where(and(eq(cliTokens.id, id), isNull(cliTokens.usedAt)))
+          .run().changes === 1
+      );
     },
 
     extendSession(id: string, lastUsedAt: string, expiresAt: string): void {
@@ -91,7 +88,13 @@ export function createCliAuthRepo(db: Db) {
     },
 
     revokeSession(id: string, iso: string): boolean {
-      return db.update(cliSessions).set({ revokedAt: iso }).where(and(eq(cliSessions.id, id), isNull(cliSessions.revokedAt))).run().changes === 1;
+      return (
+        db
+          .update(cliSessions)
+          .set({ revokedAt: iso })
+          .where(and(eq(cliSessions.id, id), isNull(cliSessions.revokedAt)))
+          .run().changes === 1
+      );
     },
 
     listActiveSessions(userId: string, nowIso: string): CliSessionRow[] {

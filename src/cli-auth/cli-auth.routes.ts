@@ -1,11 +1,11 @@
-import { isServiceAccount } from "../core/caller.ts";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { ErrorBody, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { isServiceAccount } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
-import { normalizeUserCode, type CliAuthService } from "./cli-auth.service.ts";
+import { type CliAuthService, normalizeUserCode } from "./cli-auth.service.ts";
 
 /** Device starts per client address and minute. */
 export const DEVICE_START_LIMIT_PER_MINUTE = 10;
@@ -81,7 +81,8 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
       schema: {
         tags,
         summary: "Start a device sign-in",
-        description: "The CLI shows the user code and verification URL, then polls /api/cli/auth/token. The request expires after 10 minutes.",
+        description:
+          "The CLI shows the user code and verification URL, then polls /api/cli/auth/token. The request expires after 10 minutes.",
         security: SECURITY.none,
         body: DeviceStartBody,
         response: {
@@ -104,7 +105,8 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
       schema: {
         tags,
         summary: "Poll a device sign-in",
-        description: "202 while pending; 200 with the tokens exactly once after approval; 400 with a status when denied or expired (or already used).",
+        description:
+          "202 while pending; 200 with the tokens exactly once after approval; 400 with a status when denied or expired (or already used).",
         security: SECURITY.none,
         body: DeviceCodeBody,
         response: {

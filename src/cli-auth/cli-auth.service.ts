@@ -5,7 +5,7 @@ import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { CliAuthRepo, CliSessionRow } from "./cli-auth.repo.ts";
 
@@ -111,8 +111,22 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
     const accessExpiresAt = new Date(now.getTime() + ACCESS_TOKEN_MINUTES * 60 * 1000).toISOString();
     const refreshExpiresAt = new Date(now.getTime() + REFRESH_TOKEN_DAYS * DAY_MS).toISOString();
     const createdAt = now.toISOString();
-    repo.insertToken({ id: crypto.randomUUID(), sessionId, kind: "access", tokenHash: hashToken(accessToken), createdAt, expiresAt: accessExpiresAt });
-    repo.insertToken({ id: crypto.randomUUID(), sessionId, kind: "refresh", tokenHash: hashToken(refreshToken), createdAt, expiresAt: refreshExpiresAt });
+    repo.insertToken({
+      id: crypto.randomUUID(),
+      sessionId,
+      kind: "access",
+      tokenHash: hashToken(accessToken),
+      createdAt,
+      expiresAt: accessExpiresAt,
+    });
+    repo.insertToken({
+      id: crypto.randomUUID(),
+      sessionId,
+      kind: "refresh",
+      tokenHash: hashToken(refreshToken),
+      createdAt,
+      expiresAt: refreshExpiresAt,
+    });
     return { status: "approved", accessToken, refreshToken, accessExpiresAt, refreshExpiresAt, email: email ?? "" };
   }
 
@@ -221,7 +235,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
         const now = clock.now();
         const nowIso = now.toISOString();
         const found = repo.findTokenWithSession(hashToken(refreshToken));
-        if (!found || found.token.kind !== "refresh") return "ended";
+        if (found?.token.kind !== "refresh") return "ended";
         const { token, session } = found;
         if (session.revokedAt || found.userDisabledAt) return "ended";
         if (token.usedAt || !repo.markTokenUsed(token.id, nowIso)) {

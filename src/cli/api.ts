@@ -1,6 +1,6 @@
 import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
-import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
@@ -8,6 +8,7 @@ const REQUEST_TIMEOUT_MS = 30_000;
 // Refresh a little before the recorded expiry, so a token does not die in flight.
 const EXPIRY_MARGIN_MS = 30_000;
 
+// biome-ignore lint/suspicious/noExplicitAny: a body is whatever the caller reads of it; callers that care name T
 export interface ApiResponse<T = any> {
   status: number;
   body: T;
@@ -25,7 +26,10 @@ export function normalizeServerUrl(input: string): string {
   try {
     url = new URL(given.includes("://") ? given : withScheme(given));
   } catch {
-    throw new CliError(`"${printable(input)}" is not a URL. Use the server's address, for example https://secrets.example.com.`, EXIT.usage);
+    throw new CliError(
+      `"${printable(input)}" is not a URL. Use the server's address, for example https://secrets.example.com.`,
+      EXIT.usage,
+    );
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") {
     throw new CliError(`The server URL must start with http:// or https:// (got "${printable(input)}").`, EXIT.usage);
@@ -51,7 +55,9 @@ function withScheme(hostAndPort: string): string {
 export function loginHint(server: string): string {
   let plain: string | undefined;
   try {
-    plain = process.env.SECRETS_SERVER_URL ? normalizeServerUrl(process.env.SECRETS_SERVER_URL) : (readCredentials().defaultServer ?? DEFAULT_SERVER);
+    plain = process.env.SECRETS_SERVER_URL
+      ? normalizeServerUrl(process.env.SECRETS_SERVER_URL)
+      : (readCredentials().defaultServer ?? DEFAULT_SERVER);
   } catch {
     plain = undefined;
   }
@@ -215,6 +221,7 @@ export class Api {
   }
 
   /** Like request, but any answer other than `expected` becomes a CliError. */
+  // biome-ignore lint/suspicious/noExplicitAny: as ApiResponse
   async expect<T = any>(expected: number, method: string, path: string, body?: unknown): Promise<T> {
     const res = await this.request(method, path, body);
     if (res.status !== expected) throw errorFor(res, this.server);

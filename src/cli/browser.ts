@@ -8,7 +8,13 @@ import { spawn } from "node:child_process";
 export function maybeOpenBrowser(url: string): void {
   if (!process.stdin.isTTY || !process.stderr.isTTY) return;
   const opener =
-    process.platform === "darwin" ? "open" : process.platform === "win32" ? undefined : process.env.DISPLAY || process.env.WAYLAND_DISPLAY ? "xdg-open" : undefined;
+    process.platform === "darwin"
+      ? "open"
+      : process.platform === "win32"
+        ? undefined
+        : process.env.DISPLAY || process.env.WAYLAND_DISPLAY
+          ? "xdg-open"
+          : undefined;
   if (!opener) return;
   try {
     const child = spawn(opener, [url], { stdio: "ignore", detached: true });

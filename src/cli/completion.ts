@@ -4,7 +4,7 @@
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
-import { ENVIRONMENTS, findLink, normalizeEnvironment, resolveServer, type ProjectSummary } from "./context.ts";
+import { ENVIRONMENTS, findLink, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -35,7 +35,16 @@ const FLAGS: Record<string, string[]> = {
 const COMMANDS = [...Object.keys(FLAGS), "help", "version"];
 const SECRETS_ACTIONS = ["list", "get", "set", "import", "delete", "diff"];
 /** Flags whose value is a file or free text: the shell's own (file) completion applies. */
-const FREE_VALUE = new Set(["--output", "-o", "--token-file", "--device-name", "--fallback-max-age", "--watch-interval", "--allow-env", "--server"]);
+const FREE_VALUE = new Set([
+  "--output",
+  "-o",
+  "--token-file",
+  "--device-name",
+  "--fallback-max-age",
+  "--watch-interval",
+  "--allow-env",
+  "--server",
+]);
 const TIMEOUT_MS = 1500;
 
 export async function completion(args: string[]): Promise<number> {
@@ -52,7 +61,7 @@ export async function complete(args: string[]): Promise<number> {
     const current = words.at(-1) ?? "";
     const found = (await candidates(joinColons(words.slice(0, -1)), current)).filter((c) => c.startsWith(current));
     const lines = shell === "bash" ? found.map(bashEscape) : found;
-    if (lines.length > 0) process.stdout.write(lines.join("\n") + "\n");
+    if (lines.length > 0) process.stdout.write(`${lines.join("\n")}\n`);
   } catch {
     // Completion must never print an error into the middle of a command line.
   }
@@ -64,7 +73,7 @@ function joinColons(words: string[]): string[] {
   const out: string[] = [];
   for (let i = 0; i < words.length; i++) {
     if (words[i] === ":" && out.length > 0) {
-      out[out.length - 1] += ":" + (words[i + 1] ?? "");
+      out[out.length - 1] += `:${words[i + 1] ?? ""}`;
       i++;
     } else {
       out.push(words[i]!);
@@ -104,7 +113,8 @@ async function candidates(before: string[], current: string): Promise<string[]> 
   if (positionals.length === 0) return SECRETS_ACTIONS;
   const action = positionals[0];
   if (action === "diff" && positionals.length <= 2) return environmentsOf(before);
-  if ((action === "get" && positionals.length === 1) || action === "delete" || (action === "set" && positionals.length === 1)) return keysOf(before);
+  if ((action === "get" && positionals.length === 1) || action === "delete" || (action === "set" && positionals.length === 1))
+    return keysOf(before);
   return [];
 }
 

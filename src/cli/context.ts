@@ -1,11 +1,11 @@
 import fs from "node:fs";
 import path from "node:path";
-import { parseArgs, type ParseArgsConfig } from "node:util";
-import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
+import { type ParseArgsConfig, parseArgs } from "node:util";
 import { printable } from "../core/text.ts";
+import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { machineAuth, TOKEN_FILE_OPTION, type MachineAuth } from "./machine.ts";
+import { type MachineAuth, machineAuth, TOKEN_FILE_OPTION } from "./machine.ts";
 
 export const LINK_FILE = ".secrets-server.json";
 export const ENVIRONMENTS = ["development", "staging", "production"] as const;
@@ -113,7 +113,11 @@ export function connect(values: { server?: string; "token-file"?: string }, know
   return connectWith(machineAuth(values["token-file"]), values.server, known);
 }
 
-function connectWith(machine: MachineAuth | undefined, serverFlag: string | undefined, known?: { link: FoundLink | undefined }): Connection {
+function connectWith(
+  machine: MachineAuth | undefined,
+  serverFlag: string | undefined,
+  known?: { link: FoundLink | undefined },
+): Connection {
   if (!machine) {
     const server = resolveServer(serverFlag, known);
     return { api: new Api(server), server };
@@ -211,14 +215,19 @@ export async function locate(target: Target): Promise<{ projectId: string; proje
   const project = target.project;
   if (project !== undefined && project !== account.projectId && project.toLowerCase() !== account.projectName.toLowerCase()) {
     throw new CliError(
-      printable(`The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`),
+      printable(
+        `The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`,
+      ),
       EXIT.denied,
     );
   }
   const choices = account.environments.join(", ");
   if (target.environment === undefined) {
     if (account.environments.length !== 1) {
-      throw new CliError(printable(`The service account ${account.name} may use ${choices}: name one with --env (or SECRETS_SERVER_ENV).`), EXIT.usage);
+      throw new CliError(
+        printable(`The service account ${account.name} may use ${choices}: name one with --env (or SECRETS_SERVER_ENV).`),
+        EXIT.usage,
+      );
     }
     return { projectId: account.projectId, projectName: account.projectName, environment: account.environments[0]! };
   }

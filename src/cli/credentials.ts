@@ -2,8 +2,8 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { writeFileAtomically } from "./files.ts";
 import { CliError } from "./errors.ts";
+import { writeFileAtomically } from "./files.ts";
 
 /** What the CLI keeps per server URL. The tokens never leave this file except as a Bearer header. */
 export interface ServerCredentials {
@@ -66,7 +66,7 @@ export function readCredentials(env: NodeJS.ProcessEnv = process.env): Credentia
 export function writeCredentials(data: CredentialsFile, env: NodeJS.ProcessEnv = process.env): void {
   const file = credentialsPath(env);
   ensureDir(path.dirname(file));
-  writeFileAtomically(file, JSON.stringify(data, null, 2) + "\n", 0o600);
+  writeFileAtomically(file, `${JSON.stringify(data, null, 2)}\n`, 0o600);
 }
 
 function isAlive(pid: number): boolean {

@@ -31,13 +31,18 @@ export async function diffEnvironments(values: DiffValues, args: string[], usage
 
 async function diff(values: DiffValues, args: string[], usage: string): Promise<number> {
   if (args.length !== 2) throw new CliError(`Name two environments: secrets diff ENV_A ENV_B.\n\n${usage}`, EXIT.usage);
-  if (values.env !== undefined) throw new CliError(`secrets diff takes the two environments as arguments, not --env.\n\n${usage}`, EXIT.usage);
+  if (values.env !== undefined)
+    throw new CliError(`secrets diff takes the two environments as arguments, not --env.\n\n${usage}`, EXIT.usage);
   const [a, b] = args.map(normalizeEnvironment) as [string, string];
   // Resolved with the first environment only so that a missing --env is no error here.
   const target = resolveTarget({ ...values, env: a });
   const read = async (environment: string): Promise<Map<string, string>> => {
     const at = await locate({ ...target, environment });
-    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(at.projectId, at.environment)}/export`);
+    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(
+      200,
+      "GET",
+      `${environmentPath(at.projectId, at.environment)}/export`,
+    );
     return new Map(secrets.map((s) => [s.key, s.value]));
   };
   const left = await read(a);
@@ -59,7 +64,7 @@ async function diff(values: DiffValues, args: string[], usage: string): Promise<
       different: show ? Object.fromEntries(different.map((key) => [key, { [a]: left.get(key), [b]: right.get(key) }])) : different,
       same,
     };
-    process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+    process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
     return isSame ? EXIT.ok : DIFFERENT;
   }
   if (isSame) {
@@ -76,6 +81,6 @@ async function diff(values: DiffValues, args: string[], usage: string): Promise<
     lines.push(`${"different".padEnd(width)}  ${key}${show ? `  ${a}=${quoted(left.get(key))}  ${b}=${quoted(right.get(key))}` : ""}`);
   }
   lines.push(`(${same} the same)`);
-  process.stdout.write(lines.join("\n") + "\n");
+  process.stdout.write(`${lines.join("\n")}\n`);
   return DIFFERENT;
 }

@@ -4,5 +4,5 @@ export interface SecretPair {
 }
 
 export function formatJson(secrets: SecretPair[]): string {
-  return JSON.stringify(Object.fromEntries(secrets.map((s) => [s.key, s.value])), null, 2) + "\n";
+  return `${JSON.stringify(Object.fromEntries(secrets.map((s) => [s.key, s.value])), null, 2)}\n`;
 }

@@ -1,11 +1,11 @@
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { configDir, ensureFallbackKey, readCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
-import { writeFileAtomically } from "./files.ts";
-import { CliError, EXIT } from "./errors.ts";
-import type { SecretPair } from "./dotenv.ts";
 import { printable } from "../core/text.ts";
+import { configDir, ensureFallbackKey, readCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
+import type { SecretPair } from "./dotenv.ts";
+import { CliError, EXIT } from "./errors.ts";
+import { writeFileAtomically } from "./files.ts";
 
 // The last secrets fetched for one server, project and environment, kept for `--fallback`
 // so deployments keep working while the server is down. AES-256-GCM under a random key
@@ -84,7 +84,12 @@ function writeIndex(index: Record<string, string[]>): void {
 
 export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]): Promise<void> {
   const key = place.serviceToken ? tokenKey(place.serviceToken) : await personKey(place);
-  const content: FallbackContent = { savedAt: new Date().toISOString(), projectName: place.projectName, environment: place.resolvedEnvironment, secrets };
+  const content: FallbackContent = {
+    savedAt: new Date().toISOString(),
+    projectName: place.projectName,
+    environment: place.resolvedEnvironment,
+    secrets,
+  };
   const nonce = crypto.randomBytes(12);
   const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
   cipher.setAAD(Buffer.from(aad(place), "utf8"));
@@ -126,13 +131,20 @@ export function loadFallback(
   let content: FallbackContent;
   try {
     const sealed = fs.readFileSync(file);
-    const decipher = crypto.createDecipheriv("aes-256-gcm", typeof key === "string" ? Buffer.from(key, "base64") : key, sealed.subarray(0, 12));
+    const decipher = crypto.createDecipheriv(
+      "aes-256-gcm",
+      typeof key === "string" ? Buffer.from(key, "base64") : key,
+      sealed.subarray(0, 12),
+    );
     decipher.setAAD(Buffer.from(aad(place), "utf8"));
     decipher.setAuthTag(sealed.subarray(sealed.length - 16));
     const plain = Buffer.concat([decipher.update(sealed.subarray(12, sealed.length - 16)), decipher.final()]);
     content = JSON.parse(plain.toString("utf8")) as FallbackContent;
   } catch {
-    throw new CliError(`The fallback copy in ${file} cannot be opened (damaged, or ${place.serviceToken ? "not saved with this token" : "the key in credentials.json changed"}).`, EXIT.unreachable);
+    throw new CliError(
+      `The fallback copy in ${file} cannot be opened (damaged, or ${place.serviceToken ? "not saved with this token" : "the key in credentials.json changed"}).`,
+      EXIT.unreachable,
+    );
   }
   const ageMs = Math.max(0, Date.now() - Date.parse(content.savedAt));
   if (maxAgeMs !== undefined && ageMs > maxAgeMs) {

@@ -1,11 +1,11 @@
 // The CLI commands of the executable. They talk to a server only over HTTP (fetch), like
 // any other client, with the credentials kept in $XDG_CONFIG_HOME/secrets-server.
 import { printable, printableLines } from "../core/text.ts";
+import { COMPLETION_USAGE, complete, completion } from "./completion.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { login, LOGIN_USAGE, logout, LOGOUT_USAGE, whoami, WHOAMI_USAGE } from "./login.ts";
-import { complete, completion, COMPLETION_USAGE } from "./completion.ts";
-import { run, RUN_USAGE } from "./run.ts";
-import { EXPORT_USAGE, exportSecrets, link, LINK_USAGE, projects, PROJECTS_USAGE, secrets, SECRETS_USAGE } from "./secrets.ts";
+import { LOGIN_USAGE, LOGOUT_USAGE, login, logout, WHOAMI_USAGE, whoami } from "./login.ts";
+import { RUN_USAGE, run } from "./run.ts";
+import { EXPORT_USAGE, exportSecrets, LINK_USAGE, link, PROJECTS_USAGE, projects, SECRETS_USAGE, secrets } from "./secrets.ts";
 
 export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL or SECRETS_SERVER_URL picks it):
   login            Sign this machine in through the browser (device flow)
@@ -46,7 +46,7 @@ function guarded(command: Command, usage: string): Command {
   return async (args) => {
     const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
     if (own.includes("--help") || own.includes("-h")) {
-      process.stdout.write(usage + "\n");
+      process.stdout.write(`${usage}\n`);
       return EXIT.ok;
     }
     try {

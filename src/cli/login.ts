@@ -1,9 +1,9 @@
 import os from "node:os";
 import { printable } from "../core/text.ts";
-import { maybeOpenBrowser } from "./browser.ts";
 import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
-import { connect, CONNECTION_OPTIONS, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
-import { forgetServer, readCredentials, withCredentialsLock, writeCredentials, type ServerCredentials } from "./credentials.ts";
+import { maybeOpenBrowser } from "./browser.ts";
+import { CONNECTION_OPTIONS, connect, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
+import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { removeFallbacks } from "./fallback.ts";
 
@@ -82,7 +82,9 @@ export async function login(args: string[]): Promise<number> {
       `and check that it shows this code before you approve:\n\n  ${printable(String(userCode))}\n\n`,
   );
   if (page && page.origin !== new URL(server).origin) {
-    process.stderr.write(`Note: that page is on ${page.origin}, not on ${server}. Approve only if that is your secrets server's address.\n\n`);
+    process.stderr.write(
+      `Note: that page is on ${page.origin}, not on ${server}. Approve only if that is your secrets server's address.\n\n`,
+    );
   }
   if (page && !values["no-browser"]) maybeOpenBrowser(page.href);
 
@@ -115,7 +117,7 @@ export async function login(args: string[]): Promise<number> {
     await post(server, "/api/cli/auth/logout", undefined, previous.accessToken).catch(() => undefined);
   }
 
-  if (values.json) process.stdout.write(JSON.stringify({ server, email: credentials.email }) + "\n");
+  if (values.json) process.stdout.write(`${JSON.stringify({ server, email: credentials.email })}\n`);
   else process.stdout.write(`Signed in to ${server} as ${printable(credentials.email)}.\n`);
   if (process.env.SECRETS_SERVER_TOKEN || process.env.SECRETS_SERVER_SERVICE_ACCOUNT) {
     process.stderr.write(
@@ -182,7 +184,7 @@ export async function logout(args: string[]): Promise<number> {
       `Warning: could not end the session on the server (${warning}). It stays valid until it expires; revoke it under CLI sessions in the browser.\n`,
     );
   }
-  if (values.json) process.stdout.write(JSON.stringify({ server, signedOut: Boolean(stored) }) + "\n");
+  if (values.json) process.stdout.write(`${JSON.stringify({ server, signedOut: Boolean(stored) })}\n`);
   else process.stdout.write(stored ? `Signed out of ${server}.\n` : `Not signed in to ${server}.\n`);
   return EXIT.ok;
 }
@@ -199,20 +201,22 @@ export async function whoami(args: string[]): Promise<number> {
     const { serviceAccount: account, expiresAt } = await machine.me((method, path) => api.request(method, path), server);
     const via = machine.kind;
     if (values.json) {
-      process.stdout.write(JSON.stringify({ server, via, serviceAccount: account, expiresAt }) + "\n");
+      process.stdout.write(`${JSON.stringify({ server, via, serviceAccount: account, expiresAt })}\n`);
     } else {
       const expiry = `${via === "workload" ? "access token" : "token"} expires ${expiresAt ?? "never"}`;
       process.stdout.write(
         printable(`service account ${account.name} (${account.id}) on ${server}`) +
           "\n" +
-          printable(`  project ${account.projectName} (${account.projectId}), role ${account.role}, environments ${account.environments.join(", ") || "none"}`) +
+          printable(
+            `  project ${account.projectName} (${account.projectId}), role ${account.role}, environments ${account.environments.join(", ") || "none"}`,
+          ) +
           `\n  ${expiry}\n`,
       );
     }
     return EXIT.ok;
   }
   const { user } = await api.expect<{ user: { id: string; email: string; name: string | null } }>(200, "GET", "/api/auth/me");
-  if (values.json) process.stdout.write(JSON.stringify({ server, ...user }) + "\n");
-  else process.stdout.write(printable(`${user.email}${user.name ? ` (${user.name})` : ""}`) + ` on ${server}\n`);
+  if (values.json) process.stdout.write(`${JSON.stringify({ server, ...user })}\n`);
+  else process.stdout.write(`${printable(`${user.email}${user.name ? ` (${user.name})` : ""}`)} on ${server}\n`);
   return EXIT.ok;
 }

@@ -5,8 +5,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { isLoopbackHost } from "../core/loopback.ts";
-import { post, type ApiResponse, type BearerSource } from "./api.ts";
 import { printable } from "../core/text.ts";
+import { type ApiResponse, type BearerSource, post } from "./api.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
@@ -69,13 +69,20 @@ export class MachineAuth implements BearerSource {
         EXIT.auth,
       );
     }
-    return new CliError(`${server} refused the access token from the identity exchange: the service account or its trust was removed, or the token expired. Run the command again.`, EXIT.auth);
+    return new CliError(
+      `${server} refused the access token from the identity exchange: the service account or its trust was removed, or the token expired. Run the command again.`,
+      EXIT.auth,
+    );
   }
 
   /** The account behind the credential, asked once per command. */
   me(request: (method: string, path: string) => Promise<ApiResponse>, server: string): Promise<ServiceAccountMe> {
     return (this.#me ??= request("GET", "/api/service-accounts/me").then((res) => {
-      if (res.status !== 200) throw new CliError(`${server} answered ${res.status} to /api/service-accounts/me. Is it a secrets-server with service accounts?`, EXIT.failed);
+      if (res.status !== 200)
+        throw new CliError(
+          `${server} answered ${res.status} to /api/service-accounts/me. Is it a secrets-server with service accounts?`,
+          EXIT.failed,
+        );
       return res.body as ServiceAccountMe;
     }));
   }
@@ -96,7 +103,10 @@ export function machineAuth(tokenFile: string | undefined, from: NodeJS.ProcessE
   const identityToken = env("SECRETS_SERVER_IDENTITY_TOKEN", from);
   const serviceAccountId = env("SECRETS_SERVER_SERVICE_ACCOUNT", from);
   if (tokenFile !== undefined && envToken) {
-    throw new CliError("Both --token-file and SECRETS_SERVER_TOKEN are set. Use one: unset SECRETS_SERVER_TOKEN or drop --token-file.", EXIT.usage);
+    throw new CliError(
+      "Both --token-file and SECRETS_SERVER_TOKEN are set. Use one: unset SECRETS_SERVER_TOKEN or drop --token-file.",
+      EXIT.usage,
+    );
   }
   if ((tokenFile !== undefined || envToken) && identityToken) {
     throw new CliError(
@@ -110,14 +120,21 @@ export function machineAuth(tokenFile: string | undefined, from: NodeJS.ProcessE
   const requestUrl = env("ACTIONS_ID_TOKEN_REQUEST_URL", from);
   const requestToken = env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", from);
   if (identityToken && !serviceAccountId) {
-    throw new CliError("SECRETS_SERVER_IDENTITY_TOKEN needs SECRETS_SERVER_SERVICE_ACCOUNT: the id of the service account that trusts the token's issuer.", EXIT.usage);
+    throw new CliError(
+      "SECRETS_SERVER_IDENTITY_TOKEN needs SECRETS_SERVER_SERVICE_ACCOUNT: the id of the service account that trusts the token's issuer.",
+      EXIT.usage,
+    );
   }
   if (!serviceAccountId) return undefined;
   if (!UUID.test(serviceAccountId)) {
-    throw new CliError("SECRETS_SERVER_SERVICE_ACCOUNT must be the service account's id (a UUID, shown in the web UI and the API), not its name.", EXIT.usage);
+    throw new CliError(
+      "SECRETS_SERVER_SERVICE_ACCOUNT must be the service account's id (a UUID, shown in the web UI and the API), not its name.",
+      EXIT.usage,
+    );
   }
   if (identityToken) {
-    if (!JWT.test(identityToken)) throw new CliError("SECRETS_SERVER_IDENTITY_TOKEN is not a JWT (three base64url parts joined by dots).", EXIT.usage);
+    if (!JWT.test(identityToken))
+      throw new CliError("SECRETS_SERVER_IDENTITY_TOKEN is not a JWT (three base64url parts joined by dots).", EXIT.usage);
     return MachineAuth.fromIdentity(serviceAccountId, { from: "env", jwt: identityToken });
   }
   if (requestUrl && requestToken) return MachineAuth.fromIdentity(serviceAccountId, { from: "github", requestUrl, requestToken });
@@ -131,7 +148,10 @@ export function machineAuth(tokenFile: string | undefined, from: NodeJS.ProcessE
 /** The token's shape only; the message never quotes it. */
 function checkServiceToken(token: string, source: string): string {
   if (!SERVICE_TOKEN.test(token)) {
-    throw new CliError(`${source} does not hold a service token: expected svc_st_ followed by the rest of the token, on one line.`, EXIT.usage);
+    throw new CliError(
+      `${source} does not hold a service token: expected svc_st_ followed by the rest of the token, on one line.`,
+      EXIT.usage,
+    );
   }
   return token;
 }
@@ -155,7 +175,10 @@ function readTokenFile(file: string): string {
     text = fs.readFileSync(full, "utf8");
   } catch (error) {
     if (error instanceof CliError) throw error;
-    throw new CliError(`Cannot read --token-file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
+    throw new CliError(
+      `Cannot read --token-file ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`,
+      EXIT.usage,
+    );
   }
   const token = text.trim();
   if (!token) throw new CliError(`--token-file ${file} is empty.`, EXIT.usage);
@@ -188,7 +211,10 @@ async function githubIdentityToken(requestUrl: string, requestToken: string, aud
     body = await res.json().catch(() => undefined);
   } catch (error) {
     const cause = (error as { cause?: { code?: string } }).cause;
-    throw new CliError(`Could not get the job's identity token from GitHub Actions (${cause?.code ?? (error as Error).message}).`, EXIT.unreachable);
+    throw new CliError(
+      `Could not get the job's identity token from GitHub Actions (${cause?.code ?? (error as Error).message}).`,
+      EXIT.unreachable,
+    );
   }
   const value = (body as { value?: unknown } | undefined)?.value;
   if (res.status !== 200 || typeof value !== "string" || !JWT.test(value)) {

@@ -3,9 +3,9 @@ import os from "node:os";
 import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
 import { CONNECTION_OPTIONS, parseFlags, resolveTarget, TARGET_OPTIONS } from "./context.ts";
-import { CliError, EXIT } from "./errors.ts";
 import type { SecretPair } from "./dotenv.ts";
-import { fallbackSettings, fetchAll, FALLBACK_OPTIONS } from "./secrets.ts";
+import { CliError, EXIT } from "./errors.ts";
+import { FALLBACK_OPTIONS, fallbackSettings, fetchAll } from "./secrets.ts";
 import { parseWatchInterval, runWatching } from "./watch.ts";
 
 export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]...
@@ -62,7 +62,8 @@ export async function run(args: string[]): Promise<number> {
   );
   if (positionals.length > 0) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const [command, ...commandArgs] = args.slice(separator + 1) as [string, ...string[]];
-  if (!values.watch && values["watch-interval"] !== undefined) throw new CliError(`--watch-interval goes with --watch.\n\n${RUN_USAGE}`, EXIT.usage);
+  if (!values.watch && values["watch-interval"] !== undefined)
+    throw new CliError(`--watch-interval goes with --watch.\n\n${RUN_USAGE}`, EXIT.usage);
   if (values.watch && (values.fallback || values["fallback-max-age"])) {
     throw new CliError(`--watch restarts the command on the server's changes; it does not take --fallback.\n\n${RUN_USAGE}`, EXIT.usage);
   }
@@ -95,7 +96,16 @@ export async function run(args: string[]): Promise<number> {
   // process group; sending them again would make a second Ctrl-C out of the first.
   const fromTerminal = process.stdin.isTTY ? new Set<NodeJS.Signals>(["SIGINT", "SIGQUIT", "SIGWINCH"]) : new Set<NodeJS.Signals>();
   if (values.watch) {
-    return runWatching({ target, command, commandArgs, intervalMs, environmentFor, forwarded: FORWARDED, fromTerminal, silent: values.silent });
+    return runWatching({
+      target,
+      command,
+      commandArgs,
+      intervalMs,
+      environmentFor,
+      forwarded: FORWARDED,
+      fromTerminal,
+      silent: values.silent,
+    });
   }
   const env = environmentFor(await fetchAll(target, fallbackSettings(values)));
 

@@ -2,13 +2,13 @@
 // (the import endpoint takes a browser session only), each confirmed for production.
 import fs from "node:fs";
 import { parseDotenv } from "../../web/src/dotenv.ts";
+import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
 import { printable } from "../core/text.ts";
-import { errorFor, type Api } from "./api.ts";
+import { type Api, errorFor } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { environmentPath, locate, resolveTarget, type Target } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { confirmProductionWrite, isInteractive } from "./prompt.ts";
-import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
 
 /** A secret as the API lists it: metadata, never a value. */
 export interface SecretMeta {
@@ -59,7 +59,11 @@ async function secretsByKey(api: Api, base: string): Promise<Map<string, SecretM
 function parseAssignments(args: string[], usage: string): { key: string; value: string }[] {
   const entries = args.map((arg) => {
     const eq = arg.indexOf("=");
-    if (eq <= 0) throw new CliError(`"${printable(arg)}" is not KEY=VALUE. Give every secret as KEY=VALUE, or one as KEY VALUE.\n\n${usage}`, EXIT.usage);
+    if (eq <= 0)
+      throw new CliError(
+        `"${printable(arg)}" is not KEY=VALUE. Give every secret as KEY=VALUE, or one as KEY VALUE.\n\n${usage}`,
+        EXIT.usage,
+      );
     return { key: arg.slice(0, eq), value: arg.slice(eq + 1) };
   });
   const seen = new Set<string>();
@@ -84,7 +88,9 @@ function invalidEntries(entries: { key: string; value?: string }[]): string[] {
     } else if (value !== undefined && value.length === 0) {
       problems.push(`The value of ${key} is empty: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")} characters`);
     } else if (value !== undefined && value.length > MAX_VALUE_LENGTH) {
-      problems.push(`The value of ${key} has ${value.length.toLocaleString("en")} characters: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")}`);
+      problems.push(
+        `The value of ${key} has ${value.length.toLocaleString("en")} characters: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")}`,
+      );
     }
   }
   return problems;
@@ -111,12 +117,19 @@ function readDotenvFile(file: string): { key: string; value: string }[] {
     throw new CliError(`${file} has lines that are not KEY=VALUE; nothing was written:\n${lines.join("\n")}`, EXIT.failed);
   }
   if (parsed.duplicates.length > 0) {
-    process.stderr.write(`Warning: ${list(parsed.duplicates)} ${parsed.duplicates.length === 1 ? "is" : "are"} given more than once in ${file}; the last value is used, as dotenv does.\n`);
+    process.stderr.write(
+      `Warning: ${list(parsed.duplicates)} ${parsed.duplicates.length === 1 ? "is" : "are"} given more than once in ${file}; the last value is used, as dotenv does.\n`,
+    );
   }
   return parsed.entries.map(({ key, value }) => ({ key, value }));
 }
 
-export async function writeSecrets(action: "set" | "import" | "delete", values: WriteValues, args: string[], usage: string): Promise<number> {
+export async function writeSecrets(
+  action: "set" | "import" | "delete",
+  values: WriteValues,
+  args: string[],
+  usage: string,
+): Promise<number> {
   const say = (text: string) => {
     if (!values.silent && !values.json) process.stdout.write(text);
   };
@@ -188,7 +201,8 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
       const status: Status = !before ? "created" : saved.version === before.version ? "unchanged" : "updated";
       results.push({ key: saved.key, status, version: saved.version });
       if (action === "import") say(`${status.padEnd(10)} ${saved.key} (version ${saved.version})\n`);
-      else if (status === "unchanged") say(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
+      else if (status === "unchanged")
+        say(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
       else say(`${status === "created" ? "Created" : "Updated"} ${saved.key} in ${environment} (version ${saved.version}).\n`);
     } catch (error) {
       if (!(error instanceof CliError) || results.length === 0) throw error;
@@ -201,7 +215,7 @@ export async function writeSecrets(action: "set" | "import" | "delete", values: 
   }
   if (values.json && !values.silent) {
     // The single form prints the secret's metadata, as it always has.
-    process.stdout.write(JSON.stringify(action === "set" && !args[0]?.includes("=") ? lastSaved : { environment, results }) + "\n");
+    process.stdout.write(`${JSON.stringify(action === "set" && !args[0]?.includes("=") ? lastSaved : { environment, results })}\n`);
   } else if (action === "import") {
     const count = (status: Status) => results.filter((r) => r.status === status).length;
     say(
@@ -221,7 +235,15 @@ const HANDOVER_WAIT_MS = 10 * 60 * 1000;
  */
 async function handOverToBrowser(
   target: Target,
-  at: { projectId: string; environment: string; base: string; keys: string[]; deleted: string[]; values: WriteValues; say: (text: string) => void },
+  at: {
+    projectId: string;
+    environment: string;
+    base: string;
+    keys: string[];
+    deleted: string[];
+    values: WriteValues;
+    say: (text: string) => void;
+  },
 ): Promise<number> {
   const { keys, deleted, environment } = at;
   const url = `${target.server}/projects/${encodeURIComponent(at.projectId)}/${encodeURIComponent(environment)}?delete=${encodeURIComponent(keys.join(","))}`;
@@ -245,11 +267,14 @@ async function handOverToBrowser(
     const gone = keys.filter((key) => !left.has(key));
     if (gone.length === keys.length) break;
     if (Date.now() > deadline) {
-      throw new CliError(`${list(keys.filter((key) => left.has(key)))} ${keys.length - gone.length === 1 ? "was" : "were"} not deleted within 10 minutes.`, EXIT.failed);
+      throw new CliError(
+        `${list(keys.filter((key) => left.has(key)))} ${keys.length - gone.length === 1 ? "was" : "were"} not deleted within 10 minutes.`,
+        EXIT.failed,
+      );
     }
   }
   for (const key of keys) at.say(`Deleted ${key} from ${environment} (confirmed in the browser).\n`);
-  if (at.values.json && !at.values.silent) process.stdout.write(JSON.stringify({ environment, deleted: [...deleted, ...keys] }) + "\n");
+  if (at.values.json && !at.values.silent) process.stdout.write(`${JSON.stringify({ environment, deleted: [...deleted, ...keys] })}\n`);
   return EXIT.ok;
 }
 
@@ -261,7 +286,11 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
   const existing = await secretsByKey(api, base);
   const missing = keys.filter((key) => !existing.has(key));
   if (missing.length > 0) throw new CliError(`No secret ${list(missing)} in ${environment}: nothing was deleted.`, EXIT.denied);
-  await confirmProductionWrite(environment, values.yes, `Delete ${list(keys)} and ${keys.length === 1 ? "its" : "their"} version history from production?`);
+  await confirmProductionWrite(
+    environment,
+    values.yes,
+    `Delete ${list(keys)} and ${keys.length === 1 ? "its" : "their"} version history from production?`,
+  );
   const deleted: string[] = [];
   for (const key of keys) {
     const res = await api.request("DELETE", `${base}/secrets/${encodeURIComponent(existing.get(key)!.id)}`);
@@ -275,6 +304,6 @@ async function deleteSecrets(values: WriteValues, keys: string[], say: (text: st
     deleted.push(key);
     say(`Deleted ${key} from ${environment}.\n`);
   }
-  if (values.json && !values.silent) process.stdout.write(JSON.stringify({ environment, deleted }) + "\n");
+  if (values.json && !values.silent) process.stdout.write(`${JSON.stringify({ environment, deleted })}\n`);
   return EXIT.ok;
 }

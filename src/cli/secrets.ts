@@ -1,29 +1,29 @@
 import path from "node:path";
+import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
+import { CLI_EXPORT_FORMATS, DockerEnvRefusal, dockerRefusalMessage, type ExportFormat, exportFile } from "../secrets/export-formats.ts";
 import type { Api } from "./api.ts";
 import {
-  connect,
   CONNECTION_OPTIONS,
+  connect,
   environmentPath,
   JSON_OPTION,
   LINK_FILE,
+  type LinkFile,
   locate,
   normalizeEnvironment,
+  type ProjectSummary,
   parseFlags,
   resolveProject,
   resolveTarget,
   TARGET_OPTIONS,
-  type LinkFile,
-  type ProjectSummary,
   type Target,
 } from "./context.ts";
-import { isAppSettingName, parseNameList } from "../core/env-names.ts";
-import { CLI_EXPORT_FORMATS, DockerEnvRefusal, dockerRefusalMessage, exportFile, type ExportFormat } from "../secrets/export-formats.ts";
+import { diffEnvironments } from "./diff.ts";
 import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
+import { describePlace, type FallbackPlace, formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
 import { writeFileAtomically } from "./files.ts";
-import { describePlace, formatAge, loadFallback, parseDuration, saveFallback, type FallbackPlace } from "./fallback.ts";
-import { diffEnvironments } from "./diff.ts";
 import { CONFIRM_OPTIONS, isInteractive, pick } from "./prompt.ts";
 import { listSecrets, writeSecrets } from "./secrets-write.ts";
 
@@ -32,7 +32,7 @@ function table(cells: string[][]): string {
   if (cells.length === 0) return "";
   const rows = cells.map((row) => row.map(printable));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n") + "\n";
+  return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n")}\n`;
 }
 
 export const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--token-file FILE] [--json]";
@@ -42,11 +42,13 @@ export async function projects(args: string[]): Promise<number> {
   const { api } = connect(values);
   const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   if (values.json) {
-    process.stdout.write(JSON.stringify(list, null, 2) + "\n");
+    process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
   } else if (list.length === 0) {
     process.stderr.write("You are not a member of any project yet.\n");
   } else {
-    process.stdout.write(table([["NAME", "ID", "ROLE", "ENVIRONMENTS"], ...list.map((p) => [p.name, p.id, p.role, p.environments.join(",")])]));
+    process.stdout.write(
+      table([["NAME", "ID", "ROLE", "ENVIRONMENTS"], ...list.map((p) => [p.name, p.id, p.role, p.environments.join(",")])]),
+    );
   }
   return EXIT.ok;
 }
@@ -95,7 +97,6 @@ const SECRETS_OPTIONS = {
   "show-values": { type: "boolean", default: false },
 } as const;
 
-
 /** Keys the user may have meant: the same but for case, or one or two typos away. */
 export function similarKeys(wanted: string, keys: string[]): string[] {
   const lower = wanted.toLowerCase();
@@ -104,7 +105,10 @@ export function similarKeys(wanted: string, keys: string[]): string[] {
   const limit = Math.min(2, Math.floor(wanted.length / 4));
   const scored = keys.map((key) => ({ key, distance: editDistance(lower, key.toLowerCase()) })).filter((s) => s.distance <= limit);
   const best = Math.min(...scored.map((s) => s.distance));
-  return scored.filter((s) => s.distance === best).map((s) => s.key).slice(0, 3);
+  return scored
+    .filter((s) => s.distance === best)
+    .map((s) => s.key)
+    .slice(0, 3);
 }
 
 function editDistance(a: string, b: string): number {
@@ -138,7 +142,8 @@ export async function secrets(args: string[]): Promise<number> {
   const [action, key, value] = positionals;
   if (!action) throw new CliError(SECRETS_USAGE, EXIT.usage);
   if (action === "diff") return diffEnvironments(values, positionals.slice(1), SECRETS_USAGE);
-  if (action === "set" || action === "import" || action === "delete") return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
+  if (action === "set" || action === "import" || action === "delete")
+    return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
   const target = resolveTarget(values);
   const { api } = target;
   const { projectId, projectName, environment } = await locate(target);
@@ -147,16 +152,21 @@ export async function secrets(args: string[]): Promise<number> {
   if (action === "list" && !key) {
     // By key, as `env | sort` would: the API lists the most recently changed first.
     const list = (await listSecrets(api, base)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
-    if (values.json) process.stdout.write(JSON.stringify(list, null, 2) + "\n");
+    if (values.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
     else if (!process.stdout.isTTY) {
       // For scripts: one tab-separated line per secret (key, version, ISO 8601 time in UTC), no header.
       process.stdout.write(list.map((s) => `${printable(s.key)}\t${s.version}\t${printable(s.updatedAt)}\n`).join(""));
       if (list.length === 0) process.stderr.write(`No secrets in ${environment} yet.\n`);
     } else {
-      const name = projectName ?? (await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(projectId)}`)).project.name;
+      const name =
+        projectName ??
+        (await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(projectId)}`)).project.name;
       process.stdout.write(`${printable(name)} / ${environment}\n\n`);
       if (list.length === 0) process.stdout.write("No secrets yet.\n");
-      else process.stdout.write(table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), readableTime(s.updatedAt)])]));
+      else
+        process.stdout.write(
+          table([["KEY", "VERSION", "UPDATED"], ...list.map((s) => [s.key, String(s.version), readableTime(s.updatedAt)])]),
+        );
     }
     return EXIT.ok;
   }
@@ -165,7 +175,10 @@ export async function secrets(args: string[]): Promise<number> {
     const list = await listSecrets(api, base);
     const meta = list.find((s) => s.key === key);
     if (!meta) {
-      const similar = similarKeys(key, list.map((s) => s.key));
+      const similar = similarKeys(
+        key,
+        list.map((s) => s.key),
+      );
       const hint = similar.length > 0 ? ` Did you mean ${similar.join(" or ")}?` : "";
       throw new CliError(printable(`No secret ${key} in ${environment}.${hint}`), EXIT.denied);
     }
@@ -174,7 +187,7 @@ export async function secrets(args: string[]): Promise<number> {
       "GET",
       `${base}/secrets/${encodeURIComponent(meta.id)}`,
     );
-    process.stdout.write(values.json ? JSON.stringify(secret) + "\n" : secret.value + "\n");
+    process.stdout.write(values.json ? `${JSON.stringify(secret)}\n` : `${secret.value}\n`);
     return EXIT.ok;
   }
 
@@ -195,16 +208,28 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
     );
   }
   // As given, not as the server resolves them: the copy must be found while the server is down.
-  const place: FallbackPlace = { server: target.server, project: target.project ?? "", environment: target.environment ?? "", serviceToken, projectName: target.linkedName };
+  const place: FallbackPlace = {
+    server: target.server,
+    project: target.project ?? "",
+    environment: target.environment ?? "",
+    serviceToken,
+    projectName: target.linkedName,
+  };
   try {
     const at = await locate(target);
     place.projectName = at.projectName ?? place.projectName;
     place.resolvedEnvironment = at.environment;
-    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(200, "GET", `${environmentPath(at.projectId, at.environment)}/export`);
+    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(
+      200,
+      "GET",
+      `${environmentPath(at.projectId, at.environment)}/export`,
+    );
     if (fallback.enabled) {
       try {
         // Given by id: the copy keeps the name, so a later warning names the project.
-        place.projectName ??= (await target.api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(at.projectId)}`)).project.name;
+        place.projectName ??= (
+          await target.api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(at.projectId)}`)
+        ).project.name;
         await saveFallback(place, secrets);
       } catch (error) {
         process.stderr.write(`Warning: could not save the fallback copy: ${(error as Error).message}\n`);
@@ -214,7 +239,10 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
   } catch (error) {
     if (!fallback.enabled || !(error instanceof UnreachableError)) throw error;
     const copy = loadFallback(place, fallback.maxAgeMs);
-    const of = describePlace({ ...place, projectName: place.projectName ?? copy.projectName, environment: place.environment || (copy.environment ?? "") }, false);
+    const of = describePlace(
+      { ...place, projectName: place.projectName ?? copy.projectName, environment: place.environment || (copy.environment ?? "") },
+      false,
+    );
     process.stderr.write(`Warning: ${error.message}\nUsing the fallback copy of ${of} saved ${formatAge(copy.ageMs)} ago.\n`);
     return copy.secrets;
   }
@@ -277,12 +305,15 @@ export async function exportSecrets(args: string[]): Promise<number> {
     text = formatJson(list);
   } else {
     // The server's own writers, so a file is the same whether the CLI or the web UI wrote it.
-    let file;
+    let file: ReturnType<typeof exportFile>;
     try {
       file = exportFile(format, list, target.environment ?? "", allow);
     } catch (error) {
       if (error instanceof DockerEnvRefusal) {
-        throw new CliError(`${dockerRefusalMessage(error, { json: "--format json", shell: "--format shell" })} Nothing was written.`, EXIT.failed);
+        throw new CliError(
+          `${dockerRefusalMessage(error, { json: "--format json", shell: "--format shell" })} Nothing was written.`,
+          EXIT.failed,
+        );
       }
       throw error;
     }
@@ -327,11 +358,18 @@ On a terminal, a project or environment left out is picked from a numbered list 
 yours; without a terminal both flags are needed.`;
 
 export async function link(args: string[]): Promise<number> {
-  const { values, positionals } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS, silent: CONFIRM_OPTIONS.silent }, LINK_USAGE);
+  const { values, positionals } = parseFlags(
+    args,
+    { ...CONNECTION_OPTIONS, ...JSON_OPTION, ...TARGET_OPTIONS, silent: CONFIRM_OPTIONS.silent },
+    LINK_USAGE,
+  );
   if (positionals.length > 0) throw new CliError(LINK_USAGE, EXIT.usage);
   const complete = Boolean(values.project && values.env);
   if (!complete && !isInteractive()) {
-    throw new CliError(`Name the project and the environment with --project and --env (no terminal to pick them on).\n\n${LINK_USAGE}`, EXIT.usage);
+    throw new CliError(
+      `Name the project and the environment with --project and --env (no terminal to pick them on).\n\n${LINK_USAGE}`,
+      EXIT.usage,
+    );
   }
   const { api, server } = connect(values);
   let project: ProjectSummary;
@@ -342,36 +380,56 @@ export async function link(args: string[]): Promise<number> {
     // Checks membership and the environment now, so a typo fails here rather than in a deploy.
     ({ project } = await api.expect<{ project: ProjectSummary }>(200, "GET", `/api/projects/${encodeURIComponent(id)}`));
     if (!project.environments.includes(environment)) {
-      throw new CliError(printable(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`), EXIT.denied);
+      throw new CliError(
+        printable(
+          `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`,
+        ),
+        EXIT.denied,
+      );
     }
   } else {
     ({ project, environment } = await pickTarget(api, values.project, values.env));
   }
   const content: LinkFile = { server, projectId: project.id, projectName: project.name, environment };
   const file = path.join(process.cwd(), LINK_FILE);
-  writeFileAtomically(file, JSON.stringify(content, null, 2) + "\n", 0o644);
+  writeFileAtomically(file, `${JSON.stringify(content, null, 2)}\n`, 0o644);
   if (values.silent) return EXIT.ok;
-  if (values.json) process.stdout.write(JSON.stringify(content) + "\n");
+  if (values.json) process.stdout.write(`${JSON.stringify(content)}\n`);
   else process.stdout.write(`Linked ${process.cwd()} to ${printable(project.name)} / ${environment} on ${server}.\n`);
   return EXIT.ok;
 }
 
 /** The pickers of an interactive link: the projects, then the project's environments. */
-async function pickTarget(api: Api, projectFlag: string | undefined, envFlag: string | undefined): Promise<{ project: ProjectSummary; environment: string }> {
+async function pickTarget(
+  api: Api,
+  projectFlag: string | undefined,
+  envFlag: string | undefined,
+): Promise<{ project: ProjectSummary; environment: string }> {
   const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   let project: ProjectSummary | undefined;
   if (projectFlag) {
     project = list.find((p) => p.id === projectFlag) ?? list.find((p) => p.name.toLowerCase() === projectFlag.toLowerCase());
     if (!project) throw new CliError(`Project "${projectFlag}" not found among your projects.`, EXIT.denied);
   } else {
-    if (list.length === 0) throw new CliError("You are not a member of any project yet. Create one in the web UI, or ask to be invited.", EXIT.denied);
-    project = list[await pick("Which project?", list.map((p) => `${p.name}  (${p.role})`))]!;
+    if (list.length === 0)
+      throw new CliError("You are not a member of any project yet. Create one in the web UI, or ask to be invited.", EXIT.denied);
+    project =
+      list[
+        await pick(
+          "Which project?",
+          list.map((p) => `${p.name}  (${p.role})`),
+        )
+      ]!;
   }
-  if (project.environments.length === 0) throw new CliError(`Project ${printable(project.name)} has no environment you can use: ask an admin for access.`, EXIT.denied);
+  if (project.environments.length === 0)
+    throw new CliError(`Project ${printable(project.name)} has no environment you can use: ask an admin for access.`, EXIT.denied);
   if (envFlag) {
     const environment = normalizeEnvironment(envFlag);
     if (!project.environments.includes(environment)) {
-      throw new CliError(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ")}).`, EXIT.denied);
+      throw new CliError(
+        `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ")}).`,
+        EXIT.denied,
+      );
     }
     return { project, environment };
   }

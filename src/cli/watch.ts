@@ -1,7 +1,7 @@
 // `run --watch`: runs the command, asks the server every interval whether the environment
 // changed (If-None-Match on the export: an unchanged environment answers 304, which the
 // server neither decrypts nor audits), and restarts the command with the new secrets.
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
 import { errorFor } from "./api.ts";
@@ -18,7 +18,8 @@ const STOP_GRACE_MS = 10_000;
 export function parseWatchInterval(text: string | undefined): number {
   if (text === undefined) return MIN_WATCH_INTERVAL_SECONDS * 1000;
   const match = text.trim().match(/^(\d+)(s|m|h)?$/);
-  if (!match) throw new CliError(`--watch-interval takes seconds, or a duration such as 30s, 5m or 1h (got "${printable(text)}").`, EXIT.usage);
+  if (!match)
+    throw new CliError(`--watch-interval takes seconds, or a duration such as 30s, 5m or 1h (got "${printable(text)}").`, EXIT.usage);
   const ms = Number(match[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? "s") as "s" | "m" | "h"];
   if (ms < MIN_WATCH_INTERVAL_SECONDS * 1000) {
     throw new CliError(`--watch-interval is at least ${MIN_WATCH_INTERVAL_SECONDS}s: the server is not asked more often.`, EXIT.usage);
@@ -141,7 +142,9 @@ export async function runWatching(options: WatchOptions): Promise<number> {
         // The command keeps running with what it has; one line per new problem, not per poll.
         const message = error instanceof CliError ? error.message : String((error as Error)?.message ?? error);
         if (message !== lastProblem) {
-          process.stderr.write(`secrets-server: could not check for changes: ${printable(message)} (${command} keeps running; trying again)\n`);
+          process.stderr.write(
+            `secrets-server: could not check for changes: ${printable(message)} (${command} keeps running; trying again)\n`,
+          );
           lastProblem = message;
         }
       }

@@ -1,16 +1,16 @@
-import { systemClock } from "../core/clock.ts";
-import { loadConfig, type Config } from "../core/config.ts";
-import { checkMasterKeys, openDatabase, type Db } from "../core/db.ts";
-import { loadKeyring } from "../core/crypto.ts";
-import { HttpError } from "../core/errors.ts";
-import { createCliAuthRepo } from "../cli-auth/cli-auth.repo.ts";
-import { createLocalRepo } from "../sign-in/local.repo.ts";
-import { createLocalAccounts, LOCAL_ISSUER, type IssuedLink } from "../sign-in/local.service.ts";
 import { createAuditWriter } from "../audit/audit.writer.ts";
+import { createCliAuthRepo } from "../cli-auth/cli-auth.repo.ts";
 import { createAccessGuard } from "../core/access.ts";
+import { systemClock } from "../core/clock.ts";
+import { type Config, loadConfig } from "../core/config.ts";
+import { loadKeyring } from "../core/crypto.ts";
+import { checkMasterKeys, type Db, openDatabase } from "../core/db.ts";
+import { HttpError } from "../core/errors.ts";
+import { createMembersForCommand } from "../lost-rights.ts";
 import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
-import { createMembersForCommand } from "../lost-rights.ts";
+import { createLocalRepo } from "../sign-in/local.repo.ts";
+import { createLocalAccounts, type IssuedLink, LOCAL_ISSUER } from "../sign-in/local.service.ts";
 import { createUsersRepo } from "../users/users.repo.ts";
 import { createUsersService, type UserRow } from "../users/users.service.ts";
 
@@ -96,7 +96,10 @@ export const setupLinkCommand: Command = async () =>
   run(() =>
     withDatabase((db, config) => {
       requireLocal(config, "setup-link");
-      printLink("Open this link to create the first account (the e-mail you enter there counts as verified):", local(db, config).issueSetupLink());
+      printLink(
+        "Open this link to create the first account (the e-mail you enter there counts as verified):",
+        local(db, config).issueSetupLink(),
+      );
       return 0;
     }),
   );

@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
-import { isServiceAccount, type Caller, type Principal, type ServiceAccountCaller } from "./caller.ts";
+import { type Caller, isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashToken, randomToken } from "./crypto.ts";
@@ -207,7 +207,11 @@ export function createAuth(
         // only ("same-origin"), or typed in the address bar ("none"). The OpenID provider's
         // redirect back to the callback is the one cross-site arrival by design.
         const fetchSite = req.headers["sec-fetch-site"];
-        if ((fetchSite === "cross-site" || fetchSite === "same-site") && isApiRoute(req) && !matchedRoute(req).startsWith("/api/auth/oidc/")) {
+        if (
+          (fetchSite === "cross-site" || fetchSite === "same-site") &&
+          isApiRoute(req) &&
+          !matchedRoute(req).startsWith("/api/auth/oidc/")
+        ) {
           throw new HttpError(403, "Cross-origin request refused.");
         }
         const token = req.cookies[cookieName];
@@ -282,7 +286,13 @@ export function createAuth(
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
-      browserSessions.insert({ id: crypto.randomUUID(), userId, tokenHash: hashToken(token), createdAt: now.toISOString(), expiresAt: expiresAt.toISOString() });
+      browserSessions.insert({
+        id: crypto.randomUUID(),
+        userId,
+        tokenHash: hashToken(token),
+        createdAt: now.toISOString(),
+        expiresAt: expiresAt.toISOString(),
+      });
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,

@@ -1,8 +1,8 @@
-import net from "node:net";
 import type { AddressInfo } from "node:net";
+import net from "node:net";
 import path from "node:path";
-import { isLoopbackHost } from "./loopback.ts";
 import { envSchema } from "env-schema";
+import { isLoopbackHost } from "./loopback.ts";
 
 // Every variable of the README's "Configuration" section.
 const schema = {
@@ -116,7 +116,6 @@ export interface Config {
 
 /** A configuration problem: the process prints the message as one line and exits. */
 export class ConfigError extends Error {}
-
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   let raw: RawEnv;
@@ -239,10 +238,15 @@ function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
   // `true` would take the left-most X-Forwarded-For entry, which the client writes itself:
   // anyone could pick their address and so escape every per-address limit.
   if (/^(true|yes|on|\*)$/i.test(value.trim()) || (/^\d+$/.test(value) && Number(value) > TRUST_PROXY_MAX_HOPS)) {
-    throw new ConfigError(`TRUST_PROXY=${value.trim()} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`);
+    throw new ConfigError(
+      `TRUST_PROXY=${value.trim()} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`,
+    );
   }
   if (/^\d+$/.test(value)) return Number(value);
-  const list = value.split(",").map((s) => s.trim()).filter(Boolean);
+  const list = value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   // Checked here: Fastify would otherwise stop the start with a stack trace.
   const wrong = list.find((entry) => !isProxyAddress(entry));
   if (list.length === 0 || wrong !== undefined) {

@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import { ConfigError, type Config } from "./config.ts";
+import { type Config, ConfigError } from "./config.ts";
 
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
@@ -111,7 +111,10 @@ function decodeKey(name: string, text: string): Buffer {
 export function loadKeyring(config: Config, log?: Pick<Logger, "warn">): Keyring {
   // The older keys are checked first: a mistake there must not leave a generated key file.
   const previous = new Map<number, Buffer>();
-  for (const entry of config.previousMasterKeys.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of config.previousMasterKeys
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const match = entry.match(/^(\d+):(.+)$/);
     if (!match) throw new ConfigError("MASTER_KEYS_PREVIOUS must be a comma-separated list of <version>:<base64 key>.");
     const version = Number(match[1]);
@@ -141,7 +144,7 @@ function loadOrCreateDevKey(dataDir: string, log?: Pick<Logger, "warn">): Buffer
   if (!fs.existsSync(file)) {
     // "wx": never overwrite a key another process wrote a moment ago.
     try {
-      fs.writeFileSync(file, crypto.randomBytes(32).toString("base64") + "\n", { mode: 0o600, flag: "wx" });
+      fs.writeFileSync(file, `${crypto.randomBytes(32).toString("base64")}\n`, { mode: 0o600, flag: "wx" });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }

@@ -2,14 +2,14 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { drizzle, type BetterSQLite3Database } from "drizzle-orm/better-sqlite3";
-import { readMigrationFiles, type MigrationMeta } from "drizzle-orm/migrator";
-import { ConfigError, type Config } from "./config.ts";
+import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3";
+import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
+import { type Config, ConfigError } from "./config.ts";
 import type { Keyring } from "./crypto.ts";
 import { safeEqual } from "./crypto.ts";
-import * as schema from "./schema.ts";
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
+import * as schema from "./schema.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
@@ -51,7 +51,9 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
     try {
       fs.accessSync(file, fs.constants.R_OK | fs.constants.W_OK);
     } catch {
-      throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: this user may not write ${DATABASE_FILE}; give it to the user the server runs as.`);
+      throw new ConfigError(
+        `DATA_DIR ${config.dataDir} cannot be used: this user may not write ${DATABASE_FILE}; give it to the user the server runs as.`,
+      );
     }
   }
   let sqlite: Database.Database;
@@ -110,7 +112,9 @@ function protectDataDir(dataDir: string, warn: (message: string) => void): void 
   }
   const folder = fs.statSync(dataDir);
   if ((folder.mode & 0o077) !== 0) {
-    warn(`DATA_DIR ${dataDir} can be entered by other users of this machine (mode ${(folder.mode & 0o777).toString(8)}): run chmod 700 on it.`);
+    warn(
+      `DATA_DIR ${dataDir} can be entered by other users of this machine (mode ${(folder.mode & 0o777).toString(8)}): run chmod 700 on it.`,
+    );
   }
 }
 
@@ -213,18 +217,17 @@ function loadBundledAddon(dataDir: string): unknown {
 export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
   const sqlite = db.$client;
   const stored = new Map(
-    (sqlite.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]).map(
-      (r) => [r.version, r.check_value],
-    ),
+    (sqlite.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]).map((r) => [
+      r.version,
+      r.check_value,
+    ]),
   );
   for (const version of keyring.versions()) {
     const expected = stored.get(version);
     const actual = keyring.checkValue(version);
     const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
     if (expected === undefined) {
-      sqlite
-        .prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)")
-        .run(version, actual, now.toISOString());
+      sqlite.prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)").run(version, actual, now.toISOString());
     } else if (!safeEqual(expected, actual)) {
       throw new ConfigError(
         `${name} does not match the key version ${version} this database was encrypted with. Start with the right key; nothing was changed.`,

@@ -84,10 +84,7 @@ export const ENCRYPTED_COLUMNS: readonly EncryptedColumn[] = [
 /** `SELECT <key version> AS v FROM <table> [WHERE ...]`, one per column, for UNION ALL. */
 function keyVersionSelects(columns: readonly EncryptedColumn[], where?: (column: EncryptedColumn) => string): string[] {
   return columns.map((column) => {
-    const conditions = [
-      ...(column.isNullable ? [`${column.ciphertext} IS NOT NULL`] : []),
-      ...(where ? [where(column)] : []),
-    ];
+    const conditions = [...(column.isNullable ? [`${column.ciphertext} IS NOT NULL`] : []), ...(where ? [where(column)] : [])];
     return `SELECT ${column.keyVersion} AS v FROM ${column.table}${conditions.length ? ` WHERE ${conditions.join(" AND ")}` : ""}`;
   });
 }

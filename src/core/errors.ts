@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { hasZodFastifySchemaValidationErrors, type ResponseSerializationError } from "fastify-type-provider-zod";
-import { storageCondition, storageMessage, type StorageMonitor } from "./storage.ts";
+import { type StorageMonitor, storageCondition, storageMessage } from "./storage.ts";
 
 /** The one error type: a status and a message the client may read. */
 export class HttpError extends Error {
@@ -46,7 +46,10 @@ function matches(rule: string, issue: Issue): boolean {
   if (rule === "*") return true;
   if (rule === "+") return issue.keyword === "unrecognized_keys";
   if (rule.startsWith("#")) return issue.keyword === "custom" && issue.message === rule.slice(1);
-  const path = issue.instancePath.split("/").slice(1).filter((segment) => segment !== "");
+  const path = issue.instancePath
+    .split("/")
+    .slice(1)
+    .filter((segment) => segment !== "");
   if (rule === "") return path.length === 0 && issue.keyword !== "unrecognized_keys" && issue.keyword !== "custom";
   const wanted = rule.split(".");
   return wanted.length <= path.length && wanted.every((segment, i) => segment === "*" || segment === path[i]);
@@ -73,7 +76,11 @@ export function validationAnswer(
   return fallback;
 }
 
-export function registerErrorHandling(app: FastifyInstance, storage?: Pick<StorageMonitor, "report">, messages: ValidationMessages = {}): void {
+export function registerErrorHandling(
+  app: FastifyInstance,
+  storage?: Pick<StorageMonitor, "report">,
+  messages: ValidationMessages = {},
+): void {
   app.setNotFoundHandler((_req, reply) => {
     void reply.code(404).send({ error: "Not found." });
   });

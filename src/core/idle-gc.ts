@@ -14,8 +14,8 @@
 // does nothing unless node runs with --expose-gc.
 import v8 from "node:v8";
 import vm from "node:vm";
-import { isSingleExecutable } from "./assets.ts";
 import type { Logger } from "pino";
+import { isSingleExecutable } from "./assets.ts";
 
 type Gc = (options?: { type?: "major" | "minor"; execution?: "sync" | "async"; flavor?: "regular" | "last-resort" }) => void;
 

@@ -3,7 +3,7 @@
 // only once that heartbeat is stale (the holder stopped or hangs).
 import crypto from "node:crypto";
 import type { Clock } from "./clock.ts";
-import { writeTransaction, type Db } from "./db.ts";
+import { type Db, writeTransaction } from "./db.ts";
 
 /** This process's name in leases: random, so a restarted process is a new owner. */
 export function newOwnerId(): string {

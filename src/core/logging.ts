@@ -1,5 +1,5 @@
 import type { Writable } from "node:stream";
-import { LogController, type FastifyReply, type FastifyRequest } from "fastify";
+import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import pino, { type Logger } from "pino";
 import pinoPretty from "pino-pretty";
 import type { Config } from "./config.ts";

@@ -62,7 +62,9 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
      RETURNING count, expires_at`,
   );
   const readExactly = sqlite.prepare("SELECT count, expires_at FROM rate_limit_windows WHERE key = ? AND expires_at > ?");
-  const loadLive = sqlite.prepare("SELECT key, count, started_at, expires_at FROM rate_limit_windows WHERE key LIKE 'global' || char(10) || '%' AND expires_at > ?");
+  const loadLive = sqlite.prepare(
+    "SELECT key, count, started_at, expires_at FROM rate_limit_windows WHERE key LIKE 'global' || char(10) || '%' AND expires_at > ?",
+  );
   const merge = sqlite.prepare(
     `INSERT INTO rate_limit_windows (key, count, started_at, expires_at) VALUES (@key, @unsaved, @startedAt, @expiresAt)
      ON CONFLICT (key) DO UPDATE SET
@@ -182,7 +184,8 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
       const expiresAtMs = Date.parse(total.expires_at);
       if (typeof max === "number" && total.count > max) {
         if (exceeded.size >= MAX_WINDOWS) {
-          for (const [other, entry] of exceeded) if (entry.expiresAtMs <= now.getTime() || exceeded.size >= MAX_WINDOWS) exceeded.delete(other);
+          for (const [other, entry] of exceeded)
+            if (entry.expiresAtMs <= now.getTime() || exceeded.size >= MAX_WINDOWS) exceeded.delete(other);
         }
         exceeded.set(id, { count: total.count, expiresAtMs });
       }

@@ -1,16 +1,7 @@
 // The whole database in one place. Timestamps are ISO 8601 UTC text with milliseconds,
 // which sorts correctly as text; ids are UUIDs. Migrations are generated from this file
 // by drizzle-kit (`npm run db:generate`) into migrations/.
-import {
-  foreignKey,
-  index,
-  integer,
-  primaryKey,
-  sqliteTable,
-  text,
-  blob,
-  uniqueIndex,
-} from "drizzle-orm/sqlite-core";
+import { blob, foreignKey, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /** Verifier of each master key version, so a wrong key refuses to start. */
 export const keyChecks = sqliteTable("key_checks", {
@@ -157,9 +148,7 @@ export const environmentGrants = sqliteTable(
   },
   (t) => [
     primaryKey({ columns: [t.projectId, t.userId, t.environment] }),
-    foreignKey({ columns: [t.projectId, t.userId], foreignColumns: [memberships.projectId, memberships.userId] }).onDelete(
-      "cascade",
-    ),
+    foreignKey({ columns: [t.projectId, t.userId], foreignColumns: [memberships.projectId, memberships.userId] }).onDelete("cascade"),
     foreignKey({
       columns: [t.projectId, t.environment],
       foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
@@ -402,7 +391,9 @@ export const integrations = sqliteTable("integrations", {
   hostProjectName: text("host_project_name"),
   /** JSON object: environment slug to target. */
   mappings: text("mappings").notNull().default("{}"),
-  conflictPolicy: text("conflict_policy", { enum: ["skip", "overwrite"] }).notNull().default("skip"),
+  conflictPolicy: text("conflict_policy", { enum: ["skip", "overwrite"] })
+    .notNull()
+    .default("skip"),
   autoRedeploy: integer("auto_redeploy", { mode: "boolean" }).notNull().default(false),
   hookCiphertext: blob("hook_ciphertext", { mode: "buffer" }),
   hookKeyVersion: integer("hook_key_version"),

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import { probeDatabaseWrite, type Db } from "./db.ts";
+import { type Db, probeDatabaseWrite } from "./db.ts";
 
 /**
  * What a failed write to DATA_DIR says about the storage under it. These are conditions of
@@ -21,23 +21,29 @@ interface ConditionText {
 
 const CONDITIONS: Record<StorageCondition, ConditionText> = {
   full: {
-    message: "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.",
+    message:
+      "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.",
     operator: "The disk holding DATA_DIR is full: writes, reveals and exports answer 503 until space is freed (no restart needed).",
     retryAfterSeconds: 60,
   },
   io: {
-    message: "The server cannot write to its disk (I/O error): nothing was saved, and nothing that must be audited can be read. Try again later.",
-    operator: "Writing the database in DATA_DIR fails with an I/O error: check the disk and the kernel log. Writes, reveals and exports answer 503 meanwhile.",
+    message:
+      "The server cannot write to its disk (I/O error): nothing was saved, and nothing that must be audited can be read. Try again later.",
+    operator:
+      "Writing the database in DATA_DIR fails with an I/O error: check the disk and the kernel log. Writes, reveals and exports answer 503 meanwhile.",
     retryAfterSeconds: 60,
   },
   readonly: {
-    message: "The server's database is read-only: nothing was saved, and nothing that must be audited can be read. Try again after the operator makes it writable.",
-    operator: "The database in DATA_DIR is read-only (file mode, owner, or a file system remounted read-only): writes, reveals and exports answer 503 until it is writable again.",
+    message:
+      "The server's database is read-only: nothing was saved, and nothing that must be audited can be read. Try again after the operator makes it writable.",
+    operator:
+      "The database in DATA_DIR is read-only (file mode, owner, or a file system remounted read-only): writes, reveals and exports answer 503 until it is writable again.",
     retryAfterSeconds: 60,
   },
   busy: {
     message: "The server's database is locked by another process: nothing was saved. Try again in a few seconds.",
-    operator: "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
+    operator:
+      "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
     retryAfterSeconds: 5,
   },
 };

@@ -1,8 +1,8 @@
 import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
-import { onRollback, type Db } from "./db.ts";
-import { systemClock, type Clock } from "./clock.ts";
-import { open, seal, type Keyring } from "./crypto.ts";
+import { type Clock, systemClock } from "./clock.ts";
+import { type Keyring, open, seal } from "./crypto.ts";
+import { type Db, onRollback } from "./db.ts";
 import { projectKeys } from "./schema.ts";
 
 /** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */

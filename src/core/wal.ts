@@ -58,9 +58,12 @@ export function createWalMaintenance(db: Db, log: Pick<Logger, "debug" | "error"
       soon.unref();
     },
     start(): void {
-      idleTimer = setInterval(() => {
-        if (hasWrites && Date.now() - lastRequestMs >= idleMs) truncate();
-      }, Math.max(1000, idleMs / 2));
+      idleTimer = setInterval(
+        () => {
+          if (hasWrites && Date.now() - lastRequestMs >= idleMs) truncate();
+        },
+        Math.max(1000, idleMs / 2),
+      );
       idleTimer.unref();
     },
     stop(): void {

@@ -6,7 +6,10 @@ import type { InvitationContext } from "./invitations.service.ts";
 
 /** What invitations.service needs: send one invitation's link, record and return the outcome. */
 export interface InvitationMailer {
-  deliver(invitation: { id: string; projectId: string; email: string; role: string; expiresAt: string; invitedBy: string | null }, acceptUrl: string): Promise<DeliveryStatus>;
+  deliver(
+    invitation: { id: string; projectId: string; email: string; role: string; expiresAt: string; invitedBy: string | null },
+    acceptUrl: string,
+  ): Promise<DeliveryStatus>;
 }
 
 const ROLE_WORDS: Record<string, string> = { admin: "an admin", member: "a member", viewer: "a viewer" };
@@ -19,7 +22,9 @@ const ROLE_WORDS: Record<string, string> = { admin: "an admin", member: "a membe
  */
 export function createInvitationMailer(
   { repo, context }: { repo: Pick<InvitationsRepo, "setDeliveryStatus">; context: InvitationContext },
-  config: Pick<Config, "smtp">, log: Pick<Logger, "info" | "warn">): InvitationMailer | undefined {
+  config: Pick<Config, "smtp">,
+  log: Pick<Logger, "info" | "warn">,
+): InvitationMailer | undefined {
   if (!config.smtp) return undefined;
   const transport = nodemailer.createTransport({
     url: config.smtp.url,

@@ -39,13 +39,7 @@ export function createInvitationsRepo(db: Db) {
         .from(invitations)
         .innerJoin(projects, eq(projects.id, invitations.projectId))
         .leftJoin(inviter, eq(inviter.id, invitations.invitedBy))
-        .where(
-          and(
-            sql`lower(${invitations.email}) = ${email}`,
-            isNull(invitations.acceptedAt),
-            gt(invitations.expiresAt, nowIso),
-          ),
-        )
+        .where(and(sql`lower(${invitations.email}) = ${email}`, isNull(invitations.acceptedAt), gt(invitations.expiresAt, nowIso)))
         .orderBy(desc(invitations.createdAt), desc(invitations.id))
         .all();
     },

@@ -1,11 +1,11 @@
 import crypto from "node:crypto";
-import { ENVIRONMENTS, type AccessGuard, type AssignableRole, type Environment } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
+import { type AccessGuard, type AssignableRole, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import type { InvitationMailer } from "./invitation-mail.ts";
@@ -273,7 +273,11 @@ export function createInvitationsService({ db, repo, memberships, context, acces
      * link stops working) and the 7 days start again. Like create, the token leaves only in
      * the e-mail (SMTP_URL) and, outside production, in devAcceptUrl.
      */
-    async renewLink(caller: Caller, projectId: string, invitationId: string): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
+    async renewLink(
+      caller: Caller,
+      projectId: string,
+      invitationId: string,
+    ): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
       const token = randomToken(TOKEN_BYTES);
       const row = writeTransaction(db, () => {
         access.require(caller, projectId, "members:invite");

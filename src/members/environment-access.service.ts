@@ -1,15 +1,15 @@
+import type { AuditWriter } from "../audit/audit.writer.ts";
 import {
-  hasImplicitEnvironmentAccess,
-  secretPermissionsOf,
   type AccessGuard,
   type Environment,
+  hasImplicitEnvironmentAccess,
   type Permission,
   type Role,
+  secretPermissionsOf,
 } from "../core/access.ts";
-import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { MembersRepo } from "./members.repo.ts";
 import { MEMBER_NOT_FOUND } from "./members.service.ts";

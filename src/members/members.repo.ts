@@ -142,7 +142,9 @@ export function createMembersRepo(db: Db) {
 
     /** The membership's environment grants go with it through the foreign key's ON DELETE CASCADE. */
     deleteMember(projectId: string, userId: string): void {
-      db.delete(memberships).where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId))).run();
+      db.delete(memberships)
+        .where(and(eq(memberships.projectId, projectId), eq(memberships.userId, userId)))
+        .run();
     },
 
     /** Grants of every member of the project, as user id to granted environments. */
@@ -191,7 +193,6 @@ export function createMembersRepo(db: Db) {
         .where(and(eq(environmentGrants.projectId, projectId), eq(environmentGrants.userId, userId)))
         .run();
     },
-
   };
 }
 

@@ -1,11 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
+import { type AccessGuard, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, EnvironmentParams, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import type { EnvironmentAccessService } from "./environment-access.service.ts";
 import type { InvitationsService } from "../invitations/invitations.service.ts";
+import type { EnvironmentAccessService } from "./environment-access.service.ts";
 import { ASSIGNABLE_ROLES, type MembersService } from "./members.service.ts";
 
 const AssignableRole = z.enum(ASSIGNABLE_ROLES);
@@ -87,7 +87,13 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
     "/api/projects/:projectId/members",
     {
       preValidation: [auth.browser, access.route("members:read")],
-      schema: { tags, summary: "List the members", security, params: ProjectParams, response: { 200: z.object({ members: z.array(Member) }) } },
+      schema: {
+        tags,
+        summary: "List the members",
+        security,
+        params: ProjectParams,
+        response: { 200: z.object({ members: z.array(Member) }) },
+      },
     },
     async (req) => ({ members: members.list(auth.caller(req), req.params.projectId) }),
   );

@@ -1,10 +1,10 @@
-import { hasImplicitEnvironmentAccess, type AccessGuard, type AssignableRole, type Role } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
+import { type AccessGuard, type AssignableRole, hasImplicitEnvironmentAccess, type Role } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
-import type { LostRights, LostRightsListener } from "../core/lost-rights.ts";
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import type { LostRights, LostRightsListener } from "../core/lost-rights.ts";
 import type { MemberRow, MembersRepo } from "./members.repo.ts";
 
 export interface MemberView {

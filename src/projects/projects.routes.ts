@@ -1,11 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { ENVIRONMENTS } from "../core/access.ts";
+import { looksLikeToken } from "../audit/audit.writer.ts";
 import type { AccessGuard } from "../core/access.ts";
+import { ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { looksLikeToken } from "../audit/audit.writer.ts";
 import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
@@ -54,7 +54,10 @@ export const Project = z.object({
 });
 const ProjectEnvelope = z.object({ project: Project });
 
-export function registerProjectRoutes(app: FastifyInstance, { auth, access, projects }: { auth: Auth; access: AccessGuard; projects: ProjectsService }): void {
+export function registerProjectRoutes(
+  app: FastifyInstance,
+  { auth, access, projects }: { auth: Auth; access: AccessGuard; projects: ProjectsService },
+): void {
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const tags = ["Projects"];
 
@@ -96,7 +99,13 @@ export function registerProjectRoutes(app: FastifyInstance, { auth, access, proj
     "/api/projects/:projectId",
     {
       preValidation: [auth.browserOrCli, access.route("project:read")],
-      schema: { tags, summary: "Read a project", security: SECURITY.browserOrToken, params: ProjectParams, response: { 200: ProjectEnvelope } },
+      schema: {
+        tags,
+        summary: "Read a project",
+        security: SECURITY.browserOrToken,
+        params: ProjectParams,
+        response: { 200: ProjectEnvelope },
+      },
     },
     async (req) => ({ project: projects.get(auth.principal(req), req.params.projectId) }),
   );

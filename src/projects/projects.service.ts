@@ -1,9 +1,9 @@
 import crypto from "node:crypto";
-import { memberAccess, type AccessGuard, type Environment, type Permission, type ProjectAccess, type Role } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import { isServiceAccount, type Caller, type Principal } from "../core/caller.ts";
+import { type AccessGuard, type Environment, memberAccess, type Permission, type ProjectAccess, type Role } from "../core/access.ts";
+import { type Caller, isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
+import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ProjectRow, ProjectsRepo } from "./projects.repo.ts";
@@ -46,7 +46,10 @@ interface Deps {
 export function createProjectsService({ db, repo, memberships, access, audit, vault, clock }: Deps) {
   /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
   function isNameTakenForUser(userId: string, name: string, exceptId?: string): boolean {
-    return repo.isNameTakenAmong(memberships.listProjectIdsOf(userId).filter((id) => id !== exceptId), name);
+    return repo.isNameTakenAmong(
+      memberships.listProjectIdsOf(userId).filter((id) => id !== exceptId),
+      name,
+    );
   }
 
   function toView(

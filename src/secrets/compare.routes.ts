@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { ENVIRONMENTS } from "../core/access.ts";
 import type { AccessGuard } from "../core/access.ts";
+import { ENVIRONMENTS } from "../core/access.ts";
 import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { CompareService } from "./compare.service.ts";
@@ -18,7 +18,10 @@ const Comparison = z.object({
 });
 
 /** GET /api/projects/<project_id>/secrets/compare (README, "Secrets"). */
-export function registerCompareRoutes(app: FastifyInstance, { auth, access, compare }: { auth: Auth; access: AccessGuard; compare: CompareService }): void {
+export function registerCompareRoutes(
+  app: FastifyInstance,
+  { auth, access, compare }: { auth: Auth; access: AccessGuard; compare: CompareService },
+): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     "/api/projects/:projectId/secrets/compare",
     {

@@ -1,7 +1,7 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
+import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { readTransaction, type Db } from "../core/db.ts";
+import { type Db, readTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
@@ -47,7 +47,14 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
     // Membership and permission first, with no environment: a non-member gets 404 whatever the query says.
     const project = access.require(caller, projectId, "secrets:read");
     if (asked === undefined) return project.environments;
-    const names = [...new Set(asked.split(",").map((name) => name.trim()).filter(Boolean))];
+    const names = [
+      ...new Set(
+        asked
+          .split(",")
+          .map((name) => name.trim())
+          .filter(Boolean),
+      ),
+    ];
     if (names.length === 0) throw new HttpError(400, NO_ENVIRONMENT_TO_COMPARE);
     // Each one checked as a path's environment would be: unknown 404, not granted 403.
     for (const name of names) access.require(caller, projectId, "secrets:read", name);
@@ -80,28 +87,30 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
       }
       // Digested outside the read snapshot: a digest under the current key version may have
       // to create the project's data key for it, which is a write.
-      const keys = [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, present]): ComparedKey => {
-        const versions = new Set([...present.values()].map((row) => row.keyVersion));
-        // Digests compare only within one key version: mixed versions are digested under the current one.
-        const [only] = versions;
-        const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
-        const out: ComparedKey["environments"] = {};
-        for (const env of environments) {
-          const row = present.get(env);
-          if (!row) {
-            out[env] = null;
-            continue;
+      const keys = [...byKey.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([key, present]): ComparedKey => {
+          const versions = new Set([...present.values()].map((row) => row.keyVersion));
+          // Digests compare only within one key version: mixed versions are digested under the current one.
+          const [only] = versions;
+          const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
+          const out: ComparedKey["environments"] = {};
+          for (const env of environments) {
+            const row = present.get(env);
+            if (!row) {
+              out[env] = null;
+              continue;
+            }
+            const plaintext = plaintextOf(row);
+            out[env] = {
+              secretId: row.id,
+              version: row.version,
+              updatedAt: row.updatedAt,
+              digest: plaintext === undefined ? null : vault.digest(projectId, keyVersion, plaintext),
+            };
           }
-          const plaintext = plaintextOf(row);
-          out[env] = {
-            secretId: row.id,
-            version: row.version,
-            updatedAt: row.updatedAt,
-            digest: plaintext === undefined ? null : vault.digest(projectId, keyVersion, plaintext),
-          };
-        }
-        return { key, environments: out };
-      });
+          return { key, environments: out };
+        });
       await audit.recordRead(caller, {
         projectId,
         action: "secrets.compared",

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { ENVIRONMENTS } from "../core/access.ts";
 import type { AccessGuard } from "../core/access.ts";
+import { ENVIRONMENTS } from "../core/access.ts";
 import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { CopyService } from "./copy.service.ts";
@@ -15,7 +15,10 @@ const Copied = z.object({
 });
 
 /** POST …/environments/<env>/secrets/<secret_id>/copy (README, "Secrets"). */
-export function registerCopyRoutes(app: FastifyInstance, { auth, access, copy }: { auth: Auth; access: AccessGuard; copy: CopyService }): void {
+export function registerCopyRoutes(
+  app: FastifyInstance,
+  { auth, access, copy }: { auth: Auth; access: AccessGuard; copy: CopyService },
+): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     "/api/projects/:projectId/environments/:env/secrets/:secretId/copy",
     {

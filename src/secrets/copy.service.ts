@@ -1,7 +1,7 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo } from "./secrets.repo.ts";

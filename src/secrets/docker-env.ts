@@ -71,5 +71,5 @@ export function formatDockerEnv(entries: ExportEntry[], allow: ReadonlySet<strin
     }
   }
   if (refused.length > 0) throw new DockerEnvRefusal(refused);
-  return { text: out.length === 0 ? "" : out.join("\n") + "\n", leftOut, unsafeNames: [...leftOut] };
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, leftOut, unsafeNames: [...leftOut] };
 }

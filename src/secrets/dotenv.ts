@@ -91,7 +91,10 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
     if (value.includes("\0")) {
       // No environment can hold it (they are C strings), and bash stops reading a file at NULs.
       omitted.push(key);
-      blocks.push({ shared: true, lines: [`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`] });
+      blocks.push({
+        shared: true,
+        lines: [`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`],
+      });
       continue;
     }
     // A name that is not an application setting (PATH, LD_PRELOAD, PROMPT_COMMAND, PS1,
@@ -108,7 +111,7 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
     } else {
       omitted.push(key);
       const reason = value.includes("\r")
-        ? "its value holds a carriage return, which only double quotes carry, and also a \" or the text \\n or \\r"
+        ? 'its value holds a carriage return, which only double quotes carry, and also a " or the text \\n or \\r'
         : "its value holds ', a backtick and \" (or the text \\n or \\r) as well as a character that needs quoting";
       blocks.push({ shared: true, lines: [`# ${key} is left out: ${reason}. Use the JSON export for it.`] });
     }
@@ -128,5 +131,5 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
       out.push(`: <<'${delimiter}'`, ...block.lines, delimiter);
     }
   }
-  return { text: out.length === 0 ? "" : out.join("\n") + "\n", omitted };
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, omitted };
 }

@@ -2,9 +2,9 @@
 // formats"): `json` is the API's default body `{ secrets: [...] }`; the others are files.
 // The server and the CLI write them with the same functions.
 
-import { formatDotenv } from "./dotenv.ts";
 import { DockerEnvRefusal, formatDockerEnv } from "./docker-env.ts";
-import { formatShell, type ExportEntry } from "./shell.ts";
+import { formatDotenv } from "./dotenv.ts";
+import { type ExportEntry, formatShell } from "./shell.ts";
 import { formatYaml } from "./yaml.ts";
 
 export { DockerEnvRefusal };
@@ -43,7 +43,13 @@ export function exportFile(format: FileFormat, entries: ExportEntry[], env: stri
     case "docker":
       return { ...formatDockerEnv(entries, allow), contentType: "text/plain; charset=utf-8", filename: `${env}.env` };
     case "yaml":
-      return { text: formatYaml(entries), contentType: "application/yaml; charset=utf-8", filename: `${env}.yaml`, leftOut: [], unsafeNames: [] };
+      return {
+        text: formatYaml(entries),
+        contentType: "application/yaml; charset=utf-8",
+        filename: `${env}.yaml`,
+        leftOut: [],
+        unsafeNames: [],
+      };
   }
 }
 

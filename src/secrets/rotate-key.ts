@@ -3,14 +3,15 @@
 // cut) leaves every record either old and readable with the previous key, or new; running
 // the command again continues where it stopped. The server may keep running meanwhile.
 // The audit chain is verified and re-keyed first, in one transaction of its own.
-import { describeBreak, keyVersionList, rekeyAuditChain } from "../audit/audit.verify.ts";
+
 import { createAuditRepo } from "../audit/audit.repo.ts";
+import { describeBreak, keyVersionList, rekeyAuditChain } from "../audit/audit.verify.ts";
 import { loadConfig } from "../core/config.ts";
-import { loadKeyring, type Keyring } from "../core/crypto.ts";
-import { checkMasterKeys, openDatabase, writeTransaction, type Db } from "../core/db.ts";
+import { type Keyring, loadKeyring } from "../core/crypto.ts";
+import { checkMasterKeys, type Db, openDatabase, writeTransaction } from "../core/db.ts";
 import { createEncryptedRecordCounter, ENCRYPTED_COLUMNS, type EncryptedColumn } from "../core/encrypted-columns.ts";
-import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
 import { plural } from "../core/text.ts";
+import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
 
 const DEFAULT_BATCH_SIZE = 200;
 
@@ -47,7 +48,9 @@ export async function rotateRecords(
     pending.filter(({ column }) => resealPlan(column, vault)?.group === group).reduce((sum, { pending: n }) => sum + n, 0);
   const pendingValues = pendingIn("secret values");
   const pendingIntegrations = pendingIn("integration credentials");
-  out(`Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`);
+  out(
+    `Master key version ${current} is current. To re-encrypt: ${pendingValues} secret values, ${pendingIntegrations} integration credentials.`,
+  );
 
   // The audit chain first: if it does not verify, stop before anything changes, so the old
   // key stays needed and the break stays visible to audit verify.

@@ -33,7 +33,10 @@ export interface ValuesDeps {
 export type SecretValues = ReturnType<typeof createSecretValues>;
 
 export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
-  function open(row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number }, versionNumber: number): string {
+  function open(
+    row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number },
+    versionNumber: number,
+  ): string {
     return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, versionNumber), {
       ciphertext: row.ciphertext,
       keyVersion: row.keyVersion,
@@ -89,7 +92,12 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       return { same: current === value };
     },
 
-    requireAccess(caller: Principal, projectId: string, permission: Parameters<AccessGuard["require"]>[2], environment: string): SecretAccess {
+    requireAccess(
+      caller: Principal,
+      projectId: string,
+      permission: Parameters<AccessGuard["require"]>[2],
+      environment: string,
+    ): SecretAccess {
       return access.require(caller, projectId, permission, environment) as SecretAccess;
     },
 

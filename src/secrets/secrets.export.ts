@@ -4,12 +4,12 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { readTransaction, type Db } from "../core/db.ts";
+import { type Db, readTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError } from "../core/vault.ts";
 import type { ExportFormat } from "./export-formats.ts";
-import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 import type { SecretValues } from "./secret-values.ts";
+import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 export const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
@@ -26,7 +26,10 @@ function exportTag(rows: SecretWithCiphertext[], format: string): string {
     lines[i] = `${row.id} ${row.key} ${row.version} ${row.updatedAt}`;
   }
   lines.sort();
-  const digest = crypto.createHash("sha256").update(`${format}\n${lines.join("\n")}`).digest("base64url");
+  const digest = crypto
+    .createHash("sha256")
+    .update(`${format}\n${lines.join("\n")}`)
+    .digest("base64url");
   return `"${digest.slice(0, 27)}"`;
 }
 

@@ -3,10 +3,10 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import type { SecretsRepo } from "./secrets.repo.ts";
 import { MAX_SECRETS_PER_ENVIRONMENT, type SecretValues } from "./secret-values.ts";
+import type { SecretsRepo } from "./secrets.repo.ts";
 
 export const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
 

@@ -95,11 +95,7 @@ export function createSecretsRepo(db: Db) {
   const advance = sqlite.prepare("UPDATE secrets SET key = ?, version = ?, updated_at = ? WHERE id = ? AND version = ?");
   const setDigest = sqlite.prepare("UPDATE secret_versions SET digest = ? WHERE secret_id = ? AND version_number = ? AND key_version = ?");
 
-  const findById = db
-    .select()
-    .from(secrets)
-    .where(idInEnvironment)
-    .prepare();
+  const findById = db.select().from(secrets).where(idInEnvironment).prepare();
 
   return {
     /**

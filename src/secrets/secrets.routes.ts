@@ -1,15 +1,15 @@
 import type { FastifyError, FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
+import { looksLikeToken } from "../audit/audit.writer.ts";
 import type { AccessGuard } from "../core/access.ts";
 import { checkAlways, EnvironmentParams, isPlainObject, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { looksLikeToken } from "../audit/audit.writer.ts";
 import { HttpError } from "../core/errors.ts";
+import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
 import { fitsUnits } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
-import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
 
 export const MAX_IMPORT_ENTRIES = 500;
 export const MAX_IMPORT_BYTES = 2_000_000;
@@ -46,7 +46,10 @@ const NewSecret = z.strictObject({ key: Key, value: Value });
 const SecretChanges = z
   .strictObject({ key: Key.optional(), value: Value.optional(), expectedVersion: ExpectedVersion.optional() })
   .nullish()
-  .refine((body: unknown) => body !== null && body !== undefined && (!isPlainObject(body) || body.key !== undefined || body.value !== undefined), checkAlways("nothingToUpdate"));
+  .refine(
+    (body: unknown) => body !== null && body !== undefined && (!isPlainObject(body) || body.key !== undefined || body.value !== undefined),
+    checkAlways("nothingToUpdate"),
+  );
 const RestoreBody = z.strictObject({ expectedVersion: ExpectedVersion.optional() }).nullish();
 const ImportBody = z.strictObject({
   entries: z
@@ -80,11 +83,20 @@ const VersionEntry = z.object({
     .object({ userId: z.string(), email: z.string().nullable(), isYou: z.boolean(), isMember: z.boolean() })
     .nullable()
     .describe("Null for BASELINE records and for changes by a service account"),
-  changedByServiceAccount: z.object({ id: z.string(), name: z.string() }).optional().describe("The service account that made the change, as it was named then"),
+  changedByServiceAccount: z
+    .object({ id: z.string(), name: z.string() })
+    .optional()
+    .describe("The service account that made the change, as it was named then"),
 });
 const ImportStatus = z.enum(["created", "updated", "unchanged", "skipped", "failed"]);
 const ImportResult = z.object({
-  summary: z.object({ created: z.number().int(), updated: z.number().int(), unchanged: z.number().int(), skipped: z.number().int(), failed: z.number().int() }),
+  summary: z.object({
+    created: z.number().int(),
+    updated: z.number().int(),
+    unchanged: z.number().int(),
+    skipped: z.number().int(),
+    failed: z.number().int(),
+  }),
   results: z.array(z.object({ key: z.string(), status: ImportStatus })),
 });
 
@@ -169,7 +181,8 @@ export function registerSecretRoutes(
       schema: {
         tags,
         summary: "Rename a secret or change its value",
-        description: "A new value is a new version; a rename is not. With expectedVersion the write applies only at that version (409 otherwise).",
+        description:
+          "A new value is a new version; a rename is not. With expectedVersion the write applies only at that version (409 otherwise).",
         security: SECURITY.browserOrToken,
         params: SecretParams,
         body: SecretChanges,
@@ -283,17 +296,24 @@ export function registerSecretRoutes(
       const { projectId, env } = req.params;
       const format = req.query.format ?? "json";
       const ifNoneMatch = req.headers["if-none-match"];
-      const result = await secrets.export(auth.principal(req), projectId, env, format, ifNoneMatch ? (etag) => matchesTag(ifNoneMatch, etag) : undefined);
+      const result = await secrets.export(
+        auth.principal(req),
+        projectId,
+        env,
+        format,
+        ifNoneMatch ? (etag) => matchesTag(ifNoneMatch, etag) : undefined,
+      );
       void reply.header("etag", result.etag);
       if ("notModified" in result) return reply.code(304).send();
       const { values } = result;
       if (format === "json") return { secrets: values };
-      let file;
+      let file: ReturnType<typeof exportFile>;
       try {
         file = exportFile(format, values, env);
       } catch (error) {
         // Audited like any export: the values were read, though none leave.
-        if (error instanceof DockerEnvRefusal) throw new HttpError(400, dockerRefusalMessage(error, { json: "format=json", shell: "format=shell" }));
+        if (error instanceof DockerEnvRefusal)
+          throw new HttpError(400, dockerRefusalMessage(error, { json: "format=json", shell: "format=shell" }));
         throw error;
       }
       return (

@@ -3,17 +3,23 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { readTransaction, writeTransaction, type Db } from "../core/db.ts";
+import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Vault } from "../core/vault.ts";
+import {
+  CHANGED_BY_SOMEONE_ELSE,
+  createSecretValues,
+  MAX_SECRETS_PER_ENVIRONMENT,
+  MAX_VERSIONS_PER_SECRET,
+  SECRET_NOT_FOUND,
+} from "./secret-values.ts";
 import { createSecretsExport } from "./secrets.export.ts";
 import { createSecretsImport, type ImportEntry, type ImportSummary } from "./secrets.import.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
-import { CHANGED_BY_SOMEONE_ELSE, createSecretValues, MAX_SECRETS_PER_ENVIRONMENT, MAX_VERSIONS_PER_SECRET, SECRET_NOT_FOUND } from "./secret-values.ts";
 
 export { CHANGED_BY_SOMEONE_ELSE, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
-export { NO_OVERWRITE_PERMISSION, type ImportEntry, type ImportStatus, type ImportSummary } from "./secrets.import.ts";
 export { NOT_DECRYPTED_SOME } from "./secrets.export.ts";
+export { type ImportEntry, type ImportStatus, type ImportSummary, NO_OVERWRITE_PERMISSION } from "./secrets.import.ts";
 export const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
 export const ALREADY_CURRENT = "This version is already the current value.";
@@ -214,7 +220,12 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       changed(projectId, env);
     },
 
-    versions(caller: Principal, projectId: string, environment: string, secretId: string): { currentVersion: number; versions: VersionEntry[] } {
+    versions(
+      caller: Principal,
+      projectId: string,
+      environment: string,
+      secretId: string,
+    ): { currentVersion: number; versions: VersionEntry[] } {
       const at = requireAccess(caller, projectId, "secrets:read", environment);
       const secret = repo.findById(projectId, at.environment, secretId);
       if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
@@ -245,7 +256,13 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return { currentVersion: secret.version, versions };
     },
 
-    async revealVersion(caller: Principal, projectId: string, environment: string, secretId: string, versionNumber: number): Promise<{ versionNumber: number; value: string }> {
+    async revealVersion(
+      caller: Principal,
+      projectId: string,
+      environment: string,
+      secretId: string,
+      versionNumber: number,
+    ): Promise<{ versionNumber: number; value: string }> {
       const { at, row, value } = readTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:read", environment);
         const row = findOrFail(projectId, at.environment, secretId);
@@ -264,7 +281,14 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     /** Writes version N's value as a new version rather than rewinding. */
-    restore(caller: Principal, projectId: string, environment: string, secretId: string, versionNumber: number, expectedVersion?: number): SecretMeta {
+    restore(
+      caller: Principal,
+      projectId: string,
+      environment: string,
+      secretId: string,
+      versionNumber: number,
+      expectedVersion?: number,
+    ): SecretMeta {
       const row = writeTransaction(db, () => {
         const at = requireAccess(caller, projectId, "secrets:update", environment);
         const current = findOrFail(projectId, at.environment, secretId);

@@ -58,7 +58,9 @@ export function formatShell(entries: ExportEntry[], allow: ReadonlySet<string> =
       out.push(`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`);
     } else if (shellTyped(key)) {
       leftOut.push(key);
-      out.push(`# ${key} is left out: zsh gives this name a type of its own (a number or one character), so it would not hold the value. Use the JSON export for it.`);
+      out.push(
+        `# ${key} is left out: zsh gives this name a type of its own (a number or one character), so it would not hold the value. Use the JSON export for it.`,
+      );
     } else if (!isAppSettingName(key) && !allow.has(key)) {
       leftOut.push(key);
       unsafeNames.push(key);
@@ -71,5 +73,5 @@ export function formatShell(entries: ExportEntry[], allow: ReadonlySet<string> =
       out.push(`export ${key}=${singleQuoted(value)}`);
     }
   }
-  return { text: out.length === 0 ? "" : out.join("\n") + "\n", leftOut, unsafeNames };
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, leftOut, unsafeNames };
 }

@@ -77,7 +77,10 @@ export function createServiceAccountsRepo(db: Db) {
       db.insert(serviceAccounts).values(row).run();
     },
 
-    updateAccount(id: string, fields: Partial<Pick<ServiceAccountRow, "name" | "description" | "role" | "environments" | "updatedAt">>): void {
+    updateAccount(
+      id: string,
+      fields: Partial<Pick<ServiceAccountRow, "name" | "description" | "role" | "environments" | "updatedAt">>,
+    ): void {
       db.update(serviceAccounts).set(fields).where(eq(serviceAccounts.id, id)).run();
     },
 
@@ -160,8 +163,13 @@ export function createServiceAccountsRepo(db: Db) {
 
     findCredential(tokenHash: string): CredentialRow | undefined {
       const row = findCredential.get(tokenHash) as
-        | { token_id: string; kind: ServiceTokenRow["kind"]; expires_at: string | null; allowed_cidrs: string; last_used_at: string | null }
-          & Record<string, unknown>
+        | ({
+            token_id: string;
+            kind: ServiceTokenRow["kind"];
+            expires_at: string | null;
+            allowed_cidrs: string;
+            last_used_at: string | null;
+          } & Record<string, unknown>)
         | undefined;
       if (!row) return undefined;
       return {

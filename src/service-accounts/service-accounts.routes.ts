@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { looksLikeToken } from "../audit/audit.writer.ts";
-import { ENVIRONMENTS, type AccessGuard } from "../core/access.ts";
+import { type AccessGuard, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
@@ -51,13 +51,23 @@ const NewToken = z.strictObject({
   name: Name,
   expiresInDays: z.number().int().min(1).max(365).nullable().optional().describe("Left out or null: the token never expires"),
   allowedCidrs: z
-    .array(z.string().max(64).refine((text) => parseCidr(text) !== undefined))
+    .array(
+      z
+        .string()
+        .max(64)
+        .refine((text) => parseCidr(text) !== undefined),
+    )
     .max(20)
     .optional()
     .describe("IPv4/IPv6 networks the token may be used from; empty or left out: any address"),
 });
 
-const Text = z.string().min(1).max(500).refine(isSingleLine).refine((text) => !looksLikeToken(text));
+const Text = z
+  .string()
+  .min(1)
+  .max(500)
+  .refine(isSingleLine)
+  .refine((text) => !looksLikeToken(text));
 const NewTrust = z.strictObject({
   issuer: z.string().max(500).refine(isAllowedIssuerUrl),
   audience: Text,
@@ -150,7 +160,14 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     BASE,
     {
       preValidation: guard,
-      schema: { tags, summary: "Create a service account", security, params: ProjectParams, body: NewServiceAccount, response: { 201: AccountEnvelope } },
+      schema: {
+        tags,
+        summary: "Create a service account",
+        security,
+        params: ProjectParams,
+        body: NewServiceAccount,
+        response: { 201: AccountEnvelope },
+      },
     },
     async (req, reply) => {
       const serviceAccount = serviceAccounts.create(auth.caller(req), req.params.projectId, req.body);
@@ -160,7 +177,10 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
 
   routes.get(
     `${BASE}/:accountId`,
-    { preValidation: guard, schema: { tags, summary: "Read a service account", security, params: AccountParams, response: { 200: AccountEnvelope } } },
+    {
+      preValidation: guard,
+      schema: { tags, summary: "Read a service account", security, params: AccountParams, response: { 200: AccountEnvelope } },
+    },
     async (req) => ({ serviceAccount: serviceAccounts.get(auth.caller(req), req.params.projectId, req.params.accountId) }),
   );
 
@@ -178,7 +198,9 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
         response: { 200: AccountEnvelope },
       },
     },
-    async (req) => ({ serviceAccount: serviceAccounts.update(auth.caller(req), req.params.projectId, req.params.accountId, req.body ?? {}) }),
+    async (req) => ({
+      serviceAccount: serviceAccounts.update(auth.caller(req), req.params.projectId, req.params.accountId, req.body ?? {}),
+    }),
   );
 
   routes.delete(
@@ -237,7 +259,8 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
       schema: {
         tags,
         summary: "Trust a workload identity issuer",
-        description: "Lets a workload exchange its identity token (GitHub Actions, GitLab CI, Kubernetes, any OpenID Connect issuer) for a short-lived access token; at most 10 per account.",
+        description:
+          "Lets a workload exchange its identity token (GitHub Actions, GitLab CI, Kubernetes, any OpenID Connect issuer) for a short-lived access token; at most 10 per account.",
         security,
         params: AccountParams,
         body: NewTrust,
@@ -292,7 +315,11 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     "/api/auth/workload/token",
     {
       config: {
-        rateLimit: { max: WORKLOAD_EXCHANGES_PER_MINUTE, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `workload-exchange:${req.ip}` },
+        rateLimit: {
+          max: WORKLOAD_EXCHANGES_PER_MINUTE,
+          timeWindow: 60_000,
+          keyGenerator: (req: FastifyRequest) => `workload-exchange:${req.ip}`,
+        },
       },
       schema: {
         tags,

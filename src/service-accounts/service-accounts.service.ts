@@ -1,11 +1,11 @@
 import crypto from "node:crypto";
 import net from "node:net";
-import { ENVIRONMENTS, type AccessGuard, type Environment } from "../core/access.ts";
 import type { AuditWriter } from "../audit/audit.writer.ts";
+import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
@@ -312,7 +312,13 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
         const descriptionChanged = description !== row.description;
         if (!nameChanged && !environmentsChanged && !descriptionChanged && role === row.role) return;
         if (nameChanged && isNameTaken(projectId, name, id)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
-        repo.updateAccount(id, { name, description, role, environments: JSON.stringify(environments), updatedAt: clock.now().toISOString() });
+        repo.updateAccount(id, {
+          name,
+          description,
+          role,
+          environments: JSON.stringify(environments),
+          updatedAt: clock.now().toISOString(),
+        });
         audit.record(caller, {
           projectId,
           action: "service_account.updated",

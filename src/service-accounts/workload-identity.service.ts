@@ -1,10 +1,10 @@
 import crypto from "node:crypto";
-import { createLocalJWKSet, decodeJwt, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
@@ -93,7 +93,11 @@ interface Deps {
 
 /** A GET of the issuer's JSON, with no redirect followed and a bounded wait. */
 async function fetchJson(url: string): Promise<unknown> {
-  const res = await fetch(url, { redirect: "error", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS), headers: { accept: "application/json" } });
+  const res = await fetch(url, {
+    redirect: "error",
+    signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+    headers: { accept: "application/json" },
+  });
   if (res.status !== 200) throw new Error(`answered ${res.status}`);
   return res.json();
 }
@@ -135,7 +139,10 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     try {
       document = (await fetchJson(`${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`)) as typeof document;
     } catch (error) {
-      throw fetchFailed(issuer, `the issuer's OpenID configuration could not be fetched (${(error as Error).name}: ${(error as Error).message})`);
+      throw fetchFailed(
+        issuer,
+        `the issuer's OpenID configuration could not be fetched (${(error as Error).name}: ${(error as Error).message})`,
+      );
     }
     if (document?.issuer !== issuer) throw fetchFailed(issuer, "the issuer's OpenID configuration names another issuer");
     if (typeof document.jwks_uri !== "string" || !isAllowedIssuerUrl(document.jwks_uri)) {
@@ -209,7 +216,10 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
   }
 
   return {
-    async exchange(input: { serviceAccountId: unknown; token: unknown }): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number }> {
+    async exchange(input: {
+      serviceAccountId: unknown;
+      token: unknown;
+    }): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number }> {
       const { serviceAccountId, token } = input;
       let verified: { payload: JWTPayload; trust: TrustRow };
       try {
@@ -219,7 +229,10 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       } catch (error) {
         if (!(error instanceof Refused)) throw error;
         // The reason, never the token: the log must not become a store of identity tokens.
-        log.warn({ serviceAccountId: typeof serviceAccountId === "string" ? serviceAccountId.slice(0, 100) : null, reason: error.message }, "workload identity exchange refused");
+        log.warn(
+          { serviceAccountId: typeof serviceAccountId === "string" ? serviceAccountId.slice(0, 100) : null, reason: error.message },
+          "workload identity exchange refused",
+        );
         throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
       }
       const { payload, trust } = verified;
@@ -228,7 +241,10 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       const expiresAtMs = Math.min(now.getTime() + ACCESS_TOKEN_SECONDS * 1000, payload.exp! * 1000);
       const expiresIn = Math.floor((expiresAtMs - now.getTime()) / 1000);
       if (expiresIn <= 0) {
-        log.warn({ serviceAccountId, reason: "the identity token expires within the clock tolerance" }, "workload identity exchange refused");
+        log.warn(
+          { serviceAccountId, reason: "the identity token expires within the clock tolerance" },
+          "workload identity exchange refused",
+        );
         throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
       }
       const accessToken = `${WORKLOAD_TOKEN_PREFIX}${randomToken(32)}`;

@@ -30,7 +30,9 @@ export function createLocalRepo(db: Db) {
     /** Drops the unused links of one purpose (and user): a new link replaces the older ones. */
     /** Every unused link of the user, whatever its purpose (a disabled user). */
     deleteUnusedLinksOf(userId: string): void {
-      db.delete(accountLinks).where(and(eq(accountLinks.userId, userId), isNull(accountLinks.usedAt))).run();
+      db.delete(accountLinks)
+        .where(and(eq(accountLinks.userId, userId), isNull(accountLinks.usedAt)))
+        .run();
     },
 
     deleteUnusedLinks(purpose: LinkPurpose, userId: string | null): void {

@@ -71,7 +71,9 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
         security: SECURITY.none,
         body: LinkLookup,
         response: {
-          200: z.object({ link: z.object({ purpose: z.enum(["setup", "invite", "reset"]), email: z.string().nullable(), expiresAt: Timestamp }) }),
+          200: z.object({
+            link: z.object({ purpose: z.enum(["setup", "invite", "reset"]), email: z.string().nullable(), expiresAt: Timestamp }),
+          }),
         },
       },
     },

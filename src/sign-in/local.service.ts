@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
@@ -72,8 +72,18 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
     return writeTransaction(db, () => {
       const since = (windowMs: number) => new Date(now - windowMs).toISOString();
       const waitSeconds = Math.max(
-        secondsUntilBelow(repo.failuresSince(accountHash, addressHash, since(PAIR_FAILURE_WINDOW_MS)), PAIR_FAILURE_LIMIT, PAIR_FAILURE_WINDOW_MS, now),
-        secondsUntilBelow(repo.failuresSince(accountHash, undefined, since(ACCOUNT_FAILURE_WINDOW_MS)), ACCOUNT_FAILURE_LIMIT, ACCOUNT_FAILURE_WINDOW_MS, now),
+        secondsUntilBelow(
+          repo.failuresSince(accountHash, addressHash, since(PAIR_FAILURE_WINDOW_MS)),
+          PAIR_FAILURE_LIMIT,
+          PAIR_FAILURE_WINDOW_MS,
+          now,
+        ),
+        secondsUntilBelow(
+          repo.failuresSince(accountHash, undefined, since(ACCOUNT_FAILURE_WINDOW_MS)),
+          ACCOUNT_FAILURE_LIMIT,
+          ACCOUNT_FAILURE_WINDOW_MS,
+          now,
+        ),
       );
       if (waitSeconds === 0) repo.recordFailure(accountHash, addressHash, new Date(now).toISOString(), since(ACCOUNT_FAILURE_WINDOW_MS));
       return waitSeconds;
@@ -129,7 +139,10 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
       const normalized = email.trim().toLowerCase();
       return writeTransaction(db, () => {
         if (findLocalUser(normalized)) {
-          throw new HttpError(409, `A user with the e-mail ${normalized} exists already. To give them a new link, run: users reset-password ${normalized}`);
+          throw new HttpError(
+            409,
+            `A user with the e-mail ${normalized} exists already. To give them a new link, run: users reset-password ${normalized}`,
+          );
         }
         const user = users.upsertIdentity(
           { issuer: LOCAL_ISSUER, subject: normalized, email: normalized, emailVerified: false, name },

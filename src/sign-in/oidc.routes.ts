@@ -6,9 +6,9 @@ import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import type { Config } from "../core/config.ts";
 import type { Keyring } from "../core/crypto.ts";
-import { OIDC_SIGN_IN_SECONDS, SignInFailure, type OidcService, type PendingSignIn } from "./oidc.service.ts";
-import { createSealedCookie } from "./sign-in-cookie.ts";
+import { OIDC_SIGN_IN_SECONDS, type OidcService, type PendingSignIn, SignInFailure } from "./oidc.service.ts";
 import { SIGN_IN_TAGS } from "./sign-in.routes.ts";
+import { createSealedCookie } from "./sign-in-cookie.ts";
 
 // Never refused: a wrong returnTo lands on the home page, and the provider's answer is judged by the service.
 const StartQuery = z.object({

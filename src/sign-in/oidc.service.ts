@@ -1,9 +1,9 @@
 import * as client from "openid-client";
 import type { Logger } from "pino";
 import type { Clock } from "../core/clock.ts";
-import { isLoopbackHost } from "../core/loopback.ts";
-import { ConfigError, type Config } from "../core/config.ts";
+import { type Config, ConfigError } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
+import { isLoopbackHost } from "../core/loopback.ts";
 import { displayName } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
@@ -23,7 +23,10 @@ export interface PendingSignIn {
 }
 
 export class SignInFailure extends Error {
-  constructor(readonly code: SignInErrorCode, detail?: string) {
+  constructor(
+    readonly code: SignInErrorCode,
+    detail?: string,
+  ) {
     super(detail ?? code);
   }
 }
@@ -84,10 +87,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
     log.info({ issuer: configuration.serverMetadata().issuer }, "OpenID Connect issuer discovered");
   } catch (error) {
     if (config.isProduction) throw error;
-    log.error(
-      { issuer: settings.issuer },
-      `${(error as Error).message} Development mode starts anyway and retries at the next sign-in.`,
-    );
+    log.error({ issuer: settings.issuer }, `${(error as Error).message} Development mode starts anyway and retries at the next sign-in.`);
   }
 
   async function ready(): Promise<client.Configuration> {
@@ -202,7 +202,9 @@ function isNetworkError(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (e.name === "AbortError" || e.name === "TimeoutError") return true;
     if (e instanceof TypeError && /fetch failed/i.test(e.message)) return true;
-    if (/^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|UND_ERR_\w+)$/.test(String((e as NodeJS.ErrnoException).code))) {
+    if (
+      /^(ECONNREFUSED|ECONNRESET|ENOTFOUND|EAI_AGAIN|ETIMEDOUT|EHOSTUNREACH|UND_ERR_\w+)$/.test(String((e as NodeJS.ErrnoException).code))
+    ) {
       return true;
     }
   }

@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import type { Config } from "../core/config.ts";
-import { open, seal, type Keyring } from "../core/crypto.ts";
+import { type Keyring, open, seal } from "../core/crypto.ts";
 
 /**
  * A key for one purpose, derived from the current master key with HMAC, so no second

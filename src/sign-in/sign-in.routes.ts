@@ -1,9 +1,9 @@
-import { isServiceAccount } from "../core/caller.ts";
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { Ok, SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { isServiceAccount } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError } from "../core/errors.ts";
@@ -95,7 +95,8 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
         schema: {
           tags,
           summary: "Sign in as anyone (development only)",
-          description: "Exists only with AUTH_PROVIDER=dev outside production mode. The e-mail counts as verified; sets the session cookie.",
+          description:
+            "Exists only with AUTH_PROVIDER=dev outside production mode. The e-mail counts as verified; sets the session cookie.",
           security: SECURITY.none,
           body: DevSignIn,
           response: { 200: UserEnvelope },
@@ -103,7 +104,10 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
       },
       async (req, reply) => {
         const email = req.body.email.toLowerCase();
-        const user = users.upsertIdentity({ issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null }, clock.now());
+        const user = users.upsertIdentity(
+          { issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null },
+          clock.now(),
+        );
         auth.startBrowserSession(reply, user.id);
         return { user: toPublicUser(user) };
       },

@@ -70,7 +70,7 @@ function send(req: FastifyRequest, reply: FastifyReply, file: WebFile): FastifyR
     .header("vary", "accept-encoding")
     .header("cache-control", file.immutable ? "public, max-age=31536000, immutable" : "no-cache");
   const match = req.headers["if-none-match"];
-  if (match && match.split(",").some((tag) => tag.trim().replace(/^W\//, "") === file.etag)) {
+  if (match?.split(",").some((tag) => tag.trim().replace(/^W\//, "") === file.etag)) {
     return reply.code(304).send();
   }
   const acceptsGzip = /\bgzip\b/.test(String(req.headers["accept-encoding"] ?? ""));

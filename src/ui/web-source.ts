@@ -17,7 +17,11 @@ interface CacheEntry {
   gzipBytes: number;
 }
 
-type BuildWeb = (options: { outdir: string; minify: boolean; quiet: boolean }) => Promise<{ files: string[]; gzipBytes: number; inputs: string[] }>;
+type BuildWeb = (options: {
+  outdir: string;
+  minify: boolean;
+  quiet: boolean;
+}) => Promise<{ files: string[]; gzipBytes: number; inputs: string[] }>;
 
 /** Hash of every input's path and bytes: any edit, added import or removed file changes it. */
 function digestOf(inputs: string[]): string | undefined {

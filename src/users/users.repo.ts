@@ -58,11 +58,7 @@ export function createUsersRepo(db: Db) {
 
     /** Every user with this e-mail (case-insensitive), whichever provider vouched for it. */
     listByEmail(email: string): UserRow[] {
-      return db
-        .select()
-        .from(users)
-        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
-        .all();
+      return db.select().from(users).where(sql`lower(${users.email}) = ${email.toLowerCase()}`).all();
     },
 
     countByIssuer(issuer: string): number {

@@ -1,5 +1,5 @@
 import type { Clock } from "../core/clock.ts";
-import { writeTransaction, type Db } from "../core/db.ts";
+import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
 
@@ -92,7 +92,11 @@ export function createUsersService({ db, users, cliSessions, accountLinks, clock
           accountLinks.deleteUnusedLinksOf(user.id);
           // Also for one disabled before: running disable again finishes what an older version left.
           onDisabled?.(user.id);
-          return { user, browserSessions: users.deleteBrowserSessions(user.id), cliSessions: cliSessions.revokeAllSessionsOf(user.id, now.toISOString()) };
+          return {
+            user,
+            browserSessions: users.deleteBrowserSessions(user.id),
+            cliSessions: cliSessions.revokeAllSessionsOf(user.id, now.toISOString()),
+          };
         });
       });
     },

@@ -9,12 +9,17 @@ import type { CliAuthService, CliSessionView } from "../../src/cli-auth/cli-auth
 import type { Environment } from "../../src/core/access.ts";
 import type { ConnectionView, VercelService } from "../../src/integrations/vercel/vercel.service.ts";
 import type { InboxService } from "../../src/invitations/inbox.service.ts";
-import type { InvitationView, InvitationsService } from "../../src/invitations/invitations.service.ts";
+import type { InvitationsService, InvitationView } from "../../src/invitations/invitations.service.ts";
 import type { MemberView } from "../../src/members/members.service.ts";
 import type { ProjectView } from "../../src/projects/projects.service.ts";
-import type { ImportSummary, SecretWithValue, SecretsService } from "../../src/secrets/secrets.service.ts";
 import type { CopyService } from "../../src/secrets/copy.service.ts";
-import type { ServiceAccountView, ServiceAccountsService, TokenView, TrustView } from "../../src/service-accounts/service-accounts.service.ts";
+import type { ImportSummary, SecretsService, SecretWithValue } from "../../src/secrets/secrets.service.ts";
+import type {
+  ServiceAccountsService,
+  ServiceAccountView,
+  TokenView,
+  TrustView,
+} from "../../src/service-accounts/service-accounts.service.ts";
 import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
 import type { toPublicUser } from "../../src/users/users.service.ts";
 
@@ -76,11 +81,11 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
   return (text ? JSON.parse(text) : undefined) as T;
 }
 
-export const get = <T,>(path: string) => api<T>("GET", path);
-export const post = <T,>(path: string, body: unknown = {}) => api<T>("POST", path, body);
-export const put = <T,>(path: string, body?: unknown) => api<T>("PUT", path, body);
-export const patch = <T,>(path: string, body: unknown) => api<T>("PATCH", path, body);
-export const del = <T,>(path: string) => api<T>("DELETE", path);
+export const get = <T>(path: string) => api<T>("GET", path);
+export const post = <T>(path: string, body: unknown = {}) => api<T>("POST", path, body);
+export const put = <T>(path: string, body?: unknown) => api<T>("PUT", path, body);
+export const patch = <T>(path: string, body: unknown) => api<T>("PATCH", path, body);
+export const del = <T>(path: string) => api<T>("DELETE", path);
 
 // Re-exported under the server's names; the aliases below name what the pages ask for.
 export type { AuditPage as AuditEventPage } from "../../src/audit/audit.service.ts";
@@ -88,8 +93,8 @@ export type { Environment, Permission, Role } from "../../src/core/access.ts";
 export type { Target } from "../../src/integrations/vercel/vercel.service.ts";
 export type { SyncSummary } from "../../src/integrations/vercel/vercel.sync.ts";
 export type { AccessMatrix } from "../../src/members/environment-access.service.ts";
+export type { ComparedEntry, Comparison } from "../../src/secrets/compare.service.ts";
 export type { SecretMeta, VersionEntry } from "../../src/secrets/secrets.service.ts";
-export type { Comparison, ComparedEntry } from "../../src/secrets/compare.service.ts";
 export type { ServiceAccountRole } from "../../src/service-accounts/service-accounts.service.ts";
 
 /** What a server function answers, once its promise (if any) settles. */

@@ -2,8 +2,8 @@
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, get, onSignedOut, post, type User } from "./api.ts";
 import { CliAuthorizePage, CliSessionsPage } from "./pages/cli.tsx";
-import { InvitePage } from "./pages/invite.tsx";
 import { PendingInvitations } from "./pages/invitations.tsx";
+import { InvitePage } from "./pages/invite.tsx";
 import { ProjectPage } from "./pages/project.tsx";
 import { ProjectsPage } from "./pages/projects.tsx";
 import { SetPasswordPage } from "./pages/set-password.tsx";
@@ -50,7 +50,12 @@ export function App() {
     if (title) document.title = title;
   }, [title]);
 
-  if (session.state === "loading") return <p class="boot" role="status">Loading…</p>;
+  if (session.state === "loading")
+    return (
+      <p class="boot" role="status">
+        Loading…
+      </p>
+    );
   if (session.state === "error") {
     return (
       <main class="narrow">
@@ -122,7 +127,19 @@ export function App() {
   );
 }
 
-function Route({ user, pathname, search, hash, visit }: { user: User; pathname: string; search: URLSearchParams; hash: string; visit: number }) {
+function Route({
+  user,
+  pathname,
+  search,
+  hash,
+  visit,
+}: {
+  user: User;
+  pathname: string;
+  search: URLSearchParams;
+  hash: string;
+  visit: number;
+}) {
   const parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
   // A project lays out its own navigation beside its <main>; every other page is all main.
   if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} visit={visit} />;
@@ -134,11 +151,26 @@ function Route({ user, pathname, search, hash, visit }: { user: User; pathname: 
       </Main>
     );
   }
-  if (parts[0] === "cli-sessions") return <Main><CliSessionsPage /></Main>;
-  if (parts[0] === "cli" && parts[1] === "authorize") return <Main><CliAuthorizePage code={search.get("code") ?? ""} /></Main>;
+  if (parts[0] === "cli-sessions")
+    return (
+      <Main>
+        <CliSessionsPage />
+      </Main>
+    );
+  if (parts[0] === "cli" && parts[1] === "authorize")
+    return (
+      <Main>
+        <CliAuthorizePage code={search.get("code") ?? ""} />
+      </Main>
+    );
   // Keyed by the link: another invitation link opened in this tab (only the fragment differs,
   // so the page stays) must not keep the previous link's answer or its "joined" state.
-  if (parts[0] === "invite") return <Main><InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} /></Main>;
+  if (parts[0] === "invite")
+    return (
+      <Main>
+        <InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} />
+      </Main>
+    );
   return (
     <Main>
       <h1>Page not found</h1>

@@ -18,7 +18,8 @@ export interface ParseResult {
 }
 
 /** dotenv's pattern (lib/main.js, v16 to v18). A quoted value may span lines. */
-const LINE = /^\s*(?:export\s+)?([\w.-]+)(?:\s*=\s*?|:\s+?)(\s*'(?:\\'|[^'])*'|\s*"(?:\\"|[^"])*"|\s*`(?:\\`|[^`])*`|[^#\r\n]+)?\s*(?:#.*)?$/gm;
+const LINE =
+  /^\s*(?:export\s+)?([\w.-]+)(?:\s*=\s*?|:\s+?)(\s*'(?:\\'|[^'])*'|\s*"(?:\\"|[^"])*"|\s*`(?:\\`|[^`])*`|[^#\r\n]+)?\s*(?:#.*)?$/gm;
 
 /** The opening of the export's here-document (`: <<'END…'`), which bash skips and dotenv ignores. */
 const HERE_DOC = /^: <<'([^']+)'$/;

@@ -69,5 +69,5 @@ export function rememberReturnTo(): void {
 export function takeReturnTo(): string {
   const target = sessionStorage.getItem("returnTo");
   sessionStorage.removeItem("returnTo");
-  return target && target.startsWith("/") && !target.startsWith("//") ? target : "/";
+  return target?.startsWith("/") && !target.startsWith("//") ? target : "/";
 }

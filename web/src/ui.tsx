@@ -6,6 +6,7 @@ import { ApiError } from "./api.ts";
 import { onLinkClick } from "./router.ts";
 
 export function Link(props: AnchorHTMLAttributes<HTMLAnchorElement> & { href: string }) {
+  // biome-ignore lint/a11y: a real link (its href is in props); the router only takes over the plain click
   return <a {...props} onClick={onLinkClick} />;
 }
 
@@ -132,7 +133,12 @@ export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children
       </ErrorText>
     );
   }
-  if (loaded.data === undefined) return <p class="muted" role="status">Loading…</p>;
+  if (loaded.data === undefined)
+    return (
+      <p class="muted" role="status">
+        Loading…
+      </p>
+    );
   return <>{children(loaded.data)}</>;
 }
 
@@ -257,7 +263,14 @@ export function Confirm(props: ConfirmProps) {
           </label>
         )}
         <ErrorText error={action.error} />
-        <FormActions label={props.confirmLabel} busyLabel="Working…" busy={action.busy} disabled={!ready} danger={props.danger} onCancel={props.onClose} />
+        <FormActions
+          label={props.confirmLabel}
+          busyLabel="Working…"
+          busy={action.busy}
+          disabled={!ready}
+          danger={props.danger}
+          onCancel={props.onClose}
+        />
       </form>
     </Dialog>
   );
@@ -267,7 +280,9 @@ export function Confirm(props: ConfirmProps) {
  * A card for one action that cannot be undone: `text` says what it does, the button opens
  * a confirmation (children are its body).
  */
-export function DangerZone(props: { title: string; text: string; button: string; confirmTitle: string } & Omit<ConfirmProps, "title" | "danger" | "onClose">) {
+export function DangerZone(
+  props: { title: string; text: string; button: string; confirmTitle: string } & Omit<ConfirmProps, "title" | "danger" | "onClose">,
+) {
   const { title, text, button, confirmTitle, ...confirm } = props;
   const [confirming, setConfirming] = useState(false);
   return (
@@ -288,7 +303,11 @@ export function DangerZone(props: { title: string; text: string; button: string;
  * A button in a table row. `label` is its accessible name where the short text alone
  * ("Delete") would not say which row it acts on ("Delete API_KEY").
  */
-export function RowButton({ label, danger, ...button }: Omit<ButtonHTMLAttributes<HTMLButtonElement>, "type" | "class" | "label"> & { label?: string; danger?: boolean }) {
+export function RowButton({
+  label,
+  danger,
+  ...button
+}: Omit<ButtonHTMLAttributes<HTMLButtonElement>, "type" | "class" | "label"> & { label?: string; danger?: boolean }) {
   return <button {...button} type="button" class={danger ? "danger-text" : undefined} aria-label={label} />;
 }
 
@@ -296,7 +315,13 @@ export function RowButton({ label, danger, ...button }: Omit<ButtonHTMLAttribute
  * A table in its scrolling wrapper, one header cell per column. With `actions`, a last
  * column holds the rows' buttons; its header is named "Actions" for screen readers only.
  */
-export function DataTable(props: { columns: string[]; actions?: boolean; class?: string; caption?: ComponentChildren; children: ComponentChildren }) {
+export function DataTable(props: {
+  columns: string[];
+  actions?: boolean;
+  class?: string;
+  caption?: ComponentChildren;
+  children: ComponentChildren;
+}) {
   return (
     <div class="table-wrap">
       <table class={props.class}>
@@ -357,7 +382,17 @@ export function Time({ iso, seconds }: { iso: string | undefined | null; seconds
  * `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied
  * DATABASE_URL"); `onStart` runs as the copy begins (to clear an earlier action's message).
  */
-export function CopyButton({ text, label = "Copy", what, onStart }: { text: string | (() => Promise<string> | string); label?: string; what?: string; onStart?(): void }) {
+export function CopyButton({
+  text,
+  label = "Copy",
+  what,
+  onStart,
+}: {
+  text: string | (() => Promise<string> | string);
+  label?: string;
+  what?: string;
+  onStart?(): void;
+}) {
   const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
   return (
     <button

@@ -2,18 +2,18 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
-import { writeTransaction, type Db } from "../../core/db.ts";
+import { type Db, writeTransaction } from "../../core/db.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
-import { VercelError, type VercelClient, type VercelEnvVar } from "./vercel.client.ts";
+import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
   createOutcome,
   isReadableOnRequest,
+  type KeyResultReason,
   listedValue,
+  type PlatformVar,
   parseMappings,
   planSync,
   targetVars,
-  type KeyResultReason,
-  type PlatformVar,
 } from "./vercel.plan.ts";
 import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
 
@@ -230,7 +230,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const startedAt = clock.now().toISOString();
     const start = writeTransaction(db, () => {
       const row = repo.find(projectId);
-      if (!row || !row.hostProjectId) return { kind: "not-linked" as const };
+      if (!row?.hostProjectId) return { kind: "not-linked" as const };
       if (row.status === "attention") return { kind: "attention" as const };
       // Checked here, in the transaction that takes the lease, so no trigger (a debounced
       // change, a follow-up run, recovery) can sync with a paused connection's token.
@@ -269,7 +269,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     } catch (error) {
       failure = failureOf(error);
       if (failure === "lease-lost") {
-        log.warn({ projectId }, "stopped a Vercel sync: another server process took it over, as this one had not renewed its lease in time");
+        log.warn(
+          { projectId },
+          "stopped a Vercel sync: another server process took it over, as this one had not renewed its lease in time",
+        );
       }
       if (failure === "unexpected") {
         log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "Vercel sync failed unexpectedly");
@@ -315,7 +318,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
     const finish = writeTransaction(db, () => {
       const current = repo.find(projectId);
-      const isStillOurs = current !== undefined && current.syncStartedAt === startedAt && current.syncOwner === owner && current.createdAt === row.createdAt;
+      const isStillOurs =
+        current !== undefined && current.syncStartedAt === startedAt && current.syncOwner === owner && current.createdAt === row.createdAt;
       // Taken over by another process, which has recorded this run as interrupted: what
       // reached Vercel is audited only when something did.
       if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) recordRun();
@@ -323,7 +327,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       if (!current || !isStillOurs) return { remaining: 0, recorded: false };
       // A token rejected by Vercel means attention only while it is still the saved one:
       // a reconnect during the run has replaced it with a token this run never used.
-      const tokenRejected = (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
+      const tokenRejected =
+        (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
       const nowIso = summary.finishedAt;
       for (const change of varChanges) {
         if (change.op === "save") {
@@ -410,8 +415,15 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         holdsLease();
         readValues.set(v.id, await readValue(token, teamId, hostProjectId, v.id));
       }
-      const platformVars: PlatformVar[] = listed.map((v) => ({ ...v, value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v) }));
-      const plan = planSync(platformVars, { target, secrets: values, created: createdByTarget.get(target) ?? new Map() }, { conflictPolicy: row.conflictPolicy });
+      const platformVars: PlatformVar[] = listed.map((v) => ({
+        ...v,
+        value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v),
+      }));
+      const plan = planSync(
+        platformVars,
+        { target, secrets: values, created: createdByTarget.get(target) ?? new Map() },
+        { conflictPolicy: row.conflictPolicy },
+      );
 
       const creates: { key: string; value: string }[] = [];
       for (const step of plan) {

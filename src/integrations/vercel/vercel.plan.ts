@@ -141,7 +141,9 @@ export function createOutcome(
     if (!failed.key || createdKeys.has(failed.key) || refusedKeys.has(failed.key)) continue;
     refusedKeys.add(failed.key);
     const conflict = failed.code === "ENV_CONFLICT" || failed.code === "ENV_ALREADY_EXISTS";
-    outcome.refused.push(conflict ? { key: failed.key, result: "skipped", reason: "conflict" } : { key: failed.key, result: "failed", reason: "rejected" });
+    outcome.refused.push(
+      conflict ? { key: failed.key, result: "skipped", reason: "conflict" } : { key: failed.key, result: "failed", reason: "rejected" },
+    );
   }
   for (const key of sentKeys) {
     if (!createdKeys.has(key) && !refusedKeys.has(key)) outcome.refused.push({ key, result: "failed", reason: "rejected" });

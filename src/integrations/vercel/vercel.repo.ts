@@ -36,7 +36,14 @@ export function createVercelRepo(db: Db) {
      * heartbeat is older than `staleBefore`, or held without an owner (by a version before
      * leases) since before `ownerlessStaleBefore`.
      */
-    tryLock(lease: { projectId: string; startedAt: string; owner: string; lastRun: string; staleBefore: string; ownerlessStaleBefore: string }): boolean {
+    tryLock(lease: {
+      projectId: string;
+      startedAt: string;
+      owner: string;
+      lastRun: string;
+      staleBefore: string;
+      ownerlessStaleBefore: string;
+    }): boolean {
       const free = or(
         isNull(integrations.syncStartedAt),
         and(isNull(integrations.syncOwner), lt(integrations.syncStartedAt, lease.ownerlessStaleBefore)),
@@ -64,7 +71,13 @@ export function createVercelRepo(db: Db) {
     /** Releases the lease and subtracts the changes this run picked up from `pending`. */
     finishRun(projectId: string, pendingConsumed: number, fields: Partial<IntegrationRow>): void {
       db.update(integrations)
-        .set({ ...fields, syncStartedAt: null, syncOwner: null, syncHeartbeatAt: null, pending: sql`max(${integrations.pending} - ${pendingConsumed}, 0)` })
+        .set({
+          ...fields,
+          syncStartedAt: null,
+          syncOwner: null,
+          syncHeartbeatAt: null,
+          pending: sql`max(${integrations.pending} - ${pendingConsumed}, 0)`,
+        })
         .where(eq(integrations.projectId, projectId))
         .run();
     },

@@ -41,7 +41,14 @@ const Link = z.strictObject({
     .describe("Environment to Vercel target; at least one, no two on the same target"),
   conflictPolicy: z.enum(["skip", "overwrite"]).default("skip").describe("What a sync does with a variable it did not create"),
   autoRedeploy: z.boolean().default(false).describe("Needs a deploy hook"),
-  deployHookUrl: z.string().trim().min(1).max(2000).nullable().optional().describe("On the Vercel API host; null removes it, left out keeps it"),
+  deployHookUrl: z
+    .string()
+    .trim()
+    .min(1)
+    .max(2000)
+    .nullable()
+    .optional()
+    .describe("On the Vercel API host; null removes it, left out keeps it"),
 });
 
 const SyncRequest = z

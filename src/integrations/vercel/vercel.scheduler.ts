@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { writeTransaction, type Db } from "../../core/db.ts";
+import { type Db, writeTransaction } from "../../core/db.ts";
 import type { Lease } from "../../core/leases.ts";
 import type { VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";

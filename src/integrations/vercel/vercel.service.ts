@@ -2,14 +2,14 @@ import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { AccessGuard, Environment, ProjectAccess } from "../../core/access.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
-import { writeTransaction, type Db } from "../../core/db.ts";
+import { type Db, writeTransaction } from "../../core/db.ts";
 import { HttpError } from "../../core/errors.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
-import { deployHookProblem, deployHookProjectId, VercelError, type NamedItem, type VercelClient } from "./vercel.client.ts";
+import { deployHookProblem, deployHookProjectId, type NamedItem, type VercelClient, VercelError } from "./vercel.client.ts";
+import { type Deployment, openToken, SYNC_ERRORS, type SyncSummary } from "./vercel.executor.ts";
 import type { PauseReason } from "./vercel.pause.ts";
-import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
-import { openToken, SYNC_ERRORS, type Deployment, type SyncSummary } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
+import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
 import type { VercelSync } from "./vercel.sync.ts";
 
 export const TARGETS = ["development", "preview", "production"] as const;
@@ -153,7 +153,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
   function markAttention(used: IntegrationRow, message: string): void {
     writeTransaction(db, () => {
       const current = repo.find(used.projectId);
-      if (!current || !current.tokenCiphertext.equals(used.tokenCiphertext)) return;
+      if (!current?.tokenCiphertext.equals(used.tokenCiphertext)) return;
       repo.update(used.projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
     });
   }
@@ -251,7 +251,14 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
             pausedReason: null,
             ...(linked
               ? {}
-              : { hostProjectId: null, hostProjectName: null, mappings: "{}", autoRedeploy: false, hookCiphertext: null, hookKeyVersion: null }),
+              : {
+                  hostProjectId: null,
+                  hostProjectName: null,
+                  mappings: "{}",
+                  autoRedeploy: false,
+                  hookCiphertext: null,
+                  hookKeyVersion: null,
+                }),
             updatedAt: now,
           });
         }

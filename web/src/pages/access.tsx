@@ -1,8 +1,8 @@
 // Environment access: the grants of one member (a switch per environment, shown in the
 // member's row of the members page), and what a member without access is told.
 import { useState } from "preact/hooks";
-import { del, get, projectPath, put, type Member, type Project, type Role } from "../api.ts";
-import { useLoad, envLabel } from "../ui.tsx";
+import { del, get, type Member, type Project, projectPath, put, type Role } from "../api.ts";
+import { envLabel, useLoad } from "../ui.tsx";
 
 export interface Grants {
   /** The switch whose request runs, with the state it asks for (shown meanwhile). */
@@ -11,7 +11,12 @@ export interface Grants {
 }
 
 /** Grants and revokes one environment at a time, saying what changed or the API's message. */
-export function useGrants(base: string, reload: () => Promise<void>, setStatus: (s: string) => void, setError: (e: string | undefined) => void): Grants {
+export function useGrants(
+  base: string,
+  reload: () => Promise<void>,
+  setStatus: (s: string) => void,
+  setError: (e: string | undefined) => void,
+): Grants {
   const [pending, setPending] = useState<{ key: string; grant: boolean } | undefined>(undefined);
   async function toggle(userId: string, who: string, env: string, grant: boolean) {
     setError(undefined);
@@ -33,7 +38,14 @@ export function useGrants(base: string, reload: () => Promise<void>, setStatus: 
 }
 
 /** One member's environments: implicit for owners and admins, a switch each for the others. */
-export function EnvironmentGrants(props: { who: string; role: Role; userId: string; environments: string[]; access: Record<string, string>; grants: Grants }) {
+export function EnvironmentGrants(props: {
+  who: string;
+  role: Role;
+  userId: string;
+  environments: string[];
+  access: Record<string, string>;
+  grants: Grants;
+}) {
   const { who, role, userId, environments, access, grants } = props;
   if (role === "owner" || role === "admin" || environments.every((env) => access[env] === "implicit")) {
     return (
@@ -80,7 +92,9 @@ export function AskForAccess({ project, children }: { project: Project; children
       ),
     [project.id],
   );
-  const names = (granters.data ?? []).map((m) => (m.name && m.email ? `${m.name} (${m.email})` : (m.name ?? m.email ?? "an unnamed member")));
+  const names = (granters.data ?? []).map((m) =>
+    m.name && m.email ? `${m.name} (${m.email})` : (m.name ?? m.email ?? "an unnamed member"),
+  );
   return (
     <div class="notice">
       <p>{children}</p>

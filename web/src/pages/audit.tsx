@@ -1,8 +1,8 @@
 // The audit log: filters (in the URL, applied as they change), newest first, "load more" by cursor, one readable line each.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { get, projectPath, type AuditEvent, type AuditEventPage, type Member, type Project, type ServiceAccount } from "../api.ts";
+import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, type ServiceAccount } from "../api.ts";
 import { navigate, useLocation } from "../router.ts";
-import { ErrorText, Time, messageOf, useLoad, whoLabel } from "../ui.tsx";
+import { ErrorText, messageOf, Time, useLoad, whoLabel } from "../ui.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
   secrets: [
@@ -67,7 +67,9 @@ function grants(m: Record<string, unknown>): string {
 /** The filters an export was given, as a phrase. */
 function exportFilters(value: unknown): string {
   if (!value || typeof value !== "object") return "";
-  const parts = Object.entries(value as Record<string, unknown>).map(([name, v]) => (name === "actor" ? "one actor" : `${name} ${String(v)}`));
+  const parts = Object.entries(value as Record<string, unknown>).map(([name, v]) =>
+    name === "actor" ? "one actor" : `${name} ${String(v)}`,
+  );
   return parts.length ? `, filtered by ${parts.join(", ")}` : "";
 }
 
@@ -76,9 +78,14 @@ function accountChanges(m: Record<string, unknown>): string {
   const name = str(m.name) ?? "a service account";
   const parts: string[] = [];
   if (str(m.previousName)) parts.push(`renamed service account ${str(m.previousName)} to ${name}`);
-  if (str(m.previousRole)) parts.push(`changed the role of ${parts.length ? "it" : `service account ${name}`} from ${str(m.previousRole)} to ${str(m.role) ?? "?"}`);
+  if (str(m.previousRole))
+    parts.push(
+      `changed the role of ${parts.length ? "it" : `service account ${name}`} from ${str(m.previousRole)} to ${str(m.role) ?? "?"}`,
+    );
   if (Array.isArray(m.previousEnvironments)) {
-    parts.push(`changed the environments of ${parts.length ? "it" : `service account ${name}`} from ${list(m.previousEnvironments) ?? "none"} to ${list(m.environments) ?? "none"}`);
+    parts.push(
+      `changed the environments of ${parts.length ? "it" : `service account ${name}`} from ${list(m.previousEnvironments) ?? "none"} to ${list(m.environments) ?? "none"}`,
+    );
   }
   if (m.descriptionChanged) parts.push(`changed the description of ${parts.length ? "it" : `service account ${name}`}`);
   return parts.length ? parts.join(", and ") : `changed service account ${name}`;
@@ -155,7 +162,9 @@ export function describe(event: AuditEvent): string {
     case "project.created":
       return "created the project";
     case "project.updated":
-      return m.previousName && m.name ? `renamed the project from ${str(m.previousName)} to ${str(m.name)}` : "changed the project's description";
+      return m.previousName && m.name
+        ? `renamed the project from ${str(m.previousName)} to ${str(m.name)}`
+        : "changed the project's description";
     case "project.deleted":
       return "deleted the project";
     case "audit.exported":
@@ -254,7 +263,10 @@ export function AuditPage({ project }: { project: Project }) {
   // The actor filter takes a service account's id too; only those who manage them can list them.
   const canListAccounts = project.permissions.includes("service_accounts:manage");
   const accounts = useLoad(
-    () => (canListAccounts ? get<{ serviceAccounts: ServiceAccount[] }>(`${base}/service-accounts`).then((r) => r.serviceAccounts) : Promise.resolve([])),
+    () =>
+      canListAccounts
+        ? get<{ serviceAccounts: ServiceAccount[] }>(`${base}/service-accounts`).then((r) => r.serviceAccounts)
+        : Promise.resolve([]),
     [base, canListAccounts],
   );
   const [keyDraft, setKeyDraft] = useState(filters.key);
@@ -327,7 +339,8 @@ export function AuditPage({ project }: { project: Project }) {
     </option>
   ));
   const serviceAccounts = accounts.data ?? [];
-  const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) => apply({ ...filters, [field]: e.currentTarget.value });
+  const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) =>
+    apply({ ...filters, [field]: e.currentTarget.value });
   const exportQuery = apiQuery(filters);
 
   return (

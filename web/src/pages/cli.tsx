@@ -1,7 +1,7 @@
 // CLI sessions (list, revoke one or all) and the device approval page. Approval is always
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, del, get, post, type CliSession, type DeviceApproval, type PendingDeviceRequest } from "../api.ts";
+import { ApiError, type CliSession, type DeviceApproval, del, get, type PendingDeviceRequest, post } from "../api.ts";
 import { Confirm, DataTable, ErrorText, Link, LoadState, RowButton, Time, useAction, useLoad } from "../ui.tsx";
 
 export function CliSessionsPage() {
@@ -18,7 +18,9 @@ export function CliSessionsPage() {
           </button>
         )}
       </div>
-      <p class="muted">Each time you sign in with the command-line tool, it gets a session here. Revoking one signs that device out at its next request.</p>
+      <p class="muted">
+        Each time you sign in with the command-line tool, it gets a session here. Revoking one signs that device out at its next request.
+      </p>
       <p class="status" role="status">
         {status}
       </p>
@@ -219,8 +221,8 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
     <section class="narrow stack">
       <h1>Authorize the command-line tool</h1>
       <p>
-        A terminal asked to sign in to this server as you. Approve only if you started <code>login</code> yourself just now and the code below matches the one
-        in your terminal.
+        A terminal asked to sign in to this server as you. Approve only if you started <code>login</code> yourself just now and the code
+        below matches the one in your terminal.
       </p>
       <form
         class="card stack"

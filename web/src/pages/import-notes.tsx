@@ -33,7 +33,10 @@ export function ImportNotes({ parsed, empty }: { parsed: ParseResult; empty: str
       )}
       {parsed.duplicates.length > 0 && (
         <p class="notice">
-          Given more than once (the last one is used): {parsed.duplicates.map((k) => <code key={k}>{k} </code>)}
+          Given more than once (the last one is used):{" "}
+          {parsed.duplicates.map((k) => (
+            <code key={k}>{k} </code>
+          ))}
         </p>
       )}
     </>

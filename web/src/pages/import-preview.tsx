@@ -1,7 +1,7 @@
 // The import preview: each parsed key against the environment's keys (new, existing,
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
-import { DataTable, ErrorText, type Action } from "../ui.tsx";
+import { type Action, DataTable, ErrorText } from "../ui.tsx";
 import { KEY_PATTERN, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
@@ -55,7 +55,8 @@ interface PreviewProps {
 
 export function ImportPreview(props: PreviewProps) {
   const { rows, compared } = props;
-  const counts = rows.reduce<Record<string, number>>((c, r) => ({ ...c, [r.status]: (c[r.status] ?? 0) + 1 }), {});
+  const counts: Record<string, number> = {};
+  for (const r of rows) counts[r.status] = (counts[r.status] ?? 0) + 1;
   const importable = rows.filter((r) => r.status !== "invalid");
   return (
     <div class="card stack">
@@ -71,7 +72,9 @@ export function ImportPreview(props: PreviewProps) {
           <button type="button" disabled={props.compare.busy} onClick={props.onCompare}>
             {props.compare.busy ? "Comparing…" : "Compare values with the current ones"}
           </button>
-          <span class="muted small">Reads the current values (recorded in the audit log as an export) to tell changed from unchanged keys.</span>
+          <span class="muted small">
+            Reads the current values (recorded in the audit log as an export) to tell changed from unchanged keys.
+          </span>
         </div>
       )}
       <ErrorText error={props.compare.error} />
@@ -108,7 +111,12 @@ export function ImportPreview(props: PreviewProps) {
       </DataTable>
       <ErrorText error={props.submit.error} />
       <div class="actions">
-        <button type="button" class="primary" disabled={props.submit.busy || importable.length === 0 || importable.length > MAX_ENTRIES} onClick={props.onSubmit}>
+        <button
+          type="button"
+          class="primary"
+          disabled={props.submit.busy || importable.length === 0 || importable.length > MAX_ENTRIES}
+          onClick={props.onSubmit}
+        >
           {props.submit.busy ? "Importing…" : `Import ${importable.length} ${importable.length === 1 ? "key" : "keys"}`}
         </button>
       </div>

@@ -7,8 +7,8 @@ export function ImportResultCard({ result, secretsHref, env }: { result: ImportR
     <div class="card stack" role="status">
       <h3>Import finished</h3>
       <p>
-        {result.summary.created} created, {result.summary.updated} updated, {result.summary.unchanged} unchanged, {result.summary.skipped} skipped,{" "}
-        {result.summary.failed} failed.
+        {result.summary.created} created, {result.summary.updated} updated, {result.summary.unchanged} unchanged, {result.summary.skipped}{" "}
+        skipped, {result.summary.failed} failed.
       </p>
       <DataTable columns={["Key", "Result"]}>
         {result.results.map((r) => (

@@ -11,7 +11,14 @@ export function ImportSource(props: { text: string; onText(text: string): void; 
     <div class="card stack">
       <label class="field">
         <span>Paste the contents of a .env file</span>
-        <textarea rows={8} class="mono" value={props.text} spellcheck={false} autoComplete="off" onInput={(e) => props.onText(e.currentTarget.value)} />
+        <textarea
+          rows={8}
+          class="mono"
+          value={props.text}
+          spellcheck={false}
+          autoComplete="off"
+          onInput={(e) => props.onText(e.currentTarget.value)}
+        />
       </label>
       <label class="field">
         <span>Or choose a file</span>

@@ -2,9 +2,9 @@
 // against the environment's keys before anything is sent. This page holds the state; the
 // source, the notes, the preview and the result are parts of their own.
 import { useMemo, useRef, useState } from "preact/hooks";
-import { envPath, get, post, type Environment, type ExportedSecret, type ImportResult, type Project, type SecretMeta } from "../api.ts";
+import { type Environment, type ExportedSecret, envPath, get, type ImportResult, type Project, post, type SecretMeta } from "../api.ts";
 import { parseDotenv } from "../dotenv.ts";
-import { Link, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import { envLabel, Link, LoadState, useAction, useLoad } from "../ui.tsx";
 import { ImportNotes } from "./import-notes.tsx";
 import { ImportPreview, previewRows } from "./import-preview.tsx";
 import { ImportResultCard } from "./import-result.tsx";
@@ -13,7 +13,10 @@ import { ImportSource } from "./import-source.tsx";
 export function ImportPage({ project, env }: { project: Project; env: Environment }) {
   const base = envPath(project.id, env);
   const secretsHref = `/projects/${project.id}/${env}`;
-  const existing = useLoad(() => get<{ secrets: SecretMeta[] }>(`${base}/secrets`).then((r) => new Set(r.secrets.map((s) => s.key))), [base]);
+  const existing = useLoad(
+    () => get<{ secrets: SecretMeta[] }>(`${base}/secrets`).then((r) => new Set(r.secrets.map((s) => s.key))),
+    [base],
+  );
   const [text, setText] = useState("");
   const [current, setCurrent] = useState<Map<string, string> | undefined>(undefined);
   const [overwriteAll, setOverwriteAll] = useState(false);

@@ -1,6 +1,6 @@
 // The signed-in person's pending invitations (GET /api/invitations), shown above the
 // project list: invitations reach people even when no e-mail could be sent.
-import { get, post, type InboxAccepted, type InboxList } from "../api.ts";
+import { get, type InboxAccepted, type InboxList, post } from "../api.ts";
 import { navigate } from "../router.ts";
 import { ErrorText, Time, useAction, useLoad } from "../ui.tsx";
 

@@ -1,10 +1,20 @@
 // /invite#<token>: the token sits in the fragment, so it never reaches a server log.
 // The app has already made the visitor sign in (and come back here) before this renders.
 import { useState } from "preact/hooks";
-import { ApiError, get, post, projectPath, type InboxInvitation, type InvitationAccepted, type InvitationPreview, type Project, type User } from "../api.ts";
+import {
+  ApiError,
+  get,
+  type InboxInvitation,
+  type InvitationAccepted,
+  type InvitationPreview,
+  type Project,
+  post,
+  projectPath,
+  type User,
+} from "../api.ts";
 import { ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, Time, messageOf, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Link, messageOf, Time, useAction, useLoad } from "../ui.tsx";
 
 /**
  * Who invited the link's holder to which project, as what: POST /api/invitations/preview
@@ -22,7 +32,8 @@ export function InvitationSummary({ token }: { token: string }) {
         </p>
         <p class="muted small">
           {withArticle(p.role).replace(/^./, (c) => c.toUpperCase())}: {ROLE_HELP[p.role]}
-          {p.role !== "admin" && (p.environments.length > 0 ? ` Granted on acceptance: ${p.environments.join(", ")}.` : " No environment is granted yet.")}{" "}
+          {p.role !== "admin" &&
+            (p.environments.length > 0 ? ` Granted on acceptance: ${p.environments.join(", ")}.` : " No environment is granted yet.")}{" "}
           The link works once, until <Time iso={p.expiresAt} />.
         </p>
       </div>
@@ -31,7 +42,13 @@ export function InvitationSummary({ token }: { token: string }) {
   if (preview.error) {
     // Not an alert: acceptance reports its own answer, and this link may still be tried.
     const gone = preview.error instanceof ApiError && preview.error.status === 410;
-    return <p class="notice">{gone ? "This invitation is invalid, expired, or already used. Ask the person who invited you for a new link." : messageOf(preview.error)}</p>;
+    return (
+      <p class="notice">
+        {gone
+          ? "This invitation is invalid, expired, or already used. Ask the person who invited you for a new link."
+          : messageOf(preview.error)}
+      </p>
+    );
   }
   return <p class="muted">Reading the invitation…</p>;
 }
@@ -81,8 +98,8 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
       <h1>You have been invited to a project</h1>
       <InvitationSummary token={token} />
       <p>
-        This link invites an e-mail address to join a project on this server with a role and access to some of its environments. You are signed in as{" "}
-        <strong>{user.email}</strong>; the invitation works only for the address it was sent to.
+        This link invites an e-mail address to join a project on this server with a role and access to some of its environments. You are
+        signed in as <strong>{user.email}</strong>; the invitation works only for the address it was sent to.
       </p>
       {waiting.data && waiting.data.length > 0 && (
         <div class="card">
@@ -99,7 +116,9 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
         </div>
       )}
       {waiting.data && waiting.data.length === 0 && !status && (
-        <p class="notice">No invitation is waiting for {user.email}. If this link was sent to another address, sign in with that address.</p>
+        <p class="notice">
+          No invitation is waiting for {user.email}. If this link was sent to another address, sign in with that address.
+        </p>
       )}
       <ErrorText error={action.error}>
         {status === 403 && (

@@ -2,10 +2,38 @@
 // environments granted, then invitations (invite with grants, pending list, new link,
 // revoke, and the development accept link).
 import { useState } from "preact/hooks";
-import { del, get, patch, post, projectPath, type AccessMatrix, type Environment, type Invitation, type InvitationCreated, type InvitationRenewed, type Member, type Permission, type Project, type Role } from "../api.ts";
+import {
+  type AccessMatrix,
+  del,
+  type Environment,
+  get,
+  type Invitation,
+  type InvitationCreated,
+  type InvitationRenewed,
+  type Member,
+  type Permission,
+  type Project,
+  patch,
+  post,
+  projectPath,
+  type Role,
+} from "../api.ts";
 import { ROLE_HELP } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { Confirm, CopyButton, DataTable, ErrorText, FormActions, LoadState, RowButton, Time, envLabel, messageOf, useAction, useLoad } from "../ui.tsx";
+import {
+  Confirm,
+  CopyButton,
+  DataTable,
+  ErrorText,
+  envLabel,
+  FormActions,
+  LoadState,
+  messageOf,
+  RowButton,
+  Time,
+  useAction,
+  useLoad,
+} from "../ui.tsx";
 import { EnvironmentGrants, useGrants } from "./access.tsx";
 
 const ASSIGNABLE: Role[] = ["admin", "member", "viewer"];
@@ -231,7 +259,9 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
                   <input
                     type="checkbox"
                     checked={environments.includes(env)}
-                    onChange={(e) => setEnvironments(e.currentTarget.checked ? [...environments, env] : environments.filter((x) => x !== env))}
+                    onChange={(e) =>
+                      setEnvironments(e.currentTarget.checked ? [...environments, env] : environments.filter((x) => x !== env))
+                    }
                   />
                   {envLabel(env)}
                 </label>
@@ -247,9 +277,7 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           )}
           {acceptUrl && (
             <div class="notice" role="status">
-              <p>
-                Invitation created for {acceptUrl.email}. This server is in development mode and sends no e-mail: give them this link.
-              </p>
+              <p>Invitation created for {acceptUrl.email}. This server is in development mode and sends no e-mail: give them this link.</p>
               <div class="copy-row">
                 <input readOnly aria-label="Invitation link" value={acceptUrl.url} class="mono" onFocus={(e) => e.currentTarget.select()} />
                 <CopyButton text={acceptUrl.url} label="Copy link" />
@@ -293,12 +321,21 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
       {renewed && (
         <div class="notice" role="status">
           <p>
-            New link for {renewed.invitation.email}: the previous link no longer works, and this one works until <Time iso={renewed.invitation.expiresAt} />.{" "}
-            {renewed.devAcceptUrl ? "This server is in development mode and sends no e-mail: give them this link. It is shown only now." : noLinkSentence(renewed)}
+            New link for {renewed.invitation.email}: the previous link no longer works, and this one works until{" "}
+            <Time iso={renewed.invitation.expiresAt} />.{" "}
+            {renewed.devAcceptUrl
+              ? "This server is in development mode and sends no e-mail: give them this link. It is shown only now."
+              : noLinkSentence(renewed)}
           </p>
           {renewed.devAcceptUrl && (
             <div class="copy-row">
-              <input readOnly aria-label="New invitation link" value={renewed.devAcceptUrl} class="mono" onFocus={(e) => e.currentTarget.select()} />
+              <input
+                readOnly
+                aria-label="New invitation link"
+                value={renewed.devAcceptUrl}
+                class="mono"
+                onFocus={(e) => e.currentTarget.select()}
+              />
               <CopyButton text={renewed.devAcceptUrl} label="Copy link" />
             </div>
           )}
@@ -320,8 +357,8 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           }}
         >
           <p>
-            Only a fingerprint of each link is stored, so the link they were given cannot be shown again. A new link replaces it: the old one stops
-            working, and the invitation runs for 7 more days.
+            Only a fingerprint of each link is stored, so the link they were given cannot be shown again. A new link replaces it: the old
+            one stops working, and the invitation runs for 7 more days.
           </p>
         </Confirm>
       )}

@@ -3,7 +3,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { Environment } from "../api.ts";
 import { useLocation } from "../router.ts";
-import { Link, envLabel } from "../ui.tsx";
+import { envLabel, Link } from "../ui.tsx";
 
 export interface NavItem {
   href: string;

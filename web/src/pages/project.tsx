@@ -2,15 +2,16 @@
 // caller's permissions allow), the environment switcher above the secrets, and the page.
 // The project (and so the permissions) is fetched again on every visit: a role may have
 // changed since.
+import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, ENVIRONMENTS, del, get, patch, projectPath, type Environment, type Permission, type Project } from "../api.ts";
+import { ApiError, del, ENVIRONMENTS, type Environment, get, type Permission, type Project, patch, projectPath } from "../api.ts";
 import { navigate } from "../router.ts";
-import { DangerZone, ErrorText, Link, LoadState, Main, SubmitButton, envLabel, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, envLabel, Link, LoadState, Main, SubmitButton, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
 import { AskForAccess } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
 import { MembersPage } from "./members.tsx";
-import { EnvironmentSwitcher, ProjectNav, type NavItem } from "./project-nav.tsx";
+import { EnvironmentSwitcher, type NavItem, ProjectNav } from "./project-nav.tsx";
 import { NameField, useNameCheck } from "./projects.tsx";
 import { SecretsPage } from "./secrets.tsx";
 import { SecurityPage } from "./security.tsx";
@@ -89,7 +90,7 @@ function ProjectView(props: { project: Project; section?: string; sub?: string; 
     if (!section && secretsEnv) navigate(`${base}/${secretsEnv}`, { replace: true });
   }, [section, secretsEnv, base]);
 
-  let body;
+  let body: ComponentChildren;
   if (env) {
     if (!project.environments.includes(env)) {
       body = (

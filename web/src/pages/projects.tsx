@@ -1,9 +1,9 @@
 // The project list and the create form.
 import type { RefObject } from "preact";
 import { useRef, useState } from "preact/hooks";
-import { ENVIRONMENTS, get, post, type Environment, type Project } from "../api.ts";
+import { ENVIRONMENTS, type Environment, get, type Project, post } from "../api.ts";
 import { navigate } from "../router.ts";
-import { Dialog, ErrorText, FormActions, Link, LoadState, Time, envLabel, useAction, useLoad, useNextPageNotice } from "../ui.tsx";
+import { Dialog, ErrorText, envLabel, FormActions, Link, LoadState, Time, useAction, useLoad, useNextPageNotice } from "../ui.tsx";
 
 const NAME_MAX = 60;
 
@@ -159,16 +159,20 @@ function CreateProject({ onClose }: { onClose(): void }) {
               <input
                 type="checkbox"
                 checked={environments.includes(env)}
-                onChange={(e) =>
-                  setEnvironments(e.currentTarget.checked ? [...environments, env] : environments.filter((x) => x !== env))
-                }
+                onChange={(e) => setEnvironments(e.currentTarget.checked ? [...environments, env] : environments.filter((x) => x !== env))}
               />
               {envLabel(env)}
             </label>
           ))}
         </fieldset>
         <ErrorText error={action.error} />
-        <FormActions label="Create project" busyLabel="Creating…" busy={action.busy} disabled={environments.length === 0} onCancel={onClose} />
+        <FormActions
+          label="Create project"
+          busyLabel="Creating…"
+          busy={action.busy}
+          disabled={environments.length === 0}
+          onCancel={onClose}
+        />
       </form>
     </Dialog>
   );

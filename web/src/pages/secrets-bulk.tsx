@@ -45,7 +45,9 @@ export function BulkBar(props: {
         // The server's own writer: the same file as Export would give for these keys.
         const { text, omitted } = formatDotenv(values);
         saveFile(`selected.env.${props.env}`, text, "text/plain");
-        setNotice(`Downloaded ${count} as .env${omitted.length ? `; ${omitted.join(", ")} left out (a comment in the file says why)` : ""}.`);
+        setNotice(
+          `Downloaded ${count} as .env${omitted.length ? `; ${omitted.join(", ")} left out (a comment in the file says why)` : ""}.`,
+        );
       }
     });
   }
@@ -53,10 +55,20 @@ export function BulkBar(props: {
   return (
     <div class="bulk-bar" role="group" aria-label="Selected secrets">
       <strong>{count} selected</strong>
-      <button type="button" disabled={exporting.busy} title="Each value is read and recorded in the audit log as a reveal" onClick={() => void exportSelected("dotenv")}>
+      <button
+        type="button"
+        disabled={exporting.busy}
+        title="Each value is read and recorded in the audit log as a reveal"
+        onClick={() => void exportSelected("dotenv")}
+      >
         Download selected as .env
       </button>
-      <button type="button" disabled={exporting.busy} title="Each value is read and recorded in the audit log as a reveal" onClick={() => void exportSelected("json")}>
+      <button
+        type="button"
+        disabled={exporting.busy}
+        title="Each value is read and recorded in the audit log as a reveal"
+        onClick={() => void exportSelected("json")}
+      >
         Download selected as JSON
       </button>
       {props.canDelete && (
@@ -95,7 +107,9 @@ export function BulkBar(props: {
               }
             }
             const done = selected.length - failed.length;
-            await props.onDeleted(`Deleted ${done} ${done === 1 ? "secret" : "secrets"}.${failed.length ? ` Not deleted: ${failed.join(", ")}.` : ""}`);
+            await props.onDeleted(
+              `Deleted ${done} ${done === 1 ? "secret" : "secrets"}.${failed.length ? ` Not deleted: ${failed.join(", ")}.` : ""}`,
+            );
           }}
         >
           <p>These secrets are removed from {props.env} together with all their earlier versions. It cannot be undone.</p>

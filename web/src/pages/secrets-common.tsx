@@ -1,6 +1,6 @@
 // Pieces the secrets pages share: the key rule, the audit note, a key that wraps only at
 // its underscores, and the grid's icons.
-import { Fragment, type ComponentChildren } from "preact";
+import { type ComponentChildren, Fragment } from "preact";
 
 export const KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const MAX_VALUE_LENGTH = 10_000;
@@ -35,19 +35,28 @@ function Svg({ children }: { children: ComponentChildren }) {
 
 export const EyeIcon = () => (
   <Svg>
-    <path fill="currentColor" d="M8 3C4.4 3 1.7 5.4.5 8c1.2 2.6 3.9 5 7.5 5s6.3-2.4 7.5-5C14.3 5.4 11.6 3 8 3Zm0 8.5A3.5 3.5 0 1 1 8 4.5a3.5 3.5 0 0 1 0 7Zm0-5.5a2 2 0 1 0 0 4 2 2 0 0 0 0-4Z" />
+    <path
+      fill="currentColor"
+      d="M8 3C4.4 3 1.7 5.4.5 8c1.2 2.6 3.9 5 7.5 5s6.3-2.4 7.5-5C14.3 5.4 11.6 3 8 3Zm0 8.5A3.5 3.5 0 1 1 8 4.5a3.5 3.5 0 0 1 0 7Zm0-5.5a2 2 0 1 0 0 4 2 2 0 0 0 0-4Z"
+    />
   </Svg>
 );
 
 export const EyeOffIcon = () => (
   <Svg>
-    <path fill="currentColor" d="M2.1 1 1 2.1l2.2 2.2C2 5.2 1.1 6.5.5 8c1.2 2.6 3.9 5 7.5 5 1.3 0 2.5-.3 3.6-.9l2.3 2.3 1.1-1.1L2.1 1Zm5.9 10.5A3.5 3.5 0 0 1 4.6 7l1.2 1.2a2 2 0 0 0 2 2l1.2 1.2c-.3 0-.6.1-1 .1ZM8 3c3.6 0 6.3 2.4 7.5 5-.5 1.1-1.2 2.1-2.1 2.9l-2-2c.1-.3.1-.6.1-.9A3.5 3.5 0 0 0 8 4.5c-.3 0-.6 0-.9.1L5.6 3.3C6.4 3.1 7.2 3 8 3Z" />
+    <path
+      fill="currentColor"
+      d="M2.1 1 1 2.1l2.2 2.2C2 5.2 1.1 6.5.5 8c1.2 2.6 3.9 5 7.5 5 1.3 0 2.5-.3 3.6-.9l2.3 2.3 1.1-1.1L2.1 1Zm5.9 10.5A3.5 3.5 0 0 1 4.6 7l1.2 1.2a2 2 0 0 0 2 2l1.2 1.2c-.3 0-.6.1-1 .1ZM8 3c3.6 0 6.3 2.4 7.5 5-.5 1.1-1.2 2.1-2.1 2.9l-2-2c.1-.3.1-.6.1-.9A3.5 3.5 0 0 0 8 4.5c-.3 0-.6 0-.9.1L5.6 3.3C6.4 3.1 7.2 3 8 3Z"
+    />
   </Svg>
 );
 
 export const CopyIcon = () => (
   <Svg>
-    <path fill="currentColor" d="M5 1h8a2 2 0 0 1 2 2v8h-1.5V3a.5.5 0 0 0-.5-.5H5V1ZM3 4h7a2 2 0 0 1 2 2v7a2 2 0 0 1-2 2H3a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2Zm0 1.5a.5.5 0 0 0-.5.5v7a.5.5 0 0 0 .5.5h7a.5.5 0 0 0 .5-.5V6a.5.5 0 0 0-.5-.5H3Z" />
+    <path
+      fill="currentColor"
+      d="M5 1h8a2 2 0 0 1 2 2v8h-1.5V3a.5.5 0 0 0-.5-.5H5V1ZM3 4h7a2 2 0 0 1 2 2v7a2 2 0 0 1-2 2H3a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2Zm0 1.5a.5.5 0 0 0-.5.5v7a.5.5 0 0 0 .5.5h7a.5.5 0 0 0 .5-.5V6a.5.5 0 0 0-.5-.5H3Z"
+    />
   </Svg>
 );
 
@@ -59,7 +68,10 @@ export const CheckIcon = () => (
 
 export const MoreIcon = () => (
   <Svg>
-    <path fill="currentColor" d="M3 9.5a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Zm5 0a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Zm5 0a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Z" />
+    <path
+      fill="currentColor"
+      d="M3 9.5a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Zm5 0a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Zm5 0a1.5 1.5 0 1 1 0-3 1.5 1.5 0 0 1 0 3Z"
+    />
   </Svg>
 );
 

@@ -2,8 +2,18 @@
 // computes (GET …/secrets/compare, audited as a comparison), so no value reaches this page.
 // A missing key is copied in one click; a different value is replaced after a confirmation.
 import { useState } from "preact/hooks";
-import { envPath, get, post, projectPath, type ComparedEntry, type Comparison, type CopyAnswer, type Environment, type Project } from "../api.ts";
-import { Confirm, ErrorText, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import {
+  type ComparedEntry,
+  type Comparison,
+  type CopyAnswer,
+  type Environment,
+  envPath,
+  get,
+  type Project,
+  post,
+  projectPath,
+} from "../api.ts";
+import { Confirm, ErrorText, envLabel, LoadState, useAction, useLoad } from "../ui.tsx";
 import { KeyName } from "./secrets-common.tsx";
 
 type Row = Comparison["keys"][number];
@@ -44,7 +54,10 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
   async function runCopy(request: CopyRequest) {
     setNotice("");
     const done = await copy.run(() =>
-      post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, { to: request.to, overwrite: request.overwrite }),
+      post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, {
+        to: request.to,
+        overwrite: request.overwrite,
+      }),
     );
     if (done) {
       // Announced once the grid shows the copy, not before.
@@ -57,7 +70,8 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
   return (
     <div class="stack">
       <p class="muted small">
-        Values are compared on the server by keyed fingerprints: no value is shown or sent to this page. Each comparison is recorded in the audit log.
+        Values are compared on the server by keyed fingerprints: no value is shown or sent to this page. Each comparison is recorded in the
+        audit log.
       </p>
       <p class="status" role="status">
         {notice}
@@ -111,7 +125,13 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                       const presentCount = environments.filter((e) => row.environments[e]).length;
                       const gaps = environments.filter((e) => row.environments[e] === null);
                       const status =
-                        gaps.length > 0 ? `Missing in ${gaps.join(", ")}` : letters.size > 1 ? "Different values" : presentCount > 1 ? "Same everywhere" : "Present";
+                        gaps.length > 0
+                          ? `Missing in ${gaps.join(", ")}`
+                          : letters.size > 1
+                            ? "Different values"
+                            : presentCount > 1
+                              ? "Same everywhere"
+                              : "Present";
                       return (
                         <tr key={row.key}>
                           <th scope="row">
@@ -140,7 +160,14 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                               );
                             }
                             const same = letters.size === 1 && presentCount > 1;
-                            const label = entry.digest === null ? "Cannot be read" : same ? "Same" : letters.size > 1 ? `Different (value ${letters.get(entry.digest)})` : "Present";
+                            const label =
+                              entry.digest === null
+                                ? "Cannot be read"
+                                : same
+                                  ? "Same"
+                                  : letters.size > 1
+                                    ? `Different (value ${letters.get(entry.digest)})`
+                                    : "Present";
                             const from = e === env ? undefined : row.environments[env] ? env : undefined;
                             const source = from ? row.environments[from] : undefined;
                             const differs = source && source.digest !== entry.digest;
@@ -154,7 +181,12 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                                     disabled={copy.busy}
                                     onClick={() => setConfirming({ key: row.key, from, to: e, entry: source, overwrite: true })}
                                   >
-                                    Replace<span class="sr-only"> {row.key} in {e} with the value</span> from {from}
+                                    Replace
+                                    <span class="sr-only">
+                                      {" "}
+                                      {row.key} in {e} with the value
+                                    </span>{" "}
+                                    from {from}
                                   </button>
                                 )}
                               </td>
@@ -179,8 +211,8 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
           onConfirm={() => runCopy(confirming)}
         >
           <p>
-            The value of <code>{confirming.key}</code> in {confirming.to} becomes the one in {confirming.from}, as a new version (the old one stays in its
-            history).
+            The value of <code>{confirming.key}</code> in {confirming.to} becomes the one in {confirming.from}, as a new version (the old
+            one stays in its history).
           </p>
         </Confirm>
       )}

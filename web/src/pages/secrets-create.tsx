@@ -2,11 +2,11 @@
 // dashboard) turns the dialog into a preview of all of them, created together through the
 // import endpoint; a single KEY=VALUE line fills both fields.
 import { useState } from "preact/hooks";
-import { post, type ImportResult } from "../api.ts";
-import { parseDotenv, type ParsedLine } from "../dotenv.ts";
+import { type ImportResult, post } from "../api.ts";
+import { type ParsedLine, parseDotenv } from "../dotenv.ts";
 import { Dialog, ErrorText, FormActions, useAction } from "../ui.tsx";
 import { KEY_PATTERN, KeyName, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
-import { ValueEditor, shapeOf } from "./secrets-value.tsx";
+import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 const MAX_ENTRIES = 500;
 
@@ -33,7 +33,13 @@ function classify(entries: ParsedLine[], existing: Set<string>): PastedRow[] {
   });
 }
 
-export function CreateSecret(props: { base: string; env: string; existingKeys: Set<string>; onClose(): void; onCreated(message?: string): Promise<void> }) {
+export function CreateSecret(props: {
+  base: string;
+  env: string;
+  existingKeys: Set<string>;
+  onClose(): void;
+  onCreated(message?: string): Promise<void>;
+}) {
   const [key, setKey] = useState("");
   const [value, setValue] = useState("");
   const [pasted, setPasted] = useState<PastedRow[] | undefined>(undefined);
@@ -60,8 +66,8 @@ export function CreateSecret(props: { base: string; env: string; existingKeys: S
     return (
       <Dialog title={`New secrets in ${props.env}`} onClose={props.onClose} wide>
         <p>
-          You pasted {pasted.length} lines of KEY=VALUE. {creatable.length} {creatable.length === 1 ? "secret" : "secrets"} will be created; nothing is
-          sent until you confirm.
+          You pasted {pasted.length} lines of KEY=VALUE. {creatable.length} {creatable.length === 1 ? "secret" : "secrets"} will be created;
+          nothing is sent until you confirm.
         </p>
         <ul class="plain pasted" aria-label="Pasted keys">
           {pasted.map((row) => (
@@ -79,7 +85,9 @@ export function CreateSecret(props: { base: string; env: string; existingKeys: S
             disabled={action.busy || creatable.length === 0 || tooMany}
             onClick={async () => {
               const result = await action.run(() =>
-                post<ImportResult>(`${props.base}/import`, { entries: creatable.map((row) => ({ key: row.key, value: row.value, overwrite: false })) }),
+                post<ImportResult>(`${props.base}/import`, {
+                  entries: creatable.map((row) => ({ key: row.key, value: row.value, overwrite: false })),
+                }),
               );
               if (result) {
                 props.onClose();

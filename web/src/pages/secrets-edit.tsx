@@ -6,7 +6,7 @@ import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
 import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
 import { KEY_PATTERN } from "./secrets-common.tsx";
-import { ValueEditor, shapeOf } from "./secrets-value.tsx";
+import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 /** The 409 of a stale expectedVersion; a key clash is a 409 too, with its own message. */
 const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
@@ -90,7 +90,8 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
           <p class="muted small">Editing version {loaded.version}. Saving fails if someone else changes the secret in the meantime.</p>
           {reapplied && (
             <p class="notice small" role="status">
-              Version {reapplied.version} is loaded as the base, and your edit is kept in the fields below. Check it against their change, then save.{" "}
+              Version {reapplied.version} is loaded as the base, and your edit is kept in the fields below. Check it against their change,
+              then save.{" "}
               <button
                 type="button"
                 class="link"
@@ -122,14 +123,16 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
             <ValueEditor id="edit-value" value={value} multiline={multiline} onInput={setValue} />
           </div>
           <label class="check">
-            <input type="checkbox" checked={multiline} onChange={(e) => setMultiline(e.currentTarget.checked)} /> Multi-line editor with line numbers
+            <input type="checkbox" checked={multiline} onChange={(e) => setMultiline(e.currentTarget.checked)} /> Multi-line editor with
+            line numbers
           </label>
           <ErrorText error={action.error}>
             {action.errorStatus === 409 && action.error === CHANGED_BY_SOMEONE_ELSE && (
               <>
                 <span class="small">
                   {" "}
-                  Someone saved a new version while you were editing. Your edit is still here: reload their version and apply your edit on top of it.
+                  Someone saved a new version while you were editing. Your edit is still here: reload their version and apply your edit on
+                  top of it.
                 </span>
                 <button type="button" onClick={() => void reloadAndReapply()}>
                   Reload and reapply

@@ -1,6 +1,6 @@
 // Downloads of the whole environment through the export endpoint (audited as secrets.exported).
 import { useEffect, useRef, useState } from "preact/hooks";
-import { envPath, request, type Environment, type Project } from "../api.ts";
+import { type Environment, envPath, type Project, request } from "../api.ts";
 import { useAction } from "../ui.tsx";
 
 /** Saves text as a file through a temporary object URL. */
@@ -78,10 +78,14 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
     setNotice("");
     await action.run(async () => {
       const res = await request("GET", `${envPath(project.id, env)}/export${choice.format === "json" ? "" : `?format=${choice.format}`}`);
-      const name = choice.format === "dotenv" ? `.env.${env}` : `${project.name.replace(/[^A-Za-z0-9._-]+/g, "-")}.${env}.${choice.extension}`;
+      const name =
+        choice.format === "dotenv" ? `.env.${env}` : `${project.name.replace(/[^A-Za-z0-9._-]+/g, "-")}.${env}.${choice.extension}`;
       saveFile(name, await res.text(), choice.type);
       const leftOut = Number(res.headers.get("x-secrets-left-out") ?? "0");
-      if (leftOut > 0) setNotice(`${leftOut} secret${leftOut === 1 ? " is" : "s are"} left out of ${name}: a comment in the file says why. The JSON export has every value.`);
+      if (leftOut > 0)
+        setNotice(
+          `${leftOut} secret${leftOut === 1 ? " is" : "s are"} left out of ${name}: a comment in the file says why. The JSON export has every value.`,
+        );
     });
     setWhich(undefined);
   }
@@ -129,4 +133,3 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
     </>
   );
 }
-

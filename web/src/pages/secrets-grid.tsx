@@ -4,7 +4,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { SecretMeta } from "../api.ts";
 import { Time } from "../ui.tsx";
 import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
-import { RowMenu, type MenuItem } from "./secrets-row-menu.tsx";
+import { type MenuItem, RowMenu } from "./secrets-row-menu.tsx";
 import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
 
 type SortColumn = "key" | "version" | "updatedAt";
@@ -30,7 +30,19 @@ const COLUMNS: { column: SortColumn; label: string; class: string }[] = [
   { column: "updatedAt", label: "Updated", class: "col-updated" },
 ];
 
-function SortHeader({ column, label, sort, onSort, class: className }: { column: SortColumn; label: string; class: string; sort: Sort; onSort(sort: Sort): void }) {
+function SortHeader({
+  column,
+  label,
+  sort,
+  onSort,
+  class: className,
+}: {
+  column: SortColumn;
+  label: string;
+  class: string;
+  sort: Sort;
+  onSort(sort: Sort): void;
+}) {
   const active = sort.column === column;
   return (
     <th scope="col" class={className} aria-sort={active ? (sort.descending ? "descending" : "ascending") : undefined}>
@@ -112,7 +124,12 @@ export function SecretsGrid(props: GridProps) {
                 type="checkbox"
                 aria-label="Select all shown secrets"
                 checked={chosen > 0 && chosen === secrets.length}
-                onChange={(e) => props.onSelect(secrets.map((s) => s.id), e.currentTarget.checked)}
+                onChange={(e) =>
+                  props.onSelect(
+                    secrets.map((s) => s.id),
+                    e.currentTarget.checked,
+                  )
+                }
               />
             </th>
             <SortHeader {...COLUMNS[0]!} sort={props.sort} onSort={props.onSort} />
@@ -132,14 +149,17 @@ export function SecretsGrid(props: GridProps) {
             return (
               <tr key={secret.id} class={selected.has(secret.id) ? "selected" : undefined}>
                 <td class="col-select">
-                  <input type="checkbox" aria-label={`Select ${secret.key}`} checked={selected.has(secret.id)} onChange={(e) => props.onSelect([secret.id], e.currentTarget.checked)} />
+                  <input
+                    type="checkbox"
+                    aria-label={`Select ${secret.key}`}
+                    checked={selected.has(secret.id)}
+                    onChange={(e) => props.onSelect([secret.id], e.currentTarget.checked)}
+                  />
                 </td>
                 <th scope="row" class="col-key">
                   <KeyName name={secret.key} />
                 </th>
-                <td class="col-value">
-                  {value === undefined ? <MaskedValue /> : <RevealedValue name={secret.key} value={value} />}
-                </td>
+                <td class="col-value">{value === undefined ? <MaskedValue /> : <RevealedValue name={secret.key} value={value} />}</td>
                 <td class="col-version">v{secret.version}</td>
                 <td class="col-updated">
                   <Time iso={secret.updatedAt} />
@@ -163,7 +183,11 @@ export function SecretsGrid(props: GridProps) {
                         <EyeOffIcon />
                       </button>
                     )}
-                    <CopyValueButton name={secret.key} read={() => (value !== undefined ? Promise.resolve(value) : props.readValue(secret))} onStart={props.onStart} />
+                    <CopyValueButton
+                      name={secret.key}
+                      read={() => (value !== undefined ? Promise.resolve(value) : props.readValue(secret))}
+                      onStart={props.onStart}
+                    />
                     <RowMenu label={`More actions for ${secret.key}`} items={props.menuFor(secret)} />
                   </div>
                 </td>

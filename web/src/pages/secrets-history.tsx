@@ -11,7 +11,13 @@ const CHANGE_LABELS: Record<VersionEntry["changeType"], string> = {
   BASELINE: "Baseline",
 };
 
-export function HistoryDrawer(props: { base: string; secret: SecretMeta; canRestore: boolean; onClose(): void; onRestored(): Promise<void> }) {
+export function HistoryDrawer(props: {
+  base: string;
+  secret: SecretMeta;
+  canRestore: boolean;
+  onClose(): void;
+  onRestored(): Promise<void>;
+}) {
   const path = `${props.base}/secrets/${props.secret.id}/versions`;
   const history = useLoad(() => get<VersionHistory>(path), [path]);
   const [values, setValues] = useState<Record<number, string>>({});
@@ -33,7 +39,8 @@ export function HistoryDrawer(props: { base: string; secret: SecretMeta; canRest
                 </div>
                 <p class="small">
                   {v.changeType === "ROLLED_BACK" && v.restoredFromVersion !== undefined && <>From v{v.restoredFromVersion}, </>}
-                  by {v.changedByServiceAccount ? `service account ${v.changedByServiceAccount.name}` : whoLabel(v.changedBy)}, <Time iso={v.createdAt} />
+                  by {v.changedByServiceAccount ? `service account ${v.changedByServiceAccount.name}` : whoLabel(v.changedBy)},{" "}
+                  <Time iso={v.createdAt} />
                   {v.key !== props.secret.key && (
                     <>
                       {" "}
@@ -103,12 +110,11 @@ export function HistoryDrawer(props: { base: string; secret: SecretMeta; canRest
           }}
         >
           <p>
-            The value of version {restoring.versionNumber} becomes the current value as a new version (v{history.data.currentVersion + 1}). Nothing is
-            deleted.
+            The value of version {restoring.versionNumber} becomes the current value as a new version (v{history.data.currentVersion + 1}).
+            Nothing is deleted.
           </p>
         </Confirm>
       )}
     </Dialog>
   );
 }
-

@@ -87,7 +87,8 @@ export function ValueEditor(props: { id: string; value: string; multiline: boole
   const lines = props.value.split("\n").length;
   const shape = shapeOf(props.value);
   let note = SHAPE_NOTES[shape];
-  if (shape !== "json" && /^\s*[[{]/.test(props.value) && props.multiline) note = "Starts like JSON but does not parse: check brackets and quotes.";
+  if (shape !== "json" && /^\s*[[{]/.test(props.value) && props.multiline)
+    note = "Starts like JSON but does not parse: check brackets and quotes.";
   const noteId = `${props.id}-shape`;
   const describedBy = [props.describedBy, note ? noteId : undefined].filter(Boolean).join(" ") || undefined;
   const textarea = (

@@ -2,16 +2,28 @@
 // place, bulk actions, and the overview across environments (?view=compare).
 // Values live only in this page's memory: never in storage or the URL.
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, del, envPath, get, post, type CopyAnswer, type Environment, type Permission, type Project, type SecretMeta, type SecretValue } from "../api.ts";
+import {
+  ApiError,
+  type CopyAnswer,
+  del,
+  type Environment,
+  envPath,
+  get,
+  type Permission,
+  type Project,
+  post,
+  type SecretMeta,
+  type SecretValue,
+} from "../api.ts";
 import { navigate, useLocation } from "../router.ts";
-import { Confirm, ErrorText, Link, LoadState, envLabel, messageOf, useLoad } from "../ui.tsx";
+import { Confirm, ErrorText, envLabel, Link, LoadState, messageOf, useLoad } from "../ui.tsx";
 import { BulkBar } from "./secrets-bulk.tsx";
 import { REVEAL_NOTE } from "./secrets-common.tsx";
 import { CompareView } from "./secrets-compare.tsx";
 import { CreateSecret } from "./secrets-create.tsx";
 import { EditSecret } from "./secrets-edit.tsx";
 import { ExportButtons } from "./secrets-export.tsx";
-import { SecretsGrid, sortSecrets, type Sort } from "./secrets-grid.tsx";
+import { SecretsGrid, type Sort, sortSecrets } from "./secrets-grid.tsx";
 import { HistoryDrawer } from "./secrets-history.tsx";
 import type { MenuItem } from "./secrets-row-menu.tsx";
 
@@ -184,7 +196,10 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                 secrets.filter((s) => s.key.toLowerCase().includes(needle)),
                 sort,
               );
-              const chosen = sortSecrets(secrets.filter((s) => selected.has(s.id)), { column: "key", descending: false });
+              const chosen = sortSecrets(
+                secrets.filter((s) => selected.has(s.id)),
+                { column: "key", descending: false },
+              );
               return (
                 <>
                   {chosen.length > 0 && (
@@ -296,8 +311,8 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
           onConfirm={() => copyTo(overwriting.secret, overwriting.to, true)}
         >
           <p>
-            <code>{overwriting.secret.key}</code> already exists in {overwriting.to}. Its value becomes the one in {env}, as a new version (the old one stays in
-            its history).
+            <code>{overwriting.secret.key}</code> already exists in {overwriting.to}. Its value becomes the one in {env}, as a new version
+            (the old one stays in its history).
           </p>
         </Confirm>
       )}

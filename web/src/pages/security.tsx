@@ -3,8 +3,8 @@
 // document leaves open (the per-environment grant summary, the hosting details) are shown
 // generically.
 import type { ComponentChildren } from "preact";
-import { get, projectPath, type Project, type SecurityOverview } from "../api.ts";
-import { Link, LoadState, formatTime, useLoad } from "../ui.tsx";
+import { get, type Project, projectPath, type SecurityOverview } from "../api.ts";
+import { formatTime, Link, LoadState, useLoad } from "../ui.tsx";
 
 const yesNo = (value: boolean) => (value ? "Yes" : "No");
 
@@ -106,7 +106,7 @@ function Count({ n }: { n: number }) {
       {n} <span class="badge status-attention">warning</span>
     </>
   ) : (
-    <>{n}</>
+    n
   );
 }
 
@@ -120,129 +120,147 @@ export function SecurityPage({ project }: { project: Project }) {
       <LoadState loaded={overview}>
         {(o) => {
           // Notes and findings say the same: the findings are shown.
-          const { encryption: e, authentication: a, access, integrations, auditLog, notes: _notes, findings: _findings, environments, ...rest } = o;
+          const {
+            encryption: e,
+            authentication: a,
+            access,
+            integrations,
+            auditLog,
+            notes: _notes,
+            findings: _findings,
+            environments,
+            ...rest
+          } = o;
           // Column by column from the rows themselves, so a field the server adds shows up too.
           const grants = environments.map((grant): Record<string, unknown> => ({ ...grant }));
           const { members, pendingInvitations, serviceAccounts: machines, ...accessMore } = access;
-                    return (
+          return (
             <div class="stack">
-            <Findings projectId={project.id} findings={o.findings} />
-            <h3 class="sr-only">Status</h3>
-            <div class="grid">
-              <section class="card" aria-labelledby="sec-enc">
-                <h3 id="sec-enc">Encryption</h3>
-                <dl class="kv">
-                  <Row label="Algorithm">{e.algorithm}</Row>
-                  <Row label="Secrets encrypted at rest">{yesNo(e.secretsEncryptedAtRest)}</Row>
-                  <Row label="Master key">
-                    {e.keyConfigured ? (
-                      "Set in MASTER_KEY"
-                    ) : (
-                      <>
-                        Generated file in the data folder <span class="badge status-attention">warning</span>
-                      </>
-                    )}
-                  </Row>
-                  <Row label="Current key version">{e.currentKeyVersion}</Row>
-                  <Row label="Encrypted records">
-                    {e.records.total} total, {e.records.onCurrentKeyVersion} on the current key, {e.records.other} on older keys
-                    {e.records.other > 0 && <span class="badge status-attention">warning</span>}
-                  </Row>
-                </dl>
-              </section>
-              <section class="card" aria-labelledby="sec-auth">
-                <h3 id="sec-auth">Authentication</h3>
-                <dl class="kv">
-                  <Row label="Identity provider">{a.provider}</Row>
-                </dl>
-              </section>
-              <section class="card" aria-labelledby="sec-access">
-                <h3 id="sec-access">Access</h3>
-                <dl class="kv">
-                  {Object.entries(members).map(([role, n]) => (
-                    <Row key={role} label={`${humanize(role)}s`}>
-                      {n}
+              <Findings projectId={project.id} findings={o.findings} />
+              <h3 class="sr-only">Status</h3>
+              <div class="grid">
+                <section class="card" aria-labelledby="sec-enc">
+                  <h3 id="sec-enc">Encryption</h3>
+                  <dl class="kv">
+                    <Row label="Algorithm">{e.algorithm}</Row>
+                    <Row label="Secrets encrypted at rest">{yesNo(e.secretsEncryptedAtRest)}</Row>
+                    <Row label="Master key">
+                      {e.keyConfigured ? (
+                        "Set in MASTER_KEY"
+                      ) : (
+                        <>
+                          Generated file in the data folder <span class="badge status-attention">warning</span>
+                        </>
+                      )}
                     </Row>
-                  ))}
-                  <Row label="Pending invitations">{pendingInvitations}</Row>
-                  <Row label="Service accounts">{machines.accounts}</Row>
-                  <Row label="Service tokens">{machines.tokens}</Row>
-                  <Row label="Tokens without expiry">
-                    <Count n={machines.tokensWithoutExpiry} />
-                  </Row>
-                  <Row label="Tokens unused for 90 days">
-                    <Count n={machines.tokensUnusedFor90Days} />
-                  </Row>
-                  <Row label="Workload identity trusts">{machines.trusts}</Row>
-                  {Object.entries(accessMore).map(([k, v]) => (
-                    <Row key={k} label={humanize(k)}>
-                      <Value value={v} />
+                    <Row label="Current key version">{e.currentKeyVersion}</Row>
+                    <Row label="Encrypted records">
+                      {e.records.total} total, {e.records.onCurrentKeyVersion} on the current key, {e.records.other} on older keys
+                      {e.records.other > 0 && <span class="badge status-attention">warning</span>}
                     </Row>
-                  ))}
-                </dl>
-                {hasServiceAccountWarnings(machines) && project.permissions.includes("service_accounts:manage") && (
-                  <p>
-                    <Link href={`/projects/${project.id}/service-accounts`}>Review the service accounts</Link>
-                  </p>
-                )}
-              </section>
-              <section class="card" aria-labelledby="sec-int">
-                <h3 id="sec-int">Integrations</h3>
-                <dl class="kv">
-                  <Row label="Vercel">{integrations.hosting ? <Value value={integrations.hosting} /> : "Not connected"}</Row>
-                </dl>
-              </section>
-              <section class="card" aria-labelledby="sec-audit">
-                <h3 id="sec-audit">Audit log</h3>
-                <dl class="kv">
-                  <Row label="Recorded events">{auditLog.events}</Row>
-                </dl>
-              </section>
-              {grants.length > 0 && (
-                <section class="card" aria-labelledby="sec-grants">
-                  <h3 id="sec-grants">Environment grants</h3>
-                  <table>
-                    <thead>
-                      <tr>
-                        {Object.keys(grants[0]!).map((k) => (
-                          <th scope="col" key={k}>
-                            {humanize(k)}
-                          </th>
-                        ))}
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {grants.map((g, i) => (
-                        <tr key={i}>
+                  </dl>
+                </section>
+                <section class="card" aria-labelledby="sec-auth">
+                  <h3 id="sec-auth">Authentication</h3>
+                  <dl class="kv">
+                    <Row label="Identity provider">{a.provider}</Row>
+                  </dl>
+                </section>
+                <section class="card" aria-labelledby="sec-access">
+                  <h3 id="sec-access">Access</h3>
+                  <dl class="kv">
+                    {Object.entries(members).map(([role, n]) => (
+                      <Row key={role} label={`${humanize(role)}s`}>
+                        {n}
+                      </Row>
+                    ))}
+                    <Row label="Pending invitations">{pendingInvitations}</Row>
+                    <Row label="Service accounts">{machines.accounts}</Row>
+                    <Row label="Service tokens">{machines.tokens}</Row>
+                    <Row label="Tokens without expiry">
+                      <Count n={machines.tokensWithoutExpiry} />
+                    </Row>
+                    <Row label="Tokens unused for 90 days">
+                      <Count n={machines.tokensUnusedFor90Days} />
+                    </Row>
+                    <Row label="Workload identity trusts">{machines.trusts}</Row>
+                    {Object.entries(accessMore).map(([k, v]) => (
+                      <Row key={k} label={humanize(k)}>
+                        <Value value={v} />
+                      </Row>
+                    ))}
+                  </dl>
+                  {hasServiceAccountWarnings(machines) && project.permissions.includes("service_accounts:manage") && (
+                    <p>
+                      <Link href={`/projects/${project.id}/service-accounts`}>Review the service accounts</Link>
+                    </p>
+                  )}
+                </section>
+                <section class="card" aria-labelledby="sec-int">
+                  <h3 id="sec-int">Integrations</h3>
+                  <dl class="kv">
+                    <Row label="Vercel">{integrations.hosting ? <Value value={integrations.hosting} /> : "Not connected"}</Row>
+                  </dl>
+                </section>
+                <section class="card" aria-labelledby="sec-audit">
+                  <h3 id="sec-audit">Audit log</h3>
+                  <dl class="kv">
+                    <Row label="Recorded events">{auditLog.events}</Row>
+                  </dl>
+                </section>
+                {grants.length > 0 && (
+                  <section class="card" aria-labelledby="sec-grants">
+                    <h3 id="sec-grants">Environment grants</h3>
+                    <table>
+                      <thead>
+                        <tr>
                           {Object.keys(grants[0]!).map((k) => (
-                            <td key={k}>
-                              <Value value={g[k]} />
-                            </td>
+                            <th scope="col" key={k}>
+                              {humanize(k)}
+                            </th>
                           ))}
                         </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                  <p class="muted small">Members and viewers holding a grant; owners and admins reach every environment.</p>
+                      </thead>
+                      <tbody>
+                        {grants.map((g, i) => (
+                          <tr key={i}>
+                            {Object.keys(grants[0]!).map((k) => (
+                              <td key={k}>
+                                <Value value={g[k]} />
+                              </td>
+                            ))}
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                    <p class="muted small">Members and viewers holding a grant; owners and admins reach every environment.</p>
+                  </section>
+                )}
+                {Object.keys(rest).length > 0 && (
+                  <section class="card" aria-labelledby="sec-more">
+                    <h3 id="sec-more">More</h3>
+                    <Value value={rest} />
+                  </section>
+                )}
+                <section class="card" aria-labelledby="sec-caps">
+                  <h3 id="sec-caps">What this server can do</h3>
+                  <p class="muted small">Capabilities, not the state of this project.</p>
+                  <dl class="kv">
+                    <Row label="Key rotation">
+                      {e.keyRotation ? (
+                        <>
+                          Supported: run <code>secrets-server rotate-key</code> after setting a new MASTER_KEY
+                        </>
+                      ) : (
+                        "Not supported"
+                      )}
+                    </Row>
+                    <Row label="External KMS">{e.externalKms ? "Supported" : "Not supported: the master key comes from MASTER_KEY"}</Row>
+                    <Row label="CLI access tokens last">{a.cliAccessTokenMinutes} minutes</Row>
+                    <Row label="CLI refresh tokens last">{a.cliRefreshTokenDays} days</Row>
+                  </dl>
                 </section>
-              )}
-              {Object.keys(rest).length > 0 && (
-                <section class="card" aria-labelledby="sec-more">
-                  <h3 id="sec-more">More</h3>
-                  <Value value={rest} />
-                </section>
-              )}
-              <section class="card" aria-labelledby="sec-caps">
-                <h3 id="sec-caps">What this server can do</h3>
-                <p class="muted small">Capabilities, not the state of this project.</p>
-                <dl class="kv">
-                  <Row label="Key rotation">{e.keyRotation ? <>Supported: run <code>secrets-server rotate-key</code> after setting a new MASTER_KEY</> : "Not supported"}</Row>
-                  <Row label="External KMS">{e.externalKms ? "Supported" : "Not supported: the master key comes from MASTER_KEY"}</Row>
-                  <Row label="CLI access tokens last">{a.cliAccessTokenMinutes} minutes</Row>
-                  <Row label="CLI refresh tokens last">{a.cliRefreshTokenDays} days</Row>
-                </dl>
-              </section>
-            </div>
+              </div>
             </div>
           );
         }}

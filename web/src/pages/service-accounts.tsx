@@ -5,14 +5,14 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
   ApiError,
-  ENVIRONMENTS,
   del,
+  ENVIRONMENTS,
+  type Environment,
   get,
+  type Project,
   patch,
   post,
   projectPath,
-  type Environment,
-  type Project,
   type ServiceAccount,
   type ServiceAccountRole,
   type ServiceToken,
@@ -27,13 +27,13 @@ import {
   DataTable,
   Dialog,
   ErrorText,
+  envLabel,
   FormActions,
   Link,
   LoadState,
   RowButton,
-  Time,
-  envLabel,
   setNextPageNotice,
+  Time,
   useAction,
   useLoad,
   useNextPageNotice,
@@ -78,8 +78,9 @@ function AccountList({ project }: { project: Project }) {
         </button>
       </div>
       <p class="muted small">
-        A service account lets a CI job or a server use this project's secrets without a person signing in: with a service token, or by exchanging the
-        identity token its platform already gives it (a trust). It is not a member: it cannot sign in to this web interface or manage anything.
+        A service account lets a CI job or a server use this project's secrets without a person signing in: with a service token, or by
+        exchanging the identity token its platform already gives it (a trust). It is not a member: it cannot sign in to this web interface
+        or manage anything.
       </p>
       <p class="status" role="status">
         {notice}
@@ -127,7 +128,17 @@ function AccountList({ project }: { project: Project }) {
 }
 
 /** Create (no `account`) or edit a service account; an edit sends only what changed. */
-function AccountForm({ project, account, onClose, onSaved }: { project: Project; account?: ServiceAccount; onClose(): void; onSaved(account: ServiceAccount): void }) {
+function AccountForm({
+  project,
+  account,
+  onClose,
+  onSaved,
+}: {
+  project: Project;
+  account?: ServiceAccount;
+  onClose(): void;
+  onSaved(account: ServiceAccount): void;
+}) {
   const [name, setName] = useState(account?.name ?? "");
   const [description, setDescription] = useState(account?.description ?? "");
   const [role, setRole] = useState<ServiceAccountRole>(account?.role ?? "viewer");
@@ -227,7 +238,17 @@ function AccountPage({ project, accountId }: { project: Project; accountId: stri
 
 type Removing = { kind: "token"; token: ServiceToken } | { kind: "trust"; trust: Trust };
 
-function AccountView({ project, account: a, url, reload }: { project: Project; account: ServiceAccount; url: string; reload(): Promise<void> }) {
+function AccountView({
+  project,
+  account: a,
+  url,
+  reload,
+}: {
+  project: Project;
+  account: ServiceAccount;
+  url: string;
+  reload(): Promise<void>;
+}) {
   const [editing, setEditing] = useState(false);
   const [creatingToken, setCreatingToken] = useState(false);
   const [addingTrust, setAddingTrust] = useState(false);
@@ -293,8 +314,8 @@ function AccountView({ project, account: a, url, reload }: { project: Project; a
           </button>
         </div>
         <p class="muted small">
-          A service token is a password for a machine: store it in your CI system's or server's secrets and send it as <code>Authorization: Bearer</code>. To
-          rotate one, create a new token, switch over, then revoke the old one.
+          A service token is a password for a machine: store it in your CI system's or server's secrets and send it as{" "}
+          <code>Authorization: Bearer</code>. To rotate one, create a new token, switch over, then revoke the old one.
         </p>
         {a.tokens.length === 0 ? (
           <p class="empty">No tokens.</p>
@@ -338,9 +359,9 @@ function AccountView({ project, account: a, url, reload }: { project: Project; a
           </button>
         </div>
         <p class="muted small">
-          A trust lets a workload that already has an identity token (GitHub Actions, GitLab CI, Kubernetes, any OpenID Connect issuer) exchange it for an
-          access token of this account valid at most 15 minutes, so no long-lived token is stored in the CI system. The workload sends this account's ID with
-          its identity token.
+          A trust lets a workload that already has an identity token (GitHub Actions, GitLab CI, Kubernetes, any OpenID Connect issuer)
+          exchange it for an access token of this account valid at most 15 minutes, so no long-lived token is stored in the CI system. The
+          workload sends this account's ID with its identity token.
         </p>
         {a.trusts.length === 0 ? (
           <p class="empty">No trusts.</p>
@@ -451,8 +472,8 @@ function AccountView({ project, account: a, url, reload }: { project: Project; a
           }}
         >
           <p>
-            Workloads matching <code>{removing.trust.subject}</code> from <code>{removing.trust.issuer}</code> can no longer exchange their identity tokens,
-            and access tokens they already got through it stop working at once.
+            Workloads matching <code>{removing.trust.subject}</code> from <code>{removing.trust.issuer}</code> can no longer exchange their
+            identity tokens, and access tokens they already got through it stop working at once.
           </p>
         </Confirm>
       )}
@@ -483,7 +504,17 @@ const EXPIRY_CHOICES = [
   { value: "never", label: "No expiry" },
 ];
 
-function NewToken({ url, accountName, onClose, onCreated }: { url: string; accountName: string; onClose(): void; onCreated(name: string): Promise<void> }) {
+function NewToken({
+  url,
+  accountName,
+  onClose,
+  onCreated,
+}: {
+  url: string;
+  accountName: string;
+  onClose(): void;
+  onCreated(name: string): Promise<void>;
+}) {
   const [name, setName] = useState("");
   const [expiry, setExpiry] = useState("90");
   const [days, setDays] = useState("");
@@ -519,7 +550,11 @@ function NewToken({ url, accountName, onClose, onCreated }: { url: string; accou
           }
           const expiresInDays = expiry === "never" ? null : Number(expiry === "custom" ? days : expiry);
           const result = await action.run(() =>
-            post<ServiceTokenCreated>(`${url}/tokens`, { name: name.trim(), expiresInDays, ...(cidrs.length ? { allowedCidrs: cidrs } : {}) }),
+            post<ServiceTokenCreated>(`${url}/tokens`, {
+              name: name.trim(),
+              expiresInDays,
+              ...(cidrs.length ? { allowedCidrs: cidrs } : {}),
+            }),
           );
           if (result) {
             setCreated(result);
@@ -556,11 +591,22 @@ function NewToken({ url, accountName, onClose, onCreated }: { url: string; accou
           {expiry === "custom" && (
             <label class="field">
               <span>Days (1 to 365)</span>
-              <input type="number" required min={1} max={365} step={1} inputMode="numeric" value={days} onInput={(e) => setDays(e.currentTarget.value)} />
+              <input
+                type="number"
+                required
+                min={1}
+                max={365}
+                step={1}
+                inputMode="numeric"
+                value={days}
+                onInput={(e) => setDays(e.currentTarget.value)}
+              />
             </label>
           )}
         </div>
-        {expiry === "never" && <p class="muted small">A token without expiry works until it is revoked. The security overview counts these as a warning.</p>}
+        {expiry === "never" && (
+          <p class="muted small">A token without expiry works until it is revoked. The security overview counts these as a warning.</p>
+        )}
         <label class="field">
           <span>Allowed networks (optional)</span>
           <textarea
@@ -575,7 +621,8 @@ function NewToken({ url, accountName, onClose, onCreated }: { url: string; accou
           />
         </label>
         <p id="token-networks-hint" class="muted small">
-          One network per line, such as 203.0.113.0/24 or 2001:db8::/32, or a single address. Requests from anywhere else are refused. Empty: any address.
+          One network per line, such as 203.0.113.0/24 or 2001:db8::/32, or a single address. Requests from anywhere else are refused.
+          Empty: any address.
         </p>
         <ErrorText error={problem ?? action.error} />
         <FormActions label="Create token" busyLabel="Creating…" busy={action.busy} onCancel={onClose} />
@@ -596,8 +643,8 @@ function ShownOnce({ created, onDone }: { created: ServiceTokenCreated; onDone()
   return (
     <div class="stack">
       <p id="token-once" class="notice">
-        <strong>You will not see this token again.</strong> Copy it now and store it where it will be used, such as your CI system's secrets. If it is lost,
-        create a new token and revoke this one.
+        <strong>You will not see this token again.</strong> Copy it now and store it where it will be used, such as your CI system's
+        secrets. If it is lost, create a new token and revoke this one.
       </p>
       <div class="field">
         <span id="token-label">Service token</span>
@@ -669,7 +716,10 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             return;
           }
           const parsed: Record<string, string> = {};
-          for (const line of claims.split("\n").map((l) => l.trim()).filter(Boolean)) {
+          for (const line of claims
+            .split("\n")
+            .map((l) => l.trim())
+            .filter(Boolean)) {
             const eq = line.indexOf("=");
             if (eq < 1) {
               setProblem(`Write each claim as name=value on its own line: “${line}” is not.`);
@@ -677,7 +727,12 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             }
             parsed[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
           }
-          const body = { issuer: issuer.trim(), audience: audience.trim(), subject: subject.trim(), ...(Object.keys(parsed).length ? { claims: parsed } : {}) };
+          const body = {
+            issuer: issuer.trim(),
+            audience: audience.trim(),
+            subject: subject.trim(),
+            ...(Object.keys(parsed).length ? { claims: parsed } : {}),
+          };
           const result = await action.run(() => post<{ trust: Trust }>(`${url}/trusts`, body));
           if (result) await onAdded(result.trust);
         }}
@@ -729,7 +784,8 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           />
         </label>
         <p id="trust-audience-hint" class="muted small">
-          The value the workload requests its token for (the token's <code>aud</code>). The secrets CLI asks for this server's address: {serverUrl}.
+          The value the workload requests its token for (the token's <code>aud</code>). The secrets CLI asks for this server's address:{" "}
+          {serverUrl}.
         </p>
         <label class="field">
           <span>Subject</span>
@@ -745,8 +801,8 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           />
         </label>
         <p id="trust-subject-hint" class="muted small">
-          Which workload (the token's <code>sub</code>): exact, or with <code>*</code> matching any run of characters, as in <code>repo:acme/api:*</code>. Keep
-          it as narrow as you can.
+          Which workload (the token's <code>sub</code>): exact, or with <code>*</code> matching any run of characters, as in{" "}
+          <code>repo:acme/api:*</code>. Keep it as narrow as you can.
         </p>
         <label class="field">
           <span>Claims (optional)</span>

@@ -3,7 +3,7 @@
 // reaches a server log; it is sent only in POST bodies.
 import { useEffect, useState } from "preact/hooks";
 import { post, type SetPasswordLink, type User } from "../api.ts";
-import { ErrorText, SubmitButton, Time, messageOf, useAction } from "../ui.tsx";
+import { ErrorText, messageOf, SubmitButton, Time, useAction } from "../ui.tsx";
 
 const MIN_LENGTH = 12;
 
@@ -85,7 +85,14 @@ export function SetPasswordPage({ token, onSignedIn }: { token: string; onSigned
         {info.purpose === "setup" && (
           <label class="field">
             <span>E-mail address</span>
-            <input type="email" name="email" required autoComplete="username" value={email} onInput={(e) => setEmail(e.currentTarget.value)} />
+            <input
+              type="email"
+              name="email"
+              required
+              autoComplete="username"
+              value={email}
+              onInput={(e) => setEmail(e.currentTarget.value)}
+            />
           </label>
         )}
         {info.purpose !== "reset" && (

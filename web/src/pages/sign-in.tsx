@@ -1,9 +1,9 @@
 // Sign-in: the form of the configured provider. The dev form exists in development only;
 // OIDC is a redirect to the identity provider; local accounts sign in with a password.
 import { useEffect, useState } from "preact/hooks";
-import { get, post, type ProviderInfo, type User } from "../api.ts";
 import { SIGN_IN_ERRORS, type SignInErrorCode } from "../../../src/sign-in/sign-in-errors.ts";
-import { ErrorText, SubmitButton, messageOf, useAction } from "../ui.tsx";
+import { get, type ProviderInfo, post, type User } from "../api.ts";
+import { ErrorText, messageOf, SubmitButton, useAction } from "../ui.tsx";
 import { InvitationSummary } from "./invite.tsx";
 
 /** The token of the invitation link that sent the visitor here, if one did (see rememberReturnTo). */
@@ -55,7 +55,9 @@ function DevSignIn({ onSignedIn }: { onSignedIn(user: User): void }) {
       class="card"
       onSubmit={async (e) => {
         e.preventDefault();
-        const result = await action.run(() => post<{ user: User }>("/api/auth/dev/sign-in", { email, ...(name.trim() ? { name: name.trim() } : {}) }));
+        const result = await action.run(() =>
+          post<{ user: User }>("/api/auth/dev/sign-in", { email, ...(name.trim() ? { name: name.trim() } : {}) }),
+        );
         if (result) onSignedIn(result.user);
       }}
     >

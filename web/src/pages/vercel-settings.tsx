@@ -2,8 +2,8 @@
 // target, what wins when a variable exists at Vercel, and the deploy hook. The hook URL is
 // sent once and never shown again (the API never returns it).
 import { useState } from "preact/hooks";
-import { get, put, type HostingConnection, type HostingOptions, type Target } from "../api.ts";
-import { ErrorText, FormActions, LoadState, envLabel, useAction, useLoad } from "../ui.tsx";
+import { get, type HostingConnection, type HostingOptions, put, type Target } from "../api.ts";
+import { ErrorText, envLabel, FormActions, LoadState, useAction, useLoad } from "../ui.tsx";
 
 const TARGETS = ["development", "preview", "production"] as const satisfies readonly Target[];
 
@@ -69,11 +69,21 @@ export function SettingsForm({ base, connection: c, onSaved }: { base: string; c
 }
 
 /** The team (when the token sees several) and the Vercel project, listed through the saved token. */
-function ProjectPicker(props: { base: string; paused: boolean; teamId: string; hostProjectId: string; onTeam(id: string): void; onProject(id: string): void }) {
+function ProjectPicker(props: {
+  base: string;
+  paused: boolean;
+  teamId: string;
+  hostProjectId: string;
+  onTeam(id: string): void;
+  onProject(id: string): void;
+}) {
   const { base, paused, teamId } = props;
   // A paused connection's token is not used, not even to list projects, until someone reconnects.
   const options = useLoad(
-    () => (paused ? Promise.resolve({ teams: [], projects: [] }) : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`)),
+    () =>
+      paused
+        ? Promise.resolve({ teams: [], projects: [] })
+        : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`),
     [base, teamId, paused],
   );
   return (
@@ -110,7 +120,15 @@ function ProjectPicker(props: { base: string; paused: boolean; teamId: string; h
   );
 }
 
-function TargetMappings({ environments, mappings, onChange }: { environments: string[]; mappings: Record<string, string>; onChange(m: Record<string, string>): void }) {
+function TargetMappings({
+  environments,
+  mappings,
+  onChange,
+}: {
+  environments: string[];
+  mappings: Record<string, string>;
+  onChange(m: Record<string, string>): void;
+}) {
   return (
     <fieldset>
       <legend>Environments to Vercel targets</legend>
@@ -143,7 +161,13 @@ function ConflictPolicyChoice({ value, onChange }: { value: ConflictPolicy; onCh
         Keep Vercel's value (skip)
       </label>
       <label class="check">
-        <input type="radio" name="conflictPolicy" value="overwrite" checked={value === "overwrite"} onChange={() => onChange("overwrite")} />
+        <input
+          type="radio"
+          name="conflictPolicy"
+          value="overwrite"
+          checked={value === "overwrite"}
+          onChange={() => onChange("overwrite")}
+        />
         Replace it with ours (overwrite)
       </label>
     </fieldset>
@@ -184,7 +208,12 @@ function DeployHookFields({ hook, hookConfigured, onChange }: { hook: Hook; hook
         </label>
       )}
       <label class="check">
-        <input type="checkbox" checked={hook.autoRedeploy && hookWillExist} disabled={!hookWillExist} onChange={(e) => onChange({ ...hook, autoRedeploy: e.currentTarget.checked })} />
+        <input
+          type="checkbox"
+          checked={hook.autoRedeploy && hookWillExist}
+          disabled={!hookWillExist}
+          onChange={(e) => onChange({ ...hook, autoRedeploy: e.currentTarget.checked })}
+        />
         Redeploy automatically after each sync {hookWillExist ? "" : "(needs a deploy hook)"}
       </label>
     </>

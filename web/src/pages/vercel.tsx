@@ -2,9 +2,9 @@
 // disconnecting; the link and its settings are in vercel-settings.tsx. The token is sent
 // once and never shown again (the API never returns it).
 import { useEffect, useState } from "preact/hooks";
-import { del, get, post, projectPath, type Project, type SyncSummary } from "../api.ts";
+import { del, get, type Project, post, projectPath, type SyncSummary } from "../api.ts";
 import { DangerZone, ErrorText, FormActions, LoadState, Time, useAction, useLoad } from "../ui.tsx";
-import { SettingsForm, type Connected, type Connection } from "./vercel-settings.tsx";
+import { type Connected as ConnectedState, type Connection, SettingsForm } from "./vercel-settings.tsx";
 
 /** Why syncing paused (pausedReason), ending "…and no longer manages this project's integrations". */
 const PAUSE_TEXT: Record<string, string> = {
@@ -14,7 +14,7 @@ const PAUSE_TEXT: Record<string, string> = {
   connector_disabled: "had their account disabled",
 };
 
-const STATUS_TEXT: Record<Connected["status"], string> = {
+const STATUS_TEXT: Record<ConnectedState["status"], string> = {
   connected: "Token saved; no Vercel project linked yet",
   active: "Active",
   attention: "Needs attention: reconnect with a new token",
@@ -48,7 +48,9 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
       class="card stack"
       onSubmit={async (e) => {
         e.preventDefault();
-        const result = await action.run(() => post<Connection>(base, { token: token.trim(), ...(teamId.trim() ? { teamId: teamId.trim() } : {}) }));
+        const result = await action.run(() =>
+          post<Connection>(base, { token: token.trim(), ...(teamId.trim() ? { teamId: teamId.trim() } : {}) }),
+        );
         if (result) {
           setToken("");
           onConnected(result);
@@ -65,7 +67,13 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
       </label>
       <label class="field">
         <span>Team ID (optional)</span>
-        <input placeholder="team_…" value={teamId} onInput={(e) => setTeamId(e.currentTarget.value)} autoComplete="off" spellcheck={false} />
+        <input
+          placeholder="team_…"
+          value={teamId}
+          onInput={(e) => setTeamId(e.currentTarget.value)}
+          autoComplete="off"
+          spellcheck={false}
+        />
       </label>
       <ErrorText error={action.error} />
       <FormActions label={reconnect ? "Reconnect" : "Connect"} busyLabel="Connecting…" busy={action.busy} />
@@ -74,7 +82,17 @@ function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnect
 }
 
 /** A saved connection: its status and syncing, a way to reconnect, its settings, disconnecting. */
-function Connected({ base, connection: c, reload, onChange }: { base: string; connection: Connected; reload(): Promise<void>; onChange(c: Connection): void }) {
+function Connected({
+  base,
+  connection: c,
+  reload,
+  onChange,
+}: {
+  base: string;
+  connection: ConnectedState;
+  reload(): Promise<void>;
+  onChange(c: Connection): void;
+}) {
   useSyncPolling(c, reload);
   return (
     <>
@@ -87,7 +105,7 @@ function Connected({ base, connection: c, reload, onChange }: { base: string; co
 }
 
 /** While a sync runs in the background, look again now and then. */
-function useSyncPolling(c: Connected, reload: () => Promise<void>): void {
+function useSyncPolling(c: ConnectedState, reload: () => Promise<void>): void {
   useEffect(() => {
     if (!c.syncing) return;
     const timer = setTimeout(() => void reload(), 3000);
@@ -96,7 +114,7 @@ function useSyncPolling(c: Connected, reload: () => Promise<void>): void {
 }
 
 /** Where the connection stands, and the buttons that sync now. */
-function StatusCard({ base, connection: c, reload }: { base: string; connection: Connected; reload(): Promise<void> }) {
+function StatusCard({ base, connection: c, reload }: { base: string; connection: ConnectedState; reload(): Promise<void> }) {
   return (
     <section class="card" aria-labelledby="vercel-status">
       <h3 id="vercel-status">Status</h3>
@@ -107,20 +125,21 @@ function StatusCard({ base, connection: c, reload }: { base: string; connection:
   );
 }
 
-function PausedNotice({ connection: c }: { connection: Connected }) {
+function PausedNotice({ connection: c }: { connection: ConnectedState }) {
   const who = c.connectedBy?.email ?? "The person who connected Vercel";
   return (
     <div class="notice" role="alert">
       <p>
-        <strong>Syncing is paused.</strong> {who} {c.pausedReason ? (PAUSE_TEXT[c.pausedReason] ?? "lost their rights") : "lost their rights"} and no
-        longer manages this project's integrations, so the access token they saved is not used. Nothing is sent to Vercel until an admin or the owner
-        reconnects with their own token below; changes made meanwhile are sent then.
+        <strong>Syncing is paused.</strong> {who}{" "}
+        {c.pausedReason ? (PAUSE_TEXT[c.pausedReason] ?? "lost their rights") : "lost their rights"} and no longer manages this project's
+        integrations, so the access token they saved is not used. Nothing is sent to Vercel until an admin or the owner reconnects with
+        their own token below; changes made meanwhile are sent then.
       </p>
     </div>
   );
 }
 
-function ConnectionDetails({ connection: c }: { connection: Connected }) {
+function ConnectionDetails({ connection: c }: { connection: ConnectedState }) {
   return (
     <dl class="kv">
       <dt>Connection</dt>
@@ -185,7 +204,7 @@ function ConnectionDetails({ connection: c }: { connection: Connected }) {
 }
 
 /** Sync now (and redeploy), and what the sync did. */
-function SyncControls({ base, connection: c, reload }: { base: string; connection: Connected; reload(): Promise<void> }) {
+function SyncControls({ base, connection: c, reload }: { base: string; connection: ConnectedState; reload(): Promise<void> }) {
   const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
   const sync = useAction();
   const linked = c.hostProjectId !== null && c.status !== "connected";
@@ -203,7 +222,12 @@ function SyncControls({ base, connection: c, reload }: { base: string; connectio
         <button type="button" class="primary" disabled={sync.busy || !linked || c.paused} onClick={() => void runSync(false)}>
           {sync.busy ? "Syncing…" : "Sync now"}
         </button>
-        <button type="button" disabled={sync.busy || !linked || c.paused || !c.hookConfigured} onClick={() => void runSync(true)} title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}>
+        <button
+          type="button"
+          disabled={sync.busy || !linked || c.paused || !c.hookConfigured}
+          onClick={() => void runSync(true)}
+          title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}
+        >
           Sync and redeploy
         </button>
         <button type="button" onClick={() => void reload()}>
