@@ -42,6 +42,7 @@ import { registerInboxRoutes } from "./invitations/inbox.routes.ts";
 import { createInboxService } from "./invitations/inbox.service.ts";
 import { createInvitationMailer } from "./invitations/invitation-mail.ts";
 import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
+import { registerInvitationRoutes } from "./invitations/invitations.routes.ts";
 import { createInvitationsService, describeInvitation } from "./invitations/invitations.service.ts";
 import { wireLostRights } from "./lost-rights.ts";
 import { createAccessRepo } from "./members/access.repo.ts";
@@ -393,7 +394,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       invitations: invitationsRepo,
     }),
   });
-  registerMemberRoutes(app, { auth, access, members, invitations, environmentAccess });
+  registerMemberRoutes(app, { auth, access, members, environmentAccess });
+  registerInvitationRoutes(app, { auth, access, invitations });
   registerInboxRoutes(app, { auth, inbox });
   registerServiceAccountRoutes(app, {
     auth,
