@@ -4,17 +4,7 @@
 // machine shared with other work, only a comparison made in turns like this means much.
 import path from "node:path";
 import Database from "better-sqlite3";
-import {
-  freePort,
-  type LoadOptions,
-  makeTempDir,
-  ROOT,
-  randomKey,
-  request,
-  runAlternating,
-  type ServerProcess,
-  startProcess,
-} from "./lib.ts";
+import { call, type LoadOptions, ROOT, request, runAlternating, type ServerProcess, signIn, startAppServer } from "./lib.ts";
 
 const other = path.resolve(process.argv[2] ?? "");
 const seconds = Number(process.argv[3]) || 8;
@@ -22,47 +12,14 @@ const rounds = Number(process.argv[4]) || 4;
 const pin = process.env.COMPARE_PIN ? ["taskset", "-c", process.env.COMPARE_PIN] : [];
 
 async function start(root: string): Promise<{ server: ServerProcess; scenarios: LoadOptions[] }> {
-  const dataDir = makeTempDir("bench-compare-");
-  const port = await freePort();
-  const server = await startProcess(
+  const server = await startAppServer({
     pin,
-    "src/main.ts",
-    ["serve"],
-    {
-      NODE_ENV: "development",
-      AUTH_PROVIDER: "dev",
-      HOST: "127.0.0.1",
-      PORT: String(port),
-      APP_URL: `http://127.0.0.1:${port}`,
-      DATA_DIR: dataDir,
-      MASTER_KEY: randomKey(),
-      LOG_LEVEL: "info",
-      SQLITE_SYNCHRONOUS: process.env.COMPARE_SYNCHRONOUS ?? "full",
-      RATE_LIMIT_PER_MINUTE: "1000000",
-    },
-    port,
-    "/healthz",
-    dataDir,
+    synchronous: process.env.COMPARE_SYNCHRONOUS ?? "full",
+    dataDirPrefix: "bench-compare-",
     root,
-  );
-  const signIn = await request(server.url, {
-    method: "POST",
-    path: "/api/auth/dev/sign-in",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ email: "owner@bench.test" }),
   });
-  const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
-  const post = async (p: string, body: unknown) =>
-    JSON.parse(
-      (
-        await request(server.url, {
-          method: "POST",
-          path: p,
-          headers: { cookie, "content-type": "application/json" },
-          body: JSON.stringify(body),
-        })
-      ).body,
-    );
+  const { cookie } = await signIn(server.url, "owner@bench.test");
+  const post = (p: string, body: unknown) => call(server.url, cookie, "POST", p, body);
   const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
   const base = `/api/projects/${project.id}/environments/production/secrets`;
   const { secret } = await post(base, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
@@ -100,7 +57,7 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       entries: keys.map((key) => ({ key, value: "initial", overwrite: false })),
     });
     const pool: string[] = [];
-    const db = new Database(path.join(dataDir, "secrets.db"));
+    const db = new Database(path.join(server.dataDir, "secrets.db"));
     const addMember = db.prepare(
       "INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)",
     );

@@ -277,3 +277,60 @@ export function formatTable(rows: BenchRow[]): string {
 }
 
 export { freePort };
+
+/** Signs `email` in through the development sign-in; the session cookie and the user id. */
+export async function signIn(url: string, email: string): Promise<{ cookie: string; userId: string }> {
+  const res = await request(url, {
+    method: "POST",
+    path: "/api/auth/dev/sign-in",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ email }),
+  });
+  if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.body}`);
+  const setCookie = res.headers["set-cookie"]?.[0] ?? "";
+  return { cookie: setCookie.split(";")[0]!, userId: (JSON.parse(res.body) as { user: { id: string } }).user.id };
+}
+
+/** One API call as the session `cookie`; any status outside `expect` throws. */
+export async function call(url: string, cookie: string, method: string, path: string, body?: unknown, expect = [200, 201]): Promise<any> {
+  const res = await request(url, {
+    method,
+    path,
+    headers: { cookie, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (!expect.includes(res.status)) throw new Error(`${method} ${path}: ${res.status} ${res.body.slice(0, 300)}`);
+  return JSON.parse(res.body);
+}
+
+/** The server (`serve` from `root`) in development mode on a fresh data folder, rate limits out of the way. */
+export async function startAppServer(options: {
+  pin: string[];
+  synchronous: string;
+  dataDirPrefix: string;
+  root?: string;
+}): Promise<ServerProcess> {
+  const dataDir = makeTempDir(options.dataDirPrefix);
+  const port = await freePort();
+  return startProcess(
+    options.pin,
+    "src/main.ts",
+    ["serve"],
+    {
+      NODE_ENV: "development",
+      AUTH_PROVIDER: "dev",
+      HOST: "127.0.0.1",
+      PORT: String(port),
+      APP_URL: `http://127.0.0.1:${port}`,
+      DATA_DIR: dataDir,
+      MASTER_KEY: randomKey(),
+      LOG_LEVEL: "info",
+      SQLITE_SYNCHRONOUS: options.synchronous,
+      RATE_LIMIT_PER_MINUTE: "1000000",
+    },
+    port,
+    "/healthz",
+    dataDir,
+    options.root,
+  );
+}

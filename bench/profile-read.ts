@@ -6,54 +6,16 @@
 // Needs perf and permission to attach to a process (root, or perf_event_paranoid <= 1).
 import { spawn, spawnSync } from "node:child_process";
 import path from "node:path";
-import { freePort, makeTempDir, randomKey, request, runLoad, startProcess } from "./lib.ts";
+import { call, makeTempDir, runLoad, signIn, startAppServer } from "./lib.ts";
 
 const seconds = Number(process.argv[2]) || 6;
 const root = path.resolve(process.argv[3] ?? path.join(import.meta.dirname, ".."));
 const perfData = path.join(makeTempDir("bench-profile-"), "perf.data");
 process.env.BENCH_NODE_ARGS = "--perf-basic-prof-only-functions";
 
-const dataDir = makeTempDir("bench-read-");
-const port = await freePort();
-const server = await startProcess(
-  [],
-  "src/main.ts",
-  ["serve"],
-  {
-    NODE_ENV: "development",
-    AUTH_PROVIDER: "dev",
-    HOST: "127.0.0.1",
-    PORT: String(port),
-    APP_URL: `http://127.0.0.1:${port}`,
-    DATA_DIR: dataDir,
-    MASTER_KEY: randomKey(),
-    LOG_LEVEL: "info",
-    SQLITE_SYNCHRONOUS: "full",
-    RATE_LIMIT_PER_MINUTE: "1000000",
-  },
-  port,
-  "/healthz",
-  dataDir,
-  root,
-);
-const signIn = await request(server.url, {
-  method: "POST",
-  path: "/api/auth/dev/sign-in",
-  headers: { "content-type": "application/json" },
-  body: JSON.stringify({ email: "owner@bench.test" }),
-});
-const cookie = (signIn.headers["set-cookie"]?.[0] ?? "").split(";")[0]!;
-const post = async (p: string, body: unknown) =>
-  JSON.parse(
-    (
-      await request(server.url, {
-        method: "POST",
-        path: p,
-        headers: { cookie, "content-type": "application/json" },
-        body: JSON.stringify(body),
-      })
-    ).body,
-  );
+const server = await startAppServer({ pin: [], synchronous: "full", dataDirPrefix: "bench-read-", root });
+const { cookie } = await signIn(server.url, "owner@bench.test");
+const post = (p: string, body: unknown) => call(server.url, cookie, "POST", p, body);
 const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
 const { secret } = await post(`/api/projects/${project.id}/environments/production/secrets`, {
   key: "DATABASE_URL",

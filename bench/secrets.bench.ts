@@ -6,13 +6,14 @@ import {
   type BenchContext,
   type BenchModule,
   type BenchRow,
+  call,
   freePort,
   makeTempDir,
-  randomKey,
-  request,
   runAlternating,
   runLoad,
   type ServerProcess,
+  signIn,
+  startAppServer,
   startProcess,
 } from "./lib.ts";
 
@@ -26,29 +27,6 @@ export const EXPORT_NAME = "export 1,000 secrets as dotenv";
 export const IMPORT_NAME = "import 500 entries (500 updates)";
 export const REFERENCE_NAME = "reference: bare Fastify read + decrypt + audit insert (FULL)";
 export const NORMAL_REFERENCE_NAME = "reference: the same with synchronous NORMAL";
-
-async function signIn(url: string, email: string): Promise<{ cookie: string; userId: string }> {
-  const res = await request(url, {
-    method: "POST",
-    path: "/api/auth/dev/sign-in",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ email }),
-  });
-  if (res.status !== 200) throw new Error(`sign-in failed: ${res.status} ${res.body}`);
-  const setCookie = res.headers["set-cookie"]?.[0] ?? "";
-  return { cookie: setCookie.split(";")[0]!, userId: (JSON.parse(res.body) as { user: { id: string } }).user.id };
-}
-
-async function call(url: string, cookie: string, method: string, path: string, body?: unknown, expect = [200, 201]): Promise<any> {
-  const res = await request(url, {
-    method,
-    path,
-    headers: { cookie, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (!expect.includes(res.status)) throw new Error(`${method} ${path}: ${res.status} ${res.body.slice(0, 300)}`);
-  return JSON.parse(res.body);
-}
 
 export const secretsBench: BenchModule = {
   name: "secrets",
@@ -85,28 +63,7 @@ export const secretsBench: BenchModule = {
       next: () => ({ method: "GET", path: "/reference/secret" }),
     });
 
-    const dataDir = makeTempDir("bench-secrets-");
-    const port = await freePort();
-    const server = await startProcess(
-      ctx.serverPin,
-      "src/main.ts",
-      ["serve"],
-      {
-        NODE_ENV: "development",
-        AUTH_PROVIDER: "dev",
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        APP_URL: `http://127.0.0.1:${port}`,
-        DATA_DIR: dataDir,
-        MASTER_KEY: randomKey(),
-        LOG_LEVEL: "info",
-        SQLITE_SYNCHRONOUS: synchronous,
-        RATE_LIMIT_PER_MINUTE: "1000000",
-      },
-      port,
-      "/healthz",
-      dataDir,
-    );
+    const server = await startAppServer({ pin: ctx.serverPin, synchronous, dataDirPrefix: "bench-secrets-" });
     try {
       const url = server.url;
       ctx.log("  setting up: a project, 1,000 secrets to list and export, 500 to import over, users for the rate-limited routes");
@@ -158,7 +115,7 @@ export const secretsBench: BenchModule = {
       // Export (30 a minute) and import (10 a minute) are limited per user: spread the load
       // over enough admins that the limit never answers instead of the endpoint.
       const pool: string[] = [];
-      const db = new Database(path.join(dataDir, "secrets.db"));
+      const db = new Database(path.join(server.dataDir, "secrets.db"));
       const addMember = db.prepare(
         "INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)",
       );
