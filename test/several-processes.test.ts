@@ -12,6 +12,7 @@ import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess } from "./helpers.ts";
+import { createSecret } from "./secrets-helpers.ts";
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -65,6 +66,19 @@ async function setup(t: TestContext, env: Record<string, string> = {}): Promise<
   };
 }
 
+/**
+ * Process A, signed in, with a linked project; then process B with the same session. A
+ * starts first, so A holds the scheduler lease.
+ */
+async function twoProcessesLinked(t: TestContext, s: Setup) {
+  const a = await startProcess(t, s);
+  const onA = clientOf(a);
+  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
+  const linked = await linkedProject(s, onA);
+  const b = await startProcess(t, s);
+  return { a, b, onA, onB: sameSession(onA, b), ...linked };
+}
+
 /** A project linked to the fake's prj_web, development → development; returns its integration path. */
 async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: string; base: string }> {
   const project = await owner.createProject({ name: "api", environments: ["development"] });
@@ -76,12 +90,6 @@ async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: stri
   const put = await owner.json("PUT", base, { hostProjectId: "prj_web", mappings: { development: "development" } });
   assert.equal(put.status, 200, JSON.stringify(put.body));
   return { projectId: project.id, base };
-}
-
-async function addSecret(client: Client, projectId: string, key: string, value: string): Promise<string> {
-  const res = await client.json("POST", `/api/projects/${projectId}/environments/development/secrets`, { key, value });
-  assert.equal(res.status, 201, JSON.stringify(res.body));
-  return res.body.secret.id as string;
 }
 
 async function integrationEvents(client: Client, projectId: string): Promise<{ action: string; metadata: Record<string, unknown> }[]> {
@@ -110,7 +118,7 @@ test("a server that starts leaves a sync running on another alone", async (t) =>
   const owner = clientOf(a);
   await owner.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const { projectId, base } = await linkedProject(s, owner);
-  await addSecret(owner, projectId, "RUNNING_KEY", "running-value");
+  await createSecret(owner, projectId, "development", "RUNNING_KEY", "running-value");
 
   const held = s.fake.hold(isEnvList);
   const run = owner.json("POST", `${base}/sync`);
@@ -136,14 +144,11 @@ test("a server that starts leaves a sync running on another alone", async (t) =>
 
 test("automatic syncs run on one process: changes made through both are sent by one run", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "5000", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s);
-  const b = await startProcess(t, s);
-  const [onA, onB] = clientsFor(a, b);
-  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
-  const { projectId, base } = await linkedProject(s, onA);
+  const { onA, onB, projectId, base } = await twoProcessesLinked(t, s);
 
   // Well within the debounce, which each change seen by the leader restarts.
-  for (let i = 0; i < 6; i++) await addSecret(i % 2 === 0 ? onA : onB, projectId, `KEY_${i}`, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
+  for (let i = 0; i < 6; i++)
+    await createSecret(i % 2 === 0 ? onA : onB, projectId, "development", `KEY_${i}`, `value-from-${i % 2 === 0 ? "a" : "b"}-${i}`);
   const settled = await waitFor("the automatic sync", async () => {
     const view = (await onB.json("GET", base)).body;
     return !view.syncing && view.pending === 0 && view.lastRun?.status === "ok" ? view : undefined;
@@ -161,13 +166,9 @@ test("automatic syncs run on one process: changes made through both are sent by 
 
 test("a change made through a process that dies at once is still synced: the automatic syncs do not live in that process", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s);
-  const b = await startProcess(t, s);
-  const [onA, onB] = clientsFor(a, b);
-  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
-  const { projectId, base } = await linkedProject(s, onA);
+  const { b, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
 
-  await addSecret(onB, projectId, "FROM_B", "sent-by-the-leader");
+  await createSecret(onB, projectId, "development", "FROM_B", "sent-by-the-leader");
   b.child.kill("SIGKILL");
   await b.exited;
   const view = await waitFor("the automatic sync", async () => {
@@ -180,16 +181,10 @@ test("a change made through a process that dies at once is still synced: the aut
 
 test("a killed process's sync is taken over: marked interrupted once its lease is stale, then run again by the other process", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s);
-  const onA = clientOf(a);
-  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
-  const { projectId, base } = await linkedProject(s, onA);
-  // A starts first: it holds the scheduler lease, so the automatic run below is A's.
-  const b = await startProcess(t, s);
-  const onB = sameSession(onA, b);
+  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
 
   const held = s.fake.hold(isEnvList);
-  await addSecret(onA, projectId, "TAKEN_OVER", "taken-over-value");
+  await createSecret(onA, projectId, "development", "TAKEN_OVER", "taken-over-value");
   await held.reached;
   a.child.kill("SIGKILL");
   await a.exited;
@@ -214,15 +209,10 @@ test("a killed process's sync is taken over: marked interrupted once its lease i
 
 test("a process that stalls past its lease stops its sync when it wakes: only the process that took over writes at Vercel", async (t) => {
   const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const a = await startProcess(t, s);
-  const onA = clientOf(a);
-  await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
-  const { projectId, base } = await linkedProject(s, onA);
-  const b = await startProcess(t, s);
-  const onB = sameSession(onA, b);
+  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
 
   const held = s.fake.hold(isEnvList);
-  await addSecret(onA, projectId, "STALLED", "stalled-value");
+  await createSecret(onA, projectId, "development", "STALLED", "stalled-value");
   await held.reached;
   a.child.kill("SIGSTOP");
   try {
@@ -258,18 +248,30 @@ test("the audit list follows the chain: events written through both processes at
   await onA.json("POST", "/api/auth/dev/sign-in", { email: "owner@example.test" });
   const project = await onA.createProject({ name: "api", environments: ["development"] });
   const ids = await Promise.all(
-    Array.from({ length: 6 }, (_, i) => addSecret(i % 2 === 0 ? onA : onB, project.id, `CHAIN_${i}`, `chain-value-${i}`)),
+    Array.from(
+      { length: 6 },
+      async (_, i) =>
+        (await createSecret(i % 2 === 0 ? onA : onB, project.id, "development", `CHAIN_${i}`, `chain-value-${i}`)).id as string,
+    ),
   );
   // Reveals share their audit commit per process, and creates interleave with them.
   const writes: Promise<unknown>[] = [];
+  const reads: Promise<{ status: number }>[] = [];
   for (let round = 0; round < 5; round++) {
     for (const [i, id] of ids.entries()) {
       const client = (i + round) % 2 === 0 ? onA : onB;
-      writes.push(client.json("GET", `/api/projects/${project.id}/environments/development/secrets/${id}`));
+      const read = client.json("GET", `/api/projects/${project.id}/environments/development/secrets/${id}`);
+      reads.push(read);
+      writes.push(read);
     }
-    writes.push(addSecret(round % 2 === 0 ? onB : onA, project.id, `MORE_${round}`, `more-value-${round}`));
+    writes.push(createSecret(round % 2 === 0 ? onB : onA, project.id, "development", `MORE_${round}`, `more-value-${round}`));
   }
   await Promise.all(writes);
+  // Every reveal was one: a wrong id would answer 404 and write no event.
+  assert.deepEqual(
+    (await Promise.all(reads)).map((r) => r.status),
+    reads.map(() => 200),
+  );
 
   const listed: string[] = [];
   let cursor: string | null = null;
