@@ -38,7 +38,8 @@ const NO_ENVIRONMENT_TO_COMPARE = "Name at least one environment to compare, sep
 
 /**
  * Keys × environments with keyed digests of the values, so the UI can show present,
- * missing, same and different without a value leaving the server. Values are decrypted
+ * missing, same and different without a value leaving the server. A digest stored beside
+ * the value is used as it is; a value without one of the right key version is decrypted
  * here to be digested, which is a comparison (`secrets.compared`), not a reveal.
  */
 export function createCompareService({ db, repo, access, audit, vault }: Deps) {
@@ -68,6 +69,13 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
       if (error instanceof DecryptError) return undefined;
       throw error;
     }
+  }
+
+  /** The digest stored beside the value when it is of that key version (nothing decrypted); else the value opened and digested. */
+  function digestOf(row: SecretWithCiphertext, keyVersion: number): string | null {
+    if (row.digest !== null && row.keyVersion === keyVersion) return row.digest;
+    const plaintext = plaintextOf(row);
+    return plaintext === undefined ? null : vault.digest(row.projectId, keyVersion, plaintext);
   }
 
   return {
@@ -101,13 +109,7 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
               out[env] = null;
               continue;
             }
-            const plaintext = plaintextOf(row);
-            out[env] = {
-              secretId: row.id,
-              version: row.version,
-              updatedAt: row.updatedAt,
-              digest: plaintext === undefined ? null : vault.digest(projectId, keyVersion, plaintext),
-            };
+            out[env] = { secretId: row.id, version: row.version, updatedAt: row.updatedAt, digest: digestOf(row, keyVersion) };
           }
           return { key, environments: out };
         });
