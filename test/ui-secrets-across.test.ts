@@ -4,9 +4,9 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { check, useBrowser } from "./browser.ts";
-import { startServer } from "./helpers.ts";
+import { auditEvents, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
-import { assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
+import { assertNoSidewaysScroll, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 
@@ -101,10 +101,13 @@ describe("secrets across environments", () => {
       assert.equal((await exported(alice, project.id, "production")).DATABASE_URL, VALUES[0]);
 
       const copied = await auditEvents(alice, project.id, "secret.copied");
-      assert.deepEqual(copied.map((e) => [e.metadata.key, e.metadata.environment, e.metadata.toEnvironment, e.metadata.result]).reverse(), [
-        ["API_KEY", "staging", "production", "created"],
-        ["DATABASE_URL", "staging", "production", "updated"],
-      ]);
+      assert.deepEqual(
+        copied.map((e) => [e.metadata.key, e.metadata.environment, e.metadata.toEnvironment, e.metadata.result]),
+        [
+          ["API_KEY", "staging", "production", "created"],
+          ["DATABASE_URL", "staging", "production", "updated"],
+        ],
+      );
 
       // From the grid: the row menu copies to another environment; an existing key there
       // is replaced only after a confirmation.

@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { check, useBrowser } from "./browser.ts";
-import { startServer } from "./helpers.ts";
-import { assertNoSidewaysScroll, auditEvents, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
+import { auditEvents, startServer } from "./helpers.ts";
+import { assertNoSidewaysScroll, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 

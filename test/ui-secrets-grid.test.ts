@@ -7,8 +7,8 @@ import fs from "node:fs";
 import { describe, test } from "node:test";
 import { parse } from "dotenv";
 import { check, useBrowser } from "./browser.ts";
-import { startServer } from "./helpers.ts";
-import { assertNoSidewaysScroll, auditEvents, exported, focusedName, openAt, put, SIZES } from "./ui-secrets-helpers.ts";
+import { auditEvents, startServer } from "./helpers.ts";
+import { assertNoSidewaysScroll, exported, focusedName, openAt, put, SIZES } from "./ui-secrets-helpers.ts";
 
 useBrowser();
 

@@ -31,12 +31,6 @@ export async function put(client: Client, projectId: string, env: string, key: s
   return res.body.secret.id;
 }
 
-export async function auditEvents(client: Client, projectId: string, action: string): Promise<any[]> {
-  const res = await client.json("GET", `/api/projects/${projectId}/audit?action=${action}`);
-  assert.equal(res.status, 200);
-  return res.body.events;
-}
-
 export async function exported(client: Client, projectId: string, env: string): Promise<Record<string, string>> {
   const res = await client.json("GET", `/api/projects/${projectId}/environments/${env}/export`);
   assert.equal(res.status, 200);
