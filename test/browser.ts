@@ -133,3 +133,12 @@ export async function goToSection(page: Page, name: string): Promise<void> {
 export function environmentLink(page: Page, name: string) {
   return page.getByRole("navigation", { name: "Environments" }).getByRole("link", { name, exact: true });
 }
+
+/** Waits until `isFocused` (run in the page) holds, then asserts it, naming what has focus if not. */
+export async function assertFocus(page: Page, what: string, isFocused: () => boolean): Promise<void> {
+  const ok = await page
+    .waitForFunction(isFocused, undefined, { timeout: 5000 })
+    .then(() => true)
+    .catch(() => false);
+  assert.ok(ok, `focus is on ${what}; it is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`);
+}

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { check, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
+import { assertFocus, check, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
 import { startServer } from "./helpers.ts";
 
 useBrowser();
@@ -19,15 +19,6 @@ function inDom(page: Page, text: string): Promise<boolean> {
       [...document.querySelectorAll("input, textarea")].some((el) => (el as HTMLInputElement | HTMLTextAreaElement).value.includes(t)),
     text,
   );
-}
-
-/** Waits until `isFocused` (run in the page) holds, then asserts it, naming what has focus if not. */
-async function assertFocus(page: Page, what: string, isFocused: () => boolean): Promise<void> {
-  const ok = await page
-    .waitForFunction(isFocused, undefined, { timeout: 5000 })
-    .then(() => true)
-    .catch(() => false);
-  assert.ok(ok, `focus is on ${what}; it is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`);
 }
 
 describe("service accounts in Chromium", () => {

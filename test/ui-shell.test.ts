@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { check, environmentLink, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
+import { assertFocus, check, environmentLink, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
 import { type Client, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
@@ -145,7 +145,7 @@ describe("the project shell in Chromium", () => {
     await page.keyboard.press("Tab");
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");
     await page.keyboard.press("Enter");
-    assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
+    await assertFocus(page, "main", () => document.activeElement?.id === "main");
   });
 
   test("phone: a Sections menu instead of the column, the first secret on the first screen, Escape closes the menu", async (t) => {
@@ -182,7 +182,8 @@ describe("the project shell in Chromium", () => {
       if (!dark) await check(tab, "shell-phone-menu");
       await page.keyboard.press("Tab");
       await page.keyboard.press("Escape");
-      assert.equal(await menu.getAttribute("aria-expanded"), "false");
+      // The menu closes on the next render, not within the key press: wait for it.
+      await assertFocus(page, "the menu button", () => document.activeElement?.getAttribute("aria-expanded") === "false");
       assert.equal(await menu.evaluate((el) => el === document.activeElement), true, "focus back on the menu button");
       assert.equal(await sectionLink(page, "Audit log").isVisible(), false);
 

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { check, environmentLink, goToSection, openTab, type Tab, useBrowser, useSession } from "./browser.ts";
+import { assertFocus, check, environmentLink, goToSection, openTab, type Tab, useBrowser, useSession } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { makeTempDir, ROOT, startServer, type TestServer } from "./helpers.ts";
 
@@ -418,13 +418,14 @@ describe("secrets in Chromium", () => {
     const exportButton = page.getByRole("button", { name: "Export" });
     await exportButton.focus();
     await page.keyboard.press("Enter");
+    // The menu moves focus once it has rendered, a frame after the key: wait for it.
+    await assertFocus(page, "Download .env", () => document.activeElement?.textContent === "Download .env");
     assert.equal(await exportButton.getAttribute("aria-expanded"), "true");
-    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Download .env");
     await page.keyboard.press("ArrowUp");
-    assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Download YAML");
+    await assertFocus(page, "Download YAML", () => document.activeElement?.textContent === "Download YAML");
     await page.keyboard.press("Escape");
+    await assertFocus(page, "the Export button", () => document.activeElement?.textContent?.startsWith("Export") === true);
     assert.equal(await exportButton.getAttribute("aria-expanded"), "false");
-    assert.equal(await page.evaluate(() => document.activeElement?.textContent?.startsWith("Export")), true);
     await exportButton.click();
     const [dotenvDownload] = await Promise.all([
       page.waitForEvent("download"),
