@@ -530,11 +530,11 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   const count = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events").pluck().get() as number;
   const before = count();
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
-  assert.throws(() => writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
-  assert.throws(() => writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
+  await assert.rejects(writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
+  await assert.rejects(writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
   assert.equal(count(), before);
   // Token-shaped or overlong text from user input is cleaned, never a failed write.
-  writer.record(null, { ...entry, metadata: { key: `A_svc_at_${"x".repeat(40)}`, environment: "e".repeat(600) } });
+  await writer.record(null, { ...entry, metadata: { key: `A_svc_at_${"x".repeat(40)}`, environment: "e".repeat(600) } });
   const stored = JSON.parse(
     server.app.db.$client.prepare("SELECT metadata FROM audit_events ORDER BY seq DESC LIMIT 1").pluck().get() as string,
   );
@@ -542,7 +542,7 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   assert.equal(stored.environment, `${"e".repeat(500)}…`);
 
   // Outside a transaction it takes its own, and the event chains on.
-  writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
+  await writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
   assert.equal(count(), before + 2);
   const page = await readAudit(alice, project.id, "?category=secrets");
   assert.equal(page.events[0]!.actor, null);

@@ -796,7 +796,7 @@ test("audit: events of a service account carry it and no actor, and the actor fi
 
   // The chain still verifies with the service account in it.
   const { verifyAuditChain } = await import("../src/audit/audit.verify.ts");
-  assert.equal(verifyAuditChain(team.server.app.db, team.server.app.keyring).ok, true);
+  assert.equal((await verifyAuditChain(team.server.app.db, team.server.app.keyring)).ok, true);
 });
 
 test("security overview counts accounts, live tokens and trusts", async (t) => {
