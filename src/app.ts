@@ -24,7 +24,7 @@ import { boundTo, type Config } from "./core/config.ts";
 import { createGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
 import { checkMasterKeys, type Db, openDatabase } from "./core/db.ts";
-import { registerErrorHandling } from "./core/errors.ts";
+import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
@@ -90,6 +90,8 @@ export interface App {
   clock: Clock;
   keyring: Keyring;
   log: Logger;
+  /** Call once listening: what the operator must be told then (the first-run setup link). */
+  announce(): Promise<void>;
   /** Graceful stop, before close(): see GracefulStop.drain in core/connections.ts. */
   drain(drainMs: number, cut?: AbortSignal): Promise<{ closedAtDeadline: number }>;
   /** What the server's timers do, for tests and tools that cannot wait an hour. */
@@ -358,25 +360,28 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   registerSignInRoutes(app, { auth, config, clock, users });
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
+  let announceSetupLink = async (): Promise<void> => {};
   if (config.authProvider === "local") {
     const local = createLocalAccounts({ db, users, repo: localRepo, config, clock });
     registerLocalRoutes(app, { auth, local });
-    // Issued before listening (listen waits for onReady, not for an async onListen), and
-    // logged once listening, so that the link names the port the server really has (PORT=0).
-    let setupLink: IssuedLink | undefined;
-    app.addHook("onReady", async () => {
-      if (!(await local.hasLocalUser())) setupLink = await local.issueSetupLink();
-    });
-    app.addHook("onListen", (done) => {
-      if (setupLink) {
-        // First run: the one log line that carries a token, on purpose. It is for the operator,
-        // only its hash is stored, and it is in the message (redaction covers fields only).
-        log.warn(
-          `No account exists yet. Create the first one at ${config.appUrl}${setupLink.path} (one-time link, valid until ${setupLink.expiresAt}; "secrets-server setup-link" prints a new one).`,
-        );
+    // Once listening (a server that could not bind must not replace the link another one
+    // printed), so that the link names the port the server really has (PORT=0).
+    announceSetupLink = async () => {
+      if (await local.hasLocalUser()) return;
+      let link: IssuedLink;
+      try {
+        link = await local.issueSetupLink();
+      } catch (error) {
+        // Someone set up the first account meanwhile: nothing to announce.
+        if (error instanceof HttpError && error.statusCode === 409) return;
+        throw error;
       }
-      done();
-    });
+      // First run: the one log line that carries a token, on purpose. It is for the operator,
+      // only its hash is stored, and it is in the message (redaction covers fields only).
+      log.warn(
+        `No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`,
+      );
+    };
   }
   registerProjectRoutes(app, { auth, access, projects });
   registerSecretRoutes(app, { auth, access, secrets });
@@ -432,6 +437,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     clock,
     keyring,
     log,
+    announce: () => announceSetupLink(),
     drain: (drainMs, cut) => gracefulStop.drain(drainMs, cut),
     maintenance: {
       pruneAuditLog: () => retention?.run() ?? Promise.resolve({ pruned: 0 }),

@@ -89,6 +89,7 @@ async function serve(): Promise<number> {
     await server.close();
     throw listenError(error, config.host, config.port);
   }
+  await server.announce();
   server.log.info(
     { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
     "secrets-server is ready",

@@ -175,6 +175,7 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   const config = loadConfig(env);
   const app = await buildApp(config, { clock, logStream });
   await app.app.listen({ host: "127.0.0.1", port: config.port });
+  await app.announce();
   const url = `http://127.0.0.1:${config.port}`;
   // A restart comes back on the same port and URL, so the clients a test holds keep working.
   env.PORT = String(config.port);

@@ -256,60 +256,85 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
  */
 
 interface Gate {
-  /** The open transaction's end, while one is open. */
-  busy: Promise<void> | null;
-  depth: number;
+  /** Someone holds the connection: an open transaction, or a waiter whose turn it is. */
+  busy: boolean;
+  /** Waiters in arrival order (transactions and repo calls alike), each woken in its turn. */
+  queue: (() => void)[];
 }
 
 const gates = new WeakMap<Database.Database, Gate>();
-/** The transaction the running code belongs to; `open` turns false when it ends, so work it left behind (a promise settling later) no longer counts as inside. */
-const insideTransaction = new AsyncLocalStorage<{ sqlite: Database.Database; open: boolean }>();
 
-function isInside(sqlite: Database.Database): boolean {
+/** A transaction the running code belongs to; `open` turns false when it ends, so work it left behind (a promise settling later) no longer counts as inside. */
+interface OpenTransaction {
+  sqlite: Database.Database;
+  open: boolean;
+  /** A nested transaction (savepoint) under way: two at once would undo each other's work. */
+  nested: boolean;
+}
+const insideTransaction = new AsyncLocalStorage<OpenTransaction>();
+
+function currentTransaction(sqlite: Database.Database): OpenTransaction | undefined {
   const current = insideTransaction.getStore();
-  return current?.open === true && current.sqlite === sqlite;
+  return current?.open === true && current.sqlite === sqlite ? current : undefined;
 }
 
 function gateOf(sqlite: Database.Database): Gate {
   let gate = gates.get(sqlite);
   if (!gate) {
-    gate = { busy: null, depth: 0 };
+    gate = { busy: false, queue: [] };
     gates.set(sqlite, gate);
   }
   return gate;
 }
 
-/** Resolves when the connection is free for a caller outside the open transaction (if any). */
-function turn(sqlite: Database.Database, gate: Gate): Promise<void> | undefined {
-  if (gate.busy === null || isInside(sqlite)) return undefined;
-  return gate.busy;
+/** Takes the connection: at once when it is free and nobody waits, else in arrival order. */
+function acquire(gate: Gate): Promise<void> | undefined {
+  if (!gate.busy && gate.queue.length === 0) {
+    gate.busy = true;
+    return undefined;
+  }
+  return new Promise((resolve) => gate.queue.push(resolve));
+}
+
+/** Hands the connection to the next waiter (it stays busy meanwhile), or frees it. */
+function release(gate: Gate): void {
+  const next = gate.queue.shift();
+  if (next) next();
+  else gate.busy = false;
+}
+
+function rolledBack(sqlite: Database.Database): void {
+  for (const listener of rollbackListeners.get(sqlite) ?? []) listener();
 }
 
 async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): Promise<T> {
   const sqlite = db.$client;
   const gate = gateOf(sqlite);
-  if (isInside(sqlite)) {
+  const outer = currentTransaction(sqlite);
+  if (outer) {
     // Nested: a savepoint, so a failure caught by the outer code undoes only the inner part.
-    const name = `nested_${++gate.depth}`;
-    sqlite.exec(`SAVEPOINT ${name}`);
+    if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
+    outer.nested = true;
+    sqlite.exec("SAVEPOINT nested");
     try {
       const result = await fn();
-      sqlite.exec(`RELEASE ${name}`);
+      sqlite.exec("RELEASE nested");
       return result;
     } catch (error) {
-      sqlite.exec(`ROLLBACK TO ${name}`);
-      sqlite.exec(`RELEASE ${name}`);
+      try {
+        sqlite.exec("ROLLBACK TO nested");
+        sqlite.exec("RELEASE nested");
+      } finally {
+        rolledBack(sqlite);
+      }
       throw error;
     } finally {
-      gate.depth--;
+      outer.nested = false;
     }
   }
-  while (gate.busy !== null) await gate.busy;
-  let release!: () => void;
-  gate.busy = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  const current = { sqlite, open: true };
+  const wait = acquire(gate);
+  if (wait !== undefined) await wait;
+  const current: OpenTransaction = { sqlite, open: true, nested: false };
   try {
     sqlite.exec(begin);
     try {
@@ -317,14 +342,17 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
       sqlite.exec("COMMIT");
       return result;
     } catch (error) {
-      if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
-      if (begin !== READ_BEGIN) for (const listener of rollbackListeners.get(sqlite) ?? []) listener();
+      try {
+        if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
+      } finally {
+        // Any rollback, a read's included: a write may have been made inside it.
+        rolledBack(sqlite);
+      }
       throw error;
     }
   } finally {
     current.open = false;
-    gate.busy = null;
-    release();
+    release(gate);
   }
 }
 
@@ -346,7 +374,7 @@ export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T>
 
 /** Whether the caller runs inside a transaction of this database. */
 export function inTransaction(db: Db): boolean {
-  return isInside(db.$client);
+  return currentTransaction(db.$client) !== undefined;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: any function's parameters and result are kept as they are.
@@ -371,9 +399,14 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
     }
     const fn = value as AnyFunction;
     guarded[name] = async (...args: unknown[]) => {
-      for (let wait = turn(sqlite, gate); wait !== undefined; wait = turn(sqlite, gate)) await wait;
       // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
-      return fn.apply(repo, args);
+      if ((!gate.busy && gate.queue.length === 0) || currentTransaction(sqlite)) return fn.apply(repo, args);
+      await new Promise<void>((resolve) => gate.queue.push(resolve));
+      try {
+        return fn.apply(repo, args);
+      } finally {
+        release(gate);
+      }
     };
   }
   return guarded as Guarded<R>;

@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Keyring, open, seal } from "./crypto.ts";
-import { type Db, onRollback } from "./db.ts";
+import { type Db, inTransaction, onRollback } from "./db.ts";
 import { projectKeys } from "./schema.ts";
 
 /** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */
@@ -71,6 +71,9 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
         throw new DecryptError("project data key does not open");
       }
     } else if (createIfMissing) {
+      // Only inside a write transaction: the gate then keeps other requests out of it, and a
+      // rollback tells this cache to forget the key (the listener above).
+      if (!inTransaction(db)) throw new Error("a project data key is created only inside a write transaction");
       key = crypto.randomBytes(32);
       db.insert(projectKeys)
         .values({
@@ -80,7 +83,7 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
           createdAt: clock.now().toISOString(),
         })
         .run();
-      if (db.$client.inTransaction) createdInTransaction.add(cacheKey);
+      createdInTransaction.add(cacheKey);
     } else {
       throw new DecryptError("project data key missing");
     }

@@ -1,7 +1,7 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { type Db, readTransaction } from "../core/db.ts";
+import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
@@ -78,6 +78,28 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
     return plaintext === undefined ? null : vault.digest(row.projectId, keyVersion, plaintext);
   }
 
+  /** Each key's row per environment, digested so that equal values compare equal (see digestOf). */
+  function digestAll(byKey: Map<string, Map<Environment, SecretWithCiphertext>>, environments: Environment[]): ComparedKey[] {
+    return [...byKey.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, present]): ComparedKey => {
+        const versions = new Set([...present.values()].map((row) => row.keyVersion));
+        // Digests compare only within one key version: mixed versions are digested under the current one.
+        const [only] = versions;
+        const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
+        const out: ComparedKey["environments"] = {};
+        for (const env of environments) {
+          const row = present.get(env);
+          if (!row) {
+            out[env] = null;
+            continue;
+          }
+          out[env] = { secretId: row.id, version: row.version, updatedAt: row.updatedAt, digest: digestOf(row, keyVersion) };
+        }
+        return { key, environments: out };
+      });
+  }
+
   return {
     async compare(caller: Principal, projectId: string, asked: string | undefined): Promise<Comparison> {
       const { environments, rows } = await readTransaction(db, async () => {
@@ -94,26 +116,10 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
           byKey.set(row.key, entry);
         }
       }
-      // Digested outside the read snapshot: a digest under the current key version may have
-      // to create the project's data key for it, which is a write.
-      const keys = [...byKey.entries()]
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-        .map(([key, present]): ComparedKey => {
-          const versions = new Set([...present.values()].map((row) => row.keyVersion));
-          // Digests compare only within one key version: mixed versions are digested under the current one.
-          const [only] = versions;
-          const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
-          const out: ComparedKey["environments"] = {};
-          for (const env of environments) {
-            const row = present.get(env);
-            if (!row) {
-              out[env] = null;
-              continue;
-            }
-            out[env] = { secretId: row.id, version: row.version, updatedAt: row.updatedAt, digest: digestOf(row, keyVersion) };
-          }
-          return { key, environments: out };
-        });
+      // Digested in a write transaction of its own, after the read snapshot: a digest under the
+      // current key version may have to create the project's data key for it. Usually nothing
+      // is written, and a commit with no change writes nothing.
+      const keys = await writeTransaction(db, () => digestAll(byKey, environments));
       await audit.recordRead(caller, {
         projectId,
         action: "secrets.compared",
