@@ -1,9 +1,9 @@
 // The database of src/core/schema.ts for PostgreSQL (DATABASE_URL): the same tables,
 // columns, keys and index names, and rows that read the same in JavaScript, so that one set
 // of repos can serve both stores. Migrations are generated from this file by drizzle-kit
-// (`npx drizzle-kit generate --config drizzle.pg.config.ts`) into migrations/postgres/;
-// test/postgres-schema.test.ts compares the two catalogs, so a column added to one file
-// and not the other fails the tests. What each column means is said in schema.ts.
+// (`npm run db:generate:pg`) into migrations/postgres/; test/postgres-schema.test.ts
+// compares the two catalogs, so a column added to one file and not the other fails the
+// tests. What each column means is said in schema.ts.
 //
 // Where the two differ, and why:
 // - Text compares byte by byte, as in SQLite (its BINARY collation): every text column is
