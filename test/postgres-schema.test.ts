@@ -4,16 +4,17 @@
 // foreign keys, so that a column added to one schema and forgotten in the other fails here.
 // The differences the top comment of schema.pg.ts lists are the only ones allowed.
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { is } from "drizzle-orm";
+import { asc, gt, is } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
-import { drizzle } from "drizzle-orm/node-postgres";
+import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
 import { migrate } from "drizzle-orm/node-postgres/migrator";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
 import pg from "pg";
-import { openDatabase } from "../src/core/db.ts";
+import { type Db, openDatabase } from "../src/core/db.ts";
 import * as pgSchema from "../src/core/schema.pg.ts";
 import * as sqliteSchema from "../src/core/schema.ts";
 import { makeTempDir, ROOT } from "./helpers.ts";
@@ -62,10 +63,9 @@ function foreignKey(from: string[], table: string, to: string[], onDelete: strin
   return `(${from.join(", ")}) -> ${table}(${to.join(", ")}) on delete ${onDelete.toLowerCase()} on update ${onUpdate.toLowerCase()}`;
 }
 
-function readSqlite(dataDir: string): { catalog: Catalog; rowidAliases: Map<string, string>; triggers: string[] } {
-  const db = openDatabase({ dataDir, sqliteSynchronous: "normal" }, { warn: () => {} });
+function readSqlite(db: Db): { catalog: Catalog; rowidAliases: Map<string, string>; triggers: string[] } {
   const sqlite = db.$client;
-  try {
+  {
     const booleans = booleanColumns();
     const catalog: Catalog = {};
     const rowidAliases = new Map<string, string>();
@@ -128,8 +128,6 @@ function readSqlite(dataDir: string): { catalog: Catalog; rowidAliases: Map<stri
     }
     const triggers = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all() as string[];
     return { catalog, rowidAliases, triggers };
-  } finally {
-    sqlite.close();
   }
 }
 
@@ -248,19 +246,24 @@ function withoutRowid(indexes: Record<string, Index>, rowid: string | undefined)
 let sqlite: ReturnType<typeof readSqlite>;
 let postgres: PgCatalog;
 let client: pg.Client;
+let liteDb: Db;
+let pgDb: NodePgDatabase<typeof pgSchema>;
 
 const dataDir = makeTempDir("secrets-pg-schema-");
 
 before(async () => {
-  sqlite = readSqlite(dataDir);
+  liteDb = openDatabase({ dataDir, sqliteSynchronous: "normal" }, { warn: () => {} });
+  sqlite = readSqlite(liteDb);
   client = new pg.Client({ connectionString: await createDatabase() });
   await client.connect();
-  await migrate(drizzle(client), { migrationsFolder: PG_MIGRATIONS });
+  pgDb = drizzle(client, { schema: pgSchema });
+  await migrate(pgDb, { migrationsFolder: PG_MIGRATIONS });
   postgres = await readPostgres(client);
 });
 
 after(async () => {
   await client?.end();
+  liteDb?.$client.close();
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 usePostgres();
@@ -314,6 +317,118 @@ test("the PostgreSQL migrations apply a second time as a no-op", async () => {
   assert.deepEqual(await readPostgres(client), postgres);
   const applied = await client.query<{ count: string }>("SELECT count(*) AS count FROM drizzle.__drizzle_migrations");
   assert.equal(Number(applied.rows[0]!.count), readMigrationFiles({ migrationsFolder: PG_MIGRATIONS }).length);
+});
+
+test("rows written through drizzle read back the same from both stores, in the same order", async () => {
+  const at = "2026-01-02T03:04:05.678Z";
+  const user = {
+    id: "u1",
+    email: "a@example.test",
+    name: "A",
+    authIssuer: "local",
+    authSubject: "a@example.test",
+    createdAt: at,
+    updatedAt: at,
+  };
+  const project = { id: "p1", name: "api", createdBy: "u1", createdAt: at, updatedAt: at };
+  const environment = { projectId: "p1", slug: "production" as const, createdAt: at };
+  const projectKey = { projectId: "p1", keyVersion: 1, wrappedKey: Buffer.from([0, 1, 0x7f, 0x80, 0xfe, 0xff]), createdAt: at };
+  // A language collation (the test database's en-US) lists AB_A before ABB and abc before Z;
+  // byte order, SQLite's, the other way round.
+  const secretRows = ["abc", "AB_A", "Z", "ABB"].map((key, i) => ({
+    id: `s${i}`,
+    projectId: "p1",
+    environment: "production" as const,
+    key,
+    version: 1,
+    createdAt: at,
+    updatedAt: at,
+  }));
+  const versionRows = secretRows.map((secret) => ({
+    secretId: secret.id,
+    versionNumber: 1,
+    projectId: "p1",
+    key: secret.key,
+    changeType: "CREATED" as const,
+    ciphertext: crypto.randomBytes(44),
+    keyVersion: 1,
+    createdAt: at,
+  }));
+  const events = [1, 2, 3].map((n) => ({
+    id: `e${n}`,
+    projectId: "p1",
+    at,
+    action: "secret.created",
+    category: "secrets",
+    targetType: "secret",
+    targetId: `s${n}`,
+    prevHash: `h${n - 1}`,
+    hash: `h${n}`,
+    macKeyVersion: 1,
+  }));
+  const integration = {
+    projectId: "p1",
+    status: "connected" as const,
+    tokenCiphertext: crypto.randomBytes(30),
+    tokenKeyVersion: 1,
+    createdAt: at,
+    updatedAt: at,
+  };
+  // A seq past 2^32: a bigint that must still read as a number.
+  const checkpoint = { id: 1, seq: 2 ** 40, hash: "h0", at, isKeyed: true, prunedBefore: at, prunedEvents: 3, macKeyVersion: 1, mac: "m" };
+
+  const l = sqliteSchema;
+  liteDb.insert(l.users).values(user).run();
+  liteDb.insert(l.projects).values(project).run();
+  liteDb.insert(l.projectEnvironments).values(environment).run();
+  liteDb.insert(l.projectKeys).values(projectKey).run();
+  liteDb.insert(l.secrets).values(secretRows).run();
+  liteDb.insert(l.secretVersions).values(versionRows).run();
+  liteDb.insert(l.auditEvents).values(events).run();
+  liteDb.insert(l.integrations).values(integration).run();
+  liteDb.insert(l.auditCheckpoint).values(checkpoint).run();
+  const p = pgSchema;
+  await pgDb.insert(p.users).values(user);
+  await pgDb.insert(p.projects).values(project);
+  await pgDb.insert(p.projectEnvironments).values(environment);
+  await pgDb.insert(p.projectKeys).values(projectKey);
+  await pgDb.insert(p.secrets).values(secretRows);
+  await pgDb.insert(p.secretVersions).values(versionRows);
+  await pgDb.insert(p.auditEvents).values(events);
+  await pgDb.insert(p.integrations).values(integration);
+  await pgDb.insert(p.auditCheckpoint).values(checkpoint);
+
+  const fromSqlite = {
+    users: liteDb.select().from(l.users).all(),
+    projectKeys: liteDb.select().from(l.projectKeys).all(),
+    secrets: liteDb.select().from(l.secrets).orderBy(asc(l.secrets.key)).all(),
+    after: liteDb.select({ key: l.secrets.key }).from(l.secrets).where(gt(l.secrets.key, "AB_A")).orderBy(asc(l.secrets.key)).all(),
+    versions: liteDb.select().from(l.secretVersions).orderBy(asc(l.secretVersions.key)).all(),
+    events: liteDb.select().from(l.auditEvents).orderBy(asc(l.auditEvents.seq)).all(),
+    integrations: liteDb.select().from(l.integrations).all(),
+    checkpoint: liteDb.select().from(l.auditCheckpoint).all(),
+  };
+  const fromPostgres = {
+    users: await pgDb.select().from(p.users),
+    projectKeys: await pgDb.select().from(p.projectKeys),
+    secrets: await pgDb.select().from(p.secrets).orderBy(asc(p.secrets.key)),
+    after: await pgDb.select({ key: p.secrets.key }).from(p.secrets).where(gt(p.secrets.key, "AB_A")).orderBy(asc(p.secrets.key)),
+    versions: await pgDb.select().from(p.secretVersions).orderBy(asc(p.secretVersions.key)),
+    events: await pgDb.select().from(p.auditEvents).orderBy(asc(p.auditEvents.seq)),
+    integrations: await pgDb.select().from(p.integrations),
+    checkpoint: await pgDb.select().from(p.auditCheckpoint),
+  };
+  assert.deepEqual(
+    fromSqlite.secrets.map((s) => s.key),
+    ["ABB", "AB_A", "Z", "abc"],
+  );
+  assert.deepEqual(fromSqlite.after, [{ key: "Z" }, { key: "abc" }]);
+  assert.deepEqual(
+    fromSqlite.events.map((e) => e.seq),
+    [1, 2, 3],
+  );
+  assert.ok(Buffer.isBuffer(fromPostgres.projectKeys[0]?.wrappedKey));
+  assert.deepEqual(fromPostgres, fromSqlite);
 });
 
 // Rows read alike in TypeScript on both stores, table by table (checked by tsc, which

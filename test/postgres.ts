@@ -22,6 +22,8 @@ interface Cluster {
   dir: string;
   dataDir: string;
   bin: string;
+  /** server_version_num, read at the first createDatabase(). */
+  version?: number;
   /** The user the server runs as when this process is root (initdb and postgres refuse root). */
   runAs: string | undefined;
 }
@@ -212,7 +214,8 @@ function urlFor(c: Cluster, database: string): string {
 
 /**
  * A new, empty database in the test cluster (started on first use), as a postgres:// URL
- * whose host is the socket folder. The cluster stops when the process exits; call
+ * whose host is the socket folder. It compares text in en-US order by default (ICU, on
+ * PostgreSQL 15 and newer), not byte order. The cluster stops when the process exits; call
  * usePostgres() at the top of a test file to stop it as soon as the file's tests end.
  */
 export async function createDatabase(): Promise<string> {
@@ -221,7 +224,12 @@ export async function createDatabase(): Promise<string> {
   const client = new pg.Client({ connectionString: urlFor(c, "postgres") });
   await client.connect();
   try {
-    await client.query(`CREATE DATABASE ${name}`);
+    c.version ??= Number((await client.query<{ v: string }>("SELECT current_setting('server_version_num') AS v")).rows[0]!.v);
+    // A language collation by default, as most production databases have (the cluster's own
+    // is C): byte order that a query gets only by luck of the database's collation shows up
+    // in the tests. PostgreSQL 15 and newer choose a database's collation provider.
+    const collation = c.version >= 150000 ? " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'" : "";
+    await client.query(`CREATE DATABASE ${name}${collation}`);
   } finally {
     await client.end();
   }
