@@ -8,7 +8,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
-import { asc, gt, is } from "drizzle-orm";
+import { asc, gt, is, sql } from "drizzle-orm";
 import { readMigrationFiles } from "drizzle-orm/migrator";
 import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
 import { migrate } from "drizzle-orm/node-postgres/migrator";
@@ -65,70 +65,68 @@ function foreignKey(from: string[], table: string, to: string[], onDelete: strin
 
 function readSqlite(db: Db): { catalog: Catalog; rowidAliases: Map<string, string>; triggers: string[] } {
   const sqlite = db.$client;
-  {
-    const booleans = booleanColumns();
-    const catalog: Catalog = {};
-    const rowidAliases = new Map<string, string>();
-    const tables = sqlite
-      .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '__drizzle_migrations'")
-      .pluck()
-      .all() as string[];
-    for (const table of tables) {
-      const info = sqlite.prepare(`PRAGMA table_info("${table}")`).all() as {
-        name: string;
-        type: string;
-        notnull: number;
-        dflt_value: string | null;
-        pk: number;
-      }[];
-      const columns = info.map((c) => ({
-        name: c.name,
-        kind: booleans.has(`${table}.${c.name}`) ? "boolean" : c.type.toLowerCase(),
-        notNull: c.notnull === 1,
-        default: c.dflt_value,
-      }));
-      const primaryKey = info
-        .filter((c) => c.pk > 0)
-        .sort((a, b) => a.pk - b.pk)
+  const booleans = booleanColumns();
+  const catalog: Catalog = {};
+  const rowidAliases = new Map<string, string>();
+  const tables = sqlite
+    .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name <> '__drizzle_migrations'")
+    .pluck()
+    .all() as string[];
+  for (const table of tables) {
+    const info = sqlite.prepare(`PRAGMA table_info("${table}")`).all() as {
+      name: string;
+      type: string;
+      notnull: number;
+      dflt_value: string | null;
+      pk: number;
+    }[];
+    const columns = info.map((c) => ({
+      name: c.name,
+      kind: booleans.has(`${table}.${c.name}`) ? "boolean" : c.type.toLowerCase(),
+      notNull: c.notnull === 1,
+      default: c.dflt_value,
+    }));
+    const primaryKey = info
+      .filter((c) => c.pk > 0)
+      .sort((a, b) => a.pk - b.pk)
+      .map((c) => c.name);
+    // An INTEGER PRIMARY KEY is the rowid, which every SQLite index holds as its last column.
+    const only = info.filter((c) => c.pk > 0);
+    if (only.length === 1 && only[0]!.type.toLowerCase() === "integer") rowidAliases.set(table, only[0]!.name);
+    const indexes: Record<string, Index> = {};
+    const list = sqlite.prepare(`PRAGMA index_list("${table}")`).all() as {
+      name: string;
+      unique: number;
+      origin: string;
+      partial: number;
+    }[];
+    for (const index of list.filter((i) => i.origin === "c")) {
+      const columns = (sqlite.prepare(`PRAGMA index_info("${index.name}")`).all() as { seqno: number; name: string }[])
+        .sort((a, b) => a.seqno - b.seqno)
         .map((c) => c.name);
-      // An INTEGER PRIMARY KEY is the rowid, which every SQLite index holds as its last column.
-      const only = info.filter((c) => c.pk > 0);
-      if (only.length === 1 && only[0]!.type.toLowerCase() === "integer") rowidAliases.set(table, only[0]!.name);
-      const indexes: Record<string, Index> = {};
-      const list = sqlite.prepare(`PRAGMA index_list("${table}")`).all() as {
-        name: string;
-        unique: number;
-        origin: string;
-        partial: number;
-      }[];
-      for (const index of list.filter((i) => i.origin === "c")) {
-        const columns = (sqlite.prepare(`PRAGMA index_info("${index.name}")`).all() as { seqno: number; name: string }[])
-          .sort((a, b) => a.seqno - b.seqno)
-          .map((c) => c.name);
-        indexes[index.name] = { columns, unique: index.unique === 1, partial: index.partial === 1 };
-      }
-      const keys = new Map<number, { table: string; from: string[]; to: string[]; onDelete: string; onUpdate: string }>();
-      const rows = sqlite.prepare(`PRAGMA foreign_key_list("${table}")`).all() as {
-        id: number;
-        seq: number;
-        table: string;
-        from: string;
-        to: string;
-        on_update: string;
-        on_delete: string;
-      }[];
-      for (const row of rows.sort((a, b) => a.id - b.id || a.seq - b.seq)) {
-        const key = keys.get(row.id) ?? { table: row.table, from: [], to: [], onDelete: row.on_delete, onUpdate: row.on_update };
-        key.from.push(row.from);
-        key.to.push(row.to);
-        keys.set(row.id, key);
-      }
-      const foreignKeys = [...keys.values()].map((k) => foreignKey(k.from, k.table, k.to, k.onDelete, k.onUpdate)).sort();
-      catalog[table] = { columns: sortByName(columns), primaryKey, indexes, foreignKeys };
+      indexes[index.name] = { columns, unique: index.unique === 1, partial: index.partial === 1 };
     }
-    const triggers = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all() as string[];
-    return { catalog, rowidAliases, triggers };
+    const keys = new Map<number, { table: string; from: string[]; to: string[]; onDelete: string; onUpdate: string }>();
+    const rows = sqlite.prepare(`PRAGMA foreign_key_list("${table}")`).all() as {
+      id: number;
+      seq: number;
+      table: string;
+      from: string;
+      to: string;
+      on_update: string;
+      on_delete: string;
+    }[];
+    for (const row of rows.sort((a, b) => a.id - b.id || a.seq - b.seq)) {
+      const key = keys.get(row.id) ?? { table: row.table, from: [], to: [], onDelete: row.on_delete, onUpdate: row.on_update };
+      key.from.push(row.from);
+      key.to.push(row.to);
+      keys.set(row.id, key);
+    }
+    const foreignKeys = [...keys.values()].map((k) => foreignKey(k.from, k.table, k.to, k.onDelete, k.onUpdate)).sort();
+    catalog[table] = { columns: sortByName(columns), primaryKey, indexes, foreignKeys };
   }
+  const triggers = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").pluck().all() as string[];
+  return { catalog, rowidAliases, triggers };
 }
 
 function sortByName<T extends { name: string }>(items: T[]): T[] {
@@ -323,7 +321,7 @@ test("rows written through drizzle read back the same from both stores, in the s
   const at = "2026-01-02T03:04:05.678Z";
   const user = {
     id: "u1",
-    email: "a@example.test",
+    email: "Ärger.A@example.test",
     name: "A",
     authIssuer: "local",
     authSubject: "a@example.test",
@@ -400,6 +398,10 @@ test("rows written through drizzle read back the same from both stores, in the s
 
   const fromSqlite = {
     users: liteDb.select().from(l.users).all(),
+    lowerEmail: liteDb
+      .select({ email: sql<string>`lower(${l.users.email})` })
+      .from(l.users)
+      .all(),
     projectKeys: liteDb.select().from(l.projectKeys).all(),
     secrets: liteDb.select().from(l.secrets).orderBy(asc(l.secrets.key)).all(),
     after: liteDb.select({ key: l.secrets.key }).from(l.secrets).where(gt(l.secrets.key, "AB_A")).orderBy(asc(l.secrets.key)).all(),
@@ -410,6 +412,7 @@ test("rows written through drizzle read back the same from both stores, in the s
   };
   const fromPostgres = {
     users: await pgDb.select().from(p.users),
+    lowerEmail: await pgDb.select({ email: sql<string>`lower(${p.users.email})` }).from(p.users),
     projectKeys: await pgDb.select().from(p.projectKeys),
     secrets: await pgDb.select().from(p.secrets).orderBy(asc(p.secrets.key)),
     after: await pgDb.select({ key: p.secrets.key }).from(p.secrets).where(gt(p.secrets.key, "AB_A")).orderBy(asc(p.secrets.key)),
@@ -423,6 +426,7 @@ test("rows written through drizzle read back the same from both stores, in the s
     ["ABB", "AB_A", "Z", "abc"],
   );
   assert.deepEqual(fromSqlite.after, [{ key: "Z" }, { key: "abc" }]);
+  assert.deepEqual(fromSqlite.lowerEmail, [{ email: "Ärger.a@example.test" }]);
   assert.deepEqual(
     fromSqlite.events.map((e) => e.seq),
     [1, 2, 3],

@@ -13,6 +13,8 @@
 //   compared with `>` would disagree with SQLite's. Timestamps are ISO 8601 text as in
 //   SQLite, so they order and compare the same too. drizzle has no collation option, hence
 //   the small custom type below; the JavaScript type stays string (or the enum's union).
+//   lower() of such a column folds ASCII letters only, as SQLite's lower() does
+//   (invitations are matched on lower(email)).
 // - 0/1 flags that schema.ts declares `mode: "boolean"` are `boolean`; the others
 //   (integrations.pending) stay `integer`, as they read as numbers in SQLite.
 // - Blobs are `bytea`, read as a Buffer as better-sqlite3 reads a blob.
@@ -26,6 +28,8 @@
 // - The audit list indexes end with seq: SQLite keeps the rowid (which seq is) as the last
 //   column of every index, so (project_id, at) there walks in (at, seq) order, the chain's;
 //   PostgreSQL keeps no such column, so it is named.
+// - Every SQLite table has a rowid, named or not (src/secrets/rotate-key.ts pages by it);
+//   PostgreSQL tables have none, so code that walks a table there pages by its primary key.
 // - SQLite enforces none of the text enums below; neither does PostgreSQL (no CHECK, no
 //   enum type), so a value the code accepts on one store is accepted on the other.
 // - The SQLite migrations hold no hand-written SQL (no trigger, partial index, CHECK or
