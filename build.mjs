@@ -149,16 +149,22 @@ function writeAssets(webFiles) {
   assets["server.cache"] = SERVER_CACHE;
 
   // The executable has no migrations folder: db.ts feeds drizzle's migrator this list.
+  // readMigrationFiles reads the folder's meta/_journal.json, so the PostgreSQL migrations in
+  // migrations/postgres/ (their own journal) stay out of SQLite's list and get one of their own.
   const migrations = readMigrationFiles({ migrationsFolder: path.join(ROOT, "migrations") });
   const migrationsFile = path.join(WORK, "migrations.json");
   fs.writeFileSync(migrationsFile, JSON.stringify(migrations));
   assets["migrations.json"] = migrationsFile;
+  const postgresMigrations = readMigrationFiles({ migrationsFolder: path.join(ROOT, "migrations", "postgres") });
+  const postgresMigrationsFile = path.join(WORK, "migrations-postgres.json");
+  fs.writeFileSync(postgresMigrationsFile, JSON.stringify(postgresMigrations));
+  assets["migrations-postgres.json"] = postgresMigrationsFile;
 
   for (const file of webFiles) assets[`web/${file}`] = path.join(WEB_OUT, ...file.split("/"));
   const manifest = path.join(WORK, "web-manifest.json");
   fs.writeFileSync(manifest, JSON.stringify({ files: webFiles }));
   assets["web/manifest.json"] = manifest;
-  return { assets, migrations: migrations.length };
+  return { assets, migrations: migrations.length, postgresMigrations: postgresMigrations.length };
 }
 
 function makeBlob(node, assets) {
@@ -231,7 +237,7 @@ fs.mkdirSync(WORK, { recursive: true });
 await bundle();
 makeServerCache(node);
 const webFiles = await buildWebAssets();
-const { assets, migrations } = writeAssets(webFiles);
+const { assets, migrations, postgresMigrations } = writeAssets(webFiles);
 makeBlob(node, assets);
 await makeExecutable(node);
 
@@ -242,7 +248,7 @@ console.log(
   [
     `built ${path.relative(ROOT, EXECUTABLE).startsWith("..") ? EXECUTABLE : path.relative(ROOT, EXECUTABLE)} ${version} (linux-x64, ${execFileSync(node, ["--version"], { encoding: "utf8" }).trim()})`,
     `  size      ${mebibytes(size)} (${size} bytes); bundles: CLI ${mebibytes(fs.statSync(BUNDLE).size)}, server ${mebibytes(fs.statSync(SERVER_BUNDLE).size)}`,
-    `  assets    server.cjs and its code cache, better_sqlite3.node, migrations.json (${migrations}), web/ (${webFiles.length} files + manifest.json)`,
+    `  assets    server.cjs and its code cache, better_sqlite3.node, migrations.json (${migrations}), migrations-postgres.json (${postgresMigrations}), web/ (${webFiles.length} files + manifest.json)`,
     `  sha256    ${digest}`,
     `  took      ${((performance.now() - started) / 1000).toFixed(1)} s`,
   ].join("\n"),

@@ -1,6 +1,8 @@
 // The whole database in one place. Timestamps are ISO 8601 UTC text with milliseconds,
 // which sorts correctly as text; ids are UUIDs. Migrations are generated from this file
-// by drizzle-kit (`npm run db:generate`) into migrations/.
+// by drizzle-kit (`npm run db:generate`) into migrations/. Its PostgreSQL twin,
+// schema.pg.ts (`npm run db:generate:pg`), changes with it: test/postgres-schema.test.ts
+// compares the two stores' migrated catalogs.
 import { blob, foreignKey, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /** Verifier of each master key version, so a wrong key refuses to start. */
