@@ -46,6 +46,14 @@ export interface RateLimitStoreOptions {
   saveEveryMs?: number;
 }
 
+/** One window's merge: what was sent (`merged` of `window`'s unsaved count) and the total the database holds now. */
+interface Merged {
+  key: string;
+  window: Window;
+  merged: number;
+  total: { count: number; started_at: string; expires_at: string };
+}
+
 export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitStoreOptions = {}) {
   const sqlite = db.$client;
   const windows = new Map<string, Window>();
@@ -80,7 +88,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     read: (key: string, now: string) => readExactly.get(key, now) as { count: number; expires_at: string } | undefined,
   });
   const mergeChanged = (keys: string[], now: string) => {
-    const totals: [string, { count: number; started_at: string; expires_at: string }][] = [];
+    const totals: Merged[] = [];
     for (const key of keys) {
       const window = windows.get(key);
       if (!window) continue;
@@ -93,18 +101,25 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
         now,
         startedAt: new Date(window.startedAtMs).toISOString(),
         expiresAt: new Date(expiresAtMs).toISOString(),
-      }) as { count: number; started_at: string; expires_at: string };
-      totals.push([key, total]);
+      }) as Merged["total"];
+      totals.push({ key, window, merged: window.unsaved, total });
     }
     removeExpired.run(now);
     return totals;
   };
 
-  /** Applied only once the merge committed: a rolled-back merge keeps every count unsaved. */
-  function adopt(totals: [string, { count: number; started_at: string; expires_at: string }][]): void {
-    for (const [key, total] of totals) {
+  /**
+   * Applied only once the merge committed: a rolled-back merge keeps every count unsaved.
+   * Requests counted between the merge and its commit stay unsaved on top of the total; a
+   * window that restarted meanwhile is left as it is (the total was the old window's).
+   */
+  function adopt(totals: Merged[]): void {
+    for (const { key, window, merged, total } of totals) {
+      if (windows.get(key) !== window) continue;
+      const left = window.unsaved - merged;
       const startedAtMs = Date.parse(total.started_at);
-      windows.set(key, { current: total.count, unsaved: 0, startedAtMs, windowMs: Date.parse(total.expires_at) - startedAtMs });
+      windows.set(key, { current: total.count + left, unsaved: left, startedAtMs, windowMs: Date.parse(total.expires_at) - startedAtMs });
+      if (left > 0) changed.add(key);
     }
   }
 

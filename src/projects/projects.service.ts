@@ -1,6 +1,14 @@
 import crypto from "node:crypto";
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import { type AccessGuard, type Environment, memberAccess, type Permission, type ProjectAccess, type Role } from "../core/access.ts";
+import {
+  type AccessGuard,
+  type Environment,
+  memberAccess,
+  type Permission,
+  PROJECT_NOT_FOUND,
+  type ProjectAccess,
+  type Role,
+} from "../core/access.ts";
 import { type Caller, isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
@@ -71,10 +79,14 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
     };
   }
 
-  async function view(caller: Principal, projectId: string): Promise<ProjectView> {
-    const projectAccess = await access.require(caller, projectId, "project:read");
-    const row = (await repo.findById(projectId))!;
-    return toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments));
+  /** The check and the rows in one snapshot: a project deleted meanwhile is a 404, not a missing row. */
+  function view(caller: Principal, projectId: string): Promise<ProjectView> {
+    return readTransaction(db, async () => {
+      const projectAccess = await access.require(caller, projectId, "project:read");
+      const row = await repo.findById(projectId);
+      if (!row) throw new HttpError(404, PROJECT_NOT_FOUND);
+      return toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments));
+    });
   }
 
   return {

@@ -359,7 +359,9 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
     async createToken(caller: Caller, projectId: string, id: string, input: NewToken): Promise<{ token: string; tokenInfo: TokenView }> {
       const token = `${SERVICE_TOKEN_PREFIX}${randomToken(32)}`;
       const tokenId = crypto.randomUUID();
-      await writeTransaction(db, async () => {
+      // The answer is read in the same transaction: a revoke or delete right after the commit
+      // must not turn the token just minted into a 404 or a missing row.
+      const tokenInfo = await writeTransaction(db, async () => {
         await requireManage(caller, projectId);
         const account = await findOrFail(projectId, id);
         const now = clock.now();
@@ -386,8 +388,8 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           targetId: id,
           metadata: { serviceAccountName: account.name, tokenId, name: input.name, expiresAt, allowedCidrs },
         });
+        return (await toView(await findOrFail(projectId, id))).tokens.find((t) => t.id === tokenId)!;
       });
-      const tokenInfo = (await toView(await findOrFail(projectId, id))).tokens.find((t) => t.id === tokenId)!;
       return { token, tokenInfo };
     },
 
@@ -409,7 +411,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
 
     async createTrust(caller: Caller, projectId: string, id: string, input: NewTrust): Promise<TrustView> {
       const trustId = crypto.randomUUID();
-      await writeTransaction(db, async () => {
+      return writeTransaction(db, async () => {
         await requireManage(caller, projectId);
         const account = await findOrFail(projectId, id);
         if ((await repo.listTrusts(id)).length >= MAX_TRUSTS) throw new HttpError(409, TOO_MANY_TRUSTS);
@@ -438,8 +440,9 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
             claims,
           },
         });
+        // In the same transaction, like a new token's view: a delete right after cannot take it away.
+        return toTrustView((await repo.listTrusts(id)).find((t) => t.id === trustId)!);
       });
-      return toTrustView((await repo.listTrusts(id)).find((t) => t.id === trustId)!);
     },
 
     async deleteTrust(caller: Caller, projectId: string, id: string, trustId: string): Promise<void> {
