@@ -142,6 +142,22 @@ interface Deps {
   };
   /** The invitations feature's counts, given by app.ts likewise. */
   invitations: { countOpen(projectId: string, nowIso: string): Promise<{ pending: number; expired: number }> };
+  /** The project's Vercel connection as the overview shows it, from the Vercel repo likewise. */
+  hosting: {
+    findHosting(projectId: string): Promise<
+      | {
+          provider: string;
+          status: string;
+          lastSyncAt: string | null;
+          lastSyncStatus: string | null;
+          pausedAt: string | null;
+          pausedReason: string | null;
+          connectedBy: string | null;
+          connectedByEmail: string | null;
+        }
+      | undefined
+    >;
+  };
 }
 
 export function createAuditService({
@@ -155,6 +171,7 @@ export function createAuditService({
   openTrustAccounts,
   members: membersFeature,
   invitations: invitationsFeature,
+  hosting: hostingFeature,
 }: Deps) {
   /** The page's events as the API shows them; whether each actor is a member is read now. */
   async function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): Promise<AuditEventView[]> {
@@ -255,18 +272,17 @@ export function createAuditService({
       const records = await repo.countRecords(projectId, currentKeyVersion);
       const members = await membersFeature.countRoles(projectId);
       const invitations = await invitationsFeature.countOpen(projectId, clock.now().toISOString());
-      const hostingRow = await repo.findHosting(projectId);
+      const hostingRow = await hostingFeature.findHosting(projectId);
       const hosting = hostingRow
         ? {
             provider: hostingRow.provider,
             status: hostingRow.status,
-            lastSyncAt: hostingRow.last_sync_at,
-            lastSyncStatus: hostingRow.last_sync_status,
-            connectedBy:
-              hostingRow.connected_by === null ? null : { userId: hostingRow.connected_by, email: hostingRow.connected_by_email },
-            paused: hostingRow.paused_at !== null,
-            pausedAt: hostingRow.paused_at,
-            pausedReason: hostingRow.paused_reason,
+            lastSyncAt: hostingRow.lastSyncAt,
+            lastSyncStatus: hostingRow.lastSyncStatus,
+            connectedBy: hostingRow.connectedBy === null ? null : { userId: hostingRow.connectedBy, email: hostingRow.connectedByEmail },
+            paused: hostingRow.pausedAt !== null,
+            pausedAt: hostingRow.pausedAt,
+            pausedReason: hostingRow.pausedReason,
           }
         : null;
       // Every environment of the project, the ones nobody holds a grant to included.
