@@ -10,7 +10,7 @@ import type { AuditWriter } from "./audit.writer.ts";
 
 export const PAGE_SIZE_DEFAULT = 50;
 export const PAGE_SIZE_MAX = 100;
-export const INVALID_CURSOR = "Invalid cursor.";
+const INVALID_CURSOR = "Invalid cursor.";
 /** The most events one export writes: the newest ones; the answer says when older ones were left out. */
 export const EXPORT_MAX_EVENTS = 10_000;
 
@@ -83,7 +83,7 @@ export function encodeCursor(event: { at: string; id: string }): string {
   return Buffer.from(JSON.stringify([event.at, event.id]), "utf8").toString("base64url");
 }
 
-export function decodeCursor(cursor: string): { at: string; id: string } {
+function decodeCursor(cursor: string): { at: string; id: string } {
   let decoded: unknown;
   try {
     if (!/^[A-Za-z0-9_-]{1,200}$/.test(cursor)) throw new Error("not base64url");
@@ -436,4 +436,3 @@ export function createAuditService({
 }
 
 export type AuditService = ReturnType<typeof createAuditService>;
-export type SecurityOverview = ReturnType<AuditService["overview"]>;

@@ -15,7 +15,7 @@ import { createLocalAccounts, type IssuedLink, LOCAL_ISSUER } from "../sign-in/l
 import { createUsersRepo } from "../users/users.repo.ts";
 import { createUsersService, type UserRow } from "../users/users.service.ts";
 
-export const USERS_HELP = `Usage: secrets-server users <command>
+const USERS_HELP = `Usage: secrets-server users <command>
 
   list                   List every user: e-mail, name, provider, status
   add EMAIL [--name N]   Create a local account and print a one-time link to set its password

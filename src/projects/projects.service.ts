@@ -20,7 +20,7 @@ export interface ProjectView {
   updatedAt: string;
 }
 
-export const NAME_TAKEN = "A project with this name already exists.";
+const NAME_TAKEN = "A project with this name already exists.";
 
 /**
  * What projects need of the members feature: whose projects are whose, and the creator's

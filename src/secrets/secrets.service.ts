@@ -17,12 +17,12 @@ import { createSecretsExport } from "./secrets.export.ts";
 import { createSecretsImport, type ImportEntry, type ImportSummary } from "./secrets.import.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
-export { CHANGED_BY_SOMEONE_ELSE, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
-export { NOT_DECRYPTED_SOME } from "./secrets.export.ts";
-export { type ImportEntry, type ImportStatus, type ImportSummary, NO_OVERWRITE_PERMISSION } from "./secrets.import.ts";
-export const VERSION_NOT_FOUND = "Version not found.";
+export { NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
+export type { ImportSummary } from "./secrets.import.ts";
+
+const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
-export const ALREADY_CURRENT = "This version is already the current value.";
+const ALREADY_CURRENT = "This version is already the current value.";
 
 const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US")} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
 

@@ -3,7 +3,7 @@ import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
 
-export type { Identity, UserRow } from "./users.repo.ts";
+export type { UserRow } from "./users.repo.ts";
 
 /** The public shape of a user in sign-in responses. */
 export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
