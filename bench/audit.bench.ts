@@ -20,6 +20,7 @@ import { systemClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { Keyring } from "../src/core/crypto.ts";
 import { type Db, openDatabase } from "../src/core/db.ts";
+import { createVercelRepo } from "../src/integrations/vercel/vercel.repo.ts";
 import { createInvitationsRepo } from "../src/invitations/invitations.repo.ts";
 import { createAccessRepo } from "../src/members/access.repo.ts";
 import { createMembersRepo } from "../src/members/members.repo.ts";
@@ -220,6 +221,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       openTrustAccounts: async () => [],
       members: createMembersRepo(db),
       invitations: createInvitationsRepo(db),
+      hosting: createVercelRepo(db),
       clock: systemClock,
     });
     const caller: Caller = {

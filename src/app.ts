@@ -210,8 +210,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const serviceAccountsRepo = createServiceAccountsRepo(db);
   const projectsRepo = createProjectsRepo(db);
   const serviceAccounts = createServiceAccountsService({ db, repo: serviceAccountsRepo, projects: projectsRepo, access, audit, clock });
+  const browserSessionsRepo = createBrowserSessionsRepo(db);
   const auth = createAuth(
-    { browserSessions: createBrowserSessionsRepo(db), accessTokens: createAccessTokensRepo(db) },
+    { browserSessions: browserSessionsRepo, accessTokens: createAccessTokensRepo(db) },
     config,
     clock,
     serviceAccounts,
@@ -241,7 +242,14 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   const cliAuthRepo = createCliAuthRepo(db);
   const localRepo = createLocalRepo(db);
-  const users = createUsersService({ db, users: createUsersRepo(db), cliSessions: cliAuthRepo, accountLinks: localRepo, clock });
+  const users = createUsersService({
+    db,
+    users: createUsersRepo(db),
+    browserSessions: browserSessionsRepo,
+    cliSessions: cliAuthRepo,
+    accountLinks: localRepo,
+    clock,
+  });
   let oidc: OidcService | undefined;
   try {
     // Discovery at start: a production server with a wrong issuer refuses to start.
@@ -252,11 +260,21 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   }
   const vault = createVault(db, keyring, clock);
   const membersRepo = createMembersRepo(db);
-  const projects = createProjectsService({ db, repo: projectsRepo, memberships: membersRepo, access, audit, vault, clock });
   const secretsRepo = createSecretsRepo(db);
+  const projects = createProjectsService({
+    db,
+    repo: projectsRepo,
+    memberships: membersRepo,
+    secrets: secretsRepo,
+    access,
+    audit,
+    vault,
+    clock,
+  });
   const secrets = createSecretsService({
     db,
     repo: secretsRepo,
+    memberships: membersRepo,
     access,
     audit,
     vault,
@@ -305,6 +323,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const vercel = createVercelService({
     db,
     repo: vercelRepo,
+    users,
     access,
     audit,
     vault,
@@ -401,6 +420,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       openTrustAccounts: (projectId) => serviceAccounts.openTrustAccounts(projectId),
       members: membersRepo,
       invitations: invitationsRepo,
+      hosting: vercelRepo,
     }),
   });
   registerMemberRoutes(app, { auth, access, members, environmentAccess });

@@ -21,7 +21,7 @@ const COLUMNS = [
  * formula, and an e-mail address or a service account name is chosen by users: such a cell
  * gets a leading ' so it stays text. Then quoted when it holds a quote, comma or line break.
  */
-export function csvCell(value: string): string {
+function csvCell(value: string): string {
   const text = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }

@@ -68,17 +68,6 @@ export interface CheckpointRow {
   mac: string;
 }
 
-export interface HostingRow {
-  provider: string;
-  status: string;
-  last_sync_at: string | null;
-  last_sync_status: string | null;
-  paused_at: string | null;
-  paused_reason: string | null;
-  connected_by: string | null;
-  connected_by_email: string | null;
-}
-
 /**
  * The index whose leading columns are exactly the filter's equality columns, followed by
  * (at, seq): the page is then one seek and a walk of `limit` entries, whatever the data.
@@ -155,11 +144,6 @@ export function createAuditRepo(db: Db) {
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
   const encryptedRecords = createEncryptedRecordCounter(db);
-  const findHosting = sqlite.prepare(
-    `SELECT i.provider, i.status, i.last_sync_at, i.last_sync_status, i.paused_at, i.paused_reason,
-            i.connected_by, u.email AS connected_by_email
-     FROM integrations i LEFT JOIN users u ON u.id = i.connected_by WHERE i.project_id = ?`,
-  );
   const chainColumns =
     "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, service_account_id, service_account_name, prev_hash, hash, mac_key_version";
   const allEvents = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events ORDER BY seq`);
@@ -209,10 +193,6 @@ export function createAuditRepo(db: Db) {
     /** The project's encrypted records, counted as rotate-key and the key check count them. */
     countRecords(projectId: string, currentKeyVersion: number): EncryptedRecordCounts {
       return encryptedRecords.count(currentKeyVersion, projectId);
-    },
-
-    findHosting(projectId: string): HostingRow | undefined {
-      return findHosting.get(projectId) as HostingRow | undefined;
     },
 
     /** Every event in chain order, streamed: the verifier must not hold a million rows. */

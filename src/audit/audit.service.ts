@@ -10,7 +10,7 @@ import type { AuditWriter } from "./audit.writer.ts";
 
 export const PAGE_SIZE_DEFAULT = 50;
 export const PAGE_SIZE_MAX = 100;
-export const INVALID_CURSOR = "Invalid cursor.";
+const INVALID_CURSOR = "Invalid cursor.";
 /** The most events one export writes: the newest ones; the answer says when older ones were left out. */
 export const EXPORT_MAX_EVENTS = 10_000;
 
@@ -83,7 +83,7 @@ export function encodeCursor(event: { at: string; id: string }): string {
   return Buffer.from(JSON.stringify([event.at, event.id]), "utf8").toString("base64url");
 }
 
-export function decodeCursor(cursor: string): { at: string; id: string } {
+function decodeCursor(cursor: string): { at: string; id: string } {
   let decoded: unknown;
   try {
     if (!/^[A-Za-z0-9_-]{1,200}$/.test(cursor)) throw new Error("not base64url");
@@ -142,6 +142,22 @@ interface Deps {
   };
   /** The invitations feature's counts, given by app.ts likewise. */
   invitations: { countOpen(projectId: string, nowIso: string): Promise<{ pending: number; expired: number }> };
+  /** The project's Vercel connection as the overview shows it, from the Vercel repo likewise. */
+  hosting: {
+    findHosting(projectId: string): Promise<
+      | {
+          provider: string;
+          status: string;
+          lastSyncAt: string | null;
+          lastSyncStatus: string | null;
+          pausedAt: string | null;
+          pausedReason: string | null;
+          connectedBy: string | null;
+          connectedByEmail: string | null;
+        }
+      | undefined
+    >;
+  };
 }
 
 export function createAuditService({
@@ -155,6 +171,7 @@ export function createAuditService({
   openTrustAccounts,
   members: membersFeature,
   invitations: invitationsFeature,
+  hosting: hostingFeature,
 }: Deps) {
   /** The page's events as the API shows them; whether each actor is a member is read now. */
   async function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): Promise<AuditEventView[]> {
@@ -255,18 +272,17 @@ export function createAuditService({
       const records = await repo.countRecords(projectId, currentKeyVersion);
       const members = await membersFeature.countRoles(projectId);
       const invitations = await invitationsFeature.countOpen(projectId, clock.now().toISOString());
-      const hostingRow = await repo.findHosting(projectId);
+      const hostingRow = await hostingFeature.findHosting(projectId);
       const hosting = hostingRow
         ? {
             provider: hostingRow.provider,
             status: hostingRow.status,
-            lastSyncAt: hostingRow.last_sync_at,
-            lastSyncStatus: hostingRow.last_sync_status,
-            connectedBy:
-              hostingRow.connected_by === null ? null : { userId: hostingRow.connected_by, email: hostingRow.connected_by_email },
-            paused: hostingRow.paused_at !== null,
-            pausedAt: hostingRow.paused_at,
-            pausedReason: hostingRow.paused_reason,
+            lastSyncAt: hostingRow.lastSyncAt,
+            lastSyncStatus: hostingRow.lastSyncStatus,
+            connectedBy: hostingRow.connectedBy === null ? null : { userId: hostingRow.connectedBy, email: hostingRow.connectedByEmail },
+            paused: hostingRow.pausedAt !== null,
+            pausedAt: hostingRow.pausedAt,
+            pausedReason: hostingRow.pausedReason,
           }
         : null;
       // Every environment of the project, the ones nobody holds a grant to included.
@@ -420,4 +436,3 @@ export function createAuditService({
 }
 
 export type AuditService = ReturnType<typeof createAuditService>;
-export type SecurityOverview = ReturnType<AuditService["overview"]>;

@@ -93,7 +93,7 @@ function checkpointBreak(checkpoint: CheckpointRow, problem: Omit<ChainBreak, "e
  * are accepted only before the first keyed one, so nobody can turn a keyed event into a
  * hash-only one to rebuild it.
  */
-export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) {
+function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) {
   // After retention the chain starts at the checkpoint (its MAC checked by the caller):
   // the first kept event must name the last pruned one's hash.
   let expectedPrev = checkpoint?.hash ?? GENESIS_HASH;

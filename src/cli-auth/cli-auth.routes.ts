@@ -8,14 +8,14 @@ import { HttpError } from "../core/errors.ts";
 import { type CliAuthService, normalizeUserCode } from "./cli-auth.service.ts";
 
 /** Device starts per client address and minute. */
-export const DEVICE_START_LIMIT_PER_MINUTE = 10;
+const DEVICE_START_LIMIT_PER_MINUTE = 10;
 /**
  * Approvals (successful or not) per minute, per signed-in user and per client address.
  * A user code has 20^8 (about 2.6e10) values and lives 10 minutes, so at these rates
  * guessing someone else's pending code is hopeless.
  */
-export const APPROVE_LIMIT_PER_USER_PER_MINUTE = 10;
-export const APPROVE_LIMIT_PER_IP_PER_MINUTE = 30;
+const APPROVE_LIMIT_PER_USER_PER_MINUTE = 10;
+const APPROVE_LIMIT_PER_IP_PER_MINUTE = 30;
 
 const DeviceStartBody = z.strictObject({ deviceName: z.string().optional().describe("Sanitized and cut to 60 characters") }).nullish();
 const DeviceCodeBody = z.strictObject({ deviceCode: z.string().regex(/^[A-Za-z0-9_-]{32,128}$/) });

@@ -9,14 +9,14 @@ import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { CliAuthRepo, CliSessionRow } from "./cli-auth.repo.ts";
 
-export const DEVICE_EXPIRES_IN_SECONDS = 600;
-export const POLL_INTERVAL_SECONDS = 3;
-export const ACCESS_TOKEN_MINUTES = 60;
-export const REFRESH_TOKEN_DAYS = 30;
-export const DEVICE_NAME_MAX = 60;
+const DEVICE_EXPIRES_IN_SECONDS = 600;
+const POLL_INTERVAL_SECONDS = 3;
+const ACCESS_TOKEN_MINUTES = 60;
+const REFRESH_TOKEN_DAYS = 30;
+const DEVICE_NAME_MAX = 60;
 
 // No vowels (no words), no digits, no look-alikes such as O/0 or I/1: easy to read aloud and type.
-export const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
+const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ";
 const USER_CODE_LENGTH = 8;
 const USER_CODE_ATTEMPTS = 10;
 // A poll that arrives this much early still counts as on time: timers and networks jitter.
@@ -24,7 +24,7 @@ const POLL_TOLERANCE_MS = 500;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 export const INVALID_DEVICE_CODE = "Invalid device code.";
-export const INVALID_USER_CODE = "That code is invalid or has expired.";
+const INVALID_USER_CODE = "That code is invalid or has expired.";
 export const MALFORMED_USER_CODE = "Enter the 8 character code from your terminal.";
 
 export interface DeviceStart {
@@ -58,7 +58,7 @@ export interface CliSessionView {
 }
 
 /** Strips control and formatting characters and markup, collapses spaces, cuts to 60 characters. */
-export function sanitizeDeviceName(input: string | undefined): string {
+function sanitizeDeviceName(input: string | undefined): string {
   const cleaned = (input ?? "")
     // [^<>]: a tag scan stops at the next "<", so a name of a million "<" stays linear
     // (with [^>] each "<" scanned to the end: minutes of blocked event loop per request).

@@ -52,7 +52,7 @@ function withScheme(hostAndPort: string): string {
 }
 
 /** `login` alone when it would go to `server` (see resolveServer's order), else with --server. */
-export function loginHint(server: string): string {
+function loginHint(server: string): string {
   let plain: string | undefined;
   try {
     plain = process.env.SECRETS_SERVER_URL
@@ -64,7 +64,7 @@ export function loginHint(server: string): string {
   return server === plain ? "secrets-server login" : `secrets-server login --server ${server}`;
 }
 
-export function sessionEndedError(server: string): CliError {
+function sessionEndedError(server: string): CliError {
   return new CliError(`Your CLI session for ${server} has expired or was revoked. Run: ${loginHint(server)}`, EXIT.auth);
 }
 

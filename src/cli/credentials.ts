@@ -36,7 +36,7 @@ export function configDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(base, "secrets-server");
 }
 
-export function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
+function credentialsPath(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(configDir(env), "credentials.json");
 }
 

@@ -54,7 +54,7 @@ export function describePlace(place: FallbackPlace, withServer = true): string {
   return printable(withServer ? `${what} from ${place.server}` : what);
 }
 
-export function fallbackDir(): string {
+function fallbackDir(): string {
   return path.join(configDir(), "fallback");
 }
 

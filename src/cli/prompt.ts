@@ -10,7 +10,7 @@ export function isInteractive(): boolean {
 }
 
 /** One line typed on the terminal; Ctrl-D (end of input) is a refusal, not an empty answer. */
-export function ask(question: string): Promise<string> {
+function ask(question: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: true });
     let answered = false;

@@ -98,7 +98,7 @@ const SECRETS_OPTIONS = {
 } as const;
 
 /** Keys the user may have meant: the same but for case, or one or two typos away. */
-export function similarKeys(wanted: string, keys: string[]): string[] {
+function similarKeys(wanted: string, keys: string[]): string[] {
   const lower = wanted.toLowerCase();
   const sameButCase = keys.filter((key) => key.toLowerCase() === lower);
   if (sameButCase.length > 0) return sameButCase;
@@ -124,7 +124,7 @@ function editDistance(a: string, b: string): number {
 }
 
 /** "3 minutes ago" for the last week, then the local date and time. */
-export function readableTime(at: string, now = Date.now()): string {
+function readableTime(at: string, now = Date.now()): string {
   const date = new Date(at);
   const seconds = Math.round((now - date.getTime()) / 1000);
   if (Number.isNaN(seconds)) return at;

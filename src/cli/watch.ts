@@ -10,7 +10,7 @@ import type { SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 /** The server is asked at most this often, whatever --watch-interval says. */
-export const MIN_WATCH_INTERVAL_SECONDS = 10;
+const MIN_WATCH_INTERVAL_SECONDS = 10;
 /** After SIGTERM, the time a command gets to stop before SIGKILL (docker stop's default). */
 const STOP_GRACE_MS = 10_000;
 

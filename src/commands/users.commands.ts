@@ -9,12 +9,13 @@ import { HttpError } from "../core/errors.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
 import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
+import { createBrowserSessionsRepo } from "../sign-in/browser-sessions.repo.ts";
 import { createLocalRepo } from "../sign-in/local.repo.ts";
 import { createLocalAccounts, type IssuedLink, LOCAL_ISSUER } from "../sign-in/local.service.ts";
 import { createUsersRepo } from "../users/users.repo.ts";
 import { createUsersService, type UserRow } from "../users/users.service.ts";
 
-export const USERS_HELP = `Usage: secrets-server users <command>
+const USERS_HELP = `Usage: secrets-server users <command>
 
   list                   List every user: e-mail, name, provider, status
   add EMAIL [--name N]   Create a local account and print a one-time link to set its password
@@ -42,6 +43,7 @@ function usersService(db: Db, onDisabled?: (userId: string) => Promise<void>) {
   return createUsersService({
     db,
     users: createUsersRepo(db),
+    browserSessions: createBrowserSessionsRepo(db),
     cliSessions: createCliAuthRepo(db),
     accountLinks: createLocalRepo(db),
     clock: systemClock,

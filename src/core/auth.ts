@@ -18,17 +18,17 @@ declare module "fastify" {
 }
 
 /** Sliding browser session: 7 days from the last use, never more than 30 days from sign-in. */
-export const SESSION_IDLE_DAYS = 7;
-export const SESSION_MAX_DAYS = 30;
+const SESSION_IDLE_DAYS = 7;
+const SESSION_MAX_DAYS = 30;
 const DAY_MS = 24 * 60 * 60 * 1000;
 // Writing last-use on every request would make every read a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60 * 1000;
 
-export const NOT_SIGNED_IN = "not signed in";
+const NOT_SIGNED_IN = "not signed in";
 export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
 /** One message for every failed service credential, whatever the reason (README, "Using a service token"). */
-export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
+const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
 
 /** Refused service credentials allowed per client address and minute, on every path. */
 const BAD_SERVICE_TOKENS_PER_MINUTE = 60;

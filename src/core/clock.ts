@@ -15,11 +15,3 @@ export class ManualClock implements Clock {
     this.offsetMs += ms;
   }
 }
-
-export function iso(date: Date): string {
-  return date.toISOString();
-}
-
-export function addSeconds(date: Date, seconds: number): Date {
-  return new Date(date.getTime() + seconds * 1000);
-}

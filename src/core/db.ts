@@ -120,7 +120,7 @@ function protectDataDir(dataDir: string, warn: (message: string) => void): void 
 }
 
 /** A plain better-sqlite3 connection to `file`, with the executable's bundled addon when needed. */
-export function openSqliteFile(dataDir: string, file: string, options: { readonly?: boolean } = {}): Database.Database {
+function openSqliteFile(dataDir: string, file: string, options: { readonly?: boolean } = {}): Database.Database {
   return new Database(file, {
     readonly: options.readonly ?? false,
     fileMustExist: options.readonly ?? false,

@@ -140,5 +140,3 @@ export function createEncryptedRecordCounter(db: Db) {
     },
   };
 }
-
-export type EncryptedRecordCounter = ReturnType<typeof createEncryptedRecordCounter>;

@@ -60,7 +60,7 @@ function toAnswer(answer: ValidationAnswer): { status: number; error: string } {
 }
 
 /** The answer of a failed schema, from the route's rules (see ValidationRules). */
-export function validationAnswer(
+function validationAnswer(
   messages: ValidationMessages,
   req: Pick<FastifyRequest, "method" | "routeOptions">,
   part: string,

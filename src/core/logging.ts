@@ -5,7 +5,7 @@ import pinoPretty from "pino-pretty";
 import type { Config } from "./config.ts";
 
 /** Fields that must never reach a log line, wherever they appear in a logged object. */
-export const LOG_REDACTIONS = [
+const LOG_REDACTIONS = [
   "req.headers.authorization",
   "req.headers.cookie",
   'res.headers["set-cookie"]',

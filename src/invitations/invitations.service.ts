@@ -39,15 +39,15 @@ export interface NewInvitation {
   environments?: Environment[];
 }
 
-export const INVITATION_LIFETIME_DAYS = 7;
+const INVITATION_LIFETIME_DAYS = 7;
 const DAY_MS = 24 * 60 * 60 * 1000;
 // 32 random bytes: the token is the only thing standing between a link and a membership.
 const TOKEN_BYTES = 32;
 
 export const INVITATION_NOT_FOUND = "Invitation not found.";
-export const INVITATION_UNUSABLE = "This invitation is invalid, expired, or already used.";
-export const INVITATION_OTHER_EMAIL = "This invitation was sent to a different email address.";
-export const ALREADY_MEMBER_ON_ACCEPT = "You are already a member of this project.";
+const INVITATION_UNUSABLE = "This invitation is invalid, expired, or already used.";
+const INVITATION_OTHER_EMAIL = "This invitation was sent to a different email address.";
+const ALREADY_MEMBER_ON_ACCEPT = "You are already a member of this project.";
 
 /**
  * What invitations need of the members feature: accepting one writes a membership and its

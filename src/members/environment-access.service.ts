@@ -28,7 +28,7 @@ export interface AccessMatrix {
   }[];
 }
 
-export const IMPLICIT_ACCESS = "Owners and admins already have access to every environment.";
+const IMPLICIT_ACCESS = "Owners and admins already have access to every environment.";
 
 interface Deps {
   db: Db;

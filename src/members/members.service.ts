@@ -17,8 +17,7 @@ export interface MemberView {
 }
 
 // Declared in core so invitations and routes share them without importing this feature.
-export { ASSIGNABLE_ROLES, type AssignableRole } from "../core/access.ts";
-export type { LostRights, LostRightsCause, LostRightsListener } from "../core/lost-rights.ts";
+export { ASSIGNABLE_ROLES } from "../core/access.ts";
 
 export const MEMBER_NOT_FOUND = "Member not found.";
 
@@ -30,7 +29,7 @@ interface Deps {
   clock: Clock;
 }
 
-export function toMemberView(row: MemberRow, caller: Caller): MemberView {
+function toMemberView(row: MemberRow, caller: Caller): MemberView {
   return {
     userId: row.userId,
     ...(row.email ? { email: row.email } : {}),

@@ -1,15 +1,13 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
-import { projectEnvironments, projects, secrets } from "../core/schema.ts";
+import { projectEnvironments, projects } from "../core/schema.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
 
 export interface ListedProjectRow extends Pick<ProjectRow, "id" | "name" | "description" | "createdAt" | "updatedAt"> {
   /** The project's environment slugs. */
   environments: string[];
-  /** Environment slug to count, for environments that hold secrets. */
-  secretCounts: Record<string, number>;
 }
 
 interface RawListedProject {
@@ -19,17 +17,14 @@ interface RawListedProject {
   created_at: string;
   updated_at: string;
   environments: string;
-  secret_counts: string;
 }
 
 export function createProjectsRepo(db: Db) {
-  // Correlated subqueries: each walks its table's primary key or (project_id, environment, …)
-  // index for one project, so the cost is that of the rows returned.
+  // A correlated subquery: it walks project_environments' primary key for one project, so
+  // the cost is that of the rows returned.
   const listByIds = db.$client.prepare(
     `SELECT p.id, p.name, p.description, p.created_at, p.updated_at,
-       (SELECT json_group_array(pe.slug) FROM project_environments pe WHERE pe.project_id = p.id) AS environments,
-       (SELECT json_group_object(c.environment, c.n) FROM
-         (SELECT s.environment, count(*) AS n FROM secrets s WHERE s.project_id = p.id GROUP BY s.environment) c) AS secret_counts
+       (SELECT json_group_array(pe.slug) FROM project_environments pe WHERE pe.project_id = p.id) AS environments
      FROM projects p
      WHERE p.id IN (SELECT value FROM json_each(?))
      ORDER BY p.updated_at DESC, p.id DESC`,
@@ -41,10 +36,7 @@ export function createProjectsRepo(db: Db) {
       return db.select().from(projects).where(eq(projects.id, id)).get();
     },
 
-    /**
-     * These projects, most recently updated first, each with what the list shows: its
-     * environments and its secret counts. One statement for any number of projects.
-     */
+    /** These projects, most recently updated first, each with its environments. One statement for any number of projects. */
     listByIds(ids: string[]): ListedProjectRow[] {
       return (listByIds.all(JSON.stringify(ids)) as RawListedProject[]).map((row) => ({
         id: row.id,
@@ -53,7 +45,6 @@ export function createProjectsRepo(db: Db) {
         createdAt: row.created_at,
         updatedAt: row.updated_at,
         environments: JSON.parse(row.environments) as string[],
-        secretCounts: JSON.parse(row.secret_counts) as Record<string, number>,
       }));
     },
 
@@ -78,19 +69,6 @@ export function createProjectsRepo(db: Db) {
     /** Foreign keys cascade to everything of the project; audit events have none and stay. */
     delete(id: string): void {
       db.delete(projects).where(eq(projects.id, id)).run();
-    },
-
-    secretCounts(projectId: string, environments: Environment[]): Record<string, number> {
-      const counts: Record<string, number> = Object.fromEntries(environments.map((e) => [e, 0]));
-      if (environments.length === 0) return counts;
-      const rows = db
-        .select({ environment: secrets.environment, count: sql<number>`count(*)` })
-        .from(secrets)
-        .where(and(eq(secrets.projectId, projectId), inArray(secrets.environment, environments)))
-        .groupBy(secrets.environment)
-        .all();
-      for (const row of rows) counts[row.environment] = row.count;
-      return counts;
     },
   });
 }

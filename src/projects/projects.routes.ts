@@ -41,7 +41,7 @@ const ProjectChanges = z
   // {"bogus": 1} also fails this (unknown keys are dropped first): the table answers "+" first.
   .refine((body) => body !== null && body !== undefined && Object.keys(body).length > 0, "nothingToUpdate");
 
-export const Project = z.object({
+const Project = z.object({
   id: z.string(),
   role: Role.describe("The caller's role in the project"),
   permissions: z.array(Permission).describe("What the caller's role may do, derived on every request"),

@@ -28,7 +28,7 @@ export interface ProjectView {
   updatedAt: string;
 }
 
-export const NAME_TAKEN = "A project with this name already exists.";
+const NAME_TAKEN = "A project with this name already exists.";
 
 /**
  * What projects need of the members feature: whose projects are whose, and the creator's
@@ -41,17 +41,27 @@ export interface ProjectMemberships {
   insertMember(projectId: string, userId: string, role: Role, now: string): Promise<void>;
 }
 
+/**
+ * What the project views need of the secrets feature: how many secrets each environment
+ * holds. The secrets repo, passed in by app.ts, declared here for the same reason.
+ */
+export interface ProjectSecretCounts {
+  countPerEnvironment(projectId: string, environments: Environment[]): Promise<Record<string, number>>;
+  countPerEnvironmentOf(projectIds: string[]): Promise<Map<string, Record<string, number>>>;
+}
+
 interface Deps {
   db: Db;
   repo: ProjectsRepo;
   memberships: ProjectMemberships;
+  secrets: ProjectSecretCounts;
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
   clock: Clock;
 }
 
-export function createProjectsService({ db, repo, memberships, access, audit, vault, clock }: Deps) {
+export function createProjectsService({ db, repo, memberships, secrets, access, audit, vault, clock }: Deps) {
   /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
   async function isNameTakenForUser(userId: string, name: string, exceptId?: string): Promise<boolean> {
     return repo.isNameTakenAmong(
@@ -85,7 +95,7 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
       const projectAccess = await access.require(caller, projectId, "project:read");
       const row = await repo.findById(projectId);
       if (!row) throw new HttpError(404, PROJECT_NOT_FOUND);
-      return toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments));
+      return toView(row, projectAccess, await secrets.countPerEnvironment(row.id, projectAccess.environments));
     });
   }
 
@@ -95,15 +105,19 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
       if (isServiceAccount(caller)) {
         const row = await repo.findById(caller.projectId);
         const projectAccess = row && (await access.find(caller, row.id));
-        return row && projectAccess ? [toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments))] : [];
+        return row && projectAccess
+          ? [toView(row, projectAccess, await secrets.countPerEnvironment(row.id, projectAccess.environments))]
+          : [];
       }
       // One snapshot, so every project's counts and grants are of the same moment as its row;
-      // two statements for any number of projects.
+      // three statements for any number of projects.
       return readTransaction(db, async () => {
         const byProject = new Map((await memberships.listMembershipsOf(caller.userId)).map((m) => [m.projectId, m]));
-        return (await repo.listByIds([...byProject.keys()])).map((row) => {
+        const ids = [...byProject.keys()];
+        const counts = await secrets.countPerEnvironmentOf(ids);
+        return (await repo.listByIds(ids)).map((row) => {
           const membership = byProject.get(row.id)!;
-          return toView(row, memberAccess(row.id, membership.role, row.environments, membership.grants), row.secretCounts);
+          return toView(row, memberAccess(row.id, membership.role, row.environments, membership.grants), counts.get(row.id) ?? {});
         });
       });
     },

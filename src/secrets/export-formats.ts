@@ -9,7 +9,7 @@ import { formatYaml } from "./yaml.ts";
 
 export { DockerEnvRefusal };
 
-export const FILE_FORMATS = ["dotenv", "shell", "docker", "yaml"] as const;
+const FILE_FORMATS = ["dotenv", "shell", "docker", "yaml"] as const;
 export type FileFormat = (typeof FILE_FORMATS)[number];
 export const EXPORT_FORMATS = ["json", ...FILE_FORMATS] as const;
 /** The same formats in the order the CLI offers them (dotenv, its default, first). */

@@ -20,7 +20,7 @@ interface Output {
   err: (line: string) => void;
 }
 
-export interface RotationResult {
+interface RotationResult {
   reencrypted: number;
   failed: number;
   projectKeysRemoved: number;
@@ -32,7 +32,7 @@ export interface RotationResult {
 }
 
 /** Re-encrypts in batches; `shouldStop` is asked between batches. */
-export async function rotateRecords(
+async function rotateRecords(
   db: Db,
   keyring: Keyring,
   options: { batchSize: number; keyHashOnly?: boolean; shouldStop: () => boolean; output: Output },

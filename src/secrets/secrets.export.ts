@@ -11,7 +11,7 @@ import type { ExportFormat } from "./export-formats.ts";
 import type { SecretValues } from "./secret-values.ts";
 import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
-export const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
+const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
 export interface ExportedValue {
   key: string;

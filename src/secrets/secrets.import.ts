@@ -8,7 +8,7 @@ import { HttpError } from "../core/errors.ts";
 import { MAX_SECRETS_PER_ENVIRONMENT, type SecretValues } from "./secret-values.ts";
 import type { SecretsRepo } from "./secrets.repo.ts";
 
-export const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
+const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
 
 export interface ImportEntry {
   key: string;

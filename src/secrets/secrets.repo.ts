@@ -1,7 +1,7 @@
-import { and, count, desc, eq, sql } from "drizzle-orm";
+import { and, count, desc, eq, inArray, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
-import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
+import { secrets, secretVersions, users } from "../core/schema.ts";
 
 export type SecretRow = typeof secrets.$inferSelect;
 export type SecretVersionRow = typeof secretVersions.$inferSelect;
@@ -46,7 +46,6 @@ export interface VersionListRow {
   createdAt: string;
   changedBy: string | null;
   changedByEmail: string | null;
-  changedByIsMember: boolean;
   changedByServiceAccountId: string | null;
   changedByServiceAccountName: string | null;
 }
@@ -96,6 +95,10 @@ export function createSecretsRepo(db: Db) {
   const setDigest = sqlite.prepare("UPDATE secret_versions SET digest = ? WHERE secret_id = ? AND version_number = ? AND key_version = ?");
 
   const findById = db.select().from(secrets).where(idInEnvironment).prepare();
+  const countsOfProjects = sqlite.prepare(
+    `SELECT project_id AS projectId, environment, count(*) AS n FROM secrets
+     WHERE project_id IN (SELECT value FROM json_each(?)) GROUP BY project_id, environment`,
+  );
 
   return guard(db, {
     /**
@@ -119,6 +122,34 @@ export function createSecretsRepo(db: Db) {
         .where(and(eq(secrets.projectId, projectId), eq(secrets.environment, environment)))
         .get();
       return row?.n ?? 0;
+    },
+
+    /** How many secrets each of these environments holds (0 for one that holds none). */
+    countPerEnvironment(projectId: string, environments: Environment[]): Record<string, number> {
+      const counts: Record<string, number> = Object.fromEntries(environments.map((e) => [e, 0]));
+      if (environments.length === 0) return counts;
+      const rows = db
+        .select({ environment: secrets.environment, count: sql<number>`count(*)` })
+        .from(secrets)
+        .where(and(eq(secrets.projectId, projectId), inArray(secrets.environment, environments)))
+        .groupBy(secrets.environment)
+        .all();
+      for (const row of rows) counts[row.environment] = row.count;
+      return counts;
+    },
+
+    /**
+     * For each of these projects, environment slug to count, for environments that hold
+     * secrets. One statement for any number of projects (the secrets_env_key index answers it).
+     */
+    countPerEnvironmentOf(projectIds: string[]): Map<string, Record<string, number>> {
+      const counts = new Map<string, Record<string, number>>();
+      for (const row of countsOfProjects.all(JSON.stringify(projectIds)) as { projectId: string; environment: string; n: number }[]) {
+        const ofProject = counts.get(row.projectId) ?? {};
+        ofProject[row.environment] = row.n;
+        counts.set(row.projectId, ofProject);
+      }
+      return counts;
     },
 
     findById(projectId: string, environment: Environment, id: string): SecretRow | undefined {
@@ -145,8 +176,8 @@ export function createSecretsRepo(db: Db) {
         .get();
     },
 
-    /** The newest `limit` versions, newest first, with who made each change and whether they are still a member. */
-    listVersions(projectId: string, secretId: string, limit: number): VersionListRow[] {
+    /** The newest `limit` versions, newest first, with who made each change. */
+    listVersions(secretId: string, limit: number): VersionListRow[] {
       return db
         .select({
           versionNumber: secretVersions.versionNumber,
@@ -156,13 +187,11 @@ export function createSecretsRepo(db: Db) {
           createdAt: secretVersions.createdAt,
           changedBy: secretVersions.changedBy,
           changedByEmail: users.email,
-          changedByIsMember: sql<number>`${memberships.userId} IS NOT NULL`.mapWith(Boolean),
           changedByServiceAccountId: secretVersions.changedByServiceAccountId,
           changedByServiceAccountName: secretVersions.changedByServiceAccountName,
         })
         .from(secretVersions)
         .leftJoin(users, eq(users.id, secretVersions.changedBy))
-        .leftJoin(memberships, and(eq(memberships.projectId, projectId), eq(memberships.userId, secretVersions.changedBy)))
         .where(eq(secretVersions.secretId, secretId))
         .orderBy(desc(secretVersions.versionNumber))
         .limit(limit)

@@ -11,8 +11,8 @@ import { fitsUnits } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
 
-export const MAX_IMPORT_ENTRIES = 500;
-export const MAX_IMPORT_BYTES = 2_000_000;
+const MAX_IMPORT_ENTRIES = 500;
+const MAX_IMPORT_BYTES = 2_000_000;
 export const IMPORT_TOO_LARGE = "The import is too large.";
 export const UNKNOWN_EXPORT_FORMAT = "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON.";
 

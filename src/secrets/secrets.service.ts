@@ -17,12 +17,12 @@ import { createSecretsExport } from "./secrets.export.ts";
 import { createSecretsImport, type ImportEntry, type ImportSummary } from "./secrets.import.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
-export { CHANGED_BY_SOMEONE_ELSE, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
-export { NOT_DECRYPTED_SOME } from "./secrets.export.ts";
-export { type ImportEntry, type ImportStatus, type ImportSummary, NO_OVERWRITE_PERMISSION } from "./secrets.import.ts";
-export const VERSION_NOT_FOUND = "Version not found.";
+export { NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
+export type { ImportSummary } from "./secrets.import.ts";
+
+const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
-export const ALREADY_CURRENT = "This version is already the current value.";
+const ALREADY_CURRENT = "This version is already the current value.";
 
 const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US")} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
 
@@ -56,9 +56,19 @@ export interface VersionEntry {
 
 export type ChangeListener = (projectId: string, environment: Environment) => void | Promise<void>;
 
+/**
+ * Which of these users are members of the project now (a version's author who left is
+ * shown as such). The members repo, passed in by app.ts: members write audit events and
+ * need no secrets, so this is declared here rather than imported.
+ */
+export interface SecretsMemberships {
+  membersAmong(projectId: string, userIds: string[]): Promise<Set<string>>;
+}
+
 interface Deps {
   db: Db;
   repo: SecretsRepo;
+  memberships: SecretsMemberships;
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
@@ -75,7 +85,7 @@ function toMeta(row: SecretRow): SecretMeta {
   return { id: row.id, key: row.key, version: row.version, createdAt: row.createdAt, updatedAt: row.updatedAt };
 }
 
-export function createSecretsService({ db, repo, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
+export function createSecretsService({ db, repo, memberships, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
   const listeners: ChangeListener[] = [];
 
   /**
@@ -242,7 +252,11 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
       // Limited as well as pruned: a secret written before the limit existed keeps its older
       // versions until its next new value, and the list stays bounded meanwhile.
-      const versions = (await repo.listVersions(projectId, secret.id, MAX_VERSIONS_PER_SECRET)).map(
+      const rows = await repo.listVersions(secret.id, MAX_VERSIONS_PER_SECRET);
+      // One query for all the authors, not one per version.
+      const authorIds = [...new Set(rows.flatMap((v) => (v.changedBy === null ? [] : [v.changedBy])))];
+      const members = await memberships.membersAmong(projectId, authorIds);
+      const versions = rows.map(
         (v): VersionEntry => ({
           versionNumber: v.versionNumber,
           changeType: v.changeType,
@@ -257,7 +271,7 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
                   userId: v.changedBy,
                   email: v.changedByEmail,
                   isYou: !isServiceAccount(caller) && v.changedBy === caller.userId,
-                  isMember: v.changedByIsMember,
+                  isMember: members.has(v.changedBy),
                 },
           ...(v.changedByServiceAccountId !== null
             ? { changedByServiceAccount: { id: v.changedByServiceAccountId, name: v.changedByServiceAccountName ?? "" } }

@@ -37,7 +37,7 @@ function shellTyped(key: string): boolean {
 }
 
 /** `value` in single quotes, each `'` written as `'\''`. */
-export function singleQuoted(value: string): string {
+function singleQuoted(value: string): string {
   return `'${value.replaceAll("'", "'\\''")}'`;
 }
 

@@ -10,17 +10,17 @@ import { HttpError } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
-export const ACCOUNT_NOT_FOUND = "Service account not found.";
-export const TOKEN_NOT_FOUND = "Token not found.";
-export const TRUST_NOT_FOUND = "Trust not found.";
-export const ACCOUNT_NAME_TAKEN = "A service account with this name already exists.";
-export const TOO_MANY_TOKENS = "This service account already has 20 tokens. Revoke one first.";
-export const TOO_MANY_TRUSTS = "This service account already has 10 trusts. Remove one first.";
-export const INVALID_FIELDS = "invalid fields";
+const ACCOUNT_NOT_FOUND = "Service account not found.";
+const TOKEN_NOT_FOUND = "Token not found.";
+const TRUST_NOT_FOUND = "Trust not found.";
+const ACCOUNT_NAME_TAKEN = "A service account with this name already exists.";
+const TOO_MANY_TOKENS = "This service account already has 20 tokens. Revoke one first.";
+const TOO_MANY_TRUSTS = "This service account already has 10 trusts. Remove one first.";
+const INVALID_FIELDS = "invalid fields";
 
-export const MAX_LIVE_TOKENS = 20;
-export const MAX_TRUSTS = 10;
-export const SERVICE_TOKEN_PREFIX = "svc_st_";
+const MAX_LIVE_TOKENS = 20;
+const MAX_TRUSTS = 10;
+const SERVICE_TOKEN_PREFIX = "svc_st_";
 export const WORKLOAD_TOKEN_PREFIX = "svc_wt_";
 const DAY_MS = 24 * 60 * 60 * 1000;
 // Writing last use on every request would make every read a write; once a minute is enough.
@@ -107,7 +107,7 @@ function mappedIpv4(address: string): string | undefined {
 }
 
 /** An address as rate limits see it; an IPv4-mapped IPv6 address is its IPv4 address. */
-export function normalizeAddress(address: string): string {
+function normalizeAddress(address: string): string {
   return mappedIpv4(address) ?? address;
 }
 
@@ -138,7 +138,7 @@ export function parseCidr(text: string): { address: string; prefix: number; fami
  * network stored by an older version that parseCidr now refuses) means not allowed, so a
  * bad list refuses its token with the one 401 instead of failing every request with a 500.
  */
-export function isAddressAllowed(address: string, cidrs: string[]): boolean {
+function isAddressAllowed(address: string, cidrs: string[]): boolean {
   if (cidrs.length === 0) return true;
   try {
     const client = normalizeAddress(address);
@@ -177,7 +177,7 @@ function toTokenView(row: ServiceTokenRow & WithCreator): TokenView {
   };
 }
 
-export function toTrustView(row: TrustRow): TrustView {
+function toTrustView(row: TrustRow): TrustView {
   return {
     id: row.id,
     issuer: row.issuer,

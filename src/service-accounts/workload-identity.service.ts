@@ -10,7 +10,7 @@ import { isLoopbackHost } from "../core/loopback.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
-export const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
+const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
 
 const ACCESS_TOKEN_SECONDS = 15 * 60;
 const FETCH_TIMEOUT_MS = 5000;
@@ -46,7 +46,7 @@ export function isAllowedIssuerUrl(text: string): boolean {
  * without a regular expression: the subject comes from the token, and a pattern of many
  * stars as a regex could backtrack for a long time.
  */
-export function matchesSubject(pattern: string, subject: string): boolean {
+function matchesSubject(pattern: string, subject: string): boolean {
   const parts = pattern.split("*");
   if (parts.length === 1) return pattern === subject;
   const first = parts[0]!;

@@ -19,6 +19,7 @@ export function createBrowserSessionsRepo(db: Db) {
     "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
   );
   const deleteByTokenHash = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
+  const deleteOfUser = sqlite.prepare("DELETE FROM browser_sessions WHERE user_id = ?");
 
   return guard(db, {
     /** The session of a token and its user, unless the user is disabled. */
@@ -33,6 +34,10 @@ export function createBrowserSessionsRepo(db: Db) {
     },
     delete(tokenHash: string): void {
       deleteByTokenHash.run(tokenHash);
+    },
+    /** Ends every browser session of the user; how many there were. */
+    deleteAllSessionsOf(userId: string): number {
+      return deleteOfUser.run(userId).changes;
     },
   });
 }

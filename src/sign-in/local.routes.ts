@@ -23,7 +23,7 @@ const SetPassword = z.strictObject({
 });
 
 /** Attempts per address, on top of the failure limits of the service. */
-export const LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE = 20;
+const LOCAL_SIGN_IN_PER_ADDRESS_PER_MINUTE = 20;
 
 interface Deps {
   auth: Auth;

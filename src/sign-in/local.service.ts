@@ -13,7 +13,7 @@ export const LOCAL_ISSUER = "local";
 
 const HOUR_MS = 60 * 60 * 1000;
 /** How long each kind of one-time link works. */
-export const LINK_LIFETIME_HOURS: Record<LinkPurpose, number> = { setup: 24, invite: 7 * 24, reset: 24 };
+const LINK_LIFETIME_HOURS: Record<LinkPurpose, number> = { setup: 24, invite: 7 * 24, reset: 24 };
 
 /**
  * Failed sign-ins are limited twice. Per account and client address: 10 in 15 minutes,
@@ -26,10 +26,10 @@ const PAIR_FAILURE_WINDOW_MS = 15 * 60 * 1000;
 const ACCOUNT_FAILURE_LIMIT = 100;
 const ACCOUNT_FAILURE_WINDOW_MS = 60 * 60 * 1000;
 
-export const SIGN_IN_FAILED = "Incorrect e-mail or password.";
-export const ACCOUNT_DISABLED = "This account is disabled. Ask your administrator.";
-export const LINK_UNUSABLE = "This link is invalid, expired, or already used. Ask your administrator for a new one.";
-export const SETUP_DONE = "The first account exists already. Sign in, or ask your administrator for a link.";
+const SIGN_IN_FAILED = "Incorrect e-mail or password.";
+const ACCOUNT_DISABLED = "This account is disabled. Ask your administrator.";
+const LINK_UNUSABLE = "This link is invalid, expired, or already used. Ask your administrator for a new one.";
+const SETUP_DONE = "The first account exists already. Sign in, or ask your administrator for a link.";
 
 export interface IssuedLink {
   url: string;

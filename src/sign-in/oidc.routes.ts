@@ -20,7 +20,7 @@ const CallbackQuery = z.looseObject({ code: ProviderValue, state: ProviderValue,
 const Redirect = z.undefined().describe("A redirect (Location)");
 
 /** The UI page that shows a failed sign-in; it reads `?error=<code>`. */
-export const SIGN_IN_PAGE = "/sign-in";
+const SIGN_IN_PAGE = "/sign-in";
 
 interface Deps {
   auth: Auth;
@@ -35,7 +35,7 @@ interface Deps {
  * /\evil.test) would turn the sign-in into an open redirect. API paths make no sense
  * to land on, so they fall back to the home page too.
  */
-export function safeReturnTo(value: unknown, appOrigin: string): string {
+function safeReturnTo(value: unknown, appOrigin: string): string {
   if (typeof value !== "string" || !value.startsWith("/") || value.startsWith("//") || value.startsWith("/\\")) return "/";
   if (value.length > 1000 || /[\u0000-\u001f\\]/.test(value)) return "/";
   let url: URL;

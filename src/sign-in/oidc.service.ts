@@ -8,7 +8,7 @@ import { displayName } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
 
-export const OIDC_SCOPES = "openid email profile";
+const OIDC_SCOPES = "openid email profile";
 /** How long a started sign-in may take at the identity provider. */
 export const OIDC_SIGN_IN_SECONDS = 10 * 60;
 const DISCOVERY_TIMEOUT_SECONDS = 10;

@@ -14,9 +14,9 @@ const scrypt = promisify(crypto.scrypt) as (
  * one sign-in, expensive for guessing. They are stored with each hash, so raising them
  * later only affects new hashes.
  */
-export const SCRYPT_LOG_N = 15;
-export const SCRYPT_R = 8;
-export const SCRYPT_P = 1;
+const SCRYPT_LOG_N = 15;
+const SCRYPT_R = 8;
+const SCRYPT_P = 1;
 const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 const MAX_MEMORY = 64 * 1024 * 1024;

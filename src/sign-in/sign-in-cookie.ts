@@ -6,7 +6,7 @@ import { type Keyring, open, seal } from "../core/crypto.ts";
  * A key for one purpose, derived from the current master key with HMAC, so no second
  * secret has to be configured and the master key itself never encrypts anything but keys.
  */
-export function deriveKey(keyring: Keyring, label: string): Buffer {
+function deriveKey(keyring: Keyring, label: string): Buffer {
   return crypto.createHmac("sha256", keyring.key(keyring.currentVersion)).update(`secrets-server ${label}`).digest();
 }
 

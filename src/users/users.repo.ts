@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import { and, asc, eq, sql } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
-import { browserSessions, users } from "../core/schema.ts";
+import { users } from "../core/schema.ts";
 
 export type UserRow = typeof users.$inferSelect;
 
@@ -77,10 +77,6 @@ export function createUsersRepo(db: Db) {
         .set({ disabledAt: disabledAt?.toISOString() ?? null, updatedAt: now.toISOString() })
         .where(eq(users.id, userId))
         .run();
-    },
-
-    deleteBrowserSessions(userId: string): number {
-      return db.delete(browserSessions).where(eq(browserSessions.userId, userId)).run().changes;
     },
   });
 }

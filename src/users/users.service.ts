@@ -3,7 +3,7 @@ import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
 
-export type { Identity, UserRow } from "./users.repo.ts";
+export type { UserRow } from "./users.repo.ts";
 
 /** The public shape of a user in sign-in responses. */
 export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
@@ -11,11 +11,12 @@ export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
 }
 
 /**
- * What ending a person's access needs of the features that own it: their CLI sessions
- * (cli-auth) and their unused account links (local sign-in). Passed in by app.ts and the
- * users command, since sign-in reaches users and not the other way round.
+ * What ending a person's access needs of the features that own it: their browser sessions
+ * and unused account links (sign-in) and their CLI sessions (cli-auth). Passed in by app.ts
+ * and the users command, since sign-in reaches users and not the other way round.
  */
 export interface UserAccessEnd {
+  deleteAllSessionsOf(userId: string): Promise<number>;
   revokeAllSessionsOf(userId: string, nowIso: string): Promise<number>;
   deleteUnusedLinksOf(userId: string): Promise<void>;
 }
@@ -23,6 +24,7 @@ export interface UserAccessEnd {
 interface Deps {
   db: Db;
   users: UsersRepo;
+  browserSessions: Pick<UserAccessEnd, "deleteAllSessionsOf">;
   cliSessions: Pick<UserAccessEnd, "revokeAllSessionsOf">;
   accountLinks: Pick<UserAccessEnd, "deleteUnusedLinksOf">;
   clock: Clock;
@@ -40,7 +42,7 @@ export type UsersService = ReturnType<typeof createUsersService>;
  * People: the sign-in providers find and create them here, and the operator manages them
  * (the `users` commands), whichever provider vouched for them.
  */
-export function createUsersService({ db, users, cliSessions, accountLinks, clock, onDisabled }: Deps) {
+export function createUsersService({ db, users, browserSessions, cliSessions, accountLinks, clock, onDisabled }: Deps) {
   async function matching(email: string): Promise<UserRow[]> {
     const rows = await users.listByEmail(email.trim());
     if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${email.trim().toLowerCase()}.`);
@@ -71,7 +73,7 @@ export function createUsersService({ db, users, cliSessions, accountLinks, clock
 
     /** Ends every browser session and revokes every CLI session of the user (a password reset). */
     async endSessions(userId: string, now: Date): Promise<void> {
-      await users.deleteBrowserSessions(userId);
+      await browserSessions.deleteAllSessionsOf(userId);
       await cliSessions.revokeAllSessionsOf(userId, now.toISOString());
     },
 
@@ -95,7 +97,7 @@ export function createUsersService({ db, users, cliSessions, accountLinks, clock
           await onDisabled?.(user.id);
           results.push({
             user,
-            browserSessions: await users.deleteBrowserSessions(user.id),
+            browserSessions: await browserSessions.deleteAllSessionsOf(user.id),
             cliSessions: await cliSessions.revokeAllSessionsOf(user.id, now.toISOString()),
           });
         }

@@ -5,7 +5,7 @@ import type { Clock } from "../../core/clock.ts";
 import type { VercelRepo } from "./vercel.repo.ts";
 
 /** Stored in paused_reason and returned as pausedReason: how the person who connected Vercel lost the right. */
-export const PAUSE_REASONS = {
+const PAUSE_REASONS = {
   role_changed: "connector_role_changed",
   removed: "connector_removed",
   left: "connector_left",

@@ -5,15 +5,34 @@ import { integrations, integrationVars, users } from "../../core/schema.ts";
 export type IntegrationRow = typeof integrations.$inferSelect;
 export type IntegrationVarRow = typeof integrationVars.$inferSelect;
 
+export interface Hosting
+  extends Pick<IntegrationRow, "provider" | "status" | "lastSyncAt" | "lastSyncStatus" | "pausedAt" | "pausedReason" | "connectedBy"> {
+  connectedByEmail: string | null;
+}
+
 export function createVercelRepo(db: Db) {
   return guard(db, {
     find(projectId: string): IntegrationRow | undefined {
       return db.select().from(integrations).where(eq(integrations.projectId, projectId)).get();
     },
 
-    /** The e-mail of the person who connected, for the connection view (read only). */
-    findUserEmail(userId: string): string | undefined {
-      return db.select({ email: users.email }).from(users).where(eq(users.id, userId)).get()?.email ?? undefined;
+    /** What the security overview shows of the connection, with the e-mail of whoever connected. */
+    findHosting(projectId: string): Hosting | undefined {
+      return db
+        .select({
+          provider: integrations.provider,
+          status: integrations.status,
+          lastSyncAt: integrations.lastSyncAt,
+          lastSyncStatus: integrations.lastSyncStatus,
+          pausedAt: integrations.pausedAt,
+          pausedReason: integrations.pausedReason,
+          connectedBy: integrations.connectedBy,
+          connectedByEmail: users.email,
+        })
+        .from(integrations)
+        .leftJoin(users, eq(users.id, integrations.connectedBy))
+        .where(eq(integrations.projectId, projectId))
+        .get();
     },
 
     insert(row: typeof integrations.$inferInsert): void {

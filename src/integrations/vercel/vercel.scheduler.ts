@@ -20,8 +20,6 @@ interface Deps {
   debounceMs: number;
 }
 
-export type VercelScheduler = ReturnType<typeof createVercelScheduler>;
-
 export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs }: Deps) {
   const timers = new Map<string, NodeJS.Timeout>();
   const inFlight = new Set<Promise<unknown>>();

@@ -5,6 +5,7 @@ import type { Clock } from "../../core/clock.ts";
 import { type Db, writeTransaction } from "../../core/db.ts";
 import { HttpError } from "../../core/errors.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
+import type { UsersService } from "../../users/users.service.ts";
 import { deployHookProblem, deployHookProjectId, type NamedItem, type VercelClient, VercelError } from "./vercel.client.ts";
 import { type Deployment, openToken, SYNC_ERRORS, type SyncSummary } from "./vercel.executor.ts";
 import type { PauseReason } from "./vercel.pause.ts";
@@ -90,6 +91,8 @@ export interface LinkInput {
 interface Deps {
   db: Db;
   repo: VercelRepo;
+  /** The e-mail of whoever connected, for the connection view. */
+  users: Pick<UsersService, "findById">;
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
@@ -101,7 +104,7 @@ interface Deps {
 
 export type VercelService = ReturnType<typeof createVercelService>;
 
-export function createVercelService({ db, repo, access, audit, vault, clock, client, sync, vercelApiUrl }: Deps) {
+export function createVercelService({ db, repo, users, access, audit, vault, clock, client, sync, vercelApiUrl }: Deps) {
   function parseJson<T>(text: string | null): T | null {
     if (!text) return null;
     try {
@@ -132,7 +135,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       lastRun: parseJson<RunView>(row.lastRun),
       lastDeployment: parseJson<Deployment>(row.lastDeployment),
       connectedBy:
-        row.connectedBy === null ? null : { userId: row.connectedBy, email: (await repo.findUserEmail(row.connectedBy)) ?? null },
+        row.connectedBy === null ? null : { userId: row.connectedBy, email: (await users.findById(row.connectedBy))?.email ?? null },
       paused: row.pausedAt !== null,
       pausedAt: row.pausedAt,
       pausedReason: row.pausedReason as PauseReason | null,
