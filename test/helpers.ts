@@ -251,8 +251,9 @@ export interface AuditRow {
   at: string;
   action: string;
   category: string;
-  /** The actor's user id; null for the system. */
+  /** The actor's user id; null for the system and for a service account. */
   actor: string | null;
+  serviceAccount: { id: string; name: string } | null;
   targetType: string;
   targetId: string;
   metadata: Record<string, unknown>;
@@ -275,6 +276,7 @@ export async function auditEvents(reader: Client, projectId: string, prefix = ""
       targetId: string;
       metadata: Record<string, unknown>;
       actor: { userId: string | null } | null;
+      serviceAccount: { id: string; name: string } | null;
     }[] = [];
     let cursor: string | null = null;
     do {
@@ -299,6 +301,7 @@ export async function auditEvents(reader: Client, projectId: string, prefix = ""
       action: event.action,
       category: categoryOf.get(event.id) ?? "",
       actor: event.actor?.userId ?? null,
+      serviceAccount: event.serviceAccount ?? null,
       targetType: event.targetType,
       targetId: event.targetId,
       metadata: event.metadata,

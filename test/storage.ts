@@ -4,7 +4,9 @@
 // failing write to prove atomicity, states no endpoint can reach, and counts no endpoint
 // lists. Each function says why. The statements are plain SQL that PostgreSQL accepts too,
 // except where a function says otherwise, so a PostgreSQL twin is one small change here.
+import { createRequire } from "node:module";
 import path from "node:path";
+import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import type { TestServer } from "./helpers.ts";
@@ -118,4 +120,131 @@ export function failWritesTo(store: TestServer, table: string, options: { action
     ),
   );
   return () => withDb(store, (db) => db.exec(`DROP TRIGGER ${name}`));
+}
+
+/** A secret version's sealed value as stored (nonce, ciphertext, tag): the API only ever returns it opened. */
+export function storedCiphertext(store: Store, secretId: string, versionNumber: number): Buffer {
+  const [row] = select(store, "secret_versions", "ciphertext", { secret_id: secretId, version_number: versionNumber });
+  if (!row) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+  return Buffer.from(row.ciphertext as Uint8Array);
+}
+
+/**
+ * Overwrites a version's sealed value, as someone with write access to the database file
+ * could (a copied or flipped ciphertext must not open): no endpoint writes a ciphertext.
+ */
+export function setStoredCiphertext(store: Store, secretId: string, versionNumber: number, ciphertext: Buffer): void {
+  const changed = update(store, "secret_versions", { ciphertext }, { secret_id: secretId, version_number: versionNumber });
+  if (changed !== 1) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+}
+
+/** Makes a version a BASELINE record with no author: what an import from elsewhere writes, which no endpoint does. */
+export function markBaseline(store: Store, secretId: string, versionNumber: number): void {
+  update(store, "secret_versions", { change_type: "BASELINE", changed_by: null }, { secret_id: secretId, version_number: versionNumber });
+}
+
+/** Copies one project's wrapped data key over another's, as an attacker with the file could: the API never shows a key. */
+export function copyWrappedKey(store: Store, fromProjectId: string, toProjectId: string): void {
+  const [from] = select(store, "project_keys", "wrapped_key", { project_id: fromProjectId });
+  if (!from) throw new Error(`no key for project ${fromProjectId}`);
+  update(store, "project_keys", { wrapped_key: from.wrapped_key as Buffer }, { project_id: toProjectId });
+}
+
+/** The keyed digest stored beside a version's value (null when it has none): the API never shows it. */
+export function storedDigest(store: Store, secretId: string, versionNumber: number): string | null {
+  const [row] = select(store, "secret_versions", "digest", { secret_id: secretId, version_number: versionNumber });
+  if (!row) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+  return row.digest as string | null;
+}
+
+/** Removes a secret's stored digests, as versions written before digests existed have none: no endpoint writes one without. */
+export function clearDigests(store: Store, secretId: string): void {
+  update(store, "secret_versions", { digest: null }, { secret_id: secretId });
+}
+
+/**
+ * The master key versions the stored records use, per kind: the security overview counts
+ * records on the current version and others, not which versions nor per kind.
+ */
+export function keyVersionsInUse(store: Store): { values: number[]; projectKeys: number[]; integrations: number[] } {
+  const versions = (table: string, ...columns: string[]) =>
+    [...new Set(columns.flatMap((column) => select(store, table, `DISTINCT ${column} AS v`).map((row) => row.v as number | null)))]
+      .filter((v): v is number => v !== null)
+      .sort((a, b) => a - b);
+  return {
+    values: versions("secret_versions", "key_version"),
+    projectKeys: versions("project_keys", "key_version"),
+    integrations: versions("integrations", "token_key_version", "hook_key_version"),
+  };
+}
+
+/**
+ * Every column of every table of the migrated database, to prove each ciphertext column is
+ * known to the code that counts and re-encrypts them. SQLite-specific (sqlite_master and
+ * pragma_table_info); PostgreSQL's twin reads information_schema.columns.
+ */
+export function schemaColumns(store: Store): { table: string; name: string; type: string; isNotNull: number }[] {
+  return withDb(store, (db) => {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+    return tables.flatMap((table) =>
+      (
+        db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as {
+          name: string;
+          type: string;
+          isNotNull: number;
+        }[]
+      ).map((column) => ({ table, ...column })),
+    );
+  });
+}
+
+/**
+ * Another connection to the file (another process, a CLI command say) takes the write lock,
+ * renames a secret's key, holds the lock for `holdMs` and commits: no endpoint holds a lock
+ * across requests. A worker thread, because the server, in this thread, blocks while it
+ * waits for the lock, so the hold cannot end on a signal from here. Resolves once the lock
+ * is held; `messages` records "locked" and then "committed". SQLite-specific (BEGIN IMMEDIATE).
+ */
+export async function renameKeyHoldingWriteLock(
+  server: TestServer,
+  from: string,
+  to: string,
+  holdMs: number,
+): Promise<{ messages: string[]; committed: Promise<void>; worker: Worker }> {
+  const worker = new Worker(
+    `const { workerData, parentPort } = require("node:worker_threads");
+     const Database = require(workerData.module);
+     const db = new Database(workerData.file);
+     db.pragma("busy_timeout = 5000");
+     db.exec("BEGIN IMMEDIATE");
+     db.prepare("UPDATE secrets SET key = ? WHERE key = ?").run(workerData.to, workerData.from);
+     parentPort.postMessage("locked");
+     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.holdMs);
+     db.exec("COMMIT");
+     db.close();
+     parentPort.postMessage("committed");`,
+    {
+      eval: true,
+      workerData: {
+        module: createRequire(import.meta.url).resolve("better-sqlite3"),
+        file: path.join(server.dataDir, DATABASE_FILE),
+        from,
+        to,
+        holdMs,
+      },
+    },
+  );
+  const messages: string[] = [];
+  const committed = new Promise<void>((resolve, reject) => {
+    worker.on("message", (m: string) => {
+      messages.push(m);
+      if (m === "committed") resolve();
+    });
+    worker.on("error", reject);
+  });
+  await new Promise<void>((resolve, reject) => {
+    worker.once("message", () => resolve());
+    worker.once("error", reject);
+  });
+  return { messages, committed, worker };
 }
