@@ -37,6 +37,18 @@ function whereClause(where: Where): { sql: string; params: Value[] } {
   };
 }
 
+function remove(store: Store, table: string, where: Where): number {
+  const clause = whereClause(where);
+  return withDb(store, (db) => db.prepare(`DELETE FROM ${table}${clause.sql}`).run(...clause.params).changes);
+}
+
+function insert(store: Store, table: string, row: Record<string, Value>): void {
+  const names = Object.keys(row);
+  withDb(store, (db) =>
+    db.prepare(`INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`).run(...names.map((n) => row[n]!)),
+  );
+}
+
 function select(store: Store, table: string, columns: string, where: Where = {}, orderBy?: string): Row[] {
   const clause = whereClause(where);
   return withDb(store, (db) =>
@@ -70,8 +82,8 @@ export function rowCount(store: Store, table: string, where: Where = {}): number
  * mac_key_version) and the events of deleted projects and of no project, none of which the
  * audit API shows.
  */
-export function auditRows(store: Store, where: Where = {}): Record<string, any>[] {
-  return select(store, "audit_events", "*", where, "seq");
+export function auditRows(store: Store, where: Where = {}): StoredAuditRow[] {
+  return select(store, "audit_events", "*", where, "seq") as unknown as StoredAuditRow[];
 }
 
 /**
@@ -247,4 +259,69 @@ export async function renameKeyHoldingWriteLock(
     worker.once("error", reject);
   });
   return { messages, committed, worker };
+}
+
+/** An audit row as stored: the chain's columns beside the event's. */
+export interface StoredAuditRow {
+  seq: number;
+  id: string;
+  project_id: string | null;
+  at: string;
+  action: string;
+  category: string;
+  actor_user_id: string | null;
+  target_type: string;
+  target_id: string;
+  /** JSON, as written. */
+  metadata: string;
+  prev_hash: string;
+  hash: string;
+  mac_key_version: number | null;
+}
+
+type AuditRowChange = Partial<Omit<StoredAuditRow, "seq">>;
+
+/**
+ * Changes a stored audit event, as someone with write access to the database file could, to
+ * prove `audit verify` and retention notice: no endpoint edits the audit log.
+ */
+export function tamperAuditRow(store: Store, seq: number, change: AuditRowChange): void {
+  if (update(store, "audit_events", change, { seq }) !== 1) throw new Error(`no audit event #${seq}`);
+}
+
+/** Removes a stored audit event, as someone with write access to the file could: no endpoint removes one. */
+export function removeAuditRow(store: Store, seq: number): void {
+  if (remove(store, "audit_events", { seq }) !== 1) throw new Error(`no audit event #${seq}`);
+}
+
+/**
+ * Writes an audit row straight into the table, outside the writer and its chain: for the
+ * leak scan's own test, which needs an event holding text the writer would never let in.
+ */
+export function insertAuditRow(store: Store, row: Omit<StoredAuditRow, "seq" | "mac_key_version">): void {
+  insert(store, "audit_events", { ...row });
+}
+
+/** The retention checkpoint as stored (undefined before the first pruning): no endpoint shows it. */
+export interface AuditCheckpoint {
+  seq: number;
+  hash: string;
+  at: string;
+  pruned_before: string;
+  pruned_events: number;
+  mac_key_version: number;
+}
+
+export function auditCheckpoint(store: Store): AuditCheckpoint | undefined {
+  return select(store, "audit_checkpoint", "*")[0] as AuditCheckpoint | undefined;
+}
+
+/** Changes the retention checkpoint, as someone with write access to the file could, to prove verification notices. */
+export function tamperAuditCheckpoint(store: Store, change: Partial<AuditCheckpoint>): void {
+  update(store, "audit_checkpoint", change, {});
+}
+
+/** Removes the retention checkpoint, as someone with write access to the file could. */
+export function removeAuditCheckpoint(store: Store): void {
+  remove(store, "audit_checkpoint", {});
 }
