@@ -325,3 +325,21 @@ export function tamperAuditCheckpoint(store: Store, change: Partial<AuditCheckpo
 export function removeAuditCheckpoint(store: Store): void {
   remove(store, "audit_checkpoint", {});
 }
+
+/**
+ * Marks a user disabled and nothing more. `users disable` also ends their sessions, so it
+ * cannot prove that the request path checks the mark itself, on a session still alive.
+ */
+export function markUserDisabled(store: Store, where: { id: string } | { email: string }): void {
+  if (update(store, "users", { disabled_at: new Date().toISOString() }, where) !== 1) throw new Error("no such user");
+}
+
+/**
+ * Writes a project's and a user's names as rows written before the server refused control
+ * characters would hold them: no endpoint accepts such text any more, and the CLI must
+ * still not let it drive a terminal.
+ */
+export function writeLegacyNames(store: Store, names: { projectId: string; projectName: string; userId: string; userName: string }): void {
+  update(store, "projects", { name: names.projectName }, { id: names.projectId });
+  update(store, "users", { name: names.userName }, { id: names.userId });
+}
