@@ -510,6 +510,27 @@ export function runMain(
   });
 }
 
+export interface ListedUser {
+  email: string;
+  name: string;
+  provider: string;
+  status: string;
+  verified: boolean;
+}
+
+/** Every user, as the operator's `users list` prints them (a server command on the same data folder). */
+export async function listUsers(server: TestServer): Promise<ListedUser[]> {
+  const listed = await runMain(["users", "list"], server.env);
+  assert.equal(listed.code, 0, listed.stderr);
+  if (listed.stdout === "No users yet.\n") return [];
+  const [header, ...lines] = listed.stdout.trimEnd().split("\n");
+  assert.equal(header, "EMAIL\tNAME\tPROVIDER\tSTATUS\tVERIFIED\tCREATED");
+  return lines.map((line) => {
+    const [email, name, provider, status, verified] = line.split("\t") as [string, string, string, string, string];
+    return { email, name, provider, status, verified: verified === "yes" };
+  });
+}
+
 function isStaleSocket(error: unknown): boolean {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   return (
