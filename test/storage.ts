@@ -343,3 +343,51 @@ export function writeLegacyNames(store: Store, names: { projectId: string; proje
   update(store, "projects", { name: names.projectName }, { id: names.projectId });
   update(store, "users", { name: names.userName }, { id: names.userId });
 }
+
+/**
+ * States an older server left behind, which no endpoint reaches any more: a member demoted
+ * without their invitations being voided, an invitation whose inviter is gone, a Vercel
+ * connection made before its connector was recorded, a service token's address list in a
+ * form an older version accepted.
+ */
+export const legacy = {
+  setRoleWithoutVoiding(store: Store, projectId: string, userId: string, role: string): void {
+    update(store, "memberships", { role }, { project_id: projectId, user_id: userId });
+  },
+  clearInviter(store: Store, invitationId: string): void {
+    update(store, "invitations", { invited_by: null }, { id: invitationId });
+  },
+  clearConnector(store: Store, projectId: string): void {
+    update(store, "integrations", { connected_by: null }, { project_id: projectId });
+  },
+  setAllowedCidrs(store: Store, tokenId: string, cidrs: string[]): void {
+    update(store, "service_tokens", { allowed_cidrs: JSON.stringify(cidrs) }, { id: tokenId });
+  },
+};
+
+/**
+ * A Vercel connection row with a given status and last sync, for the security overview,
+ * which only reads them: reaching each state through the fake Vercel takes a connection and
+ * a failing sync run per state. Written without a connector, as connections made before it
+ * was recorded; the token and hook are one byte each, counted as records, never opened.
+ */
+export function writeIntegrationRow(
+  store: Store,
+  projectId: string,
+  state: { status: string; lastSyncStatus: string; lastSyncAt: string },
+): void {
+  remove(store, "integrations", { project_id: projectId });
+  insert(store, "integrations", {
+    project_id: projectId,
+    provider: "vercel",
+    status: state.status,
+    token_ciphertext: Buffer.from([0]),
+    token_key_version: 1,
+    hook_ciphertext: Buffer.from([0]),
+    hook_key_version: 1,
+    last_sync_at: state.lastSyncAt,
+    last_sync_status: state.lastSyncStatus,
+    created_at: state.lastSyncAt,
+    updated_at: state.lastSyncAt,
+  });
+}
