@@ -391,3 +391,17 @@ export function writeIntegrationRow(
     updated_at: state.lastSyncAt,
   });
 }
+
+/**
+ * Sets a Vercel connection's sync lock (and optionally its last run) as another server
+ * process, or one that died mid-sync, would have left it: one process cannot hold a lock it
+ * does not know about through the API.
+ */
+export function setSyncLock(store: Store, projectId: string, startedAt: string, lastRun?: Record<string, unknown>): void {
+  update(
+    store,
+    "integrations",
+    lastRun === undefined ? { sync_started_at: startedAt } : { sync_started_at: startedAt, last_run: JSON.stringify(lastRun) },
+    { project_id: projectId },
+  );
+}
