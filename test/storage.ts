@@ -405,3 +405,36 @@ export function setSyncLock(store: Store, projectId: string, startedAt: string, 
     { project_id: projectId },
   );
 }
+
+/**
+ * Checkpoints the write-ahead log and truncates it, so the next write must grow a file, as
+ * on a long-running server: the server does this itself only when idle. SQLite-specific.
+ */
+export function truncateWal(store: Store): void {
+  withDb(store, (db) => db.pragma("wal_checkpoint(TRUNCATE)"));
+}
+
+/** The connection's journal mode, synchronous level and foreign-key enforcement: settings no endpoint reports. SQLite-specific. */
+export function connectionSettings(server: TestServer): { journalMode: unknown; synchronous: unknown; foreignKeys: unknown } {
+  return withDb(server, (db) => ({
+    journalMode: db.pragma("journal_mode", { simple: true }),
+    synchronous: db.pragma("synchronous", { simple: true }),
+    foreignKeys: db.pragma("foreign_keys", { simple: true }),
+  }));
+}
+
+const FUTURE_MIGRATION = "from-the-future";
+
+/**
+ * Leaves what a newer version's migration would: a migration this code does not have, and
+ * its table. Returns the undo of the record (as restoring the pre-upgrade backup would; the
+ * table stays). Drizzle's migration journal in SQLite.
+ */
+export function migrateFromTheFuture(dataDir: string): () => void {
+  withDb(dataDir, (db) => {
+    const newest = db.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() as number;
+    db.prepare("INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)").run(FUTURE_MIGRATION, newest + 86_400_000);
+    db.prepare("CREATE TABLE from_the_future (id INTEGER)").run();
+  });
+  return () => remove(dataDir, "__drizzle_migrations", { hash: FUTURE_MIGRATION });
+}
