@@ -6,10 +6,9 @@ import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
 import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { assertNoLeaks, auditEvents, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
-import { auditRows, insertAuditRow, removeAuditRow, tamperAuditRow } from "./storage.ts";
+import { auditRows, copyDatabase, insertAuditRow, removeAuditRow, tamperAuditRow } from "./storage.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -451,7 +450,6 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   for (let i = 0; i < 4; i++) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `v${i}` });
   await server.stop();
-  const file = path.join(server.dataDir, DATABASE_FILE);
   const env = server.env;
 
   const intact = await runMain(["audit", "verify"], env);
@@ -461,7 +459,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   // Edit the metadata of the third event, as someone with write access to the file could.
   const copy = makeTempDir();
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-  fs.copyFileSync(file, path.join(copy, DATABASE_FILE));
+  copyDatabase(server.dataDir, copy);
   const third = auditRows(server.dataDir)[2]!;
   tamperAuditRow(server.dataDir, third.seq, { metadata: JSON.stringify({ descriptionChanged: false }) });
   const edited = await runMain(["audit", "verify"], env);

@@ -8,11 +8,11 @@ import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import type { TestContext } from "node:test";
-import Database from "better-sqlite3";
 import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
+import { auditRows } from "./storage.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -81,21 +81,10 @@ export function assertNoLeaks(dataDir: string): void {
       if (text.includes(secret)) found.push(`${where} (${JSON.stringify(secret.slice(0, 40))}) appears in ${place}`);
     }
   };
-  const file = path.join(dataDir, DATABASE_FILE);
-  if (fs.existsSync(file)) {
-    const sqlite = new Database(file, { readonly: true, fileMustExist: true });
-    try {
-      const rows = sqlite.prepare("SELECT seq, action, target_type, target_id, metadata FROM audit_events").all() as {
-        seq: number;
-        action: string;
-        target_type: string;
-        target_id: string;
-        metadata: string;
-      }[];
-      for (const row of rows) check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
-    } finally {
-      sqlite.close();
-    }
+  // Every stored event, of every project, deleted ones too, and of none: the audit API shows one existing project's.
+  if (fs.existsSync(path.join(dataDir, DATABASE_FILE))) {
+    for (const row of auditRows(dataDir))
+      check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
   }
   for (const line of watch.logs) check(line, `log line ${line.slice(0, 200)}`);
   if (found.length > 0) throw new Error(`secret material leaked:\n${found.slice(0, 10).join("\n")}`);

@@ -5,11 +5,9 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import path from "node:path";
 import { test } from "node:test";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
-import { auditRows, keyVersionsInUse, removeAuditRow, rowCount, type StoredAuditRow, tamperAuditRow } from "./storage.ts";
+import { auditRows, copyDatabase, keyVersionsInUse, removeAuditRow, rowCount, type StoredAuditRow, tamperAuditRow } from "./storage.ts";
 
 /** The published formula of the chain without a key (README), as an attacker would compute it. */
 function plainHash(prevHash: string, row: StoredAuditRow): string {
@@ -66,7 +64,7 @@ test("a database writer without the master key cannot edit or remove an event an
   const copies = Array.from({ length: 2 }, () => {
     const dir = makeTempDir();
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    fs.copyFileSync(path.join(server.dataDir, DATABASE_FILE), path.join(dir, DATABASE_FILE));
+    copyDatabase(server.dataDir, dir);
     return dir;
   });
   const third = auditRows(dir)[2]!;
@@ -194,7 +192,7 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   // hash-only part breaks the link into the keyed event, which only the key could redo.
   const copy = makeTempDir();
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-  fs.copyFileSync(path.join(dir, DATABASE_FILE), path.join(copy, DATABASE_FILE));
+  copyDatabase(dir, copy);
   tamperAuditRow(copy, mixed[1]!.seq, { metadata: "{}" });
   rebuildWithoutKey(copy, mixed[1]!.seq, { asHashOnly: true, throughSeq: mixed[2]!.seq });
   const sealed = await runMain(["audit", "verify"], { ...restarted.env, DATA_DIR: copy });

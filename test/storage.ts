@@ -4,6 +4,7 @@
 // failing write to prove atomicity, states no endpoint can reach, and counts no endpoint
 // lists. Each function says why. The statements are plain SQL that PostgreSQL accepts too,
 // except where a function says otherwise, so a PostgreSQL twin is one small change here.
+import fs from "node:fs";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { Worker } from "node:worker_threads";
@@ -437,4 +438,9 @@ export function migrateFromTheFuture(dataDir: string): () => void {
     db.prepare("CREATE TABLE from_the_future (id INTEGER)").run();
   });
   return () => remove(dataDir, "__drizzle_migrations", { hash: FUTURE_MIGRATION });
+}
+
+/** Copies the database of a stopped server into another data folder, to tamper with one and keep the other as it was. */
+export function copyDatabase(fromDataDir: string, toDataDir: string): void {
+  fs.copyFileSync(path.join(fromDataDir, DATABASE_FILE), path.join(toDataDir, DATABASE_FILE));
 }
