@@ -209,6 +209,33 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   return server;
 }
 
+/**
+ * Waits until the server has answered a request (its one log line per request), polling its
+ * log with a deadline: the sign that a client's request of its own, a CLI's poll say, was
+ * made and answered.
+ */
+export async function waitForAnswer(
+  server: TestServer,
+  request: { method: string; url: string; status: number },
+  from = 0,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const answered = (line: string) => {
+    const entry = parseJsonOrUndefined(line) as { msg?: string; req?: { method?: string; url?: string }; res?: { statusCode?: number } };
+    return (
+      entry?.msg === "request completed" &&
+      entry.req?.method === request.method &&
+      entry.req?.url === request.url &&
+      entry.res?.statusCode === request.status
+    );
+  };
+  while (!server.logs.slice(from).some(answered)) {
+    if (Date.now() > deadline) throw new Error(`no ${request.method} ${request.url} answered ${request.status} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 export interface CliTokens {
   accessToken: string;
   refreshToken: string;
