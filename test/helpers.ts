@@ -12,6 +12,7 @@ import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
+import type { FakeVercel } from "./fake-vercel.ts";
 import { auditRows } from "./storage.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
@@ -234,6 +235,36 @@ export async function waitForAnswer(
     if (Date.now() > deadline) throw new Error(`no ${request.method} ${request.url} answered ${request.status} within ${timeoutMs} ms`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * Another project of `owner`'s, connected to the fake Vercel with a token of its own, gets a
+ * change, and its automatic sync reaches the fake. The sign that an automatic run of a
+ * project changed before it (every run waits the same debounce, SYNC_DEBOUNCE_MS) has had its
+ * moment: tests proving that nothing reached Vercel wait for this instead of a fixed time.
+ * Returns the other connection's token, to tell its requests from the rest.
+ */
+export async function automaticRunElsewhere(owner: Client, fake: FakeVercel): Promise<{ token: string }> {
+  const token = `vcp_${crypto.randomBytes(18).toString("hex")}`;
+  fake.addToken(token);
+  fake.addProject("prj_marker", "marker");
+  const other = await owner.createProject({ name: `marker-${crypto.randomUUID()}`, environments: ["development"] });
+  const base = `/api/projects/${other.id}/integrations/hosting`;
+  const connected = await owner.json("POST", base, { token });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  const linked = await owner.json("PUT", base, { hostProjectId: "prj_marker", mappings: { development: "development" } });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  const created = await owner.json("POST", `/api/projects/${other.id}/environments/development/secrets`, {
+    key: "MARKER_KEY",
+    value: "marker-value",
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const deadline = Date.now() + 20_000;
+  while (fake.envFor("prj_marker", "MARKER_KEY", "development") === undefined) {
+    if (Date.now() > deadline) throw new Error("the other project's automatic sync did not reach Vercel within 20 s");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return { token };
 }
 
 export interface CliTokens {
