@@ -371,7 +371,7 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   // The first command ignores SIGTERM (so it is killed after the grace period); the second exits 3.
   const child =
     "const v=process.env.WATCHED_VALUE;console.log('value='+v);" +
-    "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{setTimeout(()=>process.exit(3),100)}";
+    "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{process.exitCode=3}";
   const watching = startCli(["run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
   await watching.waitFor(/value=first-watched/);
   const startedAt = Date.now();
