@@ -1,5 +1,5 @@
-// The one place tests touch the database: every other test reads and writes through the API,
-// server commands or the audit log. What is here the API cannot show or do by design: what
+// The one place tests touch the database: every other test reads state through the API, the
+// audit log and the server commands. What is here the API cannot show or do by design: what
 // lands on disk (hashes, ciphertexts), tampering an attacker with file access could do, a
 // failing write to prove atomicity, states no endpoint can reach, and counts no endpoint
 // lists. Each function says why. The statements are plain SQL that PostgreSQL accepts too,
@@ -303,7 +303,7 @@ export function insertAuditRow(store: Store, row: Omit<StoredAuditRow, "seq" | "
   insert(store, "audit_events", { ...row });
 }
 
-/** The retention checkpoint as stored (undefined before the first pruning): no endpoint shows it. */
+/** The audit log's retention checkpoint: the last pruned event, signed. */
 export interface AuditCheckpoint {
   seq: number;
   hash: string;
@@ -313,6 +313,7 @@ export interface AuditCheckpoint {
   mac_key_version: number;
 }
 
+/** The retention checkpoint as stored (undefined before the first pruning): no endpoint or command shows it whole. */
 export function auditCheckpoint(store: Store): AuditCheckpoint | undefined {
   return select(store, "audit_checkpoint", "*")[0] as AuditCheckpoint | undefined;
 }
