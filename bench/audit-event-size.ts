@@ -8,7 +8,7 @@ import path from "node:path";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { loadKeyring } from "../src/core/crypto.ts";
-import { openDatabase } from "../src/core/db.ts";
+import { openDatabase, writeTransaction } from "../src/core/db.ts";
 
 const EVENTS = 20_000;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "audit-size-"));
@@ -33,9 +33,9 @@ const before = auditBytes();
 const projectId = crypto.randomUUID();
 const userIds = Array.from({ length: 20 }, () => crypto.randomUUID());
 const secretIds = Array.from({ length: 200 }, () => crypto.randomUUID());
-sqlite.transaction(() => {
+await writeTransaction(db, async () => {
   for (let i = 0; i < EVENTS; i++) {
-    writer.record({ userId: userIds[i % userIds.length]!, via: i % 2 ? "cli" : "browser" } as never, {
+    await writer.record({ userId: userIds[i % userIds.length]!, via: i % 2 ? "cli" : "browser" } as never, {
       projectId,
       action: "secret.revealed",
       targetType: "secret",
@@ -43,7 +43,7 @@ sqlite.transaction(() => {
       metadata: { key: `DATABASE_URL_${i % 200}`, environment: "production", version: 3 },
     });
   }
-})();
+});
 const after = auditBytes();
 const perEvent = (after - before) / EVENTS;
 console.log(

@@ -128,9 +128,9 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-function time(fn: () => unknown): number {
+async function time(fn: () => unknown): Promise<number> {
   const start = process.hrtime.bigint();
-  fn();
+  await fn();
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
@@ -200,7 +200,7 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
     const defaultCacheSize = sqlite.pragma("cache_size", { simple: true }) as number;
     sqlite.pragma("cache_size = -524288");
     const keyring = new Keyring(1, new Map([[1, crypto.randomBytes(32)]]));
-    const fillMs = time(() => fill(db, keyring, count, projectIds, userIds, startMs, spanMs));
+    const fillMs = await time(() => fill(db, keyring, count, projectIds, userIds, startMs, spanMs));
     sqlite.pragma(`cache_size = ${defaultCacheSize}`);
     sqlite.pragma("wal_checkpoint(TRUNCATE)");
     const inMain = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck().get(projectIds[0]) as number;
@@ -216,8 +216,8 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       access: createAccessGuard(createAccessRepo(db)),
       config,
       keyring,
-      serviceAccountCounts: () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
-      openTrustAccounts: () => [],
+      serviceAccountCounts: async () => ({ accounts: 0, tokens: 0, tokensWithoutExpiry: 0, tokensUnusedFor90Days: 0, trusts: 0 }),
+      openTrustAccounts: async () => [],
       members: createMembersRepo(db),
       invitations: createInvitationsRepo(db),
       clock: systemClock,
@@ -279,16 +279,19 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
       let firstCount = 0;
       let deepCount = 0;
       for (let i = 0; i < RUNS; i++) {
-        firstTimes.push(time(() => (firstCount = service.list(caller, projectId, query).events.length)));
+        firstTimes.push(await time(async () => (firstCount = (await service.list(caller, projectId, query)).events.length)));
         if (deepCursor)
-          deepTimes.push(time(() => (deepCount = service.list(caller, projectId, { ...query, cursor: deepCursor }).events.length)));
+          deepTimes.push(
+            await time(async () => (deepCount = (await service.list(caller, projectId, { ...query, cursor: deepCursor })).events.length)),
+          );
       }
       pageRows.push(pageRow(`audit ${name}: first page`, firstTimes));
       if (deepTimes.length > 0) pageRows.push(pageRow(`audit ${name}: deep page`, deepTimes));
       const first = median(firstTimes);
       const deep = deepTimes.length > 0 ? median(deepTimes) : 0;
       worst = Math.max(worst, first, deep);
-      const plan = repo.explainPage({ ...repoFilter, before: deepRow ?? undefined }).find((line) => line.includes("audit_events")) ?? "";
+      const plan =
+        (await repo.explainPage({ ...repoFilter, before: deepRow ?? undefined })).find((line) => line.includes("audit_events")) ?? "";
       rows.push([
         name,
         matches.toLocaleString("en"),
@@ -303,8 +306,8 @@ async function run(log: (line: string) => void): Promise<BenchRow[]> {
         `Slowest page: ${worst.toFixed(2)} ms: ${worst < TARGET_MS ? "within" : "OVER"} the ${TARGET_MS} ms target.`,
     );
 
-    const verifyMs = time(() => {
-      const result = verifyAuditChain(db, keyring);
+    const verifyMs = await time(async () => {
+      const result = await verifyAuditChain(db, keyring);
       if (!result.ok) throw new Error("the benchmark's own chain does not verify");
     });
     log(`audit verify over ${count.toLocaleString("en")} events: ${(verifyMs / 1000).toFixed(1)} s.`);

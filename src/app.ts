@@ -67,7 +67,7 @@ import { createWorkloadIdentityService } from "./service-accounts/workload-ident
 import { createBrowserSessionsRepo } from "./sign-in/browser-sessions.repo.ts";
 import { createLocalRepo } from "./sign-in/local.repo.ts";
 import { registerLocalRoutes } from "./sign-in/local.routes.ts";
-import { createLocalAccounts } from "./sign-in/local.service.ts";
+import { createLocalAccounts, type IssuedLink } from "./sign-in/local.service.ts";
 import { registerOidcRoutes } from "./sign-in/oidc.routes.ts";
 import { createOidcService, type OidcService } from "./sign-in/oidc.service.ts";
 import { registerSignInRoutes } from "./sign-in/sign-in.routes.ts";
@@ -199,7 +199,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   const access = createAccessGuard(createAccessRepo(db));
   const audit = createAuditWriter(db, clock, keyring);
-  if (createAuditRepo(db).startsHashOnly()) {
+  if (await createAuditRepo(db).startsHashOnly()) {
     log.warn(
       'The audit log starts with events chained by hash only (written before this version keyed the chain). Run "secrets-server audit verify" and follow what it says to key them.',
     );
@@ -361,14 +361,18 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   if (config.authProvider === "local") {
     const local = createLocalAccounts({ db, users, repo: localRepo, config, clock });
     registerLocalRoutes(app, { auth, local });
-    // Once listening, so that the link names the port the server really has (PORT=0).
+    // Issued before listening (listen waits for onReady, not for an async onListen), and
+    // logged once listening, so that the link names the port the server really has (PORT=0).
+    let setupLink: IssuedLink | undefined;
+    app.addHook("onReady", async () => {
+      if (!(await local.hasLocalUser())) setupLink = await local.issueSetupLink();
+    });
     app.addHook("onListen", (done) => {
-      if (!local.hasLocalUser()) {
+      if (setupLink) {
         // First run: the one log line that carries a token, on purpose. It is for the operator,
         // only its hash is stored, and it is in the message (redaction covers fields only).
-        const link = local.issueSetupLink();
         log.warn(
-          `No account exists yet. Create the first one at ${link.url} (one-time link, valid until ${link.expiresAt}; "secrets-server setup-link" prints a new one).`,
+          `No account exists yet. Create the first one at ${config.appUrl}${setupLink.path} (one-time link, valid until ${setupLink.expiresAt}; "secrets-server setup-link" prints a new one).`,
         );
       }
       done();
@@ -416,7 +420,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Timers last: nothing below can fail and leave them running on a closed database.
   rateLimits.start((error) => backgroundError(error, "could not save rate-limit counters"));
-  vercelSync.start((error) => backgroundError(error, "could not renew the Vercel scheduler lease"));
+  await vercelSync.start((error) => backgroundError(error, "could not renew the Vercel scheduler lease"));
   wal.start();
   idleGc.start();
   retention?.start();

@@ -160,7 +160,7 @@ test("CSV cells are quoted and cells a spreadsheet would run as formulas are kep
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
   // Written directly: the API never accepts such keys, but metadata text comes from many places.
   for (const key of ["=HYPERLINK(1)", "+1", "-1", "@SUM(1)", 'A,"B"\nC']) {
-    writer.record(null, { ...entry, metadata: { key, environment: "development", version: 1 } });
+    await writer.record(null, { ...entry, metadata: { key, environment: "development", version: 1 } });
   }
   const res = await alice.get(`/api/projects/${project.id}/audit/export?format=csv&category=secrets`);
   assert.equal(res.status, 200);
@@ -172,8 +172,9 @@ test("CSV cells are quoted and cells a spreadsheet would run as formulas are kep
   assert.deepEqual(keyCells, ['"A,""B""\nC"', "'@SUM(1)", "'-1", "'+1", "'=HYPERLINK(1)"]);
 
   // One transaction, as the writer would in a request: 10,000 requests would take minutes.
-  writeTransaction(server.app.db, () => {
-    for (let i = 0; i < 10_000; i++) writer.record(null, { ...entry, metadata: { key: `K${i}`, environment: "development", version: 1 } });
+  await writeTransaction(server.app.db, async () => {
+    for (let i = 0; i < 10_000; i++)
+      await writer.record(null, { ...entry, metadata: { key: `K${i}`, environment: "development", version: 1 } });
   });
   const big = await alice.get(`/api/projects/${project.id}/audit/export?format=csv&category=secrets`);
   assert.equal(big.status, 200);

@@ -513,17 +513,17 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   const count = async () => (await auditEvents(alice, project.id)).length;
   const before = await count();
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
-  assert.throws(() => writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
-  assert.throws(() => writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
+  await assert.rejects(writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
+  await assert.rejects(writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
   assert.equal(await count(), before);
   // Token-shaped or overlong text from user input is cleaned, never a failed write.
-  writer.record(null, { ...entry, metadata: { key: `A_svc_at_${"x".repeat(40)}`, environment: "e".repeat(600) } });
+  await writer.record(null, { ...entry, metadata: { key: `A_svc_at_${"x".repeat(40)}`, environment: "e".repeat(600) } });
   const stored = (await readAudit(alice, project.id)).events[0]!.metadata;
   assert.equal(stored.key, "A_[redacted]");
   assert.equal(stored.environment, `${"e".repeat(500)}…`);
 
   // Outside a transaction it takes its own, and the event chains on.
-  writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
+  await writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
   assert.equal(await count(), before + 2);
   const page = await readAudit(alice, project.id, "?category=secrets");
   assert.equal(page.events[0]!.actor, null);

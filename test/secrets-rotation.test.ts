@@ -230,18 +230,17 @@ test("a project data key created in a transaction that rolls back is not kept in
 
   // The first value under key version 2 creates the project's data key, then the write fails.
   const vault = createVault(db, keyring);
-  assert.throws(
-    () =>
-      writeTransaction(db, () => {
-        vault.seal(projectId, "test|first", "first-value");
-        throw new Error("the write failed after sealing");
-      }),
+  await assert.rejects(
+    writeTransaction(db, () => {
+      vault.seal(projectId, "test|first", "first-value");
+      throw new Error("the write failed after sealing");
+    }),
     /the write failed after sealing/,
   );
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 0);
 
   // The next value must be sealed with a data key that is stored, or no restart could open it.
-  const sealed = writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
+  const sealed = await writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
   assert.equal(sealed.keyVersion, 2);
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
   assert.equal(createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");

@@ -1,5 +1,5 @@
 import type { Statement } from "better-sqlite3";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { createEncryptedRecordCounter, type EncryptedRecordCounts } from "../core/encrypted-columns.ts";
 
 export interface AuditFilter {
@@ -184,7 +184,7 @@ export function createAuditRepo(db: Db) {
   );
   const deleteThrough = sqlite.prepare("DELETE FROM audit_events WHERE seq <= ?");
 
-  return {
+  return guard(db, {
     /** One page, newest first by (at, seq), the chain's order; asks for limit rows (the service asks one extra). */
     page(filter: AuditFilter): AuditEventRow[] {
       return pageStatement(filter).all(pageParameters(filter)) as AuditEventRow[];
@@ -260,7 +260,7 @@ export function createAuditRepo(db: Db) {
     deleteThrough(seq: number): void {
       deleteThrough.run(seq);
     },
-  };
+  });
 }
 
 export type AuditRepo = ReturnType<typeof createAuditRepo>;

@@ -41,13 +41,13 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
   let isStopping = false;
 
   /** One batch in one transaction: the oldest events before `cutoff`, checked, then deleted. */
-  function pruneBatch(cutoff: string): { pruned: number; isDone: boolean; problem?: ChainBreak } {
-    return writeTransaction(db, () => {
+  function pruneBatch(cutoff: string): Promise<{ pruned: number; isDone: boolean; problem?: ChainBreak }> {
+    return writeTransaction(db, async () => {
       // An edited checkpoint stops pruning like an edited event: pruning on would re-sign it.
-      const chain = startChain(repo, keyring);
+      const chain = await startChain(repo, keyring);
       if ("broken" in chain) return { pruned: 0, isDone: true, problem: chain.broken };
       const { checkpoint, walker } = chain;
-      const rows = repo.chainPage(0, PRUNE_BATCH);
+      const rows = await repo.chainPage(0, PRUNE_BATCH);
       let last: (typeof rows)[number] | undefined;
       let count = 0;
       let problem: ChainBreak | undefined;
@@ -65,8 +65,8 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
         count += 1;
       }
       if (!last) return { pruned: 0, isDone: true, problem };
-      repo.deleteThrough(last.seq);
-      repo.saveCheckpoint(
+      await repo.deleteThrough(last.seq);
+      await repo.saveCheckpoint(
         signCheckpoint(
           {
             seq: last.seq,
@@ -88,7 +88,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
     let pruned = 0;
     try {
       while (!isStopping) {
-        const batch = pruneBatch(cutoff);
+        const batch = await pruneBatch(cutoff);
         pruned += batch.pruned;
         if (batch.problem) {
           const problem = describeBreak(batch.problem);

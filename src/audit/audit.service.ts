@@ -129,19 +129,19 @@ interface Deps {
   keyring: Keyring;
   clock: Clock;
   /** Given by app.ts from the service-accounts feature (which writes audit events itself, so no import). */
-  serviceAccountCounts: (projectId: string) => ServiceAccountCounts;
+  serviceAccountCounts: (projectId: string) => Promise<ServiceAccountCounts>;
   /** Names of the project's service accounts with a trust of subject "*" and no claims. */
-  openTrustAccounts: (projectId: string) => string[];
+  openTrustAccounts: (projectId: string) => Promise<string[]>;
   /** The members feature's counts, given by app.ts (members write audit events, so no import). */
   members: {
-    countRoles(projectId: string): Record<Role, number>;
+    countRoles(projectId: string): Promise<Record<Role, number>>;
     /** Only environments someone holds a grant to. */
-    countGrantsPerEnvironment(projectId: string): { environment: string; members: number; viewers: number }[];
-    countUngranted(projectId: string): number;
-    membersAmong(projectId: string, userIds: string[]): Set<string>;
+    countGrantsPerEnvironment(projectId: string): Promise<{ environment: string; members: number; viewers: number }[]>;
+    countUngranted(projectId: string): Promise<number>;
+    membersAmong(projectId: string, userIds: string[]): Promise<Set<string>>;
   };
   /** The invitations feature's counts, given by app.ts likewise. */
-  invitations: { countOpen(projectId: string, nowIso: string): { pending: number; expired: number } };
+  invitations: { countOpen(projectId: string, nowIso: string): Promise<{ pending: number; expired: number }> };
 }
 
 export function createAuditService({
@@ -157,9 +157,9 @@ export function createAuditService({
   invitations: invitationsFeature,
 }: Deps) {
   /** The page's events as the API shows them; whether each actor is a member is read now. */
-  function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): AuditEventView[] {
+  async function toViews(projectId: string, rows: AuditEventRow[], caller: Caller): Promise<AuditEventView[]> {
     const actorIds = [...new Set(rows.flatMap((row) => (row.actor_user_id === null ? [] : [row.actor_user_id])))];
-    const members = membersFeature.membersAmong(projectId, actorIds);
+    const members = await membersFeature.membersAmong(projectId, actorIds);
     return rows.map((row) => toView(row, members, caller));
   }
 
@@ -192,11 +192,11 @@ export function createAuditService({
     return config.authProvider;
   }
 
-  function resolvedFilter(projectId: string, query: AuditQuery): Omit<AuditFilter, "limit"> {
+  async function resolvedFilter(projectId: string, query: AuditQuery): Promise<Omit<AuditFilter, "limit">> {
     const filter = auditFilter(projectId, query);
     // The actor filter names a person or a service account; ids are UUIDs, so an id that
     // caused service-account events of this project is that account's (deleted or not).
-    if (filter.actorUserId !== undefined && repo.hasServiceAccountEvents(projectId, filter.actorUserId)) {
+    if (filter.actorUserId !== undefined && (await repo.hasServiceAccountEvents(projectId, filter.actorUserId))) {
       filter.serviceAccountId = filter.actorUserId;
       filter.actorUserId = undefined;
     }
@@ -204,16 +204,16 @@ export function createAuditService({
   }
 
   return {
-    list(caller: Caller, projectId: string, query: AuditQuery): AuditPage {
-      access.require(caller, projectId, "audit:read");
+    async list(caller: Caller, projectId: string, query: AuditQuery): Promise<AuditPage> {
+      await access.require(caller, projectId, "audit:read");
       const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
       // One row more than the page tells whether another page exists, without a count.
-      const filter = resolvedFilter(projectId, query);
-      const rows = repo.page({ ...filter, before, limit: query.limit + 1 });
+      const filter = await resolvedFilter(projectId, query);
+      const rows = await repo.page({ ...filter, before, limit: query.limit + 1 });
       const page = rows.slice(0, query.limit);
       const last = page.at(-1);
       return {
-        events: toViews(projectId, page, caller),
+        events: await toViews(projectId, page, caller),
         nextCursor: rows.length > query.limit && last ? encodeCursor(last) : null,
       };
     },
@@ -228,10 +228,10 @@ export function createAuditService({
       query: AuditQuery,
       format: "csv" | "json",
     ): Promise<{ events: AuditEventView[]; truncated: boolean }> {
-      access.require(caller, projectId, "audit:read");
-      const rows = repo.page({ ...resolvedFilter(projectId, query), limit: EXPORT_MAX_EVENTS + 1 });
+      await access.require(caller, projectId, "audit:read");
+      const rows = await repo.page({ ...(await resolvedFilter(projectId, query)), limit: EXPORT_MAX_EVENTS + 1 });
       const truncated = rows.length > EXPORT_MAX_EVENTS;
-      const events = toViews(projectId, rows.slice(0, EXPORT_MAX_EVENTS), caller);
+      const events = await toViews(projectId, rows.slice(0, EXPORT_MAX_EVENTS), caller);
       const filters: Record<string, string> = {};
       for (const name of ["category", "action", "actorUserId", "environment", "key", "fromAt"] as const) {
         const value = query[name];
@@ -249,13 +249,13 @@ export function createAuditService({
     },
 
     /** The security overview (README, "Security overview"), from live data. Counts only: no key material, value or token is read. */
-    overview(caller: Caller, projectId: string) {
-      const { projectEnvironments } = access.require(caller, projectId, "audit:read");
+    async overview(caller: Caller, projectId: string) {
+      const { projectEnvironments } = await access.require(caller, projectId, "audit:read");
       const currentKeyVersion = keyring.currentVersion;
-      const records = repo.countRecords(projectId, currentKeyVersion);
-      const members = membersFeature.countRoles(projectId);
-      const invitations = invitationsFeature.countOpen(projectId, clock.now().toISOString());
-      const hostingRow = repo.findHosting(projectId);
+      const records = await repo.countRecords(projectId, currentKeyVersion);
+      const members = await membersFeature.countRoles(projectId);
+      const invitations = await invitationsFeature.countOpen(projectId, clock.now().toISOString());
+      const hostingRow = await repo.findHosting(projectId);
       const hosting = hostingRow
         ? {
             provider: hostingRow.provider,
@@ -270,7 +270,7 @@ export function createAuditService({
           }
         : null;
       // Every environment of the project, the ones nobody holds a grant to included.
-      const grantCounts = new Map(membersFeature.countGrantsPerEnvironment(projectId).map((c) => [c.environment, c]));
+      const grantCounts = new Map((await membersFeature.countGrantsPerEnvironment(projectId)).map((c) => [c.environment, c]));
       const environments = ENVIRONMENTS.filter((e) => projectEnvironments.includes(e)).map(
         (environment) => grantCounts.get(environment) ?? { environment, members: 0, viewers: 0 },
       );
@@ -317,7 +317,7 @@ export function createAuditService({
           { readme: "Encryption at rest and key rotation" },
         );
       }
-      const ungranted = membersFeature.countUngranted(projectId);
+      const ungranted = await membersFeature.countUngranted(projectId);
       if (ungranted > 0) {
         note(
           "info",
@@ -334,7 +334,7 @@ export function createAuditService({
           { page: "members" },
         );
       }
-      const open = openTrustAccounts(projectId);
+      const open = await openTrustAccounts(projectId);
       if (open.length > 0) {
         const named = open.map((name) => `"${name}"`).join(", ");
         note(
@@ -371,7 +371,7 @@ export function createAuditService({
         );
       }
       // Findings only (the notes predate them): what the service-account counts warn about.
-      const machines = serviceAccountCounts(projectId);
+      const machines = await serviceAccountCounts(projectId);
       const never = machines.tokensWithoutExpiry;
       if (never > 0) {
         findings.push({
@@ -410,7 +410,7 @@ export function createAuditService({
         },
         access: { members, pendingInvitations: invitations.pending, serviceAccounts: machines },
         integrations: { hosting },
-        auditLog: { events: repo.countProjectEvents(projectId) },
+        auditLog: { events: await repo.countProjectEvents(projectId) },
         notes,
         findings,
         environments,

@@ -163,11 +163,11 @@ export function createChainWalker(keyring: Keyring, checkpoint?: CheckpointRow) 
  * beginning. Every walk of the chain starts here: verify, rotate-key's re-keying, and
  * retention, which must not prune on from (and re-sign) a checkpoint someone edited.
  */
-export function startChain(
+export async function startChain(
   repo: Pick<AuditRepo, "findCheckpoint">,
   keyring: Keyring,
-): { checkpoint: CheckpointRow | undefined; walker: ReturnType<typeof createChainWalker> } | { broken: ChainBreak } {
-  const checkpoint = repo.findCheckpoint();
+): Promise<{ checkpoint: CheckpointRow | undefined; walker: ReturnType<typeof createChainWalker> } | { broken: ChainBreak }> {
+  const checkpoint = await repo.findCheckpoint();
   if (checkpoint) {
     const problem = checkpointProblem(checkpoint, keyring);
     if (problem) return { broken: checkpointBreak(checkpoint, problem) };
@@ -180,14 +180,14 @@ export function startChain(
  * leaves a valid shorter chain; compare the printed head hash with one recorded elsewhere
  * to catch that.
  */
-export function verifyAuditChain(db: Db, keyring: Keyring): ChainCheck {
+export async function verifyAuditChain(db: Db, keyring: Keyring): Promise<ChainCheck> {
   const repo = createAuditRepo(db);
   // One snapshot: the server may prune (moving the checkpoint) while this runs.
-  return readTransaction(db, (): ChainCheck => {
-    const start = startChain(repo, keyring);
+  return readTransaction(db, async (): Promise<ChainCheck> => {
+    const start = await startChain(repo, keyring);
     if ("broken" in start) return { ok: false, ...start.broken };
     const { checkpoint, walker } = start;
-    for (const row of repo.iterateChain()) {
+    for (const row of await repo.iterateChain()) {
       const problem = walker.check(row);
       if (problem) return { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
     }
@@ -238,17 +238,17 @@ const REKEY_PAGE = 1000;
  * version wrote from ones a database writer rewrote without the key, and keying them
  * vouches for them as they are.
  */
-export function rekeyAuditChain(
+export async function rekeyAuditChain(
   db: Db,
   keyring: Keyring,
   options: { keyHashOnly: boolean } = { keyHashOnly: false },
-): ({ ok: true } & RekeyCounts) | ({ ok: false } & ChainBreak) {
+): Promise<({ ok: true } & RekeyCounts) | ({ ok: false } & ChainBreak)> {
   const repo = createAuditRepo(db);
   const current = keyring.currentVersion;
   const macKey = keyring.auditMacKey(current);
   try {
-    return writeTransaction(db, () => {
-      const chain = startChain(repo, keyring);
+    return await writeTransaction(db, async () => {
+      const chain = await startChain(repo, keyring);
       if ("broken" in chain) throw new ChainBroken(chain.broken);
       const { checkpoint, walker } = chain;
       const start = checkpoint?.hash ?? GENESIS_HASH;
@@ -256,7 +256,7 @@ export function rekeyAuditChain(
       let isRewriting = false;
       let afterSeq = 0;
       for (;;) {
-        const rows = repo.chainPage(afterSeq, REKEY_PAGE);
+        const rows = await repo.chainPage(afterSeq, REKEY_PAGE);
         if (rows.length === 0) break;
         for (const row of rows) {
           const problem = walker.check(row);
@@ -273,7 +273,7 @@ export function rekeyAuditChain(
           isRewriting ||= row.mac_key_version !== current;
           if (isRewriting) {
             const hash = eventHash(counts.headHash, contentOf(row), macKey);
-            repo.relink(row.seq, counts.headHash, hash, current);
+            await repo.relink(row.seq, counts.headHash, hash, current);
             counts.headHash = hash;
             counts.rekeyed += 1;
             if (row.mac_key_version === null) counts.wereHashOnly += 1;
@@ -287,7 +287,7 @@ export function rekeyAuditChain(
       // The checkpoint's hash stays (the event it names is gone and cannot be re-hashed): the
       // first kept event's new MAC covers it. Its signature moves to the current version, so
       // the older key is not needed for it either.
-      if (checkpoint && checkpoint.mac_key_version !== current) repo.saveCheckpoint(signCheckpoint(checkpoint, keyring));
+      if (checkpoint && checkpoint.mac_key_version !== current) await repo.saveCheckpoint(signCheckpoint(checkpoint, keyring));
       return { ok: true as const, ...counts };
     });
   } catch (error) {
@@ -336,7 +336,7 @@ export async function auditCommand(args: string[]): Promise<number> {
   try {
     // A wrong key is a configuration error, not "every keyed event was edited".
     checkMasterKeys(db, keyring, new Date());
-    const result = verifyAuditChain(db, keyring);
+    const result = await verifyAuditChain(db, keyring);
     if (result.ok) {
       const lines = [`Audit log intact: ${events(result.events)} verified.`];
       if (result.checkpoint) {

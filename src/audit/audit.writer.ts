@@ -2,7 +2,7 @@ import crypto, { type KeyObject } from "node:crypto";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, inTransaction, writeTransaction } from "../core/db.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -173,21 +173,20 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     if (previousAt === null || previousAt <= now || Date.parse(previousAt) - Date.parse(now) > MAX_CLOCK_STEP_BACK_MS) return now;
     return previousAt;
   }
-  // Reading the last hash and appending must be one step, or two processes writing the
-  // same file (the server and a CLI command) could both chain onto the same event.
-  const appendAlone = sqlite.transaction(append);
-  const appendAll = sqlite.transaction((contents: StoredEventContent[]) => {
-    for (const content of contents) append(content);
-  });
+  // Reading the last hash and appending must be one step (a write transaction), or two
+  // processes writing the same file (the server and a CLI command) could both chain onto
+  // the same event.
 
   // Events of reads waiting for the next flush (see recordRead).
   let pendingReads: { content: StoredEventContent; settle: (error?: unknown) => void }[] = [];
 
-  function flushReads(): void {
+  async function flushReads(): Promise<void> {
     const batch = pendingReads;
     pendingReads = [];
     try {
-      appendAll.immediate(batch.map((item) => item.content));
+      await writeTransaction(db, () => {
+        for (const item of batch) append(item.content);
+      });
     } catch (error) {
       for (const item of batch) item.settle(error);
       return;
@@ -235,16 +234,17 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     recordRead(actor: Principal | null, entry: AuditEntry): Promise<void> {
       const content = toContent(actor, entry);
       return new Promise((resolve, reject) => {
-        if (pendingReads.length === 0) setImmediate(flushReads);
+        // flushReads settles every waiting read itself, error or not.
+        if (pendingReads.length === 0) setImmediate(() => void flushReads());
         pendingReads.push({ content, settle: (error) => (error === undefined ? resolve() : reject(error)) });
       });
     },
 
     /** `actor` is the caller, or null for the server's own actions (automatic sync). */
-    record(actor: Principal | null, entry: AuditEntry): void {
+    async record(actor: Principal | null, entry: AuditEntry): Promise<void> {
       const content = toContent(actor, entry);
-      if (sqlite.inTransaction) append(content);
-      else appendAlone.immediate(content);
+      if (inTransaction(db)) append(content);
+      else await writeTransaction(db, () => append(content));
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { AccessTokenRow } from "../core/auth.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 
 /**
  * CLI access tokens, looked up by their hash on every CLI request (core/auth.ts): one
@@ -16,7 +16,7 @@ export function createAccessTokensRepo(db: Db) {
   );
   const touchSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ?");
 
-  return {
+  return guard(db, {
     /** A live access token's session and user at `nowIso`: not expired, not revoked, user enabled. */
     findLive(tokenHash: string, nowIso: string): AccessTokenRow | undefined {
       return findLive.get(tokenHash, nowIso, nowIso) as AccessTokenRow | undefined;
@@ -24,5 +24,5 @@ export function createAccessTokensRepo(db: Db) {
     touchSession(sessionId: string, lastUsedAt: string): void {
       touchSession.run(lastUsedAt, sessionId);
     },
-  };
+  });
 }

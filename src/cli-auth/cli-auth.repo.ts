@@ -1,5 +1,5 @@
 import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { cliSessions, cliTokens, deviceRequests, users } from "../core/schema.ts";
 
 export type DeviceRequestRow = typeof deviceRequests.$inferSelect;
@@ -15,7 +15,7 @@ export interface TokenWithSession {
 }
 
 export function createCliAuthRepo(db: Db) {
-  return {
+  return guard(db, {
     insertDeviceRequest(row: typeof deviceRequests.$inferInsert): void {
       db.insert(deviceRequests).values(row).run();
     },
@@ -139,7 +139,7 @@ export function createCliAuthRepo(db: Db) {
         )
         .run();
     },
-  };
+  });
 }
 
 export type CliAuthRepo = ReturnType<typeof createCliAuthRepo>;

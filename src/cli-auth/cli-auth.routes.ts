@@ -117,7 +117,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
       },
     },
     async (req, reply) => {
-      const result = cliAuth.poll(req.body.deviceCode);
+      const result = await cliAuth.poll(req.body.deviceCode);
       return reply.code(result.statusCode).send(result.body);
     },
   );
@@ -158,7 +158,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
     },
     async (req) => {
       await limitApprovals(req);
-      return { request: cliAuth.describePending(req.body.userCode) };
+      return { request: await cliAuth.describePending(req.body.userCode) };
     },
   );
 
@@ -191,7 +191,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
     },
     async (req) => {
       // A service token is ended by revoking it, not by logging out: nothing to do for it.
-      cliAuth.logout(req.caller && !isServiceAccount(req.caller) ? req.caller : null);
+      await cliAuth.logout(req.caller && !isServiceAccount(req.caller) ? req.caller : null);
       return { ok: true as const };
     },
   );
@@ -208,7 +208,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
         response: { 200: z.object({ sessions: z.array(CliSession) }) },
       },
     },
-    async (req) => ({ sessions: cliAuth.listSessions(auth.caller(req)) }),
+    async (req) => ({ sessions: await cliAuth.listSessions(auth.caller(req)) }),
   );
 
   routes.delete(
@@ -222,7 +222,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
         response: { 200: z.object({ revoked: z.number().int() }) },
       },
     },
-    async (req) => ({ revoked: cliAuth.revokeAllSessions(auth.caller(req)) }),
+    async (req) => ({ revoked: await cliAuth.revokeAllSessions(auth.caller(req)) }),
   );
 
   routes.delete(
@@ -232,7 +232,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
       schema: { tags, summary: "End one CLI session", security: SECURITY.browser, params: SessionParams, response: { 200: Ok } },
     },
     async (req) => {
-      cliAuth.revokeSession(auth.caller(req), req.params.sessionId);
+      await cliAuth.revokeSession(auth.caller(req), req.params.sessionId);
       return { ok: true as const };
     },
   );

@@ -93,7 +93,7 @@ interface Deps {
   db: Db;
   repo: CliAuthRepo;
   /** The users feature's lookup (app.ts passes the users service). */
-  users: { findById(id: string): { email: string | null } | undefined };
+  users: { findById(id: string): Promise<{ email: string | null } | undefined> };
   clock: Clock;
   config: Pick<Config, "appUrl">;
   log: Pick<Logger, "warn">;
@@ -105,13 +105,13 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
   }
 
   /** Issues a fresh access and refresh token in a session; only their hashes are stored. */
-  function issuePair(sessionId: string, now: Date, email: string | null): TokenResponse {
+  async function issuePair(sessionId: string, now: Date, email: string | null): Promise<TokenResponse> {
     const accessToken = `svc_at_${randomToken(32)}`;
     const refreshToken = `svc_rt_${randomToken(32)}`;
     const accessExpiresAt = new Date(now.getTime() + ACCESS_TOKEN_MINUTES * 60 * 1000).toISOString();
     const refreshExpiresAt = new Date(now.getTime() + REFRESH_TOKEN_DAYS * DAY_MS).toISOString();
     const createdAt = now.toISOString();
-    repo.insertToken({
+    await repo.insertToken({
       id: crypto.randomUUID(),
       sessionId,
       kind: "access",
@@ -119,7 +119,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
       createdAt,
       expiresAt: accessExpiresAt,
     });
-    repo.insertToken({
+    await repo.insertToken({
       id: crypto.randomUUID(),
       sessionId,
       kind: "refresh",
@@ -135,19 +135,19 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
   }
 
   return {
-    startDevice(deviceName: string | undefined): DeviceStart {
+    async startDevice(deviceName: string | undefined): Promise<DeviceStart> {
       const deviceCode = randomToken(32);
       const name = sanitizeDeviceName(deviceName);
-      const userCode = writeTransaction(db, () => {
+      const userCode = await writeTransaction(db, async () => {
         const now = clock.now();
         const nowIso = now.toISOString();
-        repo.deleteDeviceRequestsExpiredBefore(new Date(now.getTime() - DAY_MS).toISOString());
-        repo.deleteTokensOfEndedSessions(nowIso);
+        await repo.deleteDeviceRequestsExpiredBefore(new Date(now.getTime() - DAY_MS).toISOString());
+        await repo.deleteTokensOfEndedSessions(nowIso);
         // Two pending requests must never share a code, or one approval could sign in the wrong terminal.
         for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
           const candidate = newUserCode();
-          if (repo.findPendingDeviceRequestByUserCode(hashToken(candidate), nowIso)) continue;
-          repo.insertDeviceRequest({
+          if (await repo.findPendingDeviceRequestByUserCode(hashToken(candidate), nowIso)) continue;
+          await repo.insertDeviceRequest({
             id: crypto.randomUUID(),
             deviceCodeHash: hashToken(deviceCode),
             userCodeHash: hashToken(candidate),
@@ -172,9 +172,9 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
     },
 
     /** One poll of the CLI: 202 while pending, 200 with the tokens once after approval, then expired; 400 when denied or expired (PollResult). */
-    poll(deviceCode: string): PollResult {
-      return writeTransaction(db, (): PollResult => {
-        const row = repo.findDeviceRequestByDeviceCode(hashToken(deviceCode));
+    poll(deviceCode: string): Promise<PollResult> {
+      return writeTransaction(db, async (): Promise<PollResult> => {
+        const row = await repo.findDeviceRequestByDeviceCode(hashToken(deviceCode));
         if (!row) throw new HttpError(400, INVALID_DEVICE_CODE);
         const now = clock.now();
         if (row.lastPolledAt && now.getTime() - Date.parse(row.lastPolledAt) < POLL_INTERVAL_SECONDS * 1000 - POLL_TOLERANCE_MS) {
@@ -184,18 +184,18 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
             "retry-after": String(POLL_INTERVAL_SECONDS),
           });
         }
-        repo.setDeviceRequestPolledAt(row.id, now.toISOString());
+        await repo.setDeviceRequestPolledAt(row.id, now.toISOString());
         if (row.status === "denied") return { statusCode: 400, body: { status: "denied" } };
         if (row.status === "consumed" || Date.parse(row.expiresAt) <= now.getTime()) {
           return { statusCode: 400, body: { status: "expired" } };
         }
         if (row.status === "pending") return { statusCode: 202, body: { status: "pending" } };
         // Approved: consume and issue in one transaction, so the tokens exist exactly once.
-        if (!repo.setDeviceRequestStatus(row.id, "approved", "consumed")) return { statusCode: 400, body: { status: "expired" } };
+        if (!(await repo.setDeviceRequestStatus(row.id, "approved", "consumed"))) return { statusCode: 400, body: { status: "expired" } };
         const userId = row.approvedBy!;
         const nowIso = now.toISOString();
         const sessionId = crypto.randomUUID();
-        repo.insertSession({
+        await repo.insertSession({
           id: sessionId,
           userId,
           deviceName: row.deviceName,
@@ -203,25 +203,25 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
           lastUsedAt: nowIso,
           expiresAt: new Date(now.getTime() + REFRESH_TOKEN_DAYS * DAY_MS).toISOString(),
         });
-        return { statusCode: 200, body: issuePair(sessionId, now, users.findById(userId)?.email ?? null) };
+        return { statusCode: 200, body: await issuePair(sessionId, now, (await users.findById(userId))?.email ?? null) };
       });
     },
 
     /** What the approval page shows before the user decides: which device asks, until when. */
-    describePending(userCode: string): { userCode: string; deviceName: string; expiresAt: string } {
+    async describePending(userCode: string): Promise<{ userCode: string; deviceName: string; expiresAt: string }> {
       const code = normalizeUserCode(userCode);
       if (!code) throw new HttpError(400, MALFORMED_USER_CODE);
-      const row = repo.findPendingDeviceRequestByUserCode(hashToken(code), clock.now().toISOString());
+      const row = await repo.findPendingDeviceRequestByUserCode(hashToken(code), clock.now().toISOString());
       if (!row) throw new HttpError(404, INVALID_USER_CODE);
       return { userCode: displayUserCode(code), deviceName: row.deviceName, expiresAt: row.expiresAt };
     },
 
-    approve(caller: Caller, userCode: string, isApproved: boolean): { ok: true; approved: boolean; deviceName: string } {
+    async approve(caller: Caller, userCode: string, isApproved: boolean): Promise<{ ok: true; approved: boolean; deviceName: string }> {
       const code = normalizeUserCode(userCode);
       if (!code) throw new HttpError(400, MALFORMED_USER_CODE);
-      return writeTransaction(db, () => {
-        const row = repo.findPendingDeviceRequestByUserCode(hashToken(code), clock.now().toISOString());
-        if (!row || !repo.setDeviceRequestStatus(row.id, "pending", isApproved ? "approved" : "denied", caller.userId)) {
+      return writeTransaction(db, async () => {
+        const row = await repo.findPendingDeviceRequestByUserCode(hashToken(code), clock.now().toISOString());
+        if (!row || !(await repo.setDeviceRequestStatus(row.id, "pending", isApproved ? "approved" : "denied", caller.userId))) {
           throw new HttpError(404, INVALID_USER_CODE);
         }
         return { ok: true as const, approved: isApproved, deviceName: row.deviceName };
@@ -229,25 +229,25 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
     },
 
     /** Single use: a rotated refresh token presented again revokes its whole session. */
-    refresh(refreshToken: string): TokenResponse {
+    async refresh(refreshToken: string): Promise<TokenResponse> {
       if (!/^svc_rt_[A-Za-z0-9_-]{20,200}$/.test(refreshToken)) throw sessionEnded();
-      const outcome = writeTransaction(db, (): TokenResponse | "ended" | "reused" => {
+      const outcome = await writeTransaction(db, async (): Promise<TokenResponse | "ended" | "reused"> => {
         const now = clock.now();
         const nowIso = now.toISOString();
-        const found = repo.findTokenWithSession(hashToken(refreshToken));
+        const found = await repo.findTokenWithSession(hashToken(refreshToken));
         if (found?.token.kind !== "refresh") return "ended";
         const { token, session } = found;
         if (session.revokedAt || found.userDisabledAt) return "ended";
-        if (token.usedAt || !repo.markTokenUsed(token.id, nowIso)) {
+        if (token.usedAt || !(await repo.markTokenUsed(token.id, nowIso))) {
           // Someone holds a copy of a token that was already exchanged: it may have been
           // stolen, so every token of the session stops working, the newest included.
-          repo.revokeSession(session.id, nowIso);
+          await repo.revokeSession(session.id, nowIso);
           log.warn({ cliSessionId: session.id, userId: session.userId }, "refresh token reused: CLI session revoked");
           return "reused";
         }
         if (Date.parse(token.expiresAt) <= now.getTime() || Date.parse(session.expiresAt) <= now.getTime()) return "ended";
-        const pair = issuePair(session.id, now, found.userEmail);
-        repo.extendSession(session.id, nowIso, pair.refreshExpiresAt);
+        const pair = await issuePair(session.id, now, found.userEmail);
+        await repo.extendSession(session.id, nowIso, pair.refreshExpiresAt);
         return pair;
       });
       // Thrown outside the transaction: the revocation above must be committed, not rolled back.
@@ -256,24 +256,24 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
     },
 
     /** Ends the caller's CLI session; anything else (no token, a dead one) is already logged out. */
-    logout(caller: Caller | null): void {
+    async logout(caller: Caller | null): Promise<void> {
       if (caller?.via !== "cli") return;
-      writeTransaction(db, () => {
-        repo.revokeSession(caller.sessionId, clock.now().toISOString());
+      await writeTransaction(db, async () => {
+        await repo.revokeSession(caller.sessionId, clock.now().toISOString());
       });
     },
 
-    listSessions(caller: Caller): CliSessionView[] {
-      return repo.listActiveSessions(caller.userId, clock.now().toISOString()).map(toSessionView);
+    async listSessions(caller: Caller): Promise<CliSessionView[]> {
+      return (await repo.listActiveSessions(caller.userId, clock.now().toISOString())).map(toSessionView);
     },
 
-    revokeAllSessions(caller: Caller): number {
+    revokeAllSessions(caller: Caller): Promise<number> {
       return writeTransaction(db, () => repo.revokeActiveSessions(caller.userId, clock.now().toISOString()));
     },
 
-    revokeSession(caller: Caller, sessionId: string): void {
+    async revokeSession(caller: Caller, sessionId: string): Promise<void> {
       // Scoped to the caller: another user's session id answers exactly like an unknown one.
-      const revoked = writeTransaction(db, () => repo.revokeActiveSessions(caller.userId, clock.now().toISOString(), sessionId));
+      const revoked = await writeTransaction(db, () => repo.revokeActiveSessions(caller.userId, clock.now().toISOString(), sessionId));
       if (revoked === 0) throw new HttpError(404, "Session not found.");
     },
   };

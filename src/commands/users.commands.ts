@@ -27,17 +27,18 @@ add and reset-password need AUTH_PROVIDER=local. Links are printed for you to ha
 
 type Command = (args: string[]) => Promise<number>;
 
-function withDatabase<T>(fn: (db: Db, config: Config) => T): T {
+async function withDatabase<T>(fn: (db: Db, config: Config) => Promise<T>): Promise<T> {
   const config = loadConfig();
   const db = openDatabase(config);
   try {
-    return fn(db, config);
+    // Awaited here: the database closes only once the command's last statement has run.
+    return await fn(db, config);
   } finally {
     db.$client.close();
   }
 }
 
-function usersService(db: Db, onDisabled?: (userId: string) => void) {
+function usersService(db: Db, onDisabled?: (userId: string) => Promise<void>) {
   return createUsersService({
     db,
     users: createUsersRepo(db),
@@ -64,9 +65,9 @@ function status(user: UserRow): string {
 }
 
 /** Runs a command body; an HttpError (a refused request) becomes one line on stderr and exit 1. */
-async function run(fn: () => number): Promise<number> {
+async function run(fn: () => Promise<number>): Promise<number> {
   try {
-    return fn();
+    return await fn();
   } catch (error) {
     if (!(error instanceof HttpError)) throw error;
     process.stderr.write(`secrets-server: ${error.message}\n`);
@@ -94,11 +95,11 @@ function emailArgument(args: string[], usage: string): string | undefined {
 
 export const setupLinkCommand: Command = async () =>
   run(() =>
-    withDatabase((db, config) => {
+    withDatabase(async (db, config) => {
       requireLocal(config, "setup-link");
       printLink(
         "Open this link to create the first account (the e-mail you enter there counts as verified):",
-        local(db, config).issueSetupLink(),
+        await local(db, config).issueSetupLink(),
       );
       return 0;
     }),
@@ -108,8 +109,8 @@ export const usersCommand: Command = async ([sub, ...args]) => {
   switch (sub) {
     case "list":
       return run(() =>
-        withDatabase((db) => {
-          const rows = usersService(db).list();
+        withDatabase(async (db) => {
+          const rows = await usersService(db).list();
           if (rows.length === 0) {
             console.log("No users yet.");
             return 0;
@@ -127,9 +128,9 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       const nameAt = args.indexOf("--name");
       const name = nameAt > 0 ? (args[nameAt + 1] ?? "").trim().slice(0, 100) || null : null;
       return run(() =>
-        withDatabase((db, config) => {
+        withDatabase(async (db, config) => {
           requireLocal(config, "users add");
-          const { user, link } = local(db, config).addUser(email, name);
+          const { user, link } = await local(db, config).addUser(email, name);
           printLink(`Created ${user.email}. Give them this link to set their password:`, link);
           return 0;
         }),
@@ -139,9 +140,9 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       const email = emailArgument(args, "users reset-password EMAIL");
       if (!email) return 2;
       return run(() =>
-        withDatabase((db, config) => {
+        withDatabase(async (db, config) => {
           requireLocal(config, "users reset-password");
-          const { user, link } = local(db, config).resetPassword(email);
+          const { user, link } = await local(db, config).resetPassword(email);
           printLink(`Give ${user.email} this link to choose a new password:`, link);
           return 0;
         }),
@@ -151,7 +152,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       const email = emailArgument(args, "users disable EMAIL");
       if (!email) return 2;
       return run(() =>
-        withDatabase((db, config) => {
+        withDatabase(async (db, config) => {
           // The events this writes are chained under the master key like the server's: a
           // key that does not match the database stops here instead of breaking the chain.
           const keyring = loadKeyring(config);
@@ -164,7 +165,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
             clock: systemClock,
             config,
           });
-          const results = usersService(db, (userId) => members.userDisabled(userId)).disable(email);
+          const results = await usersService(db, (userId) => members.userDisabled(userId)).disable(email);
           for (const r of results) {
             console.log(
               `Disabled ${r.user.email} (${r.user.authIssuer}): ended ${r.browserSessions} browser and ${r.cliSessions} CLI sessions.`,
@@ -178,8 +179,8 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       const email = emailArgument(args, "users enable EMAIL");
       if (!email) return 2;
       return run(() =>
-        withDatabase((db) => {
-          for (const user of usersService(db).enable(email)) {
+        withDatabase(async (db) => {
+          for (const user of await usersService(db).enable(email)) {
             console.log(`Enabled ${user.email} (${user.authIssuer}).`);
           }
           return 0;

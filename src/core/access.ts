@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
+import type { FastifyRequest } from "fastify";
 import { isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
 import { HttpError } from "./errors.ts";
 
@@ -92,13 +92,13 @@ export type AccessGuard = ReturnType<typeof createAccessGuard>;
  * feature.
  */
 export interface AccessRows {
-  role(projectId: string, userId: string): Role | undefined;
-  grants(projectId: string, userId: string): string[];
-  environments(projectId: string): string[];
+  role(projectId: string, userId: string): Promise<Role | undefined>;
+  grants(projectId: string, userId: string): Promise<string[]>;
+  environments(projectId: string): Promise<string[]>;
   /** True for a disabled user and for one that does not exist. */
-  isDisabled(userId: string): boolean;
-  /** SQLite's data_version: changes when another connection has committed. */
-  dataVersion(): number;
+  isDisabled(userId: string): Promise<boolean>;
+  /** Changes whenever anything may have been written since it was last read (any connection, any request). */
+  dataVersion(): Promise<string>;
 }
 
 /**
@@ -107,44 +107,41 @@ export interface AccessRows {
  *
  * A request is checked twice: by the route's guard, before the body is looked at, and by
  * the service inside its transaction. The second check reuses the first one's rows when
- * nothing can have changed in between: it is the same request and the same project, no
- * other JavaScript has run since (the guard's answer is forgotten on the next microtask;
- * callback hooks run the handler in the same turn), and no other connection has committed
- * since (SQLite's data_version, read inside the transaction). Otherwise it reads them again.
+ * nothing can have changed in between: the same caller (one object per request) and
+ * project, and no write since, by this process or another (the repo's dataVersion, read
+ * inside the transaction). Otherwise it reads them again.
  */
 export function createAccessGuard(repo: AccessRows) {
-  let checked: { caller: Principal; projectId: string; access: ProjectAccess; dataVersion: number } | undefined;
-  const forget = () => {
-    checked = undefined;
-  };
+  const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string }>();
 
-  function load(userId: string, projectId: string): ProjectAccess | undefined {
-    const role = repo.role(projectId, userId);
+  async function load(userId: string, projectId: string): Promise<ProjectAccess | undefined> {
+    const role = await repo.role(projectId, userId);
     if (!role) return undefined;
-    const grants = hasImplicitEnvironmentAccess(role) ? [] : repo.grants(projectId, userId);
-    return memberAccess(projectId, role, repo.environments(projectId), grants);
+    const grants = hasImplicitEnvironmentAccess(role) ? [] : await repo.grants(projectId, userId);
+    return memberAccess(projectId, role, await repo.environments(projectId), grants);
   }
 
   /**
    * A service account is a caller of its own project only, with its role's permissions and
    * its environments; the credential resolver read both from the database for this request.
    */
-  function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): ProjectAccess | undefined {
+  async function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): Promise<ProjectAccess | undefined> {
     if (caller.projectId !== projectId) return undefined;
     // viewer or member: no implicit environments, so its environments act as a person's grants.
-    return memberAccess(projectId, caller.role, repo.environments(projectId), caller.environments);
+    return memberAccess(projectId, caller.role, await repo.environments(projectId), caller.environments);
   }
 
-  function find(caller: Principal, projectId: string): ProjectAccess | undefined {
+  function find(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
     return isServiceAccount(caller) ? loadServiceAccount(caller, projectId) : load(caller.userId, projectId);
   }
 
   /** The guard's rows of this very request when still current (see above), else fresh ones. */
-  function findAgain(caller: Principal, projectId: string): ProjectAccess | undefined {
-    const last = checked;
-    checked = undefined;
-    if (last && last.caller === caller && last.projectId === projectId && last.dataVersion === repo.dataVersion()) {
-      return { ...last.access, environment: undefined };
+  async function findAgain(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
+    const last = checked.get(caller);
+    if (last) {
+      checked.delete(caller);
+      if (last.projectId === projectId && last.dataVersion === (await repo.dataVersion()))
+        return { ...last.access, environment: undefined };
     }
     return find(caller, projectId);
   }
@@ -157,8 +154,8 @@ export function createAccessGuard(repo: AccessRows) {
      * The check of a service, inside its transaction: the same answers as the route guard
      * (404, 403), from the guard's rows when they are still current.
      */
-    require(caller: Principal, projectId: string, permission?: Permission, environment?: string): ProjectAccess {
-      return decide(findAgain(caller, projectId), permission, environment);
+    async require(caller: Principal, projectId: string, permission?: Permission, environment?: string): Promise<ProjectAccess> {
+      return decide(await findAgain(caller, projectId), permission, environment);
     },
 
     /**
@@ -167,10 +164,10 @@ export function createAccessGuard(repo: AccessRows) {
      * authority that outlives a request: the inviter behind an invitation, the person whose
      * token a Vercel connection uses.
      */
-    holds(userId: string, projectId: string, permission: Permission): boolean {
-      if (repo.isDisabled(userId)) return false;
+    async holds(userId: string, projectId: string, permission: Permission): Promise<boolean> {
+      if (await repo.isDisabled(userId)) return false;
       // The role decides a permission; environments and grants play no part here.
-      const role = repo.role(projectId, userId);
+      const role = await repo.role(projectId, userId);
       return role !== undefined && permissionsOf(role).includes(permission);
     },
 
@@ -181,19 +178,15 @@ export function createAccessGuard(repo: AccessRows) {
      * parser, which says nothing about the project). Reads :projectId and :env.
      */
     route(permission?: Permission, options: { environment?: boolean } = {}) {
-      // A callback hook: no promise per request, and the handler runs in the same turn.
-      // Also called directly (req alone) by a route that guards in preParsing.
-      return (req: FastifyRequest, _reply?: FastifyReply, done?: HookHandlerDoneFunction): void => {
+      return async (req: FastifyRequest): Promise<void> => {
         const params = req.params as Record<string, string | undefined>;
         if (!req.caller) throw new HttpError(401, "not signed in");
         const projectId = params.projectId ?? "";
         // Before the rows: a commit that lands while they are read makes the service read again.
-        const dataVersion = repo.dataVersion();
-        const access = find(req.caller, projectId);
+        const dataVersion = await repo.dataVersion();
+        const access = await find(req.caller, projectId);
         decide(access, permission, options.environment ? (params.env ?? "") : undefined);
-        if (checked === undefined) queueMicrotask(forget);
-        checked = { caller: req.caller, projectId, access: access!, dataVersion };
-        done?.();
+        checked.set(req.caller, { projectId, access: access!, dataVersion });
       };
     },
   };

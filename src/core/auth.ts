@@ -44,7 +44,7 @@ function bearerToken(header: string): string | undefined {
 /** Resolves service tokens and workload access tokens (the service-accounts feature). */
 export interface ServiceTokenResolver {
   /** The account behind a svc_st_/svc_wt_ token presented from `clientIp`, or null when it must be refused. */
-  resolve(token: string, clientIp: string): ServiceAccountCaller | null;
+  resolve(token: string, clientIp: string): Promise<ServiceAccountCaller | null>;
 }
 
 /**
@@ -106,14 +106,14 @@ export interface AccessTokenRow extends SessionUserRow {
  */
 export interface CredentialRepos {
   browserSessions: {
-    find(tokenHash: string): BrowserSessionRow | undefined;
-    touch(sessionId: string, lastSeenAt: string, expiresAt: string): void;
-    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): void;
-    delete(tokenHash: string): void;
+    find(tokenHash: string): Promise<BrowserSessionRow | undefined>;
+    touch(sessionId: string, lastSeenAt: string, expiresAt: string): Promise<void>;
+    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): Promise<void>;
+    delete(tokenHash: string): Promise<void>;
   };
   accessTokens: {
-    findLive(tokenHash: string, nowIso: string): AccessTokenRow | undefined;
-    touchSession(sessionId: string, lastUsedAt: string): void;
+    findLive(tokenHash: string, nowIso: string): Promise<AccessTokenRow | undefined>;
+    touchSession(sessionId: string, lastUsedAt: string): Promise<void>;
   };
 }
 
@@ -129,25 +129,25 @@ export function createAuth(
     return { userId: row.id, email: row.email, name: row.name, emailVerified: row.email_verified === 1, via, sessionId };
   }
 
-  function resolveBearer(token: string | undefined): Caller | null {
+  async function resolveBearer(token: string | undefined): Promise<Caller | null> {
     if (token === undefined || !/^svc_at_[A-Za-z0-9_-]{20,200}$/.test(token)) return null;
     const nowIso = clock.now().toISOString();
-    const row = accessTokens.findLive(hashToken(token), nowIso);
+    const row = await accessTokens.findLive(hashToken(token), nowIso);
     if (!row) return null;
-    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) accessTokens.touchSession(row.session_id, nowIso);
+    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) await accessTokens.touchSession(row.session_id, nowIso);
     return toCaller(row, "cli", row.session_id);
   }
 
-  function resolveCookie(token: string): Caller | null {
+  async function resolveCookie(token: string): Promise<Caller | null> {
     if (token.length < 20 || token.length > 200) return null;
-    const row = browserSessions.find(hashToken(token));
+    const row = await browserSessions.find(hashToken(token));
     if (!row) return null;
     const now = clock.now();
     if (Date.parse(row.expires_at) <= now.getTime()) return null;
     if (now.getTime() - Date.parse(row.last_seen_at) > TOUCH_INTERVAL_MS) {
       const cap = Date.parse(row.created_at) + SESSION_MAX_DAYS * DAY_MS;
       const expiresAt = new Date(Math.min(now.getTime() + SESSION_IDLE_DAYS * DAY_MS, cap));
-      browserSessions.touch(row.session_id, now.toISOString(), expiresAt.toISOString());
+      await browserSessions.touch(row.session_id, now.toISOString(), expiresAt.toISOString());
     }
     return toCaller(row, "browser", row.session_id);
   }
@@ -174,25 +174,24 @@ export function createAuth(
       app.decorateRequest("caller", null);
       app.decorateRequest("badBearer", false);
       app.decorateRequest("badServiceToken", false);
-      // A callback hook (no promise per request); a throw is the hook's error.
-      app.addHook("onRequest", (req, _reply, done) => {
+      app.addHook("onRequest", async (req) => {
         const authorization = req.headers.authorization;
         const bearer = authorization === undefined ? undefined : bearerToken(authorization);
         if (bearer !== undefined && /^svc_(st|wt)_/.test(bearer)) {
-          const caller = /^svc_(st|wt)_[A-Za-z0-9_-]{43,200}$/.test(bearer) ? (serviceTokens?.resolve(bearer, req.ip) ?? null) : null;
+          const caller = /^svc_(st|wt)_[A-Za-z0-9_-]{43,200}$/.test(bearer)
+            ? ((await serviceTokens?.resolve(bearer, req.ip)) ?? null)
+            : null;
           // Not refused here: the route's rate limit (a later onRequest hook) must count the
           // attempt first, per address since there is no caller. refuseBadServiceTokens answers.
           req.badServiceToken = caller === null;
           req.caller = caller;
-          done();
           return;
         }
         if (authorization !== undefined) {
           // A request with an Authorization header is a CLI request: its cookie is ignored,
           // so a browser-only endpoint can never be reached with a token plus a cookie.
-          req.caller = resolveBearer(bearer);
+          req.caller = await resolveBearer(bearer);
           req.badBearer = req.caller === null;
-          done();
           return;
         }
         // Cross-site request forgery: a browser always sends Origin on these methods
@@ -215,8 +214,7 @@ export function createAuth(
           throw new HttpError(403, "Cross-origin request refused.");
         }
         const token = req.cookies[cookieName];
-        if (token) req.caller = resolveCookie(token);
-        done();
+        if (token) req.caller = await resolveCookie(token);
       });
     },
 
@@ -282,11 +280,11 @@ export function createAuth(
     },
 
     /** Starts a browser session for a user and sets its cookie. Only the hash is stored. */
-    startBrowserSession(reply: FastifyReply, userId: string): void {
+    async startBrowserSession(reply: FastifyReply, userId: string): Promise<void> {
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
-      browserSessions.insert({
+      await browserSessions.insert({
         id: crypto.randomUUID(),
         userId,
         tokenHash: hashToken(token),
@@ -302,9 +300,9 @@ export function createAuth(
       });
     },
 
-    endBrowserSession(req: FastifyRequest, reply: FastifyReply): void {
+    async endBrowserSession(req: FastifyRequest, reply: FastifyReply): Promise<void> {
       const token = req.cookies[cookieName];
-      if (token) browserSessions.delete(hashToken(token));
+      if (token) await browserSessions.delete(hashToken(token));
       void reply.clearCookie(cookieName, { path: "/", httpOnly: true, sameSite: "lax", secure: config.isProduction });
     },
   };

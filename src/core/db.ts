@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
@@ -244,23 +245,138 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
   }
 }
 
-/**
- * Runs fn in one IMMEDIATE transaction: the write lock is taken up front, so two writers
- * (the server and a CLI command on the same file) queue on busy_timeout instead of
- * failing on a lock upgrade. Statements made through `db` inside fn are part of it.
+/*
+ * Transactions. Services are written against promises, so that the same code can run on a
+ * database reached over the network; better-sqlite3 itself answers at once. One connection
+ * serves every request, so while a transaction is open the connection belongs to it: any
+ * other repo call (through `guard`) and any other transaction wait until it ends, and
+ * statements made by the transaction's own code (tracked with AsyncLocalStorage, across its
+ * awaits) run inside it. A transaction must not wait for the network or a timer: others
+ * queue behind it.
  */
-export function writeTransaction<T>(db: Db, fn: () => T): T {
+
+interface Gate {
+  /** The open transaction's end, while one is open. */
+  busy: Promise<void> | null;
+  depth: number;
+}
+
+const gates = new WeakMap<Database.Database, Gate>();
+/** The transaction the running code belongs to; `open` turns false when it ends, so work it left behind (a promise settling later) no longer counts as inside. */
+const insideTransaction = new AsyncLocalStorage<{ sqlite: Database.Database; open: boolean }>();
+
+function isInside(sqlite: Database.Database): boolean {
+  const current = insideTransaction.getStore();
+  return current?.open === true && current.sqlite === sqlite;
+}
+
+function gateOf(sqlite: Database.Database): Gate {
+  let gate = gates.get(sqlite);
+  if (!gate) {
+    gate = { busy: null, depth: 0 };
+    gates.set(sqlite, gate);
+  }
+  return gate;
+}
+
+/** Resolves when the connection is free for a caller outside the open transaction (if any). */
+function turn(sqlite: Database.Database, gate: Gate): Promise<void> | undefined {
+  if (gate.busy === null || isInside(sqlite)) return undefined;
+  return gate.busy;
+}
+
+async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): Promise<T> {
+  const sqlite = db.$client;
+  const gate = gateOf(sqlite);
+  if (isInside(sqlite)) {
+    // Nested: a savepoint, so a failure caught by the outer code undoes only the inner part.
+    const name = `nested_${++gate.depth}`;
+    sqlite.exec(`SAVEPOINT ${name}`);
+    try {
+      const result = await fn();
+      sqlite.exec(`RELEASE ${name}`);
+      return result;
+    } catch (error) {
+      sqlite.exec(`ROLLBACK TO ${name}`);
+      sqlite.exec(`RELEASE ${name}`);
+      throw error;
+    } finally {
+      gate.depth--;
+    }
+  }
+  while (gate.busy !== null) await gate.busy;
+  let release!: () => void;
+  gate.busy = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const current = { sqlite, open: true };
   try {
-    return db.$client.transaction(fn).immediate();
-  } catch (error) {
-    for (const listener of rollbackListeners.get(db.$client) ?? []) listener();
-    throw error;
+    sqlite.exec(begin);
+    try {
+      const result = await insideTransaction.run(current, fn);
+      sqlite.exec("COMMIT");
+      return result;
+    } catch (error) {
+      if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
+      if (begin !== READ_BEGIN) for (const listener of rollbackListeners.get(sqlite) ?? []) listener();
+      throw error;
+    }
+  } finally {
+    current.open = false;
+    gate.busy = null;
+    release();
   }
 }
 
+const READ_BEGIN = "BEGIN DEFERRED";
+
+/**
+ * Runs fn in one IMMEDIATE transaction: the write lock is taken up front, so two writers
+ * (the server and a CLI command on the same file) queue on busy_timeout instead of
+ * failing on a lock upgrade. Repo calls made by fn are part of it.
+ */
+export function writeTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
+  return transaction(db, "BEGIN IMMEDIATE", fn);
+}
+
 /** Reads in one snapshot (BEGIN DEFERRED): no lock is taken for writing, and nothing is fsynced. */
-export function readTransaction<T>(db: Db, fn: () => T): T {
-  return db.$client.transaction(fn).deferred();
+export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
+  return transaction(db, READ_BEGIN, fn);
+}
+
+/** Whether the caller runs inside a transaction of this database. */
+export function inTransaction(db: Db): boolean {
+  return isInside(db.$client);
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: any function's parameters and result are kept as they are.
+type AnyFunction = (...args: any[]) => any;
+export type Guarded<R> = {
+  [K in keyof R]: R[K] extends AnyFunction ? (...args: Parameters<R[K]>) => Promise<Awaited<ReturnType<R[K]>>> : R[K];
+};
+
+/**
+ * A repo as services see it: every function returns a promise, and waits while another
+ * caller's transaction holds the connection. The functions themselves stay synchronous
+ * (better-sqlite3's prepared statements, the fast path).
+ */
+export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guarded<R> {
+  const sqlite = db.$client;
+  const gate = gateOf(sqlite);
+  const guarded: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(repo)) {
+    if (typeof value !== "function") {
+      guarded[name] = value;
+      continue;
+    }
+    const fn = value as AnyFunction;
+    guarded[name] = async (...args: unknown[]) => {
+      for (let wait = turn(sqlite, gate); wait !== undefined; wait = turn(sqlite, gate)) await wait;
+      // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
+      return fn.apply(repo, args);
+    };
+  }
+  return guarded as Guarded<R>;
 }
 
 const rollbackListeners = new WeakMap<Database.Database, (() => void)[]>();

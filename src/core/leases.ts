@@ -3,7 +3,7 @@
 // only once that heartbeat is stale (the holder stopped or hangs).
 import crypto from "node:crypto";
 import type { Clock } from "./clock.ts";
-import { type Db, writeTransaction } from "./db.ts";
+import { type Db, guard } from "./db.ts";
 
 /** This process's name in leases: random, so a restarted process is a new owner. */
 export function newOwnerId(): string {
@@ -12,9 +12,9 @@ export function newOwnerId(): string {
 
 export interface Lease {
   /** Takes the lease when free or stale, renews it when held; true while this process holds it. */
-  renew(): boolean;
+  renew(): Promise<boolean>;
   /** Gives it up at a clean stop, so another process need not wait for it to go stale. */
-  release(): void;
+  release(): Promise<void>;
 }
 
 export function createLease(db: Db, clock: Clock, options: { name: string; owner: string; staleMs: number }): Lease {
@@ -26,7 +26,8 @@ export function createLease(db: Db, clock: Clock, options: { name: string; owner
        WHERE leases.owner = excluded.owner OR leases.heartbeat_at < @staleBefore`,
   );
   const release = sqlite.prepare("DELETE FROM leases WHERE name = ? AND owner = ?");
-  return {
+  // One statement each, atomic on its own: no transaction needed.
+  return guard(db, {
     renew(): boolean {
       const now = clock.now();
       const params = {
@@ -35,10 +36,10 @@ export function createLease(db: Db, clock: Clock, options: { name: string; owner
         now: now.toISOString(),
         staleBefore: new Date(now.getTime() - options.staleMs).toISOString(),
       };
-      return writeTransaction(db, () => take.run(params).changes === 1);
+      return take.run(params).changes === 1;
     },
     release(): void {
-      writeTransaction(db, () => release.run(options.name, options.owner));
+      release.run(options.name, options.owner);
     },
-  };
+  });
 }

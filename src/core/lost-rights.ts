@@ -18,4 +18,4 @@ export interface LostRights {
  * created on their authority (invitations, a Vercel connection) is checked against their
  * rights as they are now, and voided or paused in the same commit.
  */
-export type LostRightsListener = (lost: LostRights) => void;
+export type LostRightsListener = (lost: LostRights) => void | Promise<void>;

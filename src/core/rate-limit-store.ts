@@ -13,7 +13,7 @@
 //   processes a caller may overshoot it by what the others let through since their last
 //   merge (README, "Several server processes on one data folder").
 import type { Clock } from "./clock.ts";
-import type { Db } from "./db.ts";
+import { type Db, guard, writeTransaction } from "./db.ts";
 
 /** What the plugin passes to `child()`: the route's merged options and the route itself. */
 interface LimitOptions {
@@ -74,7 +74,12 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
      RETURNING count, started_at, expires_at`,
   );
   const removeExpired = sqlite.prepare("DELETE FROM rate_limit_windows WHERE expires_at <= ?");
-  const mergeChanged = sqlite.transaction((keys: string[], now: string) => {
+  // Through the connection's gate (core/db.ts): a count is never made inside another request's transaction.
+  const exact = guard(db, {
+    count: (params: { key: string; now: string; expiresAt: string }) => countExactly.get(params) as { count: number; expires_at: string },
+    read: (key: string, now: string) => readExactly.get(key, now) as { count: number; expires_at: string } | undefined,
+  });
+  const mergeChanged = (keys: string[], now: string) => {
     const totals: [string, { count: number; started_at: string; expires_at: string }][] = [];
     for (const key of keys) {
       const window = windows.get(key);
@@ -93,7 +98,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     }
     removeExpired.run(now);
     return totals;
-  });
+  };
 
   /** Applied only once the merge committed: a rolled-back merge keeps every count unsaved. */
   function adopt(totals: [string, { count: number; started_at: string; expires_at: string }][]): void {
@@ -171,16 +176,13 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
         callback(null, { current: over.count, ttl: over.expiresAtMs - now.getTime() });
         return;
       }
-      let total: { count: number; expires_at: string };
-      try {
-        total = countExactly.get({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }) as {
-          count: number;
-          expires_at: string;
-        };
-      } catch (error) {
-        callback(error as Error, { current: 0, ttl: 0 });
-        return;
-      }
+      exact.count({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }).then(
+        (total) => this.counted(id, total, now, callback, max),
+        (error: unknown) => callback(error as Error, { current: 0, ttl: 0 }),
+      );
+    }
+
+    private counted(id: string, total: { count: number; expires_at: string }, now: Date, callback: Callback, max?: number): void {
       const expiresAtMs = Date.parse(total.expires_at);
       if (typeof max === "number" && total.count > max) {
         if (exceeded.size >= MAX_WINDOWS) {
@@ -194,9 +196,13 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
 
     read(key: string, callback: Callback): void {
       const now = clock.now();
-      const row = readExactly.get(`${this.scope}\n${key}`, now.toISOString()) as { count: number; expires_at: string } | undefined;
-      if (!row) callback(null, { current: 0, ttl: 0 });
-      else callback(null, { current: row.count, ttl: Date.parse(row.expires_at) - now.getTime() });
+      exact.read(`${this.scope}\n${key}`, now.toISOString()).then(
+        (row) => {
+          if (!row) callback(null, { current: 0, ttl: 0 });
+          else callback(null, { current: row.count, ttl: Date.parse(row.expires_at) - now.getTime() });
+        },
+        (error: unknown) => callback(error as Error, { current: 0, ttl: 0 }),
+      );
     }
 
     child(options: object): ExactStore {
@@ -205,12 +211,12 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
   }
 
   /** Merges the global windows that changed since the last merge, and drops expired rows. */
-  function save(): void {
+  async function save(): Promise<void> {
     if (changed.size === 0) return;
     const keys = [...changed];
     changed.clear();
     try {
-      adopt(mergeChanged.immediate(keys, clock.now().toISOString()));
+      adopt(await writeTransaction(db, () => mergeChanged(keys, clock.now().toISOString())));
     } catch (error) {
       // The database is busy or failing: keep counting in memory and try again next time.
       for (const key of keys) changed.add(key);
@@ -227,18 +233,14 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     /** Merges every few seconds until stop(); the timer does not keep the process alive. */
     start(onError: (error: unknown) => void): void {
       timer = setInterval(() => {
-        try {
-          save();
-        } catch (error) {
-          onError(error);
-        }
+        save().catch(onError);
       }, options.saveEveryMs ?? 5000);
       timer.unref();
     },
     /** Stops the timer and merges once more (at close, before the database closes). */
-    stop(): void {
+    async stop(): Promise<void> {
       clearInterval(timer);
-      save();
+      await save();
     },
   };
 }

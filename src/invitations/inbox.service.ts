@@ -35,12 +35,12 @@ export function createInboxService({ repo, memberships, invitations, clock }: De
   }
 
   return {
-    list(caller: Caller): { invitations: InboxInvitation[]; emailVerified: boolean } {
+    async list(caller: Caller): Promise<{ invitations: InboxInvitation[]; emailVerified: boolean }> {
       const email = verifiedEmail(caller);
       if (!email) return { invitations: [], emailVerified: false };
       // Not for projects the caller is already in: accepting would only answer 409.
-      const joined = new Set(memberships.listProjectIdsOf(caller.userId));
-      const rows = repo.listPendingFor(email, clock.now().toISOString()).filter((r) => !joined.has(r.projectId));
+      const joined = new Set(await memberships.listProjectIdsOf(caller.userId));
+      const rows = (await repo.listPendingFor(email, clock.now().toISOString())).filter((r) => !joined.has(r.projectId));
       return {
         emailVerified: true,
         invitations: rows.map((r) => ({
@@ -55,8 +55,8 @@ export function createInboxService({ repo, memberships, invitations, clock }: De
       };
     },
 
-    accept(caller: Caller, invitationId: string): { projectId: string; role: string } {
-      const row = invitations.findInvitation(invitationId);
+    async accept(caller: Caller, invitationId: string): Promise<{ projectId: string; role: string }> {
+      const row = await invitations.findInvitation(invitationId);
       const email = verifiedEmail(caller);
       // Someone else's invitation looks like no invitation: ids cannot be probed.
       if (!row || !email || row.email.toLowerCase() !== email) throw new HttpError(404, INVITATION_NOT_FOUND);

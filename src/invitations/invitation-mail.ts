@@ -38,7 +38,7 @@ export function createInvitationMailer(
 
   return {
     async deliver(invitation, acceptUrl) {
-      const found = context(invitation.projectId, invitation.invitedBy);
+      const found = await context(invitation.projectId, invitation.invitedBy);
       const projectName = found.projectName ?? "a project";
       const inviter = found.inviter?.name || found.inviter?.email || "Someone";
       const role = ROLE_WORDS[invitation.role] ?? invitation.role;
@@ -70,7 +70,7 @@ export function createInvitationMailer(
           `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
         );
       }
-      repo.setDeliveryStatus(invitation.id, status);
+      await repo.setDeliveryStatus(invitation.id, status);
       return status;
     },
   };

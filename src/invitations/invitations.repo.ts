@@ -1,6 +1,6 @@
 import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/sqlite-core";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { invitations, projects, users } from "../core/schema.ts";
 
 export type InvitationRow = typeof invitations.$inferSelect;
@@ -21,7 +21,7 @@ export interface InboxRow {
 /** Invitations: rows in, rows out. */
 export function createInvitationsRepo(db: Db) {
   const inviter = alias(users, "inviter");
-  return {
+  return guard(db, {
     /** Pending, unexpired invitations to this (lower-case) address, across projects, newest first. */
     listPendingFor(email: string, nowIso: string): InboxRow[] {
       return db
@@ -124,7 +124,7 @@ export function createInvitationsRepo(db: Db) {
         .get();
       return { pending: row?.pending ?? 0, expired: row?.expired ?? 0 };
     },
-  };
+  });
 }
 
 export type InvitationsRepo = ReturnType<typeof createInvitationsRepo>;

@@ -66,7 +66,7 @@ export function registerInvitationRoutes(app: FastifyInstance, { auth, access, i
         response: { 200: z.object({ invitations: z.array(Invitation) }) },
       },
     },
-    async (req) => ({ invitations: invitations.list(auth.caller(req), req.params.projectId) }),
+    async (req) => ({ invitations: await invitations.list(auth.caller(req), req.params.projectId) }),
   );
 
   routes.post(
@@ -96,7 +96,7 @@ export function registerInvitationRoutes(app: FastifyInstance, { auth, access, i
       schema: { tags, summary: "Revoke an invitation", security, params: InvitationParams, response: { 200: Ok } },
     },
     async (req) => {
-      invitations.revoke(auth.caller(req), req.params.projectId, req.params.invitationId);
+      await invitations.revoke(auth.caller(req), req.params.projectId, req.params.invitationId);
       return { ok: true as const };
     },
   );

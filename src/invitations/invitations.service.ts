@@ -55,27 +55,27 @@ export const ALREADY_MEMBER_ON_ACCEPT = "You are already a member of this projec
  * this feature does not import the members folder (which hosts the invitation routes).
  */
 export interface Memberships {
-  findMember(projectId: string, userId: string): unknown;
-  isMemberByEmail(projectId: string, email: string): boolean;
-  insertMember(projectId: string, userId: string, role: AssignableRole, now: string): void;
-  insertGrant(projectId: string, userId: string, environment: Environment, grantedBy: string, now: string): boolean;
-  listProjectIdsOf(userId: string): string[];
+  findMember(projectId: string, userId: string): Promise<unknown>;
+  isMemberByEmail(projectId: string, email: string): Promise<boolean>;
+  insertMember(projectId: string, userId: string, role: AssignableRole, now: string): Promise<void>;
+  insertGrant(projectId: string, userId: string, environment: Environment, grantedBy: string, now: string): Promise<boolean>;
+  listProjectIdsOf(userId: string): Promise<string[]>;
 }
 
 /** The project's name and the inviter, for the link's preview and the e-mail; read by app.ts from their owners. */
 export type InvitationContext = (
   projectId: string,
   invitedBy: string | null,
-) => { projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined };
+) => Promise<{ projectName: string | undefined; inviter: { email: string | null; name: string | null } | undefined }>;
 
 /** The context from the projects and users features' lookups (their repos, or anything shaped so). */
 export function describeInvitation(
-  projects: { findById(id: string): { name: string } | undefined },
-  users: { findById(id: string): { email: string | null; name: string | null } | undefined },
+  projects: { findById(id: string): Promise<{ name: string } | undefined> },
+  users: { findById(id: string): Promise<{ email: string | null; name: string | null } | undefined> },
 ): InvitationContext {
-  return (projectId, invitedBy) => {
-    const inviter = invitedBy ? users.findById(invitedBy) : undefined;
-    return { projectName: projects.findById(projectId)?.name, inviter: inviter && { email: inviter.email, name: inviter.name } };
+  return async (projectId, invitedBy) => {
+    const inviter = invitedBy ? await users.findById(invitedBy) : undefined;
+    return { projectName: (await projects.findById(projectId))?.name, inviter: inviter && { email: inviter.email, name: inviter.name } };
   };
 }
 
@@ -107,10 +107,10 @@ export function createInvitationsService({ db, repo, memberships, context, acces
    * the inviter still holds members:invite here (and environments:manage when it grants
    * environments). One whose inviter is gone, disabled or demoted is void.
    */
-  function isBackedByInviter(row: InvitationRow): boolean {
+  async function isBackedByInviter(row: InvitationRow): Promise<boolean> {
     if (!row.invitedBy) return false;
-    if (!access.holds(row.invitedBy, row.projectId, "members:invite")) return false;
-    return environmentsOf(row).length === 0 || access.holds(row.invitedBy, row.projectId, "environments:manage");
+    if (!(await access.holds(row.invitedBy, row.projectId, "members:invite"))) return false;
+    return environmentsOf(row).length === 0 || (await access.holds(row.invitedBy, row.projectId, "environments:manage"));
   }
 
   function toView(row: InvitationRow): InvitationView {
@@ -133,32 +133,32 @@ export function createInvitationsService({ db, repo, memberships, context, acces
    * unexpired, and the membership, its grants, the used mark and the audit event are written
    * in one transaction.
    */
-  function acceptInvitation(caller: Caller, invitation: InvitationRow): { projectId: string; role: AssignableRole } {
-    return writeTransaction(db, () => {
+  function acceptInvitation(caller: Caller, invitation: InvitationRow): Promise<{ projectId: string; role: AssignableRole }> {
+    return writeTransaction(db, async () => {
       // The e-mail check comes first: someone else learns nothing about the invitation's state.
       const callerEmail = caller.email?.trim().toLowerCase();
       if (!caller.emailVerified || !callerEmail || callerEmail !== invitation.email.toLowerCase()) {
         throw new HttpError(403, INVITATION_OTHER_EMAIL);
       }
       // Read again inside the write lock: a concurrent accept or a revoke may have won.
-      const row = repo.findInvitation(invitation.id);
+      const row = await repo.findInvitation(invitation.id);
       if (!row || row.acceptedAt !== null || isExpired(row)) throw new HttpError(410, INVITATION_UNUSABLE);
       // Checked at acceptance as well as voided when the inviter loses the right: this also
       // refuses invitations created before voiding existed.
-      if (!isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
+      if (!(await isBackedByInviter(row))) throw new HttpError(410, INVITATION_UNUSABLE);
       // An invitation never changes an existing membership (it could otherwise demote the owner).
-      if (memberships.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
+      if (await memberships.findMember(row.projectId, caller.userId)) throw new HttpError(409, ALREADY_MEMBER_ON_ACCEPT);
 
       const now = clock.now().toISOString();
-      if (!repo.markInvitationAccepted(row.id, caller.userId, now)) throw new HttpError(410, INVITATION_UNUSABLE);
-      memberships.insertMember(row.projectId, caller.userId, row.role, now);
+      if (!(await repo.markInvitationAccepted(row.id, caller.userId, now))) throw new HttpError(410, INVITATION_UNUSABLE);
+      await memberships.insertMember(row.projectId, caller.userId, row.role, now);
       const environments = row.role === "admin" ? [] : environmentsOf(row);
-      const projectEnvironments = access.find(caller, row.projectId)?.projectEnvironments ?? [];
+      const projectEnvironments = (await access.find(caller, row.projectId))?.projectEnvironments ?? [];
       const granted = environments.filter((e) => projectEnvironments.includes(e));
       for (const environment of granted) {
-        memberships.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
+        await memberships.insertGrant(row.projectId, caller.userId, environment, row.invitedBy ?? caller.userId, now);
       }
-      audit.record(caller, {
+      await audit.record(caller, {
         projectId: row.projectId,
         action: "invitation.accepted",
         targetType: "member",
@@ -170,9 +170,9 @@ export function createInvitationsService({ db, repo, memberships, context, acces
   }
 
   return {
-    list(caller: Caller, projectId: string): InvitationView[] {
-      access.require(caller, projectId, "invitations:read");
-      return repo.listOpenInvitations(projectId).map(toView);
+    async list(caller: Caller, projectId: string): Promise<InvitationView[]> {
+      await access.require(caller, projectId, "invitations:read");
+      return (await repo.listOpenInvitations(projectId)).map(toView);
     },
 
     /**
@@ -181,12 +181,12 @@ export function createInvitationsService({ db, repo, memberships, context, acces
      */
     async create(caller: Caller, projectId: string, input: NewInvitation): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
       const token = randomToken(TOKEN_BYTES);
-      const row = writeTransaction(db, () => {
-        const projectAccess = access.require(caller, projectId, "members:invite");
+      const row = await writeTransaction(db, async () => {
+        const projectAccess = await access.require(caller, projectId, "members:invite");
         const environments = input.environments ?? [];
         // Given at all (even empty), the list is an access decision.
         if (input.environments !== undefined) {
-          access.require(caller, projectId, "environments:manage");
+          await access.require(caller, projectId, "environments:manage");
           if (input.role === "admin") {
             throw new HttpError(400, "Admins already have access to every environment. Invite them without environments.");
           }
@@ -194,11 +194,11 @@ export function createInvitationsService({ db, repo, memberships, context, acces
             throw new HttpError(404, "Environment not found.");
           }
         }
-        if (memberships.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
-        const open = repo.listOpenInvitationsForEmail(projectId, input.email);
+        if (await memberships.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
+        const open = await repo.listOpenInvitationsForEmail(projectId, input.email);
         if (open.some((r) => !isExpired(r))) throw new HttpError(409, "An invitation for this email is already pending.");
         // An expired invitation for the same address is replaced, so the list shows one entry per person.
-        for (const expired of open) repo.deleteInvitation(expired.id);
+        for (const expired of open) await repo.deleteInvitation(expired.id);
 
         const now = clock.now();
         const inserted: InvitationRow = {
@@ -215,9 +215,9 @@ export function createInvitationsService({ db, repo, memberships, context, acces
           acceptedBy: null,
           deliveryStatus: "not_configured",
         };
-        repo.insertInvitation(inserted);
+        await repo.insertInvitation(inserted);
         // Never the token: the audit log is readable by every admin.
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "invitation.created",
           targetType: "invitation",
@@ -234,13 +234,13 @@ export function createInvitationsService({ db, repo, memberships, context, acces
       return { invitation, devAcceptUrl: `${config.appUrl}/invite#${token}` };
     },
 
-    revoke(caller: Caller, projectId: string, invitationId: string): void {
-      writeTransaction(db, () => {
-        access.require(caller, projectId, "invitations:revoke");
-        const row = repo.findInvitation(invitationId);
+    async revoke(caller: Caller, projectId: string, invitationId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await access.require(caller, projectId, "invitations:revoke");
+        const row = await repo.findInvitation(invitationId);
         if (!row || row.projectId !== projectId || row.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
-        repo.deleteInvitation(row.id);
-        audit.record(caller, {
+        await repo.deleteInvitation(row.id);
+        await audit.record(caller, {
           projectId,
           action: "invitation.revoked",
           targetType: "invitation",
@@ -254,11 +254,11 @@ export function createInvitationsService({ db, repo, memberships, context, acces
      * A members:rights-lost listener: deletes (as a revocation does) the open invitations this
      * person created that their rights no longer back, audited with the reason.
      */
-    voidForLostRights(lost: LostRights): void {
-      for (const row of repo.listOpenInvitationsBy(lost.projectId, lost.userId)) {
-        if (isBackedByInviter(row)) continue;
-        repo.deleteInvitation(row.id);
-        audit.record(lost.actor, {
+    async voidForLostRights(lost: LostRights): Promise<void> {
+      for (const row of await repo.listOpenInvitationsBy(lost.projectId, lost.userId)) {
+        if (await isBackedByInviter(row)) continue;
+        await repo.deleteInvitation(row.id);
+        await audit.record(lost.actor, {
           projectId: lost.projectId,
           action: "invitation.revoked",
           targetType: "invitation",
@@ -279,16 +279,16 @@ export function createInvitationsService({ db, repo, memberships, context, acces
       invitationId: string,
     ): Promise<{ invitation: InvitationView; devAcceptUrl?: string }> {
       const token = randomToken(TOKEN_BYTES);
-      const row = writeTransaction(db, () => {
-        access.require(caller, projectId, "members:invite");
-        const found = repo.findInvitation(invitationId);
+      const row = await writeTransaction(db, async () => {
+        await access.require(caller, projectId, "members:invite");
+        const found = await repo.findInvitation(invitationId);
         if (!found || found.projectId !== projectId || found.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
         // Renewing re-issues the grant of environments: the caller must be allowed to give them.
-        if (environmentsOf(found).length > 0) access.require(caller, projectId, "environments:manage");
+        if (environmentsOf(found).length > 0) await access.require(caller, projectId, "environments:manage");
         const expiresAt = new Date(clock.now().getTime() + INVITATION_LIFETIME_DAYS * DAY_MS).toISOString();
-        if (!repo.renewInvitationToken(found.id, hashToken(token), expiresAt)) throw new HttpError(404, INVITATION_NOT_FOUND);
+        if (!(await repo.renewInvitationToken(found.id, hashToken(token), expiresAt))) throw new HttpError(404, INVITATION_NOT_FOUND);
         // Never the token: the audit log is readable by every admin.
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "invitation.link_renewed",
           targetType: "invitation",
@@ -308,10 +308,12 @@ export function createInvitationsService({ db, repo, memberships, context, acces
      * they sign in. Reads only. Anything but a usable invitation answers acceptance's 410, so
      * a token's state (used, expired, revoked, never issued) cannot be told apart.
      */
-    preview(token: string): InvitationPreview {
-      const row = repo.findInvitationByTokenHash(hashToken(token));
-      if (!row || row.acceptedAt !== null || isExpired(row) || !isBackedByInviter(row)) throw new HttpError(410, INVITATION_UNUSABLE);
-      const { projectName, inviter } = context(row.projectId, row.invitedBy);
+    async preview(token: string): Promise<InvitationPreview> {
+      const row = await repo.findInvitationByTokenHash(hashToken(token));
+      if (!row || row.acceptedAt !== null || isExpired(row) || !(await isBackedByInviter(row))) {
+        throw new HttpError(410, INVITATION_UNUSABLE);
+      }
+      const { projectName, inviter } = await context(row.projectId, row.invitedBy);
       if (projectName === undefined) throw new HttpError(410, INVITATION_UNUSABLE);
       return {
         projectName,
@@ -323,8 +325,8 @@ export function createInvitationsService({ db, repo, memberships, context, acces
     },
 
     /** POST /api/invitations/accept: the token from the link's fragment. */
-    acceptToken(caller: Caller, token: string): { projectId: string; role: AssignableRole } {
-      const row = repo.findInvitationByTokenHash(hashToken(token));
+    async acceptToken(caller: Caller, token: string): Promise<{ projectId: string; role: AssignableRole }> {
+      const row = await repo.findInvitationByTokenHash(hashToken(token));
       if (!row) throw new HttpError(410, INVITATION_UNUSABLE);
       return acceptInvitation(caller, row);
     },
@@ -332,7 +334,7 @@ export function createInvitationsService({ db, repo, memberships, context, acces
     acceptInvitation,
 
     /** An invitation by id, for routes that accept by id; undefined when there is none. */
-    findInvitation(invitationId: string): InvitationRow | undefined {
+    findInvitation(invitationId: string): Promise<InvitationRow | undefined> {
       return repo.findInvitation(invitationId);
     },
 

@@ -1,5 +1,5 @@
 import type { Role } from "../core/access.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 
 /**
  * What the access guard (core/access.ts) reads on every project-scoped request: a
@@ -12,11 +12,13 @@ export function createAccessRepo(db: Db) {
   const findEnvironments = sqlite.prepare("SELECT slug FROM project_environments WHERE project_id = ?").pluck();
   const findGrants = sqlite.prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ?").pluck();
   const isDisabled = sqlite.prepare("SELECT disabled_at IS NOT NULL FROM users WHERE id = ?").pluck();
-  // Changes whenever another connection (a CLI command on the same file) has committed
-  // since this connection last asked; this connection's own commits do not change it.
-  const dataVersion = sqlite.prepare("PRAGMA data_version").pluck();
+  // data_version changes whenever another connection (a CLI command on the same file) has
+  // committed since this connection last asked; total_changes counts the rows this
+  // connection has changed (every request of this process). Together: whether anything
+  // may have changed since the last time.
+  const dataVersion = sqlite.prepare("SELECT (SELECT data_version FROM pragma_data_version()) || ':' || total_changes()").pluck();
 
-  return {
+  return guard(db, {
     role(projectId: string, userId: string): Role | undefined {
       return findRole.get(projectId, userId) as Role | undefined;
     },
@@ -30,10 +32,10 @@ export function createAccessRepo(db: Db) {
     isDisabled(userId: string): boolean {
       return isDisabled.get(userId) !== 0;
     },
-    dataVersion(): number {
-      return dataVersion.get() as number;
+    dataVersion(): string {
+      return dataVersion.get() as string;
     },
-  };
+  });
 }
 
 export type AccessRepo = ReturnType<typeof createAccessRepo>;

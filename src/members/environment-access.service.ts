@@ -43,22 +43,22 @@ export function createEnvironmentAccessService({ db, repo, access, audit, clock 
    * Grant and revoke share their checks: environments:manage, an environment of the
    * project (404), a member (404), and one whose access is not implicit (400).
    */
-  function requireGrantable(caller: Caller, projectId: string, environment: string, userId: string) {
-    const projectAccess = access.require(caller, projectId, "environments:manage", environment);
-    const member = repo.findMember(projectId, userId);
+  async function requireGrantable(caller: Caller, projectId: string, environment: string, userId: string) {
+    const projectAccess = await access.require(caller, projectId, "environments:manage", environment);
+    const member = await repo.findMember(projectId, userId);
     if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
     if (hasImplicitEnvironmentAccess(member.role)) throw new HttpError(400, IMPLICIT_ACCESS);
     return { member, environment: projectAccess.environment! };
   }
 
   return {
-    matrix(caller: Caller, projectId: string): AccessMatrix {
-      const projectAccess = access.require(caller, projectId, "environments:manage");
+    async matrix(caller: Caller, projectId: string): Promise<AccessMatrix> {
+      const projectAccess = await access.require(caller, projectId, "environments:manage");
       const environments = projectAccess.projectEnvironments;
-      const grants = repo.listGrants(projectId);
+      const grants = await repo.listGrants(projectId);
       return {
         environments,
-        members: repo.listMembers(projectId).map((member) => {
+        members: (await repo.listMembers(projectId)).map((member) => {
           const granted = grants.get(member.userId);
           const implicit = hasImplicitEnvironmentAccess(member.role);
           return {
@@ -76,12 +76,12 @@ export function createEnvironmentAccessService({ db, repo, access, audit, clock 
     },
 
     /** Idempotent: granting twice leaves one grant and writes one audit event. */
-    grant(caller: Caller, projectId: string, environment: string, userId: string): void {
-      writeTransaction(db, () => {
-        const target = requireGrantable(caller, projectId, environment, userId);
+    async grant(caller: Caller, projectId: string, environment: string, userId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        const target = await requireGrantable(caller, projectId, environment, userId);
         const now = clock.now().toISOString();
-        if (!repo.insertGrant(projectId, userId, target.environment, caller.userId, now)) return;
-        audit.record(caller, {
+        if (!(await repo.insertGrant(projectId, userId, target.environment, caller.userId, now))) return;
+        await audit.record(caller, {
           projectId,
           action: "environment_access.granted",
           targetType: "member",
@@ -92,11 +92,11 @@ export function createEnvironmentAccessService({ db, repo, access, audit, clock 
     },
 
     /** Takes effect on the member's next request: the access guard reads grants on every call. */
-    revoke(caller: Caller, projectId: string, environment: string, userId: string): void {
-      writeTransaction(db, () => {
-        const target = requireGrantable(caller, projectId, environment, userId);
-        if (!repo.deleteGrant(projectId, userId, target.environment)) return;
-        audit.record(caller, {
+    async revoke(caller: Caller, projectId: string, environment: string, userId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        const target = await requireGrantable(caller, projectId, environment, userId);
+        if (!(await repo.deleteGrant(projectId, userId, target.environment))) return;
+        await audit.record(caller, {
           projectId,
           action: "environment_access.revoked",
           targetType: "member",

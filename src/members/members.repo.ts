@@ -1,6 +1,6 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Environment, Role } from "../core/access.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { environmentGrants, memberships, users } from "../core/schema.ts";
 
 export interface MemberRow {
@@ -52,7 +52,7 @@ export function createMembersRepo(db: Db) {
     createdAt: memberships.createdAt,
   };
 
-  return {
+  return guard(db, {
     /** Every member of the project: owner first, then admins, members, viewers; oldest first within a role. */
     listMembers(projectId: string): MemberRow[] {
       return db
@@ -193,7 +193,7 @@ export function createMembersRepo(db: Db) {
         .where(and(eq(environmentGrants.projectId, projectId), eq(environmentGrants.userId, userId)))
         .run();
     },
-  };
+  });
 }
 
 export type MembersRepo = ReturnType<typeof createMembersRepo>;

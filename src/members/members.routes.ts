@@ -64,7 +64,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
         response: { 200: z.object({ members: z.array(Member) }) },
       },
     },
-    async (req) => ({ members: members.list(auth.caller(req), req.params.projectId) }),
+    async (req) => ({ members: await members.list(auth.caller(req), req.params.projectId) }),
   );
 
   routes.patch(
@@ -81,7 +81,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
         response: { 200: z.object({ member: z.object({ userId: z.string(), email: z.string().optional(), role: Role }) }) },
       },
     },
-    async (req) => ({ member: members.changeRole(auth.caller(req), req.params.projectId, req.params.userId, req.body.role) }),
+    async (req) => ({ member: await members.changeRole(auth.caller(req), req.params.projectId, req.params.userId, req.body.role) }),
   );
 
   // Membership only here: leaving needs no permission; the service checks members:remove
@@ -100,7 +100,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
       },
     },
     async (req) => {
-      members.remove(auth.caller(req), req.params.projectId, req.params.userId);
+      await members.remove(auth.caller(req), req.params.projectId, req.params.userId);
       return { ok: true as const };
     },
   );
@@ -128,7 +128,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
       },
     },
     async (req) => {
-      environmentAccess.grant(auth.caller(req), req.params.projectId, req.params.env, req.params.userId);
+      await environmentAccess.grant(auth.caller(req), req.params.projectId, req.params.env, req.params.userId);
       return { ok: true as const, access: "granted" as const };
     },
   );
@@ -147,7 +147,7 @@ export function registerMemberRoutes(app: FastifyInstance, { auth, access, membe
       },
     },
     async (req) => {
-      environmentAccess.revoke(auth.caller(req), req.params.projectId, req.params.env, req.params.userId);
+      await environmentAccess.revoke(auth.caller(req), req.params.projectId, req.params.env, req.params.userId);
       return { ok: true as const, access: "none" as const };
     },
   );

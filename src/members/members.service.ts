@@ -46,8 +46,8 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
 
   // The one place that hears "this person just lost rights in this project": every path that
   // lowers or ends a membership calls it, so no listener can miss one of them.
-  function rightsLost(lost: LostRights): void {
-    for (const listener of lostRightsListeners) listener(lost);
+  async function rightsLost(lost: LostRights): Promise<void> {
+    for (const listener of lostRightsListeners) await listener(lost);
   }
 
   return {
@@ -61,31 +61,36 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
      * membership stays (enabling them again restores it, not what was voided). Call inside
      * the transaction that disabled them.
      */
-    userDisabled(userId: string): void {
-      for (const projectId of repo.listProjectIdsOf(userId)) rightsLost({ projectId, userId, cause: "disabled", actor: null });
+    async userDisabled(userId: string): Promise<void> {
+      for (const projectId of await repo.listProjectIdsOf(userId)) await rightsLost({ projectId, userId, cause: "disabled", actor: null });
     },
 
-    list(caller: Caller, projectId: string): MemberView[] {
-      access.require(caller, projectId, "members:read");
-      return repo.listMembers(projectId).map((row) => toMemberView(row, caller));
+    async list(caller: Caller, projectId: string): Promise<MemberView[]> {
+      await access.require(caller, projectId, "members:read");
+      return (await repo.listMembers(projectId)).map((row) => toMemberView(row, caller));
     },
 
-    changeRole(caller: Caller, projectId: string, userId: string, role: AssignableRole): { userId: string; email?: string; role: Role } {
-      return writeTransaction(db, () => {
-        access.require(caller, projectId, "members:update_role");
+    changeRole(
+      caller: Caller,
+      projectId: string,
+      userId: string,
+      role: AssignableRole,
+    ): Promise<{ userId: string; email?: string; role: Role }> {
+      return writeTransaction(db, async () => {
+        await access.require(caller, projectId, "members:update_role");
         if (userId === caller.userId) throw new HttpError(400, "You cannot change your own role.");
-        const member = repo.findMember(projectId, userId);
+        const member = await repo.findMember(projectId, userId);
         if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
         if (member.role === "owner") throw new HttpError(403, "The owner's role cannot be changed.");
         if (member.role !== role) {
-          repo.updateRole(projectId, userId, role, clock.now().toISOString());
+          await repo.updateRole(projectId, userId, role, clock.now().toISOString());
           // Grants only mean something for members and viewers. Dropping them whenever a
           // member crosses the admin line means a demoted admin starts with no environment
           // rather than with whatever they were granted before a promotion.
           if (hasImplicitEnvironmentAccess(member.role) !== hasImplicitEnvironmentAccess(role)) {
-            repo.deleteAllGrants(projectId, userId);
+            await repo.deleteAllGrants(projectId, userId);
           }
-          audit.record(caller, {
+          await audit.record(caller, {
             projectId,
             action: "member.role_changed",
             targetType: "member",
@@ -93,34 +98,34 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
             metadata: { email: member.email ?? undefined, from: member.role, to: role },
           });
           // Every change, promotions included: the listeners compare with the rights as they are now.
-          rightsLost({ projectId, userId, cause: "role_changed", actor: caller });
+          await rightsLost({ projectId, userId, cause: "role_changed", actor: caller });
         }
         return { userId, ...(member.email ? { email: member.email } : {}), role };
       });
     },
 
     /** Removes another member (members:remove), or, when `userId` is the caller, leaves the project. */
-    remove(caller: Caller, projectId: string, userId: string): void {
-      writeTransaction(db, () => {
+    async remove(caller: Caller, projectId: string, userId: string): Promise<void> {
+      await writeTransaction(db, async () => {
         const isLeaving = userId === caller.userId;
         // Leaving needs only membership; removing someone else needs the permission, checked
         // before the target is looked up so a member cannot probe who else belongs.
-        const callerAccess = access.require(caller, projectId, isLeaving ? undefined : "members:remove");
+        const callerAccess = await access.require(caller, projectId, isLeaving ? undefined : "members:remove");
         if (isLeaving) {
           if (callerAccess.role === "owner") throw new HttpError(403, "The owner cannot leave the project.");
         }
-        const member = repo.findMember(projectId, userId);
+        const member = await repo.findMember(projectId, userId);
         if (!member) throw new HttpError(404, MEMBER_NOT_FOUND);
         if (!isLeaving && member.role === "owner") throw new HttpError(403, "The owner cannot be removed.");
-        repo.deleteMember(projectId, userId);
-        audit.record(caller, {
+        await repo.deleteMember(projectId, userId);
+        await audit.record(caller, {
           projectId,
           action: isLeaving ? "member.left" : "member.removed",
           targetType: "member",
           targetId: userId,
           metadata: { email: member.email ?? undefined, role: member.role },
         });
-        rightsLost({ projectId, userId, cause: isLeaving ? "left" : "removed", actor: caller });
+        await rightsLost({ projectId, userId, cause: isLeaving ? "left" : "removed", actor: caller });
       });
     },
   };

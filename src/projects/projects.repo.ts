@@ -1,6 +1,6 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { projectEnvironments, projects, secrets } from "../core/schema.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
@@ -36,7 +36,7 @@ export function createProjectsRepo(db: Db) {
   );
   const listNames = db.$client.prepare("SELECT id, name FROM projects WHERE id IN (SELECT value FROM json_each(?))");
 
-  return {
+  return guard(db, {
     findById(id: string): ProjectRow | undefined {
       return db.select().from(projects).where(eq(projects.id, id)).get();
     },
@@ -92,7 +92,7 @@ export function createProjectsRepo(db: Db) {
       for (const row of rows) counts[row.environment] = row.count;
       return counts;
     },
-  };
+  });
 }
 
 export type ProjectsRepo = ReturnType<typeof createProjectsRepo>;

@@ -73,7 +73,7 @@ export function registerProjectRoutes(
         response: { 200: z.object({ projects: z.array(Project) }) },
       },
     },
-    async (req) => ({ projects: projects.list(auth.principal(req)) }),
+    async (req) => ({ projects: await projects.list(auth.principal(req)) }),
   );
 
   routes.post(
@@ -90,7 +90,7 @@ export function registerProjectRoutes(
       },
     },
     async (req, reply) => {
-      const project = projects.create(auth.caller(req), req.body);
+      const project = await projects.create(auth.caller(req), req.body);
       return reply.code(201).send({ project });
     },
   );
@@ -107,7 +107,7 @@ export function registerProjectRoutes(
         response: { 200: ProjectEnvelope },
       },
     },
-    async (req) => ({ project: projects.get(auth.principal(req), req.params.projectId) }),
+    async (req) => ({ project: await projects.get(auth.principal(req), req.params.projectId) }),
   );
 
   routes.patch(
@@ -123,7 +123,7 @@ export function registerProjectRoutes(
         response: { 200: ProjectEnvelope },
       },
     },
-    async (req) => ({ project: projects.update(auth.caller(req), req.params.projectId, req.body ?? {}) }),
+    async (req) => ({ project: await projects.update(auth.caller(req), req.params.projectId, req.body ?? {}) }),
   );
 
   routes.delete(
@@ -140,7 +140,7 @@ export function registerProjectRoutes(
       },
     },
     async (req) => {
-      projects.delete(auth.caller(req), req.params.projectId);
+      await projects.delete(auth.caller(req), req.params.projectId);
       return { ok: true as const };
     },
   );

@@ -28,9 +28,9 @@ export const NAME_TAKEN = "A project with this name already exists.";
  * projects, so this is declared here rather than imported.
  */
 export interface ProjectMemberships {
-  listMembershipsOf(userId: string): { projectId: string; role: Role; grants: Environment[] }[];
-  listProjectIdsOf(userId: string): string[];
-  insertMember(projectId: string, userId: string, role: Role, now: string): void;
+  listMembershipsOf(userId: string): Promise<{ projectId: string; role: Role; grants: Environment[] }[]>;
+  listProjectIdsOf(userId: string): Promise<string[]>;
+  insertMember(projectId: string, userId: string, role: Role, now: string): Promise<void>;
 }
 
 interface Deps {
@@ -45,9 +45,9 @@ interface Deps {
 
 export function createProjectsService({ db, repo, memberships, access, audit, vault, clock }: Deps) {
   /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
-  function isNameTakenForUser(userId: string, name: string, exceptId?: string): boolean {
+  async function isNameTakenForUser(userId: string, name: string, exceptId?: string): Promise<boolean> {
     return repo.isNameTakenAmong(
-      memberships.listProjectIdsOf(userId).filter((id) => id !== exceptId),
+      (await memberships.listProjectIdsOf(userId)).filter((id) => id !== exceptId),
       name,
     );
   }
@@ -55,7 +55,7 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
   function toView(
     row: Pick<ProjectRow, "id" | "name" | "description" | "createdAt" | "updatedAt">,
     projectAccess: ProjectAccess,
-    counts: Record<string, number> = repo.secretCounts(row.id, projectAccess.environments),
+    counts: Record<string, number>,
   ): ProjectView {
     return {
       id: row.id,
@@ -71,24 +71,25 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
     };
   }
 
-  function view(caller: Principal, projectId: string): ProjectView {
-    const projectAccess = access.require(caller, projectId, "project:read");
-    return toView(repo.findById(projectId)!, projectAccess);
+  async function view(caller: Principal, projectId: string): Promise<ProjectView> {
+    const projectAccess = await access.require(caller, projectId, "project:read");
+    const row = (await repo.findById(projectId))!;
+    return toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments));
   }
 
   return {
-    list(caller: Principal): ProjectView[] {
+    async list(caller: Principal): Promise<ProjectView[]> {
       // A service account belongs to exactly one project.
       if (isServiceAccount(caller)) {
-        const row = repo.findById(caller.projectId);
-        const projectAccess = row && access.find(caller, row.id);
-        return row && projectAccess ? [toView(row, projectAccess)] : [];
+        const row = await repo.findById(caller.projectId);
+        const projectAccess = row && (await access.find(caller, row.id));
+        return row && projectAccess ? [toView(row, projectAccess, await repo.secretCounts(row.id, projectAccess.environments))] : [];
       }
       // One snapshot, so every project's counts and grants are of the same moment as its row;
       // two statements for any number of projects.
-      return readTransaction(db, () => {
-        const byProject = new Map(memberships.listMembershipsOf(caller.userId).map((m) => [m.projectId, m]));
-        return repo.listByIds([...byProject.keys()]).map((row) => {
+      return readTransaction(db, async () => {
+        const byProject = new Map((await memberships.listMembershipsOf(caller.userId)).map((m) => [m.projectId, m]));
+        return (await repo.listByIds([...byProject.keys()])).map((row) => {
           const membership = byProject.get(row.id)!;
           return toView(row, memberAccess(row.id, membership.role, row.environments, membership.grants), row.secretCounts);
         });
@@ -97,18 +98,18 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
 
     get: view,
 
-    create(caller: Caller, input: { name: string; description?: string; environments: Environment[] }): ProjectView {
+    async create(caller: Caller, input: { name: string; description?: string; environments: Environment[] }): Promise<ProjectView> {
       const id = crypto.randomUUID();
-      writeTransaction(db, () => {
-        if (isNameTakenForUser(caller.userId, input.name)) throw new HttpError(409, NAME_TAKEN);
+      await writeTransaction(db, async () => {
+        if (await isNameTakenForUser(caller.userId, input.name)) throw new HttpError(409, NAME_TAKEN);
         const now = clock.now().toISOString();
-        repo.insert(
+        await repo.insert(
           { id, name: input.name, description: input.description || null, createdBy: caller.userId, createdAt: now, updatedAt: now },
           input.environments,
         );
-        memberships.insertMember(id, caller.userId, "owner", now);
-        vault.createProjectKey(id);
-        audit.record(caller, {
+        await memberships.insertMember(id, caller.userId, "owner", now);
+        await vault.createProjectKey(id);
+        await audit.record(caller, {
           projectId: id,
           action: "project.created",
           targetType: "project",
@@ -119,18 +120,18 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
       return view(caller, id);
     },
 
-    update(caller: Caller, projectId: string, input: { name?: string; description?: string | null }): ProjectView {
-      writeTransaction(db, () => {
-        access.require(caller, projectId, "project:update");
-        const row = repo.findById(projectId)!;
+    async update(caller: Caller, projectId: string, input: { name?: string; description?: string | null }): Promise<ProjectView> {
+      await writeTransaction(db, async () => {
+        await access.require(caller, projectId, "project:update");
+        const row = (await repo.findById(projectId))!;
         const name = input.name ?? row.name;
         const description = input.description === undefined ? row.description : input.description || null;
         const nameChanged = name !== row.name;
         const descriptionChanged = description !== row.description;
         if (!nameChanged && !descriptionChanged) return;
-        if (nameChanged && isNameTakenForUser(caller.userId, name, projectId)) throw new HttpError(409, NAME_TAKEN);
-        repo.update(projectId, { name, description, updatedAt: clock.now().toISOString() });
-        audit.record(caller, {
+        if (nameChanged && (await isNameTakenForUser(caller.userId, name, projectId))) throw new HttpError(409, NAME_TAKEN);
+        await repo.update(projectId, { name, description, updatedAt: clock.now().toISOString() });
+        await audit.record(caller, {
           projectId,
           action: "project.updated",
           targetType: "project",
@@ -141,12 +142,12 @@ export function createProjectsService({ db, repo, memberships, access, audit, va
       return view(caller, projectId);
     },
 
-    delete(caller: Caller, projectId: string): void {
-      writeTransaction(db, () => {
-        access.require(caller, projectId, "project:delete");
-        const row = repo.findById(projectId)!;
-        repo.delete(projectId);
-        audit.record(caller, {
+    async delete(caller: Caller, projectId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await access.require(caller, projectId, "project:delete");
+        const row = (await repo.findById(projectId))!;
+        await repo.delete(projectId);
+        await audit.record(caller, {
           projectId,
           action: "project.deleted",
           targetType: "project",

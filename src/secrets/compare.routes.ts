@@ -41,6 +41,6 @@ export function registerCompareRoutes(
         response: { 200: Comparison },
       },
     },
-    async (req) => compare.compare(auth.caller(req), req.params.projectId, req.query.environments),
+    async (req) => await compare.compare(auth.caller(req), req.params.projectId, req.query.environments),
   );
 }

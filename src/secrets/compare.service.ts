@@ -44,9 +44,9 @@ const NO_ENVIRONMENT_TO_COMPARE = "Name at least one environment to compare, sep
  */
 export function createCompareService({ db, repo, access, audit, vault }: Deps) {
   /** The environments asked for (all the caller may read when none are named), in canonical order. */
-  function chosenEnvironments(caller: Principal, projectId: string, asked: string | undefined): Environment[] {
+  async function chosenEnvironments(caller: Principal, projectId: string, asked: string | undefined): Promise<Environment[]> {
     // Membership and permission first, with no environment: a non-member gets 404 whatever the query says.
-    const project = access.require(caller, projectId, "secrets:read");
+    const project = await access.require(caller, projectId, "secrets:read");
     if (asked === undefined) return project.environments;
     const names = [
       ...new Set(
@@ -58,7 +58,7 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
     ];
     if (names.length === 0) throw new HttpError(400, NO_ENVIRONMENT_TO_COMPARE);
     // Each one checked as a path's environment would be: unknown 404, not granted 403.
-    for (const name of names) access.require(caller, projectId, "secrets:read", name);
+    for (const name of names) await access.require(caller, projectId, "secrets:read", name);
     return ENVIRONMENTS.filter((env) => names.includes(env));
   }
 
@@ -80,9 +80,10 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
 
   return {
     async compare(caller: Principal, projectId: string, asked: string | undefined): Promise<Comparison> {
-      const { environments, rows } = readTransaction(db, () => {
-        const environments = chosenEnvironments(caller, projectId, asked);
-        const rows = environments.map((env) => ({ env, rows: repo.listWithCiphertext(projectId, env) }));
+      const { environments, rows } = await readTransaction(db, async () => {
+        const environments = await chosenEnvironments(caller, projectId, asked);
+        const rows: { env: Environment; rows: SecretWithCiphertext[] }[] = [];
+        for (const env of environments) rows.push({ env, rows: await repo.listWithCiphertext(projectId, env) });
         return { environments, rows };
       });
       const byKey = new Map<string, Map<Environment, SecretWithCiphertext>>();

@@ -36,7 +36,7 @@ export function registerCopyRoutes(
       },
     },
     async (req, reply) => {
-      const copied = copy.copy(auth.caller(req), req.params.projectId, req.params.env, req.params.secretId, req.body);
+      const copied = await copy.copy(auth.caller(req), req.params.projectId, req.params.env, req.params.secretId, req.body);
       return reply.code(copied.result === "created" ? 201 : 200).send(copied);
     },
   );

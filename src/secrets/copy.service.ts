@@ -29,23 +29,23 @@ interface Deps {
  */
 export function createCopyService({ db, repo, access, audit, vault, secrets }: Deps) {
   return {
-    copy(
+    async copy(
       caller: Principal,
       projectId: string,
       from: string,
       secretId: string,
       input: { to: Environment; overwrite: boolean },
-    ): { secret: SecretMeta; result: CopyResult } {
-      return writeTransaction(db, () => {
+    ): Promise<{ secret: SecretMeta; result: CopyResult }> {
+      return await writeTransaction(db, async () => {
         // Both environments are checked before the source value is read: read on the source,
         // create on the target (and update when an existing key is overwritten, below).
         // require() with an environment sets it (or throws).
-        const source = access.require(caller, projectId, "secrets:read", from).environment as Environment;
-        access.require(caller, projectId, "secrets:create", input.to);
+        const source = (await access.require(caller, projectId, "secrets:read", from)).environment as Environment;
+        await access.require(caller, projectId, "secrets:create", input.to);
         if (input.to === source) throw new HttpError(400, SAME_ENVIRONMENT);
-        const row = repo.findWithCiphertext(projectId, source, secretId);
+        const row = await repo.findWithCiphertext(projectId, source, secretId);
         if (!row) throw new HttpError(404, SECRET_NOT_FOUND);
-        const existing = repo.findByKey(projectId, input.to, row.key);
+        const existing = await repo.findByKey(projectId, input.to, row.key);
         if (existing && !input.overwrite) throw new HttpError(409, KEY_TAKEN);
         let value: string;
         try {
@@ -57,13 +57,13 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
         let secret: SecretMeta;
         let result: CopyResult;
         if (existing) {
-          secret = secrets.update(caller, projectId, input.to, existing.id, { value, expectedVersion: existing.version });
+          secret = await secrets.update(caller, projectId, input.to, existing.id, { value, expectedVersion: existing.version });
           result = secret.version === existing.version ? "unchanged" : "updated";
         } else {
-          secret = secrets.create(caller, projectId, input.to, { key: row.key, value });
+          secret = await secrets.create(caller, projectId, input.to, { key: row.key, value });
           result = "created";
         }
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "secret.copied",
           targetType: "secret",

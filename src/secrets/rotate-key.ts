@@ -54,7 +54,7 @@ export async function rotateRecords(
 
   // The audit chain first: if it does not verify, stop before anything changes, so the old
   // key stays needed and the break stays visible to audit verify.
-  const audit = createAuditRepo(db).countNotKeyedWith(current);
+  const audit = await createAuditRepo(db).countNotKeyedWith(current);
   const toRekey = options.keyHashOnly === true ? audit.other : audit.other - audit.hashOnly;
   out(
     `Audit log: ${toRekey} of ${audit.total} events to re-key with version ${current}` +
@@ -65,7 +65,7 @@ export async function rotateRecords(
   );
   if (toRekey > 0 || audit.isCheckpointStale) {
     if (options.shouldStop()) return { ...result, interrupted: true };
-    const rekeyed = rekeyAuditChain(db, keyring, { keyHashOnly: options.keyHashOnly === true });
+    const rekeyed = await rekeyAuditChain(db, keyring, { keyHashOnly: options.keyHashOnly === true });
     if (!rekeyed.ok) return { ...result, auditBreak: describeBreak(rekeyed) };
     result.auditEventsRekeyed = rekeyed.rekeyed;
     const hashOnly = rekeyed.wereHashOnly > 0 ? ` (${rekeyed.wereHashOnly} of them were checked by hash only before)` : "";
@@ -90,7 +90,7 @@ export async function rotateRecords(
     let cursor = 0;
     for (;;) {
       if (options.shouldStop()) return { ...result, interrupted: true };
-      const batch = writeTransaction(db, () => {
+      const batch = await writeTransaction(db, () => {
         const rows = select.all(current, cursor, options.batchSize) as ResealRow[];
         for (const row of rows) {
           const moved = reseal(vault, row.projectId, plan.aad(row), row);
@@ -118,7 +118,7 @@ export async function rotateRecords(
   // Project data keys: every project gets one under the current key; an old one goes only
   // when no record of its project still needs it.
   if (options.shouldStop()) return { ...result, interrupted: true };
-  writeTransaction(db, () => {
+  await writeTransaction(db, () => {
     const projects = sqlite.prepare("SELECT DISTINCT project_id FROM project_keys WHERE key_version <> ?").pluck().all(current) as string[];
     for (const projectId of projects) vault.createProjectKey(projectId);
     // Still needed while any record of its project is sealed with it.
@@ -255,7 +255,7 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     }
     const counts = createEncryptedRecordCounter(db).count(keyring.currentVersion);
     // Events a server still configured with an older MASTER_KEY may have written meanwhile.
-    const audit = createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
+    const audit = await createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
     // Hash-only events left on purpose are verify's to report, not a failure of this run.
     const auditLeft = audit.other - (args.includes(KEY_HASH_ONLY_FLAG) ? 0 : audit.hashOnly);
     const rekeyed = plural(result.auditEventsRekeyed, "audit event");

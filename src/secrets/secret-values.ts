@@ -74,7 +74,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      * once and gets its digest (call inside a write transaction). Returns the new value's
      * digest too when it is computed under the current key version, for writeVersion.
      */
-    sameValue(row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } {
+    async sameValue(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string }> {
       if (row.digest !== null) {
         let digest: string;
         try {
@@ -88,17 +88,17 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       }
       const current = currentValueOrUndefined(row);
       if (current === undefined) return { same: false };
-      repo.setDigest(row.id, row.version, row.keyVersion, vault.digest(row.projectId, row.keyVersion, current));
+      await repo.setDigest(row.id, row.version, row.keyVersion, vault.digest(row.projectId, row.keyVersion, current));
       return { same: current === value };
     },
 
-    requireAccess(
+    async requireAccess(
       caller: Principal,
       projectId: string,
       permission: Parameters<AccessGuard["require"]>[2],
       environment: string,
-    ): SecretAccess {
-      return access.require(caller, projectId, permission, environment) as SecretAccess;
+    ): Promise<SecretAccess> {
+      return (await access.require(caller, projectId, permission, environment)) as SecretAccess;
     },
 
     /**
@@ -107,7 +107,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      * The current version is always the newest number (restore writes a new one), so it is
      * never dropped.
      */
-    writeVersion(
+    async writeVersion(
       caller: Principal,
       secret: { id: string; projectId: string; environment: Environment; key: string },
       versionNumber: number,
@@ -115,9 +115,9 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
       now: string,
       options: { restoredFromVersion?: number; digest?: string } = {},
-    ): void {
+    ): Promise<void> {
       const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
-      repo.insertVersion({
+      await repo.insertVersion({
         secretId: secret.id,
         versionNumber,
         projectId: secret.projectId,
@@ -133,18 +133,18 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
         changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
         createdAt: now,
       });
-      if (versionNumber > MAX_VERSIONS_PER_SECRET) repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
+      if (versionNumber > MAX_VERSIONS_PER_SECRET) await repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
     },
 
     /** Moves the secret to a new version; the compare-and-set makes a lost update impossible. */
-    advance(row: SecretRow, fields: { key: string; version: number; updatedAt: string }): void {
-      if (!repo.update(row.id, row.version, fields)) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
+    async advance(row: SecretRow, fields: { key: string; version: number; updatedAt: string }): Promise<void> {
+      if (!(await repo.update(row.id, row.version, fields))) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
     },
 
     /** A new secret row (version 1 is written by the caller with writeVersion). */
-    newRow(projectId: string, environment: Environment, key: string, now: string): SecretRow {
+    async newRow(projectId: string, environment: Environment, key: string, now: string): Promise<SecretRow> {
       const row: SecretRow = { id: crypto.randomUUID(), projectId, environment, key, version: 1, createdAt: now, updatedAt: now };
-      repo.insertSecret(row);
+      await repo.insertSecret(row);
       return row;
     },
   };

@@ -68,9 +68,9 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
       format: ExportFormat,
       isUnchanged?: (etag: string) => boolean,
     ): Promise<{ values: ExportedValue[]; etag: string } | { notModified: true; etag: string }> {
-      const read = readTransaction(db, () => {
-        const at = values.requireAccess(caller, projectId, "secrets:read", environment);
-        const rows = repo.listWithCiphertext(projectId, at.environment);
+      const read = await readTransaction(db, async () => {
+        const at = await values.requireAccess(caller, projectId, "secrets:read", environment);
+        const rows = await repo.listWithCiphertext(projectId, at.environment);
         const etag = exportTag(rows, format);
         if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
@@ -97,8 +97,8 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
      * For the sync engine: every value of an environment sorted by key, with no caller and
      * no checks. Throws DecryptError when any value does not open, never a partial list.
      */
-    readAllValues(projectId: string, environment: Environment): ExportedValue[] {
-      return openAll(repo.listWithCiphertext(projectId, environment));
+    async readAllValues(projectId: string, environment: Environment): Promise<ExportedValue[]> {
+      return openAll(await repo.listWithCiphertext(projectId, environment));
     },
   };
 }

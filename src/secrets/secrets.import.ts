@@ -46,15 +46,15 @@ interface ImportDeps {
  * event records the import.
  */
 export function createSecretsImport({ db, repo, audit, clock, values }: ImportDeps) {
-  return function importEntries(
+  return async function importEntries(
     caller: Principal,
     projectId: string,
     environment: string,
     entries: ImportEntry[],
-  ): ImportSummary & { environment: Environment } {
-    return writeTransaction(db, () => {
-      const at = values.requireAccess(caller, projectId, "secrets:create", environment);
-      const existing = new Map(repo.listWithCiphertext(projectId, at.environment).map((row) => [row.key, row]));
+  ): Promise<ImportSummary & { environment: Environment }> {
+    return await writeTransaction(db, async () => {
+      const at = await values.requireAccess(caller, projectId, "secrets:create", environment);
+      const existing = new Map((await repo.listWithCiphertext(projectId, at.environment)).map((row) => [row.key, row]));
       // Before anything is written: an overwrite needs secrets:update as well.
       if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite && existing.has(e.key))) {
         throw new HttpError(403, NO_OVERWRITE_PERMISSION);
@@ -70,24 +70,24 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
         const row = existing.get(key);
         let status: ImportStatus;
         if (!row) {
-          values.writeVersion(caller, values.newRow(projectId, at.environment, key, now), 1, value, "CREATED", now);
+          await values.writeVersion(caller, await values.newRow(projectId, at.environment, key, now), 1, value, "CREATED", now);
           status = "created";
         } else if (!overwrite) {
           status = "skipped";
         } else {
-          const compared = values.sameValue(row, value);
+          const compared = await values.sameValue(row, value);
           if (compared.same) {
             status = "unchanged";
           } else {
-            values.writeVersion(caller, row, row.version + 1, value, "UPDATED", now, { digest: compared.digest });
-            values.advance(row, { key, version: row.version + 1, updatedAt: now });
+            await values.writeVersion(caller, row, row.version + 1, value, "UPDATED", now, { digest: compared.digest });
+            await values.advance(row, { key, version: row.version + 1, updatedAt: now });
             status = "updated";
           }
         }
         summary[status]++;
         results[i] = { key, status };
       }
-      audit.record(caller, {
+      await audit.record(caller, {
         projectId,
         action: "secrets.imported",
         targetType: "environment",

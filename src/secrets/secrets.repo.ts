@@ -1,6 +1,6 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { memberships, secrets, secretVersions, users } from "../core/schema.ts";
 
 export type SecretRow = typeof secrets.$inferSelect;
@@ -97,7 +97,7 @@ export function createSecretsRepo(db: Db) {
 
   const findById = db.select().from(secrets).where(idInEnvironment).prepare();
 
-  return {
+  return guard(db, {
     /**
      * Metadata of every secret of an environment, most recently updated first, in the API's
      * shape: better-sqlite3's row objects go out as they are, with no copy per row.
@@ -196,7 +196,7 @@ export function createSecretsRepo(db: Db) {
     delete(id: string): void {
       db.delete(secrets).where(eq(secrets.id, id)).run();
     },
-  };
+  });
 }
 
 export type SecretsRepo = ReturnType<typeof createSecretsRepo>;

@@ -132,7 +132,7 @@ export function registerSecretRoutes(
         response: { 200: z.object({ secrets: z.array(SecretMeta) }) },
       },
     },
-    async (req) => ({ secrets: secrets.list(auth.principal(req), req.params.projectId, req.params.env) }),
+    async (req) => ({ secrets: await secrets.list(auth.principal(req), req.params.projectId, req.params.env) }),
   );
 
   routes.post(
@@ -150,7 +150,7 @@ export function registerSecretRoutes(
       },
     },
     async (req, reply) => {
-      const secret = secrets.create(auth.principal(req), req.params.projectId, req.params.env, req.body);
+      const secret = await secrets.create(auth.principal(req), req.params.projectId, req.params.env, req.body);
       return reply.code(201).send({ secret });
     },
   );
@@ -191,7 +191,7 @@ export function registerSecretRoutes(
     },
     async (req) => {
       const { projectId, env, secretId } = req.params;
-      return { secret: secrets.update(auth.principal(req), projectId, env, secretId, req.body ?? {}) };
+      return { secret: await secrets.update(auth.principal(req), projectId, env, secretId, req.body ?? {}) };
     },
   );
 
@@ -209,7 +209,7 @@ export function registerSecretRoutes(
     },
     async (req) => {
       const { projectId, env, secretId } = req.params;
-      secrets.delete(auth.caller(req), projectId, env, secretId);
+      await secrets.delete(auth.caller(req), projectId, env, secretId);
       return { ok: true as const };
     },
   );
@@ -229,7 +229,7 @@ export function registerSecretRoutes(
     },
     async (req) => {
       const { projectId, env, secretId } = req.params;
-      return secrets.versions(auth.caller(req), projectId, env, secretId);
+      return await secrets.versions(auth.caller(req), projectId, env, secretId);
     },
   );
 
@@ -268,7 +268,7 @@ export function registerSecretRoutes(
     },
     async (req) => {
       const { projectId, env, secretId, versionNumber } = req.params;
-      const secret = secrets.restore(auth.caller(req), projectId, env, secretId, Number(versionNumber), req.body?.expectedVersion);
+      const secret = await secrets.restore(auth.caller(req), projectId, env, secretId, Number(versionNumber), req.body?.expectedVersion);
       return { secret };
     },
   );
@@ -356,6 +356,6 @@ export function registerSecretRoutes(
         response: { 200: ImportResult },
       },
     },
-    async (req) => secrets.import(auth.caller(req), req.params.projectId, req.params.env, req.body.entries),
+    async (req) => await secrets.import(auth.caller(req), req.params.projectId, req.params.env, req.body.entries),
   );
 }

@@ -54,7 +54,7 @@ export interface VersionEntry {
   changedByServiceAccount?: { id: string; name: string };
 }
 
-export type ChangeListener = (projectId: string, environment: Environment) => void;
+export type ChangeListener = (projectId: string, environment: Environment) => void | Promise<void>;
 
 interface Deps {
   db: Db;
@@ -78,12 +78,15 @@ function toMeta(row: SecretRow): SecretMeta {
 export function createSecretsService({ db, repo, access, audit, vault, clock, log, afterLargeWrite }: Deps) {
   const listeners: ChangeListener[] = [];
 
-  /** After the commit, never inside it: a listener may read, and its failure is its own. */
-  function changed(projectId: string, environment: Environment): void {
+  /**
+   * After the commit, never inside it: a listener may read, and its failure is its own. Awaited
+   * before the answer, so what a listener records (a pending sync) is there once the client
+   * has its response.
+   */
+  async function changed(projectId: string, environment: Environment): Promise<void> {
     for (const listener of listeners) {
       try {
-        const result = listener(projectId, environment) as unknown;
-        if (result instanceof Promise) result.catch((error: unknown) => log?.error({ err: error }, "secret change listener failed"));
+        await listener(projectId, environment);
       } catch (error) {
         log?.error({ err: error }, "secret change listener failed");
       }
@@ -95,15 +98,22 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
   const importEntries = createSecretsImport({ db, repo, audit, clock, values });
   const exporter = createSecretsExport({ db, repo, audit, values, log });
 
-  function findOrFail(projectId: string, environment: Environment, secretId: string): SecretWithCiphertext {
-    const row = repo.findWithCiphertext(projectId, environment, secretId);
+  async function findOrFail(projectId: string, environment: Environment, secretId: string): Promise<SecretWithCiphertext> {
+    const row = await repo.findWithCiphertext(projectId, environment, secretId);
     if (!row) throw new HttpError(404, SECRET_NOT_FOUND);
     return row;
   }
 
-  function createOne(caller: Principal, projectId: string, environment: Environment, key: string, value: string, now: string): SecretRow {
-    const row = values.newRow(projectId, environment, key, now);
-    writeVersion(caller, row, 1, value, "CREATED", now);
+  async function createOne(
+    caller: Principal,
+    projectId: string,
+    environment: Environment,
+    key: string,
+    value: string,
+    now: string,
+  ): Promise<SecretRow> {
+    const row = await values.newRow(projectId, environment, key, now);
+    await writeVersion(caller, row, 1, value, "CREATED", now);
     return row;
   }
 
@@ -113,19 +123,20 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       listeners.push(listener);
     },
 
-    list(caller: Principal, projectId: string, environment: string): SecretMeta[] {
-      const at = requireAccess(caller, projectId, "secrets:read", environment);
-      return repo.listMeta(projectId, at.environment);
+    async list(caller: Principal, projectId: string, environment: string): Promise<SecretMeta[]> {
+      const at = await requireAccess(caller, projectId, "secrets:read", environment);
+      return await repo.listMeta(projectId, at.environment);
     },
 
-    create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): SecretMeta {
-      const row = writeTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:create", environment);
-        if (repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
+    async create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): Promise<SecretMeta> {
+      const row = await writeTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:create", environment);
+        if (await repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
         // Counted inside the IMMEDIATE transaction: parallel creates cannot both take the last place.
-        if (repo.countInEnvironment(projectId, at.environment) >= MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, ENVIRONMENT_FULL);
-        const created = createOne(caller, projectId, at.environment, input.key, input.value, clock.now().toISOString());
-        audit.record(caller, {
+        if ((await repo.countInEnvironment(projectId, at.environment)) >= MAX_SECRETS_PER_ENVIRONMENT)
+          throw new HttpError(409, ENVIRONMENT_FULL);
+        const created = await createOne(caller, projectId, at.environment, input.key, input.value, clock.now().toISOString());
+        await audit.record(caller, {
           projectId,
           action: "secret.created",
           targetType: "secret",
@@ -134,16 +145,16 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         });
         return created;
       });
-      changed(projectId, row.environment);
+      await changed(projectId, row.environment);
       return toMeta(row);
     },
 
     /** The only single-secret read that returns a value; audited in the same transaction. */
     /** Answers only once the `secret.revealed` event is on disk (reads share its commit). */
     async reveal(caller: Principal, projectId: string, environment: string, secretId: string): Promise<SecretWithValue> {
-      const { at, row, value } = readTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:read", environment);
-        const row = findOrFail(projectId, at.environment, secretId);
+      const { at, row, value } = await readTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:read", environment);
+        const row = await findOrFail(projectId, at.environment, secretId);
         return { at, row, value: openOrFail(row, row.version) };
       });
       await audit.recordRead(caller, {
@@ -156,34 +167,34 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       return { id: row.id, key: row.key, value, version: row.version, updatedAt: row.updatedAt };
     },
 
-    update(
+    async update(
       caller: Principal,
       projectId: string,
       environment: string,
       secretId: string,
       input: { key?: string; value?: string; expectedVersion?: number },
-    ): SecretMeta {
+    ): Promise<SecretMeta> {
       // One IMMEDIATE transaction: the check of expectedVersion and the write cannot be
       // separated by another writer, so parallel PATCHes get one winner and 409s.
-      const result = writeTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:update", environment);
-        const row = findOrFail(projectId, at.environment, secretId);
+      const result = await writeTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:update", environment);
+        const row = await findOrFail(projectId, at.environment, secretId);
         if (input.expectedVersion !== undefined && input.expectedVersion !== row.version) {
           throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
         }
         const key = input.key ?? row.key;
         const keyChanged = key !== row.key;
-        const compared = input.value === undefined ? undefined : values.sameValue(row, input.value);
+        const compared = input.value === undefined ? undefined : await values.sameValue(row, input.value);
         const valueChanged = compared !== undefined && !compared.same;
         if (!keyChanged && !valueChanged) return { row, isChanged: false };
-        if (keyChanged && repo.findByKey(projectId, at.environment, key)) throw new HttpError(409, KEY_TAKEN);
+        if (keyChanged && (await repo.findByKey(projectId, at.environment, key))) throw new HttpError(409, KEY_TAKEN);
 
         const now = clock.now().toISOString();
         // A rename alone keeps the version: only a new value makes one.
         const version = valueChanged ? row.version + 1 : row.version;
-        if (valueChanged) writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now, { digest: compared.digest });
-        advance(row, { key, version, updatedAt: now });
-        audit.record(caller, {
+        if (valueChanged) await writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now, { digest: compared.digest });
+        await advance(row, { key, version, updatedAt: now });
+        await audit.record(caller, {
           projectId,
           action: "secret.updated",
           targetType: "secret",
@@ -199,16 +210,16 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         });
         return { row: { ...row, key, version, updatedAt: now }, isChanged: true };
       });
-      if (result.isChanged) changed(projectId, result.row.environment);
+      if (result.isChanged) await changed(projectId, result.row.environment);
       return toMeta(result.row);
     },
 
-    delete(caller: Principal, projectId: string, environment: string, secretId: string): void {
-      const env = writeTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:delete", environment);
-        const row = findOrFail(projectId, at.environment, secretId);
-        repo.delete(row.id);
-        audit.record(caller, {
+    async delete(caller: Principal, projectId: string, environment: string, secretId: string): Promise<void> {
+      const env = await writeTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:delete", environment);
+        const row = await findOrFail(projectId, at.environment, secretId);
+        await repo.delete(row.id);
+        await audit.record(caller, {
           projectId,
           action: "secret.deleted",
           targetType: "secret",
@@ -217,21 +228,21 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         });
         return at.environment;
       });
-      changed(projectId, env);
+      await changed(projectId, env);
     },
 
-    versions(
+    async versions(
       caller: Principal,
       projectId: string,
       environment: string,
       secretId: string,
-    ): { currentVersion: number; versions: VersionEntry[] } {
-      const at = requireAccess(caller, projectId, "secrets:read", environment);
-      const secret = repo.findById(projectId, at.environment, secretId);
+    ): Promise<{ currentVersion: number; versions: VersionEntry[] }> {
+      const at = await requireAccess(caller, projectId, "secrets:read", environment);
+      const secret = await repo.findById(projectId, at.environment, secretId);
       if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
       // Limited as well as pruned: a secret written before the limit existed keeps its older
       // versions until its next new value, and the list stays bounded meanwhile.
-      const versions = repo.listVersions(projectId, secret.id, MAX_VERSIONS_PER_SECRET).map(
+      const versions = (await repo.listVersions(projectId, secret.id, MAX_VERSIONS_PER_SECRET)).map(
         (v): VersionEntry => ({
           versionNumber: v.versionNumber,
           changeType: v.changeType,
@@ -263,10 +274,10 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
       secretId: string,
       versionNumber: number,
     ): Promise<{ versionNumber: number; value: string }> {
-      const { at, row, value } = readTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:read", environment);
-        const row = findOrFail(projectId, at.environment, secretId);
-        const version = repo.findVersion(row.id, versionNumber);
+      const { at, row, value } = await readTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:read", environment);
+        const row = await findOrFail(projectId, at.environment, secretId);
+        const version = await repo.findVersion(row.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
         return { at, row, value: openOrFail(row, versionNumber, version.ciphertext, version.keyVersion) };
       });
@@ -281,29 +292,29 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
     },
 
     /** Writes version N's value as a new version rather than rewinding. */
-    restore(
+    async restore(
       caller: Principal,
       projectId: string,
       environment: string,
       secretId: string,
       versionNumber: number,
       expectedVersion?: number,
-    ): SecretMeta {
-      const row = writeTransaction(db, () => {
-        const at = requireAccess(caller, projectId, "secrets:update", environment);
-        const current = findOrFail(projectId, at.environment, secretId);
-        const version = repo.findVersion(current.id, versionNumber);
+    ): Promise<SecretMeta> {
+      const row = await writeTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:update", environment);
+        const current = await findOrFail(projectId, at.environment, secretId);
+        const version = await repo.findVersion(current.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
         if (expectedVersion !== undefined && expectedVersion !== current.version) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
         const value = openOrFail(current, versionNumber, version.ciphertext, version.keyVersion);
-        if (versionNumber === current.version || values.sameValue(current, value).same) {
+        if (versionNumber === current.version || (await values.sameValue(current, value)).same) {
           throw new HttpError(400, ALREADY_CURRENT);
         }
         const now = clock.now().toISOString();
         const next = current.version + 1;
-        writeVersion(caller, current, next, value, "ROLLED_BACK", now, { restoredFromVersion: versionNumber });
-        advance(current, { key: current.key, version: next, updatedAt: now });
-        audit.record(caller, {
+        await writeVersion(caller, current, next, value, "ROLLED_BACK", now, { restoredFromVersion: versionNumber });
+        await advance(current, { key: current.key, version: next, updatedAt: now });
+        await audit.record(caller, {
           projectId,
           action: "secret.rolled_back",
           targetType: "secret",
@@ -312,17 +323,17 @@ export function createSecretsService({ db, repo, access, audit, vault, clock, lo
         });
         return { ...current, version: next, updatedAt: now };
       });
-      changed(projectId, row.environment);
+      await changed(projectId, row.environment);
       return toMeta(row);
     },
 
     export: exporter.export,
 
     /** All or nothing: the request was validated whole; this is one transaction (secrets.import.ts). */
-    import(caller: Principal, projectId: string, environment: string, entries: ImportEntry[]): ImportSummary {
-      const result = importEntries(caller, projectId, environment, entries);
+    async import(caller: Principal, projectId: string, environment: string, entries: ImportEntry[]): Promise<ImportSummary> {
+      const result = await importEntries(caller, projectId, environment, entries);
       const written = result.summary.created + result.summary.updated;
-      if (written > 0) changed(projectId, result.environment);
+      if (written > 0) await changed(projectId, result.environment);
       if (written >= LARGE_IMPORT_ENTRIES) afterLargeWrite?.();
       return { summary: result.summary, results: result.results };
     },

@@ -1,5 +1,5 @@
 import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { serviceAccounts, serviceAccountTrusts, serviceTokens, users } from "../core/schema.ts";
 
 export type ServiceAccountRow = typeof serviceAccounts.$inferSelect;
@@ -47,7 +47,7 @@ export function createServiceAccountsRepo(db: Db) {
   );
   const touchToken = sqlite.prepare("UPDATE service_tokens SET last_used_at = ?, last_used_ip = ? WHERE id = ?");
 
-  return {
+  return guard(db, {
     listAccounts(projectId: string): (ServiceAccountRow & WithCreator)[] {
       return db
         .select({ account: serviceAccounts, createdByEmail: users.email })
@@ -232,7 +232,7 @@ export function createServiceAccountsRepo(db: Db) {
         trusts: number;
       };
     },
-  };
+  });
 }
 
 export type ServiceAccountsRepo = ReturnType<typeof createServiceAccountsRepo>;

@@ -153,7 +153,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
         response: { 200: z.object({ serviceAccounts: z.array(ServiceAccount) }) },
       },
     },
-    async (req) => ({ serviceAccounts: serviceAccounts.list(auth.caller(req), req.params.projectId) }),
+    async (req) => ({ serviceAccounts: await serviceAccounts.list(auth.caller(req), req.params.projectId) }),
   );
 
   routes.post(
@@ -170,7 +170,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
       },
     },
     async (req, reply) => {
-      const serviceAccount = serviceAccounts.create(auth.caller(req), req.params.projectId, req.body);
+      const serviceAccount = await serviceAccounts.create(auth.caller(req), req.params.projectId, req.body);
       return reply.code(201).send({ serviceAccount });
     },
   );
@@ -181,7 +181,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
       preValidation: guard,
       schema: { tags, summary: "Read a service account", security, params: AccountParams, response: { 200: AccountEnvelope } },
     },
-    async (req) => ({ serviceAccount: serviceAccounts.get(auth.caller(req), req.params.projectId, req.params.accountId) }),
+    async (req) => ({ serviceAccount: await serviceAccounts.get(auth.caller(req), req.params.projectId, req.params.accountId) }),
   );
 
   routes.patch(
@@ -199,7 +199,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
       },
     },
     async (req) => ({
-      serviceAccount: serviceAccounts.update(auth.caller(req), req.params.projectId, req.params.accountId, req.body ?? {}),
+      serviceAccount: await serviceAccounts.update(auth.caller(req), req.params.projectId, req.params.accountId, req.body ?? {}),
     }),
   );
 
@@ -217,7 +217,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
       },
     },
     async (req) => {
-      serviceAccounts.delete(auth.caller(req), req.params.projectId, req.params.accountId);
+      await serviceAccounts.delete(auth.caller(req), req.params.projectId, req.params.accountId);
       return { ok: true as const };
     },
   );
@@ -238,7 +238,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     },
     async (req, reply) => {
       const { projectId, accountId } = req.params;
-      return reply.code(201).send(serviceAccounts.createToken(auth.caller(req), projectId, accountId, req.body));
+      return reply.code(201).send(await serviceAccounts.createToken(auth.caller(req), projectId, accountId, req.body));
     },
   );
 
@@ -247,7 +247,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     { preValidation: guard, schema: { tags, summary: "Revoke a service token", security, params: TokenParams, response: { 200: Ok } } },
     async (req) => {
       const { projectId, accountId, tokenId } = req.params;
-      serviceAccounts.revokeToken(auth.caller(req), projectId, accountId, tokenId);
+      await serviceAccounts.revokeToken(auth.caller(req), projectId, accountId, tokenId);
       return { ok: true as const };
     },
   );
@@ -269,7 +269,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     },
     async (req, reply) => {
       const { projectId, accountId } = req.params;
-      return reply.code(201).send({ trust: serviceAccounts.createTrust(auth.caller(req), projectId, accountId, req.body) });
+      return reply.code(201).send({ trust: await serviceAccounts.createTrust(auth.caller(req), projectId, accountId, req.body) });
     },
   );
 
@@ -278,7 +278,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
     { preValidation: guard, schema: { tags, summary: "Remove a trust", security, params: TrustParams, response: { 200: Ok } } },
     async (req) => {
       const { projectId, accountId, trustId } = req.params;
-      serviceAccounts.deleteTrust(auth.caller(req), projectId, accountId, trustId);
+      await serviceAccounts.deleteTrust(auth.caller(req), projectId, accountId, trustId);
       return { ok: true as const };
     },
   );

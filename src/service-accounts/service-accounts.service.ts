@@ -211,14 +211,14 @@ interface Deps {
   db: Db;
   repo: ServiceAccountsRepo;
   /** The projects feature's lookup (app.ts passes the projects repo's). */
-  projects: { findById(id: string): { name: string } | undefined };
+  projects: { findById(id: string): Promise<{ name: string } | undefined> };
   access: AccessGuard;
   audit: AuditWriter;
   clock: Clock;
 }
 
 export function createServiceAccountsService({ db, repo, projects, access, audit, clock }: Deps) {
-  function toView(row: ServiceAccountRow & WithCreator): ServiceAccountView {
+  async function toView(row: ServiceAccountRow & WithCreator): Promise<ServiceAccountView> {
     return {
       id: row.id,
       name: row.name,
@@ -227,8 +227,8 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       environments: parseEnvironments(row.environments),
       createdAt: row.createdAt,
       createdBy: creator(row.createdBy, row.createdByEmail),
-      tokens: repo.listTokens(row.id, clock.now().toISOString()).map(toTokenView),
-      trusts: repo.listTrusts(row.id).map(toTrustView),
+      tokens: (await repo.listTokens(row.id, clock.now().toISOString())).map(toTokenView),
+      trusts: (await repo.listTrusts(row.id)).map(toTrustView),
     };
   }
 
@@ -237,16 +237,16 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
     return access.require(caller, projectId, "service_accounts:manage");
   }
 
-  function findOrFail(projectId: string, id: string): ServiceAccountRow & WithCreator {
-    const row = repo.findAccount(projectId, id);
+  async function findOrFail(projectId: string, id: string): Promise<ServiceAccountRow & WithCreator> {
+    const row = await repo.findAccount(projectId, id);
     if (!row) throw new HttpError(404, ACCOUNT_NOT_FOUND);
     return row;
   }
 
-  function isNameTaken(projectId: string, name: string, exceptId?: string): boolean {
+  async function isNameTaken(projectId: string, name: string, exceptId?: string): Promise<boolean> {
     // Compared here, not with SQLite's lower(), which folds only ASCII.
     const wanted = name.toLowerCase();
-    return repo.listAccounts(projectId).some((row) => row.id !== exceptId && row.name.toLowerCase() === wanted);
+    return (await repo.listAccounts(projectId)).some((row) => row.id !== exceptId && row.name.toLowerCase() === wanted);
   }
 
   /** Each environment must be one of the project's; order is canonical. */
@@ -256,27 +256,29 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
   }
 
   return {
-    list(caller: Caller, projectId: string): ServiceAccountView[] {
-      requireManage(caller, projectId);
-      return repo
-        .listAccounts(projectId)
-        .sort((a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.name.localeCompare(b.name))
-        .map(toView);
+    async list(caller: Caller, projectId: string): Promise<ServiceAccountView[]> {
+      await requireManage(caller, projectId);
+      const rows = (await repo.listAccounts(projectId)).sort(
+        (a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.name.localeCompare(b.name),
+      );
+      const views: ServiceAccountView[] = [];
+      for (const row of rows) views.push(await toView(row));
+      return views;
     },
 
-    get(caller: Caller, projectId: string, id: string): ServiceAccountView {
-      requireManage(caller, projectId);
-      return toView(findOrFail(projectId, id));
+    async get(caller: Caller, projectId: string, id: string): Promise<ServiceAccountView> {
+      await requireManage(caller, projectId);
+      return toView(await findOrFail(projectId, id));
     },
 
-    create(caller: Caller, projectId: string, input: NewServiceAccount): ServiceAccountView {
+    async create(caller: Caller, projectId: string, input: NewServiceAccount): Promise<ServiceAccountView> {
       const id = crypto.randomUUID();
-      writeTransaction(db, () => {
-        const projectAccess = requireManage(caller, projectId);
+      await writeTransaction(db, async () => {
+        const projectAccess = await requireManage(caller, projectId);
         const environments = checkEnvironments(projectAccess.projectEnvironments, input.environments);
-        if (isNameTaken(projectId, input.name)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
+        if (await isNameTaken(projectId, input.name)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
         const now = clock.now().toISOString();
-        repo.insertAccount({
+        await repo.insertAccount({
           id,
           projectId,
           name: input.name,
@@ -287,7 +289,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           createdAt: now,
           updatedAt: now,
         });
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_account.created",
           targetType: "service_account",
@@ -295,13 +297,13 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           metadata: { name: input.name, role: input.role, environments },
         });
       });
-      return toView(findOrFail(projectId, id));
+      return toView(await findOrFail(projectId, id));
     },
 
-    update(caller: Caller, projectId: string, id: string, input: Partial<NewServiceAccount>): ServiceAccountView {
-      writeTransaction(db, () => {
-        const projectAccess = requireManage(caller, projectId);
-        const row = findOrFail(projectId, id);
+    async update(caller: Caller, projectId: string, id: string, input: Partial<NewServiceAccount>): Promise<ServiceAccountView> {
+      await writeTransaction(db, async () => {
+        const projectAccess = await requireManage(caller, projectId);
+        const row = await findOrFail(projectId, id);
         const before = parseEnvironments(row.environments);
         const name = input.name ?? row.name;
         const description = input.description === undefined ? row.description : input.description || null;
@@ -311,15 +313,15 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
         const environmentsChanged = environments.join(",") !== before.join(",");
         const descriptionChanged = description !== row.description;
         if (!nameChanged && !environmentsChanged && !descriptionChanged && role === row.role) return;
-        if (nameChanged && isNameTaken(projectId, name, id)) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
-        repo.updateAccount(id, {
+        if (nameChanged && (await isNameTaken(projectId, name, id))) throw new HttpError(409, ACCOUNT_NAME_TAKEN);
+        await repo.updateAccount(id, {
           name,
           description,
           role,
           environments: JSON.stringify(environments),
           updatedAt: clock.now().toISOString(),
         });
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_account.updated",
           targetType: "service_account",
@@ -335,15 +337,15 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           },
         });
       });
-      return toView(findOrFail(projectId, id));
+      return toView(await findOrFail(projectId, id));
     },
 
-    delete(caller: Caller, projectId: string, id: string): void {
-      writeTransaction(db, () => {
-        requireManage(caller, projectId);
-        const row = findOrFail(projectId, id);
-        repo.deleteAccount(id);
-        audit.record(caller, {
+    async delete(caller: Caller, projectId: string, id: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await requireManage(caller, projectId);
+        const row = await findOrFail(projectId, id);
+        await repo.deleteAccount(id);
+        await audit.record(caller, {
           projectId,
           action: "service_account.deleted",
           targetType: "service_account",
@@ -354,19 +356,19 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
     },
 
     /** The only place the token exists in the clear: it is returned once and only its hash is kept. */
-    createToken(caller: Caller, projectId: string, id: string, input: NewToken): { token: string; tokenInfo: TokenView } {
+    async createToken(caller: Caller, projectId: string, id: string, input: NewToken): Promise<{ token: string; tokenInfo: TokenView }> {
       const token = `${SERVICE_TOKEN_PREFIX}${randomToken(32)}`;
       const tokenId = crypto.randomUUID();
-      writeTransaction(db, () => {
-        requireManage(caller, projectId);
-        const account = findOrFail(projectId, id);
+      await writeTransaction(db, async () => {
+        await requireManage(caller, projectId);
+        const account = await findOrFail(projectId, id);
         const now = clock.now();
         const nowIso = now.toISOString();
-        if (repo.countLiveTokens(id, nowIso) >= MAX_LIVE_TOKENS) throw new HttpError(409, TOO_MANY_TOKENS);
-        repo.deleteExpiredTokens(id, nowIso);
+        if ((await repo.countLiveTokens(id, nowIso)) >= MAX_LIVE_TOKENS) throw new HttpError(409, TOO_MANY_TOKENS);
+        await repo.deleteExpiredTokens(id, nowIso);
         const expiresAt = input.expiresInDays ? new Date(now.getTime() + input.expiresInDays * DAY_MS).toISOString() : null;
         const allowedCidrs = input.allowedCidrs ?? [];
-        repo.insertToken({
+        await repo.insertToken({
           id: tokenId,
           serviceAccountId: id,
           kind: "service",
@@ -377,7 +379,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           createdAt: nowIso,
           expiresAt,
         });
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_token.created",
           targetType: "service_account",
@@ -385,17 +387,17 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           metadata: { serviceAccountName: account.name, tokenId, name: input.name, expiresAt, allowedCidrs },
         });
       });
-      const tokenInfo = toView(findOrFail(projectId, id)).tokens.find((t) => t.id === tokenId)!;
+      const tokenInfo = (await toView(await findOrFail(projectId, id))).tokens.find((t) => t.id === tokenId)!;
       return { token, tokenInfo };
     },
 
-    revokeToken(caller: Caller, projectId: string, id: string, tokenId: string): void {
-      writeTransaction(db, () => {
-        requireManage(caller, projectId);
-        const account = findOrFail(projectId, id);
-        const row = repo.deleteToken(id, tokenId);
+    async revokeToken(caller: Caller, projectId: string, id: string, tokenId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await requireManage(caller, projectId);
+        const account = await findOrFail(projectId, id);
+        const row = await repo.deleteToken(id, tokenId);
         if (!row) throw new HttpError(404, TOKEN_NOT_FOUND);
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_token.revoked",
           targetType: "service_account",
@@ -405,14 +407,14 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       });
     },
 
-    createTrust(caller: Caller, projectId: string, id: string, input: NewTrust): TrustView {
+    async createTrust(caller: Caller, projectId: string, id: string, input: NewTrust): Promise<TrustView> {
       const trustId = crypto.randomUUID();
-      writeTransaction(db, () => {
-        requireManage(caller, projectId);
-        const account = findOrFail(projectId, id);
-        if (repo.listTrusts(id).length >= MAX_TRUSTS) throw new HttpError(409, TOO_MANY_TRUSTS);
+      await writeTransaction(db, async () => {
+        await requireManage(caller, projectId);
+        const account = await findOrFail(projectId, id);
+        if ((await repo.listTrusts(id)).length >= MAX_TRUSTS) throw new HttpError(409, TOO_MANY_TRUSTS);
         const claims = input.claims ?? {};
-        repo.insertTrust({
+        await repo.insertTrust({
           id: trustId,
           serviceAccountId: id,
           issuer: input.issuer,
@@ -422,7 +424,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           createdBy: caller.userId,
           createdAt: clock.now().toISOString(),
         });
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_account_trust.created",
           targetType: "service_account",
@@ -437,16 +439,16 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
           },
         });
       });
-      return toTrustView(repo.listTrusts(id).find((t) => t.id === trustId)!);
+      return toTrustView((await repo.listTrusts(id)).find((t) => t.id === trustId)!);
     },
 
-    deleteTrust(caller: Caller, projectId: string, id: string, trustId: string): void {
-      writeTransaction(db, () => {
-        requireManage(caller, projectId);
-        const account = findOrFail(projectId, id);
-        const row = repo.deleteTrust(id, trustId);
+    async deleteTrust(caller: Caller, projectId: string, id: string, trustId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await requireManage(caller, projectId);
+        const account = await findOrFail(projectId, id);
+        const row = await repo.deleteTrust(id, trustId);
         if (!row) throw new HttpError(404, TRUST_NOT_FOUND);
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "service_account_trust.deleted",
           targetType: "service_account",
@@ -463,12 +465,12 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
      * tokens they created there are revoked, as a revocation by hand does, audited with the
      * reason. Trusts stay: they hold no secret the person could have kept.
      */
-    revokeForLostRights(lost: LostRights): void {
-      if (access.holds(lost.userId, lost.projectId, "service_accounts:manage")) return;
+    async revokeForLostRights(lost: LostRights): Promise<void> {
+      if (await access.holds(lost.userId, lost.projectId, "service_accounts:manage")) return;
       const nowIso = clock.now().toISOString();
-      for (const row of repo.listLiveTokensCreatedBy(lost.projectId, lost.userId, nowIso)) {
-        repo.deleteToken(row.serviceAccountId, row.id);
-        audit.record(lost.actor, {
+      for (const row of await repo.listLiveTokensCreatedBy(lost.projectId, lost.userId, nowIso)) {
+        await repo.deleteToken(row.serviceAccountId, row.id);
+        await audit.record(lost.actor, {
           projectId: lost.projectId,
           action: "service_token.revoked",
           targetType: "service_account",
@@ -486,19 +488,19 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
     },
 
     /** Names of the project's accounts with a trust that accepts any workload of its issuer. */
-    openTrustAccounts(projectId: string): string[] {
-      return [...new Set(repo.listOpenTrusts(projectId).map((row) => row.serviceAccountName))];
+    async openTrustAccounts(projectId: string): Promise<string[]> {
+      return [...new Set((await repo.listOpenTrusts(projectId)).map((row) => row.serviceAccountName))];
     },
 
     /** /api/service-accounts/me: the account behind the credential, as of this request. */
-    me(caller: ServiceAccountCaller) {
-      const projectEnvironments = access.find(caller, caller.projectId)?.environments ?? [];
+    async me(caller: ServiceAccountCaller) {
+      const projectEnvironments = (await access.find(caller, caller.projectId))?.environments ?? [];
       return {
         serviceAccount: {
           id: caller.serviceAccountId,
           name: caller.serviceAccountName,
           projectId: caller.projectId,
-          projectName: projects.findById(caller.projectId)?.name ?? "",
+          projectName: (await projects.findById(caller.projectId))?.name ?? "",
           role: caller.role,
           environments: projectEnvironments,
         },
@@ -511,8 +513,8 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
      * (null) when unknown, revoked (deleted), expired, of a deleted account, of the other
      * kind than its prefix says, or presented from outside its allowed networks.
      */
-    resolve(token: string, clientIp: string): ServiceAccountCaller | null {
-      const row = repo.findCredential(hashToken(token));
+    async resolve(token: string, clientIp: string): Promise<ServiceAccountCaller | null> {
+      const row = await repo.findCredential(hashToken(token));
       if (!row) return null;
       const expectedKind = token.startsWith(WORKLOAD_TOKEN_PREFIX) ? "workload" : "service";
       if (row.kind !== expectedKind) return null;
@@ -520,13 +522,13 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
       if (!isAddressAllowed(clientIp, JSON.parse(row.allowedCidrs) as string[])) return null;
       if (row.lastUsedAt === null || now.getTime() - Date.parse(row.lastUsedAt) >= TOUCH_INTERVAL_MS) {
-        repo.touchToken(row.tokenId, now.toISOString(), normalizeAddress(clientIp));
+        await repo.touchToken(row.tokenId, now.toISOString(), normalizeAddress(clientIp));
       }
       return accountCaller(row.account, row.kind === "workload" ? "workload" : "service_token", row.tokenId, row.expiresAt);
     },
 
     /** The security overview's `access.serviceAccounts`. */
-    counts(projectId: string) {
+    async counts(projectId: string) {
       const now = clock.now();
       return repo.counts(projectId, now.toISOString(), new Date(now.getTime() - UNUSED_DAYS * DAY_MS).toISOString());
     },

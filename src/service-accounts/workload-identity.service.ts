@@ -179,7 +179,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
   }
 
   async function verify(serviceAccountId: string, jwt: string): Promise<{ payload: JWTPayload; trust: TrustRow }> {
-    const account = repo.findAccountById(serviceAccountId);
+    const account = await repo.findAccountById(serviceAccountId);
     if (!account) throw new Refused("no such service account");
     let unverified: JWTPayload;
     try {
@@ -188,7 +188,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       throw new Refused("not a JWT");
     }
     // The issuer picks the trusts to try; nothing else of the unverified token is believed.
-    const trusts = repo.listTrusts(account.id).filter((t) => t.issuer === unverified.iss);
+    const trusts = (await repo.listTrusts(account.id)).filter((t) => t.issuer === unverified.iss);
     if (trusts.length === 0) throw new Refused("no trust of the account names the token's issuer");
     const issuer = trusts[0]!.issuer;
     let payload: JWTPayload;
@@ -250,14 +250,14 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       const accessToken = `${WORKLOAD_TOKEN_PREFIX}${randomToken(32)}`;
       const tokenId = crypto.randomUUID();
       const expiresAt = new Date(expiresAtMs).toISOString();
-      writeTransaction(db, () => {
+      await writeTransaction(db, async () => {
         // The account or the trust may have gone while the keys were fetched.
-        const account = repo.findAccountById(trust.serviceAccountId);
-        const current = account && repo.listTrusts(account.id).find((t) => t.id === trust.id);
+        const account = await repo.findAccountById(trust.serviceAccountId);
+        const current = account && (await repo.listTrusts(account.id)).find((t) => t.id === trust.id);
         if (!account || !current) throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
         const nowIso = now.toISOString();
-        repo.deleteExpiredTokens(account.id, nowIso);
-        repo.insertToken({
+        await repo.deleteExpiredTokens(account.id, nowIso);
+        await repo.insertToken({
           id: tokenId,
           serviceAccountId: account.id,
           kind: "workload",
@@ -269,8 +269,8 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
         });
         // One event a minute per trust: a busy pipeline must not drown the log.
         if (current.lastAuditedAt === null || now.getTime() - Date.parse(current.lastAuditedAt) >= AUDIT_INTERVAL_MS) {
-          repo.markTrustAudited(trust.id, nowIso);
-          audit.record(accountCaller(account, "workload", tokenId, expiresAt), {
+          await repo.markTrustAudited(trust.id, nowIso);
+          await audit.record(accountCaller(account, "workload", tokenId, expiresAt), {
             projectId: account.projectId,
             action: "service_account.token_exchanged",
             targetType: "service_account",

@@ -1,5 +1,5 @@
 import type { BrowserSessionRow } from "../core/auth.ts";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 
 /**
  * Browser sessions, looked up by their token's hash on every signed-in request
@@ -20,7 +20,7 @@ export function createBrowserSessionsRepo(db: Db) {
   );
   const deleteByTokenHash = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
 
-  return {
+  return guard(db, {
     /** The session of a token and its user, unless the user is disabled. */
     find(tokenHash: string): BrowserSessionRow | undefined {
       return findByTokenHash.get(tokenHash) as BrowserSessionRow | undefined;
@@ -34,5 +34,5 @@ export function createBrowserSessionsRepo(db: Db) {
     delete(tokenHash: string): void {
       deleteByTokenHash.run(tokenHash);
     },
-  };
+  });
 }

@@ -1,5 +1,5 @@
 import { and, asc, eq, gt, isNull, lte } from "drizzle-orm";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { accountLinks, signInFailures } from "../core/schema.ts";
 
 export type AccountLinkRow = typeof accountLinks.$inferSelect;
@@ -7,7 +7,7 @@ export type LinkPurpose = AccountLinkRow["purpose"];
 
 /** One-time links of local accounts (first-run setup, `users add`, password reset). */
 export function createLocalRepo(db: Db) {
-  return {
+  return guard(db, {
     insertLink(row: AccountLinkRow): void {
       db.insert(accountLinks).values(row).run();
     },
@@ -79,7 +79,7 @@ export function createLocalRepo(db: Db) {
         .where(and(eq(signInFailures.accountHash, accountHash), eq(signInFailures.addressHash, addressHash)))
         .run();
     },
-  };
+  });
 }
 
 export type LocalRepo = ReturnType<typeof createLocalRepo>;

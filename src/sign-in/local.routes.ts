@@ -56,7 +56,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     },
     async (req, reply) => {
       const user = await local.signIn(req.body.email, req.body.password, req.ip);
-      auth.startBrowserSession(reply, user.id);
+      await auth.startBrowserSession(reply, user.id);
       return { user: toPublicUser(user) };
     },
   );
@@ -77,7 +77,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
         },
       },
     },
-    async (req) => ({ link: local.describeLink(req.body.token) }),
+    async (req) => ({ link: await local.describeLink(req.body.token) }),
   );
 
   routes.post(
@@ -95,7 +95,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     },
     async (req, reply) => {
       const user = await local.setPassword(req.body);
-      auth.startBrowserSession(reply, user.id);
+      await auth.startBrowserSession(reply, user.id);
       return { user: toPublicUser(user) };
     },
   );

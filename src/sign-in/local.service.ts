@@ -33,6 +33,8 @@ export const SETUP_DONE = "The first account exists already. Sign in, or ask you
 
 export interface IssuedLink {
   url: string;
+  /** The url without APP_URL in front, for a message written once the port is known. */
+  path: string;
   expiresAt: string;
 }
 
@@ -68,35 +70,37 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
    * hash let parallel guesses all pass the check, and the lock makes two processes on one
    * file queue too. Returns the seconds to wait when a limit is reached (nothing recorded).
    */
-  function countAttempt(accountHash: string, addressHash: string, now: number): number {
-    return writeTransaction(db, () => {
+  function countAttempt(accountHash: string, addressHash: string, now: number): Promise<number> {
+    return writeTransaction(db, async () => {
       const since = (windowMs: number) => new Date(now - windowMs).toISOString();
       const waitSeconds = Math.max(
         secondsUntilBelow(
-          repo.failuresSince(accountHash, addressHash, since(PAIR_FAILURE_WINDOW_MS)),
+          await repo.failuresSince(accountHash, addressHash, since(PAIR_FAILURE_WINDOW_MS)),
           PAIR_FAILURE_LIMIT,
           PAIR_FAILURE_WINDOW_MS,
           now,
         ),
         secondsUntilBelow(
-          repo.failuresSince(accountHash, undefined, since(ACCOUNT_FAILURE_WINDOW_MS)),
+          await repo.failuresSince(accountHash, undefined, since(ACCOUNT_FAILURE_WINDOW_MS)),
           ACCOUNT_FAILURE_LIMIT,
           ACCOUNT_FAILURE_WINDOW_MS,
           now,
         ),
       );
-      if (waitSeconds === 0) repo.recordFailure(accountHash, addressHash, new Date(now).toISOString(), since(ACCOUNT_FAILURE_WINDOW_MS));
+      if (waitSeconds === 0) {
+        await repo.recordFailure(accountHash, addressHash, new Date(now).toISOString(), since(ACCOUNT_FAILURE_WINDOW_MS));
+      }
       return waitSeconds;
     });
   }
 
   /** Writes a new link (replacing unused ones of the same purpose and user) and returns its URL. */
-  function issueLink(purpose: LinkPurpose, email: string, userId: string | null): IssuedLink {
+  async function issueLink(purpose: LinkPurpose, email: string, userId: string | null): Promise<IssuedLink> {
     const token = randomToken(32);
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + LINK_LIFETIME_HOURS[purpose] * HOUR_MS).toISOString();
-    repo.deleteUnusedLinks(purpose, userId);
-    repo.insertLink({
+    await repo.deleteUnusedLinks(purpose, userId);
+    await repo.insertLink({
       id: crypto.randomUUID(),
       tokenHash: hashToken(token),
       purpose,
@@ -107,99 +111,99 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
       usedAt: null,
     });
     // In the fragment: browsers never send it to a server, so it stays out of access logs.
-    return { url: `${config.appUrl}/set-password#${token}`, expiresAt };
+    const path = `/set-password#${token}`;
+    return { url: `${config.appUrl}${path}`, path, expiresAt };
   }
 
-  function usableLink(token: string): AccountLinkRow {
-    const link = token.length >= 20 && token.length <= 200 ? repo.findLinkByTokenHash(hashToken(token)) : undefined;
+  async function usableLink(token: string): Promise<AccountLinkRow> {
+    const link = token.length >= 20 && token.length <= 200 ? await repo.findLinkByTokenHash(hashToken(token)) : undefined;
     if (!link || link.usedAt !== null || Date.parse(link.expiresAt) <= clock.now().getTime()) throw new HttpError(410, LINK_UNUSABLE);
     return link;
   }
 
-  function findLocalUser(email: string): UserRow | undefined {
+  function findLocalUser(email: string): Promise<UserRow | undefined> {
     return users.findByIdentity(LOCAL_ISSUER, email.toLowerCase());
   }
 
   return {
-    hasLocalUser(): boolean {
-      return users.countByIssuer(LOCAL_ISSUER) > 0;
+    async hasLocalUser(): Promise<boolean> {
+      return (await users.countByIssuer(LOCAL_ISSUER)) > 0;
     },
 
     /** A link to create the first account; refused once any local account exists. */
-    issueSetupLink(): IssuedLink {
-      return writeTransaction(db, () => {
-        if (users.countByIssuer(LOCAL_ISSUER) > 0) throw new HttpError(409, SETUP_DONE);
+    issueSetupLink(): Promise<IssuedLink> {
+      return writeTransaction(db, async () => {
+        if ((await users.countByIssuer(LOCAL_ISSUER)) > 0) throw new HttpError(409, SETUP_DONE);
         // The setup link names no e-mail: the person at the console enters and vouches for it.
         return issueLink("setup", "", null);
       });
     },
 
     /** Creates an account without a password and returns the link to set one. */
-    addUser(email: string, name: string | null): { user: UserRow; link: IssuedLink } {
+    addUser(email: string, name: string | null): Promise<{ user: UserRow; link: IssuedLink }> {
       const normalized = email.trim().toLowerCase();
-      return writeTransaction(db, () => {
-        if (findLocalUser(normalized)) {
+      return writeTransaction(db, async () => {
+        if (await findLocalUser(normalized)) {
           throw new HttpError(
             409,
             `A user with the e-mail ${normalized} exists already. To give them a new link, run: users reset-password ${normalized}`,
           );
         }
-        const user = users.upsertIdentity(
+        const user = await users.upsertIdentity(
           { issuer: LOCAL_ISSUER, subject: normalized, email: normalized, emailVerified: false, name },
           clock.now(),
         );
-        return { user, link: issueLink("invite", normalized, user.id) };
+        return { user, link: await issueLink("invite", normalized, user.id) };
       });
     },
 
-    resetPassword(email: string): { user: UserRow; link: IssuedLink } {
+    resetPassword(email: string): Promise<{ user: UserRow; link: IssuedLink }> {
       const normalized = email.trim().toLowerCase();
-      return writeTransaction(db, () => {
-        const user = findLocalUser(normalized);
+      return writeTransaction(db, async () => {
+        const user = await findLocalUser(normalized);
         if (!user) throw new HttpError(404, `No local account has the e-mail ${normalized}.`);
         if (user.disabledAt) throw new HttpError(409, `The account ${normalized} is disabled. Enable it first: users enable ${normalized}`);
-        return { user, link: issueLink("reset", normalized, user.id) };
+        return { user, link: await issueLink("reset", normalized, user.id) };
       });
     },
 
     /** What the link page needs to show: the kind of link and whose it is. */
-    describeLink(token: string): { purpose: LinkPurpose; email: string | null; expiresAt: string } {
-      const link = usableLink(token);
+    async describeLink(token: string): Promise<{ purpose: LinkPurpose; email: string | null; expiresAt: string }> {
+      const link = await usableLink(token);
       return { purpose: link.purpose, email: link.email || null, expiresAt: link.expiresAt };
     },
 
     /** Sets a password through a one-time link; returns the user to start a session for. */
     async setPassword(input: { token: string; password: string; name?: string; email?: string }): Promise<UserRow> {
-      const first = usableLink(input.token);
+      const first = await usableLink(input.token);
       if (first.purpose === "setup" && !input.email) throw new HttpError(400, "Enter your e-mail address.");
       // Hashing takes a while and is asynchronous, so it happens before the transaction,
       // which then checks the link again: it may have been used in the meantime.
       const passwordHash = await hashPassword(input.password);
       const now = clock.now();
-      return writeTransaction(db, () => {
-        const link = usableLink(input.token);
+      return writeTransaction(db, async () => {
+        const link = await usableLink(input.token);
         let userId: string;
         if (link.purpose === "setup") {
           // Two setup links, or a `users add` in between, must not yield a second first account.
-          if (users.countByIssuer(LOCAL_ISSUER) > 0) throw new HttpError(410, SETUP_DONE);
+          if ((await users.countByIssuer(LOCAL_ISSUER)) > 0) throw new HttpError(410, SETUP_DONE);
           const email = input.email!.trim().toLowerCase();
-          userId = users.upsertIdentity(
-            { issuer: LOCAL_ISSUER, subject: email, email, emailVerified: true, name: input.name ?? null },
-            now,
+          userId = (
+            await users.upsertIdentity({ issuer: LOCAL_ISSUER, subject: email, email, emailVerified: true, name: input.name ?? null }, now)
           ).id;
         } else {
-          const user = link.userId ? users.findById(link.userId) : undefined;
+          const user = link.userId ? await users.findById(link.userId) : undefined;
           if (!user || user.disabledAt) throw new HttpError(410, LINK_UNUSABLE);
           userId = user.id;
           // A reset ends every session that may have been opened with the old password:
           // browser sessions, and CLI sessions approved from them.
           if (link.purpose === "reset") {
-            users.endSessions(userId, now);
+            await users.endSessions(userId, now);
           }
         }
-        if (!repo.markLinkUsed(link.id, now)) throw new HttpError(410, LINK_UNUSABLE);
-        users.setPassword(userId, passwordHash, input.name ?? null, now);
-        return users.findById(userId)!;
+        if (!(await repo.markLinkUsed(link.id, now))) throw new HttpError(410, LINK_UNUSABLE);
+        await users.setPassword(userId, passwordHash, input.name ?? null, now);
+        return (await users.findById(userId))!;
       });
     },
 
@@ -212,7 +216,7 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
       const normalized = email.trim().toLowerCase();
       const account = hashToken(normalized);
       const pair = hashToken(address);
-      const retryInSeconds = countAttempt(account, pair, clock.now().getTime());
+      const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
       if (retryInSeconds > 0) {
         throw new HttpError(
           429,
@@ -221,12 +225,12 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
           { "retry-after": String(retryInSeconds) },
         );
       }
-      const user = findLocalUser(normalized);
+      const user = await findLocalUser(normalized);
       // A wrong password leaves the failure countAttempt recorded; a right one takes it back
       // together with the earlier failures from this address (not those from elsewhere).
       const isValid = await verifyPassword(password, user?.passwordHash);
       if (!user || !isValid) throw new HttpError(401, SIGN_IN_FAILED);
-      writeTransaction(db, () => repo.clearPairFailures(account, pair));
+      await writeTransaction(db, () => repo.clearPairFailures(account, pair));
       // Said only to someone who knows the password.
       if (user.disabledAt) throw new HttpError(403, ACCOUNT_DISABLED);
       return user;

@@ -111,7 +111,7 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
       const query = Object.fromEntries(Object.entries(req.query).filter((e): e is [string, string] => typeof e[1] === "string"));
       try {
         const user = await oidc.finish(query, pending);
-        auth.startBrowserSession(reply, user.id);
+        await auth.startBrowserSession(reply, user.id);
         return reply.redirect(pending!.returnTo, 302);
       } catch (error) {
         if (!(error instanceof SignInFailure)) throw error;

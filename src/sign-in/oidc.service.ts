@@ -177,7 +177,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
         if (!isAllowedEmail(email)) throw new SignInFailure("domain_not_allowed");
         if (!emailVerified) throw new SignInFailure("email_not_verified");
       }
-      const user = users.upsertIdentity(
+      const user = await users.upsertIdentity(
         { issuer: oidc.serverMetadata().issuer, subject: claims.sub, email, emailVerified, name },
         clock.now(),
       );

@@ -65,7 +65,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
     },
     async (req) => {
       if (req.badBearer || !req.caller || isServiceAccount(req.caller)) throw new HttpError(401, "not signed in");
-      const user = users.findById(req.caller.userId)!;
+      const user = (await users.findById(req.caller.userId))!;
       return { user: toPublicUser(user) };
     },
   );
@@ -82,7 +82,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
       },
     },
     async (req, reply) => {
-      auth.endBrowserSession(req, reply);
+      await auth.endBrowserSession(req, reply);
       return { ok: true as const };
     },
   );
@@ -104,11 +104,11 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
       },
       async (req, reply) => {
         const email = req.body.email.toLowerCase();
-        const user = users.upsertIdentity(
+        const user = await users.upsertIdentity(
           { issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null },
           clock.now(),
         );
-        auth.startBrowserSession(reply, user.id);
+        await auth.startBrowserSession(reply, user.id);
         return { user: toPublicUser(user) };
       },
     );

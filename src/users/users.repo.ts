@@ -1,6 +1,6 @@
 import crypto from "node:crypto";
 import { and, asc, eq, sql } from "drizzle-orm";
-import type { Db } from "../core/db.ts";
+import { type Db, guard } from "../core/db.ts";
 import { browserSessions, users } from "../core/schema.ts";
 
 export type UserRow = typeof users.$inferSelect;
@@ -14,7 +14,7 @@ export interface Identity {
 }
 
 export function createUsersRepo(db: Db) {
-  return {
+  return guard(db, {
     findById(id: string): UserRow | undefined {
       return db.select().from(users).where(eq(users.id, id)).get();
     },
@@ -82,7 +82,7 @@ export function createUsersRepo(db: Db) {
     deleteBrowserSessions(userId: string): number {
       return db.delete(browserSessions).where(eq(browserSessions.userId, userId)).run().changes;
     },
-  };
+  });
 }
 
 export type UsersRepo = ReturnType<typeof createUsersRepo>;

@@ -16,8 +16,8 @@ export function toPublicUser(user: Pick<UserRow, "id" | "email" | "name">) {
  * users command, since sign-in reaches users and not the other way round.
  */
 export interface UserAccessEnd {
-  revokeAllSessionsOf(userId: string, nowIso: string): number;
-  deleteUnusedLinksOf(userId: string): void;
+  revokeAllSessionsOf(userId: string, nowIso: string): Promise<number>;
+  deleteUnusedLinksOf(userId: string): Promise<void>;
 }
 
 interface Deps {
@@ -31,7 +31,7 @@ interface Deps {
    * user created on their authority (invitations, a Vercel connection). The users command
    * passes it; list and enable need none.
    */
-  onDisabled?: (userId: string) => void;
+  onDisabled?: (userId: string) => Promise<void>;
 }
 
 export type UsersService = ReturnType<typeof createUsersService>;
@@ -41,41 +41,41 @@ export type UsersService = ReturnType<typeof createUsersService>;
  * (the `users` commands), whichever provider vouched for them.
  */
 export function createUsersService({ db, users, cliSessions, accountLinks, clock, onDisabled }: Deps) {
-  function matching(email: string): UserRow[] {
-    const rows = users.listByEmail(email.trim());
+  async function matching(email: string): Promise<UserRow[]> {
+    const rows = await users.listByEmail(email.trim());
     if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${email.trim().toLowerCase()}.`);
     return rows;
   }
 
   return {
-    findById(id: string): UserRow | undefined {
+    findById(id: string): Promise<UserRow | undefined> {
       return users.findById(id);
     },
 
-    findByIdentity(issuer: string, subject: string): UserRow | undefined {
+    findByIdentity(issuer: string, subject: string): Promise<UserRow | undefined> {
       return users.findByIdentity(issuer, subject);
     },
 
     /** Creates the user of an identity, or refreshes e-mail and name of the existing one. */
-    upsertIdentity(identity: Identity, now: Date): UserRow {
+    upsertIdentity(identity: Identity, now: Date): Promise<UserRow> {
       return users.upsertIdentity(identity, now);
     },
 
-    countByIssuer(issuer: string): number {
+    countByIssuer(issuer: string): Promise<number> {
       return users.countByIssuer(issuer);
     },
 
-    setPassword(userId: string, passwordHash: string, name: string | null, now: Date): void {
-      users.setPassword(userId, passwordHash, name, now);
+    async setPassword(userId: string, passwordHash: string, name: string | null, now: Date): Promise<void> {
+      await users.setPassword(userId, passwordHash, name, now);
     },
 
     /** Ends every browser session and revokes every CLI session of the user (a password reset). */
-    endSessions(userId: string, now: Date): void {
-      users.deleteBrowserSessions(userId);
-      cliSessions.revokeAllSessionsOf(userId, now.toISOString());
+    async endSessions(userId: string, now: Date): Promise<void> {
+      await users.deleteBrowserSessions(userId);
+      await cliSessions.revokeAllSessionsOf(userId, now.toISOString());
     },
 
-    list(): UserRow[] {
+    list(): Promise<UserRow[]> {
       return users.listAll();
     },
 
@@ -84,30 +84,34 @@ export function createUsersService({ db, users, cliSessions, accountLinks, clock
      * browser sessions are deleted and CLI sessions revoked, so the very next request of
      * either fails (auth also refuses disabled users on its own).
      */
-    disable(email: string): { user: UserRow; browserSessions: number; cliSessions: number }[] {
-      return writeTransaction(db, () => {
+    disable(email: string): Promise<{ user: UserRow; browserSessions: number; cliSessions: number }[]> {
+      return writeTransaction(db, async () => {
         const now = clock.now();
-        return matching(email).map((user) => {
-          if (!user.disabledAt) users.setDisabled(user.id, now, now);
-          accountLinks.deleteUnusedLinksOf(user.id);
+        const results: { user: UserRow; browserSessions: number; cliSessions: number }[] = [];
+        for (const user of await matching(email)) {
+          if (!user.disabledAt) await users.setDisabled(user.id, now, now);
+          await accountLinks.deleteUnusedLinksOf(user.id);
           // Also for one disabled before: running disable again finishes what an older version left.
-          onDisabled?.(user.id);
-          return {
+          await onDisabled?.(user.id);
+          results.push({
             user,
-            browserSessions: users.deleteBrowserSessions(user.id),
-            cliSessions: cliSessions.revokeAllSessionsOf(user.id, now.toISOString()),
-          };
-        });
+            browserSessions: await users.deleteBrowserSessions(user.id),
+            cliSessions: await cliSessions.revokeAllSessionsOf(user.id, now.toISOString()),
+          });
+        }
+        return results;
       });
     },
 
-    enable(email: string): UserRow[] {
-      return writeTransaction(db, () => {
+    enable(email: string): Promise<UserRow[]> {
+      return writeTransaction(db, async () => {
         const now = clock.now();
-        return matching(email).map((user) => {
-          users.setDisabled(user.id, null, now);
-          return users.findById(user.id)!;
-        });
+        const enabled: UserRow[] = [];
+        for (const user of await matching(email)) {
+          await users.setDisabled(user.id, null, now);
+          enabled.push((await users.findById(user.id))!);
+        }
+        return enabled;
       });
     },
   };

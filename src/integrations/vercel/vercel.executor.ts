@@ -114,7 +114,7 @@ const CREATE_BATCH = 50;
 
 /** The plain-data source of secret values: the secrets service's system read. */
 export interface SecretValues {
-  readAllValues(projectId: string, environment: string): { key: string; value: string }[];
+  readAllValues(projectId: string, environment: string): Promise<{ key: string; value: string }[]>;
 }
 
 export interface ExecutorDeps {
@@ -143,7 +143,7 @@ export function openToken(vault: Vault, row: IntegrationRow): string {
   });
 }
 
-type RunLease = { renew(): void; holds(): boolean };
+type RunLease = { renew(): Promise<void>; holds(): Promise<boolean> };
 
 type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
 
@@ -168,7 +168,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   }
 
   /** Inside a write transaction: the stale run is failed (interrupted) and its lease released. */
-  function markInterrupted(row: IntegrationRow, nowIso: string): void {
+  async function markInterrupted(row: IntegrationRow, nowIso: string): Promise<void> {
     let trigger: Trigger = "automatic";
     try {
       const previous = JSON.parse(row.lastRun ?? "{}") as { trigger?: unknown };
@@ -182,14 +182,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       finishedAt: nowIso,
       error: SYNC_ERRORS.interrupted,
     };
-    repo.finishRun(row.projectId, 0, {
+    await repo.finishRun(row.projectId, 0, {
       lastSyncAt: nowIso,
       lastSyncStatus: "failed",
       lastError: SYNC_ERRORS.interrupted,
       lastRun: JSON.stringify(summary),
       updatedAt: nowIso,
     });
-    audit.record(null, {
+    await audit.record(null, {
       projectId: row.projectId,
       action: "integration.sync_failed",
       targetType: "integration",
@@ -204,12 +204,13 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
    * late (the process was stalled: the timer and the answer it waited for may wake it in
    * either order), so a stalled process finds out before it writes at Vercel again.
    */
-  function runLease(projectId: string, startedAt: string) {
+  function runLease(projectId: string, startedAt: string): RunLease {
     let lost = false;
     let renewedAtMs = performance.now();
-    function renew(): void {
+    /** Never rejects: a failure is logged. */
+    async function renew(): Promise<void> {
       try {
-        if (!writeTransaction(db, () => repo.heartbeat(projectId, owner, startedAt, clock.now().toISOString()))) lost = true;
+        if (!(await writeTransaction(db, () => repo.heartbeat(projectId, owner, startedAt, clock.now().toISOString())))) lost = true;
         renewedAtMs = performance.now();
       } catch (error) {
         // Busy or failing storage: the next beat tries again; the lease lasts several beats.
@@ -218,8 +219,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     }
     return {
       renew,
-      holds(): boolean {
-        if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) renew();
+      async holds(): Promise<boolean> {
+        if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) await renew();
         return !lost;
       },
     };
@@ -228,8 +229,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   async function run(projectId: string, options: RunOptions): Promise<RunOutcome> {
     const { trigger } = options;
     const startedAt = clock.now().toISOString();
-    const start = writeTransaction(db, () => {
-      const row = repo.find(projectId);
+    const start = await writeTransaction(db, async () => {
+      const row = await repo.find(projectId);
       if (!row?.hostProjectId) return { kind: "not-linked" as const };
       if (row.status === "attention") return { kind: "attention" as const };
       // Checked here, in the transaction that takes the lease, so no trigger (a debounced
@@ -237,9 +238,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       if (row.pausedAt !== null) return { kind: "paused" as const };
       const bounds = staleBounds(Date.parse(startedAt));
       // A run whose process is gone is recorded as interrupted before this one takes its place.
-      if (isStale(row, bounds)) markInterrupted(row, startedAt);
+      if (isStale(row, bounds)) await markInterrupted(row, startedAt);
       const lastRun = JSON.stringify({ status: "running", trigger, startedAt });
-      if (!repo.tryLock({ projectId, startedAt, owner, lastRun, ...bounds })) return { kind: "busy" as const };
+      if (!(await repo.tryLock({ projectId, startedAt, owner, lastRun, ...bounds }))) return { kind: "busy" as const };
       return { kind: "locked" as const, row };
     });
     if (start.kind !== "locked") return start;
@@ -247,7 +248,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const lease = runLease(projectId, startedAt);
     // Renewed on a timer, not only between calls: one Vercel call may take longer than the
     // lease (timeouts and retries), and the lease must outlive it.
-    const heartbeat = setInterval(() => lease.renew(), heartbeatMs);
+    // renew() never rejects (it logs what failed), so the beat's promise is left to itself.
+    const heartbeat = setInterval(() => void lease.renew(), heartbeatMs);
     heartbeat.unref();
     try {
       return await runLocked(start.row, startedAt, options, lease);
@@ -288,9 +290,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     }
     if (summary.results.length > MAX_RESULTS) summary.results = summary.results.slice(0, MAX_RESULTS);
 
-    function recordRun(): void {
+    async function recordRun(): Promise<void> {
       if (failure) {
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "integration.sync_failed",
           targetType: "integration",
@@ -299,7 +301,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         });
         return;
       }
-      audit.record(caller, {
+      await audit.record(caller, {
         projectId,
         action: "integration.synced",
         targetType: "integration",
@@ -316,13 +318,13 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       });
     }
 
-    const finish = writeTransaction(db, () => {
-      const current = repo.find(projectId);
+    const finish = await writeTransaction(db, async () => {
+      const current = await repo.find(projectId);
       const isStillOurs =
         current !== undefined && current.syncStartedAt === startedAt && current.syncOwner === owner && current.createdAt === row.createdAt;
       // Taken over by another process, which has recorded this run as interrupted: what
       // reached Vercel is audited only when something did.
-      if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) recordRun();
+      if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) await recordRun();
       // Disconnected (or disconnected and reconnected, or taken over) during the run: nothing else to record.
       if (!current || !isStillOurs) return { remaining: 0, recorded: false };
       // A token rejected by Vercel means attention only while it is still the saved one:
@@ -332,14 +334,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       const nowIso = summary.finishedAt;
       for (const change of varChanges) {
         if (change.op === "save") {
-          repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
+          await repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
         } else {
-          repo.deleteVar(projectId, change.target, change.key);
+          await repo.deleteVar(projectId, change.target, change.key);
         }
       }
       // A failed run leaves `pending` as it was: those changes still have to reach Vercel.
       const consumed = failure ? 0 : row.pending;
-      repo.finishRun(projectId, consumed, {
+      await repo.finishRun(projectId, consumed, {
         status: tokenRejected ? "attention" : current.status,
         lastSyncAt: summary.finishedAt,
         lastSyncStatus: summary.status,
@@ -375,10 +377,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const hostProjectId = row.hostProjectId!;
     const teamId = row.teamId;
     /** Before every call: a process whose lease was taken over stops talking to Vercel. */
-    const holdsLease = () => {
-      if (!lease.holds()) throw new SyncFailure("lease-lost");
+    const holdsLease = async () => {
+      if (!(await lease.holds())) throw new SyncFailure("lease-lost");
     };
-    holdsLease();
+    await holdsLease();
     let listed: VercelEnvVar[];
     try {
       listed = await client.listEnvVars(token, teamId, hostProjectId);
@@ -387,7 +389,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       throw error;
     }
     const createdByTarget = new Map<string, Map<string, string>>();
-    for (const v of repo.listVars(projectId)) {
+    for (const v of await repo.listVars(projectId)) {
       const created = createdByTarget.get(v.target) ?? new Map<string, string>();
       created.set(v.key, v.hostEnvId);
       createdByTarget.set(v.target, created);
@@ -401,7 +403,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     for (const [environment, target] of Object.entries(parseMappings(row))) {
       let values: { key: string; value: string }[];
       try {
-        values = secrets.readAllValues(projectId, environment);
+        values = await secrets.readAllValues(projectId, environment);
       } catch (error) {
         if (!(error instanceof DecryptError)) throw error;
         note(environment, target, "*", "failed", "decrypt");
@@ -412,7 +414,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       const readValues = new Map<string, string | undefined>();
       for (const [key, v] of targetVars(listed, target)) {
         if (!wanted.has(key) || listedValue(v) !== undefined || !isReadableOnRequest(v)) continue;
-        holdsLease();
+        await holdsLease();
         readValues.set(v.id, await readValue(token, teamId, hostProjectId, v.id));
       }
       const platformVars: PlatformVar[] = listed.map((v) => ({
@@ -443,7 +445,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
           case "update":
             // Creates wait for their batch; updates and deletes go one by one, in plan order.
             await flushCreates();
-            holdsLease();
+            await holdsLease();
             try {
               await client.updateEnvValue(token, teamId, hostProjectId, step.hostEnvId, step.value);
               summary.updated += 1;
@@ -455,7 +457,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             break;
           case "delete":
             await flushCreates();
-            holdsLease();
+            await holdsLease();
             try {
               await client.deleteEnvVar(token, teamId, hostProjectId, step.hostEnvId);
               summary.deleted += 1;
@@ -473,7 +475,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       async function flushCreates(): Promise<void> {
         while (creates.length > 0) {
           const batch = creates.splice(0, CREATE_BATCH);
-          holdsLease();
+          await holdsLease();
           const result = await client.createEnvVars(
             token,
             teamId,
@@ -528,12 +530,12 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         error: SYNC_ERRORS[missing ? "hook-missing" : "hook-failed"],
       };
     }
-    writeTransaction(db, () => {
+    await writeTransaction(db, async () => {
       // Disconnected (and perhaps connected anew) while the hook was called: this run's
       // deployment belongs to a connection that no longer exists.
       // A deployment that started is audited all the same.
       if (deployment.ok) {
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "integration.redeployed",
           targetType: "integration",
@@ -541,10 +543,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
           metadata: { trigger, jobId: deployment.jobId, state: deployment.state },
         });
       }
-      const current = repo.find(projectId);
+      const current = await repo.find(projectId);
       if (!current || current.createdAt !== row.createdAt) return;
       summary.deployment = deployment;
-      repo.update(projectId, {
+      await repo.update(projectId, {
         lastDeployment: JSON.stringify(deployment),
         // A follow-up run that has started since keeps its own lastRun ("running").
         ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),
@@ -562,15 +564,15 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
      * released; a run of this process is never one of them, even when the clock jumped.
      * Returns the connections that still have changes to send.
      */
-    recoverStale(): string[] {
+    async recoverStale(): Promise<string[]> {
       const now = clock.now();
       const nowIso = now.toISOString();
       const { staleBefore, ownerlessStaleBefore } = staleBounds(now.getTime());
-      return writeTransaction(db, () => {
+      return writeTransaction(db, async () => {
         const recovered: string[] = [];
-        for (const row of repo.listStale(staleBefore, ownerlessStaleBefore)) {
+        for (const row of await repo.listStale(staleBefore, ownerlessStaleBefore)) {
           if (!isStale(row, { staleBefore, ownerlessStaleBefore })) continue;
-          markInterrupted(row, nowIso);
+          await markInterrupted(row, nowIso);
           if (row.pending > 0) recovered.push(row.projectId);
         }
         return recovered;

@@ -32,14 +32,19 @@ export type VercelPause = ReturnType<typeof createVercelPause>;
 export function createVercelPause({ repo, access, audit, clock }: Deps) {
   return {
     /** A members rights-lost listener; runs inside the transaction that changed the membership. */
-    pauseForLostRights(lost: { projectId: string; userId: string; cause: keyof typeof PAUSE_REASONS; actor: Caller | null }): void {
-      const row = repo.find(lost.projectId);
+    async pauseForLostRights(lost: {
+      projectId: string;
+      userId: string;
+      cause: keyof typeof PAUSE_REASONS;
+      actor: Caller | null;
+    }): Promise<void> {
+      const row = await repo.find(lost.projectId);
       // Connections from before connected_by was recorded have no one to check: they keep running.
       if (!row || row.connectedBy !== lost.userId || row.pausedAt !== null) return;
-      if (access.holds(lost.userId, lost.projectId, "integrations:manage")) return;
+      if (await access.holds(lost.userId, lost.projectId, "integrations:manage")) return;
       const now = clock.now().toISOString();
-      repo.update(lost.projectId, { pausedAt: now, pausedReason: PAUSE_REASONS[lost.cause], updatedAt: now });
-      audit.record(lost.actor, {
+      await repo.update(lost.projectId, { pausedAt: now, pausedReason: PAUSE_REASONS[lost.cause], updatedAt: now });
+      await audit.record(lost.actor, {
         projectId: lost.projectId,
         action: "integration.paused",
         targetType: "integration",

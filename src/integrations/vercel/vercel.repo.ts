@@ -1,12 +1,12 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
-import type { Db } from "../../core/db.ts";
+import { type Db, guard } from "../../core/db.ts";
 import { integrations, integrationVars, users } from "../../core/schema.ts";
 
 export type IntegrationRow = typeof integrations.$inferSelect;
 export type IntegrationVarRow = typeof integrationVars.$inferSelect;
 
 export function createVercelRepo(db: Db) {
-  return {
+  return guard(db, {
     find(projectId: string): IntegrationRow | undefined {
       return db.select().from(integrations).where(eq(integrations.projectId, projectId)).get();
     },
@@ -126,7 +126,7 @@ export function createVercelRepo(db: Db) {
         .where(and(eq(integrationVars.projectId, projectId), eq(integrationVars.target, target), eq(integrationVars.key, key)))
         .run();
     },
-  };
+  });
 }
 
 export type VercelRepo = ReturnType<typeof createVercelRepo>;

@@ -246,7 +246,7 @@ export function registerVercelRoutes(
       },
     },
     async (req) => {
-      vercel.disconnect(auth.caller(req), req.params.projectId);
+      await vercel.disconnect(auth.caller(req), req.params.projectId);
       return { ok: true as const };
     },
   );

@@ -30,6 +30,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   let isLeader = false;
   let stopped = false;
   let ticker: NodeJS.Timeout | undefined;
+  /** The tick under way: one at a time, and stop() waits for it before handing leadership on. */
+  let ticking: Promise<void> | undefined;
 
   function track<T>(promise: Promise<T>): Promise<T> {
     inFlight.add(promise);
@@ -48,12 +50,12 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     const timer = setTimeout(() => {
       timers.delete(projectId);
       void track(executor.run(projectId, { trigger: "automatic", caller: null, redeploy: false }))
-        .then((outcome) => {
+        .then(async (outcome) => {
           // Busy: another process's run holds the lease; what it leaves in pending is
           // scheduled again on a tick. Otherwise what is left waits for a new change, as a
           // failed run's changes do.
           if (outcome.kind === "busy") seenPending.delete(projectId);
-          else seenPending.set(projectId, repo.find(projectId)?.pending ?? 0);
+          else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
         })
         .catch((error: unknown) => logFailure(projectId, error, "automatic Vercel sync failed"));
     }, debounceMs);
@@ -66,9 +68,9 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   }
 
   /** Leadership renewed or taken; the leader takes over dead processes' syncs and picks up changes made elsewhere. */
-  function tick(): void {
+  async function tick(): Promise<void> {
     const wasLeader = isLeader;
-    isLeader = leader.renew();
+    isLeader = await leader.renew();
     if (!isLeader) {
       if (wasLeader) {
         // Another process took over (this one hung past the lease): its timers run from now.
@@ -78,8 +80,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       }
       return;
     }
-    for (const projectId of executor.recoverStale()) schedule(projectId);
-    const withPending = repo.listWithPending();
+    for (const projectId of await executor.recoverStale()) schedule(projectId);
+    const withPending = await repo.listWithPending();
     const present = new Set(withPending.map((row) => row.projectId));
     for (const projectId of seenPending.keys()) if (!present.has(projectId)) seenPending.delete(projectId);
     for (const row of withPending) {
@@ -93,17 +95,17 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     schedule,
 
     /** A secret changed (after its commit): count it and schedule an automatic run. */
-    notifyChange(projectId: string, environment: string): void {
+    async notifyChange(projectId: string, environment: string): Promise<void> {
       if (stopped) return;
       try {
         // Most projects have no connection: a plain read, no write lock, for those.
-        const linked = repo.find(projectId);
+        const linked = await repo.find(projectId);
         if (!linked?.hostProjectId || !Object.hasOwn(parseMappings(linked), environment)) return;
-        const pending = writeTransaction(db, () => {
-          const row = repo.find(projectId);
+        const pending = await writeTransaction(db, async () => {
+          const row = await repo.find(projectId);
           if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return undefined;
           // Counted while paused too: the reconnect that ends the pause sends them.
-          repo.incrementPending(projectId);
+          await repo.incrementPending(projectId);
           return isRunnable(row) ? row.pending + 1 : undefined;
         });
         if (pending === undefined || !isLeader) return;
@@ -127,15 +129,19 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
      * released), and, on the leader, connections with pending changes get their run. A
      * sync another live process runs is left alone: its heartbeat is fresh.
      */
-    start(onError: (error: unknown) => void): void {
-      tick();
-      if (!isLeader) executor.recoverStale();
+    async start(onError: (error: unknown) => void): Promise<void> {
+      await tick();
+      if (!isLeader) await executor.recoverStale();
+      // Stopped while the first tick waited: no timer is left running behind stop().
+      if (stopped) return;
       ticker = setInterval(() => {
-        try {
-          tick();
-        } catch (error) {
-          onError(error);
-        }
+        // A tick still waiting for the database is not overlapped by the next one.
+        if (ticking !== undefined) return;
+        ticking = tick()
+          .catch(onError)
+          .finally(() => {
+            ticking = undefined;
+          });
       }, executor.heartbeatMs);
       ticker.unref();
     },
@@ -146,8 +152,9 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       clearInterval(ticker);
       for (const timer of timers.values()) clearTimeout(timer);
       timers.clear();
+      await ticking;
       await Promise.allSettled([...inFlight]);
-      if (isLeader) leader.release();
+      if (isLeader) await leader.release();
     },
 
     track,

@@ -111,7 +111,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     }
   }
 
-  function toView(row: IntegrationRow | undefined, projectAccess: ProjectAccess): ConnectionView {
+  async function toView(row: IntegrationRow | undefined, projectAccess: ProjectAccess): Promise<ConnectionView> {
     if (!row) return { connected: false };
     return {
       connected: true,
@@ -131,7 +131,8 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       environments: projectAccess.projectEnvironments,
       lastRun: parseJson<RunView>(row.lastRun),
       lastDeployment: parseJson<Deployment>(row.lastDeployment),
-      connectedBy: row.connectedBy === null ? null : { userId: row.connectedBy, email: repo.findUserEmail(row.connectedBy) ?? null },
+      connectedBy:
+        row.connectedBy === null ? null : { userId: row.connectedBy, email: (await repo.findUserEmail(row.connectedBy)) ?? null },
       paused: row.pausedAt !== null,
       pausedAt: row.pausedAt,
       pausedReason: row.pausedReason as PauseReason | null,
@@ -139,30 +140,30 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
   }
 
   /** The saved token, or the connection moves to attention when it cannot be opened. */
-  function savedToken(row: IntegrationRow): string {
+  async function savedToken(row: IntegrationRow): Promise<string> {
     try {
       return openToken(vault, row);
     } catch (error) {
       if (!(error instanceof DecryptError)) throw error;
-      markAttention(row, SYNC_ERRORS["token-unreadable"]);
+      await markAttention(row, SYNC_ERRORS["token-unreadable"]);
       throw new HttpError(400, SYNC_ERRORS["token-unreadable"]);
     }
   }
 
   /** Only while `used` (the row whose token failed) still holds the saved token: a reconnect since replaced it. */
-  function markAttention(used: IntegrationRow, message: string): void {
-    writeTransaction(db, () => {
-      const current = repo.find(used.projectId);
+  async function markAttention(used: IntegrationRow, message: string): Promise<void> {
+    await writeTransaction(db, async () => {
+      const current = await repo.find(used.projectId);
       if (!current?.tokenCiphertext.equals(used.tokenCiphertext)) return;
-      repo.update(used.projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
+      await repo.update(used.projectId, { status: "attention", lastError: message, updatedAt: clock.now().toISOString() });
     });
   }
 
   /** Turns a failed call with the saved token into the answer; a rejection means attention. */
-  function savedTokenFailure(used: IntegrationRow, error: unknown): never {
+  async function savedTokenFailure(used: IntegrationRow, error: unknown): Promise<never> {
     if (error instanceof VercelError) {
       if (error.failure === "rejected") {
-        markAttention(used, SYNC_ERRORS.rejected);
+        await markAttention(used, SYNC_ERRORS.rejected);
         throw new HttpError(400, MESSAGES.savedTokenRejected);
       }
       if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
@@ -171,8 +172,8 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     throw error;
   }
 
-  function requireConnection(projectId: string): IntegrationRow {
-    const row = repo.find(projectId);
+  async function requireConnection(projectId: string): Promise<IntegrationRow> {
+    const row = await repo.find(projectId);
     if (!row) throw new HttpError(400, MESSAGES.notConnected);
     return row;
   }
@@ -183,14 +184,14 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
   }
 
   return {
-    get(caller: Caller, projectId: string): ConnectionView {
-      const projectAccess = access.require(caller, projectId, "integrations:manage");
-      return toView(repo.find(projectId), projectAccess);
+    async get(caller: Caller, projectId: string): Promise<ConnectionView> {
+      const projectAccess = await access.require(caller, projectId, "integrations:manage");
+      return toView(await repo.find(projectId), projectAccess);
     },
 
     /** Checks the token (and team) with Vercel before anything is saved. */
     async connect(caller: Caller, projectId: string, input: { token: string; teamId?: string }): Promise<ConnectionView> {
-      access.require(caller, projectId, "integrations:manage");
+      await access.require(caller, projectId, "integrations:manage");
       const teamId = input.teamId ?? null;
       try {
         await client.getUser(input.token);
@@ -208,7 +209,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       }
 
       // Reconnecting keeps the link only if the new token still reaches the linked project.
-      const before = repo.find(projectId);
+      const before = await repo.find(projectId);
       let keepLink = false;
       if (before?.hostProjectId) {
         try {
@@ -220,13 +221,13 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
         }
       }
 
-      const view = writeTransaction(db, () => {
-        const projectAccess = access.require(caller, projectId, "integrations:manage");
+      const view = await writeTransaction(db, async () => {
+        const projectAccess = await access.require(caller, projectId, "integrations:manage");
         const sealed = vault.seal(projectId, integrationAad(projectId, "token"), input.token);
         const now = clock.now().toISOString();
-        const existing = repo.find(projectId);
+        const existing = await repo.find(projectId);
         if (!existing) {
-          repo.insert({
+          await repo.insert({
             projectId,
             provider: "vercel",
             status: "connected",
@@ -239,7 +240,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           });
         } else {
           const linked = keepLink && existing.hostProjectId === before?.hostProjectId;
-          repo.update(projectId, {
+          await repo.update(projectId, {
             status: linked ? "active" : "connected",
             tokenCiphertext: sealed.ciphertext,
             tokenKeyVersion: sealed.keyVersion,
@@ -262,14 +263,14 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
             updatedAt: now,
           });
         }
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "integration.connected",
           targetType: "integration",
           targetId: projectId,
           metadata: { provider: "vercel", teamId, ...(existing?.pausedAt ? { resumed: true } : {}) },
         });
-        return toView(repo.find(projectId), projectAccess);
+        return toView(await repo.find(projectId), projectAccess);
       });
       // Changes that waited while the connection needed attention go out now.
       if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
@@ -277,10 +278,10 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     async options(caller: Caller, projectId: string, query: { teamId?: string }): Promise<{ teams: NamedItem[]; projects: NamedItem[] }> {
-      access.require(caller, projectId, "integrations:manage");
-      const row = requireConnection(projectId);
+      await access.require(caller, projectId, "integrations:manage");
+      const row = await requireConnection(projectId);
       requireNotPaused(row);
-      const token = savedToken(row);
+      const token = await savedToken(row);
       try {
         const teams = await client.listTeams(token);
         const projects = await client.listProjects(token, query.teamId ?? row.teamId);
@@ -289,12 +290,12 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           projects: projects.map(({ id, name }) => ({ id, name })),
         };
       } catch (error) {
-        savedTokenFailure(row, error);
+        return await savedTokenFailure(row, error);
       }
     },
 
     async link(caller: Caller, projectId: string, input: LinkInput): Promise<ConnectionView> {
-      const projectAccess = access.require(caller, projectId, "integrations:manage");
+      const projectAccess = await access.require(caller, projectId, "integrations:manage");
       for (const environment of Object.keys(input.mappings)) {
         if (!(projectAccess.projectEnvironments as string[]).includes(environment)) {
           throw new HttpError(400, `Mappings may only name this project's environments: ${projectAccess.projectEnvironments.join(", ")}.`);
@@ -303,19 +304,19 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       if (input.deployHookUrl && deployHookProblem(input.deployHookUrl, vercelApiUrl)) {
         throw new HttpError(400, `The deploy hook URL must look like ${vercelApiUrl}/v1/integrations/deploy/prj_…/…`);
       }
-      const row = requireConnection(projectId);
+      const row = await requireConnection(projectId);
       requireNotPaused(row);
       if (row.status === "attention") throw new HttpError(400, MESSAGES.savedTokenRejected);
       const keepsHook = input.deployHookUrl === undefined && row.hookCiphertext !== null;
       if (input.autoRedeploy && !input.deployHookUrl && !keepsHook) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
 
       const teamId = input.teamId ?? row.teamId;
-      const token = savedToken(row);
+      const token = await savedToken(row);
       let project: NamedItem | undefined;
       try {
         project = await client.findProject(token, teamId, input.hostProjectId);
       } catch (error) {
-        savedTokenFailure(row, error);
+        await savedTokenFailure(row, error);
       }
       if (!project) throw new HttpError(400, MESSAGES.projectNotFound);
       if (input.deployHookUrl && deployHookProjectId(input.deployHookUrl, vercelApiUrl) !== project.id) {
@@ -323,9 +324,9 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
       }
       const hostProject = project;
 
-      return writeTransaction(db, () => {
-        const current = access.require(caller, projectId, "integrations:manage");
-        const existing = requireConnection(projectId);
+      return writeTransaction(db, async () => {
+        const current = await access.require(caller, projectId, "integrations:manage");
+        const existing = await requireConnection(projectId);
         requireNotPaused(existing);
         let hook: Partial<IntegrationRow> = {};
         if (input.deployHookUrl === null) hook = { hookCiphertext: null, hookKeyVersion: null };
@@ -338,7 +339,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
         }
         const hookConfigured = hook.hookCiphertext !== undefined ? hook.hookCiphertext !== null : existing.hookCiphertext !== null;
         if (input.autoRedeploy && !hookConfigured) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
-        repo.update(projectId, {
+        await repo.update(projectId, {
           status: existing.status === "attention" ? "attention" : "active",
           teamId,
           hostProjectId: hostProject.id,
@@ -349,7 +350,7 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
           ...hook,
           updatedAt: clock.now().toISOString(),
         });
-        audit.record(caller, {
+        await audit.record(caller, {
           projectId,
           action: "integration.updated",
           targetType: "integration",
@@ -364,13 +365,13 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
             hookConfigured,
           },
         });
-        return toView(repo.find(projectId), current);
+        return toView(await repo.find(projectId), current);
       });
     },
 
     async sync(caller: Caller, projectId: string, input: { redeploy: boolean }): Promise<{ summary: SyncSummary }> {
-      access.require(caller, projectId, "integrations:manage");
-      const row = repo.find(projectId);
+      await access.require(caller, projectId, "integrations:manage");
+      const row = await repo.find(projectId);
       if (!row?.hostProjectId) throw new HttpError(400, MESSAGES.linkFirst);
       requireNotPaused(row);
       if (row.status === "attention") throw new HttpError(400, MESSAGES.reconnect);
@@ -397,11 +398,11 @@ export function createVercelService({ db, repo, access, audit, vault, clock, cli
     },
 
     /** Removes the connection, its token and hook; vars already at Vercel stay. */
-    disconnect(caller: Caller, projectId: string): void {
-      writeTransaction(db, () => {
-        access.require(caller, projectId, "integrations:manage");
-        if (!repo.delete(projectId)) return;
-        audit.record(caller, {
+    async disconnect(caller: Caller, projectId: string): Promise<void> {
+      await writeTransaction(db, async () => {
+        await access.require(caller, projectId, "integrations:manage");
+        if (!(await repo.delete(projectId))) return;
+        await audit.record(caller, {
           projectId,
           action: "integration.disconnected",
           targetType: "integration",
