@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before } from "node:test";
+import { isDeepStrictEqual } from "node:util";
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core";
 import { type Client, ROOT, type TestServer } from "./helpers.ts";
 
@@ -141,4 +142,19 @@ export async function assertFocus(page: Page, what: string, isFocused: () => boo
     .then(() => true)
     .catch(() => false);
   assert.ok(ok, `focus is on ${what}; it is on ${await page.evaluate(() => document.activeElement?.outerHTML.slice(0, 120))}`);
+}
+
+/**
+ * Polls `read` until it gives `expected` (deep equality), then passes; fails with the last
+ * value after 5 s. For page state an action changes on a later render or frame (effects,
+ * focus, the clipboard): reading it once right after the action races the page.
+ */
+export async function assertEventually<T>(read: () => Promise<T>, expected: T, message?: string): Promise<void> {
+  const deadline = Date.now() + 5000;
+  let actual = await read();
+  while (!isDeepStrictEqual(actual, expected) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    actual = await read();
+  }
+  assert.deepEqual(actual, expected, message);
 }

@@ -96,6 +96,28 @@ test("TRUST_PROXY takes a hop count or a list of addresses", () => {
   assert.equal(loadConfig({ TRUST_PROXY: "false" }).trustProxy, false);
 });
 
+test("DATABASE_URL is refused, not ignored: servers sharing it would each keep their own SQLite file", async () => {
+  const NOT_YET =
+    "DATABASE_URL is set, but this version keeps its data in SQLite (in DATA_DIR) only: PostgreSQL is not supported yet. Unset DATABASE_URL to run on SQLite.";
+  for (const url of ["postgres://app:hunter2pw@db.internal:5432/secrets", "postgresql://db.internal/secrets"]) {
+    assert.throws(
+      () => loadConfig({ DATABASE_URL: url }),
+      (error: unknown) => error instanceof ConfigError && error.message === NOT_YET,
+    );
+  }
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: "mysql://app:hunter2pw@db.internal/secrets" }),
+    (error: unknown) => error instanceof ConfigError && error.message === "DATABASE_URL must start with postgres:// or postgresql://.",
+  );
+  // The server stops before it opens anything, and the password is not repeated.
+  const dataDir = path.join(makeTempDir(), "data");
+  const result = await runMain(["serve"], { DATA_DIR: dataDir, DATABASE_URL: "postgres://app:hunter2pw@db.internal:5432/secrets" });
+  assert.equal(result.code, 1);
+  assert.equal(result.stderr.trim(), `secrets-server: configuration error: ${NOT_YET}`);
+  assert.doesNotMatch(result.stderr + result.stdout, /hunter2pw/);
+  assert.equal(fs.existsSync(dataDir), false, "no DATA_DIR was created");
+});
+
 test("the process stops with one clear line naming a bad variable", async () => {
   const dataDir = makeTempDir();
   try {

@@ -5,7 +5,7 @@
 // Pages are checked with axe-core in light and dark, as in test/ui.test.ts.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { check, openTab, useBrowser } from "./browser.ts";
+import { assertEventually, check, openTab, useBrowser } from "./browser.ts";
 import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
@@ -90,7 +90,7 @@ describe("invitations in Chromium", () => {
     // The dead link's box is gone: only the new link is offered.
     assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0);
     await renewed.getByRole("button", { name: "Copy link" }).click();
-    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), newLink);
+    await assertEventually(() => page.evaluate(() => navigator.clipboard.readText()), newLink);
     await check(owner, "members-new-link");
     assert.equal((await server.client().json("POST", "/api/invitations/preview", { token: new URL(firstLink).hash.slice(1) })).status, 410);
 

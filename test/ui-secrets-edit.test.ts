@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { check, useBrowser } from "./browser.ts";
+import { assertEventually, check, useBrowser } from "./browser.ts";
 import { auditEvents, startServer } from "./helpers.ts";
 import { assertNoSidewaysScroll, exported, openAt, put, rowAction, SIZES } from "./ui-secrets-helpers.ts";
 
@@ -75,7 +75,7 @@ describe("editing secrets in place", () => {
       await dialog.getByLabel("Key").press("Enter");
       await field.fill("postgres://db.internal:5432/other");
       await dialog.getByRole("button", { name: "Discard changes" }).click();
-      assert.equal(await field.inputValue(), "postgres://db.internal:5432/app");
+      await assertEventually(() => field.inputValue(), "postgres://db.internal:5432/app");
       assert.deepEqual(patches, []);
       // Changing one character is one keystroke, not pasting the whole value again.
       await field.press("End");
@@ -169,7 +169,7 @@ describe("editing secrets in place", () => {
       await dialog.getByRole("button", { name: "Save" }).click();
       await dialog.getByRole("button", { name: "Reload and reapply" }).click();
       await dialog.getByRole("button", { name: "Use their version instead" }).click();
-      assert.equal(await dialog.getByLabel("Value", { exact: true }).inputValue(), "https://api.latest");
+      await assertEventually(() => dialog.getByLabel("Value", { exact: true }).inputValue(), "https://api.latest");
       await dialog.getByRole("button", { name: "Cancel" }).click();
       assert.equal((await exported(alice, project.id, "production")).API_URL, "https://api.latest");
       await tab.context.close();

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import { describe, test } from "node:test";
 import { parse } from "dotenv";
-import { check, useBrowser } from "./browser.ts";
+import { assertEventually, check, useBrowser } from "./browser.ts";
 import { auditEvents, startServer } from "./helpers.ts";
 import { assertNoSidewaysScroll, exported, focusedName, openAt, put, SIZES } from "./ui-secrets-helpers.ts";
 
@@ -76,18 +76,18 @@ describe("secrets grid", () => {
       const keyHeader = page.getByRole("columnheader", { name: /Key/ });
       assert.equal(await keyHeader.getAttribute("aria-sort"), "ascending");
       await keyHeader.getByRole("button").click();
-      assert.equal(await keyHeader.getAttribute("aria-sort"), "descending");
+      await assertEventually(() => keyHeader.getAttribute("aria-sort"), "descending");
       assert.deepEqual(await keys(), ["ZETA", "TLS_CERT", "MIDDLE", "AWS_SECRET_ACCESS_KEY_FOR_THE_BACKUP_BUCKET"]);
       if (!size.phone) {
         // Updated: newest first on the first click; the other columns lose their sort.
         const updated = page.getByRole("columnheader", { name: /Updated/ });
         await updated.getByRole("button").click();
-        assert.equal(await updated.getAttribute("aria-sort"), "descending");
+        await assertEventually(() => updated.getAttribute("aria-sort"), "descending");
         assert.equal(await keyHeader.getAttribute("aria-sort"), null);
         assert.equal((await keys())[0], "MIDDLE");
         const version = page.getByRole("columnheader", { name: /Version/ });
         await version.getByRole("button").click();
-        assert.equal(await version.getAttribute("aria-sort"), "ascending");
+        await assertEventually(() => version.getAttribute("aria-sort"), "ascending");
         assert.equal((await keys())[3], "MIDDLE");
         await keyHeader.getByRole("button").click();
       } else {

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { assertFocus, check, environmentLink, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
+import { assertEventually, assertFocus, check, environmentLink, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
 import { type Client, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
@@ -177,7 +177,7 @@ describe("the project shell in Chromium", () => {
 
       // Open, Escape closes it and gives focus back to the button.
       await menu.click();
-      assert.equal(await menu.getAttribute("aria-expanded"), "true");
+      await assertEventually(() => menu.getAttribute("aria-expanded"), "true");
       await sectionLink(page, "Audit log").waitFor();
       if (!dark) await check(tab, "shell-phone-menu");
       await page.keyboard.press("Tab");

@@ -2,7 +2,7 @@
 // reconnecting instead of the settings, no sync), and removing a saved deploy hook.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { check, openTab, useBrowser } from "./browser.ts";
+import { assertEventually, check, openTab, useBrowser } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
@@ -59,7 +59,7 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   // Removing the saved hook: the address field is off meanwhile, and redeploys need a hook.
   await page.getByLabel("Vercel project").selectOption({ label: "web" });
   await page.getByLabel("Remove the saved deploy hook").check();
-  assert.equal(await page.getByLabel(/Deploy hook URL/).isDisabled(), true);
+  await assertEventually(() => page.getByLabel(/Deploy hook URL/).isDisabled(), true);
   const redeploy = page.getByLabel(/Redeploy automatically/);
   assert.equal(await redeploy.isDisabled(), true);
   assert.equal(await redeploy.isChecked(), false);

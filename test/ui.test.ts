@@ -7,7 +7,17 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { assertFocus, check, environmentLink, goToSection, openTab, type Tab, useBrowser, useSession } from "./browser.ts";
+import {
+  assertEventually,
+  assertFocus,
+  check,
+  environmentLink,
+  goToSection,
+  openTab,
+  type Tab,
+  useBrowser,
+  useSession,
+} from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { makeTempDir, ROOT, startServer, type TestServer } from "./helpers.ts";
 
@@ -697,7 +707,7 @@ describe("CLI sign-in in Chromium", () => {
     assert.equal(await page.getByRole("button", { name: "Deny" }).isDisabled(), true);
     await page.getByText("Check the code against your terminal, or run login again there for a new one.").waitFor();
     await page.getByLabel("Code shown in your terminal").fill("CCCC-CCCC");
-    assert.equal(await page.getByRole("button", { name: "Approve" }).isEnabled(), true);
+    await assertEventually(() => page.getByRole("button", { name: "Approve" }).isEnabled(), true);
     assert.equal(await page.getByRole("button", { name: "Deny" }).isEnabled(), true);
   });
 
@@ -1144,7 +1154,7 @@ describe("settings, keyboard, phone and dark theme", () => {
     await save.click({ force: true });
     await page.getByLabel("Name").press("Enter");
     await page.getByLabel("Description").fill(" ");
-    assert.equal(await save.getAttribute("aria-disabled"), "true", "a blank description is no change");
+    await assertEventually(() => save.getAttribute("aria-disabled"), "true", "a blank description is no change");
     await save.focus();
     await page.keyboard.press("Enter");
     assert.equal(await save.evaluate((el) => el === document.activeElement), true);
@@ -1158,7 +1168,7 @@ describe("settings, keyboard, phone and dark theme", () => {
     assert.equal(await page.getByLabel("Name").evaluate((el) => el === document.activeElement), true);
     assert.deepEqual(patches, []);
     await page.getByLabel("Name").fill("new-name");
-    assert.equal(await save.getAttribute("aria-disabled"), null);
+    await assertEventually(() => save.getAttribute("aria-disabled"), null);
     await page.getByLabel("Description").fill("Billing service");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByText("Saved.").waitFor();
@@ -1180,7 +1190,7 @@ describe("settings, keyboard, phone and dark theme", () => {
     const confirm = dialog.getByRole("button", { name: "Delete project" });
     assert.equal(await confirm.isDisabled(), true);
     await dialog.getByLabel("Type new-name to confirm").fill("new-nam");
-    assert.equal(await confirm.isDisabled(), true);
+    await assertEventually(() => confirm.isDisabled(), true);
     await dialog.getByLabel("Type new-name to confirm").fill("new-name");
     await confirm.click();
     await page.waitForURL((url) => url.pathname === "/");

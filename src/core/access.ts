@@ -1,5 +1,5 @@
 import type { FastifyRequest } from "fastify";
-import { isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
+import { isServiceAccount, type Principal } from "./caller.ts";
 import { HttpError } from "./errors.ts";
 
 export const ROLES = ["owner", "admin", "member", "viewer"] as const;
@@ -91,10 +91,18 @@ export type AccessGuard = ReturnType<typeof createAccessGuard>;
  * (members/access.repo.ts), passed in by whoever builds the guard, since core imports no
  * feature.
  */
+/** A person's rows in a project, read together; `version` is the repo's dataVersion, read first. */
+export interface MemberRows {
+  version: string;
+  role: Role | undefined;
+  grants: string[];
+  environments: string[];
+}
+
 export interface AccessRows {
+  member(projectId: string, userId: string): Promise<MemberRows>;
+  environments(projectId: string): Promise<{ version: string; environments: string[] }>;
   role(projectId: string, userId: string): Promise<Role | undefined>;
-  grants(projectId: string, userId: string): Promise<string[]>;
-  environments(projectId: string): Promise<string[]>;
   /** True for a disabled user and for one that does not exist. */
   isDisabled(userId: string): Promise<boolean>;
   /** Changes whenever anything may have been written since it was last read (any connection, any request). */
@@ -114,25 +122,22 @@ export interface AccessRows {
 export function createAccessGuard(repo: AccessRows) {
   const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string }>();
 
-  async function load(userId: string, projectId: string): Promise<ProjectAccess | undefined> {
-    const role = await repo.role(projectId, userId);
-    if (!role) return undefined;
-    const grants = hasImplicitEnvironmentAccess(role) ? [] : await repo.grants(projectId, userId);
-    return memberAccess(projectId, role, await repo.environments(projectId), grants);
+  /** The caller's access and the version it was read at (undefined access: not a member). */
+  async function read(caller: Principal, projectId: string): Promise<{ access: ProjectAccess | undefined; version: string }> {
+    if (isServiceAccount(caller)) {
+      // A service account is a caller of its own project only, with its role's permissions and
+      // its environments (read by the credential resolver for this request); viewer or member:
+      // no implicit environments, so its environments act as a person's grants.
+      const { version, environments } = await repo.environments(projectId);
+      const access = caller.projectId === projectId ? memberAccess(projectId, caller.role, environments, caller.environments) : undefined;
+      return { access, version };
+    }
+    const rows = await repo.member(projectId, caller.userId);
+    return { access: rows.role ? memberAccess(projectId, rows.role, rows.environments, rows.grants) : undefined, version: rows.version };
   }
 
-  /**
-   * A service account is a caller of its own project only, with its role's permissions and
-   * its environments; the credential resolver read both from the database for this request.
-   */
-  async function loadServiceAccount(caller: ServiceAccountCaller, projectId: string): Promise<ProjectAccess | undefined> {
-    if (caller.projectId !== projectId) return undefined;
-    // viewer or member: no implicit environments, so its environments act as a person's grants.
-    return memberAccess(projectId, caller.role, await repo.environments(projectId), caller.environments);
-  }
-
-  function find(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
-    return isServiceAccount(caller) ? loadServiceAccount(caller, projectId) : load(caller.userId, projectId);
+  async function find(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
+    return (await read(caller, projectId)).access;
   }
 
   /** The guard's rows of this very request when still current (see above), else fresh ones. */
@@ -182,11 +187,9 @@ export function createAccessGuard(repo: AccessRows) {
         const params = req.params as Record<string, string | undefined>;
         if (!req.caller) throw new HttpError(401, "not signed in");
         const projectId = params.projectId ?? "";
-        // Before the rows: a commit that lands while they are read makes the service read again.
-        const dataVersion = await repo.dataVersion();
-        const access = await find(req.caller, projectId);
+        const { access, version } = await read(req.caller, projectId);
         decide(access, permission, options.environment ? (params.env ?? "") : undefined);
-        checked.set(req.caller, { projectId, access: access!, dataVersion });
+        checked.set(req.caller, { projectId, access: access!, dataVersion: version });
       };
     },
   };

@@ -30,6 +30,7 @@ const schema = {
     },
     SQLITE_SYNCHRONOUS: { type: "string", enum: ["full", "normal"], default: "full" },
     TRUST_PROXY: { type: "string" },
+    DATABASE_URL: { type: "string" },
     SMTP_URL: { type: "string", minLength: 1 },
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
@@ -61,6 +62,7 @@ interface RawEnv {
   LOG_LEVEL: string;
   SQLITE_SYNCHRONOUS: "full" | "normal";
   TRUST_PROXY?: string;
+  DATABASE_URL?: string;
   SMTP_URL?: string;
   SMTP_FROM?: string;
   RATE_LIMIT_PER_MINUTE: number;
@@ -117,6 +119,20 @@ export interface Config {
 /** A configuration problem: the process prints the message as one line and exits. */
 export class ConfigError extends Error {}
 
+/**
+ * operations.md names DATABASE_URL for PostgreSQL, which this version cannot use yet. Set
+ * and ignored, every server behind a load balancer would keep its own SQLite file, each
+ * with different secrets: refuse instead, before anything is opened. The URL itself is
+ * never repeated (it may hold a password).
+ */
+function refuseDatabaseUrl(url: string | undefined): void {
+  if (url === undefined) return;
+  if (!/^postgres(ql)?:\/\//i.test(url)) throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://.");
+  throw new ConfigError(
+    "DATABASE_URL is set, but this version keeps its data in SQLite (in DATA_DIR) only: PostgreSQL is not supported yet. Unset DATABASE_URL to run on SQLite.",
+  );
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   let raw: RawEnv;
   try {
@@ -128,6 +144,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(describeSchemaError(error));
   }
 
+  refuseDatabaseUrl(raw.DATABASE_URL);
   const isProduction = raw.NODE_ENV === "production";
   const appUrl = parseAppUrl(raw.APP_URL ?? `http://localhost:${raw.PORT}`, isProduction);
   const vercelApiUrl = parseHttpUrl("VERCEL_API_URL", raw.VERCEL_API_URL).replace(/\/+$/, "");

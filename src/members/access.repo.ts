@@ -1,4 +1,4 @@
-import type { Role } from "../core/access.ts";
+import { hasImplicitEnvironmentAccess, type MemberRows, type Role } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 
 /**
@@ -18,23 +18,33 @@ export function createAccessRepo(db: Db) {
   // may have changed since the last time.
   const dataVersion = sqlite.prepare("SELECT (SELECT data_version FROM pragma_data_version()) || ':' || total_changes()").pluck();
 
+  const version = () => dataVersion.get() as string;
+
   return guard(db, {
+    /**
+     * Everything the guard needs about a person in a project, in one call: the version first,
+     * so a commit that lands after it makes the next comparison fail rather than go unseen.
+     */
+    member(projectId: string, userId: string): MemberRows {
+      const at = version();
+      const role = findRole.get(projectId, userId) as Role | undefined;
+      if (!role) return { version: at, role, grants: [], environments: [] };
+      const grants = hasImplicitEnvironmentAccess(role) ? [] : (findGrants.all(projectId, userId) as string[]);
+      return { version: at, role, grants, environments: findEnvironments.all(projectId) as string[] };
+    },
+    /** A project's environments, with the version read before them. */
+    environments(projectId: string): { version: string; environments: string[] } {
+      const at = version();
+      return { version: at, environments: findEnvironments.all(projectId) as string[] };
+    },
     role(projectId: string, userId: string): Role | undefined {
       return findRole.get(projectId, userId) as Role | undefined;
-    },
-    grants(projectId: string, userId: string): string[] {
-      return findGrants.all(projectId, userId) as string[];
-    },
-    environments(projectId: string): string[] {
-      return findEnvironments.all(projectId) as string[];
     },
     /** True for a disabled user and for one that does not exist. */
     isDisabled(userId: string): boolean {
       return isDisabled.get(userId) !== 0;
     },
-    dataVersion(): string {
-      return dataVersion.get() as string;
-    },
+    dataVersion: version,
   });
 }
 
