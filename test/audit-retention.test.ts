@@ -1,68 +1,21 @@
 // AUDIT_RETENTION_DAYS: old events are pruned in batches, and `audit verify` still proves
 // the rest from a checkpoint signed under the audit key (README, "Audit log").
 import assert from "node:assert/strict";
-import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
+import { auditCheckpoint, auditRows, removeAuditCheckpoint, removeAuditRow, tamperAuditCheckpoint, tamperAuditRow } from "./storage.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
-interface Checkpoint {
-  seq: number;
-  hash: string;
-  at: string;
-  pruned_before: string;
-  pruned_events: number;
-  mac_key_version: number;
+function chain(server: TestServer) {
+  return auditRows(server.dataDir);
 }
 
-function openDb(server: TestServer): Database.Database {
-  return new Database(path.join(server.dataDir, DATABASE_FILE));
-}
-
-function chain(server: TestServer): { seq: number; at: string; prev_hash: string; hash: string }[] {
-  const sqlite = openDb(server);
-  try {
-    return sqlite.prepare("SELECT seq, at, prev_hash, hash FROM audit_events ORDER BY seq").all() as {
-      seq: number;
-      at: string;
-      prev_hash: string;
-      hash: string;
-    }[];
-  } finally {
-    sqlite.close();
-  }
-}
-
-function chainTarget(server: TestServer, seq: number): string {
-  const sqlite = openDb(server);
-  try {
-    return sqlite.prepare("SELECT target_id FROM audit_events WHERE seq = ?").pluck().get(seq) as string;
-  } finally {
-    sqlite.close();
-  }
-}
-
-function checkpoint(server: TestServer): Checkpoint | undefined {
-  const sqlite = openDb(server);
-  try {
-    return sqlite.prepare("SELECT * FROM audit_checkpoint").get() as Checkpoint | undefined;
-  } finally {
-    sqlite.close();
-  }
-}
-
-/** Runs SQL on the stopped server's file, runs audit verify, then undoes the change. */
-async function verifyWith(server: TestServer, tamper: string, undo: string) {
-  const sqlite = openDb(server);
-  sqlite.exec(tamper);
-  sqlite.close();
+/** Tampers with the stopped server's file, runs audit verify, then undoes the change. */
+async function verifyWith(server: TestServer, tamper: () => void, undo: () => void) {
+  tamper();
   const result = await runMain(["audit", "verify"], server.env);
-  const back = openDb(server);
-  back.exec(undo);
-  back.close();
+  undo();
   return result;
 }
 
@@ -98,7 +51,7 @@ test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the
     kept.map((e) => e.seq),
     [8, 9],
   );
-  const saved = checkpoint(server)!;
+  const saved = auditCheckpoint(server.dataDir)!;
   assert.equal(saved.seq, 7);
   assert.equal(saved.hash, old.at(-1)!.hash);
   assert.equal(saved.at, old.at(-1)!.at);
@@ -129,7 +82,7 @@ test("events older than AUDIT_RETENTION_DAYS are pruned; audit verify proves the
   alice = await later(server, 31);
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 2 });
   assert.equal(chain(server).length, 0);
-  const pruned = checkpoint(server)!;
+  const pruned = auditCheckpoint(server.dataDir)!;
   assert.equal(pruned.pruned_events, 9);
   await revealOne(alice, project.id, "NEWER");
   assert.equal(chain(server)[0]!.prev_hash, pruned.hash);
@@ -152,7 +105,7 @@ test("pruning over several batches (100 events per transaction) leaves one chain
   alice = await later(server, 2);
   await revealOne(alice, project.id, "KEPT");
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 250 });
-  assert.equal(checkpoint(server)!.hash, old.at(-1)!.hash);
+  assert.equal(auditCheckpoint(server.dataDir)!.hash, old.at(-1)!.hash);
   assert.deepEqual(
     chain(server).map((e) => e.seq),
     [251, 252],
@@ -172,13 +125,13 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   for (const key of ["KEPT_A", "KEPT_B"]) await revealOne(alice, project.id, key);
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 3 });
   await server.stop();
-  const saved = checkpoint(server)!;
+  const saved = auditCheckpoint(server.dataDir)!;
   const [first, second] = chain(server);
 
   const edited = await verifyWith(
     server,
-    "UPDATE audit_checkpoint SET pruned_before = '2000-01-01T00:00:00.000Z'",
-    `UPDATE audit_checkpoint SET pruned_before = '${saved.pruned_before}'`,
+    () => tamperAuditCheckpoint(server.dataDir, { pruned_before: "2000-01-01T00:00:00.000Z" }),
+    () => tamperAuditCheckpoint(server.dataDir, { pruned_before: saved.pruned_before }),
   );
   assert.equal(edited.code, 1);
   assert.equal(
@@ -188,8 +141,8 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
 
   const firstEdited = await verifyWith(
     server,
-    `UPDATE audit_events SET target_id = 'someone-else' WHERE seq = ${first!.seq}`,
-    `UPDATE audit_events SET target_id = '${chainTarget(server, first!.seq)}' WHERE seq = ${first!.seq}`,
+    () => tamperAuditRow(server.dataDir, first!.seq, { target_id: "someone-else" }),
+    () => tamperAuditRow(server.dataDir, first!.seq, { target_id: first!.target_id }),
   );
   assert.equal(firstEdited.code, 1);
   assert.match(
@@ -198,8 +151,8 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   );
   const relinked = await verifyWith(
     server,
-    `UPDATE audit_events SET prev_hash = '${"0".repeat(64)}' WHERE seq = ${first!.seq}`,
-    `UPDATE audit_events SET prev_hash = '${saved.hash}' WHERE seq = ${first!.seq}`,
+    () => tamperAuditRow(server.dataDir, first!.seq, { prev_hash: "0".repeat(64) }),
+    () => tamperAuditRow(server.dataDir, first!.seq, { prev_hash: saved.hash }),
   );
   assert.equal(relinked.code, 1);
   assert.match(relinked.stderr, /it does not follow the retention checkpoint/);
@@ -207,8 +160,11 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   // Hiding the first kept event: moving the checkpoint onto it needs the audit key.
   const moved = await verifyWith(
     server,
-    `DELETE FROM audit_events WHERE seq = ${first!.seq}; UPDATE audit_checkpoint SET seq = ${first!.seq}, hash = '${first!.hash}', at = '${first!.at}'`,
-    "",
+    () => {
+      removeAuditRow(server.dataDir, first!.seq);
+      tamperAuditCheckpoint(server.dataDir, { seq: first!.seq, hash: first!.hash, at: first!.at });
+    },
+    () => {},
   );
   assert.equal(moved.code, 1);
   assert.match(
@@ -217,8 +173,8 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   );
   const removed = await verifyWith(
     server,
-    `UPDATE audit_checkpoint SET seq = ${saved.seq}, hash = '${saved.hash}', at = '${saved.at}'`,
-    "",
+    () => tamperAuditCheckpoint(server.dataDir, { seq: saved.seq, hash: saved.hash, at: saved.at }),
+    () => {},
   );
   assert.equal(removed.code, 1);
   assert.match(
@@ -229,9 +185,7 @@ test("a moved, edited or missing checkpoint, or an edited, relinked or removed f
   );
 
   // Without the checkpoint the remaining chain does not start at the beginning.
-  const sqlite = openDb(server);
-  sqlite.exec("DELETE FROM audit_checkpoint");
-  sqlite.close();
+  removeAuditCheckpoint(server.dataDir);
   const missing = await runMain(["audit", "verify"], server.env);
   assert.equal(missing.code, 1);
   assert.match(missing.stderr, /the first event does not start the chain: earlier events were removed/);
@@ -242,9 +196,7 @@ test("an event that does not verify is never pruned: retention stops there and k
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   await revealOne(alice, project.id, "OLD_ONE");
-  const sqlite = openDb(server);
-  sqlite.exec('UPDATE audit_events SET metadata = \'{"key":"OTHER","environment":"development"}\' WHERE seq = 2');
-  sqlite.close();
+  tamperAuditRow(server.dataDir, 2, { metadata: JSON.stringify({ key: "OTHER", environment: "development" }) });
   server.clock.advance(8 * DAY_MS);
   const result = await server.app.maintenance.pruneAuditLog();
   assert.equal(result.pruned, 1);
@@ -272,7 +224,7 @@ test("rotate-key re-signs the checkpoint: with the old key gone, audit verify st
   const rotated = await runMain(["rotate-key"], rotatedEnv);
   assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
   assert.match(rotated.stdout, /\nAudit log: 2 of 2 events to re-key with version 2, and its retention checkpoint to re-sign\.\n/);
-  assert.equal(checkpoint(server)!.mac_key_version, 2);
+  assert.equal(auditCheckpoint(server.dataDir)!.mac_key_version, 2);
 
   const alone = await runMain(["audit", "verify"], { ...rotatedEnv, MASTER_KEYS_PREVIOUS: undefined });
   assert.equal(alone.code, 0, alone.stderr);
@@ -288,10 +240,8 @@ test("an edited checkpoint stops retention too: nothing is pruned and the checkp
   await revealOne(alice, project.id, "SECOND_ONE");
   assert.deepEqual(await server.app.maintenance.pruneAuditLog(), { pruned: 3 });
   // A database writer moves the checkpoint's date; more events age past the period meanwhile.
-  const sqlite = openDb(server);
-  sqlite.exec("UPDATE audit_checkpoint SET pruned_before = '2000-01-01T00:00:00.000Z'");
-  sqlite.close();
-  const edited = checkpoint(server)!;
+  tamperAuditCheckpoint(server.dataDir, { pruned_before: "2000-01-01T00:00:00.000Z" });
+  const edited = auditCheckpoint(server.dataDir)!;
   const before = chain(server).map((e) => e.seq);
   await later(server, 8);
 
@@ -306,7 +256,7 @@ test("an edited checkpoint stops retention too: nothing is pruned and the checkp
     before,
     "nothing was pruned",
   );
-  assert.deepEqual(checkpoint(server), edited, "the edited checkpoint was not signed over");
+  assert.deepEqual(auditCheckpoint(server.dataDir), edited, "the edited checkpoint was not signed over");
   await server.stop();
   assert.equal((await runMain(["audit", "verify"], server.env)).code, 1);
 });

@@ -2,14 +2,13 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
 import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { DATABASE_FILE } from "../src/core/db.ts";
-import { assertNoLeaks, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
+import { assertNoLeaks, auditEvents, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
+import { auditRows, copyDatabase, insertAuditRow, removeAuditRow, tamperAuditRow } from "./storage.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -376,10 +375,7 @@ test("pages follow each other with nothing skipped or repeated while events are 
     await alice.json("PATCH", `/api/projects/${project.id}`, { description: `before ${i}` });
     if (i % 3 === 0) server.clock.advance(1000);
   }
-  const before = server.app.db.$client
-    .prepare("SELECT id FROM audit_events WHERE project_id = ? ORDER BY seq DESC")
-    .pluck()
-    .all(project.id) as string[];
+  const before = (await auditEvents(alice, project.id)).map((e) => e.id).reverse();
   assert.equal(before.length, 10);
 
   const seen: AuditEvent[] = [];
@@ -406,10 +402,7 @@ test("pages follow each other with nothing skipped or repeated while events are 
   }
 
   // The same with a filter: the new events (project.updated) don't disturb a filtered walk either.
-  const updatedAtStart = server.app.db.$client
-    .prepare("SELECT id FROM audit_events WHERE project_id = ? AND action = 'project.updated' ORDER BY seq DESC")
-    .pluck()
-    .all(project.id) as string[];
+  const updatedAtStart = (await auditEvents(alice, project.id, "project.updated")).map((e) => e.id).reverse();
   const filtered: string[] = [];
   cursor = null;
   do {
@@ -432,12 +425,9 @@ test("events survive project deletion and the chain still verifies", async (t) =
   assert.equal(res.status, 404);
   assert.deepEqual(res.body, { error: "Project not found." });
 
+  // The API answers 404 for a deleted project's log: only the storage shows the events stayed.
   await server.stop();
-  const sqlite = new Database(path.join(server.dataDir, DATABASE_FILE), { readonly: true });
-  const rows = sqlite
-    .prepare("SELECT action, category, actor_user_id, target_id, metadata FROM audit_events WHERE project_id = ? ORDER BY seq")
-    .all(project.id) as { action: string; category: string; actor_user_id: string; target_id: string; metadata: string }[];
-  sqlite.close();
+  const rows = auditRows(server.dataDir, { project_id: project.id });
   assert.deepEqual(
     rows.map((r) => [r.action, r.category, r.actor_user_id, r.target_id]),
     [
@@ -460,7 +450,6 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   for (let i = 0; i < 4; i++) await alice.json("PATCH", `/api/projects/${project.id}`, { description: `v${i}` });
   await server.stop();
-  const file = path.join(server.dataDir, DATABASE_FILE);
   const env = server.env;
 
   const intact = await runMain(["audit", "verify"], env);
@@ -470,11 +459,9 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   // Edit the metadata of the third event, as someone with write access to the file could.
   const copy = makeTempDir();
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-  fs.copyFileSync(file, path.join(copy, DATABASE_FILE));
-  let sqlite = new Database(file);
-  const third = sqlite.prepare("SELECT seq, id FROM audit_events ORDER BY seq LIMIT 1 OFFSET 2").get() as { seq: number; id: string };
-  sqlite.prepare("UPDATE audit_events SET metadata = ? WHERE seq = ?").run(JSON.stringify({ descriptionChanged: false }), third.seq);
-  sqlite.close();
+  copyDatabase(server.dataDir, copy);
+  const third = auditRows(server.dataDir)[2]!;
+  tamperAuditRow(server.dataDir, third.seq, { metadata: JSON.stringify({ descriptionChanged: false }) });
   const edited = await runMain(["audit", "verify"], env);
   assert.equal(edited.code, 1);
   assert.equal(edited.stdout, "");
@@ -485,34 +472,30 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   assert.match(edited.stderr, /2 events before it verified\./);
 
   // Re-hashing the edited row (even with the key) is not enough: the next event names the old hash.
-  sqlite = new Database(file);
   const { eventHash } = await import("../src/audit/audit.writer.ts");
-  const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as Record<string, string | null>;
+  const row = auditRows(server.dataDir, { seq: third.seq })[0]!;
   const rehashed = eventHash(
-    row.prev_hash!,
+    row.prev_hash,
     {
-      id: row.id!,
+      id: row.id,
       projectId: row.project_id!,
-      at: row.at!,
-      action: row.action!,
-      category: row.category!,
+      at: row.at,
+      action: row.action,
+      category: row.category,
       actorUserId: row.actor_user_id!,
-      targetType: row.target_type!,
-      targetId: row.target_id!,
-      metadata: row.metadata!,
+      targetType: row.target_type,
+      targetId: row.target_id,
+      metadata: row.metadata,
     },
     server.app.keyring.auditMacKey(1),
   );
-  sqlite.prepare("UPDATE audit_events SET hash = ? WHERE seq = ?").run(rehashed, third.seq);
-  sqlite.close();
+  tamperAuditRow(server.dataDir, third.seq, { hash: rehashed });
   const rehashedRun = await runMain(["audit", "verify"], env);
   assert.equal(rehashedRun.code, 1);
   assert.match(rehashedRun.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
 
   // A removed event (on an untouched copy).
-  sqlite = new Database(path.join(copy, DATABASE_FILE));
-  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(third.seq);
-  sqlite.close();
+  removeAuditRow(copy, third.seq);
   const removed = await runMain(["audit", "verify"], { ...env, DATA_DIR: copy });
   assert.equal(removed.code, 1);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
@@ -527,23 +510,21 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   const alice = await server.signIn("alice@example.test");
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   const writer = createAuditWriter(server.app.db, server.clock, server.app.keyring);
-  const count = () => server.app.db.$client.prepare("SELECT count(*) FROM audit_events").pluck().get() as number;
-  const before = count();
+  const count = async () => (await auditEvents(alice, project.id)).length;
+  const before = await count();
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
   await assert.rejects(writer.record(null, { ...entry, metadata: { key: "A", value: "hunter22" } }), /"value" is not allowed/);
   await assert.rejects(writer.record(null, { ...entry, metadata: { token: "abc" } }), /"token" is not allowed/);
-  assert.equal(count(), before);
+  assert.equal(await count(), before);
   // Token-shaped or overlong text from user input is cleaned, never a failed write.
   await writer.record(null, { ...entry, metadata: { key: `A_svc_at_${"x".repeat(40)}`, environment: "e".repeat(600) } });
-  const stored = JSON.parse(
-    server.app.db.$client.prepare("SELECT metadata FROM audit_events ORDER BY seq DESC LIMIT 1").pluck().get() as string,
-  );
+  const stored = (await readAudit(alice, project.id)).events[0]!.metadata;
   assert.equal(stored.key, "A_[redacted]");
   assert.equal(stored.environment, `${"e".repeat(500)}…`);
 
   // Outside a transaction it takes its own, and the event chains on.
   await writer.record(null, { ...entry, metadata: { key: "A", environment: "development", version: 1 } });
-  assert.equal(count(), before + 2);
+  assert.equal(await count(), before + 2);
   const page = await readAudit(alice, project.id, "?category=secrets");
   assert.equal(page.events[0]!.actor, null);
   assert.deepEqual(page.events[0]!.metadata, { key: "A", environment: "development", version: 1 });
@@ -567,14 +548,19 @@ test("the leak scan of the test helpers catches a secret in a log line or an aud
   try {
     const alice = await server2.signIn("alice@example.test");
     await alice.json("POST", "/api/invitations/accept", { token: "invitation-token-xyz" });
-    const sqlite = new Database(path.join(server2.dataDir, DATABASE_FILE));
-    sqlite
-      .prepare(
-        `INSERT INTO audit_events (id, project_id, at, action, category, target_type, target_id, metadata, prev_hash, hash)
-         VALUES ('x', NULL, '2026-01-01T00:00:00.000Z', 'project.updated', 'project', 'project', 'p', '{"name":"invitation-token-xyz"}', '', '')`,
-      )
-      .run();
-    sqlite.close();
+    insertAuditRow(server2, {
+      id: "x",
+      project_id: null,
+      at: "2026-01-01T00:00:00.000Z",
+      action: "project.updated",
+      category: "project",
+      actor_user_id: null,
+      target_type: "project",
+      target_id: "p",
+      metadata: JSON.stringify({ name: "invitation-token-xyz" }),
+      prev_hash: "",
+      hash: "",
+    });
     assert.throws(
       () => assertNoLeaks(server2.dataDir),
       /field "token" \("invitation-token-xyz"\) appears in audit event #\d+ \(project.updated\)/,
@@ -675,9 +661,6 @@ test("a token-shaped e-mail never fails an audit write and is never stored as it
   const email = `svc_at_${"q".repeat(30)}@example.test`;
   const res = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email, role: "viewer" });
   assert.equal(res.status, 201, JSON.stringify(res.body));
-  const metadata = server.app.db.$client
-    .prepare("SELECT metadata FROM audit_events WHERE action = 'invitation.created'")
-    .pluck()
-    .get() as string;
+  const metadata = auditRows(server, { action: "invitation.created" })[0]!.metadata;
   assert.equal(JSON.parse(metadata).email, "[redacted]@example.test");
 });

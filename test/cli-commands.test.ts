@@ -6,7 +6,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
 import { CLI_MAIN, type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
-import { type Client, ROOT, runMain, startServer } from "./helpers.ts";
+import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
 function inTerminal(home: CliHome, args: string[], cwd: string): Running {
@@ -371,13 +371,13 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   // The first command ignores SIGTERM (so it is killed after the grace period); the second exits 3.
   const child =
     "const v=process.env.WATCHED_VALUE;console.log('value='+v);" +
-    "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{setTimeout(()=>process.exit(3),100)}";
+    "if(v==='first-watched'){process.on('SIGTERM',()=>console.log('ignoring SIGTERM'));setInterval(()=>{},1000)}else{process.exitCode=3}";
   const watching = startCli(["run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
   await watching.waitFor(/value=first-watched/);
   const startedAt = Date.now();
   assert.equal(await exportEvents(alice, project.id), 1);
   // The first poll (10 s) finds nothing new: 304, no audit event, no restart.
-  await new Promise((resolve) => setTimeout(resolve, 11_000));
+  await waitForAnswer(server, { method: "GET", url: `${base}/export`, status: 304 });
   assert.equal(await exportEvents(alice, project.id), 1);
   assert.doesNotMatch(watching.output(), /restarting/);
 

@@ -6,8 +6,9 @@ import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli } from "./cli-helpers.ts";
-import { startServer } from "./helpers.ts";
+import { auditEvents, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
+import { writeLegacyNames } from "./storage.ts";
 
 const MINUTE = 60_000;
 
@@ -29,7 +30,7 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test", "Alice");
-  await alice.createProject({ name: "api", environments: ["development", "production"] });
+  const project = await alice.createProject({ name: "api", environments: ["development", "production"] });
 
   const result = await login(server, home, alice, ["--device-name", "test box"]);
   assert.match(result.stdout, new RegExp(`Signed in to ${server.url} as alice@example.test`));
@@ -62,8 +63,12 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
 
   // Text the server sends never drives the terminal, even from rows older than the
   // server's own refusal of control characters.
-  server.app.db.$client.prepare("UPDATE projects SET name = ?").run("api\u001b[2J\u202e");
-  server.app.db.$client.prepare("UPDATE users SET name = ?").run("Alice\u001b]0;owned\u0007");
+  writeLegacyNames(server, {
+    projectId: project.id,
+    projectName: "api\u001b[2J\u202e",
+    userId: alice.user!.id,
+    userName: "Alice\u001b]0;owned\u0007",
+  });
   const escaped = await cli(home, ["projects"]);
   assert.match(escaped.stdout, /\napi\ufffd\[2J\ufffd\s+[0-9a-f-]{36}\s+owner/);
   const whoEscaped = await cli(home, ["whoami"]);
@@ -248,12 +253,10 @@ test("secrets set, get and list; run passes secrets, stdin and the exit code; ex
   assertNoToken(home, set.stdout, get.stdout, ran.stdout, ran.stderr, exported.stderr, json.stdout);
 
   // Audit entries of these reads and writes say via: cli.
-  const rows = server.app.db.$client
-    .prepare(
-      "SELECT metadata FROM audit_events WHERE action IN ('secret.created', 'secret.updated', 'secret.revealed', 'secrets.exported') AND actor_user_id = ?",
-    )
-    .all(alice.user!.id) as { metadata: string }[];
-  const viaCli = rows.filter((r) => JSON.parse(r.metadata).via === "cli");
+  const rows = (await auditEvents(alice, project.id)).filter(
+    (e) => ["secret.created", "secret.updated", "secret.revealed", "secrets.exported"].includes(e.action) && e.actor === alice.user!.id,
+  );
+  const viaCli = rows.filter((r) => r.metadata.via === "cli");
   assert.ok(viaCli.length >= 5);
 });
 

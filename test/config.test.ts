@@ -4,11 +4,10 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
 import { Client, makeTempDir, ROOT, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
+import { connectionSettings, migrateFromTheFuture } from "./storage.ts";
 
 function configError(env: Record<string, string>): string {
   try {
@@ -180,11 +179,7 @@ test("a database a newer version migrated refuses to start, and is left as it wa
   await alice.createProject({ name: "api", environments: ["production"] });
   await server.stop();
   // What a newer version leaves behind: a migration this code does not have.
-  const sqlite = new Database(path.join(server.dataDir, DATABASE_FILE));
-  const newest = sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() as number;
-  sqlite.prepare("INSERT INTO __drizzle_migrations (hash, created_at) VALUES ('from-the-future', ?)").run(newest + 86_400_000);
-  sqlite.prepare("CREATE TABLE from_the_future (id INTEGER)").run();
-  sqlite.close();
+  const restoreBackup = migrateFromTheFuture(server.dataDir);
 
   const result = await runMain(["serve"], server.env);
   assert.equal(result.code, 1);
@@ -193,9 +188,7 @@ test("a database a newer version migrated refuses to start, and is left as it wa
   assert.equal(migrate.code, 1);
 
   // Back to what this version knows (as restoring the pre-upgrade backup would): it starts.
-  const fix = new Database(path.join(server.dataDir, DATABASE_FILE));
-  fix.prepare("DELETE FROM __drizzle_migrations WHERE hash = 'from-the-future'").run();
-  fix.close();
+  restoreBackup();
   const again = await server.restart();
   t.after(() => again.stop());
   const client = await again.signIn("alice@example.test");
@@ -252,13 +245,10 @@ test("in development without MASTER_KEY a key file is generated once with mode 0
 
 test("the database runs in WAL mode with synchronous FULL by default, NORMAL when asked", async (t) => {
   const server = await startServer(t);
-  const sqlite = server.app.db.$client;
-  assert.equal(sqlite.pragma("journal_mode", { simple: true }), "wal");
-  assert.equal(sqlite.pragma("synchronous", { simple: true }), 2);
-  assert.equal(sqlite.pragma("foreign_keys", { simple: true }), 1);
+  assert.deepEqual(connectionSettings(server), { journalMode: "wal", synchronous: 2, foreignKeys: 1 });
   const relaxed = await server.restart({ SQLITE_SYNCHRONOUS: "normal" });
   t.after(() => relaxed.stop());
-  assert.equal(relaxed.app.db.$client.pragma("synchronous", { simple: true }), 1);
+  assert.equal(connectionSettings(relaxed).synchronous, 1);
 });
 
 test("migrate applies the migrations and exits", async () => {

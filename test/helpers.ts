@@ -8,11 +8,12 @@ import os from "node:os";
 import path from "node:path";
 import { Writable } from "node:stream";
 import type { TestContext } from "node:test";
-import Database from "better-sqlite3";
 import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
+import type { FakeVercel } from "./fake-vercel.ts";
+import { auditRows } from "./storage.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -81,21 +82,10 @@ export function assertNoLeaks(dataDir: string): void {
       if (text.includes(secret)) found.push(`${where} (${JSON.stringify(secret.slice(0, 40))}) appears in ${place}`);
     }
   };
-  const file = path.join(dataDir, DATABASE_FILE);
-  if (fs.existsSync(file)) {
-    const sqlite = new Database(file, { readonly: true, fileMustExist: true });
-    try {
-      const rows = sqlite.prepare("SELECT seq, action, target_type, target_id, metadata FROM audit_events").all() as {
-        seq: number;
-        action: string;
-        target_type: string;
-        target_id: string;
-        metadata: string;
-      }[];
-      for (const row of rows) check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
-    } finally {
-      sqlite.close();
-    }
+  // Every stored event, of every project, deleted ones too, and of none: the audit API shows one existing project's.
+  if (fs.existsSync(path.join(dataDir, DATABASE_FILE))) {
+    for (const row of auditRows(dataDir))
+      check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
   }
   for (const line of watch.logs) check(line, `log line ${line.slice(0, 200)}`);
   if (found.length > 0) throw new Error(`secret material leaked:\n${found.slice(0, 10).join("\n")}`);
@@ -221,6 +211,63 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   return server;
 }
 
+/**
+ * Waits until the server has answered a request (its one log line per request), polling its
+ * log with a deadline: the sign that a client's request of its own, a CLI's poll say, was
+ * made and answered.
+ */
+export async function waitForAnswer(
+  server: TestServer,
+  request: { method: string; url: string; status: number },
+  from = 0,
+  timeoutMs = 30_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const answered = (line: string) => {
+    const entry = parseJsonOrUndefined(line) as { msg?: string; req?: { method?: string; url?: string }; res?: { statusCode?: number } };
+    return (
+      entry?.msg === "request completed" &&
+      entry.req?.method === request.method &&
+      entry.req?.url === request.url &&
+      entry.res?.statusCode === request.status
+    );
+  };
+  while (!server.logs.slice(from).some(answered)) {
+    if (Date.now() > deadline) throw new Error(`no ${request.method} ${request.url} answered ${request.status} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
+ * Another project of `owner`'s, connected to the fake Vercel with a token of its own, gets a
+ * change, and its automatic sync reaches the fake. The sign that an automatic run of a
+ * project changed before it (every run waits the same debounce, SYNC_DEBOUNCE_MS) has had its
+ * moment: tests proving that nothing reached Vercel wait for this instead of a fixed time.
+ * Returns the other connection's token, to tell its requests from the rest.
+ */
+export async function automaticRunElsewhere(owner: Client, fake: FakeVercel): Promise<{ token: string }> {
+  const token = `vcp_${crypto.randomBytes(18).toString("hex")}`;
+  fake.addToken(token);
+  fake.addProject("prj_marker", "marker");
+  const other = await owner.createProject({ name: `marker-${crypto.randomUUID()}`, environments: ["development"] });
+  const base = `/api/projects/${other.id}/integrations/hosting`;
+  const connected = await owner.json("POST", base, { token });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  const linked = await owner.json("PUT", base, { hostProjectId: "prj_marker", mappings: { development: "development" } });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  const created = await owner.json("POST", `/api/projects/${other.id}/environments/development/secrets`, {
+    key: "MARKER_KEY",
+    value: "marker-value",
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  const deadline = Date.now() + 20_000;
+  while (fake.envFor("prj_marker", "MARKER_KEY", "development") === undefined) {
+    if (Date.now() > deadline) throw new Error("the other project's automatic sync did not reach Vercel within 20 s");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return { token };
+}
+
 export interface CliTokens {
   accessToken: string;
   refreshToken: string;
@@ -252,8 +299,9 @@ export interface AuditRow {
   at: string;
   action: string;
   category: string;
-  /** The actor's user id; null for the system. */
+  /** The actor's user id; null for the system and for a service account. */
   actor: string | null;
+  serviceAccount: { id: string; name: string } | null;
   targetType: string;
   targetId: string;
   metadata: Record<string, unknown>;
@@ -276,6 +324,7 @@ export async function auditEvents(reader: Client, projectId: string, prefix = ""
       targetId: string;
       metadata: Record<string, unknown>;
       actor: { userId: string | null } | null;
+      serviceAccount: { id: string; name: string } | null;
     }[] = [];
     let cursor: string | null = null;
     do {
@@ -300,6 +349,7 @@ export async function auditEvents(reader: Client, projectId: string, prefix = ""
       action: event.action,
       category: categoryOf.get(event.id) ?? "",
       actor: event.actor?.userId ?? null,
+      serviceAccount: event.serviceAccount ?? null,
       targetType: event.targetType,
       targetId: event.targetId,
       metadata: event.metadata,
@@ -505,6 +555,27 @@ export function runMain(
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+  });
+}
+
+export interface ListedUser {
+  email: string;
+  name: string;
+  provider: string;
+  status: string;
+  verified: boolean;
+}
+
+/** Every user, as the operator's `users list` prints them (a server command on the same data folder). */
+export async function listUsers(server: TestServer): Promise<ListedUser[]> {
+  const listed = await runMain(["users", "list"], server.env);
+  assert.equal(listed.code, 0, listed.stderr);
+  if (listed.stdout === "No users yet.\n") return [];
+  const [header, ...lines] = listed.stdout.trimEnd().split("\n");
+  assert.equal(header, "EMAIL\tNAME\tPROVIDER\tSTATUS\tVERIFIED\tCREATED");
+  return lines.map((line) => {
+    const [email, name, provider, status, verified] = line.split("\t") as [string, string, string, string, string];
+    return { email, name, provider, status, verified: verified === "yes" };
   });
 }
 

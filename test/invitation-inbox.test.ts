@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import type { AddressInfo } from "node:net";
 import { type TestContext, test } from "node:test";
 import { SMTPServer } from "smtp-server";
-import { type Client, cliClient, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
+import { auditEvents, type Client, cliClient, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
+import { storedRows } from "./storage.ts";
 
 const PASSWORD = "a long enough password";
 
@@ -86,10 +87,12 @@ test("a signed-in user sees their pending invitations and accepts one with no to
   const members = await owner.json("GET", `/api/projects/${project.id}/environment-access`);
   const bobAccess = members.body.members.find((m: { email: string }) => m.email === "bob@example.com");
   assert.deepEqual(bobAccess.access, { development: "granted", production: "none" });
-  const audit = server.app.db.$client
-    .prepare("SELECT action, actor_user_id FROM audit_events WHERE action = 'invitation.accepted'")
-    .all() as { action: string; actor_user_id: string }[];
-  assert.equal(audit.length, 1);
+  const audit = await auditEvents(owner, project.id, "invitation.accepted");
+  const bobId = (await bob.json("GET", "/api/auth/me")).body.user.id;
+  assert.deepEqual(
+    audit.map((e) => e.actor),
+    [bobId],
+  );
 
   // Once only, and gone from the list.
   assert.deepEqual((await bob.json("GET", "/api/invitations")).body, { emailVerified: true, invitations: [] });
@@ -167,7 +170,8 @@ test("with SMTP_URL, an invitation is e-mailed with its accept link, and the lin
 
   const listed = await owner.json("GET", `/api/projects/${project.id}/invitations`);
   assert.equal(listed.body.invitations[0].delivery, "sent");
-  const stored = server.app.db.$client.prepare("SELECT token_hash, delivery_status FROM invitations").get() as any;
+  const [stored] = storedRows(server, "invitations");
+  assert.ok(stored);
   assert.equal(stored.delivery_status, "sent");
   assert.notEqual(stored.token_hash, token);
 

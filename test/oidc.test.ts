@@ -2,8 +2,9 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { type TestContext, test } from "node:test";
-import { type Client, freePort, makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
+import { type Client, freePort, listUsers, makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { Browser, startProvider, type TestAccount, type TestProvider } from "./oidc-fixture.ts";
+import { rowCount, storedRows } from "./storage.ts";
 
 const ACCOUNTS: Record<string, TestAccount> = {
   "alice-sub": { email: "Alice@Example.com", email_verified: true, name: "Alice Liddell" },
@@ -52,8 +53,9 @@ function apiClient(server: TestServer, browser: Browser): Client {
   return client;
 }
 
+/** Browser sessions stored: no endpoint lists them, so only the storage shows none was made. */
 function sessions(server: TestServer): number {
-  return server.app.db.$client.prepare("SELECT count(*) FROM browser_sessions").pluck().get() as number;
+  return rowCount(server, "browser_sessions");
 }
 
 test("OIDC: the whole redirect dance signs in, in production mode, and refreshes e-mail and name", async (t) => {
@@ -87,10 +89,12 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
   assert.equal(me.status, 200);
   assert.equal(me.body.user.email, "alice@example.com");
   assert.equal(me.body.user.name, "Alice Liddell");
-  const row = server.app.db.$client.prepare("SELECT * FROM users").get() as Record<string, unknown>;
-  assert.equal(row.auth_issuer, provider.issuer);
-  assert.equal(row.auth_subject, "alice-sub");
-  assert.equal(row.email_verified, 1);
+  const [row] = storedRows(server, "users");
+  // The subject is the user's identity at the provider; no endpoint or command shows it.
+  assert.equal(row?.auth_subject, "alice-sub");
+  assert.deepEqual(await listUsers(server), [
+    { email: "alice@example.com", name: "Alice Liddell", provider: provider.issuer, status: "active", verified: true },
+  ]);
 
   // E-mail and name follow the provider at each sign-in; the user stays the same.
   // A name with terminal escapes or a bidi override is kept readable and harmless.
@@ -99,7 +103,10 @@ test("OIDC: the whole redirect dance signs in, in production mode, and refreshes
   await signIn(server, again);
   const me2 = await apiClient(server, again).json("GET", "/api/auth/me");
   assert.deepEqual(me2.body.user, { id: me.body.user.id, email: "alice@example.org", name: "Alice [2J L." });
-  assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 1);
+  assert.deepEqual(
+    (await listUsers(server)).map((u) => u.email),
+    ["alice@example.org"],
+  );
 
   // The security overview names the provider by the issuer's host.
   const alice = apiClient(server, again);
@@ -186,8 +193,10 @@ test("OIDC: an unverified e-mail signs in but does not count as verified", async
   provider.loginAs = "bob-sub";
   const browser = new Browser();
   assert.equal(await signIn(server, browser), `${server.origin}/projects`);
-  const row = server.app.db.$client.prepare("SELECT email, email_verified FROM users").get();
-  assert.deepEqual({ ...(row as object) }, { email: "bob@example.com", email_verified: 0 });
+  assert.deepEqual(
+    (await listUsers(server)).map(({ email, verified }) => ({ email, verified })),
+    [{ email: "bob@example.com", verified: false }],
+  );
 });
 
 test("OIDC_ALLOWED_DOMAINS: other domains and unverified addresses are refused, and no user is created", async (t) => {
@@ -196,7 +205,7 @@ test("OIDC_ALLOWED_DOMAINS: other domains and unverified addresses are refused, 
   assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=domain_not_allowed`);
   provider.loginAs = "bob-sub";
   assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=email_not_verified`);
-  assert.equal(server.app.db.$client.prepare("SELECT count(*) FROM users").pluck().get(), 0);
+  assert.deepEqual(await listUsers(server), []);
   assert.equal(sessions(server), 0);
 
   provider.loginAs = "alice-sub";
@@ -213,9 +222,11 @@ test("OIDC: a cancelled sign-in at the provider says so", async (t) => {
 test("OIDC: a disabled account cannot sign in", async (t) => {
   const { server } = await setup(t);
   await signIn(server, new Browser());
-  server.app.db.$client.prepare("UPDATE users SET disabled_at = ?").run(new Date().toISOString());
+  const disabled = await runMain(["users", "disable", "alice@example.com"], server.env);
+  assert.equal(disabled.code, 0, disabled.stderr);
+  assert.equal(sessions(server), 0, "disabling ended the session from before");
   assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=account_disabled`);
-  assert.equal(sessions(server), 1, "only the session from before");
+  assert.equal(sessions(server), 0, "and the refused sign-in made none");
 });
 
 test("OIDC: the provider going down mid-sign-in gives a readable error", async (t) => {

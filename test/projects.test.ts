@@ -1,27 +1,11 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { PERMISSIONS } from "../src/core/access.ts";
-import { type Client, startServer, type TestServer } from "./helpers.ts";
+import { auditEvents, type Client, startServer } from "./helpers.ts";
+import { addMember } from "./secrets-helpers.ts";
+import { auditRows, rowCount } from "./storage.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-
-function count(server: TestServer, table: string): number {
-  return server.app.db.$client.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number;
-}
-
-/** Adds a user to a project with a role, straight in the database (the members API has its own tests). */
-function addMember(server: TestServer, projectId: string, client: Client, role: string, grants: string[] = []): void {
-  const now = new Date().toISOString();
-  const sqlite = server.app.db.$client;
-  sqlite
-    .prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, ?, ?, ?)")
-    .run(projectId, client.user!.id, role, now, now);
-  for (const env of grants) {
-    sqlite
-      .prepare("INSERT INTO environment_grants (project_id, user_id, environment, created_at) VALUES (?, ?, ?, ?)")
-      .run(projectId, client.user!.id, env, now);
-  }
-}
 
 test("create answers 201 with the full project shape; the caller is owner", async (t) => {
   const server = await startServer(t);
@@ -104,9 +88,10 @@ test("invalid create bodies answer 400 invalid fields and write nothing", async 
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.deepEqual(res.body, { error: "invalid fields" }, JSON.stringify(body));
   }
-  assert.equal(count(server, "projects"), 0);
-  assert.equal(count(server, "memberships"), 0);
-  assert.equal(count(server, "audit_events"), 0);
+  assert.deepEqual((await alice.json("GET", "/api/projects")).body, { projects: [] });
+  assert.equal(rowCount(server, "projects"), 0);
+  assert.equal(rowCount(server, "memberships"), 0);
+  assert.equal(rowCount(server, "audit_events"), 0);
 });
 
 test("names are 1 to 60 characters after trimming, descriptions up to 280", async (t) => {
@@ -131,7 +116,10 @@ test("names are unique among the caller's projects, ignoring case", async (t) =>
   const clash = await alice.json("POST", "/api/projects", { name: "billing", environments: ["staging"] });
   assert.equal(clash.status, 409);
   assert.deepEqual(clash.body, { error: "A project with this name already exists." });
-  assert.equal(count(server, "projects"), 1);
+  assert.deepEqual(
+    (await alice.json("GET", "/api/projects")).body.projects.map((p: { name: string }) => p.name),
+    ["Billing"],
+  );
   // Another user's projects do not count.
   await bob.createProject({ name: "BILLING", environments: ["production"] });
 
@@ -241,7 +229,7 @@ test("permissions per role follow the operations table exactly", async (t) => {
   };
   for (const role of ["admin", "member", "viewer"]) {
     const client = await server.signIn(`${role}@example.test`);
-    addMember(server, project.id, client, role, role === "admin" ? [] : ["production"]);
+    await addMember(owner, client, project.id, role, role === "admin" ? undefined : ["production"]);
     const { status, body } = await client.json("GET", `/api/projects/${project.id}`);
     assert.equal(status, 200);
     assert.equal(body.project.role, role);
@@ -258,9 +246,10 @@ test("the permissions array follows a role change on the very next request", asy
   const owner = await server.signIn("owner@example.test");
   const project = await owner.createProject({ name: "api", environments: ["production"] });
   const carol = await server.signIn("carol@example.test");
-  addMember(server, project.id, carol, "viewer");
+  await addMember(owner, carol, project.id, "viewer");
   assert.equal((await carol.json("GET", `/api/projects/${project.id}`)).body.project.permissions.length, 3);
-  server.app.db.$client.prepare("UPDATE memberships SET role = 'admin' WHERE user_id = ?").run(carol.user!.id);
+  const promoted = await owner.json("PATCH", `/api/projects/${project.id}/members/${carol.user!.id}`, { role: "admin" });
+  assert.equal(promoted.status, 200, JSON.stringify(promoted.body));
   const after = await carol.json("GET", `/api/projects/${project.id}`);
   assert.equal(after.body.project.role, "admin");
   assert.equal(after.body.project.permissions.length, 16);
@@ -296,7 +285,7 @@ test("only admin and owner may update; only the owner may delete", async (t) => 
   const clients: Record<string, Client> = {};
   for (const role of ["admin", "member", "viewer"]) {
     clients[role] = await server.signIn(`${role}@example.test`);
-    addMember(server, project.id, clients[role]!, role);
+    await addMember(owner, clients[role]!, project.id, role);
   }
   for (const role of ["member", "viewer"]) {
     const res = await clients[role]!.json("PATCH", path, { name: "nope" });
@@ -308,7 +297,7 @@ test("only admin and owner may update; only the owner may delete", async (t) => 
     const res = await clients[role]!.json("DELETE", path);
     assert.equal(res.status, 403, role);
   }
-  assert.equal(count(server, "projects"), 1);
+  assert.equal((await owner.json("GET", path)).status, 200);
 });
 
 test("delete removes everything of the project in one go; audit entries stay", async (t) => {
@@ -317,8 +306,9 @@ test("delete removes everything of the project in one go; audit entries stay", a
   const viewer = await server.signIn("viewer@example.test");
   const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
   const keep = await owner.createProject({ name: "keep", environments: ["production"] });
-  addMember(server, project.id, viewer, "viewer", ["production"]);
-  const auditBefore = count(server, "audit_events");
+  await addMember(owner, viewer, project.id, "viewer", ["production"]);
+  const auditBefore = rowCount(server, "audit_events");
+  const projectActions = (await auditEvents(owner, project.id)).map((event) => event.action);
 
   const res = await owner.json("DELETE", `/api/projects/${project.id}`);
   assert.equal(res.status, 200);
@@ -326,7 +316,7 @@ test("delete removes everything of the project in one go; audit entries stay", a
   assert.equal((await owner.json("GET", `/api/projects/${project.id}`)).status, 404);
   assert.equal((await viewer.json("GET", `/api/projects/${project.id}`)).status, 404);
 
-  const sqlite = server.app.db.$client;
+  // The API answers 404 for every part of a deleted project: only the storage shows nothing is left.
   for (const table of [
     "project_environments",
     "memberships",
@@ -336,13 +326,16 @@ test("delete removes everything of the project in one go; audit entries stay", a
     "invitations",
     "integrations",
   ]) {
-    const left = sqlite.prepare(`SELECT count(*) FROM ${table} WHERE project_id = ?`).pluck().get(project.id);
-    assert.equal(left, 0, table);
+    assert.equal(rowCount(server, table, { project_id: project.id }), 0, table);
   }
-  assert.equal(sqlite.prepare("SELECT count(*) FROM projects WHERE id = ?").pluck().get(keep.id), 1);
-  assert.equal(count(server, "audit_events"), auditBefore + 1);
-  const actions = sqlite.prepare("SELECT action FROM audit_events WHERE project_id = ? ORDER BY seq").pluck().all(project.id);
-  assert.deepEqual(actions, ["project.created", "project.deleted"]);
+  assert.equal(rowCount(server, "projects", { id: project.id }), 0);
+  assert.equal((await owner.json("GET", `/api/projects/${keep.id}`)).status, 200);
+  assert.equal(rowCount(server, "audit_events"), auditBefore + 1);
+  assert.equal(projectActions[0], "project.created");
+  assert.deepEqual(
+    auditRows(server, { project_id: project.id }).map((row) => row.action),
+    [...projectActions, "project.deleted"],
+  );
 });
 
 test("project changes are audited with category project and no more than names", async (t) => {
@@ -350,17 +343,15 @@ test("project changes are audited with category project and no more than names",
   const owner = await server.signIn("owner@example.test");
   const project = await owner.createProject({ name: "api", description: "secret plans", environments: ["production"] });
   await owner.json("PATCH", `/api/projects/${project.id}`, { name: "api2" });
-  const rows = server.app.db.$client
-    .prepare("SELECT action, category, actor_user_id, target_type, target_id, metadata FROM audit_events ORDER BY seq")
-    .all() as { action: string; category: string; actor_user_id: string; target_type: string; target_id: string; metadata: string }[];
+  const rows = await auditEvents(owner, project.id);
   assert.deepEqual(
-    rows.map((r) => [r.action, r.category, r.actor_user_id, r.target_type, r.target_id]),
+    rows.map((r) => [r.action, r.category, r.actor, r.targetType, r.targetId]),
     [
       ["project.created", "project", owner.user!.id, "project", project.id],
       ["project.updated", "project", owner.user!.id, "project", project.id],
     ],
   );
-  assert.deepEqual(JSON.parse(rows[1]!.metadata), { name: "api2", previousName: "api", descriptionChanged: false });
+  assert.deepEqual(rows[1]!.metadata, { name: "api2", previousName: "api", descriptionChanged: false });
 });
 
 test("a CLI-only credential cannot create, update or delete projects", async (t) => {
@@ -370,7 +361,8 @@ test("a CLI-only credential cannot create, update or delete projects", async (t)
     .withBearer(`svc_at_${"x".repeat(43)}`)
     .json("POST", "/api/projects", { name: "x", environments: ["production"] });
   assert.equal(res.status, 401);
-  assert.equal(count(server, "projects"), 0);
+  // No user exists to list projects: only the storage shows none was made.
+  assert.equal(rowCount(server, "projects"), 0);
   const anonymous = await server.client().json("POST", "/api/projects", { name: "x", environments: ["production"] });
   assert.equal(anonymous.status, 401);
   assert.deepEqual(anonymous.body, { error: "not signed in" });

@@ -7,9 +7,8 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { type Client, makeTempDir, ROOT, runMain, startServer, startServerProcess, type TestServer } from "./helpers.ts";
+import { truncateWal } from "./storage.ts";
 
 const DISK_FULL =
   "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.";
@@ -50,16 +49,6 @@ function fillDisk(dir: string): string {
     fs.closeSync(fd);
   }
   return filler;
-}
-
-/** The storage test: the WAL truncated, so the next write must grow a file (as on a long-running server). */
-function truncateWal(dataDir: string): void {
-  const sqlite = new Database(path.join(dataDir, DATABASE_FILE));
-  try {
-    sqlite.pragma("wal_checkpoint(TRUNCATE)");
-  } finally {
-    sqlite.close();
-  }
 }
 
 async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
@@ -298,7 +287,11 @@ test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connec
   // Load first: the signal comes once the clients have had 60 answers (a loaded machine
   // gets there later, not with fewer).
   while (answers.length < 60 && failures.length === 0) await new Promise((r) => setImmediate(r));
-  // A request in flight when the signal comes: headers sent, body still on its way.
+  // A request in flight when the signal comes: headers sent, body still on its way until
+  // the drain has begun.
+  let endBody = () => {};
+  let headersSent = () => {};
+  const written = new Promise<void>((resolve) => (headersSent = resolve));
   const inFlight = new Promise<Answer>((resolve, reject) => {
     const req = http.request(
       `${server.url}/api/auth/dev/sign-in`,
@@ -309,18 +302,25 @@ test("SIGTERM under keep-alive load: no reset, in-flight requests finish, Connec
       },
     );
     req.on("error", reject);
-    req.write('{"email":"late@example');
-    setTimeout(() => req.end('.test"} '), 1_500);
+    req.write('{"email":"late@example', () => headersSent());
+    endBody = () => req.end('.test"} ');
   });
 
-  // Time for the server to have its headers; its body ends 1.5 s after it started.
-  await new Promise((r) => setTimeout(r, 300));
+  // The server has the in-flight request's headers once it has answered a request sent after
+  // them: each keep-alive client has one request out at a time, so the ninth answer from
+  // now answers one of those.
+  await written;
+  const writtenAt = answers.length;
+  while (answers.length < writtenAt + 9 && failures.length === 0) await new Promise((r) => setImmediate(r));
   const before = answers.length;
   signalledAt = Date.now();
   server.child.kill("SIGTERM");
-  await new Promise((r) => setTimeout(r, 300));
-  // A new connection during the drain is answered, not refused.
+  await waitFor("the drain to begin", async () =>
+    server.output().includes("shutting down: finishing requests in flight") ? true : undefined,
+  );
+  // A new connection during the drain is answered, not refused; then the in-flight body ends.
   const fresh = await get("/healthz", false);
+  endBody();
   await Promise.all(clients);
   const late = await inFlight;
   const exit = await server.exited;

@@ -1,9 +1,6 @@
 // Shared by the secrets test files: a project with one user of each role, all joined through
 // the real invitation round trip, and CLI tokens through the real device flow.
 import assert from "node:assert/strict";
-import path from "node:path";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { type Client, cliLogin, startServer, type TestServer } from "./helpers.ts";
 
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
@@ -95,14 +92,43 @@ export async function createSecret(client: Client, projectId: string, env: strin
   return res.body.secret;
 }
 
-export function count(server: TestServer, sql: string, ...params: unknown[]): number {
-  return server.app.db.$client
-    .prepare(sql)
-    .pluck()
-    .get(...params) as number;
+/**
+ * How many secrets and stored versions the project holds, as an owner or admin (`reader`, a
+ * browser session: version histories are browser only) sees them: every environment's list
+ * and every secret's history. Neither listing is audited, so reading does not change the log.
+ */
+export async function secretCounts(reader: Client, projectId: string): Promise<{ secrets: number; versions: number }> {
+  let secrets = 0;
+  let versions = 0;
+  for (const [env, list] of await secretLists(reader, projectId)) {
+    for (const secret of list) {
+      secrets++;
+      versions += await versionCount(reader, projectId, env, secret.id);
+    }
+  }
+  return { secrets, versions };
 }
 
-/** A second connection to the database file, as an attacker or an operator with file access would have. */
-export function openFile(server: TestServer): Database.Database {
-  return new Database(path.join(server.dataDir, DATABASE_FILE));
+/** How many secrets the project holds in all its environments, as `reader` lists them. */
+export async function secretCount(reader: Client, projectId: string): Promise<number> {
+  return [...(await secretLists(reader, projectId)).values()].reduce((sum, list) => sum + list.length, 0);
+}
+
+async function secretLists(reader: Client, projectId: string): Promise<Map<string, { id: string; version: number }[]>> {
+  const project = await reader.json("GET", `/api/projects/${projectId}`);
+  assert.equal(project.status, 200, JSON.stringify(project.body));
+  const lists = new Map<string, { id: string; version: number }[]>();
+  for (const env of project.body.project.environments as string[]) {
+    const list = await reader.json("GET", `${envPath(projectId, env)}/secrets`);
+    assert.equal(list.status, 200, JSON.stringify(list.body));
+    lists.set(env, list.body.secrets);
+  }
+  return lists;
+}
+
+/** How many versions a secret's history lists. */
+export async function versionCount(reader: Client, projectId: string, env: string, secretId: string): Promise<number> {
+  const history = await reader.json("GET", `${envPath(projectId, env)}/secrets/${secretId}/versions`);
+  assert.equal(history.status, 200, JSON.stringify(history.body));
+  return history.body.versions.length;
 }

@@ -6,13 +6,14 @@ import path from "node:path";
 import { test } from "node:test";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import { auditEvents } from "./helpers.ts";
-import { cliFor, count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
+import { cliFor, createSecret, envPath, secretCount, secretCounts, startTeam } from "./secrets-helpers.ts";
+import { clearDigests, storedDigest } from "./storage.ts";
 
 const INVALID = { error: "invalid request" };
 const TOO_LARGE = { error: "The import is too large." };
 
 test("import creates, updates, leaves unchanged and skips, reporting in request order", async (t) => {
-  const { server, projectId, owner, member } = await startTeam(t);
+  const { projectId, owner, member } = await startTeam(t);
   const base = envPath(projectId, "development");
   const same = await createSecret(owner, projectId, "development", "SAME", "same-value-001");
   const changed = await createSecret(owner, projectId, "development", "CHANGED", "changed-value-001");
@@ -52,7 +53,8 @@ test("import creates, updates, leaves unchanged and skips, reporting in request 
     { key: "SAME", value: "same-value-001" },
   ]);
   // Versions: an update adds one, unchanged and skipped do not.
-  const versionOf = (id: string) => count(server, "SELECT version FROM secrets WHERE id = ?", id);
+  const listed = (await owner.json("GET", `${base}/secrets`)).body.secrets as { id: string; version: number }[];
+  const versionOf = (id: string) => listed.find((secret) => secret.id === id)?.version;
   assert.deepEqual([versionOf(changed.id), versionOf(same.id), versionOf(kept.id)], [2, 1, 1]);
   const history = (await owner.json("GET", `${base}/secrets/${changed.id}/versions`)).body.versions;
   assert.deepEqual(
@@ -90,19 +92,12 @@ test("import compares values by the digest stored beside each version; versions 
   const base = envPath(projectId, "development");
   const kept = await createSecret(owner, projectId, "development", "KEPT", "kept-value-001");
   const old = await createSecret(owner, projectId, "development", "OLD", "old-value-001");
-  const digestOf = (id: string) =>
-    server.app.db.$client
-      .prepare(
-        "SELECT v.digest FROM secret_versions v JOIN secrets s ON s.id = v.secret_id AND v.version_number = s.version WHERE s.id = ?",
-      )
-      .pluck()
-      .get(id) as string | null;
   // A keyed digest, not the value or a plain hash of it.
-  const keptDigest = digestOf(kept.id);
+  const keptDigest = storedDigest(server, kept.id, 1);
   assert.match(keptDigest ?? "", /^[A-Za-z0-9_-]{43}$/);
   assert.ok(!keptDigest!.includes("kept-value"));
   // As a version written before digests existed.
-  server.app.db.$client.prepare("UPDATE secret_versions SET digest = NULL WHERE secret_id = ?").run(old.id);
+  clearDigests(server, old.id);
 
   const same = await owner.json("POST", `${base}/import`, {
     entries: [
@@ -111,7 +106,7 @@ test("import compares values by the digest stored beside each version; versions 
     ],
   });
   assert.deepEqual(same.body.summary, { created: 0, updated: 0, unchanged: 2, skipped: 0, failed: 0 });
-  assert.match(digestOf(old.id) ?? "", /^[A-Za-z0-9_-]{43}$/);
+  assert.match(storedDigest(server, old.id, 1) ?? "", /^[A-Za-z0-9_-]{43}$/);
 
   const changed = await owner.json("POST", `${base}/import`, {
     entries: [
@@ -120,7 +115,7 @@ test("import compares values by the digest stored beside each version; versions 
     ],
   });
   assert.deepEqual(changed.body.summary, { created: 0, updated: 2, unchanged: 0, skipped: 0, failed: 0 });
-  assert.notEqual(digestOf(kept.id), keptDigest);
+  assert.notEqual(storedDigest(server, kept.id, 2), keptDigest);
   const exported = (await owner.json("GET", `${base}/export`)).body.secrets;
   assert.deepEqual(exported, [
     { key: "KEPT", value: "kept-value-002" },
@@ -129,14 +124,14 @@ test("import compares values by the digest stored beside each version; versions 
 });
 
 test("import validates the whole request first: one invalid 500th entry and nothing is written", async (t) => {
-  const { server, projectId, owner, admin, member } = await startTeam(t);
+  const { projectId, owner, admin, member } = await startTeam(t);
   const base = envPath(projectId, "development");
   const existing = await createSecret(owner, projectId, "development", "EXISTING", "existing-value-001");
   // Import is limited to 10 a minute per user: spread the attempts over three users.
   const importers = [owner, admin, member];
   let turn = 0;
   const importAs = (body: unknown) => importers[turn++ % importers.length]!.json("POST", `${base}/import`, body);
-  const auditBefore = count(server, "SELECT count(*) FROM audit_events");
+  const auditBefore = (await auditEvents(owner, projectId)).length;
   const valid = Array.from({ length: 499 }, (_, i) => ({ key: `KEY_${i}`, value: `imported-value-${i}`, overwrite: true }));
   valid[0] = { key: "EXISTING", value: "existing-value-002", overwrite: true };
 
@@ -164,9 +159,8 @@ test("import validates the whole request first: one invalid 500th entry and noth
     const res = await importAs(body);
     assert.deepEqual([res.status, res.body], [400, INVALID], JSON.stringify(body));
   }
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 1);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 1);
-  assert.equal(count(server, "SELECT count(*) FROM audit_events"), auditBefore);
+  assert.deepEqual(await secretCounts(owner, projectId), { secrets: 1, versions: 1 });
+  assert.equal((await auditEvents(owner, projectId)).length, auditBefore);
   assert.equal((await owner.json("GET", `${base}/secrets/${existing.id}`)).body.secret.value, "existing-value-001");
 
   // The same 500 entries, all valid, go in as one.
@@ -174,7 +168,7 @@ test("import validates the whole request first: one invalid 500th entry and noth
   assert.equal(res.status, 200);
   assert.deepEqual(res.body.summary, { created: 499, updated: 1, unchanged: 0, skipped: 0, failed: 0 });
   assert.equal(res.body.results.length, 500);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 500);
+  assert.equal(await secretCount(owner, projectId), 500);
 });
 
 test("import limits: more than 500 entries or 2,000,000 bytes is 413 The import is too large.", async (t) => {
@@ -240,7 +234,7 @@ test("import permissions: browser only, secrets:create; a non-member gets 404 be
   // Access is checked before the size: a non-member learns nothing from a huge body either.
   const huge = { entries: Array.from({ length: 600 }, (_, i) => ({ key: `K${i}`, value: "v", overwrite: true })) };
   assert.equal((await outsider.json("POST", url, huge)).status, 404);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
+  assert.equal(await secretCount(owner, projectId), 0);
   assert.equal((await member.json("POST", url, body)).status, 200);
 });
 
@@ -269,5 +263,5 @@ test("after an import of many entries the WAL file is checkpointed and truncated
   const deadline = Date.now() + 5000;
   while (fs.statSync(wal).size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
   assert.equal(fs.statSync(wal).size, 0);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 300);
+  assert.equal(await secretCount(owner, projectId), 300);
 });

@@ -3,25 +3,16 @@
 // every version still reads. Interrupting the command and running it again is safe.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
+import crypto from "node:crypto";
 import path from "node:path";
 import { test } from "node:test";
 import { writeTransaction } from "../src/core/db.ts";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
-import { createVault, integrationAad } from "../src/core/vault.ts";
-import { type Client, ROOT, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
-import { count, createSecret, envPath, startTeam } from "./secrets-helpers.ts";
-
-function keyVersions(server: TestServer) {
-  const db = server.app.db.$client;
-  const versions = (sql: string) => db.prepare(sql).pluck().all() as number[];
-  return {
-    values: versions("SELECT DISTINCT key_version FROM secret_versions ORDER BY 1"),
-    projectKeys: versions("SELECT DISTINCT key_version FROM project_keys ORDER BY 1"),
-    integrations: versions(
-      "SELECT DISTINCT v FROM (SELECT token_key_version AS v FROM integrations UNION SELECT hook_key_version FROM integrations) ORDER BY 1",
-    ),
-  };
-}
+import { createVault } from "../src/core/vault.ts";
+import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type Client, ROOT, randomMasterKey, runMain, startServer } from "./helpers.ts";
+import { createSecret, envPath, startTeam } from "./secrets-helpers.ts";
+import { keyVersionsInUse, rowCount, schemaColumns } from "./storage.ts";
 
 /** Every value and every historical version of every secret of an environment. */
 async function readEverything(client: Client, projectId: string, env: string): Promise<Record<string, string[]>> {
@@ -53,44 +44,39 @@ async function encryptedRecords(client: Client, projectIds: string[]) {
   return sum;
 }
 
-/** The row the Vercel integration writes: token and deploy hook sealed like values. */
-function insertIntegration(server: TestServer, projectId: string): void {
-  const vault = createVault(server.app.db, server.app.keyring);
-  const token = vault.seal(projectId, integrationAad(projectId, "token"), "vercel-token-under-key-1");
-  const hook = vault.seal(projectId, integrationAad(projectId, "deploy-hook"), "https://api.vercel.example/hook-under-key-1");
-  const now = server.clock.now().toISOString();
-  server.app.db.$client
-    .prepare(
-      `INSERT INTO integrations (project_id, status, token_ciphertext, token_key_version, hook_ciphertext, hook_key_version, created_at, updated_at)
-       VALUES (?, 'connected', ?, ?, ?, ?, ?, ?)`,
-    )
-    .run(projectId, token.ciphertext, token.keyVersion, hook.ciphertext, hook.keyVersion, now, now);
+/**
+ * Connects the project to the fake Vercel with a deploy hook: the token and the hook are the
+ * two integration credentials, sealed like values. Returns both.
+ */
+async function connectVercel(owner: Client, projectId: string, fake: FakeVercel): Promise<{ token: string; hook: string }> {
+  const token = `vcp_${crypto.randomBytes(18).toString("hex")}`;
+  fake.addToken(token);
+  fake.addProject("prj_web", "web");
+  const hook = fake.addHook("prj_web");
+  const base = `/api/projects/${projectId}/integrations/hosting`;
+  const connected = await owner.json("POST", base, { token });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  const linked = await owner.json("PUT", base, { hostProjectId: "prj_web", mappings: { development: "development" }, deployHookUrl: hook });
+  assert.equal(linked.status, 200, JSON.stringify(linked.body));
+  return { token, hook };
 }
 
-function readIntegration(server: TestServer, projectId: string): [string, string] {
-  const vault = createVault(server.app.db, server.app.keyring);
-  const row = server.app.db.$client
-    .prepare("SELECT token_ciphertext, token_key_version, hook_ciphertext, hook_key_version FROM integrations WHERE project_id = ?")
-    .get(projectId) as { token_ciphertext: Buffer; token_key_version: number; hook_ciphertext: Buffer; hook_key_version: number };
-  return [
-    vault.open(projectId, integrationAad(projectId, "token"), { ciphertext: row.token_ciphertext, keyVersion: row.token_key_version }),
-    vault.open(projectId, integrationAad(projectId, "deploy-hook"), { ciphertext: row.hook_ciphertext, keyVersion: row.hook_key_version }),
-  ];
+/** Both credentials open: a sync with a redeploy reaches the fake with the token and calls the hook. */
+async function assertCredentialsOpen(owner: Client, projectId: string, fake: FakeVercel, token: string): Promise<void> {
+  const hookCalls = fake.hookCalls.length;
+  const requests = fake.requests.length;
+  const synced = await owner.json("POST", `/api/projects/${projectId}/integrations/hosting/sync`, { redeploy: true });
+  assert.equal(synced.status, 200, JSON.stringify(synced.body));
+  assert.ok(
+    fake.requests.slice(requests).some((request) => request.authorization === `Bearer ${token}`),
+    "the sync reached Vercel with the saved token",
+  );
+  assert.equal(fake.hookCalls.length, hookCalls + 1, "the deploy hook was called");
 }
 
 test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, with its key version column", async (t) => {
   const server = await startServer(t);
-  const db = server.app.db.$client;
-  const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
-  const columns = tables.flatMap((table) =>
-    (
-      db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as {
-        name: string;
-        type: string;
-        isNotNull: number;
-      }[]
-    ).map((c) => ({ table, ...c })),
-  );
+  const columns = schemaColumns(server);
   // Ciphertext is stored as a blob, and its master key version beside it (the audit chain's
   // mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
   const blobs = columns.filter((c) => c.type.toLowerCase() === "blob").map((c) => `${c.table}.${c.name}`);
@@ -108,7 +94,9 @@ test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, 
 test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 alone; every value and version reads", async (t) => {
   const key1 = randomMasterKey();
   const key2 = randomMasterKey();
-  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const team = await startTeam(t, { env: { MASTER_KEY: key1, VERCEL_API_URL: fake.url } });
   const { projectId, owner } = team;
   let server = team.server;
   const other = await owner.createProject({ name: "second", environments: ["production"] });
@@ -125,7 +113,7 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
       }
     }
   }
-  insertIntegration(server, projectId);
+  const { token } = await connectVercel(owner, projectId, fake);
   const before = {
     dev: await readEverything(owner, projectId, "development"),
     prod: await readEverything(owner, projectId, "production"),
@@ -137,7 +125,7 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
     "PEM-development-value-2",
     "PEM-development-value-1",
   ]);
-  assert.deepEqual(keyVersions(server), { values: [1], projectKeys: [1], integrations: [1] });
+  assert.deepEqual(keyVersionsInUse(server), { values: [1], projectKeys: [1], integrations: [1] });
 
   // Key 2 alone cannot start while records need key 1: the server says what is missing.
   await server.stop();
@@ -153,8 +141,8 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.deepEqual(await readEverything(client, projectId, "development"), before.dev);
   // New writes use key 2 while the old records stay on key 1 until rotated.
   const fresh = await createSecret(client, projectId, "staging", "WRITTEN_ON_KEY_2", "written-on-key-2");
-  assert.deepEqual(keyVersions(server), { values: [1, 2], projectKeys: [1, 2], integrations: [1] });
-  assert.equal(count(server, "SELECT key_version FROM secret_versions WHERE secret_id = ?", fresh.id), 2);
+  assert.deepEqual(keyVersionsInUse(server), { values: [1, 2], projectKeys: [1, 2], integrations: [1] });
+  assert.equal(rowCount(server, "secret_versions", { secret_id: fresh.id, key_version: 2 }), 1);
 
   // The security overview counts what rotate-key moves: 27 values, the token and the hook,
   // and the two projects' key-1 data keys (all from ENCRYPTED_COLUMNS).
@@ -187,8 +175,8 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   // accepts key 2 alone, as it refused it above while the overview counted old records.
   assert.equal(29 + 2, overviewBefore.other);
   assert.deepEqual(await encryptedRecords(client, [projectId, other.id]), { total: 32, onCurrentKeyVersion: 32, other: 0 });
-  for (const secret of [key1, key2, "value-1", "vercel-token"]) assert.ok(!rotated.stdout.includes(secret));
-  assert.deepEqual(keyVersions(server), { values: [2], projectKeys: [2], integrations: [2] });
+  for (const secret of [key1, key2, "value-1", token]) assert.ok(!rotated.stdout.includes(secret));
+  assert.deepEqual(keyVersionsInUse(server), { values: [2], projectKeys: [2], integrations: [2] });
   // The running server still reads everything (its cached data keys are still right).
   assert.deepEqual(await readEverything(client, projectId, "production"), before.prod);
 
@@ -226,7 +214,7 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.deepEqual(await readEverything(client, projectId, "production"), before.prod);
   assert.deepEqual(await readEverything(client, other.id, "production"), before.other);
   assert.deepEqual((await readEverything(client, projectId, "staging")).WRITTEN_ON_KEY_2, ["written-on-key-2", "written-on-key-2"]);
-  assert.deepEqual(readIntegration(server, projectId), ["vercel-token-under-key-1", "https://api.vercel.example/hook-under-key-1"]);
+  await assertCredentialsOpen(client, projectId, fake, token);
   const exported = await client.json("GET", `${envPath(projectId, "production")}/export`);
   assert.equal(exported.body.secrets.length, 3);
 });
@@ -238,7 +226,7 @@ test("a project data key created in a transaction that rolls back is not kept in
   t.after(() => server.stop());
   const { db, keyring } = server.app;
   const projectId = team.projectId;
-  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 0);
+  assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 0);
 
   // The first value under key version 2 creates the project's data key, then the write fails.
   const vault = createVault(db, keyring);
@@ -249,12 +237,12 @@ test("a project data key created in a transaction that rolls back is not kept in
     }),
     /the write failed after sealing/,
   );
-  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 0);
+  assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 0);
 
   // The next value must be sealed with a data key that is stored, or no restart could open it.
   const sealed = await writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
   assert.equal(sealed.keyVersion, 2);
-  assert.equal(count(server, `SELECT count(*) FROM project_keys WHERE key_version = 2 AND project_id = '${projectId}'`), 1);
+  assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
   assert.equal(createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
 });
 
@@ -306,7 +294,7 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
   const server = await team.server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
   t.after(() => server.stop());
-  const moved = count(server, "SELECT count(*) FROM secret_versions WHERE key_version = 2");
+  const moved = rowCount(server, "secret_versions", { key_version: 2 });
   t.diagnostic(`rotate-key exited with ${code} after moving ${moved} of 300 values`);
   if (code === 130) {
     assert.match(
@@ -333,8 +321,7 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   const rerun = await runMain(["rotate-key", "--batch-size", "50"], server.env);
   assert.equal(rerun.code, 0, rerun.stderr + rerun.stdout);
   assert.match(rerun.stdout, new RegExp(`To re-encrypt: ${300 - moved} secret values`));
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE key_version <> 2"), 0);
-  assert.equal(count(server, "SELECT count(*) FROM project_keys WHERE key_version <> 2"), 0);
+  assert.deepEqual(keyVersionsInUse(server), { values: [2], projectKeys: [2], integrations: [] });
   const after = await client.json("GET", `${envPath(team.projectId, "development")}/export`);
   assert.deepEqual(after.body, exported.body);
   assert.equal(after.body.secrets.find((s: any) => s.key === "BULK_7").value, "bulk-value-7-on-key-1");

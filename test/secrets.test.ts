@@ -2,7 +2,8 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { auditEvents, runMain } from "./helpers.ts";
-import { cliFor, count, createSecret, envPath, ISO_MS, openFile, startTeam, UUID } from "./secrets-helpers.ts";
+import { cliFor, createSecret, envPath, ISO_MS, secretCounts, startTeam, UUID, versionCount } from "./secrets-helpers.ts";
+import { copyWrappedKey, failWritesTo, markBaseline, rowCount, setStoredCiphertext, storedCiphertext, storedRows } from "./storage.ts";
 
 const NOT_FOUND = { error: "Project not found." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };
@@ -35,15 +36,15 @@ test("create answers 201 with version 1, stores the value only encrypted, and is
   assert.match(secret.createdAt, ISO_MS);
   assert.equal(secret.updatedAt, secret.createdAt);
 
-  const rows = server.app.db.$client.prepare("SELECT * FROM secret_versions").all() as any[];
+  const rows = storedRows(server, "secret_versions");
   assert.equal(rows.length, 1);
-  assert.equal(rows[0].change_type, "CREATED");
-  assert.equal(rows[0].version_number, 1);
-  assert.equal(rows[0].changed_by, owner.user!.id);
-  assert.equal(rows[0].key_version, 1);
-  assert.ok(!Buffer.from(rows[0].ciphertext).includes("db.internal"), "the value is not stored in clear");
+  assert.equal(rows[0]!.change_type, "CREATED");
+  assert.equal(rows[0]!.version_number, 1);
+  assert.equal(rows[0]!.changed_by, owner.user!.id);
+  assert.equal(rows[0]!.key_version, 1);
+  assert.ok(!Buffer.from(rows[0]!.ciphertext).includes("db.internal"), "the value is not stored in clear");
   // 12-byte nonce, ciphertext, 16-byte tag.
-  assert.equal(rows[0].ciphertext.length, 12 + "postgres://db.internal/app-4417".length + 16);
+  assert.equal(rows[0]!.ciphertext.length, 12 + "postgres://db.internal/app-4417".length + 16);
 
   assert.deepEqual(
     (await auditEvents(owner, projectId, "secret")).map((e) => [e.action, e.actor, e.targetType, e.targetId, e.metadata]),
@@ -55,13 +56,13 @@ test("two encryptions of the same value differ: a fresh nonce every time", async
   const { server, projectId, owner } = await startTeam(t);
   await createSecret(owner, projectId, "production", "A", "same-value-123");
   await createSecret(owner, projectId, "production", "B", "same-value-123");
-  const [a, b] = server.app.db.$client.prepare("SELECT ciphertext FROM secret_versions").pluck().all() as Buffer[];
+  const [a, b] = storedRows(server, "secret_versions").map((row) => row.ciphertext as Buffer);
   assert.notDeepEqual(a!.subarray(0, 12), b!.subarray(0, 12));
   assert.notDeepEqual(a, b);
 });
 
 test("the value limit counts UTF-16 code units: 5,000 emoji fit, one more character does not, on create, PATCH and import", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const base = envPath(projectId, "development");
   // Astral characters: two UTF-16 units, one code point, four UTF-8 bytes each.
   const atLimit = "🔑".repeat(5_000);
@@ -71,7 +72,7 @@ test("the value limit counts UTF-16 code units: 5,000 emoji fit, one more charac
 
   const over = await owner.json("POST", `${base}/secrets`, { key: "EMOJI", value: overLimit });
   assert.deepEqual([over.status, over.body], [400, INVALID]);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
+  assert.equal((await secretCounts(owner, projectId)).secrets, 0);
   const created = await createSecret(owner, projectId, "development", "EMOJI", atLimit);
   assert.equal((await owner.json("GET", `${base}/secrets/${created.id}`)).body.secret.value, atLimit);
 
@@ -85,11 +86,11 @@ test("the value limit counts UTF-16 code units: 5,000 emoji fit, one more charac
   assert.deepEqual([imported.status, imported.body], [400, { error: "invalid request" }]);
   const fits = await owner.json("POST", `${base}/import`, { entries: [{ key: "OTHER", value: atLimit, overwrite: false }] });
   assert.deepEqual(fits.body.summary, { created: 1, updated: 0, unchanged: 0, skipped: 0, failed: 0 });
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 3);
+  assert.equal((await secretCounts(owner, projectId)).versions, 3);
 });
 
 test("create validates key and value: 400 invalid key or value, and nothing is written", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const url = `${envPath(projectId, "development")}/secrets`;
   const bad: unknown[] = [
     { key: "1ABC", value: "v" },
@@ -118,7 +119,7 @@ test("create validates key and value: 400 invalid key or value, and nothing is w
     assert.equal(res.status, 400, JSON.stringify(body));
     assert.deepEqual(res.body, INVALID, JSON.stringify(body));
   }
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 0);
+  assert.equal((await secretCounts(owner, projectId)).secrets, 0);
 
   // The limits themselves are fine.
   await createSecret(owner, projectId, "development", `_${"a".repeat(127)}`, "x".repeat(10_000));
@@ -131,12 +132,12 @@ test("create validates key and value: 400 invalid key or value, and nothing is w
 });
 
 test("a key is unique within its environment: 409 on create; the same key elsewhere is fine", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   await createSecret(owner, projectId, "development", "API_KEY", "first-value-1");
   const res = await owner.json("POST", `${envPath(projectId, "development")}/secrets`, { key: "API_KEY", value: "second-value-2" });
   assert.equal(res.status, 409);
   assert.deepEqual(res.body, KEY_TAKEN);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 1);
+  assert.equal((await secretCounts(owner, projectId)).secrets, 1);
   // Keys are case-sensitive, and environments are separate.
   await createSecret(owner, projectId, "development", "api_key", "third-value-3");
   await createSecret(owner, projectId, "staging", "API_KEY", "fourth-value-4");
@@ -201,13 +202,13 @@ test("concurrent reads share a commit, yet each answers only with its event on d
   assert.equal((await auditEvents(owner, projectId, "secret.version_revealed")).length, 1);
 
   // When the event cannot be written, the value is not given out.
-  server.app.db.$client.exec("CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_events BEGIN SELECT RAISE(ABORT, 'disk full'); END");
+  const undo = failWritesTo(server, "audit_events");
   const refused = await Promise.all([owner.json("GET", path), owner.json("GET", path), owner.json("GET", `${path}/versions/1`)]);
   for (const res of refused) {
     assert.equal(res.status, 500);
     assert.ok(!JSON.stringify(res.body).includes("shared-commit-value"), JSON.stringify(res.body));
   }
-  server.app.db.$client.exec("DROP TRIGGER refuse_audit");
+  undo();
   assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 40);
   assert.equal((await owner.json("GET", path)).body.secret.value, "shared-commit-value");
   // Events written together still chain one after another.
@@ -216,10 +217,10 @@ test("concurrent reads share a commit, yet each answers only with its event on d
 });
 
 test("checks run in order before anything is read: membership 404, permission 403, environment 404/403", async (t) => {
-  const { server, projectId, owner, member, viewer, outsider } = await startTeam(t, { environments: ["development", "staging"] });
+  const { projectId, owner, member, viewer, outsider } = await startTeam(t, { environments: ["development", "staging"] });
   const dev = await createSecret(owner, projectId, "development", "DEV_ONLY", "dev-value-778");
   const stg = await createSecret(owner, projectId, "staging", "STG_ONLY", "stg-value-778");
-  const auditBefore = count(server, "SELECT count(*) FROM audit_events");
+  const auditBefore = (await auditEvents(owner, projectId)).length;
 
   const endpoints = (env: string, id: string) =>
     [
@@ -277,9 +278,9 @@ test("checks run in order before anything is read: membership 404, permission 40
     }
   }
   // Nothing was read, revealed, exported or written along the way.
-  assert.equal(count(server, "SELECT count(*) FROM audit_events"), auditBefore);
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 2);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 2);
+  assert.equal((await auditEvents(owner, projectId)).length, auditBefore);
+  assert.equal((await secretCounts(owner, projectId)).secrets, 2);
+  assert.equal((await secretCounts(owner, projectId)).versions, 2);
 
   // Granted environments work for each role according to its permissions.
   const viewerRead = await viewer.json("GET", `${envPath(projectId, "development")}/secrets/${dev.id}`);
@@ -315,7 +316,7 @@ test("signed out: 401; a bad CLI token: 401; a CLI token on a browser-only endpo
     assert.equal(r.status, 403, `${method} ${path}`);
     assert.deepEqual(r.body, BROWSER_ONLY);
   }
-  assert.equal(count(server, "SELECT count(*) FROM secrets"), 1);
+  assert.equal((await secretCounts(owner, projectId)).secrets, 1);
 });
 
 test("the CLI can list, create, read, patch and export, and its events say via cli", async (t) => {
@@ -347,7 +348,7 @@ test("the CLI can list, create, read, patch and export, and its events say via c
 });
 
 test("PATCH rule 1: at least one of key and value, otherwise 400 Nothing to update.", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const secret = await createSecret(owner, projectId, "development", "KEEP", "keep-value-01");
   const url = `${envPath(projectId, "development")}/secrets/${secret.id}`;
   for (const body of [{}, { expectedVersion: 1 }, { expectedVersion: 0 }, undefined]) {
@@ -367,12 +368,12 @@ test("PATCH rule 1: at least one of key and value, otherwise 400 Nothing to upda
     const res = await owner.json("PATCH", url, body);
     assert.deepEqual([res.status, res.body], [400, INVALID], JSON.stringify(body));
   }
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 1);
+  assert.equal((await secretCounts(owner, projectId)).versions, 1);
   assert.equal((await auditEvents(owner, projectId, "secret.updated")).length, 0);
 });
 
 test("PATCH rule 2: expectedVersion is a positive integer (400), and a stale one is a 409", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const secret = await createSecret(owner, projectId, "development", "OPTIMISTIC", "optimistic-value-1");
   const url = `${envPath(projectId, "development")}/secrets/${secret.id}`;
   for (const expectedVersion of [0, -1, 1.5, "1", null, true, [1], 2 ** 60]) {
@@ -394,7 +395,7 @@ test("PATCH rule 2: expectedVersion is a positive integer (400), and a stale one
   // Rule 3: without expectedVersion the write applies to the latest version.
   const latest = await owner.json("PATCH", url, { value: "optimistic-value-3" });
   assert.equal(latest.body.secret.version, 3);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 3);
+  assert.equal((await secretCounts(owner, projectId)).versions, 3);
 });
 
 test("PATCH: a new value makes a new version; a rename does not; nothing changing returns the current metadata", async (t) => {
@@ -409,7 +410,7 @@ test("PATCH: a new value makes a new version; a rename does not; nothing changin
   assert.equal(renamed.body.secret.key, "NEW_NAME");
   assert.equal(renamed.body.secret.version, 1);
   assert.ok(renamed.body.secret.updatedAt > secret.updatedAt);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 1);
+  assert.equal((await secretCounts(owner, projectId)).versions, 1);
   assert.equal((await owner.json("GET", url())).body.secret.value, "value-version-1");
 
   // Same key and same value: nothing changes, no version, no event.
@@ -454,14 +455,14 @@ test("PATCH: a new value makes a new version; a rename does not; nothing changin
   assert.deepEqual([clashWithValue.status, clashWithValue.body], [409, KEY_TAKEN]);
   assert.equal((await owner.json("PATCH", url(), { key: "FREE_ELSEWHERE" })).status, 200);
   assert.equal((await owner.json("GET", url(other.id))).body.secret.key, "TAKEN");
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE secret_id = ?", secret.id), 3);
+  assert.equal(await versionCount(owner, projectId, "production", secret.id), 3);
 
   const missing = await owner.json("PATCH", url("nope"), { value: "x1234567" });
   assert.deepEqual([missing.status, missing.body], [404, SECRET_NOT_FOUND]);
 });
 
 test("20 parallel PATCHes with the same expectedVersion: exactly one winner, 19 conflicts, no lost update", async (t) => {
-  const { server, projectId, owner } = await startTeam(t);
+  const { projectId, owner } = await startTeam(t);
   const secret = await createSecret(owner, projectId, "production", "RACE", "race-start-0");
   const url = `${envPath(projectId, "production")}/secrets/${secret.id}`;
   const values = Array.from({ length: 20 }, (_, i) => `race-value-${String(i).padStart(2, "0")}`);
@@ -472,7 +473,7 @@ test("20 parallel PATCHes with the same expectedVersion: exactly one winner, 19 
   for (const loser of results.filter((r) => r.status !== 200)) assert.deepEqual([loser.status, loser.body], [409, STALE]);
   const winningValue = values[results.indexOf(winners[0]!)];
   assert.equal((await owner.json("GET", url)).body.secret.value, winningValue);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE secret_id = ?", secret.id), 2);
+  assert.equal(await versionCount(owner, projectId, "production", secret.id), 2);
 
   // Without expectedVersion every write lands, each on its own contiguous version.
   const unguarded = await Promise.all(values.map((value) => owner.json("PATCH", url, { value: `${value}-b` })));
@@ -505,9 +506,10 @@ test("delete removes the secret and all its versions, browser only, audited", as
   const url = `${envPath(projectId, "development")}/secrets/${secret.id}`;
   const res = await member.json("DELETE", url);
   assert.deepEqual([res.status, res.body], [200, { ok: true }]);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE secret_id = ?", secret.id), 0);
-  assert.equal(count(server, "SELECT count(*) FROM secrets WHERE id = ?", secret.id), 0);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions WHERE secret_id = ?", keep.id), 1);
+  // The API answers 404 for a deleted secret: only the storage shows its history went too.
+  assert.equal(rowCount(server, "secret_versions", { secret_id: secret.id }), 0);
+  assert.equal(rowCount(server, "secrets", { id: secret.id }), 0);
+  assert.equal(await versionCount(owner, projectId, "development", keep.id), 1);
   const again = await member.json("DELETE", url);
   assert.deepEqual([again.status, again.body], [404, SECRET_NOT_FOUND]);
   assert.deepEqual([(await owner.json("GET", url)).status, (await owner.json("GET", `${url}/versions`)).status], [404, 404]);
@@ -572,11 +574,7 @@ test("version history: newest first, who changed it (isYou, isMember), restoredF
   assert.deepEqual(after.body.versions[1].changedBy, { userId: member.user!.id, email: "mia@example.test", isYou: false, isMember: false });
 
   // A BASELINE record (written by an import from elsewhere) has changedBy null.
-  const db = openFile(server);
-  db.prepare("UPDATE secret_versions SET change_type = 'BASELINE', changed_by = NULL WHERE secret_id = ? AND version_number = 1").run(
-    secret.id,
-  );
-  db.close();
+  markBaseline(server, secret.id, 1);
   const baseline = await owner.json("GET", `${url}/versions`);
   assert.deepEqual([baseline.body.versions[2].changeType, baseline.body.versions[2].changedBy], ["BASELINE", null]);
 });
@@ -633,7 +631,7 @@ test("restore writes the old value as a new ROLLED_BACK version, with the spec's
   assert.deepEqual([stale.status, stale.body], [409, STALE]);
   const unknown = await owner.json("POST", `${url}/versions/9/restore`, {});
   assert.deepEqual([unknown.status, unknown.body], [404, VERSION_NOT_FOUND]);
-  assert.equal(count(server, "SELECT count(*) FROM secret_versions"), 4);
+  assert.equal((await secretCounts(owner, projectId)).versions, 4);
 
   server.clock.advance(1000);
   const restored = await owner.json("POST", `${url}/versions/2/restore`, { expectedVersion: 4 });
@@ -776,13 +774,8 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
   await owner.json("PATCH", `${base}/secrets/${victim.id}`, { value: "victim-value-0002" });
 
   // Someone with write access to the database file copies the victim's sealed value into the attacker's row.
-  const db = openFile(server);
-  db.prepare(
-    `UPDATE secret_versions SET ciphertext = (SELECT ciphertext FROM secret_versions WHERE secret_id = ? AND version_number = 2)
-     WHERE secret_id = ? AND version_number = 1`,
-  ).run(victim.id, attacker.id);
-  db.close();
-  const auditBefore = count(server, "SELECT count(*) FROM audit_events");
+  setStoredCiphertext(server, attacker.id, 1, storedCiphertext(server, victim.id, 2));
+  const auditBefore = (await auditEvents(owner, projectId)).length;
 
   const read = await owner.json("GET", `${base}/secrets/${attacker.id}`);
   assert.deepEqual([read.status, read.body], [500, NOT_DECRYPTED_ONE]);
@@ -793,7 +786,7 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
   const dotenv = await owner.json("GET", `${base}/export?format=dotenv`);
   assert.deepEqual([dotenv.status, dotenv.body], [500, NOT_DECRYPTED_SOME]);
   // Nothing was revealed, so nothing was audited as revealed or exported.
-  assert.equal(count(server, "SELECT count(*) FROM audit_events"), auditBefore);
+  assert.equal((await auditEvents(owner, projectId)).length, auditBefore);
 
   // The rest still reads; the broken secret can be repaired by writing a new value.
   assert.equal((await owner.json("GET", `${base}/secrets/${victim.id}`)).body.secret.value, "victim-value-0002");
@@ -803,14 +796,9 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
   assert.equal((await owner.json("GET", `${base}/export`)).status, 200);
 
   // A single flipped byte, or a row moved to another version number, fails the same way.
-  const db2 = openFile(server);
-  const sealed = db2
-    .prepare("SELECT ciphertext FROM secret_versions WHERE secret_id = ? AND version_number = 2")
-    .pluck()
-    .get(victim.id) as Buffer;
+  const sealed = storedCiphertext(server, victim.id, 2);
   sealed[20] = sealed[20]! ^ 1;
-  db2.prepare("UPDATE secret_versions SET ciphertext = ? WHERE secret_id = ? AND version_number = 2").run(sealed, victim.id);
-  db2.close();
+  setStoredCiphertext(server, victim.id, 2, sealed);
   assert.deepEqual((await owner.json("GET", `${base}/secrets/${victim.id}`)).body, NOT_DECRYPTED_ONE);
   assert.equal((await owner.json("GET", `${base}/secrets/${victim.id}/versions/1`)).status, 200);
   // A logged line names the secret but never a value.
@@ -822,12 +810,7 @@ test("the project data key is itself bound to its project: a wrapped key copied 
   const other = await owner.createProject({ name: "other", environments: ["production"] });
   const secret = await createSecret(owner, projectId, "production", "BOUND", "bound-value-0001");
   await server.stop();
-  const db = openFile(server);
-  db.prepare("UPDATE project_keys SET wrapped_key = (SELECT wrapped_key FROM project_keys WHERE project_id = ?) WHERE project_id = ?").run(
-    other.id,
-    projectId,
-  );
-  db.close();
+  copyWrappedKey(server.dataDir, other.id, projectId);
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   const client = await restarted.signIn("olivia@example.test");

@@ -5,30 +5,12 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import path from "node:path";
 import { test } from "node:test";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
-
-interface EventRow {
-  seq: number;
-  id: string;
-  project_id: string | null;
-  at: string;
-  action: string;
-  category: string;
-  actor_user_id: string | null;
-  target_type: string;
-  target_id: string;
-  metadata: string;
-  prev_hash: string;
-  hash: string;
-  mac_key_version: number | null;
-}
+import { auditRows, copyDatabase, keyVersionsInUse, removeAuditRow, rowCount, type StoredAuditRow, tamperAuditRow } from "./storage.ts";
 
 /** The published formula of the chain without a key (README), as an attacker would compute it. */
-function plainHash(prevHash: string, row: EventRow): string {
+function plainHash(prevHash: string, row: StoredAuditRow): string {
   const content = JSON.stringify([
     row.id,
     row.project_id,
@@ -43,37 +25,21 @@ function plainHash(prevHash: string, row: EventRow): string {
   return crypto.createHash("sha256").update(prevHash).update("\n").update(content).digest("hex");
 }
 
-function allEvents(file: string): EventRow[] {
-  const sqlite = new Database(file, { readonly: true });
-  try {
-    return sqlite.prepare("SELECT * FROM audit_events ORDER BY seq").all() as EventRow[];
-  } finally {
-    sqlite.close();
-  }
-}
-
 /**
  * What a database writer without the master key can do: recompute every hash with plain
  * SHA-256 from `fromSeq` on, relinking each event to the one before it; optionally marking
- * the rebuilt events as written before the chain was keyed.
+ * the rebuilt events as written before the chain was keyed. `dataDir` holds the file.
  */
-function rebuildWithoutKey(file: string, fromSeq: number, options: { asHashOnly: boolean; throughSeq?: number }): void {
-  const sqlite = new Database(file);
-  try {
-    const rows = sqlite.prepare("SELECT * FROM audit_events ORDER BY seq").all() as EventRow[];
-    const update = sqlite.prepare("UPDATE audit_events SET prev_hash = ?, hash = ?, mac_key_version = ? WHERE seq = ?");
-    let prev = "0".repeat(64);
-    for (const row of rows) {
-      if (row.seq >= fromSeq && row.seq <= (options.throughSeq ?? Infinity)) {
-        const hash = plainHash(prev, row);
-        update.run(prev, hash, options.asHashOnly ? null : row.mac_key_version, row.seq);
-        prev = hash;
-      } else {
-        prev = row.hash;
-      }
+function rebuildWithoutKey(dataDir: string, fromSeq: number, options: { asHashOnly: boolean; throughSeq?: number }): void {
+  let prev = "0".repeat(64);
+  for (const row of auditRows(dataDir)) {
+    if (row.seq >= fromSeq && row.seq <= (options.throughSeq ?? Infinity)) {
+      const hash = plainHash(prev, row);
+      tamperAuditRow(dataDir, row.seq, { prev_hash: prev, hash, mac_key_version: options.asHashOnly ? null : row.mac_key_version });
+      prev = hash;
+    } else {
+      prev = row.hash;
     }
-  } finally {
-    sqlite.close();
   }
 }
 
@@ -91,23 +57,21 @@ async function serverWithEvents(t: Parameters<typeof startServer>[0], updates: n
 
 test("a database writer without the master key cannot edit or remove an event and rebuild the chain", async (t) => {
   const server = await serverWithEvents(t, 5);
-  const file = path.join(server.dataDir, DATABASE_FILE);
+  const dir = server.dataDir;
   const intact = await runMain(["audit", "verify"], server.env);
   assert.equal(intact.code, 0, intact.stderr);
   assert.match(intact.stdout, /^Audit log intact: 6 events verified\.\n/);
   const copies = Array.from({ length: 2 }, () => {
     const dir = makeTempDir();
     t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-    fs.copyFileSync(file, path.join(dir, DATABASE_FILE));
+    copyDatabase(server.dataDir, dir);
     return dir;
   });
-  const third = allEvents(file)[2]!;
+  const third = auditRows(dir)[2]!;
 
   // Edit the third event's metadata, then recompute its hash and every later link.
-  let sqlite = new Database(file);
-  sqlite.prepare("UPDATE audit_events SET metadata = ? WHERE seq = ?").run(JSON.stringify({ descriptionChanged: false }), third.seq);
-  sqlite.close();
-  rebuildWithoutKey(file, third.seq, { asHashOnly: false });
+  tamperAuditRow(dir, third.seq, { metadata: JSON.stringify({ descriptionChanged: false }) });
+  rebuildWithoutKey(dir, third.seq, { asHashOnly: false });
   const edited = await runMain(["audit", "verify"], server.env);
   assert.equal(edited.code, 1, edited.stdout);
   assert.equal(edited.stdout, "");
@@ -121,7 +85,7 @@ test("a database writer without the master key cannot edit or remove an event an
 
   // Passing the rebuilt events off as written before the chain was keyed does not help:
   // hash-only events may only come before the keyed ones.
-  rebuildWithoutKey(file, third.seq, { asHashOnly: true });
+  rebuildWithoutKey(dir, third.seq, { asHashOnly: true });
   const downgraded = await runMain(["audit", "verify"], server.env);
   assert.equal(downgraded.code, 1, downgraded.stdout);
   assert.match(
@@ -132,21 +96,16 @@ test("a database writer without the master key cannot edit or remove an event an
   );
 
   // Remove the third event and relink the rest.
-  const removedFile = path.join(copies[0]!, DATABASE_FILE);
-  sqlite = new Database(removedFile);
-  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(third.seq);
-  sqlite.close();
-  rebuildWithoutKey(removedFile, third.seq, { asHashOnly: false });
+  removeAuditRow(copies[0]!, third.seq);
+  rebuildWithoutKey(copies[0]!, third.seq, { asHashOnly: false });
   const removed = await runMain(["audit", "verify"], { ...server.env, DATA_DIR: copies[0]! });
   assert.equal(removed.code, 1, removed.stdout);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*: its content does not match its hash`));
 
   // The MAC key is not the master key itself: a chain rebuilt with HMAC under the master
   // key does not verify either.
-  const masterKeyFile = path.join(copies[1]!, DATABASE_FILE);
-  sqlite = new Database(masterKeyFile);
   const masterKey = Buffer.from(server.env.MASTER_KEY!, "base64");
-  const row = sqlite.prepare("SELECT * FROM audit_events WHERE seq = ?").get(third.seq) as EventRow;
+  const row = auditRows(copies[1]!, { seq: third.seq })[0]!;
   const content = JSON.stringify([
     row.id,
     row.project_id,
@@ -160,13 +119,12 @@ test("a database writer without the master key cannot edit or remove an event an
   ]);
   const withMasterKey = crypto.createHmac("sha256", masterKey).update(row.prev_hash).update("\n").update(content).digest("hex");
   assert.notEqual(withMasterKey, row.hash);
-  sqlite.close();
 });
 
 test("audit verify says what it proved: keyed versions, hash-only events, the head hash", async (t) => {
   const server = await serverWithEvents(t, 2);
-  const file = path.join(server.dataDir, DATABASE_FILE);
-  const events = allEvents(file);
+  const dir = server.dataDir;
+  const events = auditRows(dir);
   assert.deepEqual(new Set(events.map((e) => e.mac_key_version)), new Set([1]));
   const head = events.at(-1)!.hash;
   const verified = await runMain(["audit", "verify"], server.env);
@@ -186,10 +144,10 @@ test("audit verify says what it proved: keyed versions, hash-only events, the he
 
   // What verify cannot tell from the database alone: a writer who rebuilds every event as
   // hash-only. Such events prove nothing, so verify does not pass them: exit 3, and what to do.
-  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  rebuildWithoutKey(dir, 1, { asHashOnly: true });
   const rebuilt = await runMain(["audit", "verify"], server.env);
   assert.equal(rebuilt.code, 3, rebuilt.stderr);
-  const lastHashOnly = allEvents(file).at(-1)!.hash;
+  const lastHashOnly = auditRows(dir).at(-1)!.hash;
   assert.match(
     rebuilt.stdout,
     new RegExp(
@@ -201,16 +159,16 @@ test("audit verify says what it proved: keyed versions, hash-only events, the he
 
 test("events from before the chain was keyed hold but are not proven (exit 3); the keyed chain continues from them; rotate-key keys them only when told", async (t) => {
   const server = await serverWithEvents(t, 2);
-  const file = path.join(server.dataDir, DATABASE_FILE);
+  const dir = server.dataDir;
   // These three events as the previous version wrote them: plain SHA-256, no key version.
-  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  rebuildWithoutKey(dir, 1, { asHashOnly: true });
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   const alice = await restarted.signIn("alice@example.test");
-  const projectId = allEvents(file)[0]!.target_id;
+  const projectId = auditRows(dir)[0]!.target_id;
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "keyed" })).status, 200);
   await restarted.stop();
-  const mixed = allEvents(file);
+  const mixed = auditRows(dir);
   assert.deepEqual(
     mixed.map((e) => e.mac_key_version),
     [null, null, null, 1],
@@ -234,12 +192,9 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   // hash-only part breaks the link into the keyed event, which only the key could redo.
   const copy = makeTempDir();
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
-  const copyFile = path.join(copy, DATABASE_FILE);
-  fs.copyFileSync(file, copyFile);
-  const sqlite = new Database(copyFile);
-  sqlite.prepare("UPDATE audit_events SET metadata = '{}' WHERE seq = ?").run(mixed[1]!.seq);
-  sqlite.close();
-  rebuildWithoutKey(copyFile, mixed[1]!.seq, { asHashOnly: true, throughSeq: mixed[2]!.seq });
+  copyDatabase(dir, copy);
+  tamperAuditRow(copy, mixed[1]!.seq, { metadata: "{}" });
+  rebuildWithoutKey(copy, mixed[1]!.seq, { asHashOnly: true, throughSeq: mixed[2]!.seq });
   const sealed = await runMain(["audit", "verify"], { ...restarted.env, DATA_DIR: copy });
   assert.equal(sealed.code, 1, sealed.stdout);
   assert.match(sealed.stderr, new RegExp(`BROKEN at event #${mixed[3]!.seq} .*does not follow the event before it`));
@@ -252,7 +207,7 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
     /\nAudit log: 0 of 4 events to re-key with version 1\. 3 events checked by hash only stay as they are: audit verify says how to key them\.\n/,
   );
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [null, null, null, 1],
   );
   assert.equal((await runMain(["audit", "verify"], restarted.env)).code, 3);
@@ -268,7 +223,7 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
     ),
   );
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [1, 1, 1, 1],
   );
   const after = await runMain(["audit", "verify"], restarted.env);
@@ -281,15 +236,15 @@ test("rotation: events under key 1, rotate to key 2 with the server running, dro
   const key1 = randomMasterKey();
   const key2 = randomMasterKey();
   const first = await serverWithEvents(t, 3, { MASTER_KEY: key1 });
-  const file = path.join(first.dataDir, DATABASE_FILE);
+  const dir = first.dataDir;
   const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
   let server = await first.restart(rotatedEnv);
   t.after(() => server.stop());
   let alice = await server.signIn("alice@example.test");
-  const projectId = allEvents(file)[0]!.target_id;
+  const projectId = auditRows(dir)[0]!.target_id;
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "under key 2" })).status, 200);
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [1, 1, 1, 1, 2],
   );
   const mixed = await runMain(["audit", "verify"], server.env);
@@ -311,7 +266,7 @@ test("rotation: events under key 1, rotate to key 2 with the server running, dro
   // The running server chains its next event onto the re-keyed head.
   assert.equal((await alice.json("PATCH", `/api/projects/${projectId}`, { description: "after rotation" })).status, 200);
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [2, 2, 2, 2, 2, 2],
   );
 
@@ -322,7 +277,7 @@ test("rotation: events under key 1, rotate to key 2 with the server running, dro
   const alone = await runMain(["audit", "verify"], server.env);
   assert.equal(alone.code, 0, alone.stderr);
   assert.match(alone.stdout, /^Audit log intact: 7 events verified\.\n7 events keyed with master key version 2 \(HMAC-SHA256\)/);
-  assert.equal(alone.stdout.match(/Head hash: ([0-9a-f]{64})/)![1], allEvents(file).at(-1)!.hash);
+  assert.equal(alone.stdout.match(/Head hash: ([0-9a-f]{64})/)![1], auditRows(dir).at(-1)!.hash);
 });
 
 test("rotate-key refuses to re-key a tampered audit chain and changes nothing", async (t) => {
@@ -334,23 +289,11 @@ test("rotate-key refuses to re-key a tampered audit chain and changes nothing", 
   assert.equal((await alice.json("POST", base, { key: "API_KEY", value: "tamper-test-value" })).status, 201);
   assert.equal((await alice.json("PATCH", `/api/projects/${project.id}`, { description: "one" })).status, 200);
   await server.stop();
-  const file = path.join(server.dataDir, DATABASE_FILE);
-  const second = allEvents(file)[1]!;
-  const sqlite = new Database(file);
-  sqlite.prepare("UPDATE audit_events SET actor_user_id = NULL WHERE seq = ?").run(second.seq);
-  sqlite.close();
-  const eventsBefore = allEvents(file);
-  const snapshot = () => {
-    const db = new Database(file, { readonly: true });
-    try {
-      return {
-        values: db.prepare("SELECT key_version FROM secret_versions").pluck().all(),
-        projectKeys: db.prepare("SELECT key_version FROM project_keys ORDER BY key_version").pluck().all(),
-      };
-    } finally {
-      db.close();
-    }
-  };
+  const dir = server.dataDir;
+  const second = auditRows(dir)[1]!;
+  tamperAuditRow(dir, second.seq, { actor_user_id: null });
+  const eventsBefore = auditRows(dir);
+  const snapshot = () => ({ keyVersions: keyVersionsInUse(dir), projectKeys: rowCount(dir, "project_keys") });
   const recordsBefore = snapshot();
 
   const env = { ...server.env, MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
@@ -362,7 +305,7 @@ test("rotate-key refuses to re-key a tampered audit chain and changes nothing", 
     `The audit log does not verify at event #${second.seq} (id ${second.id}, at ${second.at}): its content does not match its hash: the event was edited.\n` +
       'rotate-key re-keys the audit log only after verifying it, so it stopped and changed nothing. Run "secrets-server audit verify", find out what happened to the log, and keep every older key in MASTER_KEYS_PREVIOUS meanwhile.\n',
   );
-  assert.deepEqual(allEvents(file), eventsBefore);
+  assert.deepEqual(auditRows(dir), eventsBefore);
   // Only the new key's verifier was recorded; no value moved to key 2 and no data key was added.
   assert.deepEqual(snapshot(), recordsBefore);
   const verified = await runMain(["audit", "verify"], env);
@@ -374,19 +317,17 @@ test("a full downgrade is not laundered: the log rewritten as hash-only and keye
   // The review's attack: delete a reveal, rewrite every event as hash-only with plain
   // SHA-256 (no key needed), and let the server chain its keyed events onto the forgery.
   const server = await serverWithEvents(t, 3);
-  const file = path.join(server.dataDir, DATABASE_FILE);
-  const before = allEvents(file);
-  const sqlite = new Database(file);
-  sqlite.prepare("DELETE FROM audit_events WHERE seq = ?").run(before[1]!.seq);
-  sqlite.close();
-  rebuildWithoutKey(file, 1, { asHashOnly: true });
+  const dir = server.dataDir;
+  const before = auditRows(dir);
+  removeAuditRow(dir, before[1]!.seq);
+  rebuildWithoutKey(dir, 1, { asHashOnly: true });
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   const alice = await restarted.signIn("alice@example.test");
   assert.equal((await alice.json("PATCH", `/api/projects/${before[0]!.target_id}`, { description: "on top" })).status, 200);
   await restarted.stop();
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [null, null, null, 1],
   );
 
@@ -397,7 +338,7 @@ test("a full downgrade is not laundered: the log rewritten as hash-only and keye
   // And rotate-key without the operator's word does not bless it.
   assert.equal((await runMain(["rotate-key"], restarted.env)).code, 0);
   assert.deepEqual(
-    allEvents(file).map((e) => e.mac_key_version),
+    auditRows(dir).map((e) => e.mac_key_version),
     [null, null, null, 1],
   );
 });

@@ -3,13 +3,10 @@
 // read snapshot instead of holding the write lock.
 import assert from "node:assert/strict";
 import http from "node:http";
-import { createRequire } from "node:module";
-import path from "node:path";
 import { test } from "node:test";
-import { Worker } from "node:worker_threads";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { auditEvents, type Client, startServer, type TestServer } from "./helpers.ts";
-import { createSecret, envPath, openFile } from "./secrets-helpers.ts";
+import { createSecret, envPath } from "./secrets-helpers.ts";
+import { failWritesTo, renameKeyHoldingWriteLock } from "./storage.ts";
 
 const TOO_LARGE = { error: "The import is too large." };
 const ENVIRONMENT_FULL = {
@@ -199,33 +196,8 @@ test("a listing reads in a snapshot without waiting for another connection's wri
   // Another process on the same file (a CLI command, say) takes the write lock, renames a
   // secret and holds the lock for 1.5 s (less than the 5 s busy timeout) before committing.
   // A worker thread, because the server blocks its own thread while it waits for the lock.
-  const worker = new Worker(
-    `const { workerData, parentPort } = require("node:worker_threads");
-     const Database = require(workerData.module);
-     const db = new Database(workerData.file);
-     db.pragma("busy_timeout = 5000");
-     db.exec("BEGIN IMMEDIATE");
-     db.prepare("UPDATE secrets SET key = 'RENAMED_MEANWHILE' WHERE key = 'ORIGINAL'").run();
-     parentPort.postMessage("locked");
-     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1500);
-     db.exec("COMMIT");
-     db.close();
-     parentPort.postMessage("committed");`,
-    {
-      eval: true,
-      workerData: { module: createRequire(import.meta.url).resolve("better-sqlite3"), file: path.join(server.dataDir, DATABASE_FILE) },
-    },
-  );
+  const { messages, committed, worker } = await renameKeyHoldingWriteLock(server, "ORIGINAL", "RENAMED_MEANWHILE", 1500);
   t.after(() => worker.terminate());
-  const messages: string[] = [];
-  const committed = new Promise<void>((resolve, reject) => {
-    worker.on("message", (m: string) => {
-      messages.push(m);
-      if (m === "committed") resolve();
-    });
-    worker.on("error", reject);
-  });
-  await new Promise<void>((resolve) => worker.once("message", () => resolve()));
 
   // A listing (no write before it answers) reads the last committed state at once.
   const listed = await owner.json("GET", `${base}/secrets`);
@@ -253,10 +225,7 @@ test("export fails closed: no value leaves when its audit event cannot be writte
   const { server, owner, projectId } = await startProject(t);
   const base = envPath(projectId, "development");
   await createSecret(owner, projectId, "development", "GUARDED", "guarded-value-01");
-  const file = openFile(server);
-  t.after(() => file.close());
-  file.exec(`CREATE TRIGGER refuse_export BEFORE INSERT ON audit_events WHEN NEW.action = 'secrets.exported'
-             BEGIN SELECT RAISE(ABORT, 'audit refused'); END`);
+  const undo = failWritesTo(server, "audit_events", { action: "secrets.exported", message: "audit refused" });
 
   for (const format of ["json", "dotenv"]) {
     const res = await owner.get(`${base}/export?format=${format}`);
@@ -267,6 +236,6 @@ test("export fails closed: no value leaves when its audit event cannot be writte
       error: "Something went wrong on the server. Try again; if it keeps happening, check the server log.",
     });
   }
-  file.exec("DROP TRIGGER refuse_export");
+  undo();
   assert.deepEqual((await owner.json("GET", `${base}/export`)).body.secrets, [{ key: "GUARDED", value: "guarded-value-01" }]);
 });

@@ -5,6 +5,7 @@ import { type TestContext, test } from "node:test";
 import { type Client, runMain } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
 import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
+import { legacy } from "./storage.ts";
 
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const CLI_SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
@@ -68,9 +69,7 @@ test("odd allowedCidrs forms are refused with 400 or matched as the IPv4 network
   // A list an older version accepted is refused with the one 401, not a 500 on every request.
   const stored = await requestToken(team.owner, team.projectId, account.id, { name: "stored", allowedCidrs: ["127.0.0.0/8"] });
   assert.equal((await me(team, stored.body.token)).status, 200);
-  team.server.app.db.$client
-    .prepare("UPDATE service_tokens SET allowed_cidrs = ? WHERE id = ?")
-    .run(JSON.stringify(["fe80::1%eth0", "127.0.0.0/08", "::ffff:127.0.0.1/90"]), stored.body.tokenInfo.id);
+  legacy.setAllowedCidrs(team.server, stored.body.tokenInfo.id, ["fe80::1%eth0", "127.0.0.0/08", "::ffff:127.0.0.1/90"]);
   assert.deepEqual(await me(team, stored.body.token).then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
   // The owner's session is unaffected.
   assert.equal((await team.owner.json("GET", `${serviceAccountsPath(team.projectId)}/${account.id}`)).status, 200);

@@ -3,6 +3,7 @@ import { type TestContext, test } from "node:test";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { auditEvents, type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { addMember, createSecret } from "./secrets-helpers.ts";
+import { writeIntegrationRow } from "./storage.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 const DEV_SIGN_IN_NOTE =
@@ -172,15 +173,8 @@ test("hosting integration status and last sync, with notes when it needs attenti
 
   // The connection row as the integration writes it (its endpoints need a Vercel fake; the
   // overview only reads status and last sync). The token and hook are counted as records, beside the data key.
-  const sqlite = server.app.db.$client;
   const now = server.clock.now().toISOString();
-  sqlite
-    .prepare(
-      `INSERT INTO integrations (project_id, provider, status, token_ciphertext, token_key_version, hook_ciphertext, hook_key_version,
-         last_sync_at, last_sync_status, created_at, updated_at)
-       VALUES (?, 'vercel', 'active', x'00', 1, x'00', 1, ?, 'ok', ?, ?)`,
-    )
-    .run(project.id, now, now, now);
+  writeIntegrationRow(server, project.id, { status: "active", lastSyncStatus: "ok", lastSyncAt: now });
   const active = await overview(alice, project.id);
   assert.deepEqual(active.integrations, {
     // Written without connected_by, as connections made before it was recorded: nobody to check, never paused.
@@ -198,17 +192,17 @@ test("hosting integration status and last sync, with notes when it needs attenti
   assert.deepEqual(active.encryption.records, { total: 3, onCurrentKeyVersion: 3, other: 0 });
   assert.deepEqual(active.notes, [DEV_SIGN_IN_NOTE]);
 
-  sqlite.prepare("UPDATE integrations SET last_sync_status = 'failed' WHERE project_id = ?").run(project.id);
+  writeIntegrationRow(server, project.id, { status: "active", lastSyncStatus: "failed", lastSyncAt: now });
   assert.deepEqual((await overview(alice, project.id)).notes, [
     DEV_SIGN_IN_NOTE,
     "The last Vercel sync failed. Open the integration to see the error, then sync again.",
   ]);
-  sqlite.prepare("UPDATE integrations SET last_sync_status = 'partial' WHERE project_id = ?").run(project.id);
+  writeIntegrationRow(server, project.id, { status: "active", lastSyncStatus: "partial", lastSyncAt: now });
   assert.deepEqual((await overview(alice, project.id)).notes, [
     DEV_SIGN_IN_NOTE,
     "The last Vercel sync left some variables out. Open the integration to see which, then sync again.",
   ]);
-  sqlite.prepare("UPDATE integrations SET status = 'attention' WHERE project_id = ?").run(project.id);
+  writeIntegrationRow(server, project.id, { status: "attention", lastSyncStatus: "partial", lastSyncAt: now });
   const attention = await overview(alice, project.id);
   assert.equal(attention.integrations.hosting.status, "attention");
   assert.deepEqual(attention.notes, [

@@ -6,13 +6,11 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
-import path from "node:path";
 import { type TestContext, test } from "node:test";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
+import { auditRows } from "./storage.ts";
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -287,9 +285,9 @@ test("the audit list follows the chain: events written through both processes at
   } while (cursor);
 
   // The chain itself is storage: read from the file, as `audit verify` walks it.
-  const sqlite = new Database(path.join(s.dataDir, DATABASE_FILE), { readonly: true });
-  const chain = sqlite.prepare("SELECT id FROM audit_events WHERE project_id = ? ORDER BY seq DESC").pluck().all(project.id) as string[];
-  sqlite.close();
+  const chain = auditRows(s.dataDir, { project_id: project.id })
+    .map((row) => row.id)
+    .reverse();
   // The project's creation, 11 secrets created and 30 values revealed.
   assert.equal(chain.length, 42);
   assert.deepEqual(listed, chain);

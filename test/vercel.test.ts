@@ -1,11 +1,9 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import path from "node:path";
 import { type TestContext, test } from "node:test";
-import Database from "better-sqlite3";
-import { DATABASE_FILE } from "../src/core/db.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
-import { type Client, startServer, type TestServer } from "./helpers.ts";
+import { type AuditRow, auditEvents, automaticRunElsewhere, type Client, startServer, type TestServer } from "./helpers.ts";
+import { auditRows, rowCount, setSyncLock, storedRows } from "./storage.ts";
 
 // The Vercel integration and its sync engine, against a fake Vercel API (test/fake-vercel.ts).
 
@@ -77,23 +75,14 @@ async function addSecret(s: Setup, environment: string, key: string, value: stri
   return res.body.secret.id as string;
 }
 
-interface AuditRow {
-  action: string;
-  actor: string | null;
-  metadata: Record<string, unknown>;
+/** The project's integration events, oldest first, as its owner reads the audit log. */
+function integrationEvents(s: Setup): Promise<AuditRow[]> {
+  return auditEvents(s.owner, s.projectId, "integration.");
 }
 
-function auditEvents(server: TestServer, projectId: string, prefix = "integration."): AuditRow[] {
-  const rows = server.app.db.$client
-    .prepare("SELECT action, actor_user_id AS actor, metadata FROM audit_events WHERE project_id = ? AND action LIKE ? ORDER BY seq")
-    .all(projectId, `${prefix}%`) as { action: string; actor: string | null; metadata: string }[];
-  return rows.map((r) => ({ ...r, metadata: JSON.parse(r.metadata) as Record<string, unknown> }));
-}
-
-function integrationRow(server: TestServer, projectId: string): Record<string, unknown> | undefined {
-  return server.app.db.$client.prepare("SELECT * FROM integrations WHERE project_id = ?").get(projectId) as
-    | Record<string, unknown>
-    | undefined;
+/** The connection as stored, to prove the token and hook are stored encrypted (or gone). */
+function integrationRow(s: Setup): Record<string, unknown> | undefined {
+  return storedRows(s.server, "integrations", { project_id: s.projectId })[0];
 }
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
@@ -153,8 +142,8 @@ test("connect: a token Vercel rejects is a 400 that never echoes it; an unreacha
   assert.deepEqual([unknownTeam.status, unknownTeam.body], [400, M.teamNotFound]);
 
   assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
-  assert.equal(integrationRow(s.server, s.projectId), undefined);
-  assert.equal(auditEvents(s.server, s.projectId).length, 0);
+  assert.equal(integrationRow(s), undefined);
+  assert.deepEqual(await integrationEvents(s), []);
 });
 
 test("connect: 502 when Vercel is down or answers 5xx", async (t) => {
@@ -168,7 +157,8 @@ test("connect: 502 when Vercel is down or answers 5xx", async (t) => {
   await s.fake.stop();
   const down = await s.owner.json("POST", s.base, { token: s.token });
   assert.deepEqual([down.status, down.body], [502, M.unreachable]);
-  assert.equal(integrationRow(s.server, s.projectId), undefined);
+  assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
+  assert.equal(integrationRow(s), undefined);
 });
 
 test("connect: a good token (and team) is checked with Vercel, stored encrypted, answered 201 with the connection", async (t) => {
@@ -207,11 +197,11 @@ test("connect: a good token (and team) is checked with Vercel, stored encrypted,
       ["GET", "/v2/teams", true],
     ],
   );
-  const row = integrationRow(s.server, s.projectId)!;
+  const row = integrationRow(s)!;
   assert.ok(Buffer.isBuffer(row.token_ciphertext));
   assert.ok(!(row.token_ciphertext as Buffer).toString("latin1").includes(s.token), "the token is encrypted at rest");
   assert.deepEqual(
-    auditEvents(s.server, s.projectId).map((e) => [e.action, e.actor, e.metadata]),
+    (await integrationEvents(s)).map((e) => [e.action, e.actor, e.metadata]),
     [["integration.connected", s.owner.user!.id, { provider: "vercel", teamId: "team_acme1234" }]],
   );
 
@@ -443,7 +433,7 @@ test("PUT: every rule of 4.4, then a valid link makes the connection active", as
   assert.equal(res.body.autoRedeploy, true);
   assert.equal(res.body.hookConfigured, true);
   assert.ok(!JSON.stringify(res.body).includes(hookPath.split("/").at(-1)!), "the hook URL is never returned");
-  const row = integrationRow(s.server, s.projectId)!;
+  const row = integrationRow(s)!;
   assert.ok(!(row.hook_ciphertext as Buffer).toString("latin1").includes(hookPath), "the hook is encrypted at rest");
 
   // Defaults: conflictPolicy skip, autoRedeploy false; an omitted hook is kept; by name works.
@@ -455,14 +445,14 @@ test("PUT: every rule of 4.4, then a valid link makes the connection active", as
   );
   const removed = await s.owner.json("PUT", s.base, { ...valid, deployHookUrl: null });
   assert.equal(removed.body.hookConfigured, false);
-  assert.equal(integrationRow(s.server, s.projectId)!.hook_ciphertext, null);
+  assert.equal(integrationRow(s)!.hook_ciphertext, null);
 
   // A team project needs its team.
   const team = await s.owner.json("PUT", s.base, { ...valid, hostProjectId: "prj_team", teamId: "team_acme1234" });
   assert.equal(team.status, 200, JSON.stringify(team.body));
   assert.deepEqual([team.body.hostProjectId, team.body.teamId], ["prj_team", "team_acme1234"]);
 
-  const updates = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.updated");
+  const updates = (await integrationEvents(s)).filter((e) => e.action === "integration.updated");
   assert.equal(updates.length, 5);
   assert.deepEqual(updates[1]!.metadata, {
     hostProjectId: "prj_web",
@@ -543,7 +533,7 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   assert.match(view.lastSyncAt, ISO_MS);
   assert.equal(view.lastError, null);
   assert.deepEqual(view.lastRun, again.body.summary);
-  const synced = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced");
+  const synced = (await integrationEvents(s)).filter((e) => e.action === "integration.synced");
   assert.deepEqual(synced[0]!.metadata, { trigger: "manual", created: 2, updated: 0, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
   assert.equal(synced[0]!.actor, s.owner.user!.id);
 });
@@ -642,7 +632,7 @@ test("automatic sync: a secret change in a mapped environment increments pending
   const hookRequest = s.fake.requests.find((r) => r.path.startsWith("/v1/integrations/deploy/"))!;
   assert.equal(hookRequest.authorization, undefined, "no token is sent to a deploy hook");
 
-  const events = auditEvents(s.server, s.projectId);
+  const events = await integrationEvents(s);
   const synced = events.filter((e) => e.action === "integration.synced");
   assert.equal(synced.length, 1);
   assert.deepEqual([synced[0]!.actor, synced[0]!.metadata.trigger], [null, "automatic"]);
@@ -666,7 +656,7 @@ test("automatic sync: changes that land during a run are picked up by a follow-u
   const done = await settled(s);
   assert.equal(done.pending, 0);
   assert.equal(s.fake.envFor("prj_web", "DURING_TWO", "development")!.value, "value-during-run");
-  assert.equal(auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced").length, 2);
+  assert.equal((await integrationEvents(s)).filter((e) => e.action === "integration.synced").length, 2);
 });
 
 test("redeploy: POST /sync { redeploy: true } calls the deploy hook once after a successful sync", async (t) => {
@@ -701,7 +691,7 @@ test("redeploy: POST /sync { redeploy: true } calls the deploy hook once after a
   assert.equal(missing.body.summary.deployment.ok, false);
   assert.equal(missing.body.summary.deployment.error, "Vercel did not find the deploy hook. Add a new deploy hook URL.");
   assert.equal(s.fake.requests.filter((r) => r.path.startsWith("/v1/integrations/deploy/")).length, 2);
-  assert.equal(auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.redeployed").length, 1);
+  assert.equal((await integrationEvents(s)).filter((e) => e.action === "integration.redeployed").length, 1);
 });
 
 test("attention: a token Vercel rejects during a sync moves the connection to attention; reconnecting leaves it", async (t) => {
@@ -714,7 +704,7 @@ test("attention: a token Vercel rejects during a sync moves the connection to at
   assert.equal(view.lastError, M.savedTokenRejected.error);
   assert.equal(view.lastSyncStatus, "failed");
   assert.equal(view.syncing, false);
-  const failedEvents = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.sync_failed");
+  const failedEvents = (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed");
   assert.deepEqual(
     failedEvents.map((e) => e.metadata),
     [{ trigger: "manual", error: M.savedTokenRejected.error }],
@@ -726,8 +716,14 @@ test("attention: a token Vercel rejects during a sync moves the connection to at
   // Changes wait while the connection needs attention...
   await addSecret(s, "development", "WAITING_KEY", "waiting-value");
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  const requestsBefore = s.fake.requests.length;
+  const marker = await automaticRunElsewhere(s.owner, s.fake);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1, "no automatic run in attention");
+  assert.deepEqual(
+    s.fake.requests.slice(requestsBefore).filter((r) => r.authorization !== `Bearer ${marker.token}`),
+    [],
+    "nothing of this project reached Vercel",
+  );
 
   // ...and go out once a new token is connected; the link is kept.
   const fresh = newToken();
@@ -755,8 +751,7 @@ test("one sync at a time: a second sync answers 409 while one runs, and a sync a
   assert.equal((await s.owner.json("GET", s.base)).body.syncing, false);
 
   // A lock this process does not hold: honoured while recent, taken over once far too old.
-  const lock = s.server.app.db.$client.prepare("UPDATE integrations SET sync_started_at = ? WHERE project_id = ?");
-  lock.run(new Date(s.server.clock.now().getTime() - 60_000).toISOString(), s.projectId);
+  setSyncLock(s.server, s.projectId, new Date(s.server.clock.now().getTime() - 60_000).toISOString());
   const recent = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([recent.status, recent.body], [409, M.busy]);
   s.server.clock.advance(2 * 60 * 60 * 1000);
@@ -766,17 +761,11 @@ test("one sync at a time: a second sync answers 409 while one runs, and a sync a
 
   // The lock lives in the database: simulate a process that died mid-sync.
   await s.server.stop();
-  // Let the HTTP client see its kept-alive sockets close before the port is reused.
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  const sqlite = new Database(path.join(s.server.dataDir, DATABASE_FILE));
-  sqlite
-    .prepare("UPDATE integrations SET sync_started_at = ?, last_run = ? WHERE project_id = ?")
-    .run(
-      "2026-01-01T00:00:00.000Z",
-      JSON.stringify({ status: "running", trigger: "automatic", startedAt: "2026-01-01T00:00:00.000Z" }),
-      s.projectId,
-    );
-  sqlite.close();
+  setSyncLock(s.server.dataDir, s.projectId, "2026-01-01T00:00:00.000Z", {
+    status: "running",
+    trigger: "automatic",
+    startedAt: "2026-01-01T00:00:00.000Z",
+  });
   const restarted = await s.server.restart();
   t.after(() => restarted.stop());
   const owner = await restarted.signIn("owner@example.test");
@@ -838,7 +827,7 @@ test("a sync that ends after a disconnect and a new connection writes nothing in
   assert.equal(view.lastRun, null, "the new connection has not synced yet");
   assert.equal(view.hookConfigured, false);
   // The deployment did start at Vercel, so the log says so.
-  const redeployed = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.redeployed");
+  const redeployed = (await integrationEvents(s)).filter((e) => e.action === "integration.redeployed");
   assert.equal(redeployed.length, 1);
   assert.equal(redeployed[0]!.metadata.trigger, "manual");
 });
@@ -846,7 +835,7 @@ test("a sync that ends after a disconnect and a new connection writes nothing in
 test("a sync cut short by a disconnect still audits what it did at Vercel, and recreates nothing", async (t) => {
   // No automatic run: the manual one below must be the one that is cut short.
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
-  const syncedBefore = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced").length;
+  const syncedBefore = (await integrationEvents(s)).filter((e) => e.action === "integration.synced").length;
   await addSecret(s, "development", "LATE_KEY", "late-value");
   const held = s.fake.hold((r) => r.method === "POST" && r.path === "/v10/projects/prj_web/env");
   const run = s.owner.json("POST", `${s.base}/sync`);
@@ -855,11 +844,12 @@ test("a sync cut short by a disconnect still audits what it did at Vercel, and r
   held.release();
   assert.equal((await run).status, 200);
   assert.equal(s.fake.envFor("prj_web", "LATE_KEY", "development")!.value, "late-value");
-  const synced = auditEvents(s.server, s.projectId).filter((e) => e.action === "integration.synced");
+  const synced = (await integrationEvents(s)).filter((e) => e.action === "integration.synced");
   assert.equal(synced.length, syncedBefore + 1);
   assert.equal(synced.at(-1)!.metadata.created, 1);
-  assert.equal(integrationRow(s.server, s.projectId), undefined, "the deleted connection stays deleted");
-  assert.equal(s.server.app.db.$client.prepare("SELECT count(*) FROM integration_vars WHERE project_id = ?").pluck().get(s.projectId), 0);
+  assert.equal(integrationRow(s), undefined, "the deleted connection stays deleted");
+  // What we created at Vercel is remembered per connection; no endpoint lists it.
+  assert.equal(rowCount(s.server, "integration_vars", { project_id: s.projectId }), 0);
   assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
 });
 
@@ -931,11 +921,12 @@ test("DELETE removes the connection, its token and hook; vars at Vercel stay", a
   const res = await s.owner.json("DELETE", s.base);
   assert.deepEqual([res.status, res.body], [200, { ok: true }]);
   assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
-  assert.equal(integrationRow(s.server, s.projectId), undefined);
-  assert.equal(s.server.app.db.$client.prepare("SELECT count(*) FROM integration_vars").pluck().get(), 0);
+  assert.equal(integrationRow(s), undefined);
+  // What we created at Vercel is remembered per connection; no endpoint lists it.
+  assert.equal(rowCount(s.server, "integration_vars"), 0);
   assert.equal(s.fake.envFor("prj_web", "STAYS_AT_VERCEL", "production")!.value, "stays-value");
-  assert.deepEqual(auditEvents(s.server, s.projectId).at(-1)!.metadata, { provider: "vercel" });
-  assert.equal(auditEvents(s.server, s.projectId).at(-1)!.action, "integration.disconnected");
+  assert.deepEqual((await integrationEvents(s)).at(-1)!.metadata, { provider: "vercel" });
+  assert.equal((await integrationEvents(s)).at(-1)!.action, "integration.disconnected");
   // Changes after disconnecting schedule nothing.
   await addSecret(s, "production", "AFTER_DISCONNECT", "after-value");
   assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
@@ -984,7 +975,8 @@ test("the token and the deploy hook URL never appear in a response, a log line o
   await call("GET", s.base);
   assert.ok(s.fake.hookCalls.length >= 1);
 
-  const audit = s.server.app.db.$client.prepare("SELECT action, target_id, metadata FROM audit_events").all() as Record<string, string>[];
+  // Every stored event, of every project and none.
+  const audit = auditRows(s.server).map(({ action, target_id, metadata }) => ({ action, target_id, metadata }));
   const places: [string, string[]][] = [
     ["responses", responses],
     ["log lines", s.server.logs],

@@ -1,0 +1,447 @@
+// The one place tests touch the database: every other test reads state through the API, the
+// audit log and the server commands. What is here the API cannot show or do by design: what
+// lands on disk (hashes, ciphertexts), tampering an attacker with file access could do, a
+// failing write to prove atomicity, states no endpoint can reach, and counts no endpoint
+// lists. Each function says why. The statements are plain SQL that PostgreSQL accepts too,
+// except where a function says otherwise, so a PostgreSQL twin is one small change here.
+import fs from "node:fs";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { Worker } from "node:worker_threads";
+import Database from "better-sqlite3";
+import { DATABASE_FILE } from "../src/core/db.ts";
+import type { TestServer } from "./helpers.ts";
+
+/** A running test server, or the data folder of a stopped one (or of a copy of it). */
+export type Store = TestServer | string;
+
+type Value = string | number | bigint | Buffer | null;
+type Where = Record<string, Value>;
+type Row = Record<string, unknown>;
+
+function withDb<T>(store: Store, use: (db: Database.Database) => T): T {
+  if (typeof store !== "string") return use(store.app.db.$client);
+  const db = new Database(path.join(store, DATABASE_FILE), { fileMustExist: true });
+  try {
+    return use(db);
+  } finally {
+    db.close();
+  }
+}
+
+function whereClause(where: Where): { sql: string; params: Value[] } {
+  const names = Object.keys(where);
+  if (names.length === 0) return { sql: "", params: [] };
+  return {
+    sql: ` WHERE ${names.map((name) => (where[name] === null ? `${name} IS NULL` : `${name} = ?`)).join(" AND ")}`,
+    params: names.filter((name) => where[name] !== null).map((name) => where[name]!),
+  };
+}
+
+function remove(store: Store, table: string, where: Where): number {
+  const clause = whereClause(where);
+  return withDb(store, (db) => db.prepare(`DELETE FROM ${table}${clause.sql}`).run(...clause.params).changes);
+}
+
+function insert(store: Store, table: string, row: Record<string, Value>): void {
+  const names = Object.keys(row);
+  withDb(store, (db) =>
+    db.prepare(`INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`).run(...names.map((n) => row[n]!)),
+  );
+}
+
+function select(store: Store, table: string, columns: string, where: Where = {}, orderBy?: string): Row[] {
+  const clause = whereClause(where);
+  return withDb(store, (db) =>
+    db.prepare(`SELECT ${columns} FROM ${table}${clause.sql}${orderBy ? ` ORDER BY ${orderBy}` : ""}`).all(...clause.params),
+  ) as Row[];
+}
+
+function update(store: Store, table: string, set: Record<string, Value>, where: Where): number {
+  const names = Object.keys(set);
+  const clause = whereClause(where);
+  return withDb(
+    store,
+    (db) =>
+      db
+        .prepare(`UPDATE ${table} SET ${names.map((name) => `${name} = ?`).join(", ")}${clause.sql}`)
+        .run(...names.map((name) => set[name]!), ...clause.params).changes,
+  );
+}
+
+/**
+ * How many rows of `table` match `where` (every row without it). For "nothing was written"
+ * across every project and user, and for tables no endpoint lists (sessions, failures,
+ * tokens' hashes, the rows of a deleted project, events of no project).
+ */
+export function rowCount(store: Store, table: string, where: Where = {}): number {
+  return Number(select(store, table, "count(*) AS n", where)[0]!.n);
+}
+
+/**
+ * The audit table as stored, oldest first: with the chain's columns (seq, prev_hash, hash,
+ * mac_key_version) and the events of deleted projects and of no project, none of which the
+ * audit API shows.
+ */
+export function auditRows(store: Store, where: Where = {}): StoredAuditRow[] {
+  return select(store, "audit_events", "*", where, "seq") as unknown as StoredAuditRow[];
+}
+
+/**
+ * The environments a user holds a grant row for in a project. The API shows a non-member's
+ * grants nowhere and an owner's or admin's access as implicit whatever rows exist, so that
+ * grants went with a membership, or were never written for an admin, shows only here.
+ */
+export function grantRows(store: Store, projectId: string, userId: string): string[] {
+  return select(store, "environment_grants", "environment", { project_id: projectId, user_id: userId }, "environment").map(
+    (row) => row.environment as string,
+  );
+}
+
+/**
+ * A table's rows as stored, to prove what lands on disk (a hash and not the token, a
+ * ciphertext and not the value), which the API by design never shows.
+ */
+export function storedRows(store: Store, table: string, where: Where = {}): Record<string, any>[] {
+  return select(store, table, "*", where);
+}
+
+/**
+ * Sets a user's e-mail address and whether it is verified. Both come from the identity
+ * provider and no endpoint changes them; the development provider keys users by address and
+ * always verifies it, so a changed, missing or unverified address cannot be made by signing in.
+ */
+export function setUserEmail(store: Store, userId: string, email: string | null, verified = true): void {
+  update(store, "users", { email, email_verified: verified ? 1 : 0 }, { id: userId });
+}
+
+let failures = 0;
+
+/**
+ * Makes every insert into `table` (only those of `action`, for audit_events) fail as a full
+ * disk would, to prove a request's writes are one transaction: no endpoint can make the
+ * storage refuse a write. Returns the undo. SQLite-specific (a trigger); PostgreSQL needs a
+ * trigger function instead.
+ */
+export function failWritesTo(store: TestServer, table: string, options: { action?: string; message?: string } = {}): () => void {
+  const name = `test_fail_writes_${++failures}`;
+  const quote = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  const when = options.action === undefined ? "" : ` WHEN NEW.action = ${quote(options.action)}`;
+  withDb(store, (db) =>
+    db.exec(
+      `CREATE TRIGGER ${name} BEFORE INSERT ON ${table}${when} BEGIN SELECT RAISE(ABORT, ${quote(options.message ?? "disk full")}); END`,
+    ),
+  );
+  return () => withDb(store, (db) => db.exec(`DROP TRIGGER ${name}`));
+}
+
+/** A secret version's sealed value as stored (nonce, ciphertext, tag): the API only ever returns it opened. */
+export function storedCiphertext(store: Store, secretId: string, versionNumber: number): Buffer {
+  const [row] = select(store, "secret_versions", "ciphertext", { secret_id: secretId, version_number: versionNumber });
+  if (!row) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+  return Buffer.from(row.ciphertext as Uint8Array);
+}
+
+/**
+ * Overwrites a version's sealed value, as someone with write access to the database file
+ * could (a copied or flipped ciphertext must not open): no endpoint writes a ciphertext.
+ */
+export function setStoredCiphertext(store: Store, secretId: string, versionNumber: number, ciphertext: Buffer): void {
+  const changed = update(store, "secret_versions", { ciphertext }, { secret_id: secretId, version_number: versionNumber });
+  if (changed !== 1) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+}
+
+/** Makes a version a BASELINE record with no author: what an import from elsewhere writes, which no endpoint does. */
+export function markBaseline(store: Store, secretId: string, versionNumber: number): void {
+  update(store, "secret_versions", { change_type: "BASELINE", changed_by: null }, { secret_id: secretId, version_number: versionNumber });
+}
+
+/** Copies one project's wrapped data key over another's, as an attacker with the file could: the API never shows a key. */
+export function copyWrappedKey(store: Store, fromProjectId: string, toProjectId: string): void {
+  const [from] = select(store, "project_keys", "wrapped_key", { project_id: fromProjectId });
+  if (!from) throw new Error(`no key for project ${fromProjectId}`);
+  update(store, "project_keys", { wrapped_key: from.wrapped_key as Buffer }, { project_id: toProjectId });
+}
+
+/** The keyed digest stored beside a version's value (null when it has none): the API never shows it. */
+export function storedDigest(store: Store, secretId: string, versionNumber: number): string | null {
+  const [row] = select(store, "secret_versions", "digest", { secret_id: secretId, version_number: versionNumber });
+  if (!row) throw new Error(`no version ${versionNumber} of secret ${secretId}`);
+  return row.digest as string | null;
+}
+
+/** Removes a secret's stored digests, as versions written before digests existed have none: no endpoint writes one without. */
+export function clearDigests(store: Store, secretId: string): void {
+  update(store, "secret_versions", { digest: null }, { secret_id: secretId });
+}
+
+/**
+ * The master key versions the stored records use, per kind: the security overview counts
+ * records on the current version and others, not which versions nor per kind.
+ */
+export function keyVersionsInUse(store: Store): { values: number[]; projectKeys: number[]; integrations: number[] } {
+  const versions = (table: string, ...columns: string[]) =>
+    [...new Set(columns.flatMap((column) => select(store, table, `DISTINCT ${column} AS v`).map((row) => row.v as number | null)))]
+      .filter((v): v is number => v !== null)
+      .sort((a, b) => a - b);
+  return {
+    values: versions("secret_versions", "key_version"),
+    projectKeys: versions("project_keys", "key_version"),
+    integrations: versions("integrations", "token_key_version", "hook_key_version"),
+  };
+}
+
+/**
+ * Every column of every table of the migrated database, to prove each ciphertext column is
+ * known to the code that counts and re-encrypts them. SQLite-specific (sqlite_master and
+ * pragma_table_info); PostgreSQL's twin reads information_schema.columns.
+ */
+export function schemaColumns(store: Store): { table: string; name: string; type: string; isNotNull: number }[] {
+  return withDb(store, (db) => {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
+    return tables.flatMap((table) =>
+      (
+        db.prepare(`SELECT name, type, "notnull" AS isNotNull FROM pragma_table_info(?)`).all(table) as {
+          name: string;
+          type: string;
+          isNotNull: number;
+        }[]
+      ).map((column) => ({ table, ...column })),
+    );
+  });
+}
+
+/**
+ * Another connection to the file (another process, a CLI command say) takes the write lock,
+ * renames a secret's key, holds the lock for `holdMs` and commits: no endpoint holds a lock
+ * across requests. A worker thread, because the server, in this thread, blocks while it
+ * waits for the lock, so the hold cannot end on a signal from here. Resolves once the lock
+ * is held; `messages` records "locked" and then "committed". SQLite-specific (BEGIN IMMEDIATE).
+ */
+export async function renameKeyHoldingWriteLock(
+  server: TestServer,
+  from: string,
+  to: string,
+  holdMs: number,
+): Promise<{ messages: string[]; committed: Promise<void>; worker: Worker }> {
+  const worker = new Worker(
+    `const { workerData, parentPort } = require("node:worker_threads");
+     const Database = require(workerData.module);
+     const db = new Database(workerData.file);
+     db.pragma("busy_timeout = 5000");
+     db.exec("BEGIN IMMEDIATE");
+     db.prepare("UPDATE secrets SET key = ? WHERE key = ?").run(workerData.to, workerData.from);
+     parentPort.postMessage("locked");
+     Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.holdMs);
+     db.exec("COMMIT");
+     db.close();
+     parentPort.postMessage("committed");`,
+    {
+      eval: true,
+      workerData: {
+        module: createRequire(import.meta.url).resolve("better-sqlite3"),
+        file: path.join(server.dataDir, DATABASE_FILE),
+        from,
+        to,
+        holdMs,
+      },
+    },
+  );
+  const messages: string[] = [];
+  const committed = new Promise<void>((resolve, reject) => {
+    worker.on("message", (m: string) => {
+      messages.push(m);
+      if (m === "committed") resolve();
+    });
+    worker.on("error", reject);
+  });
+  await new Promise<void>((resolve, reject) => {
+    worker.once("message", () => resolve());
+    worker.once("error", reject);
+  });
+  return { messages, committed, worker };
+}
+
+/** An audit row as stored: the chain's columns beside the event's. */
+export interface StoredAuditRow {
+  seq: number;
+  id: string;
+  project_id: string | null;
+  at: string;
+  action: string;
+  category: string;
+  actor_user_id: string | null;
+  target_type: string;
+  target_id: string;
+  /** JSON, as written. */
+  metadata: string;
+  prev_hash: string;
+  hash: string;
+  mac_key_version: number | null;
+}
+
+type AuditRowChange = Partial<Omit<StoredAuditRow, "seq">>;
+
+/**
+ * Changes a stored audit event, as someone with write access to the database file could, to
+ * prove `audit verify` and retention notice: no endpoint edits the audit log.
+ */
+export function tamperAuditRow(store: Store, seq: number, change: AuditRowChange): void {
+  if (update(store, "audit_events", change, { seq }) !== 1) throw new Error(`no audit event #${seq}`);
+}
+
+/** Removes a stored audit event, as someone with write access to the file could: no endpoint removes one. */
+export function removeAuditRow(store: Store, seq: number): void {
+  if (remove(store, "audit_events", { seq }) !== 1) throw new Error(`no audit event #${seq}`);
+}
+
+/**
+ * Writes an audit row straight into the table, outside the writer and its chain: for the
+ * leak scan's own test, which needs an event holding text the writer would never let in.
+ */
+export function insertAuditRow(store: Store, row: Omit<StoredAuditRow, "seq" | "mac_key_version">): void {
+  insert(store, "audit_events", { ...row });
+}
+
+/** The audit log's retention checkpoint: the last pruned event, signed. */
+export interface AuditCheckpoint {
+  seq: number;
+  hash: string;
+  at: string;
+  pruned_before: string;
+  pruned_events: number;
+  mac_key_version: number;
+}
+
+/** The retention checkpoint as stored (undefined before the first pruning): no endpoint or command shows it whole. */
+export function auditCheckpoint(store: Store): AuditCheckpoint | undefined {
+  return select(store, "audit_checkpoint", "*")[0] as AuditCheckpoint | undefined;
+}
+
+/** Changes the retention checkpoint, as someone with write access to the file could, to prove verification notices. */
+export function tamperAuditCheckpoint(store: Store, change: Partial<AuditCheckpoint>): void {
+  update(store, "audit_checkpoint", change, {});
+}
+
+/** Removes the retention checkpoint, as someone with write access to the file could. */
+export function removeAuditCheckpoint(store: Store): void {
+  remove(store, "audit_checkpoint", {});
+}
+
+/**
+ * Marks a user disabled and nothing more. `users disable` also ends their sessions, so it
+ * cannot prove that the request path checks the mark itself, on a session still alive.
+ */
+export function markUserDisabled(store: Store, where: { id: string } | { email: string }): void {
+  if (update(store, "users", { disabled_at: new Date().toISOString() }, where) !== 1) throw new Error("no such user");
+}
+
+/**
+ * Writes a project's and a user's names as rows written before the server refused control
+ * characters would hold them: no endpoint accepts such text any more, and the CLI must
+ * still not let it drive a terminal.
+ */
+export function writeLegacyNames(store: Store, names: { projectId: string; projectName: string; userId: string; userName: string }): void {
+  update(store, "projects", { name: names.projectName }, { id: names.projectId });
+  update(store, "users", { name: names.userName }, { id: names.userId });
+}
+
+/**
+ * States an older server left behind, which no endpoint reaches any more: a member demoted
+ * without their invitations being voided, an invitation whose inviter is gone, a Vercel
+ * connection made before its connector was recorded, a service token's address list in a
+ * form an older version accepted.
+ */
+export const legacy = {
+  setRoleWithoutVoiding(store: Store, projectId: string, userId: string, role: string): void {
+    update(store, "memberships", { role }, { project_id: projectId, user_id: userId });
+  },
+  clearInviter(store: Store, invitationId: string): void {
+    update(store, "invitations", { invited_by: null }, { id: invitationId });
+  },
+  clearConnector(store: Store, projectId: string): void {
+    update(store, "integrations", { connected_by: null }, { project_id: projectId });
+  },
+  setAllowedCidrs(store: Store, tokenId: string, cidrs: string[]): void {
+    update(store, "service_tokens", { allowed_cidrs: JSON.stringify(cidrs) }, { id: tokenId });
+  },
+};
+
+/**
+ * A Vercel connection row with a given status and last sync, for the security overview,
+ * which only reads them: reaching each state through the fake Vercel takes a connection and
+ * a failing sync run per state. Written without a connector, as connections made before it
+ * was recorded; the token and hook are one byte each, counted as records, never opened.
+ */
+export function writeIntegrationRow(
+  store: Store,
+  projectId: string,
+  state: { status: string; lastSyncStatus: string; lastSyncAt: string },
+): void {
+  remove(store, "integrations", { project_id: projectId });
+  insert(store, "integrations", {
+    project_id: projectId,
+    provider: "vercel",
+    status: state.status,
+    token_ciphertext: Buffer.from([0]),
+    token_key_version: 1,
+    hook_ciphertext: Buffer.from([0]),
+    hook_key_version: 1,
+    last_sync_at: state.lastSyncAt,
+    last_sync_status: state.lastSyncStatus,
+    created_at: state.lastSyncAt,
+    updated_at: state.lastSyncAt,
+  });
+}
+
+/**
+ * Sets a Vercel connection's sync lock (and optionally its last run) as another server
+ * process, or one that died mid-sync, would have left it: one process cannot hold a lock it
+ * does not know about through the API.
+ */
+export function setSyncLock(store: Store, projectId: string, startedAt: string, lastRun?: Record<string, unknown>): void {
+  update(
+    store,
+    "integrations",
+    lastRun === undefined ? { sync_started_at: startedAt } : { sync_started_at: startedAt, last_run: JSON.stringify(lastRun) },
+    { project_id: projectId },
+  );
+}
+
+/**
+ * Checkpoints the write-ahead log and truncates it, so the next write must grow a file, as
+ * on a long-running server: the server does this itself only when idle. SQLite-specific.
+ */
+export function truncateWal(store: Store): void {
+  withDb(store, (db) => db.pragma("wal_checkpoint(TRUNCATE)"));
+}
+
+/** The connection's journal mode, synchronous level and foreign-key enforcement: settings no endpoint reports. SQLite-specific. */
+export function connectionSettings(server: TestServer): { journalMode: unknown; synchronous: unknown; foreignKeys: unknown } {
+  return withDb(server, (db) => ({
+    journalMode: db.pragma("journal_mode", { simple: true }),
+    synchronous: db.pragma("synchronous", { simple: true }),
+    foreignKeys: db.pragma("foreign_keys", { simple: true }),
+  }));
+}
+
+const FUTURE_MIGRATION = "from-the-future";
+
+/**
+ * Leaves what a newer version's migration would: a migration this code does not have, and
+ * its table. Returns the undo of the record (as restoring the pre-upgrade backup would; the
+ * table stays). Drizzle's migration journal in SQLite.
+ */
+export function migrateFromTheFuture(dataDir: string): () => void {
+  withDb(dataDir, (db) => {
+    const newest = db.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() as number;
+    db.prepare("INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)").run(FUTURE_MIGRATION, newest + 86_400_000);
+    db.prepare("CREATE TABLE from_the_future (id INTEGER)").run();
+  });
+  return () => remove(dataDir, "__drizzle_migrations", { hash: FUTURE_MIGRATION });
+}
+
+/** Copies the database of a stopped server into another data folder, to tamper with one and keep the other as it was. */
+export function copyDatabase(fromDataDir: string, toDataDir: string): void {
+  fs.copyFileSync(path.join(fromDataDir, DATABASE_FILE), path.join(toDataDir, DATABASE_FILE));
+}
