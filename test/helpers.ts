@@ -599,3 +599,17 @@ export function storeCookies(jar: Map<string, string>, res: Response): void {
     else jar.set(name, value);
   }
 }
+
+/**
+ * Polls `probe` until it gives a value (not undefined, not false) and returns it; fails naming
+ * `what` after `timeoutMs`. The one way tests wait for something that happens on its own.
+ */
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}

@@ -7,7 +7,7 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
-import { type Client, makeTempDir, ROOT, runMain, startServer, startServerProcess, type TestServer } from "./helpers.ts";
+import { type Client, makeTempDir, ROOT, runMain, startServer, startServerProcess, type TestServer, waitFor } from "./helpers.ts";
 import { truncateWal } from "./storage.ts";
 
 const DISK_FULL =
@@ -49,16 +49,6 @@ function fillDisk(dir: string): string {
     fs.closeSync(fd);
   }
   return filler;
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await fn();
-    if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 /** `secrets-server login` as a process, approved through the API by a browser session. */

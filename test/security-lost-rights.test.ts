@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
-import { automaticRunElsewhere, type Client, runMain, startServer, type TestServer } from "./helpers.ts";
+import { automaticRunElsewhere, type Client, runMain, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { addMember, createInvitation } from "./secrets-helpers.ts";
 import { legacy as olderServer } from "./storage.ts";
 
@@ -231,16 +231,6 @@ async function connectedByAlice(t: TestContext): Promise<VercelTeam> {
 async function addSecret(team: Team, key: string, value: string): Promise<void> {
   const res = await team.owner.json("POST", `/api/projects/${team.projectId}/environments/production/secrets`, { key, value });
   assert.equal(res.status, 201, JSON.stringify(res.body));
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 test("Vercel: the admin who connected is demoted; syncing pauses (visible, audited, nothing sent) until the owner reconnects", async (t) => {

@@ -8,19 +8,9 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
-import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess } from "./helpers.ts";
+import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess, waitFor } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { auditRows } from "./storage.ts";
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
 
 /** `serve` on PORT=0 on the test's data folder; its APP_URL follows the port it got. */
 function startProcess(t: TestContext, s: Setup): Promise<ServerProcess> {

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
-import { type AuditRow, auditEvents, automaticRunElsewhere, type Client, startServer, type TestServer } from "./helpers.ts";
+import { type AuditRow, auditEvents, automaticRunElsewhere, type Client, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { auditRows, rowCount, setSyncLock, storedRows } from "./storage.ts";
 
 // The Vercel integration and its sync engine, against a fake Vercel API (test/fake-vercel.ts).
@@ -83,16 +83,6 @@ function integrationEvents(s: Setup): Promise<AuditRow[]> {
 /** The connection as stored, to prove the token and hook are stored encrypted (or gone). */
 function integrationRow(s: Setup): Record<string, unknown> | undefined {
   return storedRows(s.server, "integrations", { project_id: s.projectId })[0];
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 /** Waits until no sync runs and nothing is pending, and returns the connection. */
