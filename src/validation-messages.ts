@@ -1,17 +1,17 @@
 import { PAGE_SIZE_MAX } from "./audit/audit.service.ts";
 import { INVALID_DEVICE_CODE, MALFORMED_USER_CODE } from "./cli-auth/cli-auth.service.ts";
-import type { ValidationMessages } from "./core/errors.ts";
+import { INVALID_FIELDS, type ValidationMessages } from "./core/errors.ts";
 import { MESSAGES as VERCEL } from "./integrations/vercel/vercel.service.ts";
 import { INVITATION_NOT_FOUND } from "./invitations/invitations.service.ts";
 import { IMPORT_TOO_LARGE, UNKNOWN_EXPORT_FORMAT } from "./secrets/secrets.routes.ts";
+import { VERSION_NOT_FOUND } from "./secrets/secrets.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./sign-in/passwords.ts";
 
-const INVALID_FIELDS = "invalid fields";
 const INVALID_REQUEST = "invalid request";
 const NOTHING_TO_UPDATE = "Nothing to update.";
 const INVALID_KEY_OR_VALUE = "invalid key or value";
 const BAD_EXPECTED_VERSION = "expectedVersion must be a positive integer.";
-const VERSION_NOT_FOUND = { status: 404, error: "Version not found." };
+const VERSION_NOT_FOUND_ANSWER = { status: 404, error: VERSION_NOT_FOUND };
 
 const AUDIT_FILTERS = {
   category: "Invalid category filter.",
@@ -45,9 +45,9 @@ export const VALIDATION_MESSAGES: ValidationMessages = {
   [`PATCH ${SECRETS}/secrets/:secretId`]: {
     body: { "#nothingToUpdate": NOTHING_TO_UPDATE, expectedVersion: BAD_EXPECTED_VERSION, "*": INVALID_KEY_OR_VALUE },
   },
-  [`GET ${SECRETS}/secrets/:secretId/versions/:versionNumber`]: { params: VERSION_NOT_FOUND },
+  [`GET ${SECRETS}/secrets/:secretId/versions/:versionNumber`]: { params: VERSION_NOT_FOUND_ANSWER },
   [`POST ${SECRETS}/secrets/:secretId/versions/:versionNumber/restore`]: {
-    params: VERSION_NOT_FOUND,
+    params: VERSION_NOT_FOUND_ANSWER,
     body: { expectedVersion: BAD_EXPECTED_VERSION, "*": INVALID_REQUEST },
   },
   [`GET ${SECRETS}/export`]: { querystring: UNKNOWN_EXPORT_FORMAT },

@@ -3,6 +3,9 @@ import { hasZodFastifySchemaValidationErrors, type ResponseSerializationError } 
 import { type StorageMonitor, storageCondition, storageMessage } from "./storage.ts";
 
 /** The one error type: a status and a message the client may read. */
+/** The API's answer to a body whose fields are not what the endpoint takes (api.md). */
+export const INVALID_FIELDS = "invalid fields";
+
 export class HttpError extends Error {
   constructor(
     readonly statusCode: number,

@@ -20,7 +20,7 @@ import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.rep
 export { NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
 export type { ImportSummary } from "./secrets.import.ts";
 
-const VERSION_NOT_FOUND = "Version not found.";
+export const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
 const ALREADY_CURRENT = "This version is already the current value.";
 

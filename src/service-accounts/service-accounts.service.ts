@@ -6,7 +6,7 @@ import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { type Db, writeTransaction } from "../core/db.ts";
-import { HttpError } from "../core/errors.ts";
+import { HttpError, INVALID_FIELDS } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
@@ -16,7 +16,6 @@ const TRUST_NOT_FOUND = "Trust not found.";
 const ACCOUNT_NAME_TAKEN = "A service account with this name already exists.";
 const TOO_MANY_TOKENS = "This service account already has 20 tokens. Revoke one first.";
 const TOO_MANY_TRUSTS = "This service account already has 10 trusts. Remove one first.";
-const INVALID_FIELDS = "invalid fields";
 
 const MAX_LIVE_TOKENS = 20;
 const MAX_TRUSTS = 10;
