@@ -146,15 +146,36 @@ async function start(): Promise<Cluster> {
     // UTF-8 and the C locale whatever the machine's: the same cluster on every machine, and
     // initdb needs no locale to be installed.
     await run(c, "initdb", ["-D", dataDir, "-A", "trust", "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--no-locale"]);
-    // Durability is of no use to a cluster deleted at the end of the run.
-    const options = `-k '${dir}' -c listen_addresses='' -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
-    await run(c, "pg_ctl", ["-D", dataDir, "-l", path.join(dir, "server.log"), "-w", "-o", options, "start"]);
+    await run(c, "pg_ctl", startArgs(c));
   } catch (error) {
     const log = readLog(dir);
     stopPostgres();
     throw new Error(`${(error as Error).message}${log ? `\nserver log:\n${log}` : ""}`);
   }
   return c;
+}
+
+/** pg_ctl's arguments that start the cluster's server (again). */
+function startArgs(c: Cluster): string[] {
+  // Durability is of no use to a cluster deleted at the end of the run.
+  const options = `-k '${c.dir}' -c listen_addresses='' -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
+  return ["-D", c.dataDir, "-l", path.join(c.dir, "server.log"), "-w", "-o", options, "start"];
+}
+
+/**
+ * Stops the running cluster's server and keeps its data, for an outage test: "fast" as an
+ * operator's restart does, so open connections are told the server is shutting down (57P01)
+ * and new ones find no socket. startCluster() brings it back with the same databases.
+ */
+export async function stopCluster(): Promise<void> {
+  const c = await ensureCluster();
+  await run(c, "pg_ctl", ["-D", c.dataDir, "-m", "fast", "-w", "stop"]);
+}
+
+/** Starts the server stopped by stopCluster() again (pg_ctl -w: it accepts connections on return). */
+export async function startCluster(): Promise<void> {
+  const c = await ensureCluster();
+  await run(c, "pg_ctl", startArgs(c));
 }
 
 function readLog(dir: string): string {

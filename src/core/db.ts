@@ -183,10 +183,13 @@ function refuseNewerDatabase(db: Db, migrations: MigrationMeta[]): void {
   const newestApplied = Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0);
   const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
   if (newestApplied > newestKnown) {
-    throw new ConfigError(
-      "The database in DATA_DIR was upgraded by a newer version of secrets-server, which this version cannot use. Run the newer version, or restore the backup taken before the upgrade.",
-    );
+    throw new ConfigError(newerDatabaseMessage("in DATA_DIR"));
   }
+}
+
+/** The refusal of a database a newer version migrated, one sentence for both stores (core/postgres.ts too). */
+export function newerDatabaseMessage(where: "in DATA_DIR" | "at DATABASE_URL"): string {
+  return `The database ${where} was upgraded by a newer version of secrets-server, which this version cannot use. Run the newer version, or restore the backup taken before the upgrade.`;
 }
 
 /**

@@ -9,7 +9,7 @@ import { type Db, probeDatabaseWrite } from "./db.ts";
  * operator has acted, so they answer 503 with Retry-After (the CLI's `--fallback` engages)
  * instead of the generic 500, and they are logged once a minute instead of per request.
  */
-export type StorageCondition = "full" | "io" | "readonly" | "busy";
+export type StorageCondition = "full" | "io" | "readonly" | "busy" | "unreachable";
 
 interface ConditionText {
   /** For the client: what is wrong and when to retry. */
@@ -46,13 +46,21 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
       "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
     retryAfterSeconds: 5,
   },
+  unreachable: {
+    message:
+      "The server cannot reach its database: nothing was saved, and nothing that must be audited can be read. Try again in a few seconds.",
+    operator:
+      "The PostgreSQL database of DATABASE_URL cannot be reached (stopped, restarting, failing over, or the network): requests answer 503 until it answers again, and the server reconnects by itself (no restart needed).",
+    retryAfterSeconds: 5,
+  },
 };
 
 /**
  * The storage condition behind an error, if any. better-sqlite3 throws SqliteError with the
  * extended code (SQLITE_IOERR_FSYNC, SQLITE_READONLY_DBMOVED, ...); drizzle wraps it in
  * DrizzleQueryError with the original as `cause`. Node's own file errors (the health
- * probe's file) map by errno.
+ * probe's file) map by errno. A PostgreSQL that cannot be reached is a condition of the
+ * machine too.
  */
 export function storageCondition(error: unknown): StorageCondition | undefined {
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
@@ -62,6 +70,8 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     if (code.startsWith("SQLITE_IOERR") || code === "EIO") return "io";
     if (code.startsWith("SQLITE_READONLY") || code === "EROFS") return "readonly";
     if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "busy";
+    // core/postgres.ts's DatabaseUnavailableError (named by its code: this file stays free of pg).
+    if (code === "DATABASE_UNAVAILABLE") return "unreachable";
   }
   return undefined;
 }

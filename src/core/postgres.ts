@@ -1,0 +1,359 @@
+// The PostgreSQL connection layer (DATABASE_URL): a pool, transactions with the contract of
+// core/db.ts (writeTransaction, readTransaction, onRollback, nested savepoints), migrations
+// under a lock, and one error type for "the database cannot be reached". The repos are not
+// ported yet; this is what they will run on.
+import { AsyncLocalStorage } from "node:async_hooks";
+import fs from "node:fs";
+import path from "node:path";
+import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
+import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
+import pg from "pg";
+import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
+import { ConfigError } from "./config.ts";
+import { newerDatabaseMessage } from "./db.ts";
+import * as schema from "./schema.pg.ts";
+
+export type PgDb = NodePgDatabase<typeof schema>;
+
+/** What a statement runs on: the pool outside a transaction, the transaction's client inside one. */
+export type PgQueryable = pg.Pool | pg.PoolClient;
+
+export interface PgStore {
+  readonly pool: pg.Pool;
+  /** The current transaction's client when called inside one (across its awaits), else the pool. */
+  client(): PgQueryable;
+  /** drizzle over client(): the same object inside and outside a transaction, routed per statement. */
+  db(): PgDb;
+  /** Ends every connection of the pool. */
+  close(): Promise<void>;
+}
+
+export interface PostgresOptions {
+  /** Connections this server keeps at most (PostgreSQL's max_connections is shared by every server). */
+  poolSize?: number;
+  /** A statement running longer is cancelled by the server (a write waiting for the write lock included). */
+  statementTimeoutMs?: number;
+  /** How long a new connection may take before the request fails as "database unavailable". */
+  connectionTimeoutMs?: number;
+  /** A CA certificate (PEM file) the server's certificate must chain to. */
+  caFile?: string;
+}
+
+export const DEFAULT_POOL_SIZE = 10;
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+export const DEFAULT_CONNECTION_TIMEOUT_MS = 5_000;
+
+/*
+ * Advisory lock keys, in the two-integer form so they cannot collide with a one-key lock
+ * another application takes on the same database: the first is "SECR" in ASCII, the second
+ * names the lock.
+ */
+const LOCK_CLASS = 0x53454352;
+const WRITE_LOCK = 1;
+const MIGRATION_LOCK = 2;
+
+/**
+ * The database cannot be reached: refused, gone mid-statement, shutting down, or not
+ * answering within the connection timeout. A condition of the machine, not of the request:
+ * core/storage.ts answers it 503 with Retry-After (code DATABASE_UNAVAILABLE), and the pool
+ * opens fresh connections once PostgreSQL is back.
+ */
+export class DatabaseUnavailableError extends Error {
+  readonly code = "DATABASE_UNAVAILABLE";
+  constructor(cause: unknown) {
+    // pg's own sentence (an address and an errno, never a password or a statement) for the log.
+    super(`The database cannot be reached: ${cause instanceof Error ? cause.message : String(cause)}`, { cause });
+    this.name = "DatabaseUnavailableError";
+  }
+}
+
+/** Whether `error` (or what it wraps: drizzle wraps a failed query in DrizzleQueryError) means the database is out of reach. */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    if (current instanceof DatabaseUnavailableError || isConnectionError(current)) return true;
+  }
+  return false;
+}
+
+/** Socket errors of a connection that is refused, cut or unreachable. */
+const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENOTFOUND", "EAI_AGAIN"]);
+
+/**
+ * pg throws these without a code, so only the sentence tells them apart: the server closed
+ * the connection, the connection timeout passed (pool or client), a client already broken
+ * is used, or the server did not answer a statement in time (query_timeout).
+ */
+const PG_CONNECTION_MESSAGES = [
+  /^Connection terminated/,
+  /^timeout exceeded when trying to connect$/,
+  /is not queryable$/,
+  /^Query read timeout$/,
+];
+
+function isConnectionError(error: unknown): boolean {
+  const { code, syscall, message } = error as { code?: unknown; syscall?: unknown; message?: unknown };
+  if (typeof code === "string") {
+    if (SOCKET_CODES.has(code)) return true;
+    // A Unix socket whose server is stopped: the socket file is gone.
+    if (code === "ENOENT" && syscall === "connect") return true;
+    // SQLSTATE class 08 (connection exception); 57P01-57P03: the server is shutting down,
+    // crashed or is still starting (admin_shutdown, crash_shutdown, cannot_connect_now).
+    if (/^08[0-9A-Z]{3}$/.test(code) || code === "57P01" || code === "57P02" || code === "57P03") return true;
+  }
+  return typeof message === "string" && PG_CONNECTION_MESSAGES.some((pattern) => pattern.test(message));
+}
+
+function asUnavailable(error: unknown): unknown {
+  return !(error instanceof DatabaseUnavailableError) && isConnectionError(error) ? new DatabaseUnavailableError(error) : error;
+}
+
+/** Makes `target.query` reject with DatabaseUnavailableError where the connection is at fault (promise form only, which drizzle uses). */
+function convertQueryErrors(target: { query: unknown }): void {
+  const original = (target.query as (...args: unknown[]) => unknown).bind(target);
+  target.query = (...args: unknown[]) => {
+    const result = original(...args);
+    if (result instanceof Promise) {
+      return result.catch((error: unknown) => {
+        throw asUnavailable(error);
+      });
+    }
+    return result;
+  };
+}
+
+/**
+ * The CA file is added to the URL as libpq's sslrootcert, so that pg reads it together with
+ * the URL's sslmode: pg lets a connection string's TLS settings replace an `ssl` option
+ * given beside it, and would drop the CA. Without an sslmode, a CA file means verify-full.
+ */
+function withCaFile(url: string, caFile: string | undefined): string {
+  if (caFile === undefined) return url;
+  // Read once here, so a missing or unreadable file stops the start with its name.
+  try {
+    fs.accessSync(caFile, fs.constants.R_OK);
+  } catch (error) {
+    throw new ConfigError(`The CA file ${caFile} cannot be read: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+  }
+  return `${url}${url.includes("?") ? "&" : "?"}sslrootcert=${encodeURIComponent(caFile)}`;
+}
+
+const rollbackListeners = new WeakMap<PgStore, (() => void)[]>();
+
+/** Opens a pool to `url` (nothing connects until the first statement). */
+export function openPostgres(url: string, options: PostgresOptions = {}): PgStore {
+  const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
+  const connectionTimeoutMs = options.connectionTimeoutMs ?? DEFAULT_CONNECTION_TIMEOUT_MS;
+  const pool = new pg.Pool({
+    connectionString: withCaFile(url, options.caFile),
+    max: options.poolSize ?? DEFAULT_POOL_SIZE,
+    connectionTimeoutMillis: connectionTimeoutMs,
+    // Set at connection start: the server cancels a statement that runs too long.
+    statement_timeout: statementTimeoutMs,
+    // A server that vanishes without closing the socket (a failover, a cut network) answers
+    // nothing: the client gives up a little after the server would have cancelled.
+    query_timeout: statementTimeoutMs + connectionTimeoutMs,
+    keepAlive: true,
+  });
+  // A connection that breaks while idle in the pool (PostgreSQL restarted, a failover) is
+  // reported here; without a listener it would end the process. The pool has already
+  // dropped it, and the next statement opens a fresh one.
+  pool.on("error", () => {});
+  pool.on("connect", (client) => convertQueryErrors(client));
+  convertQueryErrors(pool);
+
+  let routed: PgDb;
+  const store: PgStore = {
+    pool,
+    client: () => currentTransaction(store)?.client ?? pool,
+    db: () => routed,
+    close: () => pool.end(),
+  };
+  // One drizzle instance whose "client" sends each statement to client(): repos hold one
+  // db and still run inside the caller's transaction.
+  const router = { query: (...args: unknown[]) => (store.client().query as (...a: unknown[]) => unknown)(...args) };
+  routed = drizzle({ client: router as unknown as pg.Pool, schema });
+  // drizzle's own transaction would send BEGIN and the statements after it to different
+  // connections of the pool: only pgWriteTransaction / pgReadTransaction may be used.
+  routed.transaction = () => {
+    throw new Error("use pgWriteTransaction or pgReadTransaction (core/postgres.ts), not drizzle's transaction()");
+  };
+  return store;
+}
+
+/*
+ * Transactions. Unlike SQLite's single connection, each transaction takes its own
+ * connection from the pool, so nothing needs to wait for the connection itself: readers
+ * never wait, and a statement outside a transaction runs on the pool at once. The running
+ * transaction is found with AsyncLocalStorage (across its awaits), so the repos' calls made
+ * by fn run inside it; `open` turns false when it ends, so work it left behind (a promise
+ * settling later) goes to the pool.
+ */
+
+interface OpenTransaction {
+  store: PgStore;
+  client: pg.PoolClient;
+  write: boolean;
+  open: boolean;
+  /** A nested transaction (savepoint) under way: two at once would undo each other's work. */
+  nested: boolean;
+  /** A nested rollback that failed leaves the transaction aborted: it must not report a commit. */
+  failed?: unknown;
+}
+
+const insideTransaction = new AsyncLocalStorage<OpenTransaction>();
+
+function currentTransaction(store: PgStore): OpenTransaction | undefined {
+  const current = insideTransaction.getStore();
+  return current?.open === true && current.store === store ? current : undefined;
+}
+
+function rolledBack(store: PgStore): void {
+  for (const listener of rollbackListeners.get(store) ?? []) listener();
+}
+
+async function connect(store: PgStore): Promise<pg.PoolClient> {
+  try {
+    return await store.pool.connect();
+  } catch (error) {
+    throw asUnavailable(error);
+  }
+}
+
+async function nestedTransaction<T>(outer: OpenTransaction, write: boolean, fn: () => T | Promise<T>): Promise<T> {
+  // A read transaction is READ ONLY: a write inside it would fail at its first statement.
+  if (write && !outer.write) throw new Error("a write transaction cannot run inside a read transaction");
+  if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
+  outer.nested = true;
+  try {
+    // A savepoint, so a failure caught by the outer code undoes only the inner part.
+    await outer.client.query("SAVEPOINT nested");
+    const result = await fn();
+    await outer.client.query("RELEASE SAVEPOINT nested");
+    return result;
+  } catch (error) {
+    try {
+      await outer.client.query("ROLLBACK TO SAVEPOINT nested");
+      await outer.client.query("RELEASE SAVEPOINT nested");
+    } catch (rollbackError) {
+      // The outer transaction is now aborted: PostgreSQL would answer its COMMIT with a
+      // silent ROLLBACK, so remember why and fail it.
+      outer.failed ??= rollbackError;
+    } finally {
+      rolledBack(outer.store);
+    }
+    throw error;
+  } finally {
+    outer.nested = false;
+  }
+}
+
+async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>): Promise<T> {
+  const outer = currentTransaction(store);
+  if (outer) return nestedTransaction(outer, write, fn);
+  const client = await connect(store);
+  // A connection that breaks while checked out reports here (no listener would end the
+  // process); it is then destroyed rather than given back to the pool.
+  let broken: unknown;
+  const onError = (error: unknown) => {
+    broken ??= error;
+  };
+  client.on("error", onError);
+  const current: OpenTransaction = { store, client, write, open: true, nested: false };
+  try {
+    if (write) {
+      await client.query("BEGIN");
+      await client.query(`SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`);
+    } else {
+      await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    }
+    const result = await insideTransaction.run(current, fn);
+    if (current.failed !== undefined) throw current.failed;
+    const done = await client.query("COMMIT");
+    // fn caught a failed statement itself and went on: PostgreSQL rolled everything back.
+    if (done.command === "ROLLBACK") throw new Error("the transaction was rolled back: a statement in it failed");
+    return result;
+  } catch (error) {
+    try {
+      await client.query("ROLLBACK");
+    } catch (rollbackError) {
+      // Not hiding the error that caused the rollback; the connection is not reused.
+      broken ??= rollbackError;
+    } finally {
+      // Any rollback, a read's included, and a COMMIT whose answer was lost: a write may have been made inside it.
+      rolledBack(store);
+    }
+    throw error;
+  } finally {
+    current.open = false;
+    client.off("error", onError);
+    client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
+  }
+}
+
+/**
+ * Runs fn in one transaction that first takes a cluster-wide advisory lock: one writer at a
+ * time across every server, as SQLite's BEGIN IMMEDIATE gives one writer per file. So a
+ * check-then-write (name taken, stale version), the audit hash chain's head and an
+ * optimistic version check behave exactly as on SQLite, with no service having to be
+ * rewritten around row locks or SERIALIZABLE retries. The trade-off: writes do not run in
+ * parallel, and a write holds the lock for its network round trips (reads never wait for
+ * it). READ COMMITTED on purpose: each statement sees what was committed before it started,
+ * so the first statement after the lock sees the previous writer's commit; a REPEATABLE READ
+ * snapshot would be taken by the lock statement itself, before the previous writer let go.
+ * A lone statement outside a transaction is not under the lock: check-then-write needs this.
+ */
+export function pgWriteTransaction<T>(store: PgStore, fn: () => T | Promise<T>): Promise<T> {
+  return transaction(store, true, fn);
+}
+
+/** Reads in one snapshot (REPEATABLE READ READ ONLY): no lock, and commits made meanwhile stay out of sight. */
+export function pgReadTransaction<T>(store: PgStore, fn: () => T | Promise<T>): Promise<T> {
+  return transaction(store, false, fn);
+}
+
+/** Whether the caller runs inside a transaction of this store. */
+export function inPgTransaction(store: PgStore): boolean {
+  return currentTransaction(store) !== undefined;
+}
+
+/** Called after any transaction of this store rolled back (for caches of rows it wrote). */
+export function onPgRollback(store: PgStore, listener: () => void): void {
+  const list = rollbackListeners.get(store) ?? [];
+  list.push(listener);
+  rollbackListeners.set(store, list);
+}
+
+function loadPostgresMigrations(): MigrationMeta[] {
+  if (isSingleExecutable()) return JSON.parse(readAsset("migrations-postgres.json").toString("utf8")) as MigrationMeta[];
+  return readMigrationFiles({ migrationsFolder: path.join(sourceRoot(), "migrations", "postgres") });
+}
+
+/**
+ * Applies migrations/postgres under a session advisory lock, so servers starting together
+ * migrate once: the others wait, then find nothing left to apply. The lock's connection is
+ * closed afterwards rather than returned, which frees the lock whatever happened.
+ */
+export async function migratePostgres(store: PgStore): Promise<void> {
+  const migrations = loadPostgresMigrations();
+  const client = await connect(store);
+  try {
+    await client.query(`SELECT pg_advisory_lock(${LOCK_CLASS}, ${MIGRATION_LOCK})`);
+    await refuseNewerPostgres(client, migrations);
+    // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
+    const db = drizzle({ client });
+    const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
+    await internals.dialect.migrate(migrations, internals.session, {});
+  } finally {
+    client.release(true);
+  }
+}
+
+/** As db.ts's refuseNewerDatabase: drizzle says nothing when the database is ahead of the code. */
+async function refuseNewerPostgres(client: pg.PoolClient, migrations: MigrationMeta[]): Promise<void> {
+  const table = await client.query<{ t: string | null }>("SELECT to_regclass('drizzle.__drizzle_migrations')::text AS t");
+  if (table.rows[0]?.t == null) return;
+  const newest = await client.query<{ newest: string | null }>("SELECT max(created_at)::text AS newest FROM drizzle.__drizzle_migrations");
+  const newestApplied = Number(newest.rows[0]?.newest ?? 0);
+  const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
+  if (newestApplied > newestKnown) throw new ConfigError(newerDatabaseMessage("at DATABASE_URL"));
+}

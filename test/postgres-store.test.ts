@@ -1,0 +1,300 @@
+// The PostgreSQL connection layer (src/core/postgres.ts) against a real throwaway cluster:
+// transactions keep SQLite's contract across two pools on one database (two servers),
+// migrations run once under their lock, and an outage is one error type that the same pool
+// recovers from once PostgreSQL is back.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import net from "node:net";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { sql } from "drizzle-orm";
+import { ConfigError } from "../src/core/config.ts";
+import {
+  inPgTransaction,
+  isDatabaseUnavailable,
+  migratePostgres,
+  onPgRollback,
+  openPostgres,
+  type PgStore,
+  pgReadTransaction,
+  pgWriteTransaction,
+} from "../src/core/postgres.ts";
+import { storageCondition } from "../src/core/storage.ts";
+import { ROOT, waitFor } from "./helpers.ts";
+import { createDatabase, startCluster, stopCluster, usePostgres } from "./postgres.ts";
+
+const stores: PgStore[] = [];
+/** Two "servers": two pools on one database. */
+let a: PgStore;
+let b: PgStore;
+let rollbacks = 0;
+
+function open(url: string, options: Parameters<typeof openPostgres>[1] = {}): PgStore {
+  const store = openPostgres(url, { connectionTimeoutMs: 3000, ...options });
+  stores.push(store);
+  return store;
+}
+
+async function counter(store: PgStore, id: string): Promise<number | undefined> {
+  const result = await store.client().query<{ n: number }>("SELECT n FROM counters WHERE id = $1", [id]);
+  return result.rows[0]?.n;
+}
+
+before(async () => {
+  const url = await createDatabase();
+  a = open(url, { statementTimeoutMs: 7000 });
+  b = open(url);
+  await a.client().query("CREATE TABLE counters (id text PRIMARY KEY, n integer NOT NULL)");
+  onPgRollback(a, () => rollbacks++);
+});
+
+after(async () => {
+  await Promise.all(stores.map((store) => store.close()));
+});
+usePostgres();
+
+test("a write transaction commits through db() and client(); the statement timeout is set on the connections", async () => {
+  await pgWriteTransaction(a, async () => {
+    await a.db().execute(sql`INSERT INTO counters (id, n) VALUES ('commit', 1)`);
+    await a.client().query("UPDATE counters SET n = n + 1 WHERE id = 'commit'");
+  });
+  assert.equal(await counter(b, "commit"), 2);
+  assert.equal(rollbacks, 0);
+  const setting = await a.client().query<{ statement_timeout: string }>("SHOW statement_timeout");
+  assert.equal(setting.rows[0]?.statement_timeout, "7s");
+});
+
+test("a write transaction that throws rolls back, and the rollback listeners run", async () => {
+  const before = rollbacks;
+  await assert.rejects(
+    pgWriteTransaction(a, async () => {
+      await a.client().query("INSERT INTO counters (id, n) VALUES ('rolled-back', 1)");
+      throw new Error("refused by the service");
+    }),
+    /refused by the service/,
+  );
+  assert.equal(await counter(b, "rolled-back"), undefined);
+  assert.equal(rollbacks, before + 1);
+});
+
+test("a transaction whose failed statement was caught by its own code does not report a commit", async () => {
+  const before = rollbacks;
+  await assert.rejects(
+    pgWriteTransaction(a, async () => {
+      await a.client().query("INSERT INTO counters (id, n) VALUES ('swallowed', 1)");
+      await a
+        .client()
+        .query("INSERT INTO counters (id, n) VALUES ('swallowed', 2)")
+        .catch(() => {});
+    }),
+    /the transaction was rolled back: a statement in it failed/,
+  );
+  assert.equal(await counter(b, "swallowed"), undefined);
+  assert.equal(rollbacks, before + 1);
+});
+
+test("two write transactions on two pools are serialized: read, await, write from both counts twice", async () => {
+  await a.client().query("INSERT INTO counters (id, n) VALUES ('shared', 0)");
+  let firstRead!: () => void;
+  const firstHasRead = new Promise<void>((resolve) => {
+    firstRead = resolve;
+  });
+  let secondHasRead = false;
+  const increment = (store: PgStore, afterRead: () => Promise<void>) =>
+    pgWriteTransaction(store, async () => {
+      const n = await counter(store, "shared");
+      await afterRead();
+      await store.client().query("UPDATE counters SET n = $1 WHERE id = 'shared'", [(n ?? 0) + 1]);
+    });
+  const first = increment(a, async () => {
+    firstRead();
+    // Write only once the second server is waiting for the write lock (or, were there no
+    // lock, has read the same 0): the read-then-write window is open while it tries.
+    await waitFor("the second writer to wait for the lock", async () => secondHasRead || (await waitingForAdvisoryLock(b)));
+  });
+  await firstHasRead;
+  const second = increment(b, async () => {
+    secondHasRead = true;
+  });
+  await Promise.all([first, second]);
+  assert.equal(await counter(a, "shared"), 2);
+});
+
+/** Whether some connection of `store`'s database waits for an advisory lock. */
+async function waitingForAdvisoryLock(store: PgStore): Promise<boolean> {
+  const result = await store.pool.query("SELECT count(*)::int AS c FROM pg_locks WHERE locktype = 'advisory' AND NOT granted");
+  return result.rows[0].c > 0;
+}
+
+test("a read transaction sees one snapshot while another pool commits", async () => {
+  await a.client().query("INSERT INTO counters (id, n) VALUES ('snapshot', 1)");
+  const seen = await pgReadTransaction(a, async () => {
+    const before = await counter(a, "snapshot");
+    await pgWriteTransaction(b, () => b.client().query("UPDATE counters SET n = 2 WHERE id = 'snapshot'"));
+    const afterCommit = await counter(a, "snapshot");
+    return [before, afterCommit];
+  });
+  assert.deepEqual(seen, [1, 1]);
+  assert.equal(await counter(a, "snapshot"), 2);
+});
+
+test("a nested transaction that fails rolls back to its savepoint and keeps the outer work; two at once are refused", async () => {
+  const before = rollbacks;
+  await pgWriteTransaction(a, async () => {
+    await a.client().query("INSERT INTO counters (id, n) VALUES ('outer-1', 1)");
+    await assert.rejects(
+      pgWriteTransaction(a, async () => {
+        await a.client().query("INSERT INTO counters (id, n) VALUES ('inner', 1)");
+        throw new Error("inner failed");
+      }),
+      /inner failed/,
+    );
+    await a.client().query("INSERT INTO counters (id, n) VALUES ('outer-2', 1)");
+    const overlapping = await Promise.allSettled([pgWriteTransaction(a, () => counter(a, "outer-1")), pgReadTransaction(a, () => 0)]);
+    assert.deepEqual(
+      overlapping.map((o) => o.status),
+      ["fulfilled", "rejected"],
+    );
+    assert.match(String((overlapping[1] as PromiseRejectedResult).reason), /must run one after the other/);
+  });
+  assert.equal(await counter(b, "outer-1"), 1);
+  assert.equal(await counter(b, "outer-2"), 1);
+  assert.equal(await counter(b, "inner"), undefined);
+  assert.equal(rollbacks, before + 1);
+  // A read transaction is READ ONLY: a write inside it is refused before its first statement.
+  await assert.rejects(
+    pgReadTransaction(a, () => pgWriteTransaction(a, () => 0)),
+    /a write transaction cannot run inside a read transaction/,
+  );
+});
+
+test("code outside a transaction is not inside it, even while it is open; work it leaves behind runs on the pool", async () => {
+  let inserted!: () => void;
+  const hasInserted = new Promise<void>((resolve) => {
+    inserted = resolve;
+  });
+  let checked!: () => void;
+  const outsideChecked = new Promise<void>((resolve) => {
+    checked = resolve;
+  });
+  let leftBehind: Promise<boolean> | undefined;
+  let release!: () => void;
+  const later = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const transaction = pgWriteTransaction(a, async () => {
+    await a.client().query("INSERT INTO counters (id, n) VALUES ('uncommitted', 1)");
+    assert.equal(inPgTransaction(a), true);
+    assert.notEqual(a.client(), a.pool);
+    // Not inside the other store's transactions either.
+    assert.equal(inPgTransaction(b), false);
+    leftBehind = later.then(() => inPgTransaction(a));
+    inserted();
+    await outsideChecked;
+  });
+  await hasInserted;
+  assert.equal(inPgTransaction(a), false);
+  assert.equal(a.client(), a.pool);
+  // On another connection: the open transaction's row is not visible yet.
+  assert.equal(await counter(a, "uncommitted"), undefined);
+  checked();
+  await transaction;
+  release();
+  assert.equal(await leftBehind, false);
+  assert.equal(await counter(a, "uncommitted"), 1);
+});
+
+test("two servers migrating one database at once apply each migration once; a newer database is refused", async () => {
+  const url = await createDatabase();
+  const first = open(url);
+  const second = open(url);
+  await Promise.all([migratePostgres(first), migratePostgres(second)]);
+  const journal = JSON.parse(fs.readFileSync(path.join(ROOT, "migrations", "postgres", "meta", "_journal.json"), "utf8")) as {
+    entries: unknown[];
+  };
+  const applied = await first.pool.query("SELECT count(*)::int AS c, max(created_at)::text AS newest FROM drizzle.__drizzle_migrations");
+  assert.equal(applied.rows[0].c, journal.entries.length);
+  const table = await first.pool.query("SELECT to_regclass('public.audit_events')::text AS t");
+  assert.equal(table.rows[0].t, "audit_events");
+  // Started again: nothing to apply.
+  await migratePostgres(first);
+  const again = await first.pool.query("SELECT count(*)::int AS c FROM drizzle.__drizzle_migrations");
+  assert.equal(again.rows[0].c, journal.entries.length);
+
+  await first.pool.query("INSERT INTO drizzle.__drizzle_migrations (hash, created_at) VALUES ('from-a-newer-version', $1)", [
+    Number(applied.rows[0].newest) + 1000,
+  ]);
+  await assert.rejects(migratePostgres(second), (error: unknown) => {
+    assert.ok(error instanceof ConfigError);
+    assert.equal(
+      error.message,
+      "The database at DATABASE_URL was upgraded by a newer version of secrets-server, which this version cannot use. Run the newer version, or restore the backup taken before the upgrade.",
+    );
+    return true;
+  });
+});
+
+test("a server that does not answer fails within the connection timeout as database unavailable", { timeout: 20_000 }, async () => {
+  // Accepts connections and never says a word: a hung server or a network that drops packets.
+  const sockets = new Set<net.Socket>();
+  const silent = net.createServer((socket) => sockets.add(socket));
+  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+  const { port } = silent.address() as net.AddressInfo;
+  try {
+    const store = open(`postgres://nobody@127.0.0.1:${port}/nothing`, { connectionTimeoutMs: 300 });
+    const error = await store
+      .client()
+      .query("SELECT 1")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.equal(isDatabaseUnavailable(error), true, String(error));
+    const inTransaction = await pgWriteTransaction(store, () => 0).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(isDatabaseUnavailable(inTransaction), true, String(inTransaction));
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+});
+
+test("PostgreSQL stopped: statements fail as database unavailable (503), and the same pools serve again once it is back", {
+  timeout: 20_000,
+}, async () => {
+  // Connections idle in both pools when the server goes away.
+  await Promise.all([counter(a, "commit"), counter(b, "commit")]);
+  await stopCluster();
+  let restarted = false;
+  try {
+    const outside = await counter(a, "commit").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(isDatabaseUnavailable(outside), true, String(outside));
+    assert.equal(storageCondition(outside), "unreachable");
+    const throughDrizzle = await b
+      .db()
+      .execute(sql`SELECT 1`)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.equal(isDatabaseUnavailable(throughDrizzle), true, String(throughDrizzle));
+    assert.equal(storageCondition(throughDrizzle), "unreachable");
+    const inTransaction = await pgWriteTransaction(a, () => counter(a, "commit")).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.equal(isDatabaseUnavailable(inTransaction), true, String(inTransaction));
+    await startCluster();
+    restarted = true;
+  } finally {
+    if (!restarted) await startCluster();
+  }
+  assert.equal(await counter(a, "commit"), 2);
+  assert.equal(await pgWriteTransaction(b, () => counter(b, "commit")), 2);
+  assert.equal(await pgReadTransaction(a, () => counter(a, "commit")), 2);
+});
