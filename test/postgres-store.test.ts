@@ -126,6 +126,42 @@ async function waitingForAdvisoryLock(store: PgStore): Promise<boolean> {
   return result.rows[0].c > 0;
 }
 
+test("a writer that waits for the write lock past its timeout fails as SQLite's busy database does (503)", async () => {
+  const impatient = open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 100 });
+  let failure: unknown;
+  await pgWriteTransaction(a, async () => {
+    // Held by this server until the other one has given up.
+    failure = await pgWriteTransaction(impatient, () => "written").then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  });
+  assert.equal(storageCondition(failure), "busy", String(failure));
+  assert.equal(isDatabaseUnavailable(failure), false);
+  // The lock is free again.
+  assert.equal(await pgWriteTransaction(impatient, () => "written"), "written");
+});
+
+test("sslmode in the URL is what pg does; a CA file that cannot be read stops the start with its name", async () => {
+  // The test cluster listens on a Unix socket only, where PostgreSQL offers no TLS: a URL
+  // that requires it is refused, and that is a configuration error, not an outage.
+  const url = a.pool.options.connectionString as string;
+  const tls = open(`${url}&sslmode=require`);
+  const error = await tls
+    .client()
+    .query("SELECT 1")
+    .then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+  assert.match(String(error), /does not support SSL/);
+  assert.equal(isDatabaseUnavailable(error), false);
+  assert.throws(
+    () => openPostgres(url, { caFile: path.join(ROOT, "no-such-ca.pem") }),
+    (e: unknown) => e instanceof ConfigError && /^The CA file .*no-such-ca\.pem cannot be read: ENOENT\.$/.test(e.message),
+  );
+});
+
 test("a read transaction sees one snapshot while another pool commits", async () => {
   await a.client().query("INSERT INTO counters (id, n) VALUES ('snapshot', 1)");
   const seen = await pgReadTransaction(a, async () => {

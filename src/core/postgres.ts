@@ -10,7 +10,7 @@ import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { ConfigError } from "./config.ts";
-import { newerDatabaseMessage } from "./db.ts";
+import { BUSY_TIMEOUT_MS, newerDatabaseMessage } from "./db.ts";
 import * as schema from "./schema.pg.ts";
 
 export type PgDb = NodePgDatabase<typeof schema>;
@@ -37,6 +37,8 @@ export interface PostgresOptions {
   connectionTimeoutMs?: number;
   /** A CA certificate (PEM file) the server's certificate must chain to. */
   caFile?: string;
+  /** How long a write transaction waits for the write lock (SQLite's busy timeout by default). */
+  writeLockTimeoutMs?: number;
 }
 
 export const DEFAULT_POOL_SIZE = 10;
@@ -138,6 +140,7 @@ function withCaFile(url: string, caFile: string | undefined): string {
 }
 
 const rollbackListeners = new WeakMap<PgStore, (() => void)[]>();
+const writeLockTimeouts = new WeakMap<PgStore, number>();
 
 /** Opens a pool to `url` (nothing connects until the first statement). */
 export function openPostgres(url: string, options: PostgresOptions = {}): PgStore {
@@ -170,13 +173,14 @@ export function openPostgres(url: string, options: PostgresOptions = {}): PgStor
   };
   // One drizzle instance whose "client" sends each statement to client(): repos hold one
   // db and still run inside the caller's transaction.
-  const router = { query: (...args: unknown[]) => (store.client().query as (...a: unknown[]) => unknown)(...args) };
+  const router = { query: (...args: unknown[]) => (store.client() as unknown as { query(...a: unknown[]): unknown }).query(...args) };
   routed = drizzle({ client: router as unknown as pg.Pool, schema });
   // drizzle's own transaction would send BEGIN and the statements after it to different
   // connections of the pool: only pgWriteTransaction / pgReadTransaction may be used.
   routed.transaction = () => {
     throw new Error("use pgWriteTransaction or pgReadTransaction (core/postgres.ts), not drizzle's transaction()");
   };
+  writeLockTimeouts.set(store, options.writeLockTimeoutMs ?? BUSY_TIMEOUT_MS);
   return store;
 }
 
@@ -261,8 +265,13 @@ async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Prom
   const current: OpenTransaction = { store, client, write, open: true, nested: false };
   try {
     if (write) {
-      await client.query("BEGIN");
-      await client.query(`SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`);
+      // One round trip (the simple protocol runs the three in order), as the lock is what
+      // every other writer waits for. lock_timeout plays SQLite's busy_timeout: a writer
+      // that waits longer fails with 55P03, which core/storage.ts answers 503 "busy".
+      const timeout = writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS;
+      await client.query(
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
+      );
     } else {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
     }

@@ -69,7 +69,8 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT") return "full";
     if (code.startsWith("SQLITE_IOERR") || code === "EIO") return "io";
     if (code.startsWith("SQLITE_READONLY") || code === "EROFS") return "readonly";
-    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return "busy";
+    // 55P03 (lock_not_available): a PostgreSQL write waited for the write lock past its timeout (core/postgres.ts).
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03") return "busy";
     // core/postgres.ts's DatabaseUnavailableError (named by its code: this file stays free of pg).
     if (code === "DATABASE_UNAVAILABLE") return "unreachable";
   }
