@@ -270,6 +270,22 @@ test("two servers migrating one database at once apply each migration once; a ne
   });
 });
 
+test("a connection the server terminates inside a transaction fails it as database unavailable; the next one runs", async () => {
+  const before = rollbacks;
+  const failure = await pgWriteTransaction(a, async () => {
+    const pid = (await a.client().query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid;
+    await b.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+    await a.client().query("INSERT INTO counters (id, n) VALUES ('terminated', 1)");
+  }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  assert.equal(isDatabaseUnavailable(failure), true, String(failure));
+  assert.equal(rollbacks, before + 1);
+  await pgWriteTransaction(a, () => a.client().query("INSERT INTO counters (id, n) VALUES ('terminated', 1)"));
+  assert.equal(await counter(b, "terminated"), 1);
+});
+
 test("a server that does not answer fails within the connection timeout as database unavailable", { timeout: 20_000 }, async () => {
   // Accepts connections and never says a word: a hung server or a network that drops packets.
   const sockets = new Set<net.Socket>();

@@ -130,7 +130,7 @@ function convertQueryErrors(target: { query: unknown }): void {
  */
 function withCaFile(url: string, caFile: string | undefined): string {
   if (caFile === undefined) return url;
-  // Read once here, so a missing or unreadable file stops the start with its name.
+  // pg reads the file at each new connection: checked here, so a missing or unreadable file stops the start with its name.
   try {
     fs.accessSync(caFile, fs.constants.R_OK);
   } catch (error) {
