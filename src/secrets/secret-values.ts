@@ -6,7 +6,7 @@ import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts"
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
-import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
+import type { NewVersion, SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 export const SECRET_NOT_FOUND = "Secret not found.";
 export const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
@@ -53,9 +53,54 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     }
   }
 
+  /** sameValue's answer when the row has its digest (no database call), else undefined. */
+  function byDigest(row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } | undefined {
+    if (row.digest === null) return undefined;
+    let digest: string;
+    try {
+      digest = vault.digest(row.projectId, row.keyVersion, value);
+    } catch (error) {
+      // As when the value itself no longer opens: different, so it can be replaced.
+      if (error instanceof DecryptError) return { same: false };
+      throw error;
+    }
+    return { same: digest === row.digest, digest: row.keyVersion === vault.currentKeyVersion ? digest : undefined };
+  }
+
+  /** Version `versionNumber` of a secret as it is stored: sealed for exactly that row, with its digest. */
+  function versionRow(
+    caller: Principal,
+    secret: { id: string; projectId: string; environment: Environment; key: string },
+    versionNumber: number,
+    value: string,
+    changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
+    now: string,
+    options: { restoredFromVersion?: number; digest?: string } = {},
+  ): NewVersion {
+    const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
+    return {
+      secretId: secret.id,
+      versionNumber,
+      projectId: secret.projectId,
+      key: secret.key,
+      changeType,
+      restoredFromVersion: options.restoredFromVersion ?? null,
+      ciphertext: sealed.ciphertext,
+      keyVersion: sealed.keyVersion,
+      digest: options.digest ?? vault.digest(secret.projectId, sealed.keyVersion, value),
+      // A service account is not a user: its versions name it in their own columns.
+      changedBy: isServiceAccount(caller) ? null : caller.userId,
+      changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
+      changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
+      createdAt: now,
+    };
+  }
+
   return {
     open,
     currentValueOrUndefined,
+    byDigest,
+    versionRow,
 
     /** One value for a response: a failure is a 500 with the spec's sentence, never part of a value. */
     openOrFail(row: SecretWithCiphertext, versionNumber: number, ciphertext = row.ciphertext, keyVersion = row.keyVersion): string {
@@ -75,17 +120,8 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      * digest too when it is computed under the current key version, for writeVersion.
      */
     async sameValue(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string }> {
-      if (row.digest !== null) {
-        let digest: string;
-        try {
-          digest = vault.digest(row.projectId, row.keyVersion, value);
-        } catch (error) {
-          // As when the value itself no longer opens: different, so it can be replaced.
-          if (error instanceof DecryptError) return { same: false };
-          throw error;
-        }
-        return { same: digest === row.digest, digest: row.keyVersion === vault.currentKeyVersion ? digest : undefined };
-      }
+      const compared = byDigest(row, value);
+      if (compared !== undefined) return compared;
       const current = currentValueOrUndefined(row);
       if (current === undefined) return { same: false };
       await repo.setDigest(row.id, row.version, row.keyVersion, vault.digest(row.projectId, row.keyVersion, current));
@@ -116,23 +152,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       now: string,
       options: { restoredFromVersion?: number; digest?: string } = {},
     ): Promise<void> {
-      const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
-      await repo.insertVersion({
-        secretId: secret.id,
-        versionNumber,
-        projectId: secret.projectId,
-        key: secret.key,
-        changeType,
-        restoredFromVersion: options.restoredFromVersion ?? null,
-        ciphertext: sealed.ciphertext,
-        keyVersion: sealed.keyVersion,
-        digest: options.digest ?? vault.digest(secret.projectId, sealed.keyVersion, value),
-        // A service account is not a user: its versions name it in their own columns.
-        changedBy: isServiceAccount(caller) ? null : caller.userId,
-        changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
-        changedByServiceAccountName: isServiceAccount(caller) ? caller.serviceAccountName : null,
-        createdAt: now,
-      });
+      await repo.insertVersion(versionRow(caller, secret, versionNumber, value, changeType, now, options));
       if (versionNumber > MAX_VERSIONS_PER_SECRET) await repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
     },
 

@@ -1,12 +1,13 @@
 // POST …/import: many entries in one transaction, all or nothing.
+import crypto from "node:crypto";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
-import { MAX_SECRETS_PER_ENVIRONMENT, type SecretValues } from "./secret-values.ts";
-import type { SecretsRepo } from "./secrets.repo.ts";
+import { CHANGED_BY_SOMEONE_ELSE, MAX_SECRETS_PER_ENVIRONMENT, MAX_VERSIONS_PER_SECRET, type SecretValues } from "./secret-values.ts";
+import type { SecretRow, SecretsRepo } from "./secrets.repo.ts";
 
 const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
 
@@ -65,28 +66,44 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
       const now = clock.now().toISOString();
       const summary: Record<ImportStatus, number> = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
       const results: { key: string; status: ImportStatus }[] = new Array(entries.length);
+      // Every row is sealed and compared here, and written below in one repo call.
+      const batch: Parameters<SecretsRepo["writeMany"]>[0] = { secrets: [], versions: [], moves: [], trims: [] };
       for (let i = 0; i < entries.length; i++) {
         const { key, value, overwrite } = entries[i]!;
         const row = existing.get(key);
         let status: ImportStatus;
         if (!row) {
-          await values.writeVersion(caller, await values.newRow(projectId, at.environment, key, now), 1, value, "CREATED", now);
+          const created: SecretRow = {
+            id: crypto.randomUUID(),
+            projectId,
+            environment: at.environment,
+            key,
+            version: 1,
+            createdAt: now,
+            updatedAt: now,
+          };
+          batch.secrets.push(created);
+          batch.versions.push(values.versionRow(caller, created, 1, value, "CREATED", now));
           status = "created";
         } else if (!overwrite) {
           status = "skipped";
         } else {
-          const compared = await values.sameValue(row, value);
+          // A version written before digests existed is compared (and given its digest) the slow way.
+          const compared = values.byDigest(row, value) ?? (await values.sameValue(row, value));
           if (compared.same) {
             status = "unchanged";
           } else {
-            await values.writeVersion(caller, row, row.version + 1, value, "UPDATED", now, { digest: compared.digest });
-            await values.advance(row, { key, version: row.version + 1, updatedAt: now });
+            const version = row.version + 1;
+            batch.versions.push(values.versionRow(caller, row, version, value, "UPDATED", now, { digest: compared.digest }));
+            batch.moves.push({ id: row.id, fromVersion: row.version, key, version, updatedAt: now });
+            if (version > MAX_VERSIONS_PER_SECRET) batch.trims.push({ secretId: row.id, before: version - MAX_VERSIONS_PER_SECRET + 1 });
             status = "updated";
           }
         }
         summary[status]++;
         results[i] = { key, status };
       }
+      if (!(await repo.writeMany(batch))) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
       await audit.record(caller, {
         projectId,
         action: "secrets.imported",

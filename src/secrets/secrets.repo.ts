@@ -206,6 +206,27 @@ export function createSecretsRepo(db: Db) {
       insertVersion.run(row);
     },
 
+    /**
+     * An import's writes in one call: new secrets, their versions, the compare-and-set moves
+     * of existing ones, and the versions that fall out of the kept window. One call rather than
+     * one per row: an import of 500 entries is one step for the caller, whatever the store.
+     * Returns false, having stopped, when a secret moved on meanwhile (the caller rolls back).
+     */
+    writeMany(batch: {
+      secrets: SecretRow[];
+      versions: NewVersion[];
+      moves: { id: string; fromVersion: number; key: string; version: number; updatedAt: string }[];
+      trims: { secretId: string; before: number }[];
+    }): boolean {
+      for (const row of batch.secrets) insertSecret.run(row);
+      for (const row of batch.versions) insertVersion.run(row);
+      for (const move of batch.moves) {
+        if (advance.run(move.key, move.version, move.updatedAt, move.id, move.fromVersion).changes !== 1) return false;
+      }
+      for (const trim of batch.trims) deleteVersionsBefore.run(trim.secretId, trim.before);
+      return true;
+    },
+
     /** Drops a secret's versions numbered below `versionNumber`. */
     deleteVersionsBefore(secretId: string, versionNumber: number): void {
       deleteVersionsBefore.run(secretId, versionNumber);
