@@ -372,6 +372,16 @@ export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T>
   return transaction(db, READ_BEGIN, fn);
 }
 
+/**
+ * Whether a transaction (or a waiter) holds the connection: work that talks to SQLite
+ * directly rather than through a repo (the WAL checkpoint, the health probe) skips its turn
+ * then, instead of running inside someone else's transaction.
+ */
+export function isConnectionBusy(db: Db): boolean {
+  const gate = gates.get(db.$client);
+  return gate !== undefined && (gate.busy || gate.queue.length > 0);
+}
+
 /** Whether the caller runs inside a transaction of this database. */
 export function inTransaction(db: Db): boolean {
   return currentTransaction(db.$client) !== undefined;
