@@ -20,7 +20,7 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
   });
   const { cookie } = await signIn(server.url, "owner@bench.test");
   const post = (p: string, body: unknown) => call(server.url, cookie, "POST", p, body);
-  const { project } = await post("/api/projects", { name: "bench", environments: ["production"] });
+  const { project } = await post("/api/projects", { name: "bench", environments: ["production", "staging"] });
   const base = `/api/projects/${project.id}/environments/production/secrets`;
   const { secret } = await post(base, { key: "DATABASE_URL", value: "postgres://user:password@db.internal:5432/app" });
   const name = root === ROOT ? "this" : path.basename(root);
@@ -56,23 +56,7 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
     await post(`/api/projects/${project.id}/environments/production/import`, {
       entries: keys.map((key) => ({ key, value: "initial", overwrite: false })),
     });
-    const pool: string[] = [];
-    const db = new Database(path.join(server.dataDir, "secrets.db"));
-    const addMember = db.prepare(
-      "INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)",
-    );
-    for (let i = 0; i < 60; i++) {
-      const res = await request(server.url, {
-        method: "POST",
-        path: "/api/auth/dev/sign-in",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ email: `user${i}@bench.test` }),
-      });
-      const now = new Date().toISOString();
-      addMember.run(project.id, (JSON.parse(res.body) as { user: { id: string } }).user.id, now, now);
-      pool.push((res.headers["set-cookie"]?.[0] ?? "").split(";")[0]!);
-    }
-    db.close();
+    const pool = await adminPool(server, project.id);
     let round = 0;
     scenarios.push({
       name: `${name}: import 500 updates`,
@@ -91,7 +75,51 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       },
     });
   }
+  if (process.env.COMPARE_EXPORT) {
+    // Export is limited to 30 a minute per user: the pool of admins again, 1,000 secrets to export.
+    const keys = Array.from({ length: 1000 }, (_, i) => `EXPORT_${i}`);
+    // In two imports: one takes at most 500 entries.
+    for (const half of [keys.slice(0, 500), keys.slice(500)]) {
+      await post(`/api/projects/${project.id}/environments/staging/import`, {
+        entries: half.map((key) => ({ key, value: `value-of-${key}-0123456789abcdef`, overwrite: false })),
+      });
+    }
+    const pool = await adminPool(server, project.id);
+    let round = 0;
+    scenarios.push({
+      name: `${name}: export 1,000 as dotenv`,
+      url: server.url,
+      serverPid: server.pid,
+      connections: 2,
+      seconds,
+      next: () => ({
+        method: "GET",
+        path: `/api/projects/${project.id}/environments/staging/export?format=dotenv`,
+        headers: { cookie: pool[round++ % pool.length]! },
+      }),
+    });
+  }
   return { server, scenarios };
+}
+
+/** Admins of the project, signed in, added straight to the file: a pool to spread per-user rate limits over. */
+async function adminPool(server: ServerProcess, projectId: string): Promise<string[]> {
+  const pool: string[] = [];
+  const db = new Database(path.join(server.dataDir, "secrets.db"));
+  const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
+  for (let i = 0; i < 60; i++) {
+    const res = await request(server.url, {
+      method: "POST",
+      path: "/api/auth/dev/sign-in",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email: `user${i}@bench.test` }),
+    });
+    const now = new Date().toISOString();
+    addMember.run(projectId, (JSON.parse(res.body) as { user: { id: string } }).user.id, now, now);
+    pool.push((res.headers["set-cookie"]?.[0] ?? "").split(";")[0]!);
+  }
+  db.close();
+  return pool;
 }
 
 const a = await start(ROOT);

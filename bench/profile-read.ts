@@ -1,4 +1,5 @@
 // `tsx bench/profile-read.ts [seconds]`: where the server's CPU goes on the session read
+// (PROFILE_TOKEN=1: the service-token read)
 // (GET of one secret value), for the breakdown in the README's Performance section. The
 // server runs alone from source; `perf record` samples it on-CPU (kernel, SQLite, V8 and
 // JavaScript frames, with --perf-basic-prof) while 8 clients read, and each sample is
@@ -21,13 +22,24 @@ const { secret } = await post(`/api/projects/${project.id}/environments/producti
   key: "DATABASE_URL",
   value: "postgres://user:password@db.internal:5432/app",
 });
+// PROFILE_TOKEN=1: the same read with a viewer service account's token, as a deploy job makes it.
+let credential: Record<string, string> = { cookie };
+if (process.env.PROFILE_TOKEN) {
+  const { serviceAccount } = await post(`/api/projects/${project.id}/service-accounts`, {
+    name: "profile",
+    role: "viewer",
+    environments: ["production"],
+  });
+  const { token } = await post(`/api/projects/${project.id}/service-accounts/${serviceAccount.id}/tokens`, { name: "profile" });
+  credential = { authorization: `Bearer ${token}` };
+}
 const load = {
   name: "read",
   url: server.url,
   serverPid: server.pid,
   connections: 8,
   seconds,
-  next: () => ({ method: "GET", path: `/api/projects/${project.id}/environments/production/secrets/${secret.id}`, headers: { cookie } }),
+  next: () => ({ method: "GET", path: `/api/projects/${project.id}/environments/production/secrets/${secret.id}`, headers: credential }),
 };
 // Warm: V8 has optimized the path before sampling starts.
 await runLoad({ ...load, seconds: 2 });

@@ -445,3 +445,22 @@ export function migrateFromTheFuture(dataDir: string): () => void {
 export function copyDatabase(fromDataDir: string, toDataDir: string): void {
   fs.copyFileSync(path.join(fromDataDir, DATABASE_FILE), path.join(toDataDir, DATABASE_FILE));
 }
+
+/**
+ * A counter in a scratch table of a server's own connection, as a synchronous repo would
+ * read and write it: the transaction tests (test/transactions.test.ts) need a row that no
+ * feature owns to prove what the connection's gate serialises.
+ */
+export function scratchCounter(server: TestServer): { read(): number; write(value: number): void } {
+  const db = server.app.db.$client;
+  db.exec("CREATE TABLE IF NOT EXISTS test_scratch_counter (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)");
+  db.exec("INSERT INTO test_scratch_counter (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING");
+  const read = db.prepare("SELECT value FROM test_scratch_counter WHERE id = 1").pluck();
+  const write = db.prepare("UPDATE test_scratch_counter SET value = ? WHERE id = 1");
+  return {
+    read: () => read.get() as number,
+    write: (value) => {
+      write.run(value);
+    },
+  };
+}

@@ -255,7 +255,8 @@ export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
  * other repo call (through `guard`) and any other transaction wait until it ends, and
  * statements made by the transaction's own code (tracked with AsyncLocalStorage, across its
  * awaits) run inside it. A transaction must not wait for the network or a timer: others
- * queue behind it.
+ * queue behind it. Work it schedules (a timer, setImmediate) inherits it while it is open,
+ * as AsyncLocalStorage does: schedule such work after the commit, not inside.
  */
 
 interface Gate {
@@ -273,6 +274,8 @@ interface OpenTransaction {
   open: boolean;
   /** A nested transaction (savepoint) under way: two at once would undo each other's work. */
   nested: boolean;
+  /** 0 for the transaction itself, 1 for a savepoint in it, and so on. */
+  depth: number;
 }
 const insideTransaction = new AsyncLocalStorage<OpenTransaction>();
 
@@ -318,26 +321,29 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     // Nested: a savepoint, so a failure caught by the outer code undoes only the inner part.
     if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
     outer.nested = true;
-    sqlite.exec("SAVEPOINT nested");
+    const inner: OpenTransaction = { sqlite, open: true, nested: false, depth: outer.depth + 1 };
+    const name = `nested_${inner.depth}`;
+    sqlite.exec(`SAVEPOINT ${name}`);
     try {
-      const result = await fn();
-      sqlite.exec("RELEASE nested");
+      const result = await insideTransaction.run(inner, fn);
+      sqlite.exec(`RELEASE ${name}`);
       return result;
     } catch (error) {
       try {
-        sqlite.exec("ROLLBACK TO nested");
-        sqlite.exec("RELEASE nested");
+        sqlite.exec(`ROLLBACK TO ${name}`);
+        sqlite.exec(`RELEASE ${name}`);
       } finally {
         rolledBack(sqlite);
       }
       throw error;
     } finally {
+      inner.open = false;
       outer.nested = false;
     }
   }
   const wait = acquire(gate);
   if (wait !== undefined) await wait;
-  const current: OpenTransaction = { sqlite, open: true, nested: false };
+  const current: OpenTransaction = { sqlite, open: true, nested: false, depth: 0 };
   try {
     sqlite.exec(begin);
     try {
@@ -373,6 +379,16 @@ export function writeTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T
 /** Reads in one snapshot (BEGIN DEFERRED): no lock is taken for writing, and nothing is fsynced. */
 export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
   return transaction(db, READ_BEGIN, fn);
+}
+
+/**
+ * Whether a transaction (or a waiter) holds the connection: work that talks to SQLite
+ * directly rather than through a repo (the WAL checkpoint, the health probe) skips its turn
+ * then, instead of running inside someone else's transaction.
+ */
+export function isConnectionBusy(db: Db): boolean {
+  const gate = gates.get(db.$client);
+  return gate !== undefined && (gate.busy || gate.queue.length > 0);
 }
 
 /** Whether the caller runs inside a transaction of this database. */

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import { type Db, probeDatabaseWrite } from "./db.ts";
+import { type Db, isConnectionBusy, probeDatabaseWrite } from "./db.ts";
 
 /**
  * What a failed write to DATA_DIR says about the storage under it. These are conditions of
@@ -139,7 +139,9 @@ export function createStorageMonitor(db: Db, dataDir: string, log: Logger): Stor
     // 2. A 4 KiB file in DATA_DIR, fsynced and removed: the WAL may still have room in
     // pages it reuses while the disk has none left for the database to grow.
     try {
-      probeDatabaseWrite(db, PROBE_BUSY_TIMEOUT_MS);
+      // A transaction holding the connection is normal traffic (as a busy lock is, below);
+      // the write probe would run inside it and prove nothing.
+      if (!isConnectionBusy(db)) probeDatabaseWrite(db, PROBE_BUSY_TIMEOUT_MS);
       const file = path.join(dataDir, PROBE_FILE);
       const fd = fs.openSync(file, "w", 0o600);
       try {

@@ -3,7 +3,7 @@
 // of megabytes. `wal_checkpoint(TRUNCATE)` copies it into the database and empties it; it
 // runs off the request path (on a timer, after the response) and never waits for a lock.
 import type { Logger } from "pino";
-import { BUSY_TIMEOUT_MS, type Db } from "./db.ts";
+import { BUSY_TIMEOUT_MS, type Db, isConnectionBusy } from "./db.ts";
 
 export interface WalMaintenanceOptions {
   /** How long without requests counts as idle (60 s). */
@@ -24,6 +24,10 @@ export function createWalMaintenance(db: Db, log: Pick<Logger, "debug" | "error"
 
   /** True when the WAL was emptied; false when a reader or writer (another process) was in the way. */
   function truncate(): boolean {
+    if (isConnectionBusy(db)) {
+      log.debug("WAL checkpoint skipped: a transaction holds the connection");
+      return false;
+    }
     // No waiting: busy means someone is using the file, and the next idle moment will do.
     sqlite.pragma("busy_timeout = 0");
     try {

@@ -31,7 +31,7 @@ export function createServiceAccountsRepo(db: Db) {
   const findCredential = sqlite.prepare(
     `SELECT t.id AS token_id, t.kind, t.expires_at, t.allowed_cidrs, t.last_used_at, a.*
      FROM service_tokens t JOIN service_accounts a ON a.id = t.service_account_id
-     WHERE t.token_hash = ?`,
+     WHERE t.token_hash = CAST(? AS TEXT)`,
   );
   const countsStatement = sqlite.prepare(
     `SELECT
