@@ -174,7 +174,7 @@ test("a read transaction sees one snapshot while another pool commits", async ()
   assert.equal(await counter(a, "snapshot"), 2);
 });
 
-test("a nested transaction that fails rolls back to its savepoint and keeps the outer work; two at once are refused", async () => {
+test("a nested transaction that fails rolls back to its savepoint and keeps the outer work; nested ones nest again; two at once are refused", async () => {
   const before = rollbacks;
   await pgWriteTransaction(a, async () => {
     await a.client().query("INSERT INTO counters (id, n) VALUES ('outer-1', 1)");
@@ -186,6 +186,16 @@ test("a nested transaction that fails rolls back to its savepoint and keeps the 
       /inner failed/,
     );
     await a.client().query("INSERT INTO counters (id, n) VALUES ('outer-2', 1)");
+    await pgReadTransaction(a, async () => {
+      await a.client().query("INSERT INTO counters (id, n) VALUES ('level-1', 1)");
+      await assert.rejects(
+        pgWriteTransaction(a, async () => {
+          await a.client().query("INSERT INTO counters (id, n) VALUES ('level-2', 1)");
+          throw new Error("level 2 failed");
+        }),
+        /level 2 failed/,
+      );
+    });
     const overlapping = await Promise.allSettled([pgWriteTransaction(a, () => counter(a, "outer-1")), pgReadTransaction(a, () => 0)]);
     assert.deepEqual(
       overlapping.map((o) => o.status),
@@ -196,7 +206,9 @@ test("a nested transaction that fails rolls back to its savepoint and keeps the 
   assert.equal(await counter(b, "outer-1"), 1);
   assert.equal(await counter(b, "outer-2"), 1);
   assert.equal(await counter(b, "inner"), undefined);
-  assert.equal(rollbacks, before + 1);
+  assert.equal(await counter(b, "level-1"), 1);
+  assert.equal(await counter(b, "level-2"), undefined);
+  assert.equal(rollbacks, before + 2);
   // A read transaction is READ ONLY: a write inside it is refused before its first statement.
   await assert.rejects(
     pgReadTransaction(a, () => pgWriteTransaction(a, () => 0)),

@@ -200,6 +200,10 @@ interface OpenTransaction {
   open: boolean;
   /** A nested transaction (savepoint) under way: two at once would undo each other's work. */
   nested: boolean;
+  /** 0 for the transaction itself, 1 for a savepoint in it, and so on (as db.ts). */
+  depth: number;
+  /** The transaction itself, which a savepoint's failure must reach. */
+  root?: OpenTransaction;
   /** A nested rollback that failed leaves the transaction aborted: it must not report a commit. */
   failed?: unknown;
 }
@@ -228,25 +232,30 @@ async function nestedTransaction<T>(outer: OpenTransaction, write: boolean, fn: 
   if (write && !outer.write) throw new Error("a write transaction cannot run inside a read transaction");
   if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
   outer.nested = true;
+  // Its own level, so it may nest again; a read inside a write may still write (one client, one lock).
+  const root = outer.root ?? outer;
+  const inner: OpenTransaction = { ...outer, nested: false, depth: outer.depth + 1, root, failed: undefined };
+  const name = `nested_${inner.depth}`;
   try {
     // A savepoint, so a failure caught by the outer code undoes only the inner part.
-    await outer.client.query("SAVEPOINT nested");
-    const result = await fn();
-    await outer.client.query("RELEASE SAVEPOINT nested");
+    await outer.client.query(`SAVEPOINT ${name}`);
+    const result = await insideTransaction.run(inner, fn);
+    await outer.client.query(`RELEASE SAVEPOINT ${name}`);
     return result;
   } catch (error) {
     try {
-      await outer.client.query("ROLLBACK TO SAVEPOINT nested");
-      await outer.client.query("RELEASE SAVEPOINT nested");
+      await outer.client.query(`ROLLBACK TO SAVEPOINT ${name}`);
+      await outer.client.query(`RELEASE SAVEPOINT ${name}`);
     } catch (rollbackError) {
-      // The outer transaction is now aborted: PostgreSQL would answer its COMMIT with a
-      // silent ROLLBACK, so remember why and fail it.
-      outer.failed ??= rollbackError;
+      // The transaction is now aborted: PostgreSQL would answer its COMMIT with a silent
+      // ROLLBACK, so remember why and fail it.
+      root.failed ??= rollbackError;
     } finally {
       rolledBack(outer.store);
     }
     throw error;
   } finally {
+    inner.open = false;
     outer.nested = false;
   }
 }
@@ -262,7 +271,7 @@ async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Prom
     broken ??= error;
   };
   client.on("error", onError);
-  const current: OpenTransaction = { store, client, write, open: true, nested: false };
+  const current: OpenTransaction = { store, client, write, open: true, nested: false, depth: 0 };
   try {
     if (write) {
       // One round trip (the simple protocol runs the three in order), as the lock is what
