@@ -4,7 +4,6 @@
 // recovers from once PostgreSQL is back.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { sql } from "drizzle-orm";
@@ -21,7 +20,7 @@ import {
 } from "../src/core/postgres.ts";
 import { storageCondition } from "../src/core/storage.ts";
 import { ROOT, waitFor } from "./helpers.ts";
-import { createDatabase, startCluster, stopCluster, usePostgres } from "./postgres.ts";
+import { createDatabase, freezeCluster, startCluster, stopCluster, usePostgres } from "./postgres.ts";
 
 const stores: PgStore[] = [];
 /** Two "servers": two pools on one database. */
@@ -299,13 +298,10 @@ test("a connection the server terminates inside a transaction fails it as databa
 });
 
 test("a server that does not answer fails within the connection timeout as database unavailable", { timeout: 20_000 }, async () => {
-  // Accepts connections and never says a word: a hung server or a network that drops packets.
-  const sockets = new Set<net.Socket>();
-  const silent = net.createServer((socket) => sockets.add(socket));
-  await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
-  const { port } = silent.address() as net.AddressInfo;
+  const url = await createDatabase();
+  const thaw = await freezeCluster();
   try {
-    const store = open(`postgres://nobody@127.0.0.1:${port}/nothing`, { connectionTimeoutMs: 300 });
+    const store = open(url, { connectionTimeoutMs: 300 });
     const error = await store
       .client()
       .query("SELECT 1")
@@ -320,8 +316,7 @@ test("a server that does not answer fails within the connection timeout as datab
     );
     assert.equal(isDatabaseUnavailable(inTransaction), true, String(inTransaction));
   } finally {
-    for (const socket of sockets) socket.destroy();
-    await new Promise((resolve) => silent.close(resolve));
+    thaw();
   }
 });
 

@@ -172,6 +172,18 @@ export async function stopCluster(): Promise<void> {
   await run(c, "pg_ctl", ["-D", c.dataDir, "-m", "fast", "-w", "stop"]);
 }
 
+/**
+ * Freezes the running server (SIGSTOP to the postmaster) until the returned function thaws it
+ * (SIGCONT): new connections are accepted by the kernel and then never answered, as with a
+ * hung server or a network that drops packets. Connections already open are not frozen.
+ */
+export async function freezeCluster(): Promise<() => void> {
+  const c = await ensureCluster();
+  const pid = Number(fs.readFileSync(path.join(c.dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+  process.kill(pid, "SIGSTOP");
+  return () => process.kill(pid, "SIGCONT");
+}
+
 /** Starts the server stopped by stopCluster() again (pg_ctl -w: it accepts connections on return). */
 export async function startCluster(): Promise<void> {
   const c = await ensureCluster();
