@@ -9,9 +9,9 @@ import { test } from "node:test";
 import { makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import { auditRows, copyDatabase, keyVersionsInUse, removeAuditRow, rowCount, type StoredAuditRow, tamperAuditRow } from "./storage.ts";
 
-/** The published formula of the chain without a key (README), as an attacker would compute it. */
-function plainHash(prevHash: string, row: StoredAuditRow): string {
-  const content = JSON.stringify([
+/** An event's hashed content as the README publishes it, written out here as an attacker would. */
+function chainContent(row: StoredAuditRow): string {
+  return JSON.stringify([
     row.id,
     row.project_id,
     row.at,
@@ -22,7 +22,11 @@ function plainHash(prevHash: string, row: StoredAuditRow): string {
     row.target_id,
     row.metadata,
   ]);
-  return crypto.createHash("sha256").update(prevHash).update("\n").update(content).digest("hex");
+}
+
+/** The published formula of the chain without a key (README), as an attacker would compute it. */
+function plainHash(prevHash: string, row: StoredAuditRow): string {
+  return crypto.createHash("sha256").update(prevHash).update("\n").update(chainContent(row)).digest("hex");
 }
 
 /**
@@ -106,18 +110,7 @@ test("a database writer without the master key cannot edit or remove an event an
   // key does not verify either.
   const masterKey = Buffer.from(server.env.MASTER_KEY!, "base64");
   const row = auditRows(copies[1]!, { seq: third.seq })[0]!;
-  const content = JSON.stringify([
-    row.id,
-    row.project_id,
-    row.at,
-    row.action,
-    row.category,
-    row.actor_user_id,
-    row.target_type,
-    row.target_id,
-    row.metadata,
-  ]);
-  const withMasterKey = crypto.createHmac("sha256", masterKey).update(row.prev_hash).update("\n").update(content).digest("hex");
+  const withMasterKey = crypto.createHmac("sha256", masterKey).update(row.prev_hash).update("\n").update(chainContent(row)).digest("hex");
   assert.notEqual(withMasterKey, row.hash);
 });
 

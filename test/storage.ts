@@ -9,6 +9,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
+import type { CheckpointRow, StoredEventRow } from "../src/audit/audit.repo.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import type { TestServer } from "./helpers.ts";
 
@@ -262,23 +263,8 @@ export async function renameKeyHoldingWriteLock(
   return { messages, committed, worker };
 }
 
-/** An audit row as stored: the chain's columns beside the event's. */
-export interface StoredAuditRow {
-  seq: number;
-  id: string;
-  project_id: string | null;
-  at: string;
-  action: string;
-  category: string;
-  actor_user_id: string | null;
-  target_type: string;
-  target_id: string;
-  /** JSON, as written. */
-  metadata: string;
-  prev_hash: string;
-  hash: string;
-  mac_key_version: number | null;
-}
+/** An audit row as stored: the chain's columns beside the event's (the repo's own row type). */
+export type StoredAuditRow = StoredEventRow;
 
 type AuditRowChange = Partial<Omit<StoredAuditRow, "seq">>;
 
@@ -299,19 +285,15 @@ export function removeAuditRow(store: Store, seq: number): void {
  * Writes an audit row straight into the table, outside the writer and its chain: for the
  * leak scan's own test, which needs an event holding text the writer would never let in.
  */
-export function insertAuditRow(store: Store, row: Omit<StoredAuditRow, "seq" | "mac_key_version">): void {
+export function insertAuditRow(
+  store: Store,
+  row: Omit<StoredAuditRow, "seq" | "mac_key_version" | "service_account_id" | "service_account_name">,
+): void {
   insert(store, "audit_events", { ...row });
 }
 
-/** The audit log's retention checkpoint: the last pruned event, signed. */
-export interface AuditCheckpoint {
-  seq: number;
-  hash: string;
-  at: string;
-  pruned_before: string;
-  pruned_events: number;
-  mac_key_version: number;
-}
+/** The audit log's retention checkpoint: the last pruned event, signed (the repo's own row type). */
+type AuditCheckpoint = CheckpointRow;
 
 /** The retention checkpoint as stored (undefined before the first pruning): no endpoint or command shows it whole. */
 export function auditCheckpoint(store: Store): AuditCheckpoint | undefined {

@@ -293,9 +293,14 @@ function gateOf(sqlite: Database.Database): Gate {
   return gate;
 }
 
+/** Nobody holds the connection and nobody waits for it. */
+function isFree(gate: Gate): boolean {
+  return !gate.busy && gate.queue.length === 0;
+}
+
 /** Takes the connection: at once when it is free and nobody waits, else in arrival order. */
 function acquire(gate: Gate): Promise<void> | undefined {
-  if (!gate.busy && gate.queue.length === 0) {
+  if (isFree(gate)) {
     gate.busy = true;
     return undefined;
   }
@@ -388,7 +393,7 @@ export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T>
  */
 export function isConnectionBusy(db: Db): boolean {
   const gate = gates.get(db.$client);
-  return gate !== undefined && (gate.busy || gate.queue.length > 0);
+  return gate !== undefined && !isFree(gate);
 }
 
 /** Whether the caller runs inside a transaction of this database. */
@@ -419,7 +424,7 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
     const fn = value as AnyFunction;
     guarded[name] = async (...args: unknown[]) => {
       // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
-      if ((!gate.busy && gate.queue.length === 0) || currentTransaction(sqlite)) return fn.apply(repo, args);
+      if (isFree(gate) || currentTransaction(sqlite)) return fn.apply(repo, args);
       await new Promise<void>((resolve) => gate.queue.push(resolve));
       try {
         return fn.apply(repo, args);
