@@ -8,7 +8,8 @@ import path from "node:path";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { systemClock } from "../src/core/clock.ts";
 import { loadKeyring } from "../src/core/crypto.ts";
-import { openDatabase, writeTransaction } from "../src/core/db.ts";
+import { openDatabase } from "../src/core/db.ts";
+import { writeTransaction } from "../src/core/store.ts";
 
 const EVENTS = 20_000;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "audit-size-"));

@@ -23,13 +23,13 @@ import { type Clock, systemClock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
 import { createGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
-import { checkMasterKeys, type Db, openDatabase } from "./core/db.ts";
 import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { registerRequestHooks } from "./core/request-hooks.ts";
 import { createStorageMonitor, storageCondition } from "./core/storage.ts";
+import { checkMasterKeys, closeStore, openStore, type Store } from "./core/store.ts";
 import { createVault } from "./core/vault.ts";
 import { createWalMaintenance } from "./core/wal.ts";
 import { createVercelClient } from "./integrations/vercel/vercel.client.ts";
@@ -85,7 +85,7 @@ export interface AppOptions {
 
 export interface App {
   app: FastifyInstance;
-  db: Db;
+  db: Store;
   config: Config;
   clock: Clock;
   keyring: Keyring;
@@ -122,11 +122,11 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const clock = options.clock ?? systemClock;
   const log = createLogger(config, options.logStream);
   const keyring = loadKeyring(config, log);
-  const db = openDatabase(config, { warn: (message) => log.warn(message) });
+  const db = await openStore(config, { warn: (message) => log.warn(message) });
   try {
-    checkMasterKeys(db, keyring, clock.now());
+    await checkMasterKeys(db, keyring, clock.now());
   } catch (error) {
-    db.$client.close();
+    await closeStore(db);
     throw error;
   }
 
@@ -255,7 +255,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     // Discovery at start: a production server with a wrong issuer refuses to start.
     if (config.authProvider === "oidc") oidc = await createOidcService({ config, clock, users, log });
   } catch (error) {
-    db.$client.close();
+    await closeStore(db);
     throw error;
   }
   const vault = createVault(db, keyring, clock);
@@ -362,7 +362,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       },
     },
     async (_req, reply) => {
-      const health = storage.health();
+      const health = await storage.health();
       if (health.ok) return { ok: true as const };
       const reason = health.reason ?? "The server cannot write to its storage.";
       return reply
@@ -465,7 +465,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     },
     async close() {
       await app.close();
-      db.$client.close();
+      await closeStore(db);
     },
   };
 }

@@ -2,7 +2,7 @@ import type { AuditWriter } from "./audit/audit.writer.ts";
 import type { AccessGuard } from "./core/access.ts";
 import type { Clock } from "./core/clock.ts";
 import type { Config } from "./core/config.ts";
-import type { Db } from "./core/db.ts";
+import type { Store } from "./core/store.ts";
 import { createVercelPause, type VercelPause } from "./integrations/vercel/vercel.pause.ts";
 import { createVercelRepo } from "./integrations/vercel/vercel.repo.ts";
 import { createInvitationsRepo } from "./invitations/invitations.repo.ts";
@@ -37,7 +37,7 @@ export function wireLostRights(
 
 /** For the users command, which runs without the server: the members service with the listeners above. */
 export function createMembersForCommand(deps: {
-  db: Db;
+  db: Store;
   repo: MembersRepo;
   access: AccessGuard;
   audit: AuditWriter;

@@ -8,7 +8,9 @@ const HELP = `secrets-server ${VERSION}: a self-hosted secrets manager in one ex
 Server commands:
   serve            Start the server
   migrate          Apply database migrations and exit
-  backup FILE      Write a consistent copy of the database to FILE (while the server runs)
+  backup FILE      Write a consistent copy of the database to FILE (while the server runs; SQLite)
+  copy-database --to URL
+                   Copy the SQLite database in DATA_DIR into an empty PostgreSQL database
   audit verify     Check the audit log's keyed hash chain (needs the master keys); exit code 1 at a broken link
   rotate-key       Verify and re-key the audit chain, then re-encrypt every record to the current master key version (in batches; rerun to resume)
   setup-link       Print a one-time link to create the first account (AUTH_PROVIDER=local)
@@ -30,7 +32,8 @@ type Command = (args: string[]) => Promise<number>;
  */
 const SERVER_USAGE: Record<string, string> = {
   serve: "Usage: secrets-server serve\n\nStarts the server, configured by environment variables (see the README).\n",
-  migrate: "Usage: secrets-server migrate\n\nApplies the database migrations in DATA_DIR and exits (serve also does this at start).\n",
+  migrate:
+    "Usage: secrets-server migrate\n\nApplies the database migrations (DATA_DIR, or DATABASE_URL when set) and exits (serve also does this at start).\n",
   backup:
     "Usage: secrets-server backup FILE\n\nWrites a consistent copy of the database in DATA_DIR to FILE, a new file; the server may keep running.\n",
   "setup-link":
@@ -58,7 +61,7 @@ function isHelpFlag(arg: string): boolean {
 }
 
 /** The server's commands, in their own module (see loadServerCommands). */
-const SERVER_COMMANDS = ["serve", "migrate", "backup", "audit", "rotate-key", "setup-link", "users"];
+const SERVER_COMMANDS = ["serve", "migrate", "backup", "copy-database", "audit", "rotate-key", "setup-link", "users"];
 
 interface ServerCommands {
   runServerCommand(name: string, args: string[]): Promise<number>;

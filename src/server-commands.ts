@@ -9,9 +9,9 @@ const commands: Record<string, Command> = {
   serve,
   migrate: async () => {
     const config = loadConfig();
-    const { openDatabase } = await import("./core/db.ts");
-    openDatabase(config).$client.close();
-    console.log(`Database in ${config.dataDir} is up to date.`);
+    const { openStore, closeStore } = await import("./core/store.ts");
+    await closeStore(await openStore(config));
+    console.log(config.database ? "The database at DATABASE_URL is up to date." : `Database in ${config.dataDir} is up to date.`);
     return 0;
   },
   backup: async ([file]) => {
@@ -20,11 +20,18 @@ const commands: Record<string, Command> = {
       return 2;
     }
     const config = loadConfig();
+    if (config.database) {
+      // PostgreSQL has its own consistent copy, which also serves every other server's data.
+      throw new ConfigError(
+        'DATABASE_URL is set: back up PostgreSQL with pg_dump (for example pg_dump --format=custom --file=FILE "$DATABASE_URL"); see "Backup" in the README. Keep MASTER_KEY safe elsewhere.',
+      );
+    }
     const { backupDatabase } = await import("./core/db.ts");
     await backupDatabase(config, file);
     console.log(`Backed up ${config.dataDir} to ${file}. Keep MASTER_KEY safe elsewhere: the copy cannot be read without it.`);
     return 0;
   },
+  "copy-database": async (args) => (await import("./commands/copy-database.ts")).copyDatabaseCommand(args),
   audit: async (args) => (await import("./audit/audit.verify.ts")).auditCommand(args),
   "rotate-key": async (args) => (await import("./secrets/rotate-key.ts")).rotateKeyCommand(args),
   "setup-link": async (args) => (await import("./commands/users.commands.ts")).setupLinkCommand(args),

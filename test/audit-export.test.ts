@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { writeTransaction } from "../src/core/db.ts";
+import { writeTransaction } from "../src/core/store.ts";
 import { cliLogin, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 

@@ -96,26 +96,50 @@ test("TRUST_PROXY takes a hop count or a list of addresses", () => {
   assert.equal(loadConfig({ TRUST_PROXY: "false" }).trustProxy, false);
 });
 
-test("DATABASE_URL is refused, not ignored: servers sharing it would each keep their own SQLite file", async () => {
-  const NOT_YET =
-    "DATABASE_URL is set, but this version keeps its data in SQLite (in DATA_DIR) only: PostgreSQL is not supported yet. Unset DATABASE_URL to run on SQLite.";
-  for (const url of ["postgres://app:hunter2pw@db.internal:5432/secrets", "postgresql://db.internal/secrets"]) {
-    assert.throws(
-      () => loadConfig({ DATABASE_URL: url }),
-      (error: unknown) => error instanceof ConfigError && error.message === NOT_YET,
-    );
-  }
+test("DATABASE_URL chooses PostgreSQL, with its pool, timeout and CA settings; a bad one stops the start with one line", async () => {
+  const url = "postgres://app:hunter2pw@db.internal:5432/secrets?sslmode=verify-full";
+  const key = randomMasterKey();
+  assert.deepEqual(loadConfig({ DATABASE_URL: url, MASTER_KEY: key }).database, {
+    url,
+    poolSize: 10,
+    statementTimeoutMs: 30_000,
+    caFile: undefined,
+  });
+  const tuned = loadConfig({
+    MASTER_KEY: key,
+    DATABASE_URL: "postgresql://db.internal/secrets",
+    DATABASE_POOL_SIZE: "4",
+    DATABASE_STATEMENT_TIMEOUT_SECONDS: "5",
+    DATABASE_CA_FILE: "/etc/ssl/db-ca.pem",
+  }).database;
+  assert.deepEqual(tuned, { url: "postgresql://db.internal/secrets", poolSize: 4, statementTimeoutMs: 5000, caFile: "/etc/ssl/db-ca.pem" });
+  assert.equal(loadConfig({}).database, undefined, "SQLite in DATA_DIR when it is unset");
   assert.throws(
     () => loadConfig({ DATABASE_URL: "mysql://app:hunter2pw@db.internal/secrets" }),
     (error: unknown) => error instanceof ConfigError && error.message === "DATABASE_URL must start with postgres:// or postgresql://.",
   );
-  // The server stops before it opens anything, and the password is not repeated.
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: "postgres://app:hunter2pw@db.internal/secrets", MASTER_KEY: key, DATABASE_POOL_SIZE: "0" }),
+    (error: unknown) => error instanceof ConfigError && /DATABASE_POOL_SIZE/.test(error.message),
+  );
+  // A database that cannot be reached stops the start with one line that names it and not its password.
   const dataDir = path.join(makeTempDir(), "data");
-  const result = await runMain(["serve"], { DATA_DIR: dataDir, DATABASE_URL: "postgres://app:hunter2pw@db.internal:5432/secrets" });
+  const nowhere = path.join(makeTempDir(), "no-server-here");
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: url }),
+    (error: unknown) =>
+      error instanceof ConfigError &&
+      error.message === "MASTER_KEY is required with DATABASE_URL: give every server the same key (openssl rand -base64 32 makes one).",
+  );
+  const result = await runMain(["serve"], {
+    DATA_DIR: dataDir,
+    MASTER_KEY: randomMasterKey(),
+    DATABASE_URL: `postgres://app:hunter2pw@/secrets?host=${encodeURIComponent(nowhere)}`,
+  });
   assert.equal(result.code, 1);
-  assert.equal(result.stderr.trim(), `secrets-server: configuration error: ${NOT_YET}`);
+  assert.match(result.stderr.trim(), /^secrets-server: configuration error: The database at DATABASE_URL cannot be reached: .*ENOENT/);
+  assert.equal(result.stderr.trim().split("\n").length, 1);
   assert.doesNotMatch(result.stderr + result.stdout, /hunter2pw/);
-  assert.equal(fs.existsSync(dataDir), false, "no DATA_DIR was created");
 });
 
 test("the process stops with one clear line naming a bad variable", async () => {

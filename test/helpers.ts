@@ -13,6 +13,7 @@ import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
 import type { FakeVercel } from "./fake-vercel.ts";
+import { createServerDatabase } from "./postgres.ts";
 import { auditRows } from "./storage.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
@@ -125,6 +126,16 @@ export interface TestServer {
   restart(env?: Record<string, string | undefined>): Promise<TestServer>;
 }
 
+/**
+ * The store the test servers run on: SQLite in their data folder (the default), or, with
+ * TEST_DATABASE=postgres, a fresh PostgreSQL database each (test/postgres.ts), which the
+ * data folder's key file and caches still sit beside.
+ */
+export const TEST_DATABASE: "sqlite" | "postgres" = process.env.TEST_DATABASE === "postgres" ? "postgres" : "sqlite";
+
+/** The DATABASE_URL of each PostgreSQL test server's data folder, so a stopped server's folder still names its database. */
+export const databaseUrlOf = new Map<string, string>();
+
 /** Starts a server; it is stopped and its folder removed when the test ends. */
 export async function startServer(t: TestContext | undefined, options: ServerOptions = {}): Promise<TestServer> {
   const dataDir = options.dataDir ?? makeTempDir();
@@ -143,6 +154,12 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
     if (v === undefined) delete env[k];
     else env[k] = v;
   }
+  // A test that unsets MASTER_KEY tests the development key file in DATA_DIR, which
+  // PostgreSQL does not allow: that server stays on SQLite.
+  if (TEST_DATABASE === "postgres" && !options.exactEnv && !("DATABASE_URL" in (options.env ?? {})) && env.MASTER_KEY) {
+    env.DATABASE_URL = databaseUrlOf.get(dataDir) ?? (await createServerDatabase());
+  }
+  if (env.DATABASE_URL) databaseUrlOf.set(dataDir, env.DATABASE_URL);
   const clock = options.clock ?? new ManualClock();
   const logs: string[] = [];
   const watch = leakWatchFor(dataDir);
@@ -376,6 +393,12 @@ export async function startServerProcess(
 ): Promise<ServerProcess> {
   const dataDir = options.dataDir ?? makeTempDir();
   if (!options.dataDir) t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  if (TEST_DATABASE === "postgres" && !("DATABASE_URL" in env)) {
+    // Several processes on one folder share its database, as they share its SQLite file.
+    const url = databaseUrlOf.get(dataDir) ?? (await createServerDatabase());
+    databaseUrlOf.set(dataDir, url);
+    env = { ...env, DATABASE_URL: url };
+  }
   const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
     cwd: ROOT,
     env: {

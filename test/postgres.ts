@@ -252,7 +252,10 @@ function urlFor(c: Cluster, database: string): string {
  * usePostgres() at the top of a test file to stop it as soon as the file's tests end.
  */
 export async function createDatabase(): Promise<string> {
-  const c = await ensureCluster();
+  return createDatabaseIn(await ensureCluster());
+}
+
+async function createDatabaseIn(c: Cluster): Promise<string> {
   const name = `test_${crypto.randomBytes(6).toString("hex")}`;
   const client = new pg.Client({ connectionString: urlFor(c, "postgres") });
   await client.connect();
@@ -267,6 +270,40 @@ export async function createDatabase(): Promise<string> {
     await client.end();
   }
   return urlFor(c, name);
+}
+
+/**
+ * The cluster a whole test run shares (test/run.ts starts it once and names it in
+ * TEST_PG_CLUSTER), or undefined when the file runs alone. Shared, so no test file may stop
+ * or freeze it: the outage tests use their own cluster (stopCluster and freezeCluster).
+ */
+function sharedCluster(): Cluster | undefined {
+  const named = process.env.TEST_PG_CLUSTER;
+  return named ? (JSON.parse(named) as Cluster) : undefined;
+}
+
+/** Starts a cluster that outlives this process, for a whole test run: what TEST_PG_CLUSTER names; stopSharedCluster ends it. */
+export async function startSharedCluster(): Promise<string> {
+  const c = await start();
+  // This process only hands it over: stopping it is stopSharedCluster's.
+  cluster = undefined;
+  starting = undefined;
+  return JSON.stringify(c);
+}
+
+/** Stops a cluster startSharedCluster() started and removes its folder. */
+export function stopSharedCluster(named: string): void {
+  cluster = JSON.parse(named) as Cluster;
+  stopPostgres();
+}
+
+/**
+ * A new, empty database for a test server: in the run's shared cluster when there is one,
+ * else in this process's own (started on first use).
+ */
+export async function createServerDatabase(): Promise<string> {
+  const shared = sharedCluster();
+  return shared ? createDatabaseIn(shared) : createDatabase();
 }
 
 /**

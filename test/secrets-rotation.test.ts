@@ -6,8 +6,8 @@ import { spawn } from "node:child_process";
 import crypto from "node:crypto";
 import path from "node:path";
 import { test } from "node:test";
-import { writeTransaction } from "../src/core/db.ts";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
+import { writeTransaction } from "../src/core/store.ts";
 import { createVault } from "../src/core/vault.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { type Client, ROOT, randomMasterKey, runMain, startServer } from "./helpers.ts";
@@ -77,9 +77,9 @@ async function assertCredentialsOpen(owner: Client, projectId: string, fake: Fak
 test("every ciphertext column of the migrated database is in ENCRYPTED_COLUMNS, with its key version column", async (t) => {
   const server = await startServer(t);
   const columns = schemaColumns(server);
-  // Ciphertext is stored as a blob, and its master key version beside it (the audit chain's
-  // mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
-  const blobs = columns.filter((c) => c.type.toLowerCase() === "blob").map((c) => `${c.table}.${c.name}`);
+  // Ciphertext is stored as a blob (bytea on PostgreSQL), and its master key version beside it
+  // (the audit chain's mac_key_version keys a MAC, not a ciphertext: audit events are counted apart).
+  const blobs = columns.filter((c) => ["blob", "bytea"].includes(c.type.toLowerCase())).map((c) => `${c.table}.${c.name}`);
   const keyVersions = columns
     .filter((c) => /(^|_)key_version$/.test(c.name) && c.name !== "mac_key_version")
     .map((c) => `${c.table}.${c.name}`);
@@ -231,8 +231,8 @@ test("a project data key created in a transaction that rolls back is not kept in
   // The first value under key version 2 creates the project's data key, then the write fails.
   const vault = createVault(db, keyring);
   await assert.rejects(
-    writeTransaction(db, () => {
-      vault.seal(projectId, "test|first", "first-value");
+    writeTransaction(db, async () => {
+      await vault.seal(projectId, "test|first", "first-value");
       throw new Error("the write failed after sealing");
     }),
     /the write failed after sealing/,
@@ -243,7 +243,7 @@ test("a project data key created in a transaction that rolls back is not kept in
   const sealed = await writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
   assert.equal(sealed.keyVersion, 2);
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
-  assert.equal(createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
+  assert.equal(await createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
 });
 
 test("rotate-key refuses a wrong previous key and changes nothing", async (t) => {

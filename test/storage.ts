@@ -10,8 +10,9 @@ import path from "node:path";
 import { Worker } from "node:worker_threads";
 import Database from "better-sqlite3";
 import type { CheckpointRow, StoredEventRow } from "../src/audit/audit.repo.ts";
-import { DATABASE_FILE } from "../src/core/db.ts";
-import type { TestServer } from "./helpers.ts";
+import { DATABASE_FILE, type Db } from "../src/core/db.ts";
+import { databaseUrlOf, type TestServer } from "./helpers.ts";
+import { queryPostgresSync } from "./pg-sync.ts";
 
 /** A running test server, or the data folder of a stopped one (or of a copy of it). */
 export type Store = TestServer | string;
@@ -20,8 +21,33 @@ type Value = string | number | bigint | Buffer | null;
 type Where = Record<string, Value>;
 type Row = Record<string, unknown>;
 
+/** The PostgreSQL database of a test server (or of its stopped server's folder), or undefined on SQLite. */
+function postgresUrl(store: Store): string | undefined {
+  return typeof store === "string" ? databaseUrlOf.get(store) : store.env.DATABASE_URL;
+}
+
+/** Whether this store is a PostgreSQL database: a function that is SQLite-specific says so and refuses. */
+export function isPostgresStore(store: Store): boolean {
+  return postgresUrl(store) !== undefined;
+}
+
+/** One statement with `?` parameters on either store: its rows and how many rows it changed. */
+function query(store: Store, sql: string, params: Value[] = []): { rows: Row[]; changes: number } {
+  const url = postgresUrl(store);
+  if (url !== undefined) return queryPostgresSync(url, sql, params);
+  return withDb(store, (db) => {
+    const statement = db.prepare(sql);
+    if (statement.reader) return { rows: statement.all(...params) as Row[], changes: 0 };
+    return { rows: [], changes: statement.run(...params).changes };
+  });
+}
+
+function sqliteOnly(store: Store, what: string): void {
+  if (isPostgresStore(store)) throw new Error(`${what} is SQLite-specific; this test cannot run on PostgreSQL as written`);
+}
+
 function withDb<T>(store: Store, use: (db: Database.Database) => T): T {
-  if (typeof store !== "string") return use(store.app.db.$client);
+  if (typeof store !== "string") return use((store.app.db as Db).$client);
   const db = new Database(path.join(store, DATABASE_FILE), { fileMustExist: true });
   try {
     return use(db);
@@ -41,33 +67,30 @@ function whereClause(where: Where): { sql: string; params: Value[] } {
 
 function remove(store: Store, table: string, where: Where): number {
   const clause = whereClause(where);
-  return withDb(store, (db) => db.prepare(`DELETE FROM ${table}${clause.sql}`).run(...clause.params).changes);
+  return query(store, `DELETE FROM ${table}${clause.sql}`, clause.params).changes;
 }
 
 function insert(store: Store, table: string, row: Record<string, Value>): void {
   const names = Object.keys(row);
-  withDb(store, (db) =>
-    db.prepare(`INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`).run(...names.map((n) => row[n]!)),
+  query(
+    store,
+    `INSERT INTO ${table} (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`,
+    names.map((n) => row[n]!),
   );
 }
 
 function select(store: Store, table: string, columns: string, where: Where = {}, orderBy?: string): Row[] {
   const clause = whereClause(where);
-  return withDb(store, (db) =>
-    db.prepare(`SELECT ${columns} FROM ${table}${clause.sql}${orderBy ? ` ORDER BY ${orderBy}` : ""}`).all(...clause.params),
-  ) as Row[];
+  return query(store, `SELECT ${columns} FROM ${table}${clause.sql}${orderBy ? ` ORDER BY ${orderBy}` : ""}`, clause.params).rows;
 }
 
 function update(store: Store, table: string, set: Record<string, Value>, where: Where): number {
   const names = Object.keys(set);
   const clause = whereClause(where);
-  return withDb(
-    store,
-    (db) =>
-      db
-        .prepare(`UPDATE ${table} SET ${names.map((name) => `${name} = ?`).join(", ")}${clause.sql}`)
-        .run(...names.map((name) => set[name]!), ...clause.params).changes,
-  );
+  return query(store, `UPDATE ${table} SET ${names.map((name) => `${name} = ?`).join(", ")}${clause.sql}`, [
+    ...names.map((name) => set[name]!),
+    ...clause.params,
+  ]).changes;
 }
 
 /**
@@ -121,18 +144,25 @@ let failures = 0;
 /**
  * Makes every insert into `table` (only those of `action`, for audit_events) fail as a full
  * disk would, to prove a request's writes are one transaction: no endpoint can make the
- * storage refuse a write. Returns the undo. SQLite-specific (a trigger); PostgreSQL needs a
- * trigger function instead.
+ * storage refuse a write. Returns the undo. A trigger on SQLite, a trigger function on PostgreSQL.
  */
 export function failWritesTo(store: TestServer, table: string, options: { action?: string; message?: string } = {}): () => void {
   const name = `test_fail_writes_${++failures}`;
   const quote = (text: string) => `'${text.replaceAll("'", "''")}'`;
+  const message = quote(options.message ?? "disk full");
+  if (isPostgresStore(store)) {
+    const when = options.action === undefined ? "TRUE" : `NEW.action = ${quote(options.action)}`;
+    query(
+      store,
+      `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF ${when} THEN RAISE EXCEPTION ${message}; END IF; RETURN NEW; END $$;
+       CREATE TRIGGER ${name} BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${name}()`,
+    );
+    return () => {
+      query(store, `DROP TRIGGER ${name} ON ${table}; DROP FUNCTION ${name}()`);
+    };
+  }
   const when = options.action === undefined ? "" : ` WHEN NEW.action = ${quote(options.action)}`;
-  withDb(store, (db) =>
-    db.exec(
-      `CREATE TRIGGER ${name} BEFORE INSERT ON ${table}${when} BEGIN SELECT RAISE(ABORT, ${quote(options.message ?? "disk full")}); END`,
-    ),
-  );
+  withDb(store, (db) => db.exec(`CREATE TRIGGER ${name} BEFORE INSERT ON ${table}${when} BEGIN SELECT RAISE(ABORT, ${message}); END`));
   return () => withDb(store, (db) => db.exec(`DROP TRIGGER ${name}`));
 }
 
@@ -194,10 +224,17 @@ export function keyVersionsInUse(store: Store): { values: number[]; projectKeys:
 
 /**
  * Every column of every table of the migrated database, to prove each ciphertext column is
- * known to the code that counts and re-encrypts them. SQLite-specific (sqlite_master and
- * pragma_table_info); PostgreSQL's twin reads information_schema.columns.
+ * known to the code that counts and re-encrypts them (sqlite_master and pragma_table_info on
+ * SQLite, information_schema.columns on PostgreSQL).
  */
 export function schemaColumns(store: Store): { table: string; name: string; type: string; isNotNull: number }[] {
+  if (isPostgresStore(store)) {
+    return query(
+      store,
+      `SELECT table_name AS "table", column_name AS name, data_type AS type, CASE is_nullable WHEN 'NO' THEN 1 ELSE 0 END AS "isNotNull"
+       FROM information_schema.columns WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`,
+    ).rows as { table: string; name: string; type: string; isNotNull: number }[];
+  }
   return withDb(store, (db) => {
     const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").pluck().all() as string[];
     return tables.flatMap((table) =>
@@ -225,6 +262,7 @@ export async function renameKeyHoldingWriteLock(
   to: string,
   holdMs: number,
 ): Promise<{ messages: string[]; committed: Promise<void>; worker: Worker }> {
+  sqliteOnly(server, "renameKeyHoldingWriteLock");
   const worker = new Worker(
     `const { workerData, parentPort } = require("node:worker_threads");
      const Database = require(workerData.module);
@@ -395,11 +433,14 @@ export function setSyncLock(store: Store, projectId: string, startedAt: string, 
  * on a long-running server: the server does this itself only when idle. SQLite-specific.
  */
 export function truncateWal(store: Store): void {
+  // PostgreSQL has no file of the store's own to grow.
+  if (isPostgresStore(store)) return;
   withDb(store, (db) => db.pragma("wal_checkpoint(TRUNCATE)"));
 }
 
 /** The connection's journal mode, synchronous level and foreign-key enforcement: settings no endpoint reports. SQLite-specific. */
 export function connectionSettings(server: TestServer): { journalMode: unknown; synchronous: unknown; foreignKeys: unknown } {
+  sqliteOnly(server, "connectionSettings");
   return withDb(server, (db) => ({
     journalMode: db.pragma("journal_mode", { simple: true }),
     synchronous: db.pragma("synchronous", { simple: true }),
@@ -415,6 +456,14 @@ const FUTURE_MIGRATION = "from-the-future";
  * table stays). Drizzle's migration journal in SQLite.
  */
 export function migrateFromTheFuture(dataDir: string): () => void {
+  if (isPostgresStore(dataDir)) {
+    const newest = Number(query(dataDir, "SELECT max(created_at) AS n FROM drizzle.__drizzle_migrations").rows[0]!.n);
+    query(dataDir, "INSERT INTO drizzle.__drizzle_migrations (hash, created_at) VALUES (?, ?)", [FUTURE_MIGRATION, newest + 86_400_000]);
+    query(dataDir, "CREATE TABLE IF NOT EXISTS from_the_future (id integer)");
+    return () => {
+      query(dataDir, "DELETE FROM drizzle.__drizzle_migrations WHERE hash = ?", [FUTURE_MIGRATION]);
+    };
+  }
   withDb(dataDir, (db) => {
     const newest = db.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() as number;
     db.prepare("INSERT INTO __drizzle_migrations (hash, created_at) VALUES (?, ?)").run(FUTURE_MIGRATION, newest + 86_400_000);
@@ -425,6 +474,7 @@ export function migrateFromTheFuture(dataDir: string): () => void {
 
 /** Copies the database of a stopped server into another data folder, to tamper with one and keep the other as it was. */
 export function copyDatabase(fromDataDir: string, toDataDir: string): void {
+  sqliteOnly(fromDataDir, "copyDatabase");
   fs.copyFileSync(path.join(fromDataDir, DATABASE_FILE), path.join(toDataDir, DATABASE_FILE));
 }
 
@@ -434,7 +484,8 @@ export function copyDatabase(fromDataDir: string, toDataDir: string): void {
  * feature owns to prove what the connection's gate serialises.
  */
 export function scratchCounter(server: TestServer): { read(): number; write(value: number): void } {
-  const db = server.app.db.$client;
+  sqliteOnly(server, "scratchCounter");
+  const db = (server.app.db as Db).$client;
   db.exec("CREATE TABLE IF NOT EXISTS test_scratch_counter (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER NOT NULL)");
   db.exec("INSERT INTO test_scratch_counter (id, value) VALUES (1, 0) ON CONFLICT (id) DO NOTHING");
   const read = db.prepare("SELECT value FROM test_scratch_counter WHERE id = 1").pluck();

@@ -4,13 +4,14 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { guard, inTransaction, onRollback, readTransaction, writeTransaction } from "../src/core/db.ts";
+import { type Db, guard } from "../src/core/db.ts";
+import { inTransaction, onRollback, readTransaction, writeTransaction } from "../src/core/store.ts";
 import { startServer } from "./helpers.ts";
 import { scratchCounter } from "./storage.ts";
 
 test("two read-then-write transactions that wait in between are serialised: no lost update", async (t) => {
   const server = await startServer(t);
-  const { db } = server.app;
+  const db = server.app.db as Db;
   const counter = guard(db, scratchCounter(server));
   const increment = () =>
     writeTransaction(db, async () => {
@@ -24,7 +25,7 @@ test("two read-then-write transactions that wait in between are serialised: no l
 
 test("a repo call from outside waits for the open transaction and sees only what it committed", async (t) => {
   const server = await startServer(t);
-  const { db } = server.app;
+  const db = server.app.db as Db;
   const counter = guard(db, scratchCounter(server));
   let wrote!: () => void;
   const written = new Promise<void>((resolve) => {
@@ -46,7 +47,7 @@ test("a repo call from outside waits for the open transaction and sees only what
 
 test("calls and transactions reach the connection in arrival order", async (t) => {
   const server = await startServer(t);
-  const { db } = server.app;
+  const db = server.app.db as Db;
   const order: string[] = [];
   const raw = scratchCounter(server);
   const counter = guard(db, {
@@ -69,7 +70,7 @@ test("calls and transactions reach the connection in arrival order", async (t) =
 
 test("nested transactions are savepoints: an inner failure undoes only the inner part; overlapping ones are refused", async (t) => {
   const server = await startServer(t);
-  const { db } = server.app;
+  const db = server.app.db as Db;
   const counter = guard(db, scratchCounter(server));
   let rollbacks = 0;
   onRollback(db, () => rollbacks++);

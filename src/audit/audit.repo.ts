@@ -1,6 +1,8 @@
 import type { Statement } from "better-sqlite3";
 import { type Db, guard } from "../core/db.ts";
-import { createEncryptedRecordCounter, type EncryptedRecordCounts } from "../core/encrypted-columns.ts";
+import { createEncryptedRecordCounterSqlite, type EncryptedRecordCounts } from "../core/encrypted-columns.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createAuditRepoPg } from "./audit.repo.pg.ts";
 
 export interface AuditFilter {
   projectId: string;
@@ -82,11 +84,17 @@ function indexFor(filter: AuditFilter): string {
   return kind ? `audit_events_project_${kind}_at_seq` : "audit_events_project_at_seq";
 }
 
+export type AuditRepo = ReturnType<typeof createAuditRepoSqlite>;
+
+export function createAuditRepo(store: Store): AuditRepo {
+  return isPostgres(store) ? createAuditRepoPg(store) : createAuditRepoSqlite(store);
+}
+
 /**
  * Audit events, the retention checkpoint, and the Vercel hosting row the security overview shows.
  * Raw SQL so each filter combination is one prepared statement that walks one index.
  */
-export function createAuditRepo(db: Db) {
+function createAuditRepoSqlite(db: Db) {
   const sqlite = db.$client;
   const pageStatements = new Map<string, Statement>();
 
@@ -143,7 +151,7 @@ export function createAuditRepo(db: Db) {
     )
     .pluck();
   const countProjectEvents = sqlite.prepare("SELECT count(*) FROM audit_events WHERE project_id = ?").pluck();
-  const encryptedRecords = createEncryptedRecordCounter(db);
+  const encryptedRecords = createEncryptedRecordCounterSqlite(db);
   const chainColumns =
     "seq, id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata, service_account_id, service_account_name, prev_hash, hash, mac_key_version";
   const allEvents = sqlite.prepare(`SELECT ${chainColumns} FROM audit_events ORDER BY seq`);
@@ -195,8 +203,11 @@ export function createAuditRepo(db: Db) {
       return encryptedRecords.count(currentKeyVersion, projectId);
     },
 
-    /** Every event in chain order, streamed: the verifier must not hold a million rows. */
-    iterateChain(): IterableIterator<StoredEventRow> {
+    /**
+     * Every event in chain order, streamed: the verifier must not hold a million rows. Call
+     * inside a read transaction. PostgreSQL's is asynchronous (pages read in the snapshot).
+     */
+    iterateChain(): Iterable<StoredEventRow> | AsyncIterable<StoredEventRow> {
       return allEvents.iterate() as IterableIterator<StoredEventRow>;
     },
 
@@ -242,8 +253,6 @@ export function createAuditRepo(db: Db) {
     },
   });
 }
-
-export type AuditRepo = ReturnType<typeof createAuditRepo>;
 
 /** The named parameters of a page query; the ones a filter leaves out are not bound at all. */
 function pageParameters(filter: AuditFilter): Record<string, string | number> {

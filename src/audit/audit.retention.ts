@@ -6,7 +6,7 @@
 import type { Logger } from "pino";
 import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import { createAuditRepo } from "./audit.repo.ts";
 import { type ChainBreak, describeBreak, signCheckpoint, startChain } from "./audit.verify.ts";
 
@@ -25,7 +25,7 @@ export interface PruneResult {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   keyring: Keyring;
   clock: Clock;
   log: Pick<Logger, "info" | "error">;

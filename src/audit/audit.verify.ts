@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import { loadConfig } from "../core/config.ts";
 import { type Keyring, loadKeyring, safeEqual } from "../core/crypto.ts";
-import { checkMasterKeys, type Db, openDatabase, readTransaction, writeTransaction } from "../core/db.ts";
+import { checkMasterKeys, closeStore, openStore, readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import { plural } from "../core/text.ts";
 import { type AuditRepo, type CheckpointRow, createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
@@ -180,16 +180,29 @@ export async function startChain(
  * leaves a valid shorter chain; compare the printed head hash with one recorded elsewhere
  * to catch that.
  */
-export async function verifyAuditChain(db: Db, keyring: Keyring): Promise<ChainCheck> {
+export async function verifyAuditChain(db: Store, keyring: Keyring): Promise<ChainCheck> {
   const repo = createAuditRepo(db);
   // One snapshot: the server may prune (moving the checkpoint) while this runs.
   return readTransaction(db, async (): Promise<ChainCheck> => {
     const start = await startChain(repo, keyring);
     if ("broken" in start) return { ok: false, ...start.broken };
     const { checkpoint, walker } = start;
-    for (const row of await repo.iterateChain()) {
+    const breakAt = (row: StoredEventRow): ChainCheck | undefined => {
       const problem = walker.check(row);
-      if (problem) return { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
+      return problem && { ok: false, events: walker.summary().events, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...problem };
+    };
+    const rows = await repo.iterateChain();
+    // SQLite's rows come synchronously: no await per event of a long log.
+    if (Symbol.asyncIterator in rows) {
+      for await (const row of rows) {
+        const broken = breakAt(row);
+        if (broken) return broken;
+      }
+    } else {
+      for (const row of rows) {
+        const broken = breakAt(row);
+        if (broken) return broken;
+      }
     }
     return {
       ok: true,
@@ -239,7 +252,7 @@ const REKEY_PAGE = 1000;
  * vouches for them as they are.
  */
 export async function rekeyAuditChain(
-  db: Db,
+  db: Store,
   keyring: Keyring,
   options: { keyHashOnly: boolean } = { keyHashOnly: false },
 ): Promise<({ ok: true } & RekeyCounts) | ({ ok: false } & ChainBreak)> {
@@ -332,10 +345,10 @@ export async function auditCommand(args: string[]): Promise<number> {
   }
   const config = loadConfig();
   const keyring = loadKeyring(config);
-  const db = openDatabase(config);
+  const db = await openStore(config);
   try {
     // A wrong key is a configuration error, not "every keyed event was edited".
-    checkMasterKeys(db, keyring, new Date());
+    await checkMasterKeys(db, keyring, new Date());
     const result = await verifyAuditChain(db, keyring);
     if (result.ok) {
       const lines = [`Audit log intact: ${events(result.events)} verified.`];
@@ -379,6 +392,6 @@ export async function auditCommand(args: string[]): Promise<number> {
     );
     return 1;
   } finally {
-    db.$client.close();
+    await closeStore(db);
   }
 }

@@ -2,7 +2,9 @@ import crypto, { type KeyObject } from "node:crypto";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
-import { type Db, inTransaction, writeTransaction } from "../core/db.ts";
+import type { Db } from "../core/db.ts";
+import type { PgStore } from "../core/postgres.ts";
+import { inTransaction, isPostgres, type Store, writeTransaction } from "../core/store.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -125,41 +127,38 @@ export function createEventIds(): () => string {
 
 export type AuditWriter = ReturnType<typeof createAuditWriter>;
 
+/** An event ready to append: its content and its link in the chain. */
+interface ChainedEvent extends StoredEventContent {
+  prevHash: string;
+  hash: string;
+}
+
 /**
  * The single function that writes audit events. Call it inside the transaction of the
- * change it records (better-sqlite3 runs every statement of the connection in it).
+ * change it records (better-sqlite3 runs every statement of the connection in it; on
+ * PostgreSQL the repos find the transaction's connection themselves).
  */
-export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
-  const sqlite = db.$client;
-  // With every event pruned under retention, the chain goes on from the checkpoint.
-  const chainHead = sqlite.prepare(
-    `SELECT coalesce((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1),
-                     (SELECT hash FROM audit_checkpoint WHERE id = 1)) AS hash,
-            (SELECT at FROM audit_events ORDER BY seq DESC LIMIT 1) AS at`,
-  );
-  const insert = sqlite.prepare(
-    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
-       service_account_id, service_account_name, prev_hash, hash, mac_key_version)
-     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata,
-       @serviceAccountId, @serviceAccountName, @prevHash, @hash, @macKeyVersion)`,
-  );
+export function createAuditWriter(db: Store, clock: Clock, keyring: Keyring) {
   const nextId = createEventIds();
   // New events are always keyed with the current master key version; rotate-key moves older
   // ones onto it.
   const macKeyVersion = keyring.currentVersion;
   const macKey = keyring.auditMacKey(macKeyVersion);
 
-  function append(pending: StoredEventContent): void {
-    const head = chainHead.get() as { hash: string | null; at: string | null };
-    const prevHash = head.hash ?? GENESIS_HASH;
-    const content = { ...pending, at: chainTime(head.at) };
-    insert.run({
-      ...content,
-      serviceAccountId: content.serviceAccountId ?? null,
-      serviceAccountName: content.serviceAccountName ?? null,
-      prevHash,
-      hash: eventHash(prevHash, content, macKey),
-      macKeyVersion,
+  /**
+   * The events chained onto the head: each names the previous one's hash, and takes its
+   * time from the clock unless that went back (see chainTime).
+   */
+  function chain(head: ChainHead, pending: StoredEventContent[]): ChainedEvent[] {
+    let prevHash = head.hash ?? GENESIS_HASH;
+    let previousAt = head.at;
+    return pending.map((event) => {
+      const content = { ...event, at: chainTime(previousAt) };
+      const hash = eventHash(prevHash, content, macKey);
+      const chained = { ...content, prevHash, hash };
+      prevHash = hash;
+      previousAt = content.at;
+      return chained;
     });
   }
   /**
@@ -174,8 +173,12 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     return previousAt;
   }
   // Reading the last hash and appending must be one step (a write transaction), or two
-  // processes writing the same file (the server and a CLI command) could both chain onto
+  // processes writing the same database (the server and a CLI command, or two servers on
+  // PostgreSQL, whose write transactions hold one cluster-wide lock) could both chain onto
   // the same event.
+  const append: (pending: StoredEventContent[]) => void | Promise<void> = isPostgres(db)
+    ? createPgAppend(db, macKeyVersion, chain)
+    : createSqliteAppend(db, macKeyVersion, chain);
 
   // Events of reads waiting for the next flush (see recordRead).
   let pendingReads: { content: StoredEventContent; settle: (error?: unknown) => void }[] = [];
@@ -184,9 +187,7 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     const batch = pendingReads;
     pendingReads = [];
     try {
-      await writeTransaction(db, () => {
-        for (const item of batch) append(item.content);
-      });
+      await writeTransaction(db, () => append(batch.map((item) => item.content)));
     } catch (error) {
       for (const item of batch) item.settle(error);
       return;
@@ -243,8 +244,86 @@ export function createAuditWriter(db: Db, clock: Clock, keyring: Keyring) {
     /** `actor` is the caller, or null for the server's own actions (automatic sync). */
     async record(actor: Principal | null, entry: AuditEntry): Promise<void> {
       const content = toContent(actor, entry);
-      if (inTransaction(db)) append(content);
-      else await writeTransaction(db, () => append(content));
+      if (inTransaction(db)) await append([content]);
+      else await writeTransaction(db, () => append([content]));
     },
   };
+}
+
+type ChainHead = { hash: string | null; at: string | null };
+type Chain = (head: ChainHead, pending: StoredEventContent[]) => ChainedEvent[];
+
+// With every event pruned under retention, the chain goes on from the checkpoint.
+const CHAIN_HEAD = `SELECT coalesce((SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1),
+                     (SELECT hash FROM audit_checkpoint WHERE id = 1)) AS hash,
+            (SELECT at FROM audit_events ORDER BY seq DESC LIMIT 1) AS at`;
+
+/** Each event on its own: better-sqlite3's statements cost microseconds, with no round trip. */
+function createSqliteAppend(db: Db, macKeyVersion: number, chain: Chain) {
+  const sqlite = db.$client;
+  const chainHead = sqlite.prepare(CHAIN_HEAD);
+  const insert = sqlite.prepare(
+    `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
+       service_account_id, service_account_name, prev_hash, hash, mac_key_version)
+     VALUES (@id, @projectId, @at, @action, @category, @actorUserId, @targetType, @targetId, @metadata,
+       @serviceAccountId, @serviceAccountName, @prevHash, @hash, @macKeyVersion)`,
+  );
+  return (pending: StoredEventContent[]): void => {
+    for (const content of pending) {
+      const event = chain(chainHead.get() as ChainHead, [content])[0]!;
+      insert.run({
+        ...event,
+        serviceAccountId: event.serviceAccountId ?? null,
+        serviceAccountName: event.serviceAccountName ?? null,
+        macKeyVersion,
+      });
+    }
+  };
+}
+
+/**
+ * The head read once and the events inserted in one statement: two round trips for a batch
+ * of reveals, under the write lock every server's writes wait for. A multi-row VALUES list
+ * is inserted in its order, so seq (an identity column) follows the chain.
+ */
+// PostgreSQL takes at most 65535 parameters per statement; an event has 14.
+const PG_INSERT_ROWS = 1000;
+const PG_INSERT_COLUMNS = 14;
+
+function createPgAppend(store: PgStore, macKeyVersion: number, chain: Chain) {
+  return async (pending: StoredEventContent[]): Promise<void> => {
+    const head = (await store.client().query({ name: "audit-chain-head", text: CHAIN_HEAD })).rows[0] as ChainHead;
+    const events = chain(head, pending);
+    for (let start = 0; start < events.length; start += PG_INSERT_ROWS) await insert(events.slice(start, start + PG_INSERT_ROWS));
+  };
+
+  async function insert(events: ChainedEvent[]): Promise<void> {
+    const values: unknown[] = [];
+    const rows: string[] = [];
+    for (const event of events) {
+      const at = values.length;
+      rows.push(`(${Array.from({ length: PG_INSERT_COLUMNS }, (_, i) => `$${at + i + 1}`).join(", ")})`);
+      values.push(
+        event.id,
+        event.projectId,
+        event.at,
+        event.action,
+        event.category,
+        event.actorUserId,
+        event.targetType,
+        event.targetId,
+        event.metadata,
+        event.serviceAccountId ?? null,
+        event.serviceAccountName ?? null,
+        event.prevHash,
+        event.hash,
+        macKeyVersion,
+      );
+    }
+    const text = `INSERT INTO audit_events (id, project_id, at, action, category, actor_user_id, target_type, target_id, metadata,
+       service_account_id, service_account_name, prev_hash, hash, mac_key_version)
+     VALUES ${rows.join(", ")}`;
+    // The usual single event is a named statement; a batch's shape varies with its size.
+    await store.client().query(events.length === 1 ? { name: "audit-insert", text, values } : { text, values });
+  }
 }

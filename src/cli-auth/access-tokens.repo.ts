@@ -1,11 +1,19 @@
 import type { AccessTokenRow } from "../core/auth.ts";
 import { type Db, guard } from "../core/db.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createAccessTokensRepoPg } from "./access-tokens.repo.pg.ts";
+
+export type AccessTokensRepo = ReturnType<typeof createAccessTokensRepoSqlite>;
+
+export function createAccessTokensRepo(store: Store): AccessTokensRepo {
+  return isPostgres(store) ? createAccessTokensRepoPg(store) : createAccessTokensRepoSqlite(store);
+}
 
 /**
  * CLI access tokens, looked up by their hash on every CLI request (core/auth.ts): one
  * prepared statement joining the token, its session and its user.
  */
-export function createAccessTokensRepo(db: Db) {
+function createAccessTokensRepoSqlite(db: Db) {
   const sqlite = db.$client;
   // CAST: see "Joins with parameters" in core/db.ts.
   const findLive = sqlite.prepare(

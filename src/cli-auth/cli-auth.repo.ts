@@ -1,6 +1,8 @@
 import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
 import { cliSessions, cliTokens, deviceRequests, users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createCliAuthRepoPg } from "./cli-auth.repo.pg.ts";
 
 export type DeviceRequestRow = typeof deviceRequests.$inferSelect;
 export type CliSessionRow = typeof cliSessions.$inferSelect;
@@ -14,7 +16,13 @@ export interface TokenWithSession {
   userDisabledAt: string | null;
 }
 
-export function createCliAuthRepo(db: Db) {
+export type CliAuthRepo = ReturnType<typeof createCliAuthRepoSqlite>;
+
+export function createCliAuthRepo(store: Store): CliAuthRepo {
+  return isPostgres(store) ? createCliAuthRepoPg(store) : createCliAuthRepoSqlite(store);
+}
+
+function createCliAuthRepoSqlite(db: Db) {
   return guard(db, {
     insertDeviceRequest(row: typeof deviceRequests.$inferInsert): void {
       db.insert(deviceRequests).values(row).run();
@@ -141,5 +149,3 @@ export function createCliAuthRepo(db: Db) {
     },
   });
 }
-
-export type CliAuthRepo = ReturnType<typeof createCliAuthRepo>;

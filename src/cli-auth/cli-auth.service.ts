@@ -5,8 +5,8 @@ import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { CliAuthRepo, CliSessionRow } from "./cli-auth.repo.ts";
 
 const DEVICE_EXPIRES_IN_SECONDS = 600;
@@ -90,7 +90,7 @@ function displayUserCode(code: string): string {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: CliAuthRepo;
   /** The users feature's lookup (app.ts passes the users service). */
   users: { findById(id: string): Promise<{ email: string | null } | undefined> };

@@ -4,8 +4,8 @@ import { createAccessGuard } from "../core/access.ts";
 import { systemClock } from "../core/clock.ts";
 import { type Config, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
-import { checkMasterKeys, type Db, openDatabase } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { checkMasterKeys, closeStore, openStore, type Store } from "../core/store.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
 import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
@@ -28,18 +28,18 @@ add and reset-password need AUTH_PROVIDER=local. Links are printed for you to ha
 
 type Command = (args: string[]) => Promise<number>;
 
-async function withDatabase<T>(fn: (db: Db, config: Config) => Promise<T>): Promise<T> {
+async function withDatabase<T>(fn: (db: Store, config: Config) => Promise<T>): Promise<T> {
   const config = loadConfig();
-  const db = openDatabase(config);
+  const db = await openStore(config);
   try {
     // Awaited here: the database closes only once the command's last statement has run.
     return await fn(db, config);
   } finally {
-    db.$client.close();
+    await closeStore(db);
   }
 }
 
-function usersService(db: Db, onDisabled?: (userId: string) => Promise<void>) {
+function usersService(db: Store, onDisabled?: (userId: string) => Promise<void>) {
   return createUsersService({
     db,
     users: createUsersRepo(db),
@@ -51,7 +51,7 @@ function usersService(db: Db, onDisabled?: (userId: string) => Promise<void>) {
   });
 }
 
-function local(db: Db, config: Config) {
+function local(db: Store, config: Config) {
   return createLocalAccounts({ db, users: usersService(db), repo: createLocalRepo(db), config, clock: systemClock });
 }
 
@@ -158,7 +158,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
           // The events this writes are chained under the master key like the server's: a
           // key that does not match the database stops here instead of breaking the chain.
           const keyring = loadKeyring(config);
-          checkMasterKeys(db, keyring, systemClock.now());
+          await checkMasterKeys(db, keyring, systemClock.now());
           const members = createMembersForCommand({
             db,
             repo: createMembersRepo(db),

@@ -31,6 +31,9 @@ const schema = {
     SQLITE_SYNCHRONOUS: { type: "string", enum: ["full", "normal"], default: "full" },
     TRUST_PROXY: { type: "string" },
     DATABASE_URL: { type: "string" },
+    DATABASE_POOL_SIZE: { type: "integer", minimum: 1, maximum: 1000, default: 10 },
+    DATABASE_STATEMENT_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 3600, default: 30 },
+    DATABASE_CA_FILE: { type: "string", minLength: 1 },
     SMTP_URL: { type: "string", minLength: 1 },
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
@@ -63,6 +66,9 @@ interface RawEnv {
   SQLITE_SYNCHRONOUS: "full" | "normal";
   TRUST_PROXY?: string;
   DATABASE_URL?: string;
+  DATABASE_POOL_SIZE: number;
+  DATABASE_STATEMENT_TIMEOUT_SECONDS: number;
+  DATABASE_CA_FILE?: string;
   SMTP_URL?: string;
   SMTP_FROM?: string;
   RATE_LIMIT_PER_MINUTE: number;
@@ -73,6 +79,14 @@ interface RawEnv {
   REQUEST_TIMEOUT_SECONDS: number;
   KEEP_ALIVE_TIMEOUT_SECONDS: number;
   AUDIT_RETENTION_DAYS?: number;
+}
+
+export interface DatabaseConfig {
+  url: string;
+  poolSize: number;
+  statementTimeoutMs: number;
+  /** A CA certificate (PEM) the server's certificate must chain to. */
+  caFile?: string;
 }
 
 export type AuthProvider = "dev" | "oidc" | "local";
@@ -96,6 +110,8 @@ export interface Config {
   vercelApiUrl: string;
   logLevel: string;
   sqliteSynchronous: "full" | "normal";
+  /** PostgreSQL instead of SQLite in DATA_DIR (DATABASE_URL); never logged, it may hold a password. */
+  database?: DatabaseConfig;
   /** false, a hop count, or proxy addresses; never `true`, which would trust any X-Forwarded-For. */
   trustProxy: false | number | string[];
   smtp?: { url: string; from: string };
@@ -119,18 +135,17 @@ export interface Config {
 /** A configuration problem: the process prints the message as one line and exits. */
 export class ConfigError extends Error {}
 
-/**
- * operations.md names DATABASE_URL for PostgreSQL, which this version cannot use yet. Set
- * and ignored, every server behind a load balancer would keep its own SQLite file, each
- * with different secrets: refuse instead, before anything is opened. The URL itself is
- * never repeated (it may hold a password).
- */
-function refuseDatabaseUrl(url: string | undefined): void {
-  if (url === undefined) return;
+/** DATABASE_URL, checked before anything is opened. The URL itself is never repeated (it may hold a password). */
+function parseDatabase(raw: RawEnv): DatabaseConfig | undefined {
+  const url = raw.DATABASE_URL;
+  if (url === undefined) return undefined;
   if (!/^postgres(ql)?:\/\//i.test(url)) throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://.");
-  throw new ConfigError(
-    "DATABASE_URL is set, but this version keeps its data in SQLite (in DATA_DIR) only: PostgreSQL is not supported yet. Unset DATABASE_URL to run on SQLite.",
-  );
+  return {
+    url,
+    poolSize: raw.DATABASE_POOL_SIZE,
+    statementTimeoutMs: raw.DATABASE_STATEMENT_TIMEOUT_SECONDS * 1000,
+    caFile: raw.DATABASE_CA_FILE === undefined ? undefined : path.resolve(raw.DATABASE_CA_FILE),
+  };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -144,7 +159,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(describeSchemaError(error));
   }
 
-  refuseDatabaseUrl(raw.DATABASE_URL);
+  const database = parseDatabase(raw);
+  if (database && !raw.MASTER_KEY) {
+    // A key generated into each server's DATA_DIR would differ from server to server.
+    throw new ConfigError("MASTER_KEY is required with DATABASE_URL: give every server the same key (openssl rand -base64 32 makes one).");
+  }
   const isProduction = raw.NODE_ENV === "production";
   const appUrl = parseAppUrl(raw.APP_URL ?? `http://localhost:${raw.PORT}`, isProduction);
   const vercelApiUrl = parseHttpUrl("VERCEL_API_URL", raw.VERCEL_API_URL).replace(/\/+$/, "");
@@ -200,6 +219,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vercelApiUrl,
     logLevel: raw.LOG_LEVEL,
     sqliteSynchronous: raw.SQLITE_SYNCHRONOUS,
+    database,
     trustProxy: parseTrustProxy(raw.TRUST_PROXY),
     smtp,
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,

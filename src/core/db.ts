@@ -7,9 +7,6 @@ import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3"
 import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { type Config, ConfigError } from "./config.ts";
-import type { Keyring } from "./crypto.ts";
-import { safeEqual } from "./crypto.ts";
-import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import * as schema from "./schema.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
@@ -213,41 +210,6 @@ function loadBundledAddon(dataDir: string): unknown {
   return module.exports;
 }
 
-/**
- * Records a verifier of each configured master key the first time it is seen, and refuses
- * to start when a key does not match the verifier stored for its version: a wrong key
- * would otherwise only show up later as every read failing.
- */
-export function checkMasterKeys(db: Db, keyring: Keyring, now: Date): void {
-  const sqlite = db.$client;
-  const stored = new Map(
-    (sqlite.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]).map((r) => [
-      r.version,
-      r.check_value,
-    ]),
-  );
-  for (const version of keyring.versions()) {
-    const expected = stored.get(version);
-    const actual = keyring.checkValue(version);
-    const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
-    if (expected === undefined) {
-      sqlite.prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)").run(version, actual, now.toISOString());
-    } else if (!safeEqual(expected, actual)) {
-      throw new ConfigError(
-        `${name} does not match the key version ${version} this database was encrypted with. Start with the right key; nothing was changed.`,
-      );
-    }
-  }
-  const missing = createEncryptedRecordCounter(db)
-    .keyVersionsInUse()
-    .filter((v) => !keyring.has(v));
-  if (missing.length > 0) {
-    throw new ConfigError(
-      `Records are encrypted with master key version ${missing.join(", ")}, which is not configured. Add it to MASTER_KEYS_PREVIOUS as <version>:<base64>.`,
-    );
-  }
-}
-
 /*
  * Transactions. Services are written against promises, so that the same code can run on a
  * database reached over the network; better-sqlite3 itself answers at once. One connection
@@ -377,12 +339,12 @@ const READ_BEGIN = "BEGIN DEFERRED";
  * (the server and a CLI command on the same file) queue on busy_timeout instead of
  * failing on a lock upgrade. Repo calls made by fn are part of it.
  */
-export function writeTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
+export function sqliteWriteTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
   return transaction(db, "BEGIN IMMEDIATE", fn);
 }
 
 /** Reads in one snapshot (BEGIN DEFERRED): no lock is taken for writing, and nothing is fsynced. */
-export function readTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
+export function sqliteReadTransaction<T>(db: Db, fn: () => T | Promise<T>): Promise<T> {
   return transaction(db, READ_BEGIN, fn);
 }
 
@@ -397,7 +359,7 @@ export function isConnectionBusy(db: Db): boolean {
 }
 
 /** Whether the caller runs inside a transaction of this database. */
-export function inTransaction(db: Db): boolean {
+export function sqliteInTransaction(db: Db): boolean {
   return currentTransaction(db.$client) !== undefined;
 }
 
@@ -439,7 +401,7 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
 const rollbackListeners = new WeakMap<Database.Database, (() => void)[]>();
 
 /** Called after any writeTransaction on this database rolled back (for caches of rows it wrote). */
-export function onRollback(db: Db, listener: () => void): void {
+export function onSqliteRollback(db: Db, listener: () => void): void {
   const list = rollbackListeners.get(db.$client) ?? [];
   list.push(listener);
   rollbackListeners.set(db.$client, list);

@@ -1,4 +1,6 @@
-import type { Db } from "./db.ts";
+import { type Db, type Guarded, guard } from "./db.ts";
+import { type PgStore, pgRow, pgRows } from "./postgres.ts";
+import { isPostgres, type Store } from "./store.ts";
 
 /** Which AAD a column's ciphertext is sealed with (the vault's secretValueAad, integrationAad, wrapAad). */
 export type EncryptedColumnAad =
@@ -95,8 +97,18 @@ export interface EncryptedRecordCounts {
   other: number;
 }
 
-/** Counts of encrypted records by key version, prepared once (the overview asks per request). */
-export function createEncryptedRecordCounter(db: Db) {
+export type EncryptedRecordCounter = Guarded<ReturnType<typeof createEncryptedRecordCounterSqlite>>;
+
+/** Counts of encrypted records by key version, on either store. */
+export function createEncryptedRecordCounter(store: Store): EncryptedRecordCounter {
+  return isPostgres(store) ? createEncryptedRecordCounterPg(store) : guard(store, createEncryptedRecordCounterSqlite(store));
+}
+
+/**
+ * Counts of encrypted records by key version, prepared once (the overview asks per request).
+ * Synchronous, for a SQLite repo that counts inside its own call (audit.repo.ts).
+ */
+export function createEncryptedRecordCounterSqlite(db: Db) {
   const sqlite = db.$client;
   const countSql = (selects: string[]) =>
     `SELECT count(*) AS total, coalesce(sum(v = @current), 0) AS onCurrent FROM (${selects.join(" UNION ALL ")})`;
@@ -138,5 +150,39 @@ export function createEncryptedRecordCounter(db: Db) {
     pendingByColumn(currentKeyVersion: number): { column: EncryptedColumn; pending: number }[] {
       return pendingByColumn.map(({ column, statement }) => ({ column, pending: statement.get(currentKeyVersion) as number }));
     },
+  };
+}
+
+function createEncryptedRecordCounterPg(store: PgStore): EncryptedRecordCounter {
+  const countSql = (selects: string[]) =>
+    `SELECT count(*) AS total, count(*) FILTER (WHERE v = $1) AS "onCurrent" FROM (${selects.join(" UNION ALL ")}) AS records`;
+  const countAll = countSql(keyVersionSelects(ENCRYPTED_COLUMNS));
+  const countProject = countSql(keyVersionSelects(ENCRYPTED_COLUMNS, (c) => `${c.projectId} = $2`));
+  const versionsInUse = `${ENCRYPTED_COLUMNS.map(
+    (c) => `SELECT DISTINCT ${c.keyVersion} AS v FROM ${c.table}${c.isNullable ? ` WHERE ${c.ciphertext} IS NOT NULL` : ""}`,
+  ).join(" UNION ")} ORDER BY v`;
+
+  async function counts(text: string, values: unknown[]): Promise<EncryptedRecordCounts> {
+    const row = (await pgRow<{ total: number; onCurrent: number }>(store, text, values))!;
+    return { total: row.total, onCurrentKeyVersion: row.onCurrent, other: row.total - row.onCurrent };
+  }
+
+  return {
+    count: (currentKeyVersion, projectId) =>
+      projectId === undefined ? counts(countAll, [currentKeyVersion]) : counts(countProject, [currentKeyVersion, projectId]),
+
+    keyVersionsInUse: async () => (await pgRows<{ v: number }>(store, versionsInUse)).map((r) => r.v),
+
+    pendingByColumn: (currentKeyVersion) =>
+      Promise.all(
+        ENCRYPTED_COLUMNS.map(async (column) => {
+          const row = await pgRow<{ n: number }>(
+            store,
+            `SELECT count(*) AS n FROM (${keyVersionSelects([column])[0]}) AS records WHERE v <> $1`,
+            [currentKeyVersion],
+          );
+          return { column, pending: row!.n };
+        }),
+      ),
   };
 }

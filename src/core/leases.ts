@@ -4,6 +4,8 @@
 import crypto from "node:crypto";
 import type { Clock } from "./clock.ts";
 import { type Db, guard } from "./db.ts";
+import { type PgStore, pgRun } from "./postgres.ts";
+import { isPostgres, type Store } from "./store.ts";
 
 /** This process's name in leases: random, so a restarted process is a new owner. */
 export function newOwnerId(): string {
@@ -17,7 +19,17 @@ export interface Lease {
   release(): Promise<void>;
 }
 
-export function createLease(db: Db, clock: Clock, options: { name: string; owner: string; staleMs: number }): Lease {
+interface LeaseOptions {
+  name: string;
+  owner: string;
+  staleMs: number;
+}
+
+export function createLease(store: Store, clock: Clock, options: LeaseOptions): Lease {
+  return isPostgres(store) ? createLeasePg(store, clock, options) : createLeaseSqlite(store, clock, options);
+}
+
+function createLeaseSqlite(db: Db, clock: Clock, options: LeaseOptions): Lease {
   const sqlite = db.$client;
   // One statement: of two processes renewing together, the second finds the row held.
   const take = sqlite.prepare(
@@ -42,4 +54,25 @@ export function createLease(db: Db, clock: Clock, options: { name: string; owner
       release.run(options.name, options.owner);
     },
   });
+}
+
+function createLeasePg(store: PgStore, clock: Clock, options: LeaseOptions): Lease {
+  return {
+    // One statement, as on SQLite: the row lock of ON CONFLICT makes the second of two
+    // renewals re-check the WHERE against the first one's row, and find it held.
+    async renew() {
+      const now = clock.now();
+      const taken = await pgRun(
+        store,
+        `INSERT INTO leases (name, owner, heartbeat_at) VALUES ($1, $2, $3)
+         ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, heartbeat_at = excluded.heartbeat_at
+           WHERE leases.owner = excluded.owner OR leases.heartbeat_at < $4`,
+        [options.name, options.owner, now.toISOString(), new Date(now.getTime() - options.staleMs).toISOString()],
+      );
+      return taken === 1;
+    },
+    async release() {
+      await pgRun(store, "DELETE FROM leases WHERE name = $1 AND owner = $2", [options.name, options.owner]);
+    },
+  };
 }

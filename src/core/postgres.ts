@@ -19,6 +19,7 @@ export type PgDb = NodePgDatabase<typeof schema>;
 export type PgQueryable = pg.Pool | pg.PoolClient;
 
 export interface PgStore {
+  readonly kind: "postgres";
   readonly pool: pg.Pool;
   /** The current transaction's client when called inside one (across its awaits), else the pool. */
   client(): PgQueryable;
@@ -142,6 +143,30 @@ function withCaFile(url: string, caFile: string | undefined): string {
 const rollbackListeners = new WeakMap<PgStore, (() => void)[]>();
 const writeLockTimeouts = new WeakMap<PgStore, number>();
 
+/** pg hands int8 (count(*), a bigint seq) to raw SQL as a string; every such value here is far below 2^53, so read it as a number, as better-sqlite3 does. */
+const INT8_OID = 20;
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === INT8_OID && format !== "binary"
+      ? (value: string) => Number(value)
+      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+};
+
+/** Rows of one statement ($1, $2… parameters), run inside the caller's transaction when there is one. */
+export async function pgRows<T>(store: PgStore, text: string, values: unknown[] = []): Promise<T[]> {
+  return (await store.client().query(text, values)).rows as T[];
+}
+
+/** The first row of one statement, or undefined. */
+export async function pgRow<T>(store: PgStore, text: string, values: unknown[] = []): Promise<T | undefined> {
+  return (await store.client().query(text, values)).rows[0] as T | undefined;
+}
+
+/** Runs one statement and answers how many rows it changed. */
+export async function pgRun(store: PgStore, text: string, values: unknown[] = []): Promise<number> {
+  return (await store.client().query(text, values)).rowCount ?? 0;
+}
+
 /** Opens a pool to `url` (nothing connects until the first statement). */
 export function openPostgres(url: string, options: PostgresOptions = {}): PgStore {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
@@ -156,6 +181,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): PgStor
     // nothing: the client gives up a little after the server would have cancelled.
     query_timeout: statementTimeoutMs + connectionTimeoutMs,
     keepAlive: true,
+    types,
   });
   // A connection that breaks while idle in the pool (PostgreSQL restarted, a failover) is
   // reported here; without a listener it would end the process. The pool has already
@@ -166,6 +192,7 @@ export function openPostgres(url: string, options: PostgresOptions = {}): PgStor
 
   let routed: PgDb;
   const store: PgStore = {
+    kind: "postgres",
     pool,
     client: () => currentTransaction(store)?.client ?? pool,
     db: () => routed,

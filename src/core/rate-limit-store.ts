@@ -13,7 +13,9 @@
 //   processes a caller may overshoot it by what the others let through since their last
 //   merge (README, "Several server processes on one data folder").
 import type { Clock } from "./clock.ts";
-import { type Db, guard, writeTransaction } from "./db.ts";
+import { type Db, guard } from "./db.ts";
+import { type PgStore, pgRow, pgRows, pgRun } from "./postgres.ts";
+import { isPostgres, type Store, writeTransaction } from "./store.ts";
 
 /** What the plugin passes to `child()`: the route's merged options and the route itself. */
 interface LimitOptions {
@@ -54,11 +56,40 @@ interface Merged {
   total: { count: number; started_at: string; expires_at: string };
 }
 
-export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitStoreOptions = {}) {
-  const sqlite = db.$client;
-  const windows = new Map<string, Window>();
-  const changed = new Set<string>();
+/** A window's row as the database holds it. */
+interface WindowRow {
+  key: string;
+  count: number;
+  started_at: string;
+  expires_at: string;
+}
 
+/** One global window's count to add, and the window it starts should the stored one have ended. */
+interface MergeRow {
+  key: string;
+  unsaved: number;
+  startedAt: string;
+  expiresAt: string;
+}
+
+/** The statements of the store, one implementation per database. */
+interface RateLimitRepo {
+  /** Counts one request of an exact limit and answers the total, in one statement. */
+  count(params: { key: string; now: string; expiresAt: string }): Promise<{ count: number; expires_at: string }>;
+  read(key: string, now: string): Promise<{ count: number; expires_at: string } | undefined>;
+  /** The live global windows, when the store starts (at once on SQLite). */
+  loadLive(now: string): WindowRow[] | Promise<WindowRow[]>;
+  /** Adds each row's count to its window (restarting windows that ended) and answers the totals; inside the caller's transaction. */
+  merge(rows: MergeRow[], now: string): Promise<WindowRow[]>;
+  removeExpired(now: string): Promise<void>;
+}
+
+function createRateLimitRepo(store: Store): RateLimitRepo {
+  return isPostgres(store) ? createRateLimitRepoPg(store) : createRateLimitRepoSqlite(store);
+}
+
+function createRateLimitRepoSqlite(db: Db): RateLimitRepo {
+  const sqlite = db.$client;
   // A window that ended is started afresh by the same statement, so the first request of a
   // new window is never refused on the old count.
   const countExactly = sqlite.prepare(
@@ -79,33 +110,106 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
        count = CASE WHEN rate_limit_windows.expires_at <= @now THEN @unsaved ELSE rate_limit_windows.count + @unsaved END,
        started_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @startedAt ELSE rate_limit_windows.started_at END,
        expires_at = CASE WHEN rate_limit_windows.expires_at <= @now THEN @expiresAt ELSE rate_limit_windows.expires_at END
-     RETURNING count, started_at, expires_at`,
+     RETURNING key, count, started_at, expires_at`,
   );
   const removeExpired = sqlite.prepare("DELETE FROM rate_limit_windows WHERE expires_at <= ?");
   // Through the connection's gate (core/db.ts): a count is never made inside another request's transaction.
-  const exact = guard(db, {
+  const guarded = guard(db, {
     count: (params: { key: string; now: string; expiresAt: string }) => countExactly.get(params) as { count: number; expires_at: string },
     read: (key: string, now: string) => readExactly.get(key, now) as { count: number; expires_at: string } | undefined,
+    merge: (rows: MergeRow[], now: string) => rows.map((row) => merge.get({ ...row, now }) as WindowRow),
+    removeExpired: (now: string): void => {
+      removeExpired.run(now);
+    },
   });
-  const mergeChanged = (keys: string[], now: string) => {
-    const totals: Merged[] = [];
+  return { ...guarded, loadLive: (now) => loadLive.all(now) as WindowRow[] };
+}
+
+function createRateLimitRepoPg(store: PgStore): RateLimitRepo {
+  return {
+    async count({ key, now, expiresAt }) {
+      // One statement, as on SQLite: two servers counting the same key together queue on its row.
+      const row = await pgRow<{ count: number; expires_at: string }>(
+        store,
+        `INSERT INTO rate_limit_windows (key, count, started_at, expires_at) VALUES ($1, 1, $2, $3)
+         ON CONFLICT (key) DO UPDATE SET
+           count = CASE WHEN rate_limit_windows.expires_at <= $2 THEN 1 ELSE rate_limit_windows.count + 1 END,
+           started_at = CASE WHEN rate_limit_windows.expires_at <= $2 THEN $2 ELSE rate_limit_windows.started_at END,
+           expires_at = CASE WHEN rate_limit_windows.expires_at <= $2 THEN $3 ELSE rate_limit_windows.expires_at END
+         RETURNING count, expires_at`,
+        [key, now, expiresAt],
+      );
+      return row as { count: number; expires_at: string };
+    },
+    read: (key, now) =>
+      pgRow<{ count: number; expires_at: string }>(
+        store,
+        "SELECT count, expires_at FROM rate_limit_windows WHERE key = $1 AND expires_at > $2",
+        [key, now],
+      ),
+    loadLive: (now) =>
+      pgRows<WindowRow>(store, "SELECT key, count, started_at, expires_at FROM rate_limit_windows WHERE key LIKE $1 AND expires_at > $2", [
+        "global\n%",
+        now,
+      ]),
+    // Every window in one statement: the merge holds the write lock, and a round trip per
+    // window would hold it for as many round trips. The keys are distinct, as ON CONFLICT
+    // DO UPDATE requires of one statement.
+    merge: (rows, now) =>
+      rows.length === 0
+        ? Promise.resolve([])
+        : pgRows<WindowRow>(
+            store,
+            `INSERT INTO rate_limit_windows (key, count, started_at, expires_at)
+             SELECT * FROM unnest($1::text[], $2::integer[], $3::text[], $4::text[])
+             ON CONFLICT (key) DO UPDATE SET
+               count = CASE WHEN rate_limit_windows.expires_at <= $5 THEN excluded.count ELSE rate_limit_windows.count + excluded.count END,
+               started_at = CASE WHEN rate_limit_windows.expires_at <= $5 THEN excluded.started_at ELSE rate_limit_windows.started_at END,
+               expires_at = CASE WHEN rate_limit_windows.expires_at <= $5 THEN excluded.expires_at ELSE rate_limit_windows.expires_at END
+             RETURNING key, count, started_at, expires_at`,
+            [rows.map((r) => r.key), rows.map((r) => r.unsaved), rows.map((r) => r.startedAt), rows.map((r) => r.expiresAt), now],
+          ),
+    async removeExpired(now) {
+      await pgRun(store, "DELETE FROM rate_limit_windows WHERE expires_at <= $1", [now]);
+    },
+  };
+}
+
+export function createRateLimitStore(store: Store, clock: Clock, options: RateLimitStoreOptions = {}) {
+  const repo = createRateLimitRepo(store);
+  const windows = new Map<string, Window>();
+  const changed = new Set<string>();
+
+  const mergeChanged = async (keys: string[], now: string): Promise<Merged[]> => {
+    const batch: { window: Window; row: MergeRow }[] = [];
     for (const key of keys) {
       const window = windows.get(key);
       if (!window) continue;
       const expiresAtMs = window.startedAtMs + window.windowMs;
       // Ended here meanwhile: nothing of it to add.
       if (expiresAtMs <= Date.parse(now)) continue;
-      const total = merge.get({
-        key,
-        unsaved: window.unsaved,
-        now,
-        startedAt: new Date(window.startedAtMs).toISOString(),
-        expiresAt: new Date(expiresAtMs).toISOString(),
-      }) as Merged["total"];
-      totals.push({ key, window, merged: window.unsaved, total });
+      batch.push({
+        window,
+        row: {
+          key,
+          unsaved: window.unsaved,
+          startedAt: new Date(window.startedAtMs).toISOString(),
+          expiresAt: new Date(expiresAtMs).toISOString(),
+        },
+      });
     }
-    removeExpired.run(now);
-    return totals;
+    const rows = await repo.merge(
+      batch.map((b) => b.row),
+      now,
+    );
+    const totals = new Map(rows.map((total) => [total.key, total]));
+    await repo.removeExpired(now);
+    const merged: Merged[] = [];
+    for (const { window, row } of batch) {
+      const total = totals.get(row.key);
+      if (total) merged.push({ key: row.key, window, merged: row.unsaved, total });
+    }
+    return merged;
   };
 
   /**
@@ -123,9 +227,28 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     }
   }
 
-  for (const row of loadLive.all(clock.now().toISOString()) as { key: string; count: number; started_at: string; expires_at: string }[]) {
-    const startedAtMs = Date.parse(row.started_at);
-    windows.set(row.key, { current: row.count, unsaved: 0, startedAtMs, windowMs: Date.parse(row.expires_at) - startedAtMs });
+  function adoptLive(rows: WindowRow[]): void {
+    for (const row of rows) {
+      const startedAtMs = Date.parse(row.started_at);
+      windows.set(row.key, { current: row.count, unsaved: 0, startedAtMs, windowMs: Date.parse(row.expires_at) - startedAtMs });
+    }
+  }
+
+  // SQLite answers at once. PostgreSQL answers later: until then the global limit waits, so
+  // that no one is counted from zero meanwhile. A load that fails leaves the counts at zero
+  // (as a fresh database would) and is reported once start() has somewhere to report it.
+  let loading: Promise<void> | undefined;
+  let loadError: unknown;
+  const live = repo.loadLive(clock.now().toISOString());
+  if (Array.isArray(live)) {
+    adoptLive(live);
+  } else {
+    loading = live.then(adoptLive, (error: unknown) => {
+      loadError = error;
+    });
+    void loading.then(() => {
+      loading = undefined;
+    });
   }
 
   function makeRoom(nowMs: number): void {
@@ -142,6 +265,10 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
   /** The global limit: counted in memory, merged every few seconds. */
   class GlobalStore {
     incr(key: string, callback: Callback, windowMs: number): void {
+      if (loading !== undefined) {
+        void loading.then(() => this.incr(key, callback, windowMs));
+        return;
+      }
       const nowMs = clock.now().getTime();
       const id = `global\n${key}`;
       let window = windows.get(id);
@@ -159,6 +286,10 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     }
 
     read(key: string, callback: Callback, windowMs: number): void {
+      if (loading !== undefined) {
+        void loading.then(() => this.read(key, callback, windowMs));
+        return;
+      }
       const nowMs = clock.now().getTime();
       const window = windows.get(`global\n${key}`);
       if (!window || window.startedAtMs + windowMs <= nowMs) callback(null, { current: 0, ttl: 0 });
@@ -191,7 +322,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
         callback(null, { current: over.count, ttl: over.expiresAtMs - now.getTime() });
         return;
       }
-      exact.count({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }).then(
+      repo.count({ key: id, now: now.toISOString(), expiresAt: new Date(now.getTime() + windowMs).toISOString() }).then(
         (total) => this.counted(id, total, now, callback, max),
         (error: unknown) => callback(error as Error, { current: 0, ttl: 0 }),
       );
@@ -211,7 +342,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
 
     read(key: string, callback: Callback): void {
       const now = clock.now();
-      exact.read(`${this.scope}\n${key}`, now.toISOString()).then(
+      repo.read(`${this.scope}\n${key}`, now.toISOString()).then(
         (row) => {
           if (!row) callback(null, { current: 0, ttl: 0 });
           else callback(null, { current: row.count, ttl: Date.parse(row.expires_at) - now.getTime() });
@@ -231,7 +362,7 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     const keys = [...changed];
     changed.clear();
     try {
-      adopt(await writeTransaction(db, () => mergeChanged(keys, clock.now().toISOString())));
+      adopt(await writeTransaction(store, () => mergeChanged(keys, clock.now().toISOString())));
     } catch (error) {
       // The database is busy or failing: keep counting in memory and try again next time.
       for (const key of keys) changed.add(key);
@@ -247,6 +378,9 @@ export function createRateLimitStore(db: Db, clock: Clock, options: RateLimitSto
     save,
     /** Merges every few seconds until stop(); the timer does not keep the process alive. */
     start(onError: (error: unknown) => void): void {
+      void (loading ?? Promise.resolve()).then(() => {
+        if (loadError !== undefined) onError(loadError);
+      });
       timer = setInterval(() => {
         save().catch(onError);
       }, options.saveEveryMs ?? 5000);

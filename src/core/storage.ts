@@ -1,7 +1,10 @@
 import fs from "node:fs";
 import path from "node:path";
+import type pg from "pg";
 import type { Logger } from "pino";
-import { type Db, isConnectionBusy, probeDatabaseWrite } from "./db.ts";
+import { isConnectionBusy, probeDatabaseWrite } from "./db.ts";
+import { DatabaseUnavailableError, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
+import { isPostgres, type Store } from "./store.ts";
 
 /**
  * What a failed write to DATA_DIR says about the storage under it. These are conditions of
@@ -16,6 +19,8 @@ interface ConditionText {
   message: string;
   /** For the operator's log: what to do. */
   operator: string;
+  /** The same on PostgreSQL, whose disk and locks are the database server's, not DATA_DIR's. */
+  operatorPostgres?: string;
   retryAfterSeconds: number;
 }
 
@@ -24,6 +29,8 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
     message:
       "The server's disk is full: nothing was saved, and nothing that must be audited can be read. Try again after the operator frees space.",
     operator: "The disk holding DATA_DIR is full: writes, reveals and exports answer 503 until space is freed (no restart needed).",
+    operatorPostgres:
+      "The PostgreSQL server of DATABASE_URL is out of disk space: writes, reveals and exports answer 503 until space is freed there (no restart needed).",
     retryAfterSeconds: 60,
   },
   io: {
@@ -31,6 +38,8 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
       "The server cannot write to its disk (I/O error): nothing was saved, and nothing that must be audited can be read. Try again later.",
     operator:
       "Writing the database in DATA_DIR fails with an I/O error: check the disk and the kernel log. Writes, reveals and exports answer 503 meanwhile.",
+    operatorPostgres:
+      "The PostgreSQL server of DATABASE_URL reports an I/O error: check its disk and its log. Writes, reveals and exports answer 503 meanwhile.",
     retryAfterSeconds: 60,
   },
   readonly: {
@@ -38,12 +47,16 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
       "The server's database is read-only: nothing was saved, and nothing that must be audited can be read. Try again after the operator makes it writable.",
     operator:
       "The database in DATA_DIR is read-only (file mode, owner, or a file system remounted read-only): writes, reveals and exports answer 503 until it is writable again.",
+    operatorPostgres:
+      "The PostgreSQL database of DATABASE_URL accepts no writes (a standby after a failover, or default_transaction_read_only): writes, reveals and exports answer 503 until it does.",
     retryAfterSeconds: 60,
   },
   busy: {
     message: "The server's database is locked by another process: nothing was saved. Try again in a few seconds.",
     operator:
       "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
+    operatorPostgres:
+      "Writes waited for another server's write past the lock timeout (a long rotate-key or copy-database?): writes answer 503 meanwhile.",
     retryAfterSeconds: 5,
   },
   unreachable: {
@@ -59,20 +72,22 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
  * The storage condition behind an error, if any. better-sqlite3 throws SqliteError with the
  * extended code (SQLITE_IOERR_FSYNC, SQLITE_READONLY_DBMOVED, ...); drizzle wraps it in
  * DrizzleQueryError with the original as `cause`. Node's own file errors (the health
- * probe's file) map by errno. A PostgreSQL that cannot be reached is a condition of the
- * machine too.
+ * probe's file) map by errno. PostgreSQL's own conditions map by SQLSTATE, and one that
+ * cannot be reached is a condition of the machine too.
  */
 export function storageCondition(error: unknown): StorageCondition | undefined {
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code !== "string") continue;
-    if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT") return "full";
-    if (code.startsWith("SQLITE_IOERR") || code === "EIO") return "io";
-    if (code.startsWith("SQLITE_READONLY") || code === "EROFS") return "readonly";
+    // 53100 disk_full, 58030 io_error, 25006 read_only_sql_transaction (a standby, or a database set read-only).
+    if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT" || code === "53100") return "full";
+    if (code.startsWith("SQLITE_IOERR") || code === "EIO" || code === "58030") return "io";
+    if (code.startsWith("SQLITE_READONLY") || code === "EROFS" || code === "25006") return "readonly";
     // 55P03 (lock_not_available): a PostgreSQL write waited for the write lock past its timeout (core/postgres.ts).
     if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03") return "busy";
-    // core/postgres.ts's DatabaseUnavailableError (named by its code: this file stays free of pg).
-    if (code === "DATABASE_UNAVAILABLE") return "unreachable";
+    // core/postgres.ts's DatabaseUnavailableError, by its code like the others (drizzle may wrap it).
+    // 53300 too_many_connections: every connection PostgreSQL allows is taken (by all servers together).
+    if (code === "DATABASE_UNAVAILABLE" || code === "53300") return "unreachable";
   }
   return undefined;
 }
@@ -88,8 +103,10 @@ const LOG_INTERVAL_MS = 60_000;
 const RECENT_FAILURE_MS = 5_000;
 /** /healthz is polled by load balancers and monitors: the probe runs at most this often. */
 const PROBE_CACHE_MS = 1_000;
-/** The probe must not hold the event loop for the requests' busy timeout. */
+/** The probe must not hold the event loop for the requests' busy timeout (nor wait that long for PostgreSQL's locks). */
 const PROBE_BUSY_TIMEOUT_MS = 100;
+/** A PostgreSQL that has not answered the probe by then counts as unreachable: /healthz must answer, not hang. */
+const PROBE_TIMEOUT_MS = 2_000;
 const PROBE_FILE = ".healthz-probe";
 const PROBE_BYTES = Buffer.alloc(4096, 0x2e);
 
@@ -103,14 +120,19 @@ export interface StorageMonitor {
   /** Records a failure of this condition; logs it unless it was logged less than a minute ago. */
   report(condition: StorageCondition, error: unknown): void;
   /** The write probe behind /healthz (cached for a second). */
-  health(): Health;
+  health(): Promise<Health>;
 }
 
-export function createStorageMonitor(db: Db, dataDir: string, log: Logger): StorageMonitor {
+export function createStorageMonitor(store: Store, dataDir: string, log: Logger): StorageMonitor {
   const lastLoggedAt = new Map<StorageCondition, number>();
   const suppressed = new Map<StorageCondition, number>();
   let lastFailure: { condition: StorageCondition; at: number } | undefined;
-  let cached: { health: Health; at: number } | undefined;
+  // The promise: callers within the second share one probe, the one under way included.
+  let cached: { health: Promise<Health>; at: number } | undefined;
+  const operatorText = (condition: StorageCondition) => {
+    const text = CONDITIONS[condition];
+    return isPostgres(store) ? (text.operatorPostgres ?? text.operator) : text.operator;
+  };
 
   function report(condition: StorageCondition, error: unknown): void {
     const now = Date.now();
@@ -123,33 +145,40 @@ export function createStorageMonitor(db: Db, dataDir: string, log: Logger): Stor
     const more = suppressed.get(condition) ?? 0;
     lastLoggedAt.set(condition, now);
     suppressed.set(condition, 0);
-    // The code and SQLite's sentence only: drizzle's wrapper carries the statement and its
-    // parameters (ciphertext, hashes), which have no place in a log line. No stack: the
+    // The code and the database's sentence only: drizzle's wrapper carries the statement and
+    // its parameters (ciphertext, hashes), which have no place in a log line. No stack: the
     // cause is the machine, not the code.
     log.error(
-      { storage: condition, code: sqliteCode(error), cause: rootMessage(error), failuresSinceLastLine: more },
-      CONDITIONS[condition].operator + (more > 0 ? ` ${more} more failures of this kind in the last minute.` : ""),
+      { storage: condition, code: errorCode(error), cause: rootMessage(error), failuresSinceLastLine: more },
+      operatorText(condition) + (more > 0 ? ` ${more} more failures of this kind in the last minute.` : ""),
     );
   }
 
-  function probe(): Health {
-    // 1. A real write through SQLite: an UPDATE of a row to itself in an IMMEDIATE
-    // transaction appends a WAL frame and fsyncs it (a rolled-back or empty transaction
-    // would write nothing), so it fails as the requests do: full, read-only, I/O error.
-    // 2. A 4 KiB file in DATA_DIR, fsynced and removed: the WAL may still have room in
-    // pages it reuses while the disk has none left for the database to grow.
+  async function probe(): Promise<Health> {
+    // Whether the database answered a write just now: proof that it can be reached again.
+    let wrote = false;
     try {
-      // A transaction holding the connection is normal traffic (as a busy lock is, below);
-      // the write probe would run inside it and prove nothing.
-      if (!isConnectionBusy(db)) probeDatabaseWrite(db, PROBE_BUSY_TIMEOUT_MS);
-      const file = path.join(dataDir, PROBE_FILE);
-      const fd = fs.openSync(file, "w", 0o600);
-      try {
-        fs.writeSync(fd, PROBE_BYTES);
-        fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
-        fs.rmSync(file, { force: true });
+      if (isPostgres(store)) {
+        // A write transaction on the database server; DATA_DIR holds nothing of the store.
+        wrote = await probePostgresWrite(store);
+      } else {
+        // 1. A real write through SQLite: an UPDATE of a row to itself in an IMMEDIATE
+        // transaction appends a WAL frame and fsyncs it (a rolled-back or empty transaction
+        // would write nothing), so it fails as the requests do: full, read-only, I/O error.
+        // 2. A 4 KiB file in DATA_DIR, fsynced and removed: the WAL may still have room in
+        // pages it reuses while the disk has none left for the database to grow.
+        // A transaction holding the connection is normal traffic (as a busy lock is, below);
+        // the write probe would run inside it and prove nothing.
+        if (!isConnectionBusy(store)) probeDatabaseWrite(store, PROBE_BUSY_TIMEOUT_MS);
+        const file = path.join(dataDir, PROBE_FILE);
+        const fd = fs.openSync(file, "w", 0o600);
+        try {
+          fs.writeSync(fd, PROBE_BYTES);
+          fs.fsyncSync(fd);
+        } finally {
+          fs.closeSync(fd);
+          fs.rmSync(file, { force: true });
+        }
       }
     } catch (error) {
       const condition = storageCondition(error);
@@ -159,7 +188,9 @@ export function createStorageMonitor(db: Db, dataDir: string, log: Logger): Stor
       report(condition, error);
       return degraded(condition);
     }
-    if (lastFailure && Date.now() - lastFailure.at < RECENT_FAILURE_MS) return degraded(lastFailure.condition);
+    // Requests that found PostgreSQL gone a moment ago say nothing more once it took a write.
+    const recent = lastFailure && Date.now() - lastFailure.at < RECENT_FAILURE_MS && !(wrote && lastFailure.condition === "unreachable");
+    if (recent && lastFailure) return degraded(lastFailure.condition);
     return { ok: true };
   }
 
@@ -177,7 +208,7 @@ function degraded(condition: StorageCondition): Health {
   return { ok: false, reason: CONDITIONS[condition].message, retryAfterSeconds: CONDITIONS[condition].retryAfterSeconds };
 }
 
-function sqliteCode(error: unknown): string | undefined {
+function errorCode(error: unknown): string | undefined {
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === "string") return code;
@@ -189,4 +220,52 @@ function rootMessage(error: unknown): string {
   let current = error;
   for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
   return current instanceof Error ? current.message : String(current);
+}
+
+/**
+ * PostgreSQL's twin of db.ts's probeDatabaseWrite: the first key_checks row updated to
+ * itself in a transaction of its own, which writes a row version and flushes a commit
+ * record, so it fails as the requests do (disk full, a read-only standby, unreachable).
+ * Short timeouts all along: a row lock held longer than 100 ms is answered as busy (normal
+ * traffic), and a database that answers nothing within two seconds as unreachable. Not
+ * under the write lock of core/postgres.ts, so it never queues behind the writers. False
+ * when it did not run: every connection of the pool is at work and requests wait for one,
+ * which is traffic (as SQLite's busy connection), and the probe would wait behind them.
+ */
+async function probePostgresWrite(store: PgStore): Promise<boolean> {
+  const pool = store.pool;
+  if (pool.waitingCount > 0 || (pool.idleCount === 0 && pool.totalCount >= (pool.options.max ?? 10))) return false;
+  const work = (async () => {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (error) {
+      throw isDatabaseUnavailable(error) ? new DatabaseUnavailableError(error) : error;
+    }
+    try {
+      // One round trip (the simple protocol runs them in order); query_timeout ends a wait on a hung server.
+      await client.query({
+        text: `BEGIN; SET LOCAL lock_timeout = ${PROBE_BUSY_TIMEOUT_MS}; SET LOCAL statement_timeout = ${PROBE_TIMEOUT_MS};
+               UPDATE key_checks SET check_value = check_value WHERE version = (SELECT min(version) FROM key_checks); COMMIT`,
+        query_timeout: PROBE_TIMEOUT_MS,
+      } as pg.QueryConfig);
+      client.release();
+    } catch (error) {
+      // Left in a failed transaction or waiting on a hung server: not given back to the pool.
+      client.release(true);
+      throw error;
+    }
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new DatabaseUnavailableError(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`))), PROBE_TIMEOUT_MS);
+  });
+  // The connection attempt may end after the timeout: its client is released above, its error dropped here.
+  work.catch(() => {});
+  try {
+    await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+  return true;
 }

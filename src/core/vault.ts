@@ -2,8 +2,10 @@ import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { type Clock, systemClock } from "./clock.ts";
 import { type Keyring, open, seal } from "./crypto.ts";
-import { type Db, inTransaction, onRollback } from "./db.ts";
+import type { Db } from "./db.ts";
+import { type PgStore, pgRow, pgRun } from "./postgres.ts";
 import { projectKeys } from "./schema.ts";
+import { inTransaction, isPostgres, onRollback, type Store } from "./store.ts";
 
 /** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */
 export class DecryptError extends Error {}
@@ -33,7 +35,7 @@ export function integrationAad(projectId: string, field: "token" | "deploy-hook"
  * wrapped by that master key; values are sealed with the project's data key of the
  * current version and carry that version, so rotation can move them one by one.
  */
-export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock) {
+export function createVault(db: Store, keyring: Keyring, clock: Clock = systemClock) {
   // Unwrapped data keys, so a read costs one AES-GCM open and not two; held as KeyObjects,
   // which Node does not have to import again for every cipher.
   const dataKeys = new Map<string, crypto.KeyObject>();
@@ -54,35 +56,46 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
     return `project-data-key|${projectId}|${keyVersion}`;
   }
 
-  function dataKey(projectId: string, keyVersion: number, createIfMissing: boolean): crypto.KeyObject {
+  const keys = isPostgres(db) ? createProjectKeysPg(db) : createProjectKeysSqlite(db);
+  // Keys being created, so two calls of one transaction that both miss the cache insert one
+  // row (better-sqlite3 needed none: its calls cannot interleave).
+  const creating = new Map<string, Promise<crypto.KeyObject>>();
+
+  /** The cached key, without a turn of the event loop; else read (or created) and cached. */
+  function dataKey(projectId: string, keyVersion: number, createIfMissing: boolean): crypto.KeyObject | Promise<crypto.KeyObject> {
     const cacheKey = `${projectId}:${keyVersion}`;
     const cached = dataKeys.get(cacheKey);
     if (cached) return cached;
-    const row = db
-      .select({ wrappedKey: projectKeys.wrappedKey })
-      .from(projectKeys)
-      .where(and(eq(projectKeys.projectId, projectId), eq(projectKeys.keyVersion, keyVersion)))
-      .get();
+    if (!createIfMissing) return loadDataKey(projectId, keyVersion, false);
+    let created = creating.get(cacheKey);
+    if (!created) {
+      created = loadDataKey(projectId, keyVersion, true).finally(() => creating.delete(cacheKey));
+      creating.set(cacheKey, created);
+    }
+    return created;
+  }
+
+  async function loadDataKey(projectId: string, keyVersion: number, createIfMissing: boolean): Promise<crypto.KeyObject> {
+    const cacheKey = `${projectId}:${keyVersion}`;
+    const wrappedKey = await keys.find(projectId, keyVersion);
     let key: Buffer;
-    if (row) {
+    if (wrappedKey) {
       try {
-        key = open(keyring.key(keyVersion), row.wrappedKey, wrapAad(projectId, keyVersion));
+        key = open(keyring.key(keyVersion), wrappedKey, wrapAad(projectId, keyVersion));
       } catch {
         throw new DecryptError("project data key does not open");
       }
     } else if (createIfMissing) {
-      // Only inside a write transaction: the gate then keeps other requests out of it, and a
-      // rollback tells this cache to forget the key (the listener above).
+      // Only inside a write transaction: no other writer runs meanwhile, and a rollback
+      // tells this cache to forget the key (the listener above).
       if (!inTransaction(db)) throw new Error("a project data key is created only inside a write transaction");
       key = crypto.randomBytes(32);
-      db.insert(projectKeys)
-        .values({
-          projectId,
-          keyVersion,
-          wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
-          createdAt: clock.now().toISOString(),
-        })
-        .run();
+      await keys.insert({
+        projectId,
+        keyVersion,
+        wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
+        createdAt: clock.now().toISOString(),
+      });
       createdInTransaction.add(cacheKey);
     } else {
       throw new DecryptError("project data key missing");
@@ -97,19 +110,19 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
     currentKeyVersion: keyring.currentVersion,
 
     /** Call inside the caller's transaction when a project is created. */
-    createProjectKey(projectId: string): void {
-      dataKey(projectId, keyring.currentVersion, true);
+    async createProjectKey(projectId: string): Promise<void> {
+      await dataKey(projectId, keyring.currentVersion, true);
     },
 
-    seal(projectId: string, aad: string, plaintext: string): Sealed {
-      const key = dataKey(projectId, keyring.currentVersion, true);
+    async seal(projectId: string, aad: string, plaintext: string): Promise<Sealed> {
+      const key = await dataKey(projectId, keyring.currentVersion, true);
       return { ciphertext: seal(key, Buffer.from(plaintext, "utf8"), aad), keyVersion: keyring.currentVersion };
     },
 
     /** Throws DecryptError, never a partial or wrong value. */
-    open(projectId: string, aad: string, sealed: Sealed): string {
+    async open(projectId: string, aad: string, sealed: Sealed): Promise<string> {
       if (!keyring.has(sealed.keyVersion)) throw new DecryptError("master key version not configured");
-      const key = dataKey(projectId, sealed.keyVersion, false);
+      const key = await dataKey(projectId, sealed.keyVersion, false);
       try {
         return open(key, sealed.ciphertext, aad).toString("utf8");
       } catch {
@@ -124,11 +137,11 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
      * digest is comparable only within one project and one key version, opens nothing and
      * says nothing to anyone without the master key.
      */
-    digest(projectId: string, keyVersion: number, plaintext: string): string {
+    async digest(projectId: string, keyVersion: number, plaintext: string): Promise<string> {
       const cacheKey = `${projectId}:${keyVersion}`;
       let key = digestKeys.get(cacheKey);
       if (!key) {
-        const dataKeyObject = dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
+        const dataKeyObject = await dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
         key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", dataKeyObject, Buffer.alloc(0), VALUE_DIGEST_INFO, 32)));
         digestKeys.set(cacheKey, key);
       }
@@ -139,6 +152,60 @@ export function createVault(db: Db, keyring: Keyring, clock: Clock = systemClock
     forget(projectId: string): void {
       for (const cacheKey of dataKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) dataKeys.delete(cacheKey);
       for (const cacheKey of digestKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) digestKeys.delete(cacheKey);
+    },
+  };
+}
+
+interface ProjectKeyRow {
+  projectId: string;
+  keyVersion: number;
+  wrappedKey: Buffer;
+  createdAt: string;
+}
+
+/** The wrapped data key of a project and version; SQLite's answers at once. */
+interface ProjectKeys {
+  find(projectId: string, keyVersion: number): Buffer | undefined | Promise<Buffer | undefined>;
+  insert(row: ProjectKeyRow): void | Promise<void>;
+}
+
+/**
+ * The vault's reads and writes of project_keys. SQLite's run at once on the connection,
+ * outside the repos' gate as the vault always did: a key row never changes once written,
+ * and is written only inside the caller's write transaction.
+ */
+function createProjectKeysSqlite(db: Db): ProjectKeys {
+  return {
+    find(projectId, keyVersion) {
+      return db
+        .select({ wrappedKey: projectKeys.wrappedKey })
+        .from(projectKeys)
+        .where(and(eq(projectKeys.projectId, projectId), eq(projectKeys.keyVersion, keyVersion)))
+        .get()?.wrappedKey;
+    },
+    insert(row) {
+      db.insert(projectKeys).values(row).run();
+    },
+  };
+}
+
+function createProjectKeysPg(store: PgStore): ProjectKeys {
+  return {
+    async find(projectId, keyVersion) {
+      const row = await pgRow<{ wrapped_key: Buffer }>(
+        store,
+        "SELECT wrapped_key FROM project_keys WHERE project_id = $1 AND key_version = $2",
+        [projectId, keyVersion],
+      );
+      return row?.wrapped_key;
+    },
+    async insert(row) {
+      await pgRun(store, "INSERT INTO project_keys (project_id, key_version, wrapped_key, created_at) VALUES ($1, $2, $3, $4)", [
+        row.projectId,
+        row.keyVersion,
+        row.wrappedKey,
+        row.createdAt,
+      ]);
     },
   };
 }

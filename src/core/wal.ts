@@ -2,8 +2,10 @@
 // automatic checkpoints never shrink it: after a large import or a prune it can stay tens
 // of megabytes. `wal_checkpoint(TRUNCATE)` copies it into the database and empties it; it
 // runs off the request path (on a timer, after the response) and never waits for a lock.
+// PostgreSQL manages its own write-ahead log (checkpoints, recycling): nothing to do there.
 import type { Logger } from "pino";
 import { BUSY_TIMEOUT_MS, type Db, isConnectionBusy } from "./db.ts";
+import { isPostgres, type Store } from "./store.ts";
 
 export interface WalMaintenanceOptions {
   /** How long without requests counts as idle (60 s). */
@@ -12,7 +14,25 @@ export interface WalMaintenanceOptions {
   onError?: (error: unknown, what: string) => void;
 }
 
-export function createWalMaintenance(db: Db, log: Pick<Logger, "debug" | "error">, options: WalMaintenanceOptions = {}) {
+export type WalMaintenance = ReturnType<typeof createWalMaintenanceSqlite>;
+
+export function createWalMaintenance(
+  store: Store,
+  log: Pick<Logger, "debug" | "error">,
+  options: WalMaintenanceOptions = {},
+): WalMaintenance {
+  if (!isPostgres(store)) return createWalMaintenanceSqlite(store, log, options);
+  return {
+    // No WAL of this server's to empty: done, as after a truncation.
+    truncate: () => true,
+    noteRequest() {},
+    afterLargeWrite() {},
+    start() {},
+    stop() {},
+  };
+}
+
+function createWalMaintenanceSqlite(db: Db, log: Pick<Logger, "debug" | "error">, options: WalMaintenanceOptions) {
   const sqlite = db.$client;
   const onError = options.onError ?? ((error: unknown, what: string) => log.error({ err: error }, what));
   const idleMs = options.idleMs ?? 60_000;

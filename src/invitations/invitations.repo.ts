@@ -2,6 +2,8 @@ import { and, desc, eq, gt, isNull, sql } from "drizzle-orm";
 import { alias } from "drizzle-orm/sqlite-core";
 import { type Db, guard } from "../core/db.ts";
 import { invitations, projects, users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createInvitationsRepoPg } from "./invitations.repo.pg.ts";
 
 export type InvitationRow = typeof invitations.$inferSelect;
 export type DeliveryStatus = "not_configured" | "sent" | "failed";
@@ -18,8 +20,14 @@ export interface InboxRow {
   inviterName: string | null;
 }
 
+export type InvitationsRepo = ReturnType<typeof createInvitationsRepoSqlite>;
+
+export function createInvitationsRepo(store: Store): InvitationsRepo {
+  return isPostgres(store) ? createInvitationsRepoPg(store) : createInvitationsRepoSqlite(store);
+}
+
 /** Invitations: rows in, rows out. */
-export function createInvitationsRepo(db: Db) {
+function createInvitationsRepoSqlite(db: Db) {
   const inviter = alias(users, "inviter");
   return guard(db, {
     /** Pending, unexpired invitations to this (lower-case) address, across projects, newest first. */
@@ -126,5 +134,3 @@ export function createInvitationsRepo(db: Db) {
     },
   });
 }
-
-export type InvitationsRepo = ReturnType<typeof createInvitationsRepo>;

@@ -5,9 +5,9 @@ import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { InvitationMailer } from "./invitation-mail.ts";
 import type { InvitationRow, InvitationsRepo } from "./invitations.repo.ts";
 
@@ -80,7 +80,7 @@ export function describeInvitation(
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: InvitationsRepo;
   memberships: Memberships;
   context: InvitationContext;

@@ -1,12 +1,20 @@
 import { hasImplicitEnvironmentAccess, type MemberRows, type Role } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createAccessRepoPg } from "./access.repo.pg.ts";
+
+export type AccessRepo = ReturnType<typeof createAccessRepoSqlite>;
+
+export function createAccessRepo(store: Store): AccessRepo {
+  return isPostgres(store) ? createAccessRepoPg(store) : createAccessRepoSqlite(store);
+}
 
 /**
  * What the access guard (core/access.ts) reads on every project-scoped request: a
  * membership's role, its environment grants, the project's environments and whether a
  * user is disabled. Plain prepared statements, each one index seek: this is the hot path.
  */
-export function createAccessRepo(db: Db) {
+function createAccessRepoSqlite(db: Db) {
   const sqlite = db.$client;
   const findRole = sqlite.prepare("SELECT role FROM memberships WHERE project_id = ? AND user_id = ?").pluck();
   const findEnvironments = sqlite.prepare("SELECT slug FROM project_environments WHERE project_id = ?").pluck();
@@ -47,5 +55,3 @@ export function createAccessRepo(db: Db) {
     dataVersion: version,
   });
 }
-
-export type AccessRepo = ReturnType<typeof createAccessRepo>;

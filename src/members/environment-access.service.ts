@@ -9,8 +9,8 @@ import {
 } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { MembersRepo } from "./members.repo.ts";
 import { MEMBER_NOT_FOUND } from "./members.service.ts";
 
@@ -31,7 +31,7 @@ export interface AccessMatrix {
 const IMPLICIT_ACCESS = "Owners and admins already have access to every environment.";
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: MembersRepo;
   access: AccessGuard;
   audit: AuditWriter;

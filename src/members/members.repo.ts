@@ -2,6 +2,8 @@ import { and, eq, sql } from "drizzle-orm";
 import type { Environment, Role } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { environmentGrants, memberships, users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createMembersRepoPg } from "./members.repo.pg.ts";
 
 export interface MemberRow {
   userId: string;
@@ -18,7 +20,13 @@ export interface EnvironmentGrantCount {
   viewers: number;
 }
 
-export function createMembersRepo(db: Db) {
+export type MembersRepo = ReturnType<typeof createMembersRepoSqlite>;
+
+export function createMembersRepo(store: Store): MembersRepo {
+  return isPostgres(store) ? createMembersRepoPg(store) : createMembersRepoSqlite(store);
+}
+
+function createMembersRepoSqlite(db: Db) {
   // The security overview's counts, prepared once: it is read on every visit of its page.
   const sqlite = db.$client;
   const countRoles = sqlite.prepare("SELECT role, count(*) AS n FROM memberships WHERE project_id = ? GROUP BY role");
@@ -195,5 +203,3 @@ export function createMembersRepo(db: Db) {
     },
   });
 }
-
-export type MembersRepo = ReturnType<typeof createMembersRepo>;

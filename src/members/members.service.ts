@@ -2,9 +2,9 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import { type AccessGuard, type AssignableRole, hasImplicitEnvironmentAccess, type Role } from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import type { LostRights, LostRightsListener } from "../core/lost-rights.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { MemberRow, MembersRepo } from "./members.repo.ts";
 
 export interface MemberView {
@@ -22,7 +22,7 @@ export { ASSIGNABLE_ROLES } from "../core/access.ts";
 export const MEMBER_NOT_FOUND = "Member not found.";
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: MembersRepo;
   access: AccessGuard;
   audit: AuditWriter;

@@ -2,6 +2,8 @@ import { eq } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { projectEnvironments, projects } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createProjectsRepoPg } from "./projects.repo.pg.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
 
@@ -19,7 +21,13 @@ interface RawListedProject {
   environments: string;
 }
 
-export function createProjectsRepo(db: Db) {
+export type ProjectsRepo = ReturnType<typeof createProjectsRepoSqlite>;
+
+export function createProjectsRepo(store: Store): ProjectsRepo {
+  return isPostgres(store) ? createProjectsRepoPg(store) : createProjectsRepoSqlite(store);
+}
+
+function createProjectsRepoSqlite(db: Db) {
   // A correlated subquery: it walks project_environments' primary key for one project, so
   // the cost is that of the rows returned.
   const listByIds = db.$client.prepare(
@@ -72,5 +80,3 @@ export function createProjectsRepo(db: Db) {
     },
   });
 }
-
-export type ProjectsRepo = ReturnType<typeof createProjectsRepo>;

@@ -11,8 +11,8 @@ import {
 } from "../core/access.ts";
 import { type Caller, isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ProjectRow, ProjectsRepo } from "./projects.repo.ts";
 
@@ -51,7 +51,7 @@ export interface ProjectSecretCounts {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: ProjectsRepo;
   memberships: ProjectMemberships;
   secrets: ProjectSecretCounts;

@@ -1,8 +1,8 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
@@ -27,7 +27,7 @@ export interface Comparison {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: Pick<SecretsRepo, "listWithCiphertext">;
   access: AccessGuard;
   audit: AuditWriter;
@@ -62,9 +62,9 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
     return ENVIRONMENTS.filter((env) => names.includes(env));
   }
 
-  function plaintextOf(row: SecretWithCiphertext): string | undefined {
+  async function plaintextOf(row: SecretWithCiphertext): Promise<string | undefined> {
     try {
-      return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, row.version), row);
+      return await vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, row.version), row);
     } catch (error) {
       if (error instanceof DecryptError) return undefined;
       throw error;
@@ -72,32 +72,36 @@ export function createCompareService({ db, repo, access, audit, vault }: Deps) {
   }
 
   /** The digest stored beside the value when it is of that key version (nothing decrypted); else the value opened and digested. */
-  function digestOf(row: SecretWithCiphertext, keyVersion: number): string | null {
+  async function digestOf(row: SecretWithCiphertext, keyVersion: number): Promise<string | null> {
     if (row.digest !== null && row.keyVersion === keyVersion) return row.digest;
-    const plaintext = plaintextOf(row);
+    const plaintext = await plaintextOf(row);
     return plaintext === undefined ? null : vault.digest(row.projectId, keyVersion, plaintext);
   }
 
   /** Each key's row per environment, digested so that equal values compare equal (see digestOf). */
-  function digestAll(byKey: Map<string, Map<Environment, SecretWithCiphertext>>, environments: Environment[]): ComparedKey[] {
-    return [...byKey.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([key, present]): ComparedKey => {
-        const versions = new Set([...present.values()].map((row) => row.keyVersion));
-        // Digests compare only within one key version: mixed versions are digested under the current one.
-        const [only] = versions;
-        const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
-        const out: ComparedKey["environments"] = {};
-        for (const env of environments) {
-          const row = present.get(env);
-          if (!row) {
-            out[env] = null;
-            continue;
-          }
-          out[env] = { secretId: row.id, version: row.version, updatedAt: row.updatedAt, digest: digestOf(row, keyVersion) };
+  async function digestAll(
+    byKey: Map<string, Map<Environment, SecretWithCiphertext>>,
+    environments: Environment[],
+  ): Promise<ComparedKey[]> {
+    const compared: ComparedKey[] = [];
+    // One at a time: the first digest may create the project's data key, which the next reuses.
+    for (const [key, present] of [...byKey.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+      const versions = new Set([...present.values()].map((row) => row.keyVersion));
+      // Digests compare only within one key version: mixed versions are digested under the current one.
+      const [only] = versions;
+      const keyVersion = versions.size === 1 && only !== undefined ? only : vault.currentKeyVersion;
+      const out: ComparedKey["environments"] = {};
+      for (const env of environments) {
+        const row = present.get(env);
+        if (!row) {
+          out[env] = null;
+          continue;
         }
-        return { key, environments: out };
-      });
+        out[env] = { secretId: row.id, version: row.version, updatedAt: row.updatedAt, digest: await digestOf(row, keyVersion) };
+      }
+      compared.push({ key, environments: out });
+    }
+    return compared;
   }
 
   return {

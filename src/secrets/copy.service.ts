@@ -1,8 +1,8 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo } from "./secrets.repo.ts";
 import { KEY_TAKEN, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND, type SecretMeta, type SecretsService } from "./secrets.service.ts";
@@ -12,7 +12,7 @@ const SAME_ENVIRONMENT = "Choose another environment to copy to: the secret is a
 type CopyResult = "created" | "updated" | "unchanged";
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: Pick<SecretsRepo, "findWithCiphertext" | "findByKey">;
   access: AccessGuard;
   audit: AuditWriter;
@@ -49,7 +49,7 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
         if (existing && !input.overwrite) throw new HttpError(409, KEY_TAKEN);
         let value: string;
         try {
-          value = vault.open(projectId, secretValueAad(projectId, source, row.id, row.version), row);
+          value = await vault.open(projectId, secretValueAad(projectId, source, row.id, row.version), row);
         } catch (error) {
           if (error instanceof DecryptError) throw new HttpError(500, NOT_DECRYPTED_ONE);
           throw error;

@@ -8,8 +8,9 @@ import { createAuditRepo } from "../audit/audit.repo.ts";
 import { describeBreak, keyVersionList, rekeyAuditChain } from "../audit/audit.verify.ts";
 import { loadConfig } from "../core/config.ts";
 import { type Keyring, loadKeyring } from "../core/crypto.ts";
-import { checkMasterKeys, type Db, openDatabase, writeTransaction } from "../core/db.ts";
 import { createEncryptedRecordCounter, ENCRYPTED_COLUMNS, type EncryptedColumn } from "../core/encrypted-columns.ts";
+import { type PgStore, pgRows, pgRun } from "../core/postgres.ts";
+import { checkMasterKeys, closeStore, isPostgres, openStore, type Store, writeTransaction } from "../core/store.ts";
 import { plural } from "../core/text.ts";
 import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
 
@@ -31,19 +32,18 @@ interface RotationResult {
   interrupted: boolean;
 }
 
-/** Re-encrypts in batches; `shouldStop` is asked between batches. */
-async function rotateRecords(
-  db: Db,
+/** Re-encrypts in batches; `shouldStop` is asked between batches. Exported for the tests of both stores. */
+export async function rotateRecords(
+  db: Store,
   keyring: Keyring,
   options: { batchSize: number; keyHashOnly?: boolean; shouldStop: () => boolean; output: Output },
 ): Promise<RotationResult> {
   const vault = createVault(db, keyring);
   const current = keyring.currentVersion;
   const { out, err } = options.output;
-  const sqlite = db.$client;
   const result: RotationResult = { reencrypted: 0, failed: 0, projectKeysRemoved: 0, auditEventsRekeyed: 0, interrupted: false };
 
-  const pending = createEncryptedRecordCounter(db).pendingByColumn(current);
+  const pending = await createEncryptedRecordCounter(db).pendingByColumn(current);
   const pendingIn = (group: string) =>
     pending.filter(({ column }) => resealPlan(column, vault)?.group === group).reduce((sum, { pending: n }) => sum + n, 0);
   const pendingValues = pendingIn("secret values");
@@ -75,28 +75,23 @@ async function rotateRecords(
     );
   }
 
-  // Every record sealed with a project data key, by rowid so a row that fails to open is
-  // passed over instead of retried forever.
+  // Every record sealed with a project data key, in the table's order (see resealStatements)
+  // so a row that fails to open is passed over instead of retried forever.
   const doneIn = new Map<string, number>();
   for (const { column, pending: pendingHere } of pending) {
     const plan = resealPlan(column, vault);
     if (!plan || pendingHere === 0) continue;
-    const select = sqlite.prepare(plan.select);
+    const statements = resealStatements(db, column, plan);
     const also = plan.alsoSet;
-    const update = sqlite.prepare(
-      `UPDATE ${column.table} SET ${column.ciphertext} = ?, ${column.keyVersion} = ?${also ? `, ${also.column} = ?` : ""} ` +
-        `WHERE rowid = ? AND ${column.keyVersion} = ?`,
-    );
-    let cursor = 0;
+    let after: unknown[] | undefined;
     for (;;) {
       if (options.shouldStop()) return { ...result, interrupted: true };
-      const batch = await writeTransaction(db, () => {
-        const rows = select.all(current, cursor, options.batchSize) as ResealRow[];
+      const batch = await writeTransaction(db, async () => {
+        const rows = await statements.page(current, after, options.batchSize);
         for (const row of rows) {
-          const moved = reseal(vault, row.projectId, plan.aad(row), row);
+          const moved = await reseal(vault, row.projectId, plan.aad(row), row);
           if (moved) {
-            const alsoValue = also ? [also.value(row.projectId, moved)] : [];
-            update.run(moved.ciphertext, moved.keyVersion, ...alsoValue, row.rowid, row.keyVersion);
+            await statements.update(row, moved, also ? await also.value(row.projectId, moved) : undefined);
             result.reencrypted++;
           } else {
             result.failed++;
@@ -106,7 +101,7 @@ async function rotateRecords(
         return rows;
       });
       if (batch.length === 0) break;
-      cursor = batch.at(-1)!.rowid;
+      after = batch.at(-1)!.position;
       const done = (doneIn.get(plan.group) ?? 0) + batch.length;
       doneIn.set(plan.group, done);
       out(`${plan.group}: ${done}/${pendingIn(plan.group)}`);
@@ -118,24 +113,29 @@ async function rotateRecords(
   // Project data keys: every project gets one under the current key; an old one goes only
   // when no record of its project still needs it.
   if (options.shouldStop()) return { ...result, interrupted: true };
-  await writeTransaction(db, () => {
-    const projects = sqlite.prepare("SELECT DISTINCT project_id FROM project_keys WHERE key_version <> ?").pluck().all(current) as string[];
-    for (const projectId of projects) vault.createProjectKey(projectId);
+  await writeTransaction(db, async () => {
+    const withOldKeys = "SELECT DISTINCT project_id FROM project_keys WHERE key_version <> ";
+    const projects = isPostgres(db)
+      ? (await pgRows<{ project_id: string }>(db, `${withOldKeys}$1`, [current])).map((r) => r.project_id)
+      : (db.$client.prepare(`${withOldKeys}?`).pluck().all(current) as string[]);
+    for (const projectId of projects) await vault.createProjectKey(projectId);
     // Still needed while any record of its project is sealed with it.
     const stillNeeded = ENCRYPTED_COLUMNS.filter((c) => c.sealedWith === "project data key").map(
       (c) =>
         `AND NOT EXISTS (SELECT 1 FROM ${c.table} r WHERE r.${c.projectId} = project_keys.project_id ` +
         `AND r.${c.keyVersion} = project_keys.key_version${c.isNullable ? ` AND r.${c.ciphertext} IS NOT NULL` : ""})`,
     );
-    result.projectKeysRemoved = sqlite
-      .prepare(`DELETE FROM project_keys WHERE key_version <> @c ${stillNeeded.join(" ")}`)
-      .run({ c: current }).changes;
+    const deleteOld = (placeholder: string) => `DELETE FROM project_keys WHERE key_version <> ${placeholder} ${stillNeeded.join(" ")}`;
+    result.projectKeysRemoved = isPostgres(db)
+      ? await pgRun(db, deleteOld("$1"), [current])
+      : db.$client.prepare(deleteOld("?")).run(current).changes;
   });
   return result;
 }
 
 interface ResealRow {
-  rowid: number;
+  /** Where the row stands in the walk's order (resealStatements). */
+  position: unknown[];
   projectId: string;
   ciphertext: Buffer;
   keyVersion: number;
@@ -151,11 +151,16 @@ interface ResealRow {
  */
 interface ResealPlan {
   group: string;
-  select: string;
+  /** The batch query's parts: its columns (besides the position), tables, and conditions. */
+  columns: string;
+  from: string;
+  /** The alias (with its dot) of the table that holds the ciphertext, or "". */
+  alias: string;
+  where: string[];
   aad(row: ResealRow): string;
   describe(row: ResealRow): string;
   /** A column of the same row that depends on the key version and is rewritten with it. */
-  alsoSet?: { column: string; value(projectId: string, moved: Resealed): string };
+  alsoSet?: { column: string; value(projectId: string, moved: Resealed): Promise<string> };
 }
 
 function resealPlan(column: EncryptedColumn, vault: Vault): ResealPlan | undefined {
@@ -167,10 +172,11 @@ function resealPlan(column: EncryptedColumn, vault: Vault): ResealPlan | undefin
     case "secret value":
       return {
         group: "secret values",
-        select: `SELECT v.rowid AS rowid, v.secret_id AS secretId, v.version_number AS versionNumber, v.${projectId} AS projectId,
-                   s.environment AS environment, v.${ciphertext} AS ciphertext, v.${keyVersion} AS keyVersion
-                 FROM ${table} v JOIN secrets s ON s.id = v.secret_id
-                 WHERE v.${keyVersion} <> ? AND v.rowid > ? ORDER BY v.rowid LIMIT ?`,
+        columns: `v.secret_id AS "secretId", v.version_number AS "versionNumber", v.${projectId} AS "projectId",
+                  s.environment AS environment, v.${ciphertext} AS ciphertext, v.${keyVersion} AS "keyVersion"`,
+        from: `${table} v JOIN secrets s ON s.id = v.secret_id`,
+        alias: "v.",
+        where: [],
         aad: (row) => secretValueAad(row.projectId, row.environment!, row.secretId!, row.versionNumber!),
         describe: (row) => `Secret ${row.secretId} version ${row.versionNumber}`,
         // The digest is keyed per key version too: recomputed under the new one.
@@ -179,26 +185,81 @@ function resealPlan(column: EncryptedColumn, vault: Vault): ResealPlan | undefin
     case "integration":
       return {
         group: "integration credentials",
-        select: `SELECT rowid, ${projectId} AS projectId, ${ciphertext} AS ciphertext, ${keyVersion} AS keyVersion FROM ${table}
-                 WHERE ${ciphertext} IS NOT NULL AND ${keyVersion} <> ? AND rowid > ? ORDER BY rowid LIMIT ?`,
+        columns: `${projectId} AS "projectId", ${ciphertext} AS ciphertext, ${keyVersion} AS "keyVersion"`,
+        from: table,
+        alias: "",
+        where: [`${ciphertext} IS NOT NULL`],
         aad: (row) => integrationAad(row.projectId, aad.field),
         describe: (row) => `The ${column.name} of project ${row.projectId}`,
       };
   }
 }
 
-function reseal(vault: Vault, projectId: string, aad: string, sealed: { ciphertext: Buffer; keyVersion: number }) {
+async function reseal(vault: Vault, projectId: string, aad: string, sealed: { ciphertext: Buffer; keyVersion: number }) {
   let plaintext: string;
   try {
-    plaintext = vault.open(projectId, aad, sealed);
+    plaintext = await vault.open(projectId, aad, sealed);
   } catch (error) {
     if (error instanceof DecryptError) return undefined;
     throw error;
   }
-  return { ...vault.seal(projectId, aad, plaintext), plaintext };
+  return { ...(await vault.seal(projectId, aad, plaintext)), plaintext };
 }
 
-type Resealed = NonNullable<ReturnType<typeof reseal>>;
+type Resealed = NonNullable<Awaited<ReturnType<typeof reseal>>>;
+
+/**
+ * Columns that order a table's rows for the walk: SQLite's rowid, or on PostgreSQL, which
+ * has no rowid, the primary key.
+ */
+const PG_ORDER: Record<string, string[]> = {
+  secret_versions: ["secret_id", "version_number"],
+  integrations: ["project_id"],
+};
+
+/** One kind of record's batch query and update, on either store; call both inside a write transaction. */
+function resealStatements(db: Store, column: EncryptedColumn, plan: ResealPlan) {
+  const pg = isPostgres(db);
+  const order = pg ? PG_ORDER[column.table] : ["rowid"];
+  if (!order) throw new Error(`rotate-key does not know the primary key of ${column.table}`);
+  const placeholders = (from: number, count: number) => Array.from({ length: count }, (_, i) => (pg ? `$${from + i}` : "?"));
+  const ordered = order.map((c) => `${plan.alias}${c}`);
+  const select = (isFirst: boolean) => {
+    const where = [...plan.where, `${plan.alias}${column.keyVersion} <> ${placeholders(1, 1)[0]}`];
+    if (!isFirst) where.push(`(${ordered.join(", ")}) > (${placeholders(2, order.length).join(", ")})`);
+    return (
+      `SELECT ${ordered.map((c, i) => `${c} AS p${i}`).join(", ")}, ${plan.columns} FROM ${plan.from} ` +
+      `WHERE ${where.join(" AND ")} ORDER BY ${ordered.join(", ")} LIMIT ${placeholders(isFirst ? 2 : order.length + 2, 1)[0]}`
+    );
+  };
+  const selectFirst = select(true);
+  const selectNext = select(false);
+  const set = [column.ciphertext, column.keyVersion, ...(plan.alsoSet ? [plan.alsoSet.column] : [])];
+  const values = placeholders(1, set.length + order.length + 1);
+  const update =
+    `UPDATE ${column.table} SET ${set.map((c, i) => `${c} = ${values[i]}`).join(", ")} ` +
+    `WHERE ${order.map((c, i) => `${c} = ${values[set.length + i]}`).join(" AND ")} AND ${column.keyVersion} = ${values.at(-1)}`;
+  const sqlite = isPostgres(db)
+    ? undefined
+    : { first: db.$client.prepare(selectFirst), next: db.$client.prepare(selectNext), update: db.$client.prepare(update) };
+
+  return {
+    /** The next rows not on `current`, after `after` (a row's position) or from the start. */
+    async page(current: number, after: unknown[] | undefined, limit: number): Promise<ResealRow[]> {
+      const values = after === undefined ? [current, limit] : [current, ...after, limit];
+      const rows = sqlite
+        ? ((after === undefined ? sqlite.first : sqlite.next).all(...values) as Record<string, unknown>[])
+        : await pgRows<Record<string, unknown>>(db as PgStore, after === undefined ? selectFirst : selectNext, values);
+      return rows.map((row) => ({ ...(row as unknown as ResealRow), position: order.map((_, i) => row[`p${i}`]) }));
+    },
+
+    async update(row: ResealRow, moved: Resealed, alsoValue: string | undefined): Promise<void> {
+      const values = [moved.ciphertext, moved.keyVersion, ...(plan.alsoSet ? [alsoValue] : []), ...row.position, row.keyVersion];
+      if (sqlite) sqlite.update.run(...values);
+      else await pgRun(db as PgStore, update, values);
+    },
+  };
+}
 
 const KEY_HASH_ONLY_FLAG = "--key-hash-only-audit-events";
 
@@ -227,10 +288,10 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
   }
   const config = loadConfig();
   const keyring = loadKeyring(config);
-  const db = openDatabase(config);
+  const db = await openStore(config);
   try {
     // Refuses a wrong key, or records on a key version that is not configured.
-    checkMasterKeys(db, keyring, new Date());
+    await checkMasterKeys(db, keyring, new Date());
     let stopRequested = false;
     const stop = () => {
       stopRequested = true;
@@ -253,7 +314,7 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
       );
       return 1;
     }
-    const counts = createEncryptedRecordCounter(db).count(keyring.currentVersion);
+    const counts = await createEncryptedRecordCounter(db).count(keyring.currentVersion);
     // Events a server still configured with an older MASTER_KEY may have written meanwhile.
     const audit = await createAuditRepo(db).countNotKeyedWith(keyring.currentVersion);
     // Hash-only events left on purpose are verify's to report, not a failure of this run.
@@ -297,6 +358,6 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     }
     return 0;
   } finally {
-    db.$client.close();
+    await closeStore(db);
   }
 }

@@ -36,7 +36,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   function open(
     row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number },
     versionNumber: number,
-  ): string {
+  ): Promise<string> {
     return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, versionNumber), {
       ciphertext: row.ciphertext,
       keyVersion: row.keyVersion,
@@ -44,9 +44,9 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   }
 
   /** For comparisons only: a value that no longer opens counts as different, so it can be replaced. */
-  function currentValueOrUndefined(row: SecretWithCiphertext): string | undefined {
+  async function currentValueOrUndefined(row: SecretWithCiphertext): Promise<string | undefined> {
     try {
-      return open(row, row.version);
+      return await open(row, row.version);
     } catch (error) {
       if (error instanceof DecryptError) return undefined;
       throw error;
@@ -54,11 +54,11 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   }
 
   /** sameValue's answer when the row has its digest (no database call), else undefined. */
-  function byDigest(row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } | undefined {
+  async function byDigest(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string } | undefined> {
     if (row.digest === null) return undefined;
     let digest: string;
     try {
-      digest = vault.digest(row.projectId, row.keyVersion, value);
+      digest = await vault.digest(row.projectId, row.keyVersion, value);
     } catch (error) {
       // As when the value itself no longer opens: different, so it can be replaced.
       if (error instanceof DecryptError) return { same: false };
@@ -68,7 +68,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   }
 
   /** Version `versionNumber` of a secret as it is stored: sealed for exactly that row, with its digest. */
-  function versionRow(
+  async function versionRow(
     caller: Principal,
     secret: { id: string; projectId: string; environment: Environment; key: string },
     versionNumber: number,
@@ -76,8 +76,12 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
     now: string,
     options: { restoredFromVersion?: number; digest?: string } = {},
-  ): NewVersion {
-    const sealed = vault.seal(secret.projectId, secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
+  ): Promise<NewVersion> {
+    const sealed = await vault.seal(
+      secret.projectId,
+      secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber),
+      value,
+    );
     return {
       secretId: secret.id,
       versionNumber,
@@ -87,7 +91,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       restoredFromVersion: options.restoredFromVersion ?? null,
       ciphertext: sealed.ciphertext,
       keyVersion: sealed.keyVersion,
-      digest: options.digest ?? vault.digest(secret.projectId, sealed.keyVersion, value),
+      digest: options.digest ?? (await vault.digest(secret.projectId, sealed.keyVersion, value)),
       // A service account is not a user: its versions name it in their own columns.
       changedBy: isServiceAccount(caller) ? null : caller.userId,
       changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
@@ -103,9 +107,14 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     versionRow,
 
     /** One value for a response: a failure is a 500 with the spec's sentence, never part of a value. */
-    openOrFail(row: SecretWithCiphertext, versionNumber: number, ciphertext = row.ciphertext, keyVersion = row.keyVersion): string {
+    async openOrFail(
+      row: SecretWithCiphertext,
+      versionNumber: number,
+      ciphertext = row.ciphertext,
+      keyVersion = row.keyVersion,
+    ): Promise<string> {
       try {
-        return open({ ...row, ciphertext, keyVersion }, versionNumber);
+        return await open({ ...row, ciphertext, keyVersion }, versionNumber);
       } catch (error) {
         if (!(error instanceof DecryptError)) throw error;
         log?.error({ secretId: row.id, versionNumber }, "a secret value did not decrypt");
@@ -120,11 +129,11 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      * digest too when it is computed under the current key version, for writeVersion.
      */
     async sameValue(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string }> {
-      const compared = byDigest(row, value);
+      const compared = await byDigest(row, value);
       if (compared !== undefined) return compared;
-      const current = currentValueOrUndefined(row);
+      const current = await currentValueOrUndefined(row);
       if (current === undefined) return { same: false };
-      await repo.setDigest(row.id, row.version, row.keyVersion, vault.digest(row.projectId, row.keyVersion, current));
+      await repo.setDigest(row.id, row.version, row.keyVersion, await vault.digest(row.projectId, row.keyVersion, current));
       return { same: current === value };
     },
 
@@ -152,7 +161,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       now: string,
       options: { restoredFromVersion?: number; digest?: string } = {},
     ): Promise<void> {
-      await repo.insertVersion(versionRow(caller, secret, versionNumber, value, changeType, now, options));
+      await repo.insertVersion(await versionRow(caller, secret, versionNumber, value, changeType, now, options));
       if (versionNumber > MAX_VERSIONS_PER_SECRET) await repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
     },
 

@@ -4,8 +4,8 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
-import { type Db, readTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { readTransaction, type Store } from "../core/store.ts";
 import { DecryptError } from "../core/vault.ts";
 import type { ExportFormat } from "./export-formats.ts";
 import type { SecretValues } from "./secret-values.ts";
@@ -34,7 +34,7 @@ function exportTag(rows: SecretWithCiphertext[], format: string): string {
 }
 
 interface ExportDeps {
-  db: Db;
+  db: Store;
   repo: SecretsRepo;
   audit: AuditWriter;
   values: SecretValues;
@@ -43,11 +43,11 @@ interface ExportDeps {
 
 export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps) {
   /** Every row opened, in order; throws DecryptError when any one does not open. */
-  function openAll(rows: SecretWithCiphertext[]): ExportedValue[] {
+  async function openAll(rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
     const opened = new Array<ExportedValue>(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
-      opened[i] = { key: row.key, value: values.open(row, row.version) };
+      opened[i] = { key: row.key, value: await values.open(row, row.version) };
     }
     return opened;
   }
@@ -74,7 +74,7 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
         const etag = exportTag(rows, format);
         if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
-          return { at, opened: openAll(rows), etag };
+          return { at, opened: await openAll(rows), etag };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");

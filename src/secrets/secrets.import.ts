@@ -4,8 +4,8 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import { CHANGED_BY_SOMEONE_ELSE, MAX_SECRETS_PER_ENVIRONMENT, MAX_VERSIONS_PER_SECRET, type SecretValues } from "./secret-values.ts";
 import type { SecretRow, SecretsRepo } from "./secrets.repo.ts";
 
@@ -33,7 +33,7 @@ function importOverLimit(existing: number, added: number): string {
 }
 
 interface ImportDeps {
-  db: Db;
+  db: Store;
   repo: SecretsRepo;
   audit: AuditWriter;
   clock: Clock;
@@ -83,18 +83,18 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
             updatedAt: now,
           };
           batch.secrets.push(created);
-          batch.versions.push(values.versionRow(caller, created, 1, value, "CREATED", now));
+          batch.versions.push(await values.versionRow(caller, created, 1, value, "CREATED", now));
           status = "created";
         } else if (!overwrite) {
           status = "skipped";
         } else {
           // A version written before digests existed is compared (and given its digest) the slow way.
-          const compared = values.byDigest(row, value) ?? (await values.sameValue(row, value));
+          const compared = (await values.byDigest(row, value)) ?? (await values.sameValue(row, value));
           if (compared.same) {
             status = "unchanged";
           } else {
             const version = row.version + 1;
-            batch.versions.push(values.versionRow(caller, row, version, value, "UPDATED", now, { digest: compared.digest }));
+            batch.versions.push(await values.versionRow(caller, row, version, value, "UPDATED", now, { digest: compared.digest }));
             batch.moves.push({ id: row.id, fromVersion: row.version, key, version, updatedAt: now });
             if (version > MAX_VERSIONS_PER_SECRET) batch.trims.push({ secretId: row.id, before: version - MAX_VERSIONS_PER_SECRET + 1 });
             status = "updated";

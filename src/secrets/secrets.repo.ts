@@ -2,6 +2,8 @@ import { and, count, desc, eq, inArray, sql } from "drizzle-orm";
 import type { Environment } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { secrets, secretVersions, users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createSecretsRepoPg } from "./secrets.repo.pg.ts";
 
 export type SecretRow = typeof secrets.$inferSelect;
 export type SecretVersionRow = typeof secretVersions.$inferSelect;
@@ -50,7 +52,13 @@ export interface VersionListRow {
   changedByServiceAccountName: string | null;
 }
 
-export function createSecretsRepo(db: Db) {
+export type SecretsRepo = ReturnType<typeof createSecretsRepoSqlite>;
+
+export function createSecretsRepo(store: Store): SecretsRepo {
+  return isPostgres(store) ? createSecretsRepoPg(store) : createSecretsRepoSqlite(store);
+}
+
+function createSecretsRepoSqlite(db: Db) {
   // A secret by id, only within its own project and environment.
   const idInEnvironment = and(
     eq(secrets.id, sql.placeholder("id")),
@@ -248,5 +256,3 @@ export function createSecretsRepo(db: Db) {
     },
   });
 }
-
-export type SecretsRepo = ReturnType<typeof createSecretsRepo>;

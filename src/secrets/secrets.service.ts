@@ -3,8 +3,8 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
-import { type Db, readTransaction, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
 import {
   CHANGED_BY_SOMEONE_ELSE,
@@ -66,7 +66,7 @@ export interface SecretsMemberships {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: SecretsRepo;
   memberships: SecretsMemberships;
   access: AccessGuard;
@@ -165,7 +165,7 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
       const { at, row, value } = await readTransaction(db, async () => {
         const at = await requireAccess(caller, projectId, "secrets:read", environment);
         const row = await findOrFail(projectId, at.environment, secretId);
-        return { at, row, value: openOrFail(row, row.version) };
+        return { at, row, value: await openOrFail(row, row.version) };
       });
       await audit.recordRead(caller, {
         projectId,
@@ -293,7 +293,7 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
         const row = await findOrFail(projectId, at.environment, secretId);
         const version = await repo.findVersion(row.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
-        return { at, row, value: openOrFail(row, versionNumber, version.ciphertext, version.keyVersion) };
+        return { at, row, value: await openOrFail(row, versionNumber, version.ciphertext, version.keyVersion) };
       });
       await audit.recordRead(caller, {
         projectId,
@@ -320,7 +320,7 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
         const version = await repo.findVersion(current.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
         if (expectedVersion !== undefined && expectedVersion !== current.version) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
-        const value = openOrFail(current, versionNumber, version.ciphertext, version.keyVersion);
+        const value = await openOrFail(current, versionNumber, version.ciphertext, version.keyVersion);
         if (versionNumber === current.version || (await values.sameValue(current, value)).same) {
           throw new HttpError(400, ALREADY_CURRENT);
         }

@@ -1,6 +1,8 @@
 import { and, eq, gt, isNull, lte, or, sql } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
 import { serviceAccounts, serviceAccountTrusts, serviceTokens, users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createServiceAccountsRepoPg } from "./service-accounts.repo.pg.ts";
 
 export type ServiceAccountRow = typeof serviceAccounts.$inferSelect;
 export type ServiceTokenRow = typeof serviceTokens.$inferSelect;
@@ -25,7 +27,13 @@ function isLive(nowIso: string) {
   return or(isNull(serviceTokens.expiresAt), gt(serviceTokens.expiresAt, nowIso));
 }
 
-export function createServiceAccountsRepo(db: Db) {
+export type ServiceAccountsRepo = ReturnType<typeof createServiceAccountsRepoSqlite>;
+
+export function createServiceAccountsRepo(store: Store): ServiceAccountsRepo {
+  return isPostgres(store) ? createServiceAccountsRepoPg(store) : createServiceAccountsRepoSqlite(store);
+}
+
+function createServiceAccountsRepoSqlite(db: Db) {
   const sqlite = db.$client;
   // The hot path of every request made with a service credential: one indexed lookup.
   const findCredential = sqlite.prepare(
@@ -234,5 +242,3 @@ export function createServiceAccountsRepo(db: Db) {
     },
   });
 }
-
-export type ServiceAccountsRepo = ReturnType<typeof createServiceAccountsRepo>;

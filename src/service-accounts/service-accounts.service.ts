@@ -5,9 +5,9 @@ import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access
 import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError, INVALID_FIELDS } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
 const ACCOUNT_NOT_FOUND = "Service account not found.";
@@ -207,7 +207,7 @@ export function accountCaller(
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: ServiceAccountsRepo;
   /** The projects feature's lookup (app.ts passes the projects repo's). */
   projects: { findById(id: string): Promise<{ name: string } | undefined> };

@@ -4,9 +4,9 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
@@ -84,7 +84,7 @@ interface KeySet {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: ServiceAccountsRepo;
   audit: AuditWriter;
   clock: Clock;

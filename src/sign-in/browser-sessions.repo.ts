@@ -1,11 +1,19 @@
 import type { BrowserSessionRow } from "../core/auth.ts";
 import { type Db, guard } from "../core/db.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createBrowserSessionsRepoPg } from "./browser-sessions.repo.pg.ts";
+
+export type BrowserSessionsRepo = ReturnType<typeof createBrowserSessionsRepoSqlite>;
+
+export function createBrowserSessionsRepo(store: Store): BrowserSessionsRepo {
+  return isPostgres(store) ? createBrowserSessionsRepoPg(store) : createBrowserSessionsRepoSqlite(store);
+}
 
 /**
  * Browser sessions, looked up by their token's hash on every signed-in request
  * (core/auth.ts): prepared once, each one index seek.
  */
-export function createBrowserSessionsRepo(db: Db) {
+function createBrowserSessionsRepoSqlite(db: Db) {
   const sqlite = db.$client;
   // CAST: see "Joins with parameters" in core/db.ts (a join compared with a bare
   // parameter is compiled anew on every call).

@@ -1,12 +1,20 @@
 import { and, asc, eq, gt, isNull, lte } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
 import { accountLinks, signInFailures } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createLocalRepoPg } from "./local.repo.pg.ts";
 
 export type AccountLinkRow = typeof accountLinks.$inferSelect;
 export type LinkPurpose = AccountLinkRow["purpose"];
 
+export type LocalRepo = ReturnType<typeof createLocalRepoSqlite>;
+
+export function createLocalRepo(store: Store): LocalRepo {
+  return isPostgres(store) ? createLocalRepoPg(store) : createLocalRepoSqlite(store);
+}
+
 /** One-time links of local accounts (first-run setup, `users add`, password reset). */
-export function createLocalRepo(db: Db) {
+function createLocalRepoSqlite(db: Db) {
   return guard(db, {
     insertLink(row: AccountLinkRow): void {
       db.insert(accountLinks).values(row).run();
@@ -81,5 +89,3 @@ export function createLocalRepo(db: Db) {
     },
   });
 }
-
-export type LocalRepo = ReturnType<typeof createLocalRepo>;

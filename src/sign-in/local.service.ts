@@ -2,8 +2,8 @@ import crypto from "node:crypto";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
@@ -39,7 +39,7 @@ export interface IssuedLink {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   users: UsersService;
   repo: LocalRepo;
   config: Pick<Config, "appUrl">;

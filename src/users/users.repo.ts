@@ -2,6 +2,8 @@ import crypto from "node:crypto";
 import { and, asc, eq, sql } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
 import { users } from "../core/schema.ts";
+import { isPostgres, type Store } from "../core/store.ts";
+import { createUsersRepoPg } from "./users.repo.pg.ts";
 
 export type UserRow = typeof users.$inferSelect;
 
@@ -13,7 +15,13 @@ export interface Identity {
   name: string | null;
 }
 
-export function createUsersRepo(db: Db) {
+export type UsersRepo = ReturnType<typeof createUsersRepoSqlite>;
+
+export function createUsersRepo(store: Store): UsersRepo {
+  return isPostgres(store) ? createUsersRepoPg(store) : createUsersRepoSqlite(store);
+}
+
+function createUsersRepoSqlite(db: Db) {
   return guard(db, {
     findById(id: string): UserRow | undefined {
       return db.select().from(users).where(eq(users.id, id)).get();
@@ -80,5 +88,3 @@ export function createUsersRepo(db: Db) {
     },
   });
 }
-
-export type UsersRepo = ReturnType<typeof createUsersRepo>;

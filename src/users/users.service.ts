@@ -1,6 +1,6 @@
 import type { Clock } from "../core/clock.ts";
-import { type Db, writeTransaction } from "../core/db.ts";
 import { HttpError } from "../core/errors.ts";
+import { type Store, writeTransaction } from "../core/store.ts";
 import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
 
 export type { UserRow } from "./users.repo.ts";
@@ -22,7 +22,7 @@ export interface UserAccessEnd {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   users: UsersRepo;
   browserSessions: Pick<UserAccessEnd, "deleteAllSessionsOf">;
   cliSessions: Pick<UserAccessEnd, "revokeAllSessionsOf">;

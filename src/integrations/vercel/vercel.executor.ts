@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
-import { type Db, writeTransaction } from "../../core/db.ts";
+import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
@@ -118,7 +118,7 @@ export interface SecretValues {
 }
 
 export interface ExecutorDeps {
-  db: Db;
+  db: Store;
   repo: VercelRepo;
   vault: Vault;
   audit: AuditWriter;
@@ -136,7 +136,7 @@ export interface ExecutorDeps {
 
 export type VercelExecutor = ReturnType<typeof createVercelExecutor>;
 
-export function openToken(vault: Vault, row: IntegrationRow): string {
+export function openToken(vault: Vault, row: IntegrationRow): Promise<string> {
   return vault.open(row.projectId, integrationAad(row.projectId, "token"), {
     ciphertext: row.tokenCiphertext,
     keyVersion: row.tokenKeyVersion,
@@ -369,7 +369,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const projectId = row.projectId;
     let token: string;
     try {
-      token = openToken(vault, row);
+      token = await openToken(vault, row);
     } catch (error) {
       if (error instanceof DecryptError) throw new SyncFailure("token-unreadable");
       throw error;
@@ -510,7 +510,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const projectId = row.projectId;
     let deployment: Deployment;
     try {
-      const hookUrl = vault.open(projectId, integrationAad(projectId, "deploy-hook"), {
+      const hookUrl = await vault.open(projectId, integrationAad(projectId, "deploy-hook"), {
         ciphertext: row.hookCiphertext!,
         keyVersion: row.hookKeyVersion!,
       });

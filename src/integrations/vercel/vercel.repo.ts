@@ -1,6 +1,8 @@
 import { and, eq, isNotNull, isNull, lt, or, sql } from "drizzle-orm";
 import { type Db, guard } from "../../core/db.ts";
 import { integrations, integrationVars, users } from "../../core/schema.ts";
+import { isPostgres, type Store } from "../../core/store.ts";
+import { createVercelRepoPg } from "./vercel.repo.pg.ts";
 
 export type IntegrationRow = typeof integrations.$inferSelect;
 export type IntegrationVarRow = typeof integrationVars.$inferSelect;
@@ -10,7 +12,13 @@ export interface Hosting
   connectedByEmail: string | null;
 }
 
-export function createVercelRepo(db: Db) {
+export type VercelRepo = ReturnType<typeof createVercelRepoSqlite>;
+
+export function createVercelRepo(store: Store): VercelRepo {
+  return isPostgres(store) ? createVercelRepoPg(store) : createVercelRepoSqlite(store);
+}
+
+function createVercelRepoSqlite(db: Db) {
   return guard(db, {
     find(projectId: string): IntegrationRow | undefined {
       return db.select().from(integrations).where(eq(integrations.projectId, projectId)).get();
@@ -147,5 +155,3 @@ export function createVercelRepo(db: Db) {
     },
   });
 }
-
-export type VercelRepo = ReturnType<typeof createVercelRepo>;

@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
-import { type Db, writeTransaction } from "../../core/db.ts";
 import type { Lease } from "../../core/leases.ts";
+import { type Store, writeTransaction } from "../../core/store.ts";
 import type { VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
 import type { VercelRepo } from "./vercel.repo.ts";
@@ -12,7 +12,7 @@ import type { VercelRepo } from "./vercel.repo.ts";
 // the syncs of a process that stopped heartbeating.
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: VercelRepo;
   log: Logger;
   executor: VercelExecutor;

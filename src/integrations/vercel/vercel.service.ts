@@ -2,8 +2,8 @@ import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { AccessGuard, Environment, ProjectAccess } from "../../core/access.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
-import { type Db, writeTransaction } from "../../core/db.ts";
 import { HttpError } from "../../core/errors.ts";
+import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import type { UsersService } from "../../users/users.service.ts";
 import { deployHookProblem, deployHookProjectId, type NamedItem, type VercelClient, VercelError } from "./vercel.client.ts";
@@ -89,7 +89,7 @@ export interface LinkInput {
 }
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: VercelRepo;
   /** The e-mail of whoever connected, for the connection view. */
   users: Pick<UsersService, "findById">;
@@ -145,7 +145,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
   /** The saved token, or the connection moves to attention when it cannot be opened. */
   async function savedToken(row: IntegrationRow): Promise<string> {
     try {
-      return openToken(vault, row);
+      return await openToken(vault, row);
     } catch (error) {
       if (!(error instanceof DecryptError)) throw error;
       await markAttention(row, SYNC_ERRORS["token-unreadable"]);
@@ -226,7 +226,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
 
       const view = await writeTransaction(db, async () => {
         const projectAccess = await access.require(caller, projectId, "integrations:manage");
-        const sealed = vault.seal(projectId, integrationAad(projectId, "token"), input.token);
+        const sealed = await vault.seal(projectId, integrationAad(projectId, "token"), input.token);
         const now = clock.now().toISOString();
         const existing = await repo.find(projectId);
         if (!existing) {
@@ -334,7 +334,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         let hook: Partial<IntegrationRow> = {};
         if (input.deployHookUrl === null) hook = { hookCiphertext: null, hookKeyVersion: null };
         else if (input.deployHookUrl !== undefined) {
-          const sealed = vault.seal(projectId, integrationAad(projectId, "deploy-hook"), new URL(input.deployHookUrl).href);
+          const sealed = await vault.seal(projectId, integrationAad(projectId, "deploy-hook"), new URL(input.deployHookUrl).href);
           hook = { hookCiphertext: sealed.ciphertext, hookKeyVersion: sealed.keyVersion };
         } else if (existing.hostProjectId !== hostProject.id) {
           // A kept hook belongs to the previously linked project: drop it with the old link.

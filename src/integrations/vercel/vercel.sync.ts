@@ -1,8 +1,8 @@
 import type { Logger } from "pino";
 import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Clock } from "../../core/clock.ts";
-import type { Db } from "../../core/db.ts";
 import { createLease, newOwnerId } from "../../core/leases.ts";
+import type { Store } from "../../core/store.ts";
 import type { Vault } from "../../core/vault.ts";
 import type { VercelClient } from "./vercel.client.ts";
 import { createVercelExecutor, type RunOptions, type RunOutcome, type SecretValues } from "./vercel.executor.ts";
@@ -13,7 +13,7 @@ import { createVercelScheduler } from "./vercel.scheduler.ts";
 // lease, vercel.scheduler.ts runs the automatic ones. This wires the three for app.ts.
 
 interface Deps {
-  db: Db;
+  db: Store;
   repo: VercelRepo;
   vault: Vault;
   audit: AuditWriter;

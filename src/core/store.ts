@@ -1,0 +1,148 @@
+// The one database a server runs on: SQLite in DATA_DIR (core/db.ts), or PostgreSQL when
+// DATABASE_URL is set (core/postgres.ts). Services hold a Store and call the transaction
+// functions below; only the repos look inside it, each with one implementation per store
+// (x.repo.ts for SQLite, x.repo.pg.ts for PostgreSQL, the same type for both).
+import type { Config } from "./config.ts";
+import { ConfigError } from "./config.ts";
+import type { Keyring } from "./crypto.ts";
+import { safeEqual } from "./crypto.ts";
+import {
+  type Db,
+  type OpenOptions,
+  onSqliteRollback,
+  openDatabase,
+  sqliteInTransaction,
+  sqliteReadTransaction,
+  sqliteWriteTransaction,
+} from "./db.ts";
+import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
+import {
+  DatabaseUnavailableError,
+  inPgTransaction,
+  migratePostgres,
+  onPgRollback,
+  openPostgres,
+  type PgStore,
+  pgReadTransaction,
+  pgRows,
+  pgRun,
+  pgWriteTransaction,
+} from "./postgres.ts";
+
+export type Store = Db | PgStore;
+
+export function isPostgres(store: Store): store is PgStore {
+  return (store as PgStore).kind === "postgres";
+}
+
+/**
+ * Runs fn in one write transaction: one writer at a time (SQLite's write lock, PostgreSQL's
+ * advisory lock taken first), so a check-then-write inside it sees every earlier commit and
+ * no other writer's. Repo calls made by fn are part of it.
+ */
+export function writeTransaction<T>(store: Store, fn: () => T | Promise<T>): Promise<T> {
+  return isPostgres(store) ? pgWriteTransaction(store, fn) : sqliteWriteTransaction(store, fn);
+}
+
+/** Reads in one snapshot; nothing is locked for writing. */
+export function readTransaction<T>(store: Store, fn: () => T | Promise<T>): Promise<T> {
+  return isPostgres(store) ? pgReadTransaction(store, fn) : sqliteReadTransaction(store, fn);
+}
+
+/** Whether the caller runs inside a transaction of this store. */
+export function inTransaction(store: Store): boolean {
+  return isPostgres(store) ? inPgTransaction(store) : sqliteInTransaction(store);
+}
+
+/** Called after any transaction of this store rolled back (for caches of rows it wrote). */
+export function onRollback(store: Store, listener: () => void): void {
+  if (isPostgres(store)) onPgRollback(store, listener);
+  else onSqliteRollback(store, listener);
+}
+
+/**
+ * Opens the configured store and brings its schema up to date: SQLite in DATA_DIR, or the
+ * PostgreSQL database at DATABASE_URL (migrated under a lock, so servers starting together
+ * migrate once). A database that cannot be reached at start stops the start with one line.
+ */
+export async function openStore(
+  config: Pick<Config, "dataDir" | "sqliteSynchronous" | "database">,
+  options: OpenOptions = {},
+): Promise<Store> {
+  if (!config.database) return openDatabase(config, options);
+  const store = openPostgres(config.database.url, {
+    poolSize: config.database.poolSize,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    caFile: config.database.caFile,
+  });
+  try {
+    await migratePostgres(store);
+  } catch (error) {
+    await store.close();
+    if (error instanceof DatabaseUnavailableError) {
+      // pg's sentence names the address and the errno, never the password.
+      throw new ConfigError(
+        `The database at DATABASE_URL cannot be reached: ${(error.cause as Error | undefined)?.message ?? error.message}`,
+      );
+    }
+    const code = (error as { code?: unknown }).code;
+    // 28P01/28000: wrong password or no such role; 3D000: no such database; 42501: no right to create the tables.
+    if (code === "28P01" || code === "28000" || code === "3D000" || code === "42501") {
+      throw new ConfigError(`The database at DATABASE_URL refused this server: ${(error as Error).message}.`);
+    }
+    throw error;
+  }
+  return store;
+}
+
+/** Closes the store's connection (SQLite) or every connection of its pool (PostgreSQL). */
+export async function closeStore(store: Store): Promise<void> {
+  if (isPostgres(store)) await store.close();
+  else store.$client.close();
+}
+
+/**
+ * Records a verifier of each configured master key the first time it is seen, and refuses
+ * to start when a key does not match the verifier stored for its version: a wrong key
+ * would otherwise only show up later as every read failing. On PostgreSQL every server runs
+ * this at start, so a server given another key than its peers refuses to start.
+ */
+export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date): Promise<void> {
+  const rows = isPostgres(store)
+    ? await pgRows<{ version: number; check_value: string }>(store, "SELECT version, check_value FROM key_checks")
+    : (store.$client.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]);
+  const stored = new Map(rows.map((r) => [r.version, r.check_value]));
+  for (const version of keyring.versions()) {
+    const expected = stored.get(version);
+    const actual = keyring.checkValue(version);
+    const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
+    if (expected === undefined) {
+      const createdAt = now.toISOString();
+      // Two servers starting together may both find the version new: the first insert wins,
+      // and the second server compares its key with what the first stored.
+      if (isPostgres(store)) {
+        await pgRun(
+          store,
+          "INSERT INTO key_checks (version, check_value, created_at) VALUES ($1, $2, $3) ON CONFLICT (version) DO NOTHING",
+          [version, actual, createdAt],
+        );
+        const [winner] = await pgRows<{ check_value: string }>(store, "SELECT check_value FROM key_checks WHERE version = $1", [version]);
+        if (winner && !safeEqual(winner.check_value, actual)) throw new ConfigError(keyMismatch(name, version));
+      } else {
+        store.$client.prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)").run(version, actual, createdAt);
+      }
+    } else if (!safeEqual(expected, actual)) {
+      throw new ConfigError(keyMismatch(name, version));
+    }
+  }
+  const missing = (await createEncryptedRecordCounter(store).keyVersionsInUse()).filter((v) => !keyring.has(v));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      `Records are encrypted with master key version ${missing.join(", ")}, which is not configured. Add it to MASTER_KEYS_PREVIOUS as <version>:<base64>.`,
+    );
+  }
+}
+
+function keyMismatch(name: string, version: number): string {
+  return `${name} does not match the key version ${version} this database was encrypted with. Start with the right key; nothing was changed.`;
+}

@@ -1,0 +1,35 @@
+import type { BrowserSessionRow } from "../core/auth.ts";
+import { type PgStore, pgRow, pgRun } from "../core/postgres.ts";
+import type { BrowserSessionsRepo } from "./browser-sessions.repo.ts";
+
+/** browser-sessions.repo.ts on PostgreSQL: the same rows, the same JavaScript values. */
+export function createBrowserSessionsRepoPg(store: PgStore): BrowserSessionsRepo {
+  return {
+    find: (tokenHash) =>
+      pgRow<BrowserSessionRow>(
+        store,
+        `SELECT s.id AS session_id, s.created_at, s.last_seen_at, s.expires_at, u.id, u.email, u.name, u.email_verified::int AS email_verified
+         FROM browser_sessions s JOIN users u ON u.id = s.user_id
+         WHERE s.token_hash = $1 AND u.disabled_at IS NULL`,
+        [tokenHash],
+      ),
+    async touch(sessionId, lastSeenAt, expiresAt) {
+      await pgRun(store, "UPDATE browser_sessions SET last_seen_at = $1, expires_at = $2 WHERE id = $3", [
+        lastSeenAt,
+        expiresAt,
+        sessionId,
+      ]);
+    },
+    async insert(row) {
+      await pgRun(
+        store,
+        "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $4, $5)",
+        [row.id, row.userId, row.tokenHash, row.createdAt, row.expiresAt],
+      );
+    },
+    async delete(tokenHash) {
+      await pgRun(store, "DELETE FROM browser_sessions WHERE token_hash = $1", [tokenHash]);
+    },
+    deleteAllSessionsOf: (userId) => pgRun(store, "DELETE FROM browser_sessions WHERE user_id = $1", [userId]),
+  };
+}

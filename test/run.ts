@@ -1,0 +1,80 @@
+// `npm test`'s test run: every test file on SQLite (the default store), then the files that
+// exercise the store on PostgreSQL, in one throwaway cluster this run starts and removes
+// (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
+// some files only: `npm test -- test/secrets.test.ts` (both stores) or with --store.
+import { spawn } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { startSharedCluster, stopSharedCluster } from "./postgres.ts";
+
+const ROOT = path.resolve(import.meta.dirname, "..");
+
+/**
+ * Files that run once (in the first pass), each for a reason: they test SQLite itself (its
+ * files, its connection gate, the executable's embedded store), start and stop their own
+ * PostgreSQL cluster (postgres-*), or test what no store is under (the CLI alone, the UI's
+ * rendering, configuration, formats). The UI tests drive the same API the HTTP tests prove
+ * on both stores.
+ */
+const RUN_ONCE = new Set([
+  "config.test.ts",
+  "executable.test.ts",
+  "idle-gc.test.ts",
+  "openapi.test.ts",
+  "postgres-schema.test.ts",
+  "postgres-store.test.ts",
+  "postgres-servers.test.ts",
+  "security-data-dir.test.ts",
+  "transactions.test.ts",
+  "vercel-plan.test.ts",
+  "cli-run-env.test.ts",
+  "export-formats.test.ts",
+  "web-dotenv.test.ts",
+  "screenshots.test.ts",
+]);
+
+function isBrowserTest(file: string): boolean {
+  return file.startsWith("ui") || file === "sign-in-ui.test.ts";
+}
+
+const args = process.argv.slice(2);
+const storeArg = args.find((a) => a.startsWith("--store="))?.slice("--store=".length) ?? "both";
+if (!["sqlite", "postgres", "both"].includes(storeArg)) {
+  console.error("--store must be sqlite, postgres or both.");
+  process.exit(2);
+}
+const named = args.filter((a) => !a.startsWith("--"));
+const all = fs
+  .readdirSync(path.join(ROOT, "test"))
+  .filter((f) => f.endsWith(".test.ts"))
+  .sort();
+const chosen = named.length > 0 ? named.map((f) => path.basename(f)) : all;
+
+function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (files.length === 0) return Promise.resolve(0);
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files.map((f) => path.join("test", f))],
+      { cwd: ROOT, env, stdio: "inherit" },
+    );
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+let failed = false;
+if (storeArg !== "postgres") {
+  console.log(`\n# SQLite: ${chosen.length} test files\n`);
+  failed ||= (await runFiles(chosen, { ...process.env, TEST_DATABASE: "sqlite" })) !== 0;
+}
+if (storeArg !== "sqlite") {
+  const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isBrowserTest(f)));
+  console.log(`\n# PostgreSQL: ${files.length} test files\n`);
+  const cluster = await startSharedCluster();
+  try {
+    failed ||= (await runFiles(files, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
+  } finally {
+    stopSharedCluster(cluster);
+  }
+}
+process.exit(failed ? 1 : 0);
