@@ -6,7 +6,17 @@ import { AUDIT_ACTIONS } from "../src/audit/audit.actions.ts";
 import type { AuditEventView } from "../src/audit/audit.service.ts";
 import { createAuditWriter } from "../src/audit/audit.writer.ts";
 import { BROWSER_ONLY } from "../src/core/auth.ts";
-import { assertNoLeaks, auditEvents, type Client, cliLogin, makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
+import {
+  assertNoLeaks,
+  auditEvents,
+  type Client,
+  cliLogin,
+  makeTempDir,
+  runMain,
+  startServer,
+  storeEnv,
+  type TestServer,
+} from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 import { auditRows, copyDatabase, insertAuditRow, removeAuditRow, tamperAuditRow } from "./storage.ts";
 
@@ -496,7 +506,7 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
 
   // A removed event (on an untouched copy).
   removeAuditRow(copy, third.seq);
-  const removed = await runMain(["audit", "verify"], { ...env, DATA_DIR: copy });
+  const removed = await runMain(["audit", "verify"], storeEnv({ ...env, DATA_DIR: copy }));
   assert.equal(removed.code, 1);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
 

@@ -84,7 +84,7 @@ export function assertNoLeaks(dataDir: string): void {
     }
   };
   // Every stored event, of every project, deleted ones too, and of none: the audit API shows one existing project's.
-  if (fs.existsSync(path.join(dataDir, DATABASE_FILE))) {
+  if (databaseUrlOf.has(dataDir) || fs.existsSync(path.join(dataDir, DATABASE_FILE))) {
     for (const row of auditRows(dataDir))
       check(`${row.target_type}\n${row.target_id}\n${row.metadata}`, `audit event #${row.seq} (${row.action})`);
   }
@@ -133,8 +133,19 @@ export interface TestServer {
  */
 export const TEST_DATABASE: "sqlite" | "postgres" = process.env.TEST_DATABASE === "postgres" ? "postgres" : "sqlite";
 
+/** A test's skip option: the reason when the run is on PostgreSQL and the test is about SQLite itself, else false. */
+export function onPostgres(reason: string): string | false {
+  return TEST_DATABASE === "postgres" ? `SQLite-specific: ${reason}` : false;
+}
+
 /** The DATABASE_URL of each PostgreSQL test server's data folder, so a stopped server's folder still names its database. */
 export const databaseUrlOf = new Map<string, string>();
+
+/** A command's environment for the data folder `env.DATA_DIR` names: with its database's URL when it has one (PostgreSQL). */
+export function storeEnv(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const url = env.DATA_DIR === undefined ? undefined : databaseUrlOf.get(env.DATA_DIR);
+  return url === undefined ? env : { ...env, DATABASE_URL: url };
+}
 
 /** Starts a server; it is stopped and its folder removed when the test ends. */
 export async function startServer(t: TestContext | undefined, options: ServerOptions = {}): Promise<TestServer> {

@@ -26,6 +26,17 @@ interface Cluster {
   version?: number;
   /** The user the server runs as when this process is root (initdb and postgres refuse root). */
   runAs: string | undefined;
+  /** Started with fsync, full-page writes and synchronous commit on, on disk: see ClusterOptions. */
+  durable?: boolean;
+}
+
+export interface ClusterOptions {
+  /**
+   * Commits survive a crash, as SQLite's synchronous FULL does: fsync, full_page_writes and
+   * synchronous_commit on, and the folder on disk, never in memory where fsync costs nothing.
+   * For the bench, which compares the two; the tests leave it off.
+   */
+  durable?: boolean;
 }
 
 let cluster: Cluster | undefined;
@@ -65,7 +76,8 @@ function isExecutable(file: string): boolean {
  * writes some 40 MB in many small files, 0.8 s there against 2.8 s on the disk of a busy
  * 2-core machine), else the temporary folder.
  */
-function clusterParent(): string {
+function clusterParent(durable: boolean): string {
+  if (durable) return os.tmpdir();
   const shm = "/dev/shm";
   try {
     fs.accessSync(shm, fs.constants.W_OK);
@@ -124,7 +136,7 @@ function runSync(c: Pick<Cluster, "bin" | "runAs">, program: string, args: strin
   }
 }
 
-async function start(): Promise<Cluster> {
+async function start(options: ClusterOptions = {}): Promise<Cluster> {
   const bin = findPostgresBin();
   if (!bin) {
     throw new Error(
@@ -132,19 +144,21 @@ async function start(): Promise<Cluster> {
     );
   }
   const runAs = serverUser();
-  const dir = fs.mkdtempSync(path.join(clusterParent(), "secrets-pg-"));
+  const durable = options.durable ?? false;
+  const dir = fs.mkdtempSync(path.join(clusterParent(durable), "secrets-pg-"));
   const dataDir = path.join(dir, "data");
   if (runAs) {
     const uid = Number(execFileSync("id", ["-u", runAs], { encoding: "utf8" }));
     const gid = Number(execFileSync("id", ["-g", runAs], { encoding: "utf8" }));
     fs.chownSync(dir, uid, gid);
   }
-  const c: Cluster = { dir, dataDir, bin, runAs };
+  const c: Cluster = { dir, dataDir, bin, runAs, ...(durable ? { durable } : {}) };
   // From here on the folder (and a server started in it) must go when the process ends.
   cluster = c;
   try {
     // UTF-8 and the C locale whatever the machine's: the same cluster on every machine, and
-    // initdb needs no locale to be installed.
+    // initdb needs no locale to be installed. --no-sync even when durable: what a durable
+    // cluster is for is the running server's commits, not initdb's own files.
     await run(c, "initdb", ["-D", dataDir, "-A", "trust", "-U", SUPERUSER, "--no-sync", "-E", "UTF8", "--no-locale"]);
     await run(c, "pg_ctl", startArgs(c));
   } catch (error) {
@@ -157,8 +171,9 @@ async function start(): Promise<Cluster> {
 
 /** pg_ctl's arguments that start the cluster's server (again). */
 function startArgs(c: Cluster): string[] {
-  // Durability is of no use to a cluster deleted at the end of the run.
-  const options = `-k '${c.dir}' -c listen_addresses='' -c fsync=off -c full_page_writes=off -c synchronous_commit=off`;
+  // Durability is of no use to a cluster deleted at the end of the run, unless it is measured.
+  const durability = c.durable ? "on" : "off";
+  const options = `-k '${c.dir}' -c listen_addresses='' -c fsync=${durability} -c full_page_writes=${durability} -c synchronous_commit=${durability}`;
   return ["-D", c.dataDir, "-l", path.join(c.dir, "server.log"), "-w", "-o", options, "start"];
 }
 
@@ -283,8 +298,8 @@ function sharedCluster(): Cluster | undefined {
 }
 
 /** Starts a cluster that outlives this process, for a whole test run: what TEST_PG_CLUSTER names; stopSharedCluster ends it. */
-export async function startSharedCluster(): Promise<string> {
-  const c = await start();
+export async function startSharedCluster(options: ClusterOptions = {}): Promise<string> {
+  const c = await start(options);
   // This process only hands it over: stopping it is stopSharedCluster's.
   cluster = undefined;
   starting = undefined;

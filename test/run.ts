@@ -33,8 +33,13 @@ const RUN_ONCE = new Set([
   "screenshots.test.ts",
 ]);
 
-function isBrowserTest(file: string): boolean {
-  return file.startsWith("ui") || file === "sign-in-ui.test.ts";
+/**
+ * The browser (ui-*) and CLI (cli-*) tests and the drills drive the same HTTP API that the
+ * other files prove on both stores, through a browser or processes that cost seconds a
+ * test: they run on SQLite only, which keeps the run within CI's time.
+ */
+function isClientTest(file: string): boolean {
+  return file.startsWith("ui") || file.startsWith("cli") || file === "sign-in-ui.test.ts" || file === "drills.test.ts";
 }
 
 const args = process.argv.slice(2);
@@ -68,7 +73,7 @@ if (storeArg !== "postgres") {
   failed ||= (await runFiles(chosen, { ...process.env, TEST_DATABASE: "sqlite" })) !== 0;
 }
 if (storeArg !== "sqlite") {
-  const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isBrowserTest(f)));
+  const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isClientTest(f)));
   console.log(`\n# PostgreSQL: ${files.length} test files\n`);
   const cluster = await startSharedCluster();
   try {

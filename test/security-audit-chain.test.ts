@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { test } from "node:test";
-import { makeTempDir, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
+import { makeTempDir, randomMasterKey, runMain, startServer, storeEnv, type TestServer } from "./helpers.ts";
 import { auditRows, copyDatabase, keyVersionsInUse, removeAuditRow, rowCount, type StoredAuditRow, tamperAuditRow } from "./storage.ts";
 
 /** An event's hashed content as the README publishes it, written out here as an attacker would. */
@@ -102,7 +102,7 @@ test("a database writer without the master key cannot edit or remove an event an
   // Remove the third event and relink the rest.
   removeAuditRow(copies[0]!, third.seq);
   rebuildWithoutKey(copies[0]!, third.seq, { asHashOnly: false });
-  const removed = await runMain(["audit", "verify"], { ...server.env, DATA_DIR: copies[0]! });
+  const removed = await runMain(["audit", "verify"], storeEnv({ ...server.env, DATA_DIR: copies[0]! }));
   assert.equal(removed.code, 1, removed.stdout);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*: its content does not match its hash`));
 
@@ -188,7 +188,7 @@ test("events from before the chain was keyed hold but are not proven (exit 3); t
   copyDatabase(dir, copy);
   tamperAuditRow(copy, mixed[1]!.seq, { metadata: "{}" });
   rebuildWithoutKey(copy, mixed[1]!.seq, { asHashOnly: true, throughSeq: mixed[2]!.seq });
-  const sealed = await runMain(["audit", "verify"], { ...restarted.env, DATA_DIR: copy });
+  const sealed = await runMain(["audit", "verify"], storeEnv({ ...restarted.env, DATA_DIR: copy }));
   assert.equal(sealed.code, 1, sealed.stdout);
   assert.match(sealed.stderr, new RegExp(`BROKEN at event #${mixed[3]!.seq} .*does not follow the event before it`));
 

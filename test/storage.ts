@@ -474,7 +474,21 @@ export function migrateFromTheFuture(dataDir: string): () => void {
 
 /** Copies the database of a stopped server into another data folder, to tamper with one and keep the other as it was. */
 export function copyDatabase(fromDataDir: string, toDataDir: string): void {
-  sqliteOnly(fromDataDir, "copyDatabase");
+  const url = postgresUrl(fromDataDir);
+  if (url !== undefined) {
+    // A PostgreSQL database is copied by creating another from it as a template, which
+    // needs it unused: the stopped server's pool is closed; this thread's own reader is not.
+    // The test cluster's URLs name a socket folder, not a host, which URL cannot parse.
+    const name = /\/(\w+)\?/.exec(url)![1]!;
+    const admin = url.replace(`/${name}?`, "/postgres?");
+    const copy = `${name}_copy_${Date.now().toString(36)}`;
+    queryPostgresSync(admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ? AND pid <> pg_backend_pid()", [
+      name,
+    ]);
+    queryPostgresSync(admin, `CREATE DATABASE ${copy} TEMPLATE ${name}`);
+    databaseUrlOf.set(toDataDir, url.replace(`/${name}?`, `/${copy}?`));
+    return;
+  }
   fs.copyFileSync(path.join(fromDataDir, DATABASE_FILE), path.join(toDataDir, DATABASE_FILE));
 }
 

@@ -1,5 +1,5 @@
 // @fastify/rate-limit's store, counted in the database so that neither a restart nor a
-// second server process on the same DATA_DIR hands anyone a fresh allowance.
+// second server process on the same DATA_DIR (or PostgreSQL database) hands anyone a fresh allowance.
 //
 // Two ways of counting, by cost:
 // - A limit of its own (sign-in, device start, code approval, exports, imports, Vercel,

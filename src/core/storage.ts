@@ -198,7 +198,19 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
     report,
     health() {
       const now = Date.now();
-      if (!cached || now - cached.at >= PROBE_CACHE_MS) cached = { health: probe(), at: now };
+      if (!cached || now - cached.at >= PROBE_CACHE_MS) {
+        const entry = { health: probe(), at: now };
+        cached = entry;
+        // A database found unreachable is asked again at the next call, once this probe has
+        // answered: it comes back all at once (restarted, failed over), and a load balancer
+        // should see that at once. The probe fails fast meanwhile (or shares the one waiting).
+        entry.health.then(
+          (health) => {
+            if (!health.ok && health.reason === CONDITIONS.unreachable.message) entry.at = Number.NEGATIVE_INFINITY;
+          },
+          () => {},
+        );
+      }
       return cached.health;
     },
   };

@@ -23,6 +23,9 @@ interface Deps {
 export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs }: Deps) {
   const timers = new Map<string, NodeJS.Timeout>();
   const inFlight = new Set<Promise<unknown>>();
+  /** Projects whose automatic run this process is executing, and those that changed meanwhile. */
+  const runningAutomatic = new Set<string>();
+  const runAgain = new Set<string>();
   /** The pending count each scheduled run was for: a different count on a tick is a change made elsewhere. */
   const seenPending = new Map<string, number>();
   let isLeader = false;
@@ -44,9 +47,17 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   /** An automatic run after the debounce delay; a newer change restarts the wait. Only the leader runs them. */
   function schedule(projectId: string): void {
     if (stopped || !isLeader) return;
+    // A change (or the run's own follow-up) while this process's automatic run of the project
+    // is under way: one more run once it ends. A timer set now could fire between that run's
+    // commit and its follow-up, and the follow-up would then run a third time for nothing.
+    if (runningAutomatic.has(projectId)) {
+      runAgain.add(projectId);
+      return;
+    }
     clearTimeout(timers.get(projectId));
     const timer = setTimeout(() => {
       timers.delete(projectId);
+      runningAutomatic.add(projectId);
       void track(executor.run(projectId, { trigger: "automatic", caller: null, redeploy: false }))
         .then(async (outcome) => {
           // Busy: another process's run holds the lease; what it leaves in pending is
@@ -55,7 +66,11 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
           if (outcome.kind === "busy") seenPending.delete(projectId);
           else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
         })
-        .catch((error: unknown) => logFailure(projectId, error, "automatic Vercel sync failed"));
+        .catch((error: unknown) => logFailure(projectId, error, "automatic Vercel sync failed"))
+        .finally(() => {
+          runningAutomatic.delete(projectId);
+          if (runAgain.delete(projectId)) schedule(projectId);
+        });
     }, debounceMs);
     timer.unref();
     timers.set(projectId, timer);
