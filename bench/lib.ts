@@ -129,6 +129,8 @@ export interface RequestSpec {
   body?: string;
   /** The statuses that count as success (200 unless told). */
   expect?: number[];
+  /** The server to send it to, when the load spreads over several (the load's url unless told). */
+  url?: string;
 }
 
 export interface Response {
@@ -162,6 +164,8 @@ export interface LoadOptions {
   name: string;
   url: string;
   serverPid: number;
+  /** More servers taking part in the load: their CPU counts with serverPid's. */
+  otherServerPids?: number[];
   connections: number;
   seconds: number;
   /** Builds the next request of worker `worker` (each worker sends one at a time). */
@@ -187,7 +191,9 @@ interface Measured {
 async function closedLoop(options: LoadOptions, seconds: number): Promise<Measured> {
   const latencies: number[] = [];
   let errors = 0;
-  const cpuBefore = processCpuMicros(options.serverPid);
+  const pids = [options.serverPid, ...(options.otherServerPids ?? [])];
+  const cpuNow = () => pids.reduce((sum, pid) => sum + processCpuMicros(pid), 0);
+  const cpuBefore = cpuNow();
   const started = performance.now();
   const deadline = started + seconds * 1000;
   await Promise.all(
@@ -195,7 +201,7 @@ async function closedLoop(options: LoadOptions, seconds: number): Promise<Measur
       while (performance.now() < deadline) {
         const spec = options.next(worker);
         const sent = performance.now();
-        const response = await request(options.url, spec);
+        const response = await request(spec.url ?? options.url, spec);
         const elapsed = performance.now() - sent;
         if (!(spec.expect ?? [200]).includes(response.status)) {
           errors++;
@@ -210,7 +216,7 @@ async function closedLoop(options: LoadOptions, seconds: number): Promise<Measur
     latencies,
     errors,
     elapsedSeconds: (performance.now() - started) / 1000,
-    cpuMicros: processCpuMicros(options.serverPid) - cpuBefore,
+    cpuMicros: cpuNow() - cpuBefore,
   };
 }
 
@@ -309,6 +315,10 @@ export async function startAppServer(options: {
   synchronous: string;
   dataDirPrefix: string;
   root?: string;
+  /** A postgres:// URL: the server keeps everything there instead of SQLite in its data folder. */
+  databaseUrl?: string;
+  /** Servers that share a database must share the key too (a fresh one unless told). */
+  masterKey?: string;
 }): Promise<ServerProcess> {
   const dataDir = makeTempDir(options.dataDirPrefix);
   const port = await freePort();
@@ -323,10 +333,11 @@ export async function startAppServer(options: {
       PORT: String(port),
       APP_URL: `http://127.0.0.1:${port}`,
       DATA_DIR: dataDir,
-      MASTER_KEY: randomKey(),
+      MASTER_KEY: options.masterKey ?? randomKey(),
       LOG_LEVEL: "info",
       SQLITE_SYNCHRONOUS: options.synchronous,
       RATE_LIMIT_PER_MINUTE: "1000000",
+      ...(options.databaseUrl ? { DATABASE_URL: options.databaseUrl } : {}),
     },
     port,
     "/healthz",

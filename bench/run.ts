@@ -6,10 +6,11 @@ import { auditBench } from "./audit.bench.ts";
 import { executableBench } from "./executable.bench.ts";
 import { formatGoals, goals } from "./goals.ts";
 import { type BenchContext, type BenchModule, type BenchRow, formatTable, hasTaskset, pinSelf } from "./lib.ts";
+import { postgresBench } from "./postgres.bench.ts";
 import { secretsBench } from "./secrets.bench.ts";
 
 /** Every bench module, in the order they run. Add new ones here. */
-const BENCHES: BenchModule[] = [secretsBench, executableBench, auditBench];
+const BENCHES: BenchModule[] = [secretsBench, postgresBench, executableBench, auditBench];
 
 async function main(): Promise<void> {
   const wanted = process.argv.slice(2);
