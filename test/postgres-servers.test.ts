@@ -160,4 +160,10 @@ test("copy-database moves a SQLite DATA_DIR with every kind of record to Postgre
   assert.ok(created.id);
   const verified = await runMain(["audit", "verify"], onPostgres.env, { timeoutMs: 60_000 });
   assert.equal(verified.code, 0, verified.stderr + verified.stdout);
+  // backup is SQLite's: on PostgreSQL it points to pg_dump, and writes nothing.
+  const backupFile = `${makeTempDir()}/secrets.db`;
+  const backup = await runMain(["backup", backupFile], onPostgres.env);
+  assert.equal(backup.code, 1);
+  assert.match(backup.stderr, /^secrets-server: configuration error: DATABASE_URL is set: back up PostgreSQL with pg_dump /);
+  assert.equal(fs.existsSync(backupFile), false);
 });

@@ -579,6 +579,21 @@ test("version history: newest first, who changed it (isYou, isMember), restoredF
   assert.deepEqual([baseline.body.versions[2].changeType, baseline.body.versions[2].changedBy], ["BASELINE", null]);
 });
 
+test("a NUL anywhere in the address is a 400 before anything is read, on either store", async (t) => {
+  const { projectId, owner } = await startTeam(t);
+  const secret = await createSecret(owner, projectId, "staging", "PLAIN", "plain-value");
+  for (const address of [
+    "/api/projects/%00",
+    `/api/projects/${projectId}%00/environments/staging/secrets`,
+    `${envPath(projectId, "staging")}/secrets/${secret.id}%00`,
+    `/api/projects/${projectId}/audit?actor=%00`,
+  ]) {
+    const res = await owner.json("GET", address);
+    assert.deepEqual([res.status, res.body], [400, { error: "The address could not be understood." }], address);
+  }
+  assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 0);
+});
+
 test("one historical value: audited as secret.version_revealed; unknown versions are 404", async (t) => {
   const { projectId, owner } = await startTeam(t);
   const secret = await createSecret(owner, projectId, "staging", "OLD_VALUES", "old-values-1");
@@ -596,7 +611,7 @@ test("one historical value: audited as secret.version_revealed; unknown versions
       [secret.id, { key: "OLD_VALUES", environment: "staging", versionNumber: 2 }],
     ],
   );
-  for (const n of ["3", "0", "-1", "1.5", "abc", "01", "99999999999999999999"]) {
+  for (const n of ["3", "0", "-1", "1.5", "abc", "01", "99999999999999999999", "3000000000", "999999999999999"]) {
     const missing = await owner.json("GET", `${url}/versions/${n}`);
     assert.deepEqual([missing.status, missing.body], [404, VERSION_NOT_FOUND], n);
   }

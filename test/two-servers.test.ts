@@ -8,7 +8,16 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { type TestContext, test } from "node:test";
-import { Client, databaseUrlOf, makeTempDir, randomMasterKey, runMain, type ServerProcess, startServerProcess } from "./helpers.ts";
+import {
+  Client,
+  databaseUrlOf,
+  makeTempDir,
+  randomMasterKey,
+  runMain,
+  type ServerProcess,
+  startServerProcess,
+  waitFor,
+} from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 
 interface Pair {
@@ -125,10 +134,22 @@ test("two servers, one store: a CLI login approved through one, refreshed throug
   const { a, b, onA } = await twoServers(t);
   const device = await clientOf(a).json("POST", "/api/cli/auth/device", { deviceName: "laptop" });
   assert.equal(device.status, 200);
+  // The polling interval is kept in the store: a poll on one server, then at once on the
+  // other, is polling too fast.
+  const firstPoll = await clientOf(a).json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.deepEqual([firstPoll.status, firstPoll.body], [202, { status: "pending" }]);
+  const tooFast = await clientOf(b).json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.equal(tooFast.status, 429, JSON.stringify(tooFast.body));
+  assert.match(tooFast.body.error, /^Polling too fast\./);
   const approved = await onA.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode });
   assert.equal(approved.status, 200, JSON.stringify(approved.body));
   // Polled on the other server: the approval is visible there at once.
-  const tokens = await clientOf(b).json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  // A too-early poll does not restart the wait: polling until the interval has passed is fine.
+  const tokens = await waitFor("the tokens once the polling interval has passed", async () => {
+    const poll = await clientOf(b).json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+    if (poll.status === 429) return undefined;
+    return poll;
+  });
   assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
   const refreshed = await clientOf(a).json("POST", "/api/cli/auth/refresh", { refreshToken: tokens.body.refreshToken });
   assert.equal(refreshed.status, 200, JSON.stringify(refreshed.body));

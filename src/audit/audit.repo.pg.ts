@@ -1,3 +1,4 @@
+import crypto from "node:crypto";
 import { createEncryptedRecordCounter } from "../core/encrypted-columns.ts";
 import { type PgStore, pgRow, pgRows, pgRun } from "../core/postgres.ts";
 import type { AuditEventRow, AuditFilter, AuditRepo, CheckpointRow, StoredEventRow } from "./audit.repo.ts";
@@ -65,7 +66,8 @@ export function createAuditRepoPg(store: PgStore): AuditRepo {
       const { text, values } = pageQuery(filter);
       let name = statementNames.get(text);
       if (name === undefined) {
-        name = `audit-page-${statementNames.size}`;
+        // Named by the text itself: pg keeps named statements per connection, which every repo on the pool shares.
+        name = `audit-page-${crypto.createHash("sha256").update(text).digest("hex").slice(0, 16)}`;
         statementNames.set(text, name);
       }
       return (await store.client().query({ name, text, values })).rows as AuditEventRow[];

@@ -3,12 +3,14 @@
 // same MASTER_KEY opens it there. The target must be empty; the copy is one transaction, so
 // a failure leaves it empty again. Before it reports success it compares every table's row
 // count and verifies the audit chain on the copy.
+import fs from "node:fs";
+import path from "node:path";
 import type Database from "better-sqlite3";
 import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
 import { verifyAuditChain } from "../audit/audit.verify.ts";
 import { ConfigError, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
-import { openDatabase } from "../core/db.ts";
+import { DATABASE_FILE, openDatabase } from "../core/db.ts";
 import { migratePostgres, openPostgres, type PgStore, pgRows, pgRun, pgWriteTransaction } from "../core/postgres.ts";
 import * as pgSchema from "../core/schema.pg.ts";
 import { checkMasterKeys, closeStore } from "../core/store.ts";
@@ -66,9 +68,14 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
   if (!/^postgres(ql)?:\/\//i.test(url)) throw new ConfigError("--to must be a postgres:// or postgresql:// URL.");
   // The source is DATA_DIR's SQLite, whatever DATABASE_URL says.
   const config = { ...loadConfig({ ...process.env, DATABASE_URL: undefined }), database: undefined };
+  // A mistyped DATA_DIR must not become a new, empty database that copies "successfully".
+  if (!fs.existsSync(path.join(config.dataDir, DATABASE_FILE))) {
+    throw new ConfigError(`There is no database at ${path.join(config.dataDir, DATABASE_FILE)}: check DATA_DIR.`);
+  }
   const keyring = loadKeyring(config);
   const source = openDatabase(config);
-  const target = openPostgres(url);
+  // The servers' CA file, when the target is reached as they reach it.
+  const target = openPostgres(url, { caFile: process.env.DATABASE_CA_FILE || undefined });
   try {
     await checkMasterKeys(source, keyring, new Date());
     try {
@@ -145,10 +152,15 @@ async function copyRows(sqlite: Database.Database, target: PgStore, plan: TableP
         await flush();
         counts.set(table.name, n);
         if (table.identity) {
-          // The next row the server writes must not reuse a copied number.
+          // The next row the server writes must not reuse a number SQLite ever gave out:
+          // AUTOINCREMENT remembers the largest, even when retention pruned every event since.
+          const used = Number(
+            (sqlite.prepare("SELECT seq FROM sqlite_sequence WHERE name = ?").pluck().get(table.name) as number | undefined) ?? 0,
+          );
           await pgRun(
             target,
-            `SELECT setval(pg_get_serial_sequence('${table.name}', '${table.identity}'), GREATEST((SELECT max(${table.identity}) FROM ${table.name}), 1), (SELECT count(*) > 0 FROM ${table.name}))`,
+            `SELECT setval(pg_get_serial_sequence('${table.name}', '${table.identity}'), GREATEST(COALESCE((SELECT max(${table.identity}) FROM ${table.name}), 0), $1::bigint, 1), GREATEST(COALESCE((SELECT max(${table.identity}) FROM ${table.name}), 0), $1::bigint) > 0)`,
+            [used],
           );
         }
       }

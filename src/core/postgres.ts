@@ -290,6 +290,29 @@ async function nestedTransaction<T>(outer: OpenTransaction, write: boolean, fn: 
 async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>): Promise<T> {
   const outer = currentTransaction(store);
   if (outer) return nestedTransaction(outer, write, fn);
+  if (!write) return topLevelTransaction(store, false, fn);
+  // This server's writers queue here, in arrival order, before taking a connection: one at a
+  // time waits for the cluster-wide lock, and the rest of the pool stays free for reads and
+  // credential lookups. Else a burst of writes behind another server's long transaction
+  // would park every pooled connection on the lock, and reads would time out waiting for one.
+  const previous = writeQueues.get(store) ?? Promise.resolve();
+  let done!: () => void;
+  const mine = new Promise<void>((resolve) => {
+    done = resolve;
+  });
+  writeQueues.set(store, mine);
+  await previous;
+  try {
+    return await topLevelTransaction(store, true, fn);
+  } finally {
+    if (writeQueues.get(store) === mine) writeQueues.delete(store);
+    done();
+  }
+}
+
+const writeQueues = new WeakMap<PgStore, Promise<void>>();
+
+async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>): Promise<T> {
   const client = await connect(store);
   // A connection that breaks while checked out reports here (no listener would end the
   // process); it is then destroyed rather than given back to the pool.

@@ -6,7 +6,10 @@
 import type { FastifyInstance } from "fastify";
 import { isApiRoute, matchedRoute } from "./auth.ts";
 import { checkContentEncoding, type GracefulStop } from "./connections.ts";
+import { HttpError } from "./errors.ts";
 import { createSecurityHeaders } from "./security-headers.ts";
+
+const NUL_IN_ADDRESS = /%00|\0/i;
 
 export interface RequestHookParts {
   stop: GracefulStop;
@@ -22,6 +25,9 @@ export function registerRequestHooks(app: FastifyInstance, { stop, hsts, afterRe
   app.addHook("onRequest", (req, reply, done) => {
     stop.checkOpen();
     checkContentEncoding(req);
+    // A NUL in the address is never a name or an id of ours, and PostgreSQL's text refuses it
+    // (a statement error, not "no such row"): one 400 on both stores.
+    if (NUL_IN_ADDRESS.test(req.url)) throw new HttpError(400, "The address could not be understood.");
     applySecurityHeaders(req.raw, reply.raw, (error?: unknown) => done(error as Error | undefined));
   });
 

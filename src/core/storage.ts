@@ -84,7 +84,8 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     if (code.startsWith("SQLITE_IOERR") || code === "EIO" || code === "58030") return "io";
     if (code.startsWith("SQLITE_READONLY") || code === "EROFS" || code === "25006") return "readonly";
     // 55P03 (lock_not_available): a PostgreSQL write waited for the write lock past its timeout (core/postgres.ts).
-    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03") return "busy";
+    // 57014: PostgreSQL cancelled the statement (statement_timeout), as a busy timeout ends a wait.
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03" || code === "57014") return "busy";
     // core/postgres.ts's DatabaseUnavailableError, by its code like the others (drizzle may wrap it).
     // 53300 too_many_connections: every connection PostgreSQL allows is taken (by all servers together).
     if (code === "DATABASE_UNAVAILABLE" || code === "53300") return "unreachable";

@@ -146,11 +146,14 @@ export function createSecretsRepoPg(store: PgStore): SecretsRepo {
         key,
       ]),
 
+    // $2::bigint: the route takes up to 15 digits, and a number past PostgreSQL's integer then
+    // finds no row (404, as on SQLite) instead of failing the statement.
     findVersion: (secretId, versionNumber) =>
-      pgRow<SecretVersionRow>(store, `SELECT ${VERSION_COLUMNS} FROM secret_versions WHERE secret_id = $1 AND version_number = $2`, [
-        secretId,
-        versionNumber,
-      ]),
+      pgRow<SecretVersionRow>(
+        store,
+        `SELECT ${VERSION_COLUMNS} FROM secret_versions WHERE secret_id = $1 AND version_number = $2::bigint`,
+        [secretId, versionNumber],
+      ),
 
     listVersions: (secretId, limit) =>
       pgRows<VersionListRow>(
