@@ -1,22 +1,38 @@
 // Runs before `npm test`: the browser tests drive Debian's Chromium at /usr/bin/chromium (no
-// browser is downloaded from elsewhere), and the export format tests source files in zsh
-// (bash and dash come with Debian). Install what is missing when allowed to.
+// browser is downloaded from elsewhere), the export format tests source files in zsh (bash
+// and dash come with Debian), and the PostgreSQL pass runs Debian's initdb and pg_ctl in a
+// throwaway cluster (no PostgreSQL server needs to be running). Install what is missing when
+// allowed to.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
+import path from "node:path";
+
+/** initdb on PATH, or in one of Debian's versioned folders (off PATH). */
+function hasInitdb() {
+  for (const dir of (process.env.PATH ?? "").split(path.delimiter)) {
+    if (dir && fs.existsSync(path.join(dir, "initdb"))) return true;
+  }
+  const debian = "/usr/lib/postgresql";
+  return fs.existsSync(debian) && fs.readdirSync(debian).some((version) => fs.existsSync(path.join(debian, version, "bin", "initdb")));
+}
 
 const NEEDED = [
-  { file: "/usr/bin/chromium", pkg: "chromium", why: "the browser tests" },
-  { file: "/usr/bin/zsh", pkg: "zsh", why: "the shell export tests" },
+  { present: () => fs.existsSync("/usr/bin/chromium"), what: "/usr/bin/chromium", pkg: "chromium", why: "the browser tests" },
+  { present: () => fs.existsSync("/usr/bin/zsh"), what: "/usr/bin/zsh", pkg: "zsh", why: "the shell export tests" },
+  // Not fatal: `npm test -- --store=sqlite` needs no PostgreSQL, and the PostgreSQL pass
+  // itself says what is missing.
+  { present: hasInitdb, what: "PostgreSQL's initdb", pkg: "postgresql", why: "the PostgreSQL pass", optional: true },
 ];
 
-const missing = NEEDED.filter((tool) => !fs.existsSync(tool.file));
+const missing = NEEDED.filter((tool) => !tool.present());
 if (missing.length > 0) {
   const isRoot = typeof process.getuid === "function" && process.getuid() === 0;
   const packages = missing.map((tool) => tool.pkg);
   if (!isRoot || !fs.existsSync("/usr/bin/apt-get")) {
-    const what = missing.map((tool) => `${tool.file} (${tool.why})`).join(" and ");
+    const what = missing.map((tool) => `${tool.what} (${tool.why})`).join(" and ");
     console.error(`The tests need Debian's ${what}: run "sudo apt-get install ${packages.join(" ")}", then npm test again.`);
-    process.exit(1);
+    if (missing.every((tool) => tool.optional)) console.error("Without PostgreSQL: npm test -- --store=sqlite.");
+    else process.exit(1);
   }
   console.log(`Installing Debian's ${packages.join(" and ")} for the tests (apt-get)...`);
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };

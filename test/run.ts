@@ -75,7 +75,13 @@ if (storeArg !== "postgres") {
 if (storeArg !== "sqlite") {
   const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isClientTest(f)));
   console.log(`\n# PostgreSQL: ${files.length} test files\n`);
-  const cluster = await startSharedCluster();
+  let cluster: string;
+  try {
+    cluster = await startSharedCluster();
+  } catch (error) {
+    console.error(`${(error as Error).message}\nTo run on SQLite only: npm test -- --store=sqlite.`);
+    process.exit(1);
+  }
   try {
     failed ||= (await runFiles(files, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
   } finally {
