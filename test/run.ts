@@ -1,6 +1,6 @@
-// `npm test`'s test run: every test file on SQLite (the default store) and, beside it, every
-// one again on PostgreSQL (but those that run once), in one throwaway cluster this run starts
-// and removes (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
+// `npm test`'s test run: every test file on SQLite (the default store), then the files that
+// exercise the store on PostgreSQL, in one throwaway cluster this run starts and removes
+// (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
 // some files only: `npm test -- test/secrets.test.ts` (both stores) or with --store.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -33,6 +33,17 @@ const RUN_ONCE = new Set([
   "screenshots.test.ts",
 ]);
 
+/**
+ * The browser (ui-*) and CLI (cli-*) tests and the drills drive the same HTTP API that the
+ * other files prove on both stores, through a browser or processes that cost seconds a
+ * test: they run on SQLite only, which keeps the run within CI's time.
+ */
+function isClientTest(file: string): boolean {
+  // cli-auth.test.ts is the server's device flow over HTTP, not the CLI: it stays.
+  if (file === "cli-auth.test.ts") return false;
+  return file.startsWith("ui") || file.startsWith("cli") || file === "sign-in-ui.test.ts" || file === "drills.test.ts";
+}
+
 const args = process.argv.slice(2);
 const storeArg = args.find((a) => a.startsWith("--store="))?.slice("--store=".length) ?? "both";
 if (!["sqlite", "postgres", "both"].includes(storeArg)) {
@@ -46,66 +57,37 @@ const all = fs
   .sort();
 const chosen = named.length > 0 ? named.map((f) => path.basename(f)) : all;
 
-/**
- * One `node --test` run. Its report goes to the terminal as it comes, or, when `quiet`, is
- * kept and printed whole at the end, so that two runs side by side do not mix their lines.
- */
-function runFiles(files: string[], env: NodeJS.ProcessEnv, quiet = false): Promise<{ code: number; report: string }> {
-  if (files.length === 0) return Promise.resolve({ code: 0, report: "" });
+function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  if (files.length === 0) return Promise.resolve(0);
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
       ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files.map((f) => path.join("test", f))],
-      { cwd: ROOT, env, stdio: quiet ? ["ignore", "pipe", "pipe"] : "inherit" },
+      { cwd: ROOT, env, stdio: "inherit" },
     );
-    let report = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      report += chunk;
-    });
-    child.stderr?.on("data", (chunk: Buffer) => {
-      report += chunk;
-    });
-    child.on("close", (code, signal) => resolve({ code: code ?? (signal ? 1 : 0), report }));
+    child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
   });
 }
 
-/** The PostgreSQL pass: every chosen file but those that run once, in one throwaway cluster. */
-async function postgresPass(quiet: boolean): Promise<{ code: number; report: string; files: number }> {
-  const files = chosen.filter((f) => named.length > 0 || !RUN_ONCE.has(f));
+let failed = false;
+if (storeArg !== "postgres") {
+  console.log(`\n# SQLite: ${chosen.length} test files\n`);
+  failed ||= (await runFiles(chosen, { ...process.env, TEST_DATABASE: "sqlite" })) !== 0;
+}
+if (storeArg !== "sqlite") {
+  const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isClientTest(f)));
+  console.log(`\n# PostgreSQL: ${files.length} test files\n`);
   let cluster: string;
   try {
     cluster = await startSharedCluster();
   } catch (error) {
-    return { code: 1, report: `${(error as Error).message}\nTo run on SQLite only: npm test -- --store=sqlite.\n`, files: files.length };
+    console.error(`${(error as Error).message}\nTo run on SQLite only: npm test -- --store=sqlite.`);
+    process.exit(1);
   }
   try {
-    const result = await runFiles(files, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster }, quiet);
-    return { ...result, files: files.length };
+    failed ||= (await runFiles(files, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
   } finally {
     stopSharedCluster(cluster);
-  }
-}
-
-/*
- * Both stores at once: much of a test's time is spent waiting (for processes to start, a
- * browser, a poll's deadline, PostgreSQL's round trips), so the two passes side by side take
- * little more than the longer one, which keeps CI within its time.
- */
-let failed = false;
-if (storeArg === "postgres") {
-  const pass = await postgresPass(false);
-  if (pass.report) console.error(pass.report);
-  failed = pass.code !== 0;
-} else {
-  const both = storeArg === "both";
-  const postgres = both ? postgresPass(true) : Promise.resolve(undefined);
-  console.log(`\n# SQLite: ${chosen.length} test files${both ? " (PostgreSQL's pass runs beside it; its report follows)" : ""}\n`);
-  failed = (await runFiles(chosen, { ...process.env, TEST_DATABASE: "sqlite" })).code !== 0;
-  const pass = await postgres;
-  if (pass) {
-    console.log(`\n# PostgreSQL: ${pass.files} test files\n`);
-    process.stdout.write(pass.report);
-    failed ||= pass.code !== 0;
   }
 }
 process.exit(failed ? 1 : 0);
