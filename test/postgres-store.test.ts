@@ -28,8 +28,8 @@ let a: PgStore;
 let b: PgStore;
 let rollbacks = 0;
 
-function open(url: string, options: Parameters<typeof openPostgres>[1] = {}): PgStore {
-  const store = openPostgres(url, { connectionTimeoutMs: 3000, ...options });
+async function open(url: string, options: Parameters<typeof openPostgres>[1] = {}): Promise<PgStore> {
+  const store = await openPostgres(url, { connectionTimeoutMs: 3000, ...options });
   stores.push(store);
   return store;
 }
@@ -41,8 +41,8 @@ async function counter(store: PgStore, id: string): Promise<number | undefined> 
 
 before(async () => {
   const url = await createDatabase();
-  a = open(url, { statementTimeoutMs: 7000 });
-  b = open(url);
+  a = await open(url, { statementTimeoutMs: 7000 });
+  b = await open(url);
   await a.client().query("CREATE TABLE counters (id text PRIMARY KEY, n integer NOT NULL)");
   onPgRollback(a, () => rollbacks++);
 });
@@ -126,7 +126,7 @@ async function waitingForAdvisoryLock(store: PgStore): Promise<boolean> {
 }
 
 test("a writer that waits for the write lock past its timeout fails as SQLite's busy database does (503)", async () => {
-  const impatient = open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 100 });
+  const impatient = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 100 });
   let failure: unknown;
   await pgWriteTransaction(a, async () => {
     // Held by this server until the other one has given up.
@@ -145,7 +145,7 @@ test("sslmode in the URL is what pg does; a CA file that cannot be read stops th
   // The test cluster listens on a Unix socket only, where PostgreSQL offers no TLS: a URL
   // that requires it is refused, and that is a configuration error, not an outage.
   const url = a.pool.options.connectionString as string;
-  const tls = open(`${url}&sslmode=require`);
+  const tls = await open(`${url}&sslmode=require`);
   const error = await tls
     .client()
     .query("SELECT 1")
@@ -155,7 +155,7 @@ test("sslmode in the URL is what pg does; a CA file that cannot be read stops th
     );
   assert.match(String(error), /does not support SSL/);
   assert.equal(isDatabaseUnavailable(error), false);
-  assert.throws(
+  await assert.rejects(
     () => openPostgres(url, { caFile: path.join(ROOT, "no-such-ca.pem") }),
     (e: unknown) => e instanceof ConfigError && /^The CA file .*no-such-ca\.pem cannot be read: ENOENT\.$/.test(e.message),
   );
@@ -253,8 +253,8 @@ test("code outside a transaction is not inside it, even while it is open; work i
 
 test("two servers migrating one database at once apply each migration once; a newer database is refused", async () => {
   const url = await createDatabase();
-  const first = open(url);
-  const second = open(url);
+  const first = await open(url);
+  const second = await open(url);
   await Promise.all([migratePostgres(first), migratePostgres(second)]);
   const journal = JSON.parse(fs.readFileSync(path.join(ROOT, "migrations", "postgres", "meta", "_journal.json"), "utf8")) as {
     entries: unknown[];
@@ -301,7 +301,7 @@ test("a server that does not answer fails within the connection timeout as datab
   const url = await createDatabase();
   const thaw = await freezeCluster();
   try {
-    const store = open(url, { connectionTimeoutMs: 300 });
+    const store = await open(url, { connectionTimeoutMs: 300 });
     const error = await store
       .client()
       .query("SELECT 1")

@@ -8,7 +8,7 @@ import path from "node:path";
 import type Database from "better-sqlite3";
 import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
 import { verifyAuditChain } from "../audit/audit.verify.ts";
-import { ConfigError, loadConfig } from "../core/config.ts";
+import { ConfigError, isPostgresUrl, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
 import { DATABASE_FILE, openDatabase } from "../core/db.ts";
 import { migratePostgres, openPostgres, type PgStore, pgRows, pgRun, pgWriteTransaction } from "../core/postgres.ts";
@@ -65,7 +65,7 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
     process.stderr.write(USAGE);
     return 2;
   }
-  if (!/^postgres(ql)?:\/\//i.test(url)) throw new ConfigError("--to must be a postgres:// or postgresql:// URL.");
+  if (!isPostgresUrl(url)) throw new ConfigError("--to must be a postgres:// or postgresql:// URL.");
   // The source is DATA_DIR's SQLite, whatever DATABASE_URL says.
   const config = { ...loadConfig({ ...process.env, DATABASE_URL: undefined }), database: undefined };
   // A mistyped DATA_DIR must not become a new, empty database that copies "successfully".
@@ -75,7 +75,7 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
   const keyring = loadKeyring(config);
   const source = openDatabase(config);
   // The servers' CA file, when the target is reached as they reach it.
-  const target = openPostgres(url, { caFile: process.env.DATABASE_CA_FILE || undefined });
+  const target = await openPostgres(url, { caFile: process.env.DATABASE_CA_FILE || undefined });
   try {
     await checkMasterKeys(source, keyring, new Date());
     try {

@@ -135,11 +135,16 @@ export interface Config {
 /** A configuration problem: the process prints the message as one line and exits. */
 export class ConfigError extends Error {}
 
+/** Whether `url` names a PostgreSQL database (postgres:// or postgresql://). */
+export function isPostgresUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
 /** DATABASE_URL, checked before anything is opened. The URL itself is never repeated (it may hold a password). */
 function parseDatabase(raw: RawEnv): DatabaseConfig | undefined {
   const url = raw.DATABASE_URL;
   if (url === undefined) return undefined;
-  if (!/^postgres(ql)?:\/\//i.test(url)) throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://.");
+  if (!isPostgresUrl(url)) throw new ConfigError("DATABASE_URL must start with postgres:// or postgresql://.");
   return {
     url,
     poolSize: raw.DATABASE_POOL_SIZE,

@@ -122,21 +122,9 @@ export function registerErrorHandling(
       const { message, retryAfterSeconds } = storageMessage(condition);
       return reply.code(503).header("retry-after", String(retryAfterSeconds)).send({ error: message });
     }
-    // PostgreSQL's text refuses a NUL (22021) that SQLite would store or simply not find:
-    // input no field of ours accepts, so the request's fault, whichever field carried it.
-    if (pgErrorCode(error) === "22021") return reply.code(400).send({ error: INVALID_FIELDS });
     req.log.error({ err: error }, "request failed");
     return reply.code(500).send({ error: SERVER_ERROR });
   });
-}
-
-/** The SQLSTATE of a PostgreSQL error, or of the one drizzle wrapped. */
-function pgErrorCode(error: unknown): string | undefined {
-  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code;
-  }
-  return undefined;
 }
 
 const SERVER_ERROR = "Something went wrong on the server. Try again; if it keeps happening, check the server log.";

@@ -6,8 +6,10 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import fs from "node:fs";
 import path from "node:path";
 import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
-import { drizzle, type NodePgDatabase } from "drizzle-orm/node-postgres";
-import pg from "pg";
+// Types only at the top: the driver and drizzle's PostgreSQL side are loaded by openPostgres,
+// so a server on SQLite (the default) never loads them (some 70-110 ms of start-up from source).
+import type { NodePgDatabase } from "drizzle-orm/node-postgres";
+import type pg from "pg";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { ConfigError } from "./config.ts";
 import { BUSY_TIMEOUT_MS, newerDatabaseMessage } from "./db.ts";
@@ -143,14 +145,7 @@ function withCaFile(url: string, caFile: string | undefined): string {
 const rollbackListeners = new WeakMap<PgStore, (() => void)[]>();
 const writeLockTimeouts = new WeakMap<PgStore, number>();
 
-/** pg hands int8 (count(*), a bigint seq) to raw SQL as a string; every such value here is far below 2^53, so read it as a number, as better-sqlite3 does. */
 const INT8_OID = 20;
-const types = {
-  getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID && format !== "binary"
-      ? (value: string) => Number(value)
-      : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
-};
 
 /** Rows of one statement ($1, $2… parameters), run inside the caller's transaction when there is one. */
 export async function pgRows<T>(store: PgStore, text: string, values: unknown[] = []): Promise<T[]> {
@@ -168,7 +163,16 @@ export async function pgRun(store: PgStore, text: string, values: unknown[] = []
 }
 
 /** Opens a pool to `url` (nothing connects until the first statement). */
-export function openPostgres(url: string, options: PostgresOptions = {}): PgStore {
+export async function openPostgres(url: string, options: PostgresOptions = {}): Promise<PgStore> {
+  const [{ default: pg }, { drizzle }] = await Promise.all([import("pg"), import("drizzle-orm/node-postgres")]);
+  // pg hands int8 (count(*), a bigint seq) to raw SQL as a string; every such value here is
+  // far below 2^53, so read it as a number, as better-sqlite3 does.
+  const types = {
+    getTypeParser: ((oid: number, format?: "text" | "binary") =>
+      oid === INT8_OID && format !== "binary"
+        ? (value: string) => Number(value)
+        : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser,
+  };
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS;
   const connectionTimeoutMs = options.connectionTimeoutMs ?? DEFAULT_CONNECTION_TIMEOUT_MS;
   const pool = new pg.Pool({
@@ -408,6 +412,7 @@ export async function migratePostgres(store: PgStore): Promise<void> {
     await client.query(`SELECT pg_advisory_lock(${LOCK_CLASS}, ${MIGRATION_LOCK})`);
     await refuseNewerPostgres(client, migrations);
     // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
+    const { drizzle } = await import("drizzle-orm/node-postgres");
     const db = drizzle({ client });
     const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
     await internals.dialect.migrate(migrations, internals.session, {});

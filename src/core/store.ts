@@ -70,7 +70,7 @@ export async function openStore(
   options: OpenOptions = {},
 ): Promise<Store> {
   if (!config.database) return openDatabase(config, options);
-  const store = openPostgres(config.database.url, {
+  const store = await openPostgres(config.database.url, {
     poolSize: config.database.poolSize,
     statementTimeoutMs: config.database.statementTimeoutMs,
     caFile: config.database.caFile,
