@@ -141,6 +141,35 @@ test("a writer that waits for the write lock past its timeout fails as SQLite's 
   assert.equal(await pgWriteTransaction(impatient, () => "written"), "written");
 });
 
+test("a process that stalls while holding the write lock is cut off after the lock timeout: other writers go on, its work is rolled back", async () => {
+  const stalling = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 300 });
+  const other = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 3000 });
+  let stalled!: () => void;
+  const stall = new Promise<void>((resolve) => {
+    stalled = resolve;
+  });
+  const failure = pgWriteTransaction(stalling, async () => {
+    await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled', 1)");
+    stalled();
+    // Idle inside the transaction, the lock held, as a stopped process would be.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled-after', 1)");
+  }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  await stall;
+  const started = Date.now();
+  await pgWriteTransaction(other, () => other.client().query("INSERT INTO counters (id, n) VALUES ('went-on', 1)"));
+  assert.ok(Date.now() - started < 1400, "the other writer got the lock before the stalled one woke");
+  assert.equal(isDatabaseUnavailable(await failure), true, String(await failure));
+  assert.equal(await counter(b, "went-on"), 1);
+  assert.equal(await counter(b, "stalled"), undefined);
+  assert.equal(await counter(b, "stalled-after"), undefined);
+  // The stalled server's pool serves again.
+  assert.equal(await pgWriteTransaction(stalling, () => "written"), "written");
+});
+
 test("sslmode in the URL is what pg does; a CA file that cannot be read stops the start with its name", async () => {
   // The test cluster listens on a Unix socket only, where PostgreSQL offers no TLS: a URL
   // that requires it is refused, and that is a configuration error, not an outage.

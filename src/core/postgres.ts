@@ -328,12 +328,16 @@ async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => 
   const current: OpenTransaction = { store, client, write, open: true, nested: false, depth: 0 };
   try {
     if (write) {
-      // One round trip (the simple protocol runs the three in order), as the lock is what
+      // One round trip (the simple protocol runs the four in order), as the lock is what
       // every other writer waits for. lock_timeout plays SQLite's busy_timeout: a writer
       // that waits longer fails with 55P03, which core/storage.ts answers 503 "busy".
+      // idle_in_transaction_session_timeout is what SQLite cannot do: a process that stalls
+      // while holding the lock (paused VM, SIGSTOP, a frozen event loop) would block every
+      // writer of every server until it woke; the server ends its session after the same
+      // wait instead, which lets the lock go and rolls its work back.
       const timeout = writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS;
       await client.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${timeout}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
       );
     } else {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
