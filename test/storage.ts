@@ -301,6 +301,26 @@ export async function renameKeyHoldingWriteLock(
   return { messages, committed, worker };
 }
 
+/**
+ * Whether no connection holds SQLite's write lock on the folder's database right now (a
+ * BEGIN IMMEDIATE that does not wait). Always true on PostgreSQL, where the server ends a
+ * stalled lock holder's session itself (test/postgres-store.test.ts).
+ */
+export function writeLockIsFree(dataDir: string): boolean {
+  if (isPostgresStore(dataDir)) return true;
+  const db = new Database(path.join(dataDir, DATABASE_FILE), { fileMustExist: true, timeout: 0 });
+  try {
+    db.exec("BEGIN IMMEDIATE");
+    db.exec("ROLLBACK");
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code?.startsWith("SQLITE_BUSY")) return false;
+    throw error;
+  } finally {
+    db.close();
+  }
+}
+
 /** An audit row as stored: the chain's columns beside the event's (the repo's own row type). */
 export type StoredAuditRow = StoredEventRow;
 
