@@ -1,4 +1,5 @@
-// The PostgreSQL store's migrations (issue 13): generated from src/core/schema.pg.ts into
+// The PostgreSQL store's migrations: generated from src/core/schema.pg.ts (itself generated
+// from src/core/schema.ts; `npm run db:generate:pg` runs both steps) into
 // migrations/postgres/, beside SQLite's in migrations/ (drizzle.config.ts).
 import { defineConfig } from "drizzle-kit";
 

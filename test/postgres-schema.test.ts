@@ -2,7 +2,8 @@
 // (src/core/schema.ts, migrations/): both sets of migrations are applied to fresh
 // databases, and the two catalogs must describe the same tables, columns, keys, indexes and
 // foreign keys, so that a column added to one schema and forgotten in the other fails here.
-// The differences the top comment of schema.pg.ts lists are the only ones allowed.
+// The differences the rules of src/core/schema.pg.generate.ts list are the only ones
+// allowed, and schema.pg.ts must be what that generator makes of schema.ts.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
@@ -15,6 +16,7 @@ import { migrate } from "drizzle-orm/node-postgres/migrator";
 import { getTableConfig, SQLiteTable } from "drizzle-orm/sqlite-core";
 import pg from "pg";
 import { type Db, openDatabase } from "../src/core/db.ts";
+import { formattedPgSchema } from "../src/core/schema.pg.generate.ts";
 import * as pgSchema from "../src/core/schema.pg.ts";
 import * as sqliteSchema from "../src/core/schema.ts";
 import { makeTempDir, ROOT } from "./helpers.ts";
@@ -231,7 +233,7 @@ async function readPostgres(client: pg.Client): Promise<PgCatalog> {
   return { catalog, textNotBinary, triggers: triggers.rows.map((r) => r.tgname) };
 }
 
-/** Drops a trailing rowid alias from each index: SQLite holds it there without naming it (schema.pg.ts's top comment). */
+/** Drops a trailing rowid alias from each index: SQLite holds it there without naming it (the rules in schema.pg.generate.ts). */
 function withoutRowid(indexes: Record<string, Index>, rowid: string | undefined): Record<string, Index> {
   return Object.fromEntries(
     Object.entries(indexes).map(([name, index]) => [
@@ -265,6 +267,16 @@ after(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 usePostgres();
+
+test("schema.pg.ts is what its generator makes of schema.ts: one schema source (edit schema.ts, then npm run db:generate:pg)", () => {
+  const generated = formattedPgSchema();
+  assert.equal(fs.readFileSync(path.join(ROOT, "src", "core", "schema.pg.ts"), "utf8"), generated);
+  // The rules reach the output: byte order for text, booleans, identities, the appended seq.
+  assert.match(generated, /dataType: \(\) => 'text COLLATE "C"'/);
+  assert.match(generated, /emailVerified: boolean\("email_verified"\)\.notNull\(\)\.default\(false\)/);
+  assert.match(generated, /seq: bigint\("seq", \{ mode: "number" \}\)\.primaryKey\(\)\.generatedAlwaysAsIdentity\(\)/);
+  assert.match(generated, /index\("audit_events_project_at_seq"\)\.on\(t\.projectId, t\.at, t\.seq\)/);
+});
 
 test("the PostgreSQL migrations create the same tables as SQLite's", () => {
   assert.ok(Object.keys(sqlite.catalog).length > 20, "the SQLite catalog was read");

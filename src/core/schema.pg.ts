@@ -1,45 +1,10 @@
-// The database of src/core/schema.ts for PostgreSQL (DATABASE_URL): the same tables,
-// columns, keys and index names, and rows that read the same in JavaScript, so that one set
-// of repos can serve both stores. Migrations are generated from this file by drizzle-kit
-// (`npm run db:generate:pg`) into migrations/postgres/; test/postgres-schema.test.ts
-// compares the two catalogs, so a column added to one file and not the other fails the
-// tests. What each column means is said in schema.ts.
-//
-// Where the two differ, and why:
-// - Text compares byte by byte, as in SQLite (its BINARY collation): every text column is
-//   `text COLLATE "C"`, whatever the database's default collation. A language collation
-//   (en_US.UTF-8, the usual default) ignores punctuation and case at first, so ORDER BY key
-//   would list AB_A before ABB where SQLite lists ABB first, and a keyset page boundary
-//   compared with `>` would disagree with SQLite's. Timestamps are ISO 8601 text as in
-//   SQLite, so they order and compare the same too. drizzle has no collation option, hence
-//   the small custom type below; the JavaScript type stays string (or the enum's union).
-//   lower() of such a column folds ASCII letters only, as SQLite's lower() does
-//   (invitations are matched on lower(email)).
-// - 0/1 flags that schema.ts declares `mode: "boolean"` are `boolean`; the others
-//   (integrations.pending) stay `integer`, as they read as numbers in SQLite.
-// - Blobs are `bytea`, read as a Buffer as better-sqlite3 reads a blob.
-// - AUTOINCREMENT (audit_events.seq, sign_in_failures.id) is `bigint generated always as
-//   identity`, read as a number; audit_checkpoint.seq, which names an audit seq, is a bigint
-//   too. SQLite's INTEGER is 64-bit, PostgreSQL's `integer` 32-bit: the other integers
-//   (versions, counts, key versions) stay `integer`, far below 2^31. A copy of a SQLite
-//   database must insert seq with OVERRIDING SYSTEM VALUE and then move the identity past
-//   the largest one (setval), or the next event would reuse a seq. pg hands a bigint to raw
-//   SQL as a string (count(*) too); drizzle's mode: "number" columns convert it.
-// - The audit list indexes end with seq: SQLite keeps the rowid (which seq is) as the last
-//   column of every index, so (project_id, at) there walks in (at, seq) order, the chain's;
-//   PostgreSQL keeps no such column, so it is named.
-// - Every SQLite table has a rowid, named or not (src/secrets/rotate-key.ts pages by it);
-//   PostgreSQL tables have none, so code that walks a table there pages by its primary key.
-// - SQLite enforces none of the text enums below; neither does PostgreSQL (no CHECK, no
-//   enum type), so a value the code accepts on one store is accepted on the other.
-// - The SQLite migrations hold no hand-written SQL (no trigger, partial index, CHECK or
-//   COLLATE NOCASE), so none is carried over; e-mails are compared as stored on both.
-// - Primary keys and foreign keys have names here (drizzle-kit's, or a short one where its
-//   name would pass PostgreSQL's 63 characters); SQLite's have none. The ON DELETE actions
-//   are the same.
+// GENERATED from src/core/schema.ts by src/core/schema.pg.generate.ts (npm run
+// db:generate:pg): do not edit. The tables of schema.ts for PostgreSQL (DATABASE_URL), with
+// the same columns, keys and index names and rows that read the same in JavaScript, so one
+// set of repos serves both stores; the generator says where the two differ and why.
 import { bigint, boolean, customType, foreignKey, index, integer, pgTable, primaryKey, uniqueIndex } from "drizzle-orm/pg-core";
 
-/** `text` compared byte by byte (see the top comment); the JavaScript value is a string. */
+/** `text` compared byte by byte, as SQLite's BINARY collation; the JavaScript value is a string. */
 const binaryText = customType<{ data: string; driverData: string }>({
   dataType: () => 'text COLLATE "C"',
 });
@@ -54,45 +19,6 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({
   dataType: () => "bytea",
 });
 
-/** Verifier of each master key version, so a wrong key refuses to start. */
-export const keyChecks = pgTable("key_checks", {
-  version: integer("version").primaryKey(),
-  checkValue: text("check_value").notNull(),
-  createdAt: text("created_at").notNull(),
-});
-
-export const users = pgTable(
-  "users",
-  {
-    id: text("id").primaryKey(),
-    email: text("email"),
-    emailVerified: boolean("email_verified").notNull().default(false),
-    name: text("name"),
-    authIssuer: text("auth_issuer").notNull(),
-    authSubject: text("auth_subject").notNull(),
-    passwordHash: text("password_hash"),
-    disabledAt: text("disabled_at"),
-    createdAt: text("created_at").notNull(),
-    updatedAt: text("updated_at").notNull(),
-  },
-  (t) => [uniqueIndex("users_identity").on(t.authIssuer, t.authSubject), index("users_email").on(t.email)],
-);
-
-export const browserSessions = pgTable(
-  "browser_sessions",
-  {
-    id: text("id").primaryKey(),
-    userId: text("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
-    tokenHash: text("token_hash").notNull(),
-    createdAt: text("created_at").notNull(),
-    lastSeenAt: text("last_seen_at").notNull(),
-    expiresAt: text("expires_at").notNull(),
-  },
-  (t) => [uniqueIndex("browser_sessions_token").on(t.tokenHash), index("browser_sessions_user").on(t.userId)],
-);
-
 export const accountLinks = pgTable(
   "account_links",
   {
@@ -100,227 +26,28 @@ export const accountLinks = pgTable(
     tokenHash: text("token_hash").notNull(),
     purpose: text("purpose", { enum: ["setup", "invite", "reset"] }).notNull(),
     email: text("email").notNull(),
-    userId: text("user_id").references(() => users.id, { onDelete: "cascade" }),
+    userId: text("user_id"),
     createdAt: text("created_at").notNull(),
     expiresAt: text("expires_at").notNull(),
     usedAt: text("used_at"),
   },
-  (t) => [uniqueIndex("account_links_token").on(t.tokenHash)],
-);
-
-export const signInFailures = pgTable(
-  "sign_in_failures",
-  {
-    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
-    accountHash: text("account_hash").notNull(),
-    addressHash: text("address_hash"),
-    failedAt: text("failed_at").notNull(),
-  },
   (t) => [
-    index("sign_in_failures_account").on(t.accountHash, t.failedAt),
-    index("sign_in_failures_pair").on(t.accountHash, t.addressHash, t.failedAt),
-    index("sign_in_failures_at").on(t.failedAt),
+    uniqueIndex("account_links_token").on(t.tokenHash),
+    foreignKey({ name: "account_links_user_id_users_id_fk", columns: [t.userId], foreignColumns: [users.id] }).onDelete("cascade"),
   ],
 );
 
-export const projects = pgTable(
-  "projects",
-  {
-    id: text("id").primaryKey(),
-    name: text("name").notNull(),
-    description: text("description"),
-    createdBy: text("created_by").references(() => users.id, { onDelete: "set null" }),
-    createdAt: text("created_at").notNull(),
-    updatedAt: text("updated_at").notNull(),
-  },
-  (t) => [index("projects_updated").on(t.updatedAt)],
-);
-
-export const projectEnvironments = pgTable(
-  "project_environments",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    slug: text("slug", { enum: ["development", "staging", "production"] }).notNull(),
-    createdAt: text("created_at").notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.slug] })],
-);
-
-export const projectKeys = pgTable(
-  "project_keys",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    keyVersion: integer("key_version").notNull(),
-    wrappedKey: bytea("wrapped_key").notNull(),
-    createdAt: text("created_at").notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.keyVersion] })],
-);
-
-export const memberships = pgTable(
-  "memberships",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    userId: text("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
-    role: text("role", { enum: ["owner", "admin", "member", "viewer"] }).notNull(),
-    createdAt: text("created_at").notNull(),
-    updatedAt: text("updated_at").notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.userId] }), index("memberships_user").on(t.userId)],
-);
-
-export const environmentGrants = pgTable(
-  "environment_grants",
-  {
-    projectId: text("project_id").notNull(),
-    userId: text("user_id").notNull(),
-    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
-    grantedBy: text("granted_by"),
-    createdAt: text("created_at").notNull(),
-  },
-  (t) => [
-    primaryKey({ columns: [t.projectId, t.userId, t.environment] }),
-    foreignKey({
-      name: "environment_grants_membership_fk",
-      columns: [t.projectId, t.userId],
-      foreignColumns: [memberships.projectId, memberships.userId],
-    }).onDelete("cascade"),
-    foreignKey({
-      name: "environment_grants_environment_fk",
-      columns: [t.projectId, t.environment],
-      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
-    }).onDelete("cascade"),
-  ],
-);
-
-export const secrets = pgTable(
-  "secrets",
-  {
-    id: text("id").primaryKey(),
-    projectId: text("project_id").notNull(),
-    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
-    key: text("key").notNull(),
-    version: integer("version").notNull(),
-    createdAt: text("created_at").notNull(),
-    updatedAt: text("updated_at").notNull(),
-  },
-  (t) => [
-    uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
-    index("secrets_env_updated").on(t.projectId, t.environment, t.updatedAt),
-    foreignKey({
-      name: "secrets_environment_fk",
-      columns: [t.projectId, t.environment],
-      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
-    }).onDelete("cascade"),
-  ],
-);
-
-export const secretVersions = pgTable(
-  "secret_versions",
-  {
-    secretId: text("secret_id")
-      .notNull()
-      .references(() => secrets.id, { onDelete: "cascade" }),
-    versionNumber: integer("version_number").notNull(),
-    projectId: text("project_id").notNull(),
-    key: text("key").notNull(),
-    changeType: text("change_type", { enum: ["CREATED", "UPDATED", "ROLLED_BACK", "BASELINE"] }).notNull(),
-    restoredFromVersion: integer("restored_from_version"),
-    ciphertext: bytea("ciphertext").notNull(),
-    keyVersion: integer("key_version").notNull(),
-    digest: text("digest"),
-    changedBy: text("changed_by"),
-    changedByServiceAccountId: text("changed_by_service_account_id"),
-    changedByServiceAccountName: text("changed_by_service_account_name"),
-    createdAt: text("created_at").notNull(),
-  },
-  (t) => [
-    primaryKey({ columns: [t.secretId, t.versionNumber] }),
-    index("secret_versions_key_version").on(t.keyVersion),
-    index("secret_versions_project").on(t.projectId),
-  ],
-);
-
-export const deviceRequests = pgTable(
-  "cli_device_requests",
-  {
-    id: text("id").primaryKey(),
-    deviceCodeHash: text("device_code_hash").notNull(),
-    userCodeHash: text("user_code_hash").notNull(),
-    deviceName: text("device_name").notNull(),
-    status: text("status", { enum: ["pending", "approved", "denied", "consumed"] }).notNull(),
-    approvedBy: text("approved_by").references(() => users.id, { onDelete: "cascade" }),
-    createdAt: text("created_at").notNull(),
-    expiresAt: text("expires_at").notNull(),
-    lastPolledAt: text("last_polled_at"),
-  },
-  (t) => [uniqueIndex("cli_device_requests_device").on(t.deviceCodeHash), index("cli_device_requests_user").on(t.userCodeHash)],
-);
-
-export const cliSessions = pgTable(
-  "cli_sessions",
-  {
-    id: text("id").primaryKey(),
-    userId: text("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
-    deviceName: text("device_name").notNull(),
-    createdAt: text("created_at").notNull(),
-    lastUsedAt: text("last_used_at").notNull(),
-    expiresAt: text("expires_at").notNull(),
-    revokedAt: text("revoked_at"),
-  },
-  (t) => [index("cli_sessions_user").on(t.userId)],
-);
-
-export const cliTokens = pgTable(
-  "cli_tokens",
-  {
-    id: text("id").primaryKey(),
-    sessionId: text("session_id")
-      .notNull()
-      .references(() => cliSessions.id, { onDelete: "cascade" }),
-    kind: text("kind", { enum: ["access", "refresh"] }).notNull(),
-    tokenHash: text("token_hash").notNull(),
-    createdAt: text("created_at").notNull(),
-    expiresAt: text("expires_at").notNull(),
-    usedAt: text("used_at"),
-  },
-  (t) => [uniqueIndex("cli_tokens_hash").on(t.tokenHash), index("cli_tokens_session").on(t.sessionId)],
-);
-
-export const invitations = pgTable(
-  "invitations",
-  {
-    id: text("id").primaryKey(),
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    email: text("email").notNull(),
-    role: text("role", { enum: ["admin", "member", "viewer"] }).notNull(),
-    environments: text("environments").notNull().default("[]"),
-    tokenHash: text("token_hash").notNull(),
-    invitedBy: text("invited_by"),
-    createdAt: text("created_at").notNull(),
-    expiresAt: text("expires_at").notNull(),
-    acceptedAt: text("accepted_at"),
-    acceptedBy: text("accepted_by"),
-    deliveryStatus: text("delivery_status").notNull().default("not_configured"),
-  },
-  (t) => [
-    uniqueIndex("invitations_token").on(t.tokenHash),
-    index("invitations_project").on(t.projectId),
-    index("invitations_email").on(t.email),
-  ],
-);
+export const auditCheckpoint = pgTable("audit_checkpoint", {
+  id: integer("id").primaryKey(),
+  seq: bigint("seq", { mode: "number" }).notNull(),
+  hash: text("hash").notNull(),
+  at: text("at").notNull(),
+  isKeyed: boolean("is_keyed").notNull(),
+  prunedBefore: text("pruned_before").notNull(),
+  prunedEvents: integer("pruned_events").notNull(),
+  macKeyVersion: integer("mac_key_version").notNull(),
+  mac: text("mac").notNull(),
+});
 
 export const auditEvents = pgTable(
   "audit_events",
@@ -352,17 +79,266 @@ export const auditEvents = pgTable(
   ],
 );
 
-export const auditCheckpoint = pgTable("audit_checkpoint", {
-  id: integer("id").primaryKey(),
-  seq: bigint("seq", { mode: "number" }).notNull(),
-  hash: text("hash").notNull(),
-  at: text("at").notNull(),
-  isKeyed: boolean("is_keyed").notNull(),
-  prunedBefore: text("pruned_before").notNull(),
-  prunedEvents: integer("pruned_events").notNull(),
-  macKeyVersion: integer("mac_key_version").notNull(),
-  mac: text("mac").notNull(),
+export const browserSessions = pgTable(
+  "browser_sessions",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id").notNull(),
+    tokenHash: text("token_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    lastSeenAt: text("last_seen_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("browser_sessions_token").on(t.tokenHash),
+    index("browser_sessions_user").on(t.userId),
+    foreignKey({ name: "browser_sessions_user_id_users_id_fk", columns: [t.userId], foreignColumns: [users.id] }).onDelete("cascade"),
+  ],
+);
+
+export const cliSessions = pgTable(
+  "cli_sessions",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id").notNull(),
+    deviceName: text("device_name").notNull(),
+    createdAt: text("created_at").notNull(),
+    lastUsedAt: text("last_used_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    revokedAt: text("revoked_at"),
+  },
+  (t) => [
+    index("cli_sessions_user").on(t.userId),
+    foreignKey({ name: "cli_sessions_user_id_users_id_fk", columns: [t.userId], foreignColumns: [users.id] }).onDelete("cascade"),
+  ],
+);
+
+export const cliTokens = pgTable(
+  "cli_tokens",
+  {
+    id: text("id").primaryKey(),
+    sessionId: text("session_id").notNull(),
+    kind: text("kind", { enum: ["access", "refresh"] }).notNull(),
+    tokenHash: text("token_hash").notNull(),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    usedAt: text("used_at"),
+  },
+  (t) => [
+    uniqueIndex("cli_tokens_hash").on(t.tokenHash),
+    index("cli_tokens_session").on(t.sessionId),
+    foreignKey({ name: "cli_tokens_session_id_cli_sessions_id_fk", columns: [t.sessionId], foreignColumns: [cliSessions.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const deviceRequests = pgTable(
+  "cli_device_requests",
+  {
+    id: text("id").primaryKey(),
+    deviceCodeHash: text("device_code_hash").notNull(),
+    userCodeHash: text("user_code_hash").notNull(),
+    deviceName: text("device_name").notNull(),
+    status: text("status", { enum: ["pending", "approved", "denied", "consumed"] }).notNull(),
+    approvedBy: text("approved_by"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    lastPolledAt: text("last_polled_at"),
+  },
+  (t) => [
+    uniqueIndex("cli_device_requests_device").on(t.deviceCodeHash),
+    index("cli_device_requests_user").on(t.userCodeHash),
+    foreignKey({ name: "cli_device_requests_approved_by_users_id_fk", columns: [t.approvedBy], foreignColumns: [users.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const environmentGrants = pgTable(
+  "environment_grants",
+  {
+    projectId: text("project_id").notNull(),
+    userId: text("user_id").notNull(),
+    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
+    grantedBy: text("granted_by"),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.userId, t.environment] }),
+    foreignKey({
+      name: "environment_grants_membership_fk",
+      columns: [t.projectId, t.userId],
+      foreignColumns: [memberships.projectId, memberships.userId],
+    }).onDelete("cascade"),
+    foreignKey({
+      name: "environment_grants_environment_fk",
+      columns: [t.projectId, t.environment],
+      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
+    }).onDelete("cascade"),
+  ],
+);
+
+export const integrationVars = pgTable(
+  "integration_vars",
+  {
+    projectId: text("project_id").notNull(),
+    target: text("target").notNull(),
+    key: text("key").notNull(),
+    hostEnvId: text("host_env_id").notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.target, t.key] }),
+    foreignKey({ name: "integration_vars_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const integrations = pgTable(
+  "integrations",
+  {
+    projectId: text("project_id").primaryKey(),
+    provider: text("provider").notNull().default("vercel"),
+    status: text("status", { enum: ["connected", "active", "attention"] }).notNull(),
+    tokenCiphertext: bytea("token_ciphertext").notNull(),
+    tokenKeyVersion: integer("token_key_version").notNull(),
+    teamId: text("team_id"),
+    hostProjectId: text("host_project_id"),
+    hostProjectName: text("host_project_name"),
+    mappings: text("mappings").notNull().default("{}"),
+    conflictPolicy: text("conflict_policy", { enum: ["skip", "overwrite"] })
+      .notNull()
+      .default("skip"),
+    autoRedeploy: boolean("auto_redeploy").notNull().default(false),
+    hookCiphertext: bytea("hook_ciphertext"),
+    hookKeyVersion: integer("hook_key_version"),
+    lastSyncAt: text("last_sync_at"),
+    lastSyncStatus: text("last_sync_status"),
+    lastError: text("last_error"),
+    syncStartedAt: text("sync_started_at"),
+    syncOwner: text("sync_owner"),
+    syncHeartbeatAt: text("sync_heartbeat_at"),
+    pending: integer("pending").notNull().default(0),
+    lastRun: text("last_run"),
+    lastDeployment: text("last_deployment"),
+    connectedBy: text("connected_by"),
+    pausedAt: text("paused_at"),
+    pausedReason: text("paused_reason"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    foreignKey({ name: "integrations_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const invitations = pgTable(
+  "invitations",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    email: text("email").notNull(),
+    role: text("role", { enum: ["admin", "member", "viewer"] }).notNull(),
+    environments: text("environments").notNull().default("[]"),
+    tokenHash: text("token_hash").notNull(),
+    invitedBy: text("invited_by"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at").notNull(),
+    acceptedAt: text("accepted_at"),
+    acceptedBy: text("accepted_by"),
+    deliveryStatus: text("delivery_status").notNull().default("not_configured"),
+  },
+  (t) => [
+    uniqueIndex("invitations_token").on(t.tokenHash),
+    index("invitations_project").on(t.projectId),
+    index("invitations_email").on(t.email),
+    foreignKey({ name: "invitations_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const keyChecks = pgTable("key_checks", {
+  version: integer("version").primaryKey(),
+  checkValue: text("check_value").notNull(),
+  createdAt: text("created_at").notNull(),
 });
+
+export const leases = pgTable("leases", {
+  name: text("name").primaryKey(),
+  owner: text("owner").notNull(),
+  heartbeatAt: text("heartbeat_at").notNull(),
+});
+
+export const memberships = pgTable(
+  "memberships",
+  {
+    projectId: text("project_id").notNull(),
+    userId: text("user_id").notNull(),
+    role: text("role", { enum: ["owner", "admin", "member", "viewer"] }).notNull(),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.userId] }),
+    index("memberships_user").on(t.userId),
+    foreignKey({ name: "memberships_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+    foreignKey({ name: "memberships_user_id_users_id_fk", columns: [t.userId], foreignColumns: [users.id] }).onDelete("cascade"),
+  ],
+);
+
+export const projectEnvironments = pgTable(
+  "project_environments",
+  {
+    projectId: text("project_id").notNull(),
+    slug: text("slug", { enum: ["development", "staging", "production"] }).notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.slug] }),
+    foreignKey({ name: "project_environments_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const projectKeys = pgTable(
+  "project_keys",
+  {
+    projectId: text("project_id").notNull(),
+    keyVersion: integer("key_version").notNull(),
+    wrappedKey: bytea("wrapped_key").notNull(),
+    createdAt: text("created_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.projectId, t.keyVersion] }),
+    foreignKey({ name: "project_keys_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const projects = pgTable(
+  "projects",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    description: text("description"),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    index("projects_updated").on(t.updatedAt),
+    foreignKey({ name: "projects_created_by_users_id_fk", columns: [t.createdBy], foreignColumns: [users.id] }).onDelete("set null"),
+  ],
+);
 
 export const rateLimitWindows = pgTable(
   "rate_limit_windows",
@@ -375,97 +351,53 @@ export const rateLimitWindows = pgTable(
   (t) => [index("rate_limit_windows_expires").on(t.expiresAt)],
 );
 
-export const leases = pgTable("leases", {
-  name: text("name").primaryKey(),
-  owner: text("owner").notNull(),
-  heartbeatAt: text("heartbeat_at").notNull(),
-});
-
-export const integrations = pgTable("integrations", {
-  projectId: text("project_id")
-    .primaryKey()
-    .references(() => projects.id, { onDelete: "cascade" }),
-  provider: text("provider").notNull().default("vercel"),
-  status: text("status", { enum: ["connected", "active", "attention"] }).notNull(),
-  tokenCiphertext: bytea("token_ciphertext").notNull(),
-  tokenKeyVersion: integer("token_key_version").notNull(),
-  teamId: text("team_id"),
-  hostProjectId: text("host_project_id"),
-  hostProjectName: text("host_project_name"),
-  mappings: text("mappings").notNull().default("{}"),
-  conflictPolicy: text("conflict_policy", { enum: ["skip", "overwrite"] })
-    .notNull()
-    .default("skip"),
-  autoRedeploy: boolean("auto_redeploy").notNull().default(false),
-  hookCiphertext: bytea("hook_ciphertext"),
-  hookKeyVersion: integer("hook_key_version"),
-  lastSyncAt: text("last_sync_at"),
-  lastSyncStatus: text("last_sync_status"),
-  lastError: text("last_error"),
-  syncStartedAt: text("sync_started_at"),
-  syncOwner: text("sync_owner"),
-  syncHeartbeatAt: text("sync_heartbeat_at"),
-  pending: integer("pending").notNull().default(0),
-  lastRun: text("last_run"),
-  lastDeployment: text("last_deployment"),
-  connectedBy: text("connected_by"),
-  pausedAt: text("paused_at"),
-  pausedReason: text("paused_reason"),
-  createdAt: text("created_at").notNull(),
-  updatedAt: text("updated_at").notNull(),
-});
-
-export const integrationVars = pgTable(
-  "integration_vars",
+export const secretVersions = pgTable(
+  "secret_versions",
   {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    target: text("target").notNull(),
+    secretId: text("secret_id").notNull(),
+    versionNumber: integer("version_number").notNull(),
+    projectId: text("project_id").notNull(),
     key: text("key").notNull(),
-    hostEnvId: text("host_env_id").notNull(),
+    changeType: text("change_type", { enum: ["CREATED", "UPDATED", "ROLLED_BACK", "BASELINE"] }).notNull(),
+    restoredFromVersion: integer("restored_from_version"),
+    ciphertext: bytea("ciphertext").notNull(),
+    keyVersion: integer("key_version").notNull(),
+    digest: text("digest"),
+    changedBy: text("changed_by"),
+    changedByServiceAccountId: text("changed_by_service_account_id"),
+    changedByServiceAccountName: text("changed_by_service_account_name"),
     createdAt: text("created_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.projectId, t.target, t.key] })],
+  (t) => [
+    primaryKey({ columns: [t.secretId, t.versionNumber] }),
+    index("secret_versions_key_version").on(t.keyVersion),
+    index("secret_versions_project").on(t.projectId),
+    foreignKey({ name: "secret_versions_secret_id_secrets_id_fk", columns: [t.secretId], foreignColumns: [secrets.id] }).onDelete(
+      "cascade",
+    ),
+  ],
 );
 
-export const serviceAccounts = pgTable(
-  "service_accounts",
+export const secrets = pgTable(
+  "secrets",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    name: text("name").notNull(),
-    description: text("description"),
-    role: text("role", { enum: ["viewer", "member"] }).notNull(),
-    environments: text("environments").notNull(),
-    createdBy: text("created_by"),
+    projectId: text("project_id").notNull(),
+    environment: text("environment", { enum: ["development", "staging", "production"] }).notNull(),
+    key: text("key").notNull(),
+    version: integer("version").notNull(),
     createdAt: text("created_at").notNull(),
     updatedAt: text("updated_at").notNull(),
   },
-  (t) => [index("service_accounts_project").on(t.projectId)],
-);
-
-export const serviceTokens = pgTable(
-  "service_tokens",
-  {
-    id: text("id").primaryKey(),
-    serviceAccountId: text("service_account_id")
-      .notNull()
-      .references(() => serviceAccounts.id, { onDelete: "cascade" }),
-    kind: text("kind", { enum: ["service", "workload"] }).notNull(),
-    tokenHash: text("token_hash").notNull(),
-    name: text("name").notNull(),
-    allowedCidrs: text("allowed_cidrs").notNull().default("[]"),
-    trustId: text("trust_id").references(() => serviceAccountTrusts.id, { onDelete: "cascade" }),
-    createdBy: text("created_by"),
-    createdAt: text("created_at").notNull(),
-    expiresAt: text("expires_at"),
-    lastUsedAt: text("last_used_at"),
-    lastUsedIp: text("last_used_ip"),
-  },
-  (t) => [uniqueIndex("service_tokens_hash").on(t.tokenHash), index("service_tokens_account").on(t.serviceAccountId, t.kind)],
+  (t) => [
+    uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
+    index("secrets_env_updated").on(t.projectId, t.environment, t.updatedAt),
+    foreignKey({
+      name: "secrets_environment_fk",
+      columns: [t.projectId, t.environment],
+      foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
+    }).onDelete("cascade"),
+  ],
 );
 
 export const serviceAccountTrusts = pgTable(
@@ -483,10 +415,93 @@ export const serviceAccountTrusts = pgTable(
   },
   (t) => [
     index("service_account_trusts_account").on(t.serviceAccountId),
+    foreignKey({ name: "service_account_trusts_account_fk", columns: [t.serviceAccountId], foreignColumns: [serviceAccounts.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const serviceAccounts = pgTable(
+  "service_accounts",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    name: text("name").notNull(),
+    description: text("description"),
+    role: text("role", { enum: ["viewer", "member"] }).notNull(),
+    environments: text("environments").notNull(),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [
+    index("service_accounts_project").on(t.projectId),
+    foreignKey({ name: "service_accounts_project_id_projects_id_fk", columns: [t.projectId], foreignColumns: [projects.id] }).onDelete(
+      "cascade",
+    ),
+  ],
+);
+
+export const serviceTokens = pgTable(
+  "service_tokens",
+  {
+    id: text("id").primaryKey(),
+    serviceAccountId: text("service_account_id").notNull(),
+    kind: text("kind", { enum: ["service", "workload"] }).notNull(),
+    tokenHash: text("token_hash").notNull(),
+    name: text("name").notNull(),
+    allowedCidrs: text("allowed_cidrs").notNull().default("[]"),
+    trustId: text("trust_id"),
+    createdBy: text("created_by"),
+    createdAt: text("created_at").notNull(),
+    expiresAt: text("expires_at"),
+    lastUsedAt: text("last_used_at"),
+    lastUsedIp: text("last_used_ip"),
+  },
+  (t) => [
+    uniqueIndex("service_tokens_hash").on(t.tokenHash),
+    index("service_tokens_account").on(t.serviceAccountId, t.kind),
     foreignKey({
-      name: "service_account_trusts_account_fk",
+      name: "service_tokens_service_account_id_service_accounts_id_fk",
       columns: [t.serviceAccountId],
       foreignColumns: [serviceAccounts.id],
     }).onDelete("cascade"),
+    foreignKey({
+      name: "service_tokens_trust_id_service_account_trusts_id_fk",
+      columns: [t.trustId],
+      foreignColumns: [serviceAccountTrusts.id],
+    }).onDelete("cascade"),
   ],
+);
+
+export const signInFailures = pgTable(
+  "sign_in_failures",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    accountHash: text("account_hash").notNull(),
+    addressHash: text("address_hash"),
+    failedAt: text("failed_at").notNull(),
+  },
+  (t) => [
+    index("sign_in_failures_account").on(t.accountHash, t.failedAt),
+    index("sign_in_failures_pair").on(t.accountHash, t.addressHash, t.failedAt),
+    index("sign_in_failures_at").on(t.failedAt),
+  ],
+);
+
+export const users = pgTable(
+  "users",
+  {
+    id: text("id").primaryKey(),
+    email: text("email"),
+    emailVerified: boolean("email_verified").notNull().default(false),
+    name: text("name"),
+    authIssuer: text("auth_issuer").notNull(),
+    authSubject: text("auth_subject").notNull(),
+    passwordHash: text("password_hash"),
+    disabledAt: text("disabled_at"),
+    createdAt: text("created_at").notNull(),
+    updatedAt: text("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("users_identity").on(t.authIssuer, t.authSubject), index("users_email").on(t.email)],
 );

@@ -1,8 +1,8 @@
 // The whole database in one place. Timestamps are ISO 8601 UTC text with milliseconds,
 // which sorts correctly as text; ids are UUIDs. Migrations are generated from this file
-// by drizzle-kit (`npm run db:generate`) into migrations/. Its PostgreSQL twin,
-// schema.pg.ts (`npm run db:generate:pg`), changes with it: test/postgres-schema.test.ts
-// compares the two stores' migrated catalogs.
+// by drizzle-kit (`npm run db:generate`) into migrations/. It is PostgreSQL's source too:
+// `npm run db:generate:pg` derives schema.pg.ts from it (schema.pg.generate.ts says how) and
+// then migrations/postgres/; test/postgres-schema.test.ts fails when either is out of date.
 import { blob, foreignKey, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 /** Verifier of each master key version, so a wrong key refuses to start. */
