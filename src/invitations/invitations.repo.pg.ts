@@ -36,7 +36,8 @@ export function createInvitationsRepoPg(store: PgStore): InvitationsRepo {
       return db
         .select()
         .from(invitations)
-        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)));
+        .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
+        .orderBy(invitations.createdAt, invitations.id);
     },
 
     async findInvitation(id) {

@@ -58,6 +58,7 @@ function createInvitationsRepoSqlite(db: Db) {
         .select()
         .from(invitations)
         .where(and(eq(invitations.projectId, projectId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
+        .orderBy(invitations.createdAt, invitations.id)
         .all();
     },
 

@@ -59,7 +59,11 @@ export function createUsersRepoPg(store: PgStore): UsersRepo {
 
     async listByEmail(email) {
       // lower() of a "C" column folds ASCII only, as SQLite's does.
-      return db.select().from(users).where(sql`lower(${users.email}) = ${email.toLowerCase()}`);
+      return db
+        .select()
+        .from(users)
+        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
+        .orderBy(asc(users.createdAt), asc(users.id));
     },
 
     async countByIssuer(issuer) {

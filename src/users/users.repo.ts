@@ -66,7 +66,12 @@ function createUsersRepoSqlite(db: Db) {
 
     /** Every user with this e-mail (case-insensitive), whichever provider vouched for it. */
     listByEmail(email: string): UserRow[] {
-      return db.select().from(users).where(sql`lower(${users.email}) = ${email.toLowerCase()}`).all();
+      return db
+        .select()
+        .from(users)
+        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
+        .orderBy(asc(users.createdAt), asc(users.id))
+        .all();
     },
 
     countByIssuer(issuer: string): number {
