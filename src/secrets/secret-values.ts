@@ -5,7 +5,7 @@ import type { Logger } from "pino";
 import type { AccessGuard, Environment, ProjectAccess } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
-import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
+import { DecryptError, type ProjectKeys, secretValueAad, type Vault } from "../core/vault.ts";
 import type { NewVersion, SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 export const SECRET_NOT_FOUND = "Secret not found.";
@@ -54,11 +54,11 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   }
 
   /** sameValue's answer when the row has its digest (no database call), else undefined. */
-  async function byDigest(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string } | undefined> {
+  function byDigest(keys: ProjectKeys, row: SecretWithCiphertext, value: string): { same: boolean; digest?: string } | undefined {
     if (row.digest === null) return undefined;
     let digest: string;
     try {
-      digest = await vault.digest(row.projectId, row.keyVersion, value);
+      digest = keys.digest(row.keyVersion, value);
     } catch (error) {
       // As when the value itself no longer opens: different, so it can be replaced.
       if (error instanceof DecryptError) return { same: false };
@@ -68,7 +68,8 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
   }
 
   /** Version `versionNumber` of a secret as it is stored: sealed for exactly that row, with its digest. */
-  async function versionRow(
+  function versionRow(
+    keys: ProjectKeys,
     caller: Principal,
     secret: { id: string; projectId: string; environment: Environment; key: string },
     versionNumber: number,
@@ -76,12 +77,8 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     changeType: "CREATED" | "UPDATED" | "ROLLED_BACK",
     now: string,
     options: { restoredFromVersion?: number; digest?: string } = {},
-  ): Promise<NewVersion> {
-    const sealed = await vault.seal(
-      secret.projectId,
-      secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber),
-      value,
-    );
+  ): NewVersion {
+    const sealed = keys.seal(secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
     return {
       secretId: secret.id,
       versionNumber,
@@ -91,7 +88,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       restoredFromVersion: options.restoredFromVersion ?? null,
       ciphertext: sealed.ciphertext,
       keyVersion: sealed.keyVersion,
-      digest: options.digest ?? (await vault.digest(secret.projectId, sealed.keyVersion, value)),
+      digest: options.digest ?? keys.digest(sealed.keyVersion, value),
       // A service account is not a user: its versions name it in their own columns.
       changedBy: isServiceAccount(caller) ? null : caller.userId,
       changedByServiceAccountId: isServiceAccount(caller) ? caller.serviceAccountId : null,
@@ -105,6 +102,14 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     currentValueOrUndefined,
     byDigest,
     versionRow,
+
+    /** The project's keys for versionRow and byDigest, for rows sealed under these rows' key versions. */
+    keysFor(projectId: string, rows: Iterable<{ keyVersion: number }>): Promise<ProjectKeys> {
+      return vault.keysFor(
+        projectId,
+        Array.from(rows, (row) => row.keyVersion),
+      );
+    },
 
     /** One value for a response: a failure is a 500 with the spec's sentence, never part of a value. */
     async openOrFail(
@@ -129,7 +134,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
      * digest too when it is computed under the current key version, for writeVersion.
      */
     async sameValue(row: SecretWithCiphertext, value: string): Promise<{ same: boolean; digest?: string }> {
-      const compared = await byDigest(row, value);
+      const compared = byDigest(await vault.keysFor(row.projectId, [row.keyVersion]), row, value);
       if (compared !== undefined) return compared;
       const current = await currentValueOrUndefined(row);
       if (current === undefined) return { same: false };
@@ -161,7 +166,8 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       now: string,
       options: { restoredFromVersion?: number; digest?: string } = {},
     ): Promise<void> {
-      await repo.insertVersion(await versionRow(caller, secret, versionNumber, value, changeType, now, options));
+      const keys = await vault.keysFor(secret.projectId, []);
+      await repo.insertVersion(versionRow(keys, caller, secret, versionNumber, value, changeType, now, options));
       if (versionNumber > MAX_VERSIONS_PER_SECRET) await repo.deleteVersionsBefore(secret.id, versionNumber - MAX_VERSIONS_PER_SECRET + 1);
     },
 

@@ -63,6 +63,8 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
       let added = 0;
       for (const entry of entries) if (!existing.has(entry.key)) added++;
       if (existing.size + added > MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, importOverLimit(existing.size, added));
+      // Loaded once: the loop below seals and compares without a turn of the event loop.
+      const keys = await values.keysFor(projectId, existing.values());
       const now = clock.now().toISOString();
       const summary: Record<ImportStatus, number> = { created: 0, updated: 0, unchanged: 0, skipped: 0, failed: 0 };
       const results: { key: string; status: ImportStatus }[] = new Array(entries.length);
@@ -83,18 +85,18 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
             updatedAt: now,
           };
           batch.secrets.push(created);
-          batch.versions.push(await values.versionRow(caller, created, 1, value, "CREATED", now));
+          batch.versions.push(values.versionRow(keys, caller, created, 1, value, "CREATED", now));
           status = "created";
         } else if (!overwrite) {
           status = "skipped";
         } else {
           // A version written before digests existed is compared (and given its digest) the slow way.
-          const compared = (await values.byDigest(row, value)) ?? (await values.sameValue(row, value));
+          const compared = values.byDigest(keys, row, value) ?? (await values.sameValue(row, value));
           if (compared.same) {
             status = "unchanged";
           } else {
             const version = row.version + 1;
-            batch.versions.push(await values.versionRow(caller, row, version, value, "UPDATED", now, { digest: compared.digest }));
+            batch.versions.push(values.versionRow(keys, caller, row, version, value, "UPDATED", now, { digest: compared.digest }));
             batch.moves.push({ id: row.id, fromVersion: row.version, key, version, updatedAt: now });
             if (version > MAX_VERSIONS_PER_SECRET) batch.trims.push({ secretId: row.id, before: version - MAX_VERSIONS_PER_SECRET + 1 });
             status = "updated";
