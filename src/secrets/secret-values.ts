@@ -18,6 +18,15 @@ export const NOT_DECRYPTED_ONE = "This secret could not be decrypted. Nothing pa
  * what one application's configuration needs.
  */
 export const MAX_SECRETS_PER_ENVIRONMENT = 1_000;
+
+/**
+ * A count with thousands separators, as toLocaleString("en-US") writes it, without ICU:
+ * its first use loads ICU's number data, which cost 25 ms of every start when a message
+ * was built at load time.
+ */
+export function formatCount(n: number): string {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
 /** The versions kept per secret, the current one included; a new value drops the oldest (like Vault's max_versions). */
 export const MAX_VERSIONS_PER_SECRET = 100;
 

@@ -6,7 +6,13 @@ import type { Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
-import { CHANGED_BY_SOMEONE_ELSE, MAX_SECRETS_PER_ENVIRONMENT, MAX_VERSIONS_PER_SECRET, type SecretValues } from "./secret-values.ts";
+import {
+  CHANGED_BY_SOMEONE_ELSE,
+  formatCount,
+  MAX_SECRETS_PER_ENVIRONMENT,
+  MAX_VERSIONS_PER_SECRET,
+  type SecretValues,
+} from "./secret-values.ts";
 import type { SecretRow, SecretsRepo } from "./secrets.repo.ts";
 
 const NO_OVERWRITE_PERMISSION = "You do not have permission to overwrite secrets.";
@@ -25,9 +31,9 @@ export interface ImportSummary {
 }
 
 function importOverLimit(existing: number, added: number): string {
-  const most = MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US");
+  const most = formatCount(MAX_SECRETS_PER_ENVIRONMENT);
   return (
-    `This import would add ${added.toLocaleString("en-US")} new ${added === 1 ? "secret" : "secrets"} to the ${existing.toLocaleString("en-US")} this environment holds, ` +
+    `This import would add ${formatCount(added)} new ${added === 1 ? "secret" : "secrets"} to the ${formatCount(existing)} this environment holds, ` +
     `more than the ${most} it can hold. Nothing was imported: import fewer new keys, or delete secrets it no longer needs first.`
   );
 }

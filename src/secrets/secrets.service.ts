@@ -9,6 +9,7 @@ import type { Vault } from "../core/vault.ts";
 import {
   CHANGED_BY_SOMEONE_ELSE,
   createSecretValues,
+  formatCount,
   MAX_SECRETS_PER_ENVIRONMENT,
   MAX_VERSIONS_PER_SECRET,
   SECRET_NOT_FOUND,
@@ -24,7 +25,7 @@ export const VERSION_NOT_FOUND = "Version not found.";
 export const KEY_TAKEN = "A secret with this key already exists in this environment.";
 const ALREADY_CURRENT = "This version is already the current value.";
 
-const ENVIRONMENT_FULL = `This environment already holds ${MAX_SECRETS_PER_ENVIRONMENT.toLocaleString("en-US")} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
+const ENVIRONMENT_FULL = `This environment already holds ${formatCount(MAX_SECRETS_PER_ENVIRONMENT)} secrets, the most it can hold. Delete secrets it no longer needs, or keep new ones in another environment or project.`;
 
 export interface SecretMeta {
   id: string;
