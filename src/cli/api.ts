@@ -2,6 +2,7 @@ import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
+import { failureReason, type HttpAnswer, httpRequest } from "./http.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -12,7 +13,8 @@ const EXPIRY_MARGIN_MS = 30_000;
 export interface ApiResponse<T = any> {
   status: number;
   body: T;
-  headers: Headers;
+  /** A response header by name, or null. */
+  header(name: string): string | null;
 }
 
 /**
@@ -92,35 +94,31 @@ async function send(
   const headers: Record<string, string> = { accept: "application/json", "user-agent": "secrets-server-cli", ...extraHeaders };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (token) headers.authorization = `Bearer ${token}`;
-  let res: Response;
-  let text: string;
+  let res: HttpAnswer;
   try {
-    res = await fetch(server + path, {
+    res = await httpRequest(server + path, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      redirect: "error",
+      timeoutMs: REQUEST_TIMEOUT_MS,
     });
-    text = await res.text();
   } catch (error) {
-    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-    const reason = printable(cause?.code ?? cause?.message ?? (error as Error).message);
-    throw new UnreachableError(`Could not reach ${server} (${reason}). Check the URL and your network.`);
+    throw new UnreachableError(`Could not reach ${server} (${printable(failureReason(error))}). Check the URL and your network.`);
   }
+  const { text } = res;
   if (res.status === 502 || res.status === 503 || res.status === 504) {
     // Our own 503 (disk full, shutting down) says why in { error }; a proxy's page does not.
     throw new UnreachableError(`${server} is unavailable (HTTP ${res.status}): ${serverSentence(text) ?? "Try again shortly."}`);
   }
   let parsed: unknown = text;
-  if ((res.headers.get("content-type") ?? "").includes("application/json") && text) {
+  if ((res.header("content-type") ?? "").includes("application/json") && text) {
     try {
       parsed = JSON.parse(text);
     } catch {
       parsed = text;
     }
   }
-  return { status: res.status, body: parsed, headers: res.headers };
+  return { status: res.status, body: parsed, header: res.header };
 }
 
 function serverSentence(text: string): string | undefined {

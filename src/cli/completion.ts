@@ -7,6 +7,7 @@ import { isExpired } from "./api.ts";
 import { ENVIRONMENTS, findLink, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
+import { httpRequest } from "./http.ts";
 
 export const COMPLETION_USAGE = `Usage: secrets-server completion bash|zsh|fish
 
@@ -142,13 +143,12 @@ function connection(words: string[]): Connection | undefined {
 }
 
 async function get<T>(at: Connection, path: string): Promise<T> {
-  const res = await fetch(at.server + path, {
+  const res = await httpRequest(at.server + path, {
     headers: { accept: "application/json", authorization: `Bearer ${at.token}`, "user-agent": "secrets-server-cli" },
-    signal: AbortSignal.timeout(TIMEOUT_MS),
-    redirect: "error",
+    timeoutMs: TIMEOUT_MS,
   });
   if (res.status !== 200) throw new Error(String(res.status));
-  return (await res.json()) as T;
+  return JSON.parse(res.text) as T;
 }
 
 async function projectsOf(words: string[]): Promise<ProjectSummary[]> {

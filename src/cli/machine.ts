@@ -8,6 +8,7 @@ import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
 import { type ApiResponse, type BearerSource, post } from "./api.ts";
 import { CliError, EXIT } from "./errors.ts";
+import { failureReason, type HttpAnswer, httpRequest } from "./http.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
@@ -200,21 +201,20 @@ async function githubIdentityToken(requestUrl: string, requestToken: string, aud
   // GitHub's URL already carries a query (api-version); appended as text, so its own
   // parameters are sent exactly as given.
   const withAudience = `${requestUrl}${url.search ? "&" : "?"}audience=${encodeURIComponent(audience)}`;
-  let res: Response;
+  let res: HttpAnswer;
   let body: unknown;
   try {
-    res = await fetch(withAudience, {
+    res = await httpRequest(withAudience, {
       headers: { authorization: `Bearer ${requestToken}`, accept: "application/json", "user-agent": "secrets-server-cli" },
-      signal: AbortSignal.timeout(GITHUB_TIMEOUT_MS),
-      redirect: "error",
+      timeoutMs: GITHUB_TIMEOUT_MS,
     });
-    body = await res.json().catch(() => undefined);
+    try {
+      body = JSON.parse(res.text);
+    } catch {
+      body = undefined;
+    }
   } catch (error) {
-    const cause = (error as { cause?: { code?: string } }).cause;
-    throw new CliError(
-      `Could not get the job's identity token from GitHub Actions (${cause?.code ?? (error as Error).message}).`,
-      EXIT.unreachable,
-    );
+    throw new CliError(`Could not get the job's identity token from GitHub Actions (${failureReason(error)}).`, EXIT.unreachable);
   }
   const value = (body as { value?: unknown } | undefined)?.value;
   if (res.status !== 200 || typeof value !== "string" || !JWT.test(value)) {

@@ -58,7 +58,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     const res = await api.request("GET", exportPath, undefined, etag ? { "if-none-match": etag } : undefined);
     if (res.status === 304) return undefined;
     if (res.status !== 200) throw errorFor(res, server);
-    etag = res.headers.get("etag") ?? undefined;
+    etag = res.header("etag") ?? undefined;
     return (res.body as { secrets: SecretPair[] }).secrets;
   };
   let env = options.environmentFor((await fetchChanged()) ?? []);
