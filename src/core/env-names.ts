@@ -34,7 +34,7 @@ const NAMESPACE_EXCEPTIONS = new Set(["NODE_ENV"]);
  * manager, a VCS or a build or deployment tool reads. A name equal to one of these or
  * starting with it and an underscore is refused.
  */
-const RESERVED_NAMESPACES = [
+const RESERVED_NAMESPACES = new Set([
   // shells, terminals, the C library and the dynamic linker
   "BASH",
   "ZSH",
@@ -249,7 +249,7 @@ const RESERVED_NAMESPACES = [
   "CONFIG",
   // this CLI: a nested `secrets-server run` must not take its settings from a secret
   "SECRETS_SERVER",
-];
+]);
 
 /**
  * Last words (or last two words) of names that say where code, a program, a tool's
@@ -258,7 +258,7 @@ const RESERVED_NAMESPACES = [
  * LD_PRELOAD, PROMPT_COMMAND, TF_CLI_ARGS, AWS_CONFIG_FILE (credential_process runs a
  * command), HTTPS_PROXY.
  */
-const RESERVED_ENDINGS = [
+const RESERVED_ENDINGS = new Set([
   "PATH",
   "PATHS",
   "HOME",
@@ -318,14 +318,20 @@ const RESERVED_ENDINGS = [
   "PLUGIN_DIR",
   "DRIVER_NAME",
   "SCANNER",
-];
+]);
 
-function startsWithWords(key: string, words: string): boolean {
-  return key === words || key.startsWith(`${words}_`);
-}
-
-function endsWithWords(key: string, words: string): boolean {
-  return key.endsWith(`_${words}`);
+/**
+ * Whether the key is one of `namespaces` or starts with one and an underscore, or ends
+ * with an underscore and one of `endings`. By the key's own underscores, not by every
+ * entry: an export checks a thousand keys, and a loop over some 300 names with a string
+ * built for each took about 5 ms of it.
+ */
+function matchesWords(key: string, namespaces: Set<string>, endings: Set<string>): boolean {
+  if (namespaces.has(key)) return true;
+  for (let at = key.indexOf("_"); at !== -1; at = key.indexOf("_", at + 1)) {
+    if (namespaces.has(key.slice(0, at)) || endings.has(key.slice(at + 1))) return true;
+  }
+  return false;
 }
 
 /**
@@ -336,8 +342,7 @@ export function isAppSettingName(key: string): boolean {
   if (!SHAPE.test(key)) return false;
   if (NAMESPACE_EXCEPTIONS.has(key)) return true;
   if (!key.includes("_")) return SINGLE_WORD_SETTINGS.has(key);
-  if (RESERVED_NAMESPACES.some((words) => startsWithWords(key, words))) return false;
-  return !RESERVED_ENDINGS.some((words) => endsWithWords(key, words));
+  return !matchesWords(key, RESERVED_NAMESPACES, RESERVED_ENDINGS);
 }
 
 /** Names in a comma-separated list, such as SECRETS_SERVER_ALLOW_ENV. */

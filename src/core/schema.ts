@@ -172,7 +172,10 @@ export const secrets = sqliteTable(
   },
   (t) => [
     uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
-    index("secrets_env_updated").on(t.projectId, t.environment, t.updatedAt),
+    // id too: the list is ordered by (updated_at, id), and an import gives hundreds of
+    // secrets one updated_at; without it SQLite sorted every list (1.7 against 0.9 ms of SQL
+    // for 1,000 secrets).
+    index("secrets_env_updated_id").on(t.projectId, t.environment, t.updatedAt, t.id),
     foreignKey({
       columns: [t.projectId, t.environment],
       foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
