@@ -1,6 +1,6 @@
-// `npm test`'s test run: every test file on SQLite (the default store), then the files that
-// exercise the store on PostgreSQL, in one throwaway cluster this run starts and removes
-// (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
+// `npm test`'s test run: every test file on SQLite (the default store), then every file
+// again on PostgreSQL but those that run once, in one throwaway cluster this run starts and
+// removes (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
 // some files only: `npm test -- test/secrets.test.ts` (both stores) or with --store.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
@@ -13,8 +13,7 @@ const ROOT = path.resolve(import.meta.dirname, "..");
  * Files that run once (in the first pass), each for a reason: they test SQLite itself (its
  * files, its connection gate, the executable's embedded store), start and stop their own
  * PostgreSQL cluster (postgres-*), or test what no store is under (the CLI alone, the UI's
- * rendering, configuration, formats). The UI tests drive the same API the HTTP tests prove
- * on both stores.
+ * rendering, configuration, formats).
  */
 const RUN_ONCE = new Set([
   "config.test.ts",
@@ -32,17 +31,6 @@ const RUN_ONCE = new Set([
   "web-dotenv.test.ts",
   "screenshots.test.ts",
 ]);
-
-/**
- * The browser (ui-*) and CLI (cli-*) tests and the drills drive the same HTTP API that the
- * other files prove on both stores, through a browser or processes that cost seconds a
- * test: they run on SQLite only, which keeps the run within CI's time.
- */
-function isClientTest(file: string): boolean {
-  // cli-auth.test.ts is the server's device flow over HTTP, not the CLI: it stays.
-  if (file === "cli-auth.test.ts") return false;
-  return file.startsWith("ui") || file.startsWith("cli") || file === "sign-in-ui.test.ts" || file === "drills.test.ts";
-}
 
 const args = process.argv.slice(2);
 const storeArg = args.find((a) => a.startsWith("--store="))?.slice("--store=".length) ?? "both";
@@ -75,7 +63,7 @@ if (storeArg !== "postgres") {
   failed ||= (await runFiles(chosen, { ...process.env, TEST_DATABASE: "sqlite" })) !== 0;
 }
 if (storeArg !== "sqlite") {
-  const files = chosen.filter((f) => named.length > 0 || (!RUN_ONCE.has(f) && !isClientTest(f)));
+  const files = chosen.filter((f) => named.length > 0 || !RUN_ONCE.has(f));
   console.log(`\n# PostgreSQL: ${files.length} test files\n`);
   let cluster: string;
   try {
