@@ -63,8 +63,11 @@ function isHelpFlag(arg: string): boolean {
 /** The server's commands, in their own module (see loadServerCommands). */
 const SERVER_COMMANDS = ["serve", "migrate", "backup", "copy-database", "audit", "rotate-key", "setup-link", "users"];
 
+/** Whether V8 took the executable's code cache of the server bundle (absent from source). */
+type CodeCache = "accepted" | "rejected" | "missing";
+
 interface ServerCommands {
-  runServerCommand(name: string, args: string[]): Promise<number>;
+  runServerCommand(name: string, args: string[], startup?: { codeCache?: CodeCache }): Promise<number>;
 }
 
 /**
@@ -73,15 +76,19 @@ interface ServerCommands {
  * asset compiled here on first use (with the code cache build.mjs made for it); from
  * source, a module imported by a path esbuild does not follow.
  */
-async function loadServerCommands(): Promise<ServerCommands> {
+async function loadServerCommands(): Promise<{ commands: ServerCommands; codeCache?: CodeCache }> {
   const sea = process.getBuiltinModule("node:sea") as typeof import("node:sea") | undefined;
   if (sea?.isSea()) {
     const { Module } = process.getBuiltinModule("node:module") as typeof import("node:module");
     const vm = process.getBuiltinModule("node:vm") as typeof import("node:vm");
-    const source = sea.getAsset("server.cjs", "utf8");
+    // Read in place (getRawAsset copies nothing) and decoded as latin1, 4 times faster than
+    // UTF-8 for 5 MB: esbuild writes every string, regular expression and name as ASCII,
+    // so only comments hold other bytes, and no latin1 character ends a line in JavaScript.
+    // build.mjs decodes it the same way for the code cache, which V8 matches to the text.
+    const source = Buffer.from(sea.getRawAsset("server.cjs")).toString("latin1");
     let cachedData: Buffer | undefined;
     try {
-      cachedData = Buffer.from(sea.getAsset("server.cache"));
+      cachedData = Buffer.from(sea.getRawAsset("server.cache"));
     } catch {
       cachedData = undefined;
     }
@@ -95,16 +102,22 @@ async function loadServerCommands(): Promise<ServerCommands> {
       dirname: string,
     ) => void;
     wrapper(module.exports, require, module, process.execPath, process.cwd());
-    return module.exports;
+    return { commands: module.exports, codeCache: !cachedData ? "missing" : script.cachedDataRejected ? "rejected" : "accepted" };
   }
   const file = "./server-commands.ts";
-  return (await import(file)) as ServerCommands;
+  return { commands: (await import(file)) as ServerCommands };
 }
 
 const commands: Record<string, Command> = {
   ...cliCommands,
   ...Object.fromEntries(
-    SERVER_COMMANDS.map((name) => [name, async (args: string[]) => (await loadServerCommands()).runServerCommand(name, args)]),
+    SERVER_COMMANDS.map((name) => [
+      name,
+      async (args: string[]) => {
+        const { commands, codeCache } = await loadServerCommands();
+        return commands.runServerCommand(name, args, { codeCache });
+      },
+    ]),
   ),
   version: async () => {
     console.log(VERSION);

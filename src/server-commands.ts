@@ -3,7 +3,12 @@
 // pino or the UI. In the executable this is a bundle of its own (build.mjs).
 import { ConfigError, loadConfig } from "./core/config.ts";
 
-type Command = (args: string[]) => Promise<number>;
+/** What main.ts knows of the start: whether V8 took the executable's code cache. */
+export interface Startup {
+  codeCache?: "accepted" | "rejected" | "missing";
+}
+
+type Command = (args: string[], startup: Startup) => Promise<number>;
 
 const commands: Record<string, Command> = {
   serve,
@@ -44,11 +49,11 @@ export const SERVER_COMMANDS = Object.keys(commands);
  * Runs a server command: its exit code, or -1 while it keeps running (serve). A
  * configuration problem is one clear line naming the variable, no stack trace.
  */
-export async function runServerCommand(name: string, args: string[]): Promise<number> {
+export async function runServerCommand(name: string, args: string[], startup: Startup = {}): Promise<number> {
   const command = commands[name];
   if (!command) throw new Error(`not a server command: ${name}`);
   try {
-    return await command(args);
+    return await command(args, startup);
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`secrets-server: configuration error: ${error.message}\n`);
@@ -58,7 +63,7 @@ export async function runServerCommand(name: string, args: string[]): Promise<nu
   }
 }
 
-async function serve(): Promise<number> {
+async function serve(_args: string[], startup: Startup): Promise<number> {
   const config = loadConfig();
   const { buildApp } = await import("./app.ts");
   const server = await buildApp(config);
@@ -98,7 +103,15 @@ async function serve(): Promise<number> {
   }
   await server.announce();
   server.log.info(
-    { url: config.appUrl, mode: config.isProduction ? "production" : "development", auth: config.authProvider },
+    {
+      url: config.appUrl,
+      mode: config.isProduction ? "production" : "development",
+      auth: config.authProvider,
+      // Since the process started; a rejected code cache (a build made by another node
+      // binary or with other V8 flags) makes every start compile the bundle again.
+      startMs: Math.round(performance.now()),
+      ...startup,
+    },
     "secrets-server is ready",
   );
   return -1; // keep running
