@@ -391,7 +391,7 @@ export const secrets = pgTable(
   },
   (t) => [
     uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
-    index("secrets_env_updated_id").on(t.projectId, t.environment, t.updatedAt, t.id),
+    index("secrets_env_list").on(t.projectId, t.environment, t.updatedAt, t.id, t.key, t.version, t.createdAt),
     foreignKey({
       name: "secrets_environment_fk",
       columns: [t.projectId, t.environment],

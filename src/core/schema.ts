@@ -172,10 +172,11 @@ export const secrets = sqliteTable(
   },
   (t) => [
     uniqueIndex("secrets_env_key").on(t.projectId, t.environment, t.key),
-    // id too: the list is ordered by (updated_at, id), and an import gives hundreds of
-    // secrets one updated_at; without it SQLite sorted every list (1.7 against 0.9 ms of SQL
-    // for 1,000 secrets).
-    index("secrets_env_updated_id").on(t.projectId, t.environment, t.updatedAt, t.id),
+    // The list's index: ordered by (updated_at, id), since an import gives hundreds of
+    // secrets one updated_at (without id SQLite sorted every list: 1.7 against 0.9 ms of SQL
+    // for 1,000 secrets), and holding every column the list returns, so the list never
+    // visits the table (0.74 against 0.53 ms of SQL for 1,000).
+    index("secrets_env_list").on(t.projectId, t.environment, t.updatedAt, t.id, t.key, t.version, t.createdAt),
     foreignKey({
       columns: [t.projectId, t.environment],
       foreignColumns: [projectEnvironments.projectId, projectEnvironments.slug],
