@@ -153,6 +153,9 @@ async function trainServerBundle({ bundle, cache, sourceDir, addon }) {
     });
   });
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "secrets-build-"));
+  // Only these variables: a DATABASE_URL, OIDC_ISSUER or SMTP_HOST in the builder's own
+  // environment must not send the training start to a real database or server.
+  for (const name of Object.keys(process.env)) delete process.env[name];
   Object.assign(process.env, { DATA_DIR: dataDir, HOST: "127.0.0.1", PORT: String(port), LOG_LEVEL: "silent" });
   try {
     const code = await module.exports.runServerCommand("serve", []);
