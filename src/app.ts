@@ -21,7 +21,7 @@ import { ErrorBody } from "./core/api-schemas.ts";
 import { createAuth, rateLimitKey } from "./core/auth.ts";
 import { type Clock, systemClock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
-import { createGracefulStop, serverTimeouts } from "./core/connections.ts";
+import { closeServer, createGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
 import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
@@ -464,7 +464,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       truncateWal: () => wal.truncate(),
     },
     async close() {
-      await app.close();
+      await closeServer(app);
       await closeStore(db);
     },
   };

@@ -210,6 +210,26 @@ test("a body shorter than its Content-Length is answered 408 within REQUEST_TIME
   assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/environments/development/secrets`)).body.secrets, []);
 });
 
+test("closing the server cuts a connection whose request is half sent instead of waiting for its timeout", async (t) => {
+  // Node stops checking request timeouts once the listener closes, so a half-sent request
+  // (a browser tab left open) held the close for the socket's own timeout: two minutes.
+  const server = await startServer(t);
+  const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1");
+  const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+  socket.on("error", () => {});
+  await new Promise((resolve) => socket.once("connect", resolve));
+  socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+  await waitFor(
+    "the server to hold the connection",
+    async () => (await new Promise<number>((resolve) => server.app.app.server.getConnections((_e, n) => resolve(n)))) === 1,
+  );
+  const started = Date.now();
+  await server.stop();
+  const elapsedMs = Date.now() - started;
+  await closed;
+  assert.ok(elapsedMs < 10_000, `the close took ${elapsedMs} ms`);
+});
+
 test("a compressed request body answers 415 and stores nothing; identity is fine", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");

@@ -88,7 +88,7 @@ test("Chromium: local accounts — setup link, sign-in form, set-password link, 
   await page.getByLabel(/^Password/).fill("owner password 123");
   await page.getByLabel("Repeat the password").fill("owner password 123");
   await page.getByRole("button", { name: "Save and sign in" }).click();
-  await page.getByRole("heading", { name: "Projects" }).waitFor();
+  await page.getByRole("heading", { name: "Projects", exact: true }).waitFor();
   assert.equal(new URL(page.url()).hash, "", "the used token left the address bar");
 
   // Create a project and invite someone through the API with the browser's session.
@@ -119,7 +119,7 @@ test("Chromium: local accounts — setup link, sign-in form, set-password link, 
   await page.getByRole("alert").getByText("Incorrect e-mail or password.").waitFor();
   await page.getByLabel("Password").fill("owner password 123");
   await page.getByRole("button", { name: "Sign in" }).click();
-  await page.getByRole("heading", { name: "Projects" }).waitFor();
+  await page.getByRole("heading", { name: "Projects", exact: true }).waitFor();
 
   // Bob gets a link from the operator, sets his password, and finds the invitation waiting.
   const added = await runMain(["users", "add", "bob@example.com"], server.env);

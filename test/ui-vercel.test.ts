@@ -47,7 +47,7 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   await check(tab, "vercel-paused");
 
   // Alice reconnects with her own token: the settings come back, the link kept.
-  await page.getByRole("heading", { name: "Reconnect Vercel" }).waitFor();
+  await page.getByRole("heading", { name: "Reconnect Vercel", exact: true }).waitFor();
   await page.getByLabel("Vercel access token").fill("vcp_alice_token_123456");
   await page.getByRole("button", { name: "Reconnect" }).click();
   await page.getByRole("heading", { name: "Link and settings" }).waitFor();

@@ -494,7 +494,7 @@ describe("members and access in Chromium", () => {
     const owner = await openTab(server);
     await useSession(owner, server, alice);
     await owner.page.goto(`/projects/${project.id}/members`);
-    await owner.page.getByRole("heading", { name: "Invitations" }).waitFor();
+    await owner.page.getByRole("heading", { name: "Invitations", exact: true }).waitFor();
 
     const invite = async (email: string) => {
       await owner.page.getByLabel("E-mail address").fill(email);
@@ -728,7 +728,7 @@ describe("CLI sign-in in Chromium", () => {
       .getByRole("status")
       .filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" })
       .waitFor();
-    await page.getByRole("heading", { name: "Approved" }).waitFor();
+    await page.getByRole("heading", { name: "Approved", exact: true }).waitFor();
     await check(tab, "cli-approved-waiting");
     const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
     assert.equal(tokens.status, 200, JSON.stringify(tokens.body));
@@ -1070,7 +1070,7 @@ describe("audit, security and Vercel in Chromium", () => {
 
     await page.getByRole("button", { name: "Disconnect Vercel" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Disconnect" }).click();
-    await page.getByRole("heading", { name: "Connect Vercel" }).waitFor();
+    await page.getByRole("heading", { name: "Connect Vercel", exact: true }).waitFor();
     assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/integrations/hosting`)).body, { connected: false });
   });
 
@@ -1120,12 +1120,16 @@ describe("audit, security and Vercel in Chromium", () => {
     await answered;
     await page.getByRole("button", { name: "Disconnect Vercel" }).click();
     await page.getByRole("dialog").getByRole("button", { name: "Disconnect" }).click();
-    await page.getByRole("heading", { name: "Connect Vercel" }).waitFor();
+    await page.getByRole("heading", { name: "Connect Vercel", exact: true }).waitFor();
     const readBefore = await page.evaluate(() => (window as unknown as { bodiesRead: number }).bodiesRead);
     release();
     await page.waitForFunction((n) => (window as unknown as { bodiesRead: number }).bodiesRead > n, readBefore);
     await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))));
-    assert.equal(await page.getByRole("heading", { name: "Connect Vercel" }).count(), 1, "the stale answer brought the connection back");
+    assert.equal(
+      await page.getByRole("heading", { name: "Connect Vercel", exact: true }).count(),
+      1,
+      "the stale answer brought the connection back",
+    );
     assert.equal(await page.getByText("Token saved; no Vercel project linked yet").count(), 0);
     assert.deepEqual((await alice.json("GET", base)).body, { connected: false });
     assert.deepEqual(tab.problems, []);

@@ -11,6 +11,8 @@ const HEADERS_TIMEOUT_SECONDS = 15;
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** What a request arriving during a graceful stop is told: the next process is usually up by then. */
 const CLOSING_RETRY_AFTER_SECONDS = 5;
+/** How long closing the server waits for connections still open before it cuts them. */
+const CLOSE_GRACE_MS = 1_000;
 
 /**
  * Timeouts for a server with no proxy in front, where every slow or stalled client is this
@@ -122,4 +124,20 @@ export function createGracefulStop(app: FastifyInstance): GracefulStop {
       });
     },
   };
+}
+
+/**
+ * Closes the listener and every connection. Node's close ends idle keep-alive connections
+ * but waits for one whose request is still arriving, and stops checking request timeouts
+ * as it closes: a client that sent half a request (a browser tab left open) held the close
+ * until the socket's own timeout, two minutes. What is still open after a second is cut; a
+ * graceful stop has drained the connections before this.
+ */
+export async function closeServer(app: FastifyInstance): Promise<void> {
+  const cut = setTimeout(() => app.server.closeAllConnections(), CLOSE_GRACE_MS);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(cut);
+  }
 }
