@@ -104,6 +104,8 @@ async function loadServerCommands(): Promise<{ commands: ServerCommands; codeCac
     wrapper(module.exports, require, module, process.execPath, process.cwd());
     return { commands: module.exports, codeCache: !cachedData ? "missing" : script.cachedDataRejected ? "rejected" : "accepted" };
   }
+  const fromSource = "./dev/from-source.ts";
+  await import(fromSource);
   const file = "./server-commands.ts";
   return { commands: (await import(file)) as ServerCommands };
 }

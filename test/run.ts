@@ -50,7 +50,16 @@ function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", "--test", "--test-concurrency=2", "--test-reporter=spec", ...files.map((f) => path.join("test", f))],
+      [
+        "--import",
+        "tsx",
+        "--import",
+        "./src/dev/from-source.ts",
+        "--test",
+        "--test-concurrency=2",
+        "--test-reporter=spec",
+        ...files.map((f) => path.join("test", f)),
+      ],
       { cwd: ROOT, env, stdio: "inherit" },
     );
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
