@@ -84,7 +84,8 @@ export async function startProcess(
   const command = [...pin, process.execPath, ...nodeArgs, "--import", "tsx", path.join(root, script), ...args];
   const child: ChildProcess = spawn(command[0]!, command.slice(1), {
     cwd: root,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    // The request path as the executable runs it: drizzle's ES modules (see src/main.ts).
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DRIZZLE_AS_BUNDLED: "1", ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
   let stderr = "";
