@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import net from "node:net";
 import path from "node:path";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -26,10 +27,10 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** `node --import tsx src/main.ts serve` on DATA_DIR, resolved once it logs that it is ready. */
+/** `secrets-server serve` from source on DATA_DIR, resolved once it logs that it is ready. */
 export async function startServerProcess(dataDir: string, env: Record<string, string> = {}): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "serve"], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

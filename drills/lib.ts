@@ -8,6 +8,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -96,7 +97,7 @@ export interface StartOptions {
   port?: number;
   /** Extra or overriding environment variables (MASTER_KEY must be passed again on restarts). */
   env?: Record<string, string>;
-  /** Node flags before `--import tsx` (for example --max-semi-space-size=…). */
+  /** Node flags before the source command's own (for example --max-semi-space-size=…). */
   nodeArgs?: string[];
   /**
    * A built executable to run instead of the source (`npm run build`'s dist/secrets-server);
@@ -105,7 +106,7 @@ export interface StartOptions {
   executable?: string;
 }
 
-/** The executable the drills run when DRILL_EXECUTABLE is set, else undefined (the source through tsx). */
+/** The executable the drills run when DRILL_EXECUTABLE is set, else undefined (the source). */
 function drillExecutable(): string | undefined {
   const file = process.env.DRILL_EXECUTABLE;
   return file ? path.resolve(file) : undefined;
@@ -118,7 +119,7 @@ process.on("exit", () => {
 });
 
 /**
- * Starts the server, `node --import tsx src/main.ts serve` (or the executable), and waits
+ * Starts the server, `secrets-server serve` from source (or the executable), and waits
  * until /healthz answers 200.
  */
 export async function startServer(options: StartOptions): Promise<ServerProcess> {
@@ -128,7 +129,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   if (executable && options.nodeArgs?.length) env.NODE_OPTIONS = options.nodeArgs.join(" ");
   const [file, args] = executable
     ? [executable, ["serve"]]
-    : [process.execPath, [...(options.nodeArgs ?? []), "--import", "tsx", path.join(ROOT, "src/main.ts"), "serve"]];
+    : [SOURCE_COMMAND[0]!, [...(options.nodeArgs ?? []), ...SOURCE_COMMAND.slice(1), "serve"]];
   const child: ChildProcess = spawn(file, args, {
     cwd: ROOT,
     env,
@@ -200,14 +201,14 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   };
 }
 
-/** Runs `node --import tsx src/main.ts ...args` to its end (server commands such as `audit verify`). */
+/** Runs `secrets-server ...args` from source to its end (server commands such as `audit verify`). */
 export function runCommand(
   args: string[],
   env: Record<string, string>,
   timeoutMs = 60_000,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(ROOT, "src/main.ts"), ...args], {
+    const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], {
       cwd: ROOT,
       env,
       stdio: ["ignore", "pipe", "pipe"],
@@ -274,13 +275,19 @@ export function request(url: string, spec: RequestSpec): Promise<HttpResponse> {
 
 /** A caller: a browser session (cookie + Origin), a CLI or service token (Bearer), or nobody. */
 export class Caller {
-  constructor(
-    readonly url: string,
-    readonly origin: string,
-    public cookie?: string,
-    public bearer?: string,
-    public userId?: string,
-  ) {}
+  readonly url: string;
+  readonly origin: string;
+  cookie?: string;
+  bearer?: string;
+  userId?: string;
+
+  constructor(url: string, origin: string, cookie?: string, bearer?: string, userId?: string) {
+    this.url = url;
+    this.origin = origin;
+    this.cookie = cookie;
+    this.bearer = bearer;
+    this.userId = userId;
+  }
 
   /** Connections for this caller's requests (the shared pool when unset). */
   agent?: http.Agent;
@@ -379,7 +386,10 @@ export class Random {
   private c: number;
   private d: number;
 
-  constructor(readonly seed: number) {
+  readonly seed: number;
+
+  constructor(seed: number) {
+    this.seed = seed;
     const h = crypto.createHash("sha256").update(String(seed)).digest();
     this.a = h.readUInt32LE(0);
     this.b = h.readUInt32LE(4);

@@ -18,7 +18,7 @@ async function main(): Promise<number> {
   console.log(
     `Drills${short ? " (short)" : ""}: ${selected.map((d) => d.name).join(", ")}. ` +
       `${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ` +
-      `server: ${process.env.DRILL_EXECUTABLE ? "the executable" : "the source through tsx"}.`,
+      `server: ${process.env.DRILL_EXECUTABLE ? "the executable" : "the source"}.`,
   );
   const lines: string[] = [];
   let failed = 0;

@@ -104,11 +104,11 @@ async function loadServerCommands(): Promise<{ commands: ServerCommands; codeCac
     wrapper(module.exports, require, module, process.execPath, process.cwd());
     return { commands: module.exports, codeCache: !cachedData ? "missing" : script.cachedDataRejected ? "rejected" : "accepted" };
   }
-  // From source, drizzle-orm loads as CommonJS, a second sooner (dev/from-source.ts). The
+  // From source, drizzle-orm loads as CommonJS, a second sooner (dev/from-source.mjs). The
   // bench sets DRIZZLE_AS_BUNDLED=1: it measures the request path on the ES modules the
   // executable bundles, so its figures never depend on which build ran.
   if (process.env.DRIZZLE_AS_BUNDLED !== "1") {
-    const fromSource = "./dev/from-source.ts";
+    const fromSource = "./dev/from-source.mjs";
     await import(fromSource);
   }
   const file = "./server-commands.ts";

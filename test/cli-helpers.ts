@@ -7,6 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import type { TestContext } from "node:test";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 import { type Client, makeTempDir, ROOT, runMain, type TestServer } from "./helpers.ts";
 
 export interface CliHome {
@@ -26,8 +27,8 @@ export function cliHome(t: TestContext): CliHome {
   };
 }
 
-/** The CLI from source: `node --import tsx src/main.ts`. */
-export const CLI_MAIN = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts")];
+/** The CLI from source (src/dev/source-command.ts). */
+export const CLI_MAIN = SOURCE_COMMAND;
 
 export interface Running {
   child: ChildProcess;

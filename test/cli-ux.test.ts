@@ -6,8 +6,9 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 import { cli, cliHome, login } from "./cli-helpers.ts";
-import { ROOT, startServer } from "./helpers.ts";
+import { startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 
 /** A signed-in home and a folder linked to project "web", environment staging. */
@@ -153,9 +154,7 @@ test("secrets list: a header and readable times on a terminal, tab-separated lin
     return;
   }
   // `script` runs the CLI on a pseudo-terminal, as a person would see it.
-  const command = [process.execPath, "--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "secrets", "list"]
-    .map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`)
-    .join(" ");
+  const command = [...SOURCE_COMMAND, "secrets", "list"].map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(" ");
   // Not spawnSync: the server runs in this process and must keep answering.
   const child = spawn("script", ["-qec", command, "/dev/null"], {
     cwd: folder,

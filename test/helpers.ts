@@ -12,6 +12,7 @@ import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 import type { FakeVercel } from "./fake-vercel.ts";
 import { createServerDatabase } from "./postgres.ts";
 import { auditRows } from "./storage.ts";
@@ -410,7 +411,7 @@ export async function startServerProcess(
     databaseUrlOf.set(dataDir, url);
     env = { ...env, DATABASE_URL: url };
   }
-  const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), "serve"], {
+  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "serve"], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,
@@ -481,10 +482,10 @@ export class Client {
   /** Sent as Origin on every request unless a test overrides it per request. */
   origin: string;
 
-  constructor(
-    readonly baseUrl: string,
-    appUrl: string,
-  ) {
+  readonly baseUrl: string;
+
+  constructor(baseUrl: string, appUrl: string) {
+    this.baseUrl = baseUrl;
     this.origin = new URL(appUrl).origin;
   }
 
@@ -572,8 +573,7 @@ export function runMain(
   options: { timeoutMs?: number; cwd?: string; input?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    // tsx resolved here, not from the cwd: a command run in another folder must still load it.
-    const child = spawn(process.execPath, ["--import", import.meta.resolve("tsx"), path.join(ROOT, "src/main.ts"), ...args], {
+    const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], {
       cwd: options.cwd ?? ROOT,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } as NodeJS.ProcessEnv,
       stdio: ["pipe", "pipe", "pipe"],

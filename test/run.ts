@@ -54,7 +54,7 @@ function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
         "--import",
         "tsx",
         "--import",
-        "./src/dev/from-source.ts",
+        "./src/dev/from-source.mjs",
         "--test",
         "--test-concurrency=2",
         "--test-reporter=spec",

@@ -14,7 +14,7 @@ import { auditRows, writeLockIsFree } from "./storage.ts";
 
 /** `serve` on PORT=0 on the test's data folder; its APP_URL follows the port it got. */
 function startProcess(t: TestContext, s: Setup): Promise<ServerProcess> {
-  // Starting from source under tsx takes seconds, more on a busy machine.
+  // Starting from source takes seconds on a busy machine.
   return startServerProcess(t, s.env, { dataDir: s.dataDir, timeoutMs: 60_000 });
 }
 

@@ -7,6 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
 import {
   assertEventually,
   assertFocus,
@@ -595,18 +596,8 @@ describe("members and access in Chromium", () => {
 /** `secrets-server login` as a real process whose stderr can be read while it polls. */
 function startLogin(server: TestServer, home: string, deviceName: string) {
   const child = spawn(
-    process.execPath,
-    [
-      "--import",
-      import.meta.resolve("tsx"),
-      path.join(ROOT, "src/main.ts"),
-      "login",
-      "--server",
-      server.url,
-      "--device-name",
-      deviceName,
-      "--no-browser",
-    ],
+    SOURCE_COMMAND[0]!,
+    [...SOURCE_COMMAND.slice(1), "login", "--server", server.url, "--device-name", deviceName, "--no-browser"],
     {
       cwd: ROOT,
       env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,

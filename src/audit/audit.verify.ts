@@ -233,8 +233,11 @@ export interface RekeyCounts {
 }
 
 class ChainBroken extends Error {
-  constructor(readonly detail: ChainBreak) {
+  readonly detail: ChainBreak;
+
+  constructor(detail: ChainBreak) {
     super(detail.reason);
+    this.detail = detail;
   }
 }
 

@@ -185,10 +185,13 @@ export class Api {
   /** Read from credentials.json once, then kept: a command's requests share one read. */
   #credentials?: ServerCredentials;
 
-  constructor(
-    readonly server: string,
-    readonly machine?: BearerSource,
-  ) {}
+  readonly server: string;
+  readonly machine?: BearerSource;
+
+  constructor(server: string, machine?: BearerSource) {
+    this.server = server;
+    this.machine = machine;
+  }
 
   credentials(): ServerCredentials {
     if (this.#credentials) return this.#credentials;

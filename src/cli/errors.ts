@@ -13,11 +13,11 @@ export const EXIT = {
 
 /** A failure the CLI reports as one clear line on stderr and an exit code; never a stack trace. */
 export class CliError extends Error {
-  constructor(
-    message: string,
-    readonly exitCode: number = EXIT.failed,
-  ) {
+  readonly exitCode: number;
+
+  constructor(message: string, exitCode: number = EXIT.failed) {
     super(message);
+    this.exitCode = exitCode;
   }
 }
 

@@ -14,11 +14,11 @@ export interface HttpAnswer {
 
 /** A request that failed before an answer; `code` is the system's (ECONNREFUSED) or ours (TIMEOUT, REDIRECT). */
 export class HttpFailure extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
+  readonly code: string;
+
+  constructor(code: string, message: string) {
     super(message);
+    this.code = code;
   }
 }
 

@@ -31,7 +31,11 @@ function webPage(input: unknown): URL | undefined {
 class Spinner {
   private timer?: NodeJS.Timeout;
   private frame = 0;
-  constructor(private readonly text: string) {}
+  private readonly text: string;
+
+  constructor(text: string) {
+    this.text = text;
+  }
   start(): void {
     if (!process.stderr.isTTY) return;
     this.timer = setInterval(() => {

@@ -31,13 +31,23 @@ export class MachineAuth implements BearerSource {
   #bearer?: Promise<string>;
   #me?: Promise<ServiceAccountMe>;
 
+  readonly kind: "service_token" | "workload";
+  /** Where the credential came from, for messages: never the credential itself. */
+  readonly source: string;
+  private readonly serviceToken?: string;
+  private readonly workload?: { serviceAccountId: string; identity: IdentitySource };
+
   private constructor(
-    readonly kind: "service_token" | "workload",
-    /** Where the credential came from, for messages: never the credential itself. */
-    readonly source: string,
-    private readonly serviceToken?: string,
-    private readonly workload?: { serviceAccountId: string; identity: IdentitySource },
-  ) {}
+    kind: "service_token" | "workload",
+    source: string,
+    serviceToken?: string,
+    workload?: { serviceAccountId: string; identity: IdentitySource },
+  ) {
+    this.kind = kind;
+    this.source = source;
+    this.serviceToken = serviceToken;
+    this.workload = workload;
+  }
 
   static fromServiceToken(token: string, source: string): MachineAuth {
     return new MachineAuth("service_token", source, token);

@@ -53,10 +53,13 @@ export function open(key: Buffer | crypto.KeyObject, sealed: Buffer, aad: string
 export class Keyring {
   private readonly auditMacKeys = new Map<number, crypto.KeyObject>();
 
-  constructor(
-    readonly currentVersion: number,
-    private readonly keys: ReadonlyMap<number, Buffer>,
-  ) {}
+  readonly currentVersion: number;
+  private readonly keys: ReadonlyMap<number, Buffer>;
+
+  constructor(currentVersion: number, keys: ReadonlyMap<number, Buffer>) {
+    this.currentVersion = currentVersion;
+    this.keys = keys;
+  }
 
   key(version: number): Buffer {
     const key = this.keys.get(version);

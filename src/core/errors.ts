@@ -7,14 +7,16 @@ import { type StorageMonitor, storageCondition, storageMessage } from "./storage
 export const INVALID_FIELDS = "invalid fields";
 
 export class HttpError extends Error {
-  constructor(
-    readonly statusCode: number,
-    message: string,
-    /** Extra fields for the few bodies the spec shapes differently (token polling). */
-    readonly body?: Record<string, unknown>,
-    readonly headers?: Record<string, string>,
-  ) {
+  readonly statusCode: number;
+  /** Extra fields for the few bodies the spec shapes differently (token polling). */
+  readonly body?: Record<string, unknown>;
+  readonly headers?: Record<string, string>;
+
+  constructor(statusCode: number, message: string, body?: Record<string, unknown>, headers?: Record<string, string>) {
     super(message);
+    this.statusCode = statusCode;
+    this.body = body;
+    this.headers = headers;
   }
 }
 

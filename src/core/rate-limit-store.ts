@@ -312,7 +312,11 @@ export function createRateLimitStore(store: Store, clock: Clock, options: RateLi
 
   /** A limit of its own: counted in the database, in the statement that reads the total. */
   class ExactStore {
-    constructor(private readonly scope: string) {}
+    private readonly scope: string;
+
+    constructor(scope: string) {
+      this.scope = scope;
+    }
 
     incr(key: string, callback: Callback, windowMs: number, max?: number): void {
       const now = clock.now();

@@ -35,8 +35,11 @@ export function dockerEnvProblem(value: string): string | undefined {
 
 /** Keys whose line Docker cannot read as written. */
 export class DockerEnvRefusal extends Error {
-  constructor(readonly keys: string[]) {
+  readonly keys: string[];
+
+  constructor(keys: string[]) {
     super(`These secrets cannot be written in Docker's env-file format: ${listed(keys)}.`);
+    this.keys = keys;
   }
 }
 

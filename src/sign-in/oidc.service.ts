@@ -23,11 +23,11 @@ export interface PendingSignIn {
 }
 
 export class SignInFailure extends Error {
-  constructor(
-    readonly code: SignInErrorCode,
-    detail?: string,
-  ) {
+  readonly code: SignInErrorCode;
+
+  constructor(code: SignInErrorCode, detail?: string) {
     super(detail ?? code);
+    this.code = code;
   }
 }
 

@@ -24,12 +24,13 @@ import type { LocalAccounts } from "../../src/sign-in/local.service.ts";
 import type { toPublicUser } from "../../src/users/users.service.ts";
 
 export class ApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly body?: unknown,
-  ) {
+  readonly status: number;
+  readonly body?: unknown;
+
+  constructor(status: number, message: string, body?: unknown) {
     super(message);
+    this.status = status;
+    this.body = body;
   }
 }
 

@@ -17,14 +17,18 @@ export type VercelFailure =
   | "unavailable";
 
 export class VercelError extends Error {
-  constructor(
-    readonly failure: VercelFailure,
-    readonly status: number,
-    readonly code?: string,
-    readonly body?: unknown,
-  ) {
+  readonly failure: VercelFailure;
+  readonly status: number;
+  readonly code?: string;
+  readonly body?: unknown;
+
+  constructor(failure: VercelFailure, status: number, code?: string, body?: unknown) {
     // Never the response text or the URL: both can carry credentials.
     super(`Vercel answered ${status || "nothing"} (${failure})`);
+    this.failure = failure;
+    this.status = status;
+    this.code = code;
+    this.body = body;
   }
 }
 

@@ -585,8 +585,11 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 }
 
 class SyncFailure extends Error {
-  constructor(readonly failure: Failure) {
+  readonly failure: Failure;
+
+  constructor(failure: Failure) {
     super(failure);
+    this.failure = failure;
   }
 }
 
