@@ -28,6 +28,8 @@ interface Cluster {
   runAs: string | undefined;
   /** Started with fsync, full-page writes and synchronous commit on, on disk: see ClusterOptions. */
   durable?: boolean;
+  /** A database holding every migration, which a shared cluster's new databases are copies of. */
+  template?: string;
 }
 
 export interface ClusterOptions {
@@ -271,6 +273,11 @@ export async function createDatabase(): Promise<string> {
 }
 
 async function createDatabaseIn(c: Cluster): Promise<string> {
+  return urlFor(c, await newDatabase(c));
+}
+
+/** Creates a database in the cluster and returns its name. */
+async function newDatabase(c: Cluster): Promise<string> {
   const name = `test_${crypto.randomBytes(6).toString("hex")}`;
   const client = new pg.Client({ connectionString: urlFor(c, "postgres") });
   await client.connect();
@@ -280,11 +287,12 @@ async function createDatabaseIn(c: Cluster): Promise<string> {
     // is C): byte order that a query gets only by luck of the database's collation shows up
     // in the tests. PostgreSQL 15 and newer choose a database's collation provider.
     const collation = c.version >= 150000 ? " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'" : "";
-    await client.query(`CREATE DATABASE ${name}${collation}`);
+    // A copy of the migrated template keeps its collation.
+    await client.query(`CREATE DATABASE ${name}${c.template ? ` TEMPLATE ${c.template}` : collation}`);
   } finally {
     await client.end();
   }
-  return urlFor(c, name);
+  return name;
 }
 
 /**
@@ -300,6 +308,20 @@ function sharedCluster(): Cluster | undefined {
 /** Starts a cluster that outlives this process, for a whole test run: what TEST_PG_CLUSTER names; stopSharedCluster ends it. */
 export async function startSharedCluster(options: ClusterOptions = {}): Promise<string> {
   const c = await start(options);
+  // Every server of the run starts on a copy of one migrated database: copying takes a
+  // third of creating and migrating (92 ms against 227 ms here, for hundreds of servers).
+  // The servers still run their migrations, and find them applied. A fresh database's
+  // migrations are tested by postgres-schema and postgres-store, in clusters of their own.
+  const template = await newDatabase(c);
+  const { migratePostgres, openPostgres } = await import("../src/core/postgres.ts");
+  const store = await openPostgres(urlFor(c, template));
+  try {
+    await migratePostgres(store);
+  } finally {
+    // CREATE DATABASE copies only a database that nobody is connected to.
+    await store.close();
+  }
+  c.template = template;
   // This process only hands it over: stopping it is stopSharedCluster's.
   cluster = undefined;
   starting = undefined;
