@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { CLI_MAIN, type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
+import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
 import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
@@ -13,7 +14,7 @@ function inTerminal(home: CliHome, args: string[], cwd: string): Running {
   const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
   return start(
     "script",
-    ["-q", "-e", "-c", [...CLI_MAIN, ...args].map(quote).join(" "), "/dev/null"],
+    ["-q", "-e", "-c", [...SOURCE_COMMAND, ...args].map(quote).join(" "), "/dev/null"],
     { ...home.env, TERM: "dumb" },
     { cwd },
   );
@@ -297,7 +298,9 @@ test("completion: bash completes commands, flags, project names, environments an
 
   const bin = path.join(home.dir, "bin");
   fs.mkdirSync(bin);
-  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${CLI_MAIN.map((s) => `'${s}'`).join(" ")} "$@"\n`, { mode: 0o755 });
+  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${SOURCE_COMMAND.map((s) => `'${s}'`).join(" ")} "$@"\n`, {
+    mode: 0o755,
+  });
   const script = (await cli(home, ["completion", "bash"])).stdout;
   fs.writeFileSync(path.join(home.dir, "completion.bash"), script);
   const cases: [string[], string[]][] = [

@@ -27,9 +27,6 @@ export function cliHome(t: TestContext): CliHome {
   };
 }
 
-/** The CLI from source (src/dev/source-command.ts). */
-export const CLI_MAIN = SOURCE_COMMAND;
-
 export interface Running {
   child: ChildProcess;
   stdout(): string;
@@ -108,7 +105,7 @@ export function startCli(
   env: Record<string, string>,
   options: { cwd?: string; input?: string; timeoutMs?: number } = {},
 ): Running {
-  return start(CLI_MAIN[0]!, [...CLI_MAIN.slice(1), ...args], env, options);
+  return start(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], env, options);
 }
 
 /** The CLI run to its end with the home's configuration folder. */
