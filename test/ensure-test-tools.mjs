@@ -1,8 +1,8 @@
-// Runs before `npm test`: the browser tests drive Debian's Chromium at /usr/bin/chromium (no
-// browser is downloaded from elsewhere), the export format tests source files in zsh (bash
-// and dash come with Debian), and the PostgreSQL pass runs Debian's initdb and pg_ctl in a
-// throwaway cluster (no PostgreSQL server needs to be running). Install what is missing when
-// allowed to.
+// Runs before `npm test`: the browser tests drive Debian's Chromium, its headless build
+// /usr/bin/chromium-headless-shell or else /usr/bin/chromium (no browser is downloaded from
+// elsewhere), the export format tests source files in zsh (bash and dash come with Debian),
+// and the PostgreSQL pass runs Debian's initdb and pg_ctl in a throwaway cluster (no
+// PostgreSQL server needs to be running). Install what is missing when allowed to.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -17,7 +17,12 @@ function hasInitdb() {
 }
 
 const NEEDED = [
-  { present: () => fs.existsSync("/usr/bin/chromium"), what: "/usr/bin/chromium", pkg: "chromium", why: "the browser tests" },
+  {
+    present: () => fs.existsSync("/usr/bin/chromium-headless-shell") || fs.existsSync("/usr/bin/chromium"),
+    what: "Chromium (/usr/bin/chromium-headless-shell)",
+    pkg: "chromium-headless-shell",
+    why: "the browser tests",
+  },
   { present: () => fs.existsSync("/usr/bin/zsh"), what: "/usr/bin/zsh", pkg: "zsh", why: "the shell export tests" },
   // Not fatal: `npm test -- --store=sqlite` needs no PostgreSQL, and the PostgreSQL pass
   // itself says what is missing.

@@ -1,7 +1,8 @@
 // `npm test`'s test run: every test file on SQLite (the default store), then every file
 // again on PostgreSQL but those that run once, in one throwaway cluster this run starts and
 // removes (test/postgres.ts). One store only: `npm test -- --store=sqlite` or `--store=postgres`;
-// some files only: `npm test -- test/secrets.test.ts` (both stores) or with --store.
+// some files only: `npm test -- test/secrets.test.ts` (both stores) or with --store. Each pass
+// writes its files' times, slowest first, to test-output/file-times-<store>.txt.
 import { spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
@@ -47,6 +48,7 @@ const chosen = named.length > 0 ? named.map((f) => path.basename(f)) : all;
 
 function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
   if (files.length === 0) return Promise.resolve(0);
+  fs.mkdirSync(path.join(ROOT, "test-output"), { recursive: true });
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
@@ -58,6 +60,9 @@ function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
         "--test",
         "--test-concurrency=2",
         "--test-reporter=spec",
+        "--test-reporter-destination=stdout",
+        "--test-reporter=./test/file-times.mjs",
+        `--test-reporter-destination=test-output/file-times-${env.TEST_DATABASE}.txt`,
         ...files.map((f) => path.join("test", f)),
       ],
       { cwd: ROOT, env, stdio: "inherit" },

@@ -2,25 +2,15 @@
 // a production-mode server (OIDC with a real oidc-provider, and local accounts).
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
+import { launchChromium } from "./browser.ts";
 import { freePort, runMain, startServer } from "./helpers.ts";
 import { startProvider } from "./oidc-fixture.ts";
 
 let browser: Browser;
 
 before(async () => {
-  browser = await chromium.launch({
-    executablePath: "/usr/bin/chromium",
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
