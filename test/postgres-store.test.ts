@@ -285,6 +285,15 @@ test("two servers migrating one database at once apply each migration once; a ne
   const first = await open(url);
   const second = await open(url);
   await Promise.all([migratePostgres(first), migratePostgres(second)]);
+  // The lock is let go, and the connection that held it stays in the pool for what follows.
+  const heldLocks = async () =>
+    (
+      await first.pool.query(
+        "SELECT count(*)::int AS c FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+      )
+    ).rows[0].c;
+  assert.equal(await heldLocks(), 0);
+  assert.deepEqual([second.pool.totalCount, second.pool.idleCount], [1, 1]);
   const journal = JSON.parse(fs.readFileSync(path.join(ROOT, "migrations", "postgres", "meta", "_journal.json"), "utf8")) as {
     entries: unknown[];
   };
@@ -308,6 +317,9 @@ test("two servers migrating one database at once apply each migration once; a ne
     );
     return true;
   });
+  // Refused, the migration closes its connection rather than trust the lock to be let go.
+  assert.equal(await heldLocks(), 0);
+  assert.deepEqual([second.pool.totalCount, second.pool.idleCount], [0, 0]);
 });
 
 test("a connection the server terminates inside a transaction fails it as database unavailable; the next one runs", async () => {

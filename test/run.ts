@@ -33,6 +33,19 @@ const RUN_ONCE = new Set([
   "screenshots.test.ts",
 ]);
 
+/**
+ * Files that take a minute or more (test-output/file-times-*.txt) start first, so that no
+ * long file is left running alone on one core at the end of a pass: ui.test.ts, last in
+ * name order, did that for 40 to 50 s.
+ */
+const LONGEST = ["ui.test.ts", "cli.test.ts", "cli-commands.test.ts", "several-processes.test.ts", "drills.test.ts"];
+
+/** `files` with LONGEST first, the rest in name order. */
+function longestFirst(files: string[]): string[] {
+  const rank = (file: string) => (LONGEST.includes(file) ? LONGEST.indexOf(file) : LONGEST.length);
+  return [...files].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
+
 const args = process.argv.slice(2);
 const storeArg = args.find((a) => a.startsWith("--store="))?.slice("--store=".length) ?? "both";
 if (!["sqlite", "postgres", "both"].includes(storeArg)) {
@@ -63,7 +76,7 @@ function runFiles(files: string[], env: NodeJS.ProcessEnv): Promise<number> {
         "--test-reporter-destination=stdout",
         "--test-reporter=./test/file-times.mjs",
         `--test-reporter-destination=test-output/file-times-${env.TEST_DATABASE}.txt`,
-        ...files.map((f) => path.join("test", f)),
+        ...longestFirst(files).map((f) => path.join("test", f)),
       ],
       { cwd: ROOT, env, stdio: "inherit" },
     );

@@ -139,6 +139,15 @@ export function setUserEmail(store: Store, userId: string, email: string | null,
   update(store, "users", { email, email_verified: verified ? 1 : 0 }, { id: userId });
 }
 
+/**
+ * Stores `passwordHash` as the account's password hash: for tests that make hundreds of
+ * guesses, with a hash of cheaper scrypt parameters (a hash carries its own, and
+ * verification uses them). The sign-in limits count guesses, not the hashing's cost.
+ */
+export function setPasswordHash(store: Store, email: string, passwordHash: string): void {
+  update(store, "users", { password_hash: passwordHash }, { email });
+}
+
 let failures = 0;
 
 /**
