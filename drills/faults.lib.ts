@@ -3,7 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import crypto from "node:crypto";
 import net from "node:net";
 import path from "node:path";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 
 const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -30,7 +30,7 @@ export async function freePort(): Promise<number> {
 /** `secrets-server serve` from source on DATA_DIR, resolved once it logs that it is ready. */
 export async function startServerProcess(dataDir: string, env: Record<string, string> = {}): Promise<ServerProcess> {
   const port = await freePort();
-  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "serve"], {
+  const child = spawn(...sourceCommand("serve"), {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,

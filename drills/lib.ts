@@ -8,7 +8,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { SOURCE_COMMAND, sourceCommand } from "../src/dev/source-command.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -208,7 +208,7 @@ export function runCommand(
   timeoutMs = 60_000,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], {
+    const child = spawn(...sourceCommand(...args), {
       cwd: ROOT,
       env,
       stdio: ["ignore", "pipe", "pipe"],

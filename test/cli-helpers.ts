@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import type { TestContext } from "node:test";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import { type Client, makeTempDir, ROOT, runMain, type TestServer } from "./helpers.ts";
 
 export interface CliHome {
@@ -105,7 +105,7 @@ export function startCli(
   env: Record<string, string>,
   options: { cwd?: string; input?: string; timeoutMs?: number } = {},
 ): Running {
-  return start(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], env, options);
+  return start(...sourceCommand(...args), env, options);
 }
 
 /** The CLI run to its end with the home's configuration folder. */

@@ -6,7 +6,7 @@ import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import { Client, makeTempDir, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
 import { connectionSettings, migrateFromTheFuture } from "./storage.ts";
 
@@ -435,7 +435,7 @@ test("a database file the server's user may read but not write stops the start w
   fs.chmodSync(dataDir, 0o755);
   fs.chmodSync(path.join(dataDir, "secrets.db"), 0o444);
   const asRoot = process.getuid?.() === 0;
-  const result = spawnSync(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "serve"], {
+  const result = spawnSync(...sourceCommand("serve"), {
     cwd: dataDir,
     env: { PATH: process.env.PATH, ...env, PORT: "0" },
     encoding: "utf8",

@@ -12,7 +12,7 @@ import { type App, buildApp } from "../src/app.ts";
 import { ManualClock } from "../src/core/clock.ts";
 import { loadConfig } from "../src/core/config.ts";
 import { DATABASE_FILE } from "../src/core/db.ts";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import type { FakeVercel } from "./fake-vercel.ts";
 import { createServerDatabase } from "./postgres.ts";
 import { auditRows } from "./storage.ts";
@@ -411,7 +411,7 @@ export async function startServerProcess(
     databaseUrlOf.set(dataDir, url);
     env = { ...env, DATABASE_URL: url };
   }
-  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "serve"], {
+  const child = spawn(...sourceCommand("serve"), {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH,
@@ -573,7 +573,7 @@ export function runMain(
   options: { timeoutMs?: number; cwd?: string; input?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), ...args], {
+    const child = spawn(...sourceCommand(...args), {
       cwd: options.cwd ?? ROOT,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } as NodeJS.ProcessEnv,
       stdio: ["pipe", "pipe", "pipe"],

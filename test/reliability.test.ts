@@ -7,7 +7,7 @@ import http from "node:http";
 import net from "node:net";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import {
   type Client,
   makeTempDir,
@@ -64,7 +64,7 @@ function fillDisk(dir: string): string {
 
 /** `secrets-server login` as a process, approved through the API by a browser session. */
 async function cliLogin(server: TestServer, env: Record<string, string>, approver: Client): Promise<void> {
-  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "login", "--server", server.url], {
+  const child = spawn(...sourceCommand("login", "--server", server.url), {
     cwd: ROOT,
     env: { PATH: process.env.PATH, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { writeTransaction } from "../src/core/store.ts";
 import { createVault } from "../src/core/vault.ts";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { type Client, ROOT, randomMasterKey, runMain, startServer } from "./helpers.ts";
 import { createSecret, envPath, startTeam } from "./secrets-helpers.ts";
@@ -277,7 +277,7 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   const env = { ...team.server.env, MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
 
   // Ctrl-C as soon as the first batch is reported.
-  const child = spawn(SOURCE_COMMAND[0]!, [...SOURCE_COMMAND.slice(1), "rotate-key", "--batch-size", "1"], {
+  const child = spawn(...sourceCommand("rotate-key", "--batch-size", "1"), {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ["ignore", "pipe", "pipe"],

@@ -7,7 +7,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceCommand } from "../src/dev/source-command.ts";
 import {
   assertEventually,
   assertFocus,
@@ -595,15 +595,11 @@ describe("members and access in Chromium", () => {
 
 /** `secrets-server login` as a real process whose stderr can be read while it polls. */
 function startLogin(server: TestServer, home: string, deviceName: string) {
-  const child = spawn(
-    SOURCE_COMMAND[0]!,
-    [...SOURCE_COMMAND.slice(1), "login", "--server", server.url, "--device-name", deviceName, "--no-browser"],
-    {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,
-      stdio: ["ignore", "pipe", "pipe"],
-    },
-  );
+  const child = spawn(...sourceCommand("login", "--server", server.url, "--device-name", deviceName, "--no-browser"), {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: home, XDG_CONFIG_HOME: path.join(home, "config") } as NodeJS.ProcessEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
   child.stdout.on("data", (d) => (output += d));
   child.stderr.on("data", (d) => (output += d));

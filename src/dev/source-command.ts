@@ -16,3 +16,9 @@ export const SOURCE_COMMAND: readonly string[] = [
   path.join(ROOT, "src/dev/from-source.mjs"),
   path.join(ROOT, "src/main.ts"),
 ];
+
+/** `secrets-server <args>` from source as spawn() takes it: the program, then its arguments. */
+export function sourceCommand(...args: string[]): [program: string, args: string[]] {
+  const [program, ...rest] = SOURCE_COMMAND;
+  return [program!, [...rest, ...args]];
+}
