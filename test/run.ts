@@ -15,7 +15,7 @@ const ROOT = path.resolve(import.meta.dirname, "..");
  * Files that run once (in the first pass), each for a reason: they test SQLite itself (its
  * files, its connection gate, the executable's embedded store), start and stop their own
  * PostgreSQL cluster (postgres-*), or test what no store is under (the CLI alone, the UI's
- * rendering, configuration, formats).
+ * rendering, configuration, formats), or `npm start`, which is SQLite by definition.
  */
 const RUN_ONCE = new Set([
   "config.test.ts",
@@ -30,6 +30,7 @@ const RUN_ONCE = new Set([
   "vercel-plan.test.ts",
   "cli-run-env.test.ts",
   "export-formats.test.ts",
+  "npm-start.test.ts",
   "web-dotenv.test.ts",
   "screenshots.test.ts",
 ]);
