@@ -5,19 +5,13 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceShellCommand } from "../src/dev/source-command.ts";
 import { type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
 import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
 function inTerminal(home: CliHome, args: string[], cwd: string): Running {
-  const quote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`;
-  return start(
-    "script",
-    ["-q", "-e", "-c", [...SOURCE_COMMAND, ...args].map(quote).join(" "), "/dev/null"],
-    { ...home.env, TERM: "dumb" },
-    { cwd },
-  );
+  return start("script", ["-q", "-e", "-c", sourceShellCommand(...args), "/dev/null"], { ...home.env, TERM: "dumb" }, { cwd });
 }
 
 test("secrets delete on a terminal hands the deletion to the browser and waits until it is confirmed there", async (t) => {
@@ -298,7 +292,7 @@ test("completion: bash completes commands, flags, project names, environments an
 
   const bin = path.join(home.dir, "bin");
   fs.mkdirSync(bin);
-  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${SOURCE_COMMAND.map((s) => `'${s}'`).join(" ")} "$@"\n`, {
+  fs.writeFileSync(path.join(bin, "secrets-server"), `#!/bin/sh\nexec ${sourceShellCommand()} "$@"\n`, {
     mode: 0o755,
   });
   const script = (await cli(home, ["completion", "bash"])).stdout;

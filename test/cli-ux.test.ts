@@ -6,7 +6,7 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
-import { SOURCE_COMMAND } from "../src/dev/source-command.ts";
+import { sourceShellCommand } from "../src/dev/source-command.ts";
 import { cli, cliHome, login } from "./cli-helpers.ts";
 import { startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
@@ -154,7 +154,7 @@ test("secrets list: a header and readable times on a terminal, tab-separated lin
     return;
   }
   // `script` runs the CLI on a pseudo-terminal, as a person would see it.
-  const command = [...SOURCE_COMMAND, "secrets", "list"].map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(" ");
+  const command = sourceShellCommand("secrets", "list");
   // Not spawnSync: the server runs in this process and must keep answering.
   const child = spawn("script", ["-qec", command, "/dev/null"], {
     cwd: folder,

@@ -89,8 +89,7 @@ const postgresFiles = chosen.filter((f) => !RUN_ONCE.has(f));
 if (storeArg !== "sqlite" && postgresFiles.length === 0) {
   console.log("\n# PostgreSQL: no test files (the files named run in the SQLite pass only)\n");
 } else if (storeArg !== "sqlite") {
-  const files = postgresFiles;
-  console.log(`\n# PostgreSQL: ${files.length} test files\n`);
+  console.log(`\n# PostgreSQL: ${postgresFiles.length} test files\n`);
   let cluster: string;
   try {
     cluster = await startSharedCluster();
@@ -99,7 +98,7 @@ if (storeArg !== "sqlite" && postgresFiles.length === 0) {
     process.exit(1);
   }
   try {
-    failed ||= (await runFiles(files, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
+    failed ||= (await runFiles(postgresFiles, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
   } finally {
     stopSharedCluster(cluster);
   }

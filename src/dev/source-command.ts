@@ -17,6 +17,11 @@ export const SOURCE_COMMAND: readonly string[] = [
   path.join(ROOT, "src/main.ts"),
 ];
 
+/** `secrets-server <args>` from source as one line for sh (`script -c`, a wrapper script), each word quoted. */
+export function sourceShellCommand(...args: string[]): string {
+  return [...SOURCE_COMMAND, ...args].map((word) => `'${word.replace(/'/g, `'\\''`)}'`).join(" ");
+}
+
 /** `secrets-server <args>` from source as spawn() takes it: the program, then its arguments. */
 export function sourceCommand(...args: string[]): [program: string, args: string[]] {
   const [program, ...rest] = SOURCE_COMMAND;
