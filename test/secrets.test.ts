@@ -831,4 +831,7 @@ test("the project data key is itself bound to its project: a wrapped key copied 
   const client = await restarted.signIn("olivia@example.test");
   const res = await client.json("GET", `${envPath(projectId, "production")}/secrets/${secret.id}`);
   assert.deepEqual([res.status, res.body], [500, NOT_DECRYPTED_ONE]);
+  // An export loads the project's keys once, before opening any value: the same 500, nothing partial.
+  const exported = await client.json("GET", `${envPath(projectId, "production")}/export?format=dotenv`);
+  assert.deepEqual([exported.status, exported.body], [500, NOT_DECRYPTED_SOME]);
 });

@@ -46,7 +46,11 @@ export function open(key: Buffer | crypto.KeyObject, sealed: Buffer, aad: string
   const decipher = crypto.createDecipheriv("aes-256-gcm", key, nonce);
   decipher.setAAD(Buffer.from(aad, "utf8"));
   decipher.setAuthTag(tag);
-  return Buffer.concat([decipher.update(body), decipher.final()]);
+  // GCM is a stream mode: update() gives every byte, and final() only checks the tag
+  // (throwing when it does not match), so nothing is returned before that check.
+  const plaintext = decipher.update(body);
+  decipher.final();
+  return plaintext;
 }
 
 /** The master keys this process holds: the current one and any older ones still needed to read. */

@@ -18,18 +18,18 @@ export interface ExportedValue {
   value: string;
 }
 
-/** Changes with any create, update, rename, restore or delete in the environment, and with the format. */
+/**
+ * Changes with any create, update, rename, restore or delete in the environment, and with
+ * the format. The rows come sorted by key, and keys are unique in an environment, so the
+ * same rows always give the same text.
+ */
 function exportTag(rows: SecretWithCiphertext[], format: string): string {
-  const lines = new Array<string>(rows.length);
+  let text = format;
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i]!;
-    lines[i] = `${row.id} ${row.key} ${row.version} ${row.updatedAt}`;
+    text += `\n${row.id} ${row.key} ${row.version} ${row.updatedAt}`;
   }
-  lines.sort();
-  const digest = crypto
-    .createHash("sha256")
-    .update(`${format}\n${lines.join("\n")}`)
-    .digest("base64url");
+  const digest = crypto.createHash("sha256").update(text).digest("base64url");
   return `"${digest.slice(0, 27)}"`;
 }
 
@@ -43,11 +43,12 @@ interface ExportDeps {
 
 export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps) {
   /** Every row opened, in order; throws DecryptError when any one does not open. */
-  async function openAll(rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
+  async function openAll(projectId: string, rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
+    const open = await values.currentValueOpener(projectId, rows);
     const opened = new Array<ExportedValue>(rows.length);
     for (let i = 0; i < rows.length; i++) {
       const row = rows[i]!;
-      opened[i] = { key: row.key, value: await values.open(row, row.version) };
+      opened[i] = { key: row.key, value: open(row) };
     }
     return opened;
   }
@@ -74,7 +75,7 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
         const etag = exportTag(rows, format);
         if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
-          return { at, opened: await openAll(rows), etag };
+          return { at, opened: await openAll(projectId, rows), etag };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
@@ -98,7 +99,7 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
      * no checks. Throws DecryptError when any value does not open, never a partial list.
      */
     async readAllValues(projectId: string, environment: Environment): Promise<ExportedValue[]> {
-      return openAll(await repo.listWithCiphertext(projectId, environment));
+      return openAll(projectId, await repo.listWithCiphertext(projectId, environment));
     },
   };
 }
