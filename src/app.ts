@@ -2,7 +2,7 @@ import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply } from "fastify";
-import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
+import { validatorCompiler, type ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { registerApiDocsRoutes } from "./api-docs/api-docs.routes.ts";
@@ -25,6 +25,7 @@ import { closeServer, createGracefulStop, serverTimeouts } from "./core/connecti
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
 import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
+import { serializerCompiler } from "./core/json-body.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { registerRequestHooks } from "./core/request-hooks.ts";

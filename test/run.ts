@@ -30,6 +30,7 @@ const RUN_ONCE = new Set([
   "vercel-plan.test.ts",
   "cli-run-env.test.ts",
   "export-formats.test.ts",
+  "json-body.test.ts",
   "npm-start.test.ts",
   "web-dotenv.test.ts",
   "screenshots.test.ts",
