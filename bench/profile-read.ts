@@ -15,7 +15,7 @@ const seconds = Number(process.argv[2]) || 6;
 const root = path.resolve(process.argv[3] ?? path.join(import.meta.dirname, ".."));
 const scenario = process.env.PROFILE_SCENARIO ?? "read";
 if (!["read", "list", "export"].includes(scenario)) throw new Error(`PROFILE_SCENARIO: read, list or export, not ${scenario}`);
-const perfData = path.join(makeTempDir("bench-profile-"), "perf.data");
+const perfData = process.env.PROFILE_KEEP ?? path.join(makeTempDir("bench-profile-"), "perf.data");
 process.env.BENCH_NODE_ARGS = "--perf-basic-prof-only-functions";
 
 const server = await startAppServer({ pin: [], synchronous: "full", dataDirPrefix: "bench-read-", root });
@@ -98,7 +98,7 @@ const CATEGORIES: [string, RegExp][] = [
   ["secret lookup and lists (SQL)", /secrets\.repo|findOrFail/],
   ["security headers", /helmet|security-headers/],
   ["logging (pino, redaction)", /pino|redact|requestCompleted|OneLinePerRequest/],
-  ["JSON response", /serializ|fast-json-stringify|JsonStringifier|JSON/],
+  ["JSON response", /serializ|fast-json-stringify|JsonStringifier|JSON|json-body/],
   ["cookies", /@fastify\/cookie|cookie\/dist/],
   ["request hooks (stop, encoding, cache-control, idle timers)", /request-hooks|connections\.ts|idle-gc|core\/wal\.ts/],
   ["secret service (its read transaction)", /secrets\.service|readTransaction/],
