@@ -29,6 +29,7 @@ const RUN_ONCE = new Set([
   "transactions.test.ts",
   "vercel-plan.test.ts",
   "cli-run-env.test.ts",
+  "cli-http.test.ts",
   "export-formats.test.ts",
   "json-body.test.ts",
   "npm-start.test.ts",

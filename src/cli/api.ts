@@ -2,7 +2,7 @@ import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
-import { failureReason, type HttpAnswer, httpRequest } from "./http.ts";
+import { failureReason, type HttpAnswer, HttpFailure, httpRequest } from "./http.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -103,6 +103,9 @@ async function send(
       timeoutMs: REQUEST_TIMEOUT_MS,
     });
   } catch (error) {
+    // Reached, but the answer was too large to be one of ours: no fallback copy stands in for it.
+    if (error instanceof HttpFailure && error.code === "TOO_LARGE")
+      throw new CliError(`${server} sent an answer too large to read: ${error.message}.`);
     throw new UnreachableError(`Could not reach ${server} (${printable(failureReason(error))}). Check the URL and your network.`);
   }
   const { text } = res;

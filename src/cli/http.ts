@@ -22,10 +22,18 @@ export class HttpFailure extends Error {
   }
 }
 
+/**
+ * The largest answer read: twice the largest the server sends (an export of 1,000 values
+ * of 10,000 characters, each escaped to six bytes in JSON, about 61 MB). A server that
+ * sends more, or never stops, fails the command instead of filling the memory.
+ */
+export const MAX_ANSWER_BYTES = 128 * 1024 * 1024;
+
 export function httpRequest(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs: number },
+  options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs: number; maxBytes?: number },
 ): Promise<HttpAnswer> {
+  const maxBytes = options.maxBytes ?? MAX_ANSWER_BYTES;
   return new Promise((resolve, reject) => {
     let target: URL;
     try {
@@ -49,8 +57,18 @@ export function httpRequest(
         fail(new HttpFailure("REDIRECT", "unexpected redirect"));
         return;
       }
+      const declared = Number(response.headers["content-length"]);
+      if (declared > maxBytes) {
+        fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatMiB(maxBytes)}`));
+        return;
+      }
       const chunks: Buffer[] = [];
-      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      let received = 0;
+      response.on("data", (chunk: Buffer) => {
+        received += chunk.length;
+        if (received > maxBytes) fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatMiB(maxBytes)}`));
+        else chunks.push(chunk);
+      });
       response.on("error", (error) => fail(error));
       response.on("end", () => {
         clearTimeout(timer);
@@ -78,6 +96,10 @@ export function httpRequest(
     request.on("error", (error) => fail(error));
     request.end(options.body);
   });
+}
+
+function formatMiB(bytes: number): string {
+  return bytes >= 1024 * 1024 ? `${Math.round(bytes / 1024 / 1024)} MiB` : `${bytes} bytes`;
 }
 
 /** The short reason a request failed, for a message: the system's code (ECONNREFUSED) or ours in words. */
