@@ -1,11 +1,11 @@
 // The idle collection (src/core/idle-gc.ts): once after a burst of requests, only when idle
-// and only when the heap grew.
+// and only when the process grew.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { createIdleGc } from "../src/core/idle-gc.ts";
 
-test("idle gc: collects once after requests stop, only when the heap grew", () => {
-  let heap = 10;
+test("idle gc: collects once after requests stop, only when the process grew", () => {
+  let resident = 10;
   let calls = 0;
   const idle = createIdleGc(
     { debug() {} },
@@ -14,23 +14,23 @@ test("idle gc: collects once after requests stop, only when the heap grew", () =
       minGrowthBytes: 5,
       gc: () => {
         calls++;
-        heap = 10;
+        resident = 10;
       },
-      heapBytes: () => heap,
+      residentBytes: () => resident,
     },
   );
   assert.equal(idle.available, true);
   const now = Date.now();
   assert.equal(idle.collectIfIdle(now + 5000), false, "no requests yet");
   idle.noteRequest();
-  heap = 30;
+  resident = 30;
   assert.equal(idle.collectIfIdle(Date.now() + 10), false, "requests are recent");
   assert.equal(idle.collectIfIdle(Date.now() + 2000), true);
   assert.equal(calls, 1);
   assert.equal(idle.collectIfIdle(Date.now() + 4000), false, "once per burst");
   idle.noteRequest();
-  heap = 12;
-  assert.equal(idle.collectIfIdle(Date.now() + 2000), false, "the heap did not grow enough");
+  resident = 12;
+  assert.equal(idle.collectIfIdle(Date.now() + 2000), false, "the process did not grow enough");
   assert.equal(calls, 1);
 });
 

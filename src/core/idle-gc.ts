@@ -6,7 +6,11 @@
 // for most of the idle minute (V8's own memory reducer came, if at all, after about a
 // minute). Once requests have stopped for `idleMs`, one full "last resort" collection
 // (compacting, and giving V8's pooled pages back) runs, at most once per burst of
-// requests and only when the heap has grown since the previous one.
+// requests and only when the process has grown since the previous one. Grown is measured
+// on its resident memory, not on V8's heap size: V8's own collections during a load shrink
+// the heap it reports while the pages they freed stay pooled and resident (a 2-minute soak
+// ended with the heap under the threshold and RSS 80 MiB above its start, and this
+// collection never ran).
 //
 // It needs V8's gc(). The executable turns on --expose-gc once it has started and takes
 // gc() from a new context (not in execArgv: a flag given at start changes V8's flag hash,
@@ -22,11 +26,12 @@ type Gc = (options?: { type?: "major" | "minor"; execution?: "sync" | "async"; f
 export interface IdleGcOptions {
   /** How long without requests counts as idle (10 s). */
   idleMs?: number;
-  /** Collect only when V8's heap has grown by this much since the last collection (8 MiB). */
+  /** Collect only when the process's resident memory has grown by this much since the last collection (8 MiB). */
   minGrowthBytes?: number;
   /** For tests; defaults to V8's gc() (see above). */
   gc?: Gc;
-  heapBytes?: () => number;
+  /** For tests; defaults to the process's RSS. */
+  residentBytes?: () => number;
 }
 
 function exposedGc(): Gc | undefined {
@@ -44,22 +49,26 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
   const gc = options.gc ?? exposedGc();
   const idleMs = options.idleMs ?? 10_000;
   const minGrowthBytes = options.minGrowthBytes ?? 8 * 1024 * 1024;
-  const heapBytes = options.heapBytes ?? (() => v8.getHeapStatistics().total_heap_size);
+  const residentBytes = options.residentBytes ?? (() => process.memoryUsage.rss());
   let lastRequestMs = Date.now();
   let requestsSinceGc = 0;
-  let heapAfterGc = heapBytes();
+  let residentAfterGc = residentBytes();
   let timer: NodeJS.Timeout | undefined;
 
   function collectIfIdle(now = Date.now()): boolean {
     if (!gc || requestsSinceGc === 0 || now - lastRequestMs < idleMs) return false;
     requestsSinceGc = 0;
-    const before = heapBytes();
-    if (before - heapAfterGc < minGrowthBytes) return false;
+    const before = residentBytes();
+    if (before - residentAfterGc < minGrowthBytes) return false;
     const started = performance.now();
     gc({ type: "major", execution: "sync", flavor: "last-resort" });
-    heapAfterGc = heapBytes();
+    residentAfterGc = residentBytes();
     log.debug(
-      { heapMiB: Math.round(before / 1048576), afterMiB: Math.round(heapAfterGc / 1048576), ms: Math.round(performance.now() - started) },
+      {
+        rssMiB: Math.round(before / 1048576),
+        afterMiB: Math.round(residentAfterGc / 1048576),
+        ms: Math.round(performance.now() - started),
+      },
       "idle: heap collected",
     );
     return true;
