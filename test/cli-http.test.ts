@@ -5,6 +5,8 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
 import { HttpFailure, httpRequest, MAX_ANSWER_BYTES } from "../src/cli/http.ts";
+import { cliHome } from "./cli-helpers.ts";
+import { runMain } from "./helpers.ts";
 
 async function serve(t: { after(fn: () => unknown): void }, handler: http.RequestListener): Promise<string> {
   const server = http.createServer(handler);
@@ -47,4 +49,15 @@ test("an answer up to the limit is read whole; one past it, declared or streamed
   assert.deepEqual([endless.code, endless.message], ["TOO_LARGE", "the answer is larger than 100000 bytes"]);
   // It stopped reading soon after the limit, not at the timeout.
   assert.ok(streamed < 10_000_000, `the server wrote ${streamed} bytes`);
+});
+
+test("a command whose server answers too much fails with one line and exit 1, not as unreachable", async (t) => {
+  const url = await serve(t, (_req, res) => {
+    res.writeHead(200, { "content-type": "application/json", "content-length": String(MAX_ANSWER_BYTES + 1) });
+    res.write("[");
+  });
+  const home = cliHome(t);
+  const result = await runMain(["projects"], { ...home.env, SECRETS_SERVER_URL: url, SECRETS_SERVER_TOKEN: `svc_st_${"a".repeat(43)}` });
+  assert.equal(result.code, 1, result.stderr);
+  assert.equal(result.stderr.trim(), `secrets-server: Stopped reading ${url}: the answer is larger than 128 MiB.`);
 });
