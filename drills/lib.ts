@@ -8,7 +8,7 @@ import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { SOURCE_COMMAND, sourceCommand } from "../src/dev/source-command.ts";
+import { sourceCommand, sourceCommandWithNodeArgs } from "../src/dev/source-command.ts";
 
 export const ROOT = path.resolve(import.meta.dirname, "..");
 
@@ -127,9 +127,7 @@ export async function startServer(options: StartOptions): Promise<ServerProcess>
   const env = serverEnv(options.dataDir, port, options.env);
   const executable = options.executable ?? drillExecutable();
   if (executable && options.nodeArgs?.length) env.NODE_OPTIONS = options.nodeArgs.join(" ");
-  const [file, args] = executable
-    ? [executable, ["serve"]]
-    : [SOURCE_COMMAND[0]!, [...(options.nodeArgs ?? []), ...SOURCE_COMMAND.slice(1), "serve"]];
+  const [file, args] = executable ? [executable, ["serve"]] : sourceCommandWithNodeArgs(options.nodeArgs ?? [], "serve");
   const child: ChildProcess = spawn(file, args, {
     cwd: ROOT,
     env,

@@ -24,6 +24,11 @@ export function sourceShellCommand(...args: string[]): string {
 
 /** `secrets-server <args>` from source as spawn() takes it: the program, then its arguments. */
 export function sourceCommand(...args: string[]): [program: string, args: string[]] {
+  return sourceCommandWithNodeArgs([], ...args);
+}
+
+/** sourceCommand with flags for node itself (`--max-semi-space-size=4`), which go before the entry. */
+export function sourceCommandWithNodeArgs(nodeArgs: readonly string[], ...args: string[]): [program: string, args: string[]] {
   const [program, ...rest] = SOURCE_COMMAND;
-  return [program!, [...rest, ...args]];
+  return [program!, [...nodeArgs, ...rest, ...args]];
 }
