@@ -32,6 +32,14 @@ test("idle gc: collects once after requests stop, only when the process grew", (
   resident = 12;
   assert.equal(idle.collectIfIdle(Date.now() + 2000), false, "the process did not grow enough");
   assert.equal(calls, 1);
+  // RSS that fell on its own since (to 4) is the new baseline: growing to 9 counts.
+  idle.noteRequest();
+  resident = 4;
+  assert.equal(idle.collectIfIdle(Date.now() + 2000), false);
+  idle.noteRequest();
+  resident = 9;
+  assert.equal(idle.collectIfIdle(Date.now() + 2000), true, "grown by 5 from the lowest seen");
+  assert.equal(calls, 2);
 });
 
 test("idle gc: does nothing from source without gc()", () => {

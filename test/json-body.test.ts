@@ -39,6 +39,8 @@ test("an envelope with a long array is sent as a Buffer holding exactly JSON.str
   assertSame({ sparse: Object.assign(new Array(700), { 5: "x", 600: { y: [undefined, () => 1] } }) });
   assertSame({ nested: { deep: rows(500) }, list: Array.from({ length: 512 }, (_, i) => (i % 3 ? `s${i}` : i)) });
   assertSame(Object.assign(Object.create(null), { list: rows(260) }));
+  // A long array with a toJSON of its own beside one without: the first is stringified whole.
+  assertSame({ own: Object.assign(rows(300), { toJSON: () => ["own"] }), plain: rows(300) });
 });
 
 test("anything else is one JSON.stringify, returned as the string", () => {

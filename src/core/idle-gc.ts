@@ -59,7 +59,11 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
     if (!gc || requestsSinceGc === 0 || now - lastRequestMs < idleMs) return false;
     requestsSinceGc = 0;
     const before = residentBytes();
-    if (before - residentAfterGc < minGrowthBytes) return false;
+    if (before - residentAfterGc < minGrowthBytes) {
+      // RSS also falls without us (V8's memory reducer, pages given back late): grown is measured from the lowest seen.
+      residentAfterGc = Math.min(residentAfterGc, before);
+      return false;
+    }
     const started = performance.now();
     gc({ type: "major", execution: "sync", flavor: "last-resort" });
     residentAfterGc = residentBytes();
@@ -69,7 +73,7 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
         afterMiB: Math.round(residentAfterGc / 1048576),
         ms: Math.round(performance.now() - started),
       },
-      "idle: heap collected",
+      "idle: collected",
     );
     return true;
   }

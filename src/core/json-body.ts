@@ -28,7 +28,7 @@ export function jsonBody(value: unknown): string | Buffer {
   const parts: string[] = [];
   for (const key of Object.keys(value)) {
     const item = value[key];
-    if (Array.isArray(item) && item.length >= MIN_SLICED_ITEMS) {
+    if (Array.isArray(item) && item.length >= MIN_SLICED_ITEMS && !("toJSON" in item)) {
       parts.push(parts.length === 0 ? "{" : ",", JSON.stringify(key), ":[");
       for (let start = 0; start < item.length; start += SLICE_ITEMS) {
         const slice = JSON.stringify(item.slice(start, start + SLICE_ITEMS));
@@ -49,7 +49,8 @@ export function jsonBody(value: unknown): string | Buffer {
   const body = Buffer.allocUnsafe(length);
   let offset = 0;
   for (const part of parts) offset += body.write(part, offset, "utf8");
-  return body;
+  // allocUnsafe's memory may hold an earlier response: never send a byte not written here.
+  return offset === length ? body : JSON.stringify(value);
 }
 
 /** A plain object (no toJSON of its own) with at least one long array among its own values. */
