@@ -104,8 +104,7 @@ async function send(
     });
   } catch (error) {
     // Reached, but the answer was too large to be one of ours: no fallback copy stands in for it.
-    if (error instanceof HttpFailure && error.code === "TOO_LARGE")
-      throw new CliError(`Stopped reading ${server}: ${error.message}.`);
+    if (error instanceof HttpFailure && error.code === "TOO_LARGE") throw new CliError(`Stopped reading ${server}: ${error.message}.`);
     throw new UnreachableError(`Could not reach ${server} (${printable(failureReason(error))}). Check the URL and your network.`);
   }
   const { text } = res;
