@@ -42,11 +42,15 @@ export interface ValuesDeps {
 export type SecretValues = ReturnType<typeof createSecretValues>;
 
 export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
+  function aadOf(row: { projectId: string; environment: string; id: string }, versionNumber: number): string {
+    return secretValueAad(row.projectId, row.environment, row.id, versionNumber);
+  }
+
   function open(
     row: { projectId: string; environment: string; id: string; ciphertext: Buffer; keyVersion: number },
     versionNumber: number,
   ): Promise<string> {
-    return vault.open(row.projectId, secretValueAad(row.projectId, row.environment, row.id, versionNumber), {
+    return vault.open(row.projectId, aadOf(row, versionNumber), {
       ciphertext: row.ciphertext,
       keyVersion: row.keyVersion,
     });
@@ -64,7 +68,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
       projectId,
       rows.map((row) => row.keyVersion),
     );
-    return (row) => opener(secretValueAad(row.projectId, row.environment, row.id, row.version), row);
+    return (row) => opener(aadOf(row, row.version), row);
   }
 
   /** For comparisons only: a value that no longer opens counts as different, so it can be replaced. */
@@ -102,7 +106,7 @@ export function createSecretValues({ repo, access, vault, log }: ValuesDeps) {
     now: string,
     options: { restoredFromVersion?: number; digest?: string } = {},
   ): NewVersion {
-    const sealed = keys.seal(secretValueAad(secret.projectId, secret.environment, secret.id, versionNumber), value);
+    const sealed = keys.seal(aadOf(secret, versionNumber), value);
     return {
       secretId: secret.id,
       versionNumber,

@@ -24,16 +24,19 @@ const MAX_MEMORY = 64 * 1024 * 1024;
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;
 
-/** `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>` with base64url salt and hash. */
-export async function hashPassword(password: string): Promise<string> {
+/**
+ * `scrypt$<log2 N>$<r>$<p>$<salt>$<hash>` with base64url salt and hash. `logN` is for tests
+ * that make hundreds of guesses: a hash carries its cost, and verification uses it.
+ */
+export async function hashPassword(password: string, logN = SCRYPT_LOG_N): Promise<string> {
   const salt = crypto.randomBytes(SALT_BYTES);
   const hash = await scrypt(password.normalize("NFC"), salt, KEY_BYTES, {
-    N: 2 ** SCRYPT_LOG_N,
+    N: 2 ** logN,
     r: SCRYPT_R,
     p: SCRYPT_P,
     maxmem: MAX_MEMORY,
   });
-  return ["scrypt", SCRYPT_LOG_N, SCRYPT_R, SCRYPT_P, salt.toString("base64url"), hash.toString("base64url")].join("$");
+  return ["scrypt", logN, SCRYPT_R, SCRYPT_P, salt.toString("base64url"), hash.toString("base64url")].join("$");
 }
 
 // Compared against when the account does not exist or has no password, so that the

@@ -1,4 +1,4 @@
-// `tsx bench/profile-read.ts [seconds] [checkout]`: where the server's CPU goes on the
+// `tsx bench/profile.ts [seconds] [checkout]`: where the server's CPU goes on the
 // session read (GET of one secret value), for the breakdown in the README's Performance
 // section. PROFILE_TOKEN=1: the same read with a service token. PROFILE_SCENARIO=list or
 // export: a list of 1,000 secrets, or their export as dotenv, instead. The server runs
