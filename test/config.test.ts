@@ -268,9 +268,10 @@ test("in development without MASTER_KEY a key file is generated once with mode 0
   assert.equal(fs.readFileSync(file, "utf8"), first);
 });
 
-test("the database runs in WAL mode with synchronous FULL by default, NORMAL when asked", async (t) => {
+test("the database runs in WAL mode with synchronous FULL by default, NORMAL when asked, and a 2 MiB page cache", async (t) => {
   const server = await startServer(t);
-  assert.deepEqual(connectionSettings(server), { journalMode: "wal", synchronous: 2, foreignKeys: 1 });
+  // The cache in KiB, negative: better-sqlite3's 16 MB default stayed filled after a load.
+  assert.deepEqual(connectionSettings(server), { journalMode: "wal", synchronous: 2, foreignKeys: 1, cacheSize: -2048 });
   const relaxed = await server.restart({ SQLITE_SYNCHRONOUS: "normal" });
   t.after(() => relaxed.stop());
   assert.equal(connectionSettings(relaxed).synchronous, 1);

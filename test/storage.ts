@@ -467,13 +467,19 @@ export function truncateWal(store: Store): void {
   withDb(store, (db) => db.pragma("wal_checkpoint(TRUNCATE)"));
 }
 
-/** The connection's journal mode, synchronous level and foreign-key enforcement: settings no endpoint reports. SQLite-specific. */
-export function connectionSettings(server: TestServer): { journalMode: unknown; synchronous: unknown; foreignKeys: unknown } {
+/** The connection's journal mode, synchronous level, foreign-key enforcement and page cache: settings no endpoint reports. SQLite-specific. */
+export function connectionSettings(server: TestServer): {
+  journalMode: unknown;
+  synchronous: unknown;
+  foreignKeys: unknown;
+  cacheSize: unknown;
+} {
   sqliteOnly(server, "connectionSettings");
   return withDb(server, (db) => ({
     journalMode: db.pragma("journal_mode", { simple: true }),
     synchronous: db.pragma("synchronous", { simple: true }),
     foreignKeys: db.pragma("foreign_keys", { simple: true }),
+    cacheSize: db.pragma("cache_size", { simple: true }),
   }));
 }
 
