@@ -70,8 +70,9 @@ function serverEnv(dataDir: string, port: number, overrides: Record<string, stri
     // The default limit would answer 429 instead of the endpoint after 600 requests a minute.
     // Endpoints with a limit of their own (import, export, CLI sign-in) keep it.
     RATE_LIMIT_PER_MINUTE: "1000000",
-    // glibc's arena limit as the systemd unit sets it, when the drills run with it.
-    ...(process.env.MALLOC_ARENA_MAX ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX } : {}),
+    // glibc's malloc settings when the drills run with them: MALLOC_ARENA_MAX as the systemd
+    // unit sets it, or others to measure (MALLOC_TRIM_THRESHOLD_, ...).
+    ...Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => /^MALLOC_/.test(e[0]) && e[1] !== undefined)),
     ...overrides,
   };
 }
