@@ -21,7 +21,7 @@ import { ErrorBody } from "./core/api-schemas.ts";
 import { createAuth, rateLimitKey } from "./core/auth.ts";
 import { type Clock, systemClock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
-import { closeServer, createGracefulStop, serverTimeouts } from "./core/connections.ts";
+import { answerClientError, closeServer, createGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
 import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
@@ -148,6 +148,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     exposeHeadRoutes: false,
     logController: new OneLinePerRequest(),
     ...serverTimeouts(config),
+    clientErrorHandler: answerClientError,
     // Errors Fastify raises before routing (a malformed %-escape, an over-long path
     // parameter) get the same { error } body as every other error.
     frameworkErrors: (error, _req, reply) => {

@@ -203,6 +203,8 @@ test("a body shorter than its Content-Length is answered 408 within REQUEST_TIME
   });
   const elapsedMs = Date.now() - started;
   assert.match(answer, /^HTTP\/1\.1 408 /);
+  assert.match(answer, /\r\nConnection: close\r\n/i);
+  assert.ok(answer.endsWith('\r\n\r\n{"error":"The request did not arrive in time: send it again."}'), answer);
   assert.ok(elapsedMs >= 1900 && elapsedMs < 4_500, `answered after ${elapsedMs} ms`);
   assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/environments/development/secrets`)).body.secrets, []);
 });
@@ -225,6 +227,50 @@ test("closing the server cuts a connection whose request is half sent instead of
   const elapsedMs = Date.now() - started;
   await closed;
   assert.ok(elapsedMs < 10_000, `the close took ${elapsedMs} ms`);
+});
+
+/** Writes `raw` on a new connection and resolves with everything the server sent before it closed. */
+function rawExchange(server: TestServer, raw: string): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1");
+    let received = "";
+    socket.on("data", (d) => (received += d));
+    socket.on("close", () => resolve(received));
+    socket.on("error", reject);
+    socket.write(raw);
+  });
+}
+
+test("a request Node's parser refuses gets the { error } body and Connection: close, and the client's next request works", async (t) => {
+  const server = await startServer(t);
+  const huge = `GET /api/auth/me HTTP/1.1\r\nHost: x\r\nX-Filler: ${"f".repeat(20_000)}\r\n\r\n`;
+  const tooLarge = await rawExchange(server, huge);
+  assert.match(tooLarge, /^HTTP\/1\.1 431 Request Header Fields Too Large\r\n/);
+  assert.match(tooLarge, /\r\nConnection: close\r\n/);
+  assert.match(tooLarge, /\r\nContent-Type: application\/json; charset=utf-8\r\n/);
+  assert.ok(tooLarge.endsWith('\r\n\r\n{"error":"The request\'s headers are too large."}'), tooLarge);
+
+  const garbled = await rawExchange(server, "GARBAGE\r\n\r\n");
+  assert.match(garbled, /^HTTP\/1\.1 400 Bad Request\r\n/);
+  assert.match(garbled, /\r\nConnection: close\r\n/);
+  assert.ok(garbled.endsWith('\r\n\r\n{"error":"The request could not be understood."}'), garbled);
+
+  // A keep-alive client: without Connection: close it kept the socket the server destroyed,
+  // and the request sent right after the 431 failed with ECONNRESET.
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const get = (headers: Record<string, string>) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.get(`${server.url}/healthz`, { agent, headers }, (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      });
+      req.on("error", reject);
+    });
+  for (let round = 0; round < 5; round++) {
+    assert.equal(await get({ "x-filler": "f".repeat(20_000) }), 431);
+    assert.equal(await get({}), 200);
+  }
 });
 
 test("a compressed request body answers 415 and stores nothing; identity is fine", async (t) => {
