@@ -234,6 +234,8 @@ function rawExchange(server: TestServer, raw: string): Promise<string> {
   return new Promise<string>((resolve, reject) => {
     const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1");
     let received = "";
+    // A server that never closes fails here, not at the runner's time limit.
+    socket.setTimeout(10_000, () => socket.destroy(new Error(`no close within 10 s; received ${JSON.stringify(received)}`)));
     socket.on("data", (d) => (received += d));
     socket.on("close", () => resolve(received));
     socket.on("error", reject);

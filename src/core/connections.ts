@@ -46,11 +46,11 @@ export function serverTimeouts(config: Pick<Config, "requestTimeoutSeconds" | "k
 }
 
 /** Node's parser's refusals: the status, its reason phrase and what the client is told. */
-const CLIENT_ERRORS: Record<string, [number, string, string]> = {
-  ERR_HTTP_REQUEST_TIMEOUT: [408, "Request Timeout", "The request did not arrive in time: send it again."],
-  HPE_HEADER_OVERFLOW: [431, "Request Header Fields Too Large", "The request's headers are too large."],
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: [413, "Payload Too Large", "The request's chunk extensions are too large."],
-};
+const CLIENT_ERRORS = new Map<string | undefined, [number, string, string]>([
+  ["ERR_HTTP_REQUEST_TIMEOUT", [408, "Request Timeout", "The request did not arrive in time: send it again."]],
+  ["HPE_HEADER_OVERFLOW", [431, "Request Header Fields Too Large", "The request's headers are too large."]],
+  ["HPE_CHUNK_EXTENSIONS_OVERFLOW", [413, "Payload Too Large", "The request's chunk extensions are too large."]],
+]);
 const BAD_REQUEST: [number, string, string] = [400, "Bad Request", "The request could not be understood."];
 
 /**
@@ -60,11 +60,12 @@ const BAD_REQUEST: [number, string, string] = [400, "Bad Request", "The request 
  * `Connection: close`, so an HTTP/1.1 client kept the connection and its next request on it
  * failed (the fuzz drill's `write ECONNRESET` on a GET sent right after a 431). This answer
  * says the connection closes and has the `{ error }` body of every other error. As Node's
- * own does, it writes nothing once a response has begun on the socket, which would corrupt it.
+ * own does, it writes nothing once a response has begun on the socket, which would corrupt it
+ * (`headersSent` is true from the moment the head is built, a little before Node's own test).
  */
 export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === "ECONNRESET" || socket.destroyed) return;
-  const [status, reason, message] = CLIENT_ERRORS[error.code ?? ""] ?? BAD_REQUEST;
+  const [status, reason, message] = CLIENT_ERRORS.get(error.code) ?? BAD_REQUEST;
   this.log.debug({ code: error.code, status }, "client error");
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
