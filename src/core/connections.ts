@@ -1,8 +1,8 @@
-import type { ServerOptions } from "node:http";
+import { type ServerOptions, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "./config.ts";
-import { HttpError } from "./errors.ts";
+import { HttpError, NOT_UNDERSTOOD } from "./errors.ts";
 import { printable } from "./text.ts";
 
 /** Headers must have arrived this long after a request starts (never more than the whole request's time). */
@@ -45,13 +45,12 @@ export function serverTimeouts(config: Pick<Config, "requestTimeoutSeconds" | "k
   };
 }
 
-/** Node's parser's refusals: the status, its reason phrase and what the client is told. */
-const CLIENT_ERRORS = new Map<string | undefined, [number, string, string]>([
-  ["ERR_HTTP_REQUEST_TIMEOUT", [408, "Request Timeout", "The request did not arrive in time: send it again."]],
-  ["HPE_HEADER_OVERFLOW", [431, "Request Header Fields Too Large", "The request's headers are too large."]],
-  ["HPE_CHUNK_EXTENSIONS_OVERFLOW", [413, "Payload Too Large", "The request's chunk extensions are too large."]],
+/** Node's parser's refusals: the status and what the client is told; any other is a 400. */
+const CLIENT_ERRORS = new Map<string | undefined, [number, string]>([
+  ["ERR_HTTP_REQUEST_TIMEOUT", [408, "The request did not arrive in time: send it again."]],
+  ["HPE_HEADER_OVERFLOW", [431, "The request's headers are too large."]],
+  ["HPE_CHUNK_EXTENSIONS_OVERFLOW", [413, "The request's chunk extensions are too large."]],
 ]);
-const BAD_REQUEST: [number, string, string] = [400, "Bad Request", "The request could not be understood."];
 
 /**
  * The answer to a request Node's HTTP parser refuses before Fastify sees it: headers past
@@ -65,13 +64,13 @@ const BAD_REQUEST: [number, string, string] = [400, "Bad Request", "The request 
  */
 export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === "ECONNRESET" || socket.destroyed) return;
-  const [status, reason, message] = CLIENT_ERRORS.get(error.code) ?? BAD_REQUEST;
+  const [status, message] = CLIENT_ERRORS.get(error.code) ?? [400, NOT_UNDERSTOOD];
   this.log.debug({ code: error.code, status }, "client error");
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
     const body = JSON.stringify({ error: message });
     socket.write(
-      `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
     );
   }

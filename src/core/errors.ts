@@ -2,10 +2,12 @@ import type { FastifyError, FastifyInstance, FastifyRequest } from "fastify";
 import { hasZodFastifySchemaValidationErrors, type ResponseSerializationError } from "fastify-type-provider-zod";
 import { type StorageMonitor, storageCondition, storageMessage } from "./storage.ts";
 
-/** The one error type: a status and a message the client may read. */
 /** The API's answer to a body whose fields are not what the endpoint takes (api.md). */
 export const INVALID_FIELDS = "invalid fields";
+/** A request the server cannot parse, whether Fastify or Node's HTTP parser refused it. */
+export const NOT_UNDERSTOOD = "The request could not be understood.";
 
+/** The one error type: a status and a message the client may read. */
 export class HttpError extends Error {
   readonly statusCode: number;
   /** Extra fields for the few bodies the spec shapes differently (token polling). */
@@ -143,6 +145,6 @@ function clientErrorMessage(error: FastifyError, status: number): string {
     default:
       if (status === 404) return "Not found.";
       if (status === 413) return "The request body is too large.";
-      return "The request could not be understood.";
+      return NOT_UNDERSTOOD;
   }
 }
