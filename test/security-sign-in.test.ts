@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { type TestContext, test } from "node:test";
+import { addressNetwork } from "../src/core/client-address.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { hashPassword } from "../src/sign-in/passwords.ts";
 import { makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
@@ -120,6 +121,60 @@ test("the account's ceiling (100 failures an hour) holds across many addresses, 
 
   server.clock.advance(45 * 60 * 1000);
   assert.equal((await signIn(server, PASSWORD, "203.0.113.20")).status, 200);
+});
+
+test("an IPv6 client is one client per /64: 40 addresses of one network are limited as one address", async (t) => {
+  const server = await ownerAccount(t, { TRUST_PROXY: "1" });
+  // Forty spellings and hosts of 2001:db8:a:b::/64, as a host that owns the /64 would send.
+  const attackers = Array.from({ length: 40 }, (_, i) =>
+    i % 2 ? `2001:db8:a:b::${(i + 1).toString(16)}` : `2001:0DB8:000A:000B:0:0:${i}:1`,
+  );
+  const answers = await Promise.all(attackers.map((address, i) => signIn(server, `wrong guess number ${i}`, address)));
+  assert.deepEqual(tally(answers), {
+    "401 Incorrect e-mail or password.": 10,
+    "429 Too many failed sign-ins for this account. Try again in 15 minutes.": 10,
+    "429 Too many requests. Try again in N seconds.": 20,
+  });
+  // The next /64 is another client: the owner gets in from it.
+  const owner = await signIn(server, PASSWORD, "2001:db8:a:c::1");
+  assert.equal(owner.status, 200, JSON.stringify(owner.body));
+
+  // A device login start (10 a minute per client address) counts the /64 too.
+  const starts = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      server.client().request("POST", "/api/cli/auth/device", {}, { "x-forwarded-for": `2001:db8:d::${i + 1}` }),
+    ),
+  );
+  assert.deepEqual(starts.map((res) => res.status).sort(), [...Array(10).fill(200), 429, 429]);
+  const elsewhere = await server.client().request("POST", "/api/cli/auth/device", {}, { "x-forwarded-for": "2001:db8:e::1" });
+  assert.equal(elsewhere.status, 200);
+});
+
+test("an IPv4-mapped address is its IPv4 address: failures from one count for the other", async (t) => {
+  const server = await ownerAccount(t, { TRUST_PROXY: "1" });
+  for (let i = 0; i < 10; i++) assert.deepEqual((await signIn(server, `typo number ${i} here`, "198.51.100.23")).body, INCORRECT);
+  const mapped = await signIn(server, PASSWORD, "::ffff:198.51.100.23");
+  assert.deepEqual([mapped.status, mapped.body], [429, limitedFor(15)]);
+  assert.equal((await signIn(server, PASSWORD, "198.51.100.24")).status, 200);
+});
+
+test("addressNetwork: IPv4 as it is, IPv6 as its /64 whatever the spelling, anything else untouched", () => {
+  const cases: [string, string][] = [
+    ["192.0.2.1", "192.0.2.1"],
+    ["::ffff:192.0.2.1", "192.0.2.1"],
+    ["::ffff:c000:201", "192.0.2.1"],
+    ["2001:db8::1", "2001:db8:0:0::/64"],
+    ["2001:0DB8:0000:0000:ffff:1:2:3", "2001:db8:0:0::/64"],
+    ["2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"],
+    ["2001:db8:1:2::", "2001:db8:1:2::/64"],
+    ["::1", "0:0:0:0::/64"],
+    ["::", "0:0:0:0::/64"],
+    ["fe80::1%eth0", "fe80:0:0:0::/64"],
+    ["64:ff9b::192.0.2.1", "64:ff9b:0:0::/64"],
+    ["not an address", "not an address"],
+    ["", ""],
+  ];
+  for (const [address, network] of cases) assert.equal(addressNetwork(address), network, address);
 });
 
 test("without TRUST_PROXY, X-Forwarded-For is ignored: a forged address does not escape the limit", async (t) => {

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { ErrorBody, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { isServiceAccount } from "../core/caller.ts";
+import { perNetwork } from "../core/client-address.ts";
 import { HttpError } from "../core/errors.ts";
 import { type CliAuthService, normalizeUserCode } from "./cli-auth.service.ts";
 
@@ -55,7 +56,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
   const approvesPerIp = app.createRateLimit({
     max: APPROVE_LIMIT_PER_IP_PER_MINUTE,
     timeWindow: 60_000,
-    keyGenerator: (req) => `cli-approve-ip:${req.ip}`,
+    keyGenerator: perNetwork("cli-approve-ip"),
   });
   // Both limits count every well-formed attempt, found or not; a malformed code looks nothing
   // up, so it costs nothing. (The plugin's route option runs only one limiter per request.)
@@ -77,7 +78,7 @@ export function registerCliAuthRoutes(app: FastifyInstance, { auth, cliAuth }: D
   routes.post(
     "/api/cli/auth/device",
     {
-      config: { rateLimit: { max: DEVICE_START_LIMIT_PER_MINUTE, timeWindow: 60_000, keyGenerator: (req) => `cli-device:${req.ip}` } },
+      config: { rateLimit: { max: DEVICE_START_LIMIT_PER_MINUTE, timeWindow: 60_000, keyGenerator: perNetwork("cli-device") } },
       schema: {
         tags,
         summary: "Start a device sign-in",

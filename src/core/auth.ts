@@ -1,6 +1,7 @@
 import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import { type Caller, isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
+import { addressNetwork, perNetwork } from "./client-address.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
 import { hashToken, randomToken } from "./crypto.ts";
@@ -52,7 +53,7 @@ export interface ServiceTokenResolver {
  * when signed out, so limits counted per user count per service account too.
  */
 export function rateLimitKey(req: FastifyRequest): string {
-  if (!req.caller) return `ip:${req.ip}`;
+  if (!req.caller) return `ip:${addressNetwork(req.ip)}`;
   return isServiceAccount(req.caller) ? `service-account:${req.caller.serviceAccountId}` : `user:${req.caller.userId}`;
 }
 
@@ -230,7 +231,7 @@ export function createAuth(
       const limit = app.createRateLimit({
         max: BAD_SERVICE_TOKENS_PER_MINUTE,
         timeWindow: 60_000,
-        keyGenerator: (req) => `bad-service-token:${req.ip}`,
+        keyGenerator: perNetwork("bad-service-token"),
       });
       // A callback hook: every other request passes it without a promise.
       app.addHook("preParsing", (req, reply, _payload, done) => {

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { type AccessGuard, ASSIGNABLE_ROLES, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { perNetwork } from "../core/client-address.ts";
 import type { InvitationsService } from "./invitations.service.ts";
 
 const AssignableRole = z.enum(ASSIGNABLE_ROLES);
@@ -123,7 +124,7 @@ export function registerInvitationRoutes(app: FastifyInstance, { auth, access, i
   routes.post(
     "/api/invitations/preview",
     {
-      config: { rateLimit: { max: 20, timeWindow: 60_000, keyGenerator: (req) => `preview-ip:${req.ip}` } },
+      config: { rateLimit: { max: 20, timeWindow: 60_000, keyGenerator: perNetwork("preview-ip") } },
       schema: {
         tags,
         summary: "What an invitation link offers, before sign-in",

@@ -3,6 +3,7 @@ import net from "node:net";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
 import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
+import { mappedIpv4, normalizeAddress } from "../core/client-address.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError, INVALID_FIELDS } from "../core/errors.ts";
@@ -83,31 +84,6 @@ export interface NewTrust {
   audience: string;
   subject: string;
   claims?: Record<string, string>;
-}
-
-/**
- * The IPv4 address inside an IPv4-mapped IPv6 address (::ffff:10.0.0.1, ::ffff:a00:1, the
- * long form), or undefined for any other text. Read from the URL parser's canonical form,
- * so every spelling of the same address gives the same answer.
- */
-function mappedIpv4(address: string): string | undefined {
-  if (!net.isIPv6(address) || address.includes("%")) return undefined;
-  let canonical: string;
-  try {
-    canonical = new URL(`http://[${address}]`).hostname;
-  } catch {
-    return undefined;
-  }
-  const match = canonical.match(/^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/);
-  if (!match) return undefined;
-  const high = parseInt(match[1]!, 16);
-  const low = parseInt(match[2]!, 16);
-  return [high >> 8, high & 255, low >> 8, low & 255].join(".");
-}
-
-/** An address as rate limits see it; an IPv4-mapped IPv6 address is its IPv4 address. */
-function normalizeAddress(address: string): string {
-  return mappedIpv4(address) ?? address;
 }
 
 /**

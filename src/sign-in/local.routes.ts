@@ -1,8 +1,9 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { perNetwork } from "../core/client-address.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser } from "../users/users.service.ts";
 import type { LocalAccounts } from "./local.service.ts";
@@ -38,7 +39,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
   const routes = app.withTypeProvider<ZodTypeProvider>();
   const tags = SIGN_IN_TAGS;
   const perAddress = (name: string, max: number) => ({
-    rateLimit: { max, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `${name}:${req.ip}` },
+    rateLimit: { max, timeWindow: 60_000, keyGenerator: perNetwork(name) },
   });
 
   routes.post(

@@ -1,4 +1,5 @@
 import crypto from "node:crypto";
+import { addressNetwork } from "../core/client-address.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
@@ -210,12 +211,13 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
     /**
      * Checks e-mail and password. Every failure gives the same message, whether or not the
      * account exists, and takes the same time (a dummy hash is verified for unknown ones).
-     * `address` is the client address (`req.ip`, which TRUST_PROXY decides); it is stored hashed.
+     * `address` is the client address (`req.ip`, which TRUST_PROXY decides); failures are
+     * counted per its network (an IPv6 address's /64, see addressNetwork) and stored hashed.
      */
     async signIn(email: string, password: string, address: string): Promise<UserRow> {
       const normalized = email.trim().toLowerCase();
       const account = hashToken(normalized);
-      const pair = hashToken(address);
+      const pair = hashToken(addressNetwork(address));
       const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
       if (retryInSeconds > 0) {
         throw new HttpError(
@@ -227,7 +229,7 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
       }
       const user = await findLocalUser(normalized);
       // A wrong password leaves the failure countAttempt recorded; a right one takes it back
-      // together with the earlier failures from this address (not those from elsewhere).
+      // together with the earlier failures from this network (not those from elsewhere).
       const isValid = await verifyPassword(password, user?.passwordHash);
       if (!user || !isValid) throw new HttpError(401, SIGN_IN_FAILED);
       await writeTransaction(db, () => repo.clearPairFailures(account, pair));

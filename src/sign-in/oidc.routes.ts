@@ -1,9 +1,10 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import type { Logger } from "pino";
 import { z } from "zod";
 import { SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
+import { perNetwork } from "../core/client-address.ts";
 import type { Config } from "../core/config.ts";
 import type { Keyring } from "../core/crypto.ts";
 import { OIDC_SIGN_IN_SECONDS, type OidcService, type PendingSignIn, SignInFailure } from "./oidc.service.ts";
@@ -54,7 +55,7 @@ function safeReturnTo(value: unknown, appOrigin: string): string {
 export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring, oidc, log }: Deps): void {
   const cookie = createSealedCookie<PendingSignIn>(keyring, config, "oidc");
   // Per address: a start costs nothing at the provider, but nobody needs more than this.
-  const perAddress = { max: 30, timeWindow: 60_000, keyGenerator: (req: FastifyRequest) => `oidc:${req.ip}` };
+  const perAddress = { max: 30, timeWindow: 60_000, keyGenerator: perNetwork("oidc") };
 
   function fail(reply: FastifyReply, failure: SignInFailure) {
     return reply.redirect(`${SIGN_IN_PAGE}?error=${failure.code}`, 302);
