@@ -52,7 +52,7 @@ const SENTINEL_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 // (the README's reliability section), at the cost of more frequent, shorter scavenges.
 const SEMI_SPACE_MIB = 4;
 // How far V8 lets the old space grow past what the last full collection left live, in
-// percent (V8 picks 10 to 300 by itself from its collection speed). In some soak runs, with
+// percent (V8 picks 10 to 300 by itself from its collection speed; this fixes it). In some soak runs, with
 // the same load, a hundred times more survived the young generation than in others (the
 // cause not found): the old space then grew to 85–100 MiB between full collections and RSS
 // ended the load at 167–210 MiB, against 119–124 in the other runs. At 50 the collections

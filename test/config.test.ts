@@ -31,6 +31,8 @@ test("defaults come up in development on ./data with the dev sign-in", () => {
   assert.equal(config.vercelApiUrl, "https://api.vercel.com");
   assert.equal(config.sqliteSynchronous, "full");
   assert.equal(config.trustProxy, false);
+  assert.equal(config.rateLimitIpv6Prefix, 64);
+  assert.equal(loadConfig({ RATE_LIMIT_IPV6_PREFIX: "128" }).rateLimitIpv6Prefix, 128);
 });
 
 test("each invalid variable is refused with its name in the message", () => {
@@ -52,6 +54,8 @@ test("each invalid variable is refused with its name in the message", () => {
     [{ TRUST_PROXY: "proxy.internal" }, "TRUST_PROXY"],
     [{ TRUST_PROXY: "10.0.0.1, 10.0.0.0/99" }, "TRUST_PROXY"],
     [{ TRUST_PROXY: "0.0.0.0/0" }, "TRUST_PROXY"],
+    [{ RATE_LIMIT_IPV6_PREFIX: "16" }, "RATE_LIMIT_IPV6_PREFIX"],
+    [{ RATE_LIMIT_IPV6_PREFIX: "129" }, "RATE_LIMIT_IPV6_PREFIX"],
   ];
   for (const [env, name] of cases) {
     const message = configError(env);

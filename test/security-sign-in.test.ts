@@ -148,6 +148,33 @@ test("an IPv6 client is one client per /64: 40 addresses of one network are limi
   assert.deepEqual(starts.map((res) => res.status).sort(), [...Array(10).fill(200), 429, 429]);
   const elsewhere = await server.client().request("POST", "/api/cli/auth/device", {}, { "x-forwarded-for": "2001:db8:e::1" });
   assert.equal(elsewhere.status, 200);
+
+  // So do refused service tokens (60 a minute per client address, on every path).
+  const refused = (address: string, n: number) =>
+    server
+      .client()
+      .request("GET", "/healthz", undefined, { "x-forwarded-for": address, authorization: `Bearer svc_st_${String(n).padStart(43, "x")}` });
+  for (let n = 0; n < 60; n++) assert.equal((await refused(`2001:db8:f::${(n + 1).toString(16)}`, n)).status, 401, `refusal ${n + 1}`);
+  assert.equal((await refused("2001:db8:f::ffff", 60)).status, 429);
+  assert.equal((await refused("2001:db8:f:1::1", 61)).status, 401, "the next /64 is another client");
+});
+
+test("RATE_LIMIT_IPV6_PREFIX=128 counts every IPv6 address on its own (hosts sharing a /64: a cloud subnet, a pod network)", async (t) => {
+  const server = await ownerAccount(t, { TRUST_PROXY: "1", RATE_LIMIT_IPV6_PREFIX: "128" });
+  const starts = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      server.client().request("POST", "/api/cli/auth/device", {}, { "x-forwarded-for": `2001:db8:d::${i + 1}` }),
+    ),
+  );
+  assert.deepEqual(
+    starts.map((res) => res.status),
+    Array(12).fill(200),
+  );
+  // One address is still one client.
+  const again = await Promise.all(
+    Array.from({ length: 11 }, () => server.client().request("POST", "/api/cli/auth/device", {}, { "x-forwarded-for": "2001:db8:d::1" })),
+  );
+  assert.deepEqual(again.map((res) => res.status).sort(), [...Array(9).fill(200), 429, 429]);
 });
 
 test("an IPv4-mapped address is its IPv4 address: failures from one count for the other", async (t) => {
@@ -158,23 +185,32 @@ test("an IPv4-mapped address is its IPv4 address: failures from one count for th
   assert.equal((await signIn(server, PASSWORD, "198.51.100.24")).status, 200);
 });
 
-test("addressNetwork: IPv4 as it is, IPv6 as its /64 whatever the spelling, anything else untouched", () => {
+test("addressNetwork: IPv4 as it is, IPv6 by its prefix whatever the spelling, anything else untouched", () => {
   const cases: [string, string][] = [
     ["192.0.2.1", "192.0.2.1"],
     ["::ffff:192.0.2.1", "192.0.2.1"],
     ["::ffff:c000:201", "192.0.2.1"],
-    ["2001:db8::1", "2001:db8:0:0::/64"],
-    ["2001:0DB8:0000:0000:ffff:1:2:3", "2001:db8:0:0::/64"],
-    ["2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"],
-    ["2001:db8:1:2::", "2001:db8:1:2::/64"],
-    ["::1", "0:0:0:0::/64"],
-    ["::", "0:0:0:0::/64"],
-    ["fe80::1%eth0", "fe80:0:0:0::/64"],
-    ["64:ff9b::192.0.2.1", "64:ff9b:0:0::/64"],
+    ["::ffff:192.0.2.1%eth0", "192.0.2.1"],
+    ["64:ff9b::192.0.2.1", "192.0.2.1"],
+    ["64:ff9b::c000:201", "192.0.2.1"],
+    ["2001:db8::1", "2001:db8:0:0:0:0:0:0/64"],
+    ["2001:0DB8:0000:0000:ffff:1:2:3", "2001:db8:0:0:0:0:0:0/64"],
+    ["2001:db8:1:2:3:4:5:6", "2001:db8:1:2:0:0:0:0/64"],
+    ["2001:db8:1:2::", "2001:db8:1:2:0:0:0:0/64"],
+    ["1:2:3:4:5:6:7::", "1:2:3:4:0:0:0:0/64"],
+    ["1:2:3:4:5:6:1.2.3.4", "1:2:3:4:0:0:0:0/64"],
+    ["::1", "0:0:0:0:0:0:0:0/64"],
+    ["::", "0:0:0:0:0:0:0:0/64"],
+    ["fe80::1%eth0", "fe80:0:0:0:0:0:0:0/64"],
     ["not an address", "not an address"],
+    ["1.2.3.4%x", "1.2.3.4%x"],
     ["", ""],
   ];
   for (const [address, network] of cases) assert.equal(addressNetwork(address), network, address);
+  assert.equal(addressNetwork("2001:db8:1:2:3:4:5:6", 128), "2001:db8:1:2:3:4:5:6/128");
+  assert.equal(addressNetwork("2001:db8:1:2:3:4:5:6", 56), "2001:db8:1:0:0:0:0:0/56");
+  assert.equal(addressNetwork("2001:db8:1:2ff:3:4:5:6", 56), "2001:db8:1:200:0:0:0:0/56");
+  assert.equal(addressNetwork("192.0.2.1", 128), "192.0.2.1");
 });
 
 test("without TRUST_PROXY, X-Forwarded-For is ignored: a forged address does not escape the limit", async (t) => {

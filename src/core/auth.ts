@@ -15,6 +15,8 @@ declare module "fastify" {
     badBearer: boolean;
     /** True when a svc_st_/svc_wt_ token was sent and refused; answered 401 in preParsing. */
     badServiceToken: boolean;
+    /** The client as per-address limits count it: its address, or its IPv6 network (addressNetwork). */
+    readonly clientNetwork: string;
   }
 }
 
@@ -53,7 +55,7 @@ export interface ServiceTokenResolver {
  * when signed out, so limits counted per user count per service account too.
  */
 export function rateLimitKey(req: FastifyRequest): string {
-  if (!req.caller) return `ip:${addressNetwork(req.ip)}`;
+  if (!req.caller) return `ip:${req.clientNetwork}`;
   return isServiceAccount(req.caller) ? `service-account:${req.caller.serviceAccountId}` : `user:${req.caller.userId}`;
 }
 
@@ -175,6 +177,11 @@ export function createAuth(
       app.decorateRequest("caller", null);
       app.decorateRequest("badBearer", false);
       app.decorateRequest("badServiceToken", false);
+      app.decorateRequest("clientNetwork", {
+        getter(this: FastifyRequest) {
+          return addressNetwork(this.ip, config.rateLimitIpv6Prefix);
+        },
+      });
       app.addHook("onRequest", async (req) => {
         const authorization = req.headers.authorization;
         const bearer = authorization === undefined ? undefined : bearerToken(authorization);

@@ -37,6 +37,7 @@ const schema = {
     SMTP_URL: { type: "string", minLength: 1 },
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
+    RATE_LIMIT_IPV6_PREFIX: { type: "integer", minimum: 32, maximum: 128, default: 64 },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
     SYNC_LEASE_SECONDS: { type: "integer", minimum: 2, maximum: 600, default: 30 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
@@ -72,6 +73,7 @@ interface RawEnv {
   SMTP_URL?: string;
   SMTP_FROM?: string;
   RATE_LIMIT_PER_MINUTE: number;
+  RATE_LIMIT_IPV6_PREFIX: number;
   SYNC_DEBOUNCE_MS: number;
   SYNC_LEASE_SECONDS: number;
   VERCEL_RETRY_BASE_MS: number;
@@ -116,6 +118,8 @@ export interface Config {
   trustProxy: false | number | string[];
   smtp?: { url: string; from: string };
   rateLimitPerMinute: number;
+  /** How many leading bits of an IPv6 client address the per-address limits count by (64). */
+  rateLimitIpv6Prefix: number;
   /** Delay between a secret change and the automatic Vercel sync it schedules. */
   syncDebounceMs: number;
   /** A Vercel sync or scheduler lease not renewed for this long belongs to a process that is gone. */
@@ -228,6 +232,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trustProxy: parseTrustProxy(raw.TRUST_PROXY),
     smtp,
     rateLimitPerMinute: raw.RATE_LIMIT_PER_MINUTE,
+    rateLimitIpv6Prefix: raw.RATE_LIMIT_IPV6_PREFIX,
     syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
     syncLeaseSeconds: raw.SYNC_LEASE_SECONDS,
     vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,

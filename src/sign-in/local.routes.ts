@@ -56,7 +56,7 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
       },
     },
     async (req, reply) => {
-      const user = await local.signIn(req.body.email, req.body.password, req.ip);
+      const user = await local.signIn(req.body.email, req.body.password, req.clientNetwork);
       await auth.startBrowserSession(reply, user.id);
       return { user: toPublicUser(user) };
     },

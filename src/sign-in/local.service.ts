@@ -1,5 +1,4 @@
 import crypto from "node:crypto";
-import { addressNetwork } from "../core/client-address.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
@@ -17,9 +16,9 @@ const HOUR_MS = 60 * 60 * 1000;
 const LINK_LIFETIME_HOURS: Record<LinkPurpose, number> = { setup: 24, invite: 7 * 24, reset: 24 };
 
 /**
- * Failed sign-ins are limited twice. Per account and client address: 10 in 15 minutes,
- * which slows one guesser to a crawl but leaves the owner, who signs in from elsewhere,
- * alone. Per account over all addresses: 100 in an hour, so that guessing from many
+ * Failed sign-ins are limited twice. Per account and client address (an IPv6 client's /64,
+ * see addressNetwork): 10 in 15 minutes, which slows one guesser to a crawl but leaves the
+ * owner, who signs in from elsewhere, alone. Per account over all addresses: 100 in an hour, so that guessing from many
  * addresses is still bounded (and only that can lock the owner out).
  */
 const PAIR_FAILURE_LIMIT = 10;
@@ -211,13 +210,13 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
     /**
      * Checks e-mail and password. Every failure gives the same message, whether or not the
      * account exists, and takes the same time (a dummy hash is verified for unknown ones).
-     * `address` is the client address (`req.ip`, which TRUST_PROXY decides); failures are
-     * counted per its network (an IPv6 address's /64, see addressNetwork) and stored hashed.
+     * `network` is the client as per-address limits count it (`req.clientNetwork`: its
+     * address, which TRUST_PROXY decides, or its IPv6 network); it is stored hashed.
      */
-    async signIn(email: string, password: string, address: string): Promise<UserRow> {
+    async signIn(email: string, password: string, network: string): Promise<UserRow> {
       const normalized = email.trim().toLowerCase();
       const account = hashToken(normalized);
-      const pair = hashToken(addressNetwork(address));
+      const pair = hashToken(network);
       const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
       if (retryInSeconds > 0) {
         throw new HttpError(
