@@ -52,12 +52,13 @@ const SENTINEL_FUSE = "NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2";
 // (the README's reliability section), at the cost of more frequent, shorter scavenges.
 const SEMI_SPACE_MIB = 4;
 // How far V8 lets the old space grow past what the last full collection left live, in
-// percent (V8 picks 10 to 300 by itself from its collection speed; this fixes it). In some soak runs, with
-// the same load, a hundred times more survived the young generation than in others (the
-// cause not found): the old space then grew to 85–100 MiB between full collections and RSS
-// ended the load at 167–210 MiB, against 119–124 in the other runs. At 50 the collections
-// came at 33–39 MiB of heap instead, a few milliseconds' pause every 3 s; the other runs do
-// not reach it. The training start runs with the same flags, so the code cache stays valid.
+// percent (V8 picks 10 to 300 by itself from its collection speed; this fixes it). In some
+// soak runs, with the same load, a hundred times more survived the young generation than
+// in others (the cause not found): the old space then grew to 85–100 MiB between full
+// collections and RSS ended the load at 167–210 MiB, against 119–124 in the other runs. At
+// 50 the collections came at 33–39 MiB of heap instead, a few milliseconds' pause every
+// 3 s; the other runs do not reach it. The training start and the blob's entry are made
+// with the same flags, so V8 keeps taking both code caches.
 const HEAP_GROWING_PERCENT = 50;
 const V8_FLAGS = [`--max-semi-space-size=${SEMI_SPACE_MIB}`, `--heap-growing-percent=${HEAP_GROWING_PERCENT}`];
 
@@ -256,8 +257,8 @@ function makeBlob(node, assets) {
     useCodeCache: true,
     useSnapshot: false,
     // V8 flags the executable always runs with (NODE_OPTIONS may add to them); see
-    // SEMI_SPACE_MIB and HEAP_GROWING_PERCENT. Not --expose-gc, which would make V8 reject the code cache
-    // (src/core/idle-gc.ts turns it on after start).
+    // SEMI_SPACE_MIB and HEAP_GROWING_PERCENT. Not --expose-gc, which would make V8 reject
+    // the code cache (src/core/idle-gc.ts turns it on after start).
     execArgv: V8_FLAGS,
     assets: Object.fromEntries(Object.entries(assets).map(([name, file]) => [name, relative(file)])),
   };

@@ -159,6 +159,14 @@ test("an IPv6 client is one client per /64: 40 addresses of one network are limi
   assert.equal((await refused("2001:db8:f:1::1", 61)).status, 401, "the next /64 is another client");
 });
 
+test("the default limit counts a signed-out IPv6 client per /64", async (t) => {
+  const server = await startServer(t, { env: { TRUST_PROXY: "1", RATE_LIMIT_PER_MINUTE: "5" } });
+  const signedOut = (address: string) => server.client().request("GET", "/api/projects", undefined, { "x-forwarded-for": address });
+  for (let i = 1; i <= 5; i++) assert.equal((await signedOut(`2001:db8:9::${i}`)).status, 401, `request ${i}`);
+  assert.equal((await signedOut("2001:db8:9::6")).status, 429);
+  assert.equal((await signedOut("2001:db8:9:1::1")).status, 401, "the next /64 is another client");
+});
+
 test("RATE_LIMIT_IPV6_PREFIX=128 counts every IPv6 address on its own (hosts sharing a /64: a cloud subnet, a pod network)", async (t) => {
   const server = await ownerAccount(t, { TRUST_PROXY: "1", RATE_LIMIT_IPV6_PREFIX: "128" });
   const starts = await Promise.all(

@@ -2,6 +2,7 @@ import type { AddressInfo } from "node:net";
 import net from "node:net";
 import path from "node:path";
 import { envSchema } from "env-schema";
+import { DEFAULT_IPV6_PREFIX } from "./client-address.ts";
 import { isLoopbackHost } from "./loopback.ts";
 
 // Every variable of the README's "Configuration" section.
@@ -37,7 +38,7 @@ const schema = {
     SMTP_URL: { type: "string", minLength: 1 },
     SMTP_FROM: { type: "string", minLength: 3 },
     RATE_LIMIT_PER_MINUTE: { type: "integer", minimum: 1, maximum: 1_000_000, default: 600 },
-    RATE_LIMIT_IPV6_PREFIX: { type: "integer", minimum: 32, maximum: 128, default: 64 },
+    RATE_LIMIT_IPV6_PREFIX: { type: "integer", minimum: 32, maximum: 128, default: DEFAULT_IPV6_PREFIX },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
     SYNC_LEASE_SECONDS: { type: "integer", minimum: 2, maximum: 600, default: 30 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },

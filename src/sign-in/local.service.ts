@@ -18,8 +18,9 @@ const LINK_LIFETIME_HOURS: Record<LinkPurpose, number> = { setup: 24, invite: 7 
 /**
  * Failed sign-ins are limited twice. Per account and client address (an IPv6 client's /64,
  * see addressNetwork): 10 in 15 minutes, which slows one guesser to a crawl but leaves the
- * owner, who signs in from elsewhere, alone. Per account over all addresses: 100 in an hour, so that guessing from many
- * addresses is still bounded (and only that can lock the owner out).
+ * owner, who signs in from elsewhere, alone. Per account over all addresses: 100 in an
+ * hour, so that guessing from many addresses is still bounded (and only that can lock the
+ * owner out).
  */
 const PAIR_FAILURE_LIMIT = 10;
 const PAIR_FAILURE_WINDOW_MS = 15 * 60 * 1000;
