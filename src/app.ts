@@ -81,7 +81,8 @@ export interface AppOptions {
   clock?: Clock;
   /** Where log lines go (stdout by default); tests collect them to prove no secret is logged. */
   logStream?: Writable;
-  /** How long an identity issuer's key set is not refetched for an unknown kid (30 s; tests shorten it). */
+  /** Runs before each group-commit sync of the WAL (core/group-commit.ts); tests hold it to see answers wait for the disk. */
+  beforeWalSync?: () => Promise<void>;
 }
 
 export interface App {
@@ -123,7 +124,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const clock = options.clock ?? systemClock;
   const log = createLogger(config, options.logStream);
   const keyring = loadKeyring(config, log);
-  const db = await openStore(config, { warn: (message) => log.warn(message) });
+  const db = await openStore(config, {
+    warn: (message) => log.warn(message),
+    groupCommit: { beforeSync: options.beforeWalSync },
+  });
   try {
     await checkMasterKeys(db, keyring, clock.now());
   } catch (error) {
@@ -223,7 +227,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
 
   // Counted in memory, saved every few seconds and at close: a restart keeps the windows.
   const rateLimits = createRateLimitStore(db, clock);
-  app.addHook("onClose", async () => rateLimits.stop());
+  // A storage fault at close (a full disk, a failed sync) is reported, not thrown: the
+  // counts are a minute's worth, and the database must still be closed.
+  app.addHook("onClose", async () => rateLimits.stop().catch((error) => backgroundError(error, "could not save rate-limit counters")));
   await app.register(rateLimit, {
     store: rateLimits.Store,
     global: true,
@@ -342,7 +348,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   app.addHook("onClose", async () => {
     vercelShutdown.abort();
-    await vercelSync.stop();
+    // Without the release another server takes the lease over once it is stale (SYNC_LEASE_SECONDS).
+    await vercelSync.stop().catch((error) => backgroundError(error, "could not hand the Vercel scheduler lease on"));
   });
 
   // Degraded (503 with the reason) when the storage probe cannot write; `error` as every

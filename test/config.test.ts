@@ -5,6 +5,7 @@ import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
+import { openDatabase } from "../src/core/db.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
 import { Client, makeTempDir, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
@@ -272,13 +273,24 @@ test("in development without MASTER_KEY a key file is generated once with mode 0
   assert.equal(fs.readFileSync(file, "utf8"), first);
 });
 
-test("the database runs in WAL mode with synchronous FULL by default, NORMAL when asked, and a 2 MiB page cache", async (t) => {
+test("the database runs in WAL mode with a 2 MiB page cache; FULL durability by group commit in the server, SQLite's FULL in the commands", async (t) => {
   const server = await startServer(t);
-  // The cache in KiB, negative: better-sqlite3's 16 MB default stayed filled after a load.
-  assert.deepEqual(connectionSettings(server), { journalMode: "wal", synchronous: 2, foreignKeys: 1, cacheSize: -2048 });
+  // The server's connection commits at NORMAL and syncs the WAL itself (group commit,
+  // test/group-commit.test.ts). The cache in KiB, negative: better-sqlite3's 16 MB default
+  // stayed filled after a load.
+  assert.deepEqual(connectionSettings(server), { journalMode: "wal", synchronous: 1, foreignKeys: 1, cacheSize: -2048 });
   const relaxed = await server.restart({ SQLITE_SYNCHRONOUS: "normal" });
   t.after(() => relaxed.stop());
   assert.equal(connectionSettings(relaxed).synchronous, 1);
+  // A command's connection (users, rotate-key, audit verify) fsyncs in each commit.
+  const dataDir = makeTempDir();
+  const command = openDatabase({ dataDir, sqliteSynchronous: "full" });
+  try {
+    assert.equal(command.$client.pragma("synchronous", { simple: true }), 2);
+  } finally {
+    command.$client.close();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
 });
 
 test("migrate applies the migrations and exits", async () => {

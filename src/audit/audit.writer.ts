@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import type { PgStore } from "../core/postgres.ts";
-import { inTransaction, isPostgres, type Store, writeTransaction } from "../core/store.ts";
+import { atNextCommit, inTransaction, isPostgres, type Store, writeTransaction } from "../core/store.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -228,15 +228,16 @@ export function createAuditWriter(db: Store, clock: Clock, keyring: Keyring) {
     /**
      * The event of a read that changes nothing (a value revealed). There is no change to
      * commit it with, and committing each alone would cost one fsync per read: events of
-     * reads arriving together are written in one transaction on the next turn of the event
-     * loop. The promise settles once the event is durable, and the caller must not answer
-     * before: a value is never shown without its event on disk.
+     * reads arriving together are written in one transaction, on the next turn of the event
+     * loop or, while the disk syncs earlier writes, when that sync ends (atNextCommit). The
+     * promise settles once the event is durable, and the caller must not answer before: a
+     * value is never shown without its event on disk.
      */
     recordRead(actor: Principal | null, entry: AuditEntry): Promise<void> {
       const content = toContent(actor, entry);
       return new Promise((resolve, reject) => {
         // flushReads settles every waiting read itself, error or not.
-        if (pendingReads.length === 0) setImmediate(() => void flushReads());
+        if (pendingReads.length === 0) atNextCommit(db, () => void flushReads());
         pendingReads.push({ content, settle: (error) => (error === undefined ? resolve() : reject(error)) });
       });
     },

@@ -6,6 +6,7 @@ import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3"
 import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { type Config, ConfigError } from "./config.ts";
+import { type GroupCommit, type GroupCommitOptions, startGroupCommit } from "./group-commit.ts";
 import * as schema from "./schema.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
@@ -37,7 +38,15 @@ const PRIVATE_FILES = [DATABASE_FILE, `${DATABASE_FILE}-wal`, `${DATABASE_FILE}-
 export interface OpenOptions {
   /** Where a warning about DATA_DIR goes (the server's log; stderr for the commands). */
   warn?: (message: string) => void;
+  /**
+   * The server's connection at SQLITE_SYNCHRONOUS=full: commits are made durable by group
+   * commit (core/group-commit.ts) instead of an fsync in each. The commands keep SQLite's
+   * FULL: they write little, and exit right after.
+   */
+  groupCommit?: GroupCommitOptions;
 }
+
+const groupCommits = new WeakMap<Database.Database, GroupCommit>();
 
 /** Opens (creating if needed) the database under DATA_DIR, sets the pragmas and applies migrations. */
 export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous">, options: OpenOptions = {}): Db {
@@ -78,11 +87,43 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
   const db = drizzle(sqlite, { schema }) as Db;
   try {
     migrate(db);
+    // After the migrations, which SQLite's FULL keeps durable on their own, and before the
+    // repos prepare their statements, which it must count.
+    if (options.groupCommit && config.sqliteSynchronous === "full") {
+      groupCommits.set(sqlite, startGroupCommit(sqlite, `${file}-wal`, options.groupCommit));
+    }
   } catch (error) {
     sqlite.close();
     throw error;
   }
   return db;
+}
+
+/** Closes the connection, once the writes made on it are on disk. */
+export async function closeDatabase(db: Db): Promise<void> {
+  const commits = groupCommits.get(db.$client);
+  if (commits) {
+    // A failed sync was logged when it failed; closing goes on, so SQLite can end cleanly.
+    await commits.durable().catch(() => {});
+    await commits.close();
+  }
+  db.$client.close();
+}
+
+/** Runs fn when the connection's sync under way ends (see GroupCommit), or on the next turn of the event loop. */
+export function whenSyncEnds(db: Db, fn: () => void): void {
+  const commits = groupCommits.get(db.$client);
+  if (commits) commits.whenSyncEnds(fn);
+  else setImmediate(fn);
+}
+
+/**
+ * Settles once every write made on the connection so far is on disk: at once without group
+ * commit, whose FULL commits were durable when they returned. For work that writes outside
+ * the transaction functions and guarded repos (the health probe).
+ */
+export function writesDurable(db: Db): Promise<void> {
+  return groupCommits.get(db.$client)?.durable() ?? Promise.resolve();
 }
 
 /**
@@ -320,12 +361,25 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
   const wait = acquire(gate);
   if (wait !== undefined) await wait;
   const current: OpenTransaction = { sqlite, open: true, nested: false, depth: 0 };
+  const commits = groupCommits.get(sqlite);
+  const writesBefore = commits?.writes;
+  if (begin !== READ_BEGIN) {
+    try {
+      commits?.refuseAfterFailure();
+    } catch (error) {
+      release(gate);
+      throw error;
+    }
+  }
+  let result: T;
+  let wrote = false;
   try {
     sqlite.exec(begin);
     try {
-      const result = await insideTransaction.run(current, fn);
+      result = await insideTransaction.run(current, fn);
       sqlite.exec("COMMIT");
-      return result;
+      wrote = commits !== undefined && commits.writes !== writesBefore;
+      if (wrote) commits?.noteCommit();
     } catch (error) {
       try {
         if (sqlite.inTransaction) sqlite.exec("ROLLBACK");
@@ -339,6 +393,9 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     current.open = false;
     release(gate);
   }
+  // The connection is free again: others use it while this one waits for the disk.
+  if (wrote) await commits?.durable();
+  return result;
 }
 
 const READ_BEGIN = "BEGIN DEFERRED";
@@ -395,13 +452,22 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
     const fn = value as AnyFunction;
     guarded[name] = async (...args: unknown[]) => {
       // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
-      if (isFree(gate) || currentTransaction(sqlite)) return fn.apply(repo, args);
-      await new Promise<void>((resolve) => gate.queue.push(resolve));
-      try {
-        return fn.apply(repo, args);
-      } finally {
-        release(gate);
+      if (currentTransaction(sqlite)) return fn.apply(repo, args);
+      const commits = groupCommits.get(sqlite);
+      const writesBefore = commits?.writes;
+      let result: unknown;
+      if (isFree(gate)) result = fn.apply(repo, args);
+      else {
+        await new Promise<void>((resolve) => gate.queue.push(resolve));
+        try {
+          result = fn.apply(repo, args);
+        } finally {
+          release(gate);
+        }
       }
+      // A write outside a transaction (a rate-limit count) commits by itself: answered once durable.
+      if (commits && commits.writes !== writesBefore) await commits.durable();
+      return result;
     };
   }
   return guarded as Guarded<R>;
@@ -418,8 +484,9 @@ export function onSqliteRollback(db: Db, listener: () => void): void {
 
 /**
  * A write that changes nothing visible but reaches the disk: the first key_checks row is
- * updated to itself in an IMMEDIATE transaction, which appends a WAL frame and fsyncs it
- * (SQLite rewrites a row even when its values do not change; an empty or rolled-back
+ * updated to itself in an IMMEDIATE transaction, which appends a WAL frame (fsynced by
+ * SQLite at FULL; with group commit, follow it with writesDurable) (SQLite rewrites a row
+ * even when its values do not change; an empty or rolled-back
  * transaction would write nothing). Throws SQLite's error when the write cannot be made.
  * A short busy timeout for the duration: better-sqlite3 is synchronous, and /healthz must
  * not hold the event loop for the requests' five seconds.

@@ -2,7 +2,8 @@ import fs from "node:fs";
 import path from "node:path";
 import type pg from "pg";
 import type { Logger } from "pino";
-import { isConnectionBusy, probeDatabaseWrite } from "./db.ts";
+import { isConnectionBusy, probeDatabaseWrite, writesDurable } from "./db.ts";
+import { WAL_SYNC_FAILED } from "./group-commit.ts";
 import { DatabaseUnavailableError, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
 import { isPostgres, type Store } from "./store.ts";
 
@@ -12,7 +13,7 @@ import { isPostgres, type Store } from "./store.ts";
  * operator has acted, so they answer 503 with Retry-After (the CLI's `--fallback` engages)
  * instead of the generic 500, and they are logged once a minute instead of per request.
  */
-export type StorageCondition = "full" | "io" | "readonly" | "busy" | "unreachable";
+export type StorageCondition = "full" | "io" | "unsynced" | "readonly" | "busy" | "unreachable";
 
 interface ConditionText {
   /** For the client: what is wrong and when to retry. */
@@ -40,6 +41,13 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
       "Writing the database in DATA_DIR fails with an I/O error: check the disk and the kernel log. Writes, reveals and exports answer 503 meanwhile.",
     operatorPostgres:
       "The PostgreSQL server of DATABASE_URL reports an I/O error: check its disk and its log. Writes, reveals and exports answer 503 meanwhile.",
+    retryAfterSeconds: 60,
+  },
+  unsynced: {
+    message:
+      "The server could not confirm its last changes on its disk (I/O error): this one may or may not have been saved. Check it once the operator has restarted the server.",
+    operator:
+      "fsync of the database's WAL failed: no write is acknowledged until the server restarts, and SQLite then recovers from what reached the disk. Check the disk and the kernel log, then restart.",
     retryAfterSeconds: 60,
   },
   readonly: {
@@ -80,6 +88,7 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     const code = (current as { code?: unknown }).code;
     if (typeof code !== "string") continue;
     // 53100 disk_full, 58030 io_error, 25006 read_only_sql_transaction (a standby, or a database set read-only).
+    if (code === WAL_SYNC_FAILED) return "unsynced";
     if (code === "SQLITE_FULL" || code === "ENOSPC" || code === "EDQUOT" || code === "53100") return "full";
     if (code.startsWith("SQLITE_IOERR") || code === "EIO" || code === "58030") return "io";
     if (code.startsWith("SQLITE_READONLY") || code === "EROFS" || code === "25006") return "readonly";
@@ -164,13 +173,17 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
         wrote = await probePostgresWrite(store);
       } else {
         // 1. A real write through SQLite: an UPDATE of a row to itself in an IMMEDIATE
-        // transaction appends a WAL frame and fsyncs it (a rolled-back or empty transaction
-        // would write nothing), so it fails as the requests do: full, read-only, I/O error.
+        // transaction appends a WAL frame, then waits for its sync as a request does (a
+        // rolled-back or empty transaction would write nothing), so it fails as the requests
+        // do: full, read-only, I/O error, a failed sync.
         // 2. A 4 KiB file in DATA_DIR, fsynced and removed: the WAL may still have room in
         // pages it reuses while the disk has none left for the database to grow.
         // A transaction holding the connection is normal traffic (as a busy lock is, below);
         // the write probe would run inside it and prove nothing.
-        if (!isConnectionBusy(store)) probeDatabaseWrite(store, PROBE_BUSY_TIMEOUT_MS);
+        if (!isConnectionBusy(store)) {
+          probeDatabaseWrite(store, PROBE_BUSY_TIMEOUT_MS);
+          await writesDurable(store);
+        }
         const file = path.join(dataDir, PROBE_FILE);
         const fd = fs.openSync(file, "w", 0o600);
         try {

@@ -7,6 +7,7 @@ import { ConfigError } from "./config.ts";
 import type { Keyring } from "./crypto.ts";
 import { safeEqual } from "./crypto.ts";
 import {
+  closeDatabase,
   type Db,
   type OpenOptions,
   onSqliteRollback,
@@ -14,6 +15,7 @@ import {
   sqliteInTransaction,
   sqliteReadTransaction,
   sqliteWriteTransaction,
+  whenSyncEnds,
 } from "./db.ts";
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import {
@@ -47,6 +49,16 @@ export function writeTransaction<T>(store: Store, fn: () => T | Promise<T>): Pro
 /** Reads in one snapshot; nothing is locked for writing. */
 export function readTransaction<T>(store: Store, fn: () => T | Promise<T>): Promise<T> {
   return isPostgres(store) ? pgReadTransaction(store, fn) : sqliteReadTransaction(store, fn);
+}
+
+/**
+ * Runs fn when a write made now would next reach the disk: on SQLite with group commit, when
+ * the sync under way ends; otherwise on the next turn of the event loop. For writes whose
+ * callers wait for them anyway, so that they share one commit.
+ */
+export function atNextCommit(store: Store, fn: () => void): void {
+  if (isPostgres(store)) setImmediate(fn);
+  else whenSyncEnds(store, fn);
 }
 
 /** Whether the caller runs inside a transaction of this store. */
@@ -98,7 +110,7 @@ export async function openStore(
 /** Closes the store's connection (SQLite) or every connection of its pool (PostgreSQL). */
 export async function closeStore(store: Store): Promise<void> {
   if (isPostgres(store)) await store.close();
-  else store.$client.close();
+  else await closeDatabase(store);
 }
 
 /**

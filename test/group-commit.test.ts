@@ -1,0 +1,188 @@
+// Group commit (src/core/group-commit.ts): at SQLITE_SYNCHRONOUS=full the server's commits
+// reach the disk through an fdatasync of the WAL made off the event loop, shared by every
+// write made while the previous one ran. The syncs here are the real ones; the test only
+// holds each before it starts (buildApp's beforeWalSync), to see what waits for it.
+import assert from "node:assert/strict";
+import path from "node:path";
+import { type TestContext, test } from "node:test";
+import Database from "better-sqlite3";
+import { onPostgres, startServer, type TestServer } from "./helpers.ts";
+import { createSecret, envPath } from "./secrets-helpers.ts";
+
+const SQLITE_ONLY = { skip: onPostgres("group commit syncs SQLite's WAL; PostgreSQL flushes its own") };
+const UNSYNCED =
+  "The server could not confirm its last changes on its disk (I/O error): this one may or may not have been saved. Check it once the operator has restarted the server.";
+
+/** Lets the server's WAL syncs run, or holds each one before it starts until released. */
+class SyncGate {
+  started = 0;
+  private holding = false;
+  private held: { resolve: () => void; reject: (error: Error) => void }[] = [];
+  private onHeld: (() => void)[] = [];
+
+  readonly beforeSync = async (): Promise<void> => {
+    this.started += 1;
+    if (!this.holding) return;
+    await new Promise<void>((resolve, reject) => {
+      this.held.push({ resolve, reject });
+      for (const notify of this.onHeld.splice(0)) notify();
+    });
+  };
+
+  hold(): void {
+    this.holding = true;
+  }
+
+  /** Settles once a sync is waiting at the gate. */
+  reached(): Promise<void> {
+    if (this.held.length > 0) return Promise.resolve();
+    return new Promise((resolve) => this.onHeld.push(resolve));
+  }
+
+  release(): void {
+    this.holding = false;
+    for (const sync of this.held.splice(0)) sync.resolve();
+  }
+
+  /** The held sync fails as fdatasync does on a failing disk. */
+  fail(): void {
+    this.holding = false;
+    const error = Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO", errno: -5, syscall: "fdatasync" });
+    for (const sync of this.held.splice(0)) sync.reject(error);
+  }
+}
+
+/** Whether the promise settled within `ms`. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = await Promise.race([
+    promise.then(
+      () => true,
+      () => true,
+    ),
+    new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return settled;
+}
+
+/** The secret's current version as another connection reads it from the file: what is committed, synced or not. */
+function committedVersion(server: TestServer, secretId: string): number {
+  const file = new Database(path.join(server.dataDir, "secrets.db"), { readonly: true });
+  try {
+    return (file.prepare("SELECT version FROM secrets WHERE id = ?").get(secretId) as { version: number }).version;
+  } finally {
+    file.close();
+  }
+}
+
+async function serverWithSecret(t: TestContext, gate: SyncGate) {
+  // Registered first so it runs first: a failed assertion must not leave the server's
+  // close waiting for a held sync.
+  t.after(() => gate.release());
+  const server = await startServer(t, { beforeWalSync: gate.beforeSync });
+  const owner = await server.signIn("owner@example.com");
+  const project = await owner.createProject({ name: "group-commit", environments: ["production"] });
+  const secret = await createSecret(owner, project.id, "production", "API_KEY", "first-value");
+  return { server, owner, project, secret, secretPath: `${envPath(project.id, "production")}/secrets/${secret.id}` };
+}
+
+test(
+  "a write and a reveal are answered only after a WAL sync that began after them; the server answers others meanwhile",
+  SQLITE_ONLY,
+  async (t) => {
+    const gate = new SyncGate();
+    const { server, owner, secret, secretPath } = await serverWithSecret(t, gate);
+    assert.ok(gate.started > 0, "the secret's creation was synced through the gate");
+
+    gate.hold();
+    const patch = owner.json("PATCH", secretPath, { value: "second-value" });
+    await gate.reached();
+    assert.equal(await settlesWithin(patch, 300), false, "the PATCH was answered before its sync ended");
+    // Committed, only not yet on disk: another connection already reads the new version.
+    assert.equal(committedVersion(server, secret.id), 2);
+
+    // A reveal's event must be on disk before the value is shown: it waits too.
+    const reveal = owner.json("GET", secretPath);
+    // The connection is not blocked by the sync: a request that writes nothing is answered.
+    const me = await owner.json("GET", "/api/auth/me");
+    assert.equal(me.status, 200);
+    assert.equal(await settlesWithin(reveal, 200), false, "the value was shown before its audit event was synced");
+
+    const startedBeforeRelease = gate.started;
+    gate.release();
+    const patched = await patch;
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    assert.equal(patched.body.secret.version, 2);
+    const revealed = await reveal;
+    assert.equal(revealed.status, 200);
+    assert.equal(revealed.body.secret.value, "second-value");
+    // The reveal's event was committed while the first sync was held: a second sync carried it.
+    assert.ok(gate.started > startedBeforeRelease, "the reveal was answered without a sync of its own event");
+  },
+);
+
+test("writes made while a sync runs share the next one", SQLITE_ONLY, async (t) => {
+  const gate = new SyncGate();
+  const { owner, project } = await serverWithSecret(t, gate);
+  const secrets = [];
+  for (let i = 0; i < 10; i++) secrets.push(await createSecret(owner, project.id, "production", `KEY_${i}`, `value-${i}`));
+
+  gate.hold();
+  const first = owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${secrets[0].id}`, { value: "changed-0" });
+  await gate.reached();
+  const startedWhileHeld = gate.started;
+  const others = secrets
+    .slice(1)
+    .map((secret, i) => owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${secret.id}`, { value: `changed-${i + 1}` }));
+  // Let the nine commit (each its own transaction) and queue behind the held sync.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(gate.started, startedWhileHeld, "a sync started while another was under way");
+  gate.release();
+  const answers = await Promise.all([first, ...others]);
+  for (const answer of answers) assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  // One sync for the nine: at FULL each would have made its own.
+  assert.equal(gate.started, startedWhileHeld + 1);
+});
+
+test("a failed WAL sync acknowledges nothing more until a restart, and /healthz says so", SQLITE_ONLY, async (t) => {
+  const gate = new SyncGate();
+  const { server, owner, secretPath } = await serverWithSecret(t, gate);
+
+  gate.hold();
+  const patch = owner.json("PATCH", secretPath, { value: "second-value" });
+  await gate.reached();
+  gate.fail();
+  const failed = await patch;
+  assert.equal(failed.status, 503);
+  assert.equal(failed.body.error, UNSYNCED);
+  // The kernel may have dropped the pages it could not write; a later sync that succeeds
+  // proves nothing about them, so no later write is acknowledged either.
+  const again = await owner.json("PATCH", secretPath, { value: "third-value" });
+  assert.equal(again.status, 503);
+  const reveal = await owner.json("GET", secretPath);
+  assert.equal(reveal.status, 503);
+  const health = await owner.json("GET", "/healthz");
+  assert.equal(health.status, 503);
+  assert.equal(health.body.reason, UNSYNCED);
+  assert.ok(server.logs.some((line) => line.includes("fsync of the database's WAL failed")));
+
+  // After a restart SQLite recovers from what is on disk, and writes are acknowledged again.
+  const restarted = await server.restart();
+  t.after(() => restarted.stop());
+  const client = await restarted.signIn("owner@example.com");
+  const after = await client.json("PATCH", secretPath, { value: "fourth-value" });
+  assert.equal(after.status, 200, JSON.stringify(after.body));
+});
+
+test("SQLITE_SYNCHRONOUS=normal syncs nothing itself", SQLITE_ONLY, async (t) => {
+  const gate = new SyncGate();
+  const server = await startServer(t, { env: { SQLITE_SYNCHRONOUS: "normal" }, beforeWalSync: gate.beforeSync });
+  const owner = await server.signIn("owner@example.com");
+  const project = await owner.createProject({ name: "normal", environments: ["production"] });
+  const secret = await createSecret(owner, project.id, "production", "API_KEY", "value");
+  assert.equal((await owner.json("GET", `${envPath(project.id, "production")}/secrets/${secret.id}`)).status, 200);
+  assert.equal(gate.started, 0);
+});
