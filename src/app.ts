@@ -83,6 +83,18 @@ export interface AppOptions {
   logStream?: Writable;
   /** Runs before each group-commit sync of the WAL (core/group-commit.ts); tests hold it to see answers wait for the disk. */
   beforeWalSync?: () => Promise<void>;
+  /** Instead of stopping the process when a WAL sync fails (tests, which run servers in their own process). */
+  onWalSyncFailure?: () => void;
+}
+
+/**
+ * After a failed fsync nothing may touch the database again, SQLite's checkpoint at close
+ * included (it would copy WAL pages the kernel may have dropped into the database file), so
+ * the process ends as in a crash: systemd starts it again, and SQLite recovers from what
+ * reached the disk, which holds every write that was acknowledged. PostgreSQL does the same.
+ */
+function stopAtOnce(): void {
+  process.kill(process.pid, "SIGKILL");
 }
 
 export interface App {
@@ -126,7 +138,16 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const keyring = loadKeyring(config, log);
   const db = await openStore(config, {
     warn: (message) => log.warn(message),
-    groupCommit: { beforeSync: options.beforeWalSync },
+    groupCommit: {
+      beforeSync: options.beforeWalSync,
+      onFailure: (error) => {
+        log.fatal(
+          { storage: "unsynced", code: (error.cause as NodeJS.ErrnoException | undefined)?.code },
+          "fsync of the database's WAL failed: the server stops now, so that nothing touches the database again. Check the disk and the kernel log; at the next start SQLite recovers from what reached the disk, which holds every acknowledged write.",
+        );
+        (options.onWalSyncFailure ?? stopAtOnce)();
+      },
+    },
   });
   try {
     await checkMasterKeys(db, keyring, clock.now());

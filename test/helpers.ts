@@ -109,6 +109,8 @@ export interface ServerOptions {
   clock?: ManualClock;
   /** Runs before each group-commit sync of the WAL (buildApp's beforeWalSync). */
   beforeWalSync?: () => Promise<void>;
+  /** Called instead of stopping the test process when a WAL sync fails (buildApp's onWalSyncFailure). */
+  onWalSyncFailure?: () => void;
 }
 
 export interface TestServer {
@@ -194,7 +196,12 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   // servers start side by side without racing for a free port.
   if (!options.env?.APP_URL && !options.exactEnv) env.APP_URL = `http://127.0.0.1:${env.PORT}`;
   const config = loadConfig(env);
-  const app = await buildApp(config, { clock, logStream, beforeWalSync: options.beforeWalSync });
+  const app = await buildApp(config, {
+    clock,
+    logStream,
+    beforeWalSync: options.beforeWalSync,
+    onWalSyncFailure: options.onWalSyncFailure,
+  });
   await app.app.listen({ host: "127.0.0.1", port: config.port });
   await app.announce();
   const url = `http://127.0.0.1:${config.port}`;

@@ -90,7 +90,8 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
     // After the migrations, which SQLite's FULL keeps durable on their own, and before the
     // repos prepare their statements, which it must count.
     if (options.groupCommit && config.sqliteSynchronous === "full") {
-      groupCommits.set(sqlite, startGroupCommit(sqlite, `${file}-wal`, options.groupCommit));
+      // SQLite puts the WAL beside the file a symbolic link names.
+      groupCommits.set(sqlite, startGroupCommit(sqlite, `${fs.realpathSync(file)}-wal`, options.groupCommit));
     }
   } catch (error) {
     sqlite.close();
@@ -103,7 +104,8 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
 export async function closeDatabase(db: Db): Promise<void> {
   const commits = groupCommits.get(db.$client);
   if (commits) {
-    // A failed sync was logged when it failed; closing goes on, so SQLite can end cleanly.
+    // After a failed sync the server stops at once (the group commit's onFailure) and never
+    // gets here; where it goes on (a test's onFailure), the waiters were told already.
     await commits.durable().catch(() => {});
     await commits.close();
   }
@@ -111,7 +113,7 @@ export async function closeDatabase(db: Db): Promise<void> {
 }
 
 /** Runs fn when the connection's sync under way ends (see GroupCommit), or on the next turn of the event loop. */
-export function whenSyncEnds(db: Db, fn: () => void): void {
+export function sqliteAtNextCommit(db: Db, fn: () => void): void {
   const commits = groupCommits.get(db.$client);
   if (commits) commits.whenSyncEnds(fn);
   else setImmediate(fn);
@@ -119,11 +121,15 @@ export function whenSyncEnds(db: Db, fn: () => void): void {
 
 /**
  * Settles once every write made on the connection so far is on disk: at once without group
- * commit, whose FULL commits were durable when they returned. For work that writes outside
- * the transaction functions and guarded repos (the health probe).
+ * commit, whose FULL commits were durable when they returned.
  */
-export function writesDurable(db: Db): Promise<void> {
+export function sqliteWritesDurable(db: Db): Promise<void> {
   return groupCommits.get(db.$client)?.durable() ?? Promise.resolve();
+}
+
+/** Whether the caller wrote since `before` (the group commit's count, undefined without it). */
+function wroteSince(commits: GroupCommit | undefined, before: number | undefined): commits is GroupCommit {
+  return commits !== undefined && commits.writes !== before;
 }
 
 /**
@@ -378,7 +384,7 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     try {
       result = await insideTransaction.run(current, fn);
       sqlite.exec("COMMIT");
-      wrote = commits !== undefined && commits.writes !== writesBefore;
+      wrote = wroteSince(commits, writesBefore);
       if (wrote) commits?.noteCommit();
     } catch (error) {
       try {
@@ -454,11 +460,15 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
       // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
       if (currentTransaction(sqlite)) return fn.apply(repo, args);
       const commits = groupCommits.get(sqlite);
-      const writesBefore = commits?.writes;
+      let writesBefore: number | undefined;
       let result: unknown;
-      if (isFree(gate)) result = fn.apply(repo, args);
-      else {
+      if (isFree(gate)) {
+        writesBefore = commits?.writes;
+        result = fn.apply(repo, args);
+      } else {
         await new Promise<void>((resolve) => gate.queue.push(resolve));
+        // Counted from our turn: the writes of whoever held the connection are theirs to wait for.
+        writesBefore = commits?.writes;
         try {
           result = fn.apply(repo, args);
         } finally {
@@ -466,7 +476,7 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
         }
       }
       // A write outside a transaction (a rate-limit count) commits by itself: answered once durable.
-      if (commits && commits.writes !== writesBefore) await commits.durable();
+      if (wroteSince(commits, writesBefore)) await commits.durable();
       return result;
     };
   }
@@ -484,12 +494,12 @@ export function onSqliteRollback(db: Db, listener: () => void): void {
 
 /**
  * A write that changes nothing visible but reaches the disk: the first key_checks row is
- * updated to itself in an IMMEDIATE transaction, which appends a WAL frame (fsynced by
- * SQLite at FULL; with group commit, follow it with writesDurable) (SQLite rewrites a row
- * even when its values do not change; an empty or rolled-back
+ * updated to itself in an IMMEDIATE transaction, which appends a WAL frame (SQLite rewrites
+ * a row even when its values do not change; an empty or rolled-back
  * transaction would write nothing). Throws SQLite's error when the write cannot be made.
  * A short busy timeout for the duration: better-sqlite3 is synchronous, and /healthz must
- * not hold the event loop for the requests' five seconds.
+ * not hold the event loop for the requests' five seconds. With group commit the frame
+ * reaches the disk with the next sync: follow this with sqliteWritesDurable.
  */
 export function probeDatabaseWrite(db: Db, busyTimeoutMs: number): void {
   const sqlite = db.$client;

@@ -20,6 +20,11 @@ export const WAL_SYNC_FAILED = "WAL_SYNC_FAILED";
 export interface GroupCommitOptions {
   /** Runs before each sync; tests hold it to see that answers wait for the disk. */
   beforeSync?: () => Promise<void>;
+  /**
+   * Told once, when a sync fails. The server stops at once then (see app.ts): after a failed
+   * fsync nothing may touch the database again, not even SQLite's checkpoint at close.
+   */
+  onFailure?: (error: Error) => void;
 }
 
 export interface GroupCommit {
@@ -37,7 +42,7 @@ export interface GroupCommit {
   refuseAfterFailure(): void;
   /** Settles once every write made so far is on disk; rejects with the error of a failed sync. */
   durable(): Promise<void>;
-  /** Waits for the sync under way, then closes the WAL's descriptor. */
+  /** Waits for the sync under way, then closes the WAL's descriptor; durable() refuses after. */
   close(): Promise<void>;
 }
 
@@ -67,15 +72,22 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
   let next: Waiter[] = [];
   const atSyncEnd: (() => void)[] = [];
   // A failed fsync leaves the kernel free to drop the pages it could not write, and a later
-  // fsync may then succeed without them (PostgreSQL's "fsyncgate"): nothing is acknowledged
-  // after one, until the server restarts and SQLite recovers from what is on disk.
+  // fsync may then succeed without them (PostgreSQL's "fsyncgate"): nothing is written or
+  // acknowledged after one, until the server restarts and SQLite recovers from the disk.
   let failure: Error | undefined;
+  let closed = false;
   // The WAL may have been created by this open; its directory entry must reach the disk too.
   let directorySynced = false;
 
-  countWrites(sqlite, () => {
-    writes += 1;
-  });
+  countWrites(
+    sqlite,
+    () => {
+      if (failure !== undefined) throw failure;
+    },
+    () => {
+      writes += 1;
+    },
+  );
   sqlite.pragma("synchronous = NORMAL");
 
   async function syncWal(): Promise<void> {
@@ -85,6 +97,10 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       const directory = await fs.promises.open(path.dirname(walFile), "r");
       try {
         await directory.sync();
+      } catch (error) {
+        // Some file systems (FUSE, 9p, CIFS mounts) cannot fsync a folder; SQLite ignores that too.
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw error;
       } finally {
         await directory.close();
       }
@@ -104,8 +120,10 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
           if (failure === undefined) syncedMark = Math.max(syncedMark, mark);
         },
         (error: unknown) => {
+          if (failure !== undefined) return;
           // storage.ts answers this code with 503 and tells the operator to restart.
-          failure ??= Object.assign(new Error("fsync of the database's WAL failed"), { code: WAL_SYNC_FAILED, cause: error });
+          failure = Object.assign(new Error("fsync of the database's WAL failed"), { code: WAL_SYNC_FAILED, cause: error });
+          options.onFailure?.(failure);
         },
       ),
     };
@@ -113,10 +131,19 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     void batch.done.then(() => {
       inFlight = undefined;
       for (const waiter of batch.waiters) settle(waiter);
-      for (const fn of atSyncEnd.splice(0)) fn();
-      if (next.length === 0) return;
-      if (failure === undefined) start();
-      else for (const waiter of next.splice(0)) settle(waiter);
+      if (failure !== undefined) {
+        for (const waiter of next.splice(0)) settle(waiter);
+      } else if (atSyncEnd.length === 0) {
+        if (next.length > 0) start();
+      } else {
+        // The reads' events commit a few microtasks from now, and their durable() starts the
+        // next sync with them in it; starting now would leave them for the one after.
+        // setImmediate only starts it if nothing did by then.
+        for (const fn of atSyncEnd.splice(0)) fn();
+        setImmediate(() => {
+          if (inFlight === undefined && next.length > 0) start();
+        });
+      }
     });
   }
 
@@ -136,11 +163,12 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       if (failure !== undefined) throw failure;
     },
     whenSyncEnds(fn) {
-      if (inFlight) atSyncEnd.push(fn);
+      if (inFlight && failure === undefined) atSyncEnd.push(fn);
       else setImmediate(fn);
     },
     durable() {
       if (failure !== undefined) return Promise.reject(failure);
+      if (closed) return Promise.reject(new Error("the database is closed"));
       if (writes === syncedMark) return Promise.resolve();
       return new Promise((resolve, reject) => {
         const waiter = { resolve, reject };
@@ -153,6 +181,7 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       });
     },
     async close() {
+      closed = true;
       while (inFlight) await inFlight.done;
       fs.closeSync(fd);
     },
@@ -160,15 +189,16 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
 }
 
 type Statement = Database.Statement<unknown[], unknown>;
-// Not `iterate`: it runs lazily, after it returns; none of our writes is run that way.
 const EXECUTING_METHODS = ["run", "get", "all"] as const;
 
 /**
- * Calls `counted` after each run of a statement that may write (better-sqlite3's `readonly`
- * is false: INSERT, UPDATE, DELETE, DDL, most pragmas). Reads stay untouched, so the hot
- * path's SELECTs cost nothing more. Drizzle prepares through the same `prepare`.
+ * Wraps each run of a statement that may write (better-sqlite3's `readonly` is false:
+ * INSERT, UPDATE, DELETE, DDL, most pragmas): `before` may refuse it, `counted` follows it.
+ * Reads stay untouched, so the hot path's SELECTs cost nothing more. Drizzle prepares
+ * through the same `prepare`. `iterate` runs lazily, after it returns, so a write cannot be
+ * counted that way: it is refused, loudly.
  */
-function countWrites(sqlite: Database.Database, counted: () => void): void {
+function countWrites(sqlite: Database.Database, before: () => void, counted: () => void): void {
   const prepare = sqlite.prepare.bind(sqlite);
   sqlite.prepare = ((source: string) => {
     const statement = prepare(source) as Statement;
@@ -177,6 +207,7 @@ function countWrites(sqlite: Database.Database, counted: () => void): void {
       const method = statement[name] as (...args: unknown[]) => unknown;
       Object.defineProperty(statement, name, {
         value(this: Statement, ...args: unknown[]) {
+          before();
           try {
             return method.apply(this, args);
           } finally {
@@ -185,6 +216,11 @@ function countWrites(sqlite: Database.Database, counted: () => void): void {
         },
       });
     }
+    Object.defineProperty(statement, "iterate", {
+      value() {
+        throw new Error(`a statement that writes is run with run, get or all, not iterate: ${source}`);
+      },
+    });
     return statement;
   }) as typeof sqlite.prepare;
 }

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type pg from "pg";
 import type { Logger } from "pino";
-import { isConnectionBusy, probeDatabaseWrite, writesDurable } from "./db.ts";
+import { isConnectionBusy, probeDatabaseWrite, sqliteWritesDurable } from "./db.ts";
 import { WAL_SYNC_FAILED } from "./group-commit.ts";
 import { DatabaseUnavailableError, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
 import { isPostgres, type Store } from "./store.ts";
@@ -45,9 +45,9 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
   },
   unsynced: {
     message:
-      "The server could not confirm its last changes on its disk (I/O error): this one may or may not have been saved. Check it once the operator has restarted the server.",
+      "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved or shown until the server restarts.",
     operator:
-      "fsync of the database's WAL failed: no write is acknowledged until the server restarts, and SQLite then recovers from what reached the disk. Check the disk and the kernel log, then restart.",
+      "fsync of the database's WAL failed: nothing is written or acknowledged until the server restarts, and SQLite then recovers from what reached the disk. Check the disk and the kernel log, then restart.",
     retryAfterSeconds: 60,
   },
   readonly: {
@@ -182,7 +182,7 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
         // the write probe would run inside it and prove nothing.
         if (!isConnectionBusy(store)) {
           probeDatabaseWrite(store, PROBE_BUSY_TIMEOUT_MS);
-          await writesDurable(store);
+          await sqliteWritesDurable(store);
         }
         const file = path.join(dataDir, PROBE_FILE);
         const fd = fs.openSync(file, "w", 0o600);

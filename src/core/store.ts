@@ -12,10 +12,11 @@ import {
   type OpenOptions,
   onSqliteRollback,
   openDatabase,
+  sqliteAtNextCommit,
   sqliteInTransaction,
   sqliteReadTransaction,
+  sqliteWritesDurable,
   sqliteWriteTransaction,
-  whenSyncEnds,
 } from "./db.ts";
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import {
@@ -58,7 +59,17 @@ export function readTransaction<T>(store: Store, fn: () => T | Promise<T>): Prom
  */
 export function atNextCommit(store: Store, fn: () => void): void {
   if (isPostgres(store)) setImmediate(fn);
-  else whenSyncEnds(store, fn);
+  else sqliteAtNextCommit(store, fn);
+}
+
+/**
+ * Settles once every write this process made on the store so far is on disk. On SQLite with
+ * group commit a write's own caller waits for that; this is for work about to send out what
+ * it read (another request's change may still be on its way to the disk). PostgreSQL's
+ * commits are flushed when they return.
+ */
+export function writesDurable(store: Store): Promise<void> {
+  return isPostgres(store) ? Promise.resolve() : sqliteWritesDurable(store);
 }
 
 /** Whether the caller runs inside a transaction of this store. */

@@ -5,7 +5,7 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
-import { readTransaction, type Store } from "../core/store.ts";
+import { readTransaction, type Store, writesDurable } from "../core/store.ts";
 import { DecryptError } from "../core/vault.ts";
 import type { ExportFormat } from "./export-formats.ts";
 import type { SecretValues } from "./secret-values.ts";
@@ -99,7 +99,11 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
      * no checks. Throws DecryptError when any value does not open, never a partial list.
      */
     async readAllValues(projectId: string, environment: Environment): Promise<ExportedValue[]> {
-      return openAll(projectId, await repo.listWithCiphertext(projectId, environment));
+      const rows = await repo.listWithCiphertext(projectId, environment);
+      // The values leave for Vercel: a change committed a moment ago must be on disk first,
+      // or a power cut could leave Vercel holding a value (and no event) this server lost.
+      await writesDurable(db);
+      return openAll(projectId, rows);
     },
   };
 }
