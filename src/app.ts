@@ -1,3 +1,4 @@
+import fs from "node:fs";
 import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
@@ -94,7 +95,15 @@ export interface AppOptions {
  * reached the disk, which holds every write that was acknowledged. PostgreSQL does the same.
  */
 function stopAtOnce(): void {
+  // The log's stdout may be a pipe with a backlog, lost with the process: stderr, written now.
+  try {
+    fs.writeSync(2, "secrets-server: fsync of the database's WAL failed; stopping at once (see the log line before).\n");
+  } catch {
+    // Nothing more can be done to tell anyone.
+  }
   process.kill(process.pid, "SIGKILL");
+  // Reached only where SIGKILL to oneself is ignored (PID 1 in a container without an init).
+  process.abort();
 }
 
 export interface App {

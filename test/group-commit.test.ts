@@ -6,12 +6,12 @@ import assert from "node:assert/strict";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
 import Database from "better-sqlite3";
-import { onPostgres, startServer, type TestServer } from "./helpers.ts";
+import { onPostgres, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 
 const SQLITE_ONLY = { skip: onPostgres("group commit syncs SQLite's WAL; PostgreSQL flushes its own") };
 const UNSYNCED =
-  "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved or shown until the server restarts.";
+  "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved, and no value shown, until the server restarts.";
 
 /** Lets the server's WAL syncs run, or holds each one before it starts until released. */
 class SyncGate {
@@ -126,20 +126,20 @@ test(
 
 test("writes made while a sync runs share the next one", SQLITE_ONLY, async (t) => {
   const gate = new SyncGate();
-  const { owner, project } = await serverWithSecret(t, gate);
-  const secrets = [];
+  const { server, owner, project } = await serverWithSecret(t, gate);
+  const secrets: { id: string }[] = [];
   for (let i = 0; i < 10; i++) secrets.push(await createSecret(owner, project.id, "production", `KEY_${i}`, `value-${i}`));
 
   gate.hold();
-  const first = owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${secrets[0].id}`, { value: "changed-0" });
+  const first = owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${secrets[0]!.id}`, { value: "changed-0" });
   await gate.reached();
   const startedWhileHeld = gate.started;
   const others = secrets
     .slice(1)
     .map((secret, i) => owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${secret.id}`, { value: `changed-${i + 1}` }));
   // Let the nine commit (each its own transaction) and queue behind the held sync.
+  await waitFor("the nine PATCHes to commit", async () => secrets.slice(1).every((secret) => committedVersion(server, secret.id) === 2));
   for (const other of others) assert.equal(await settlesWithin(other, 30), false, "a PATCH was answered before any sync of it");
-  await new Promise((resolve) => setTimeout(resolve, 200));
   assert.equal(gate.started, startedWhileHeld, "a sync started while another was under way");
   gate.release();
   const answers = await Promise.all([first, ...others]);
@@ -159,8 +159,13 @@ test("a failed WAL sync stops the server; where it goes on (a test), nothing mor
   gate.hold();
   const patch = owner.json("PATCH", secretPath, { value: "second-value" });
   await gate.reached();
+  // A reveal whose event waits for the failing sync to end: refused, not left waiting.
+  const revealDuring = owner.json("GET", secretPath);
+  await new Promise((resolve) => setTimeout(resolve, 100));
   gate.fail();
   const failed = await patch;
+  assert.equal(await settlesWithin(revealDuring, 5000), true, "a reveal waiting on the failed sync was never answered");
+  assert.equal((await revealDuring).status, 503);
   // A real server is gone by now (SIGKILL to itself) and this client sees its connection end.
   assert.equal(stops, 1);
   assert.ok(server.logs.some((line) => line.includes('"level":60') && line.includes("fsync of the database's WAL failed")));

@@ -94,17 +94,16 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     await options.beforeSync?.();
     await new Promise<void>((resolve, reject) => fs.fdatasync(fd, (error) => (error ? reject(error) : resolve())));
     if (!directorySynced) {
-      const directory = await fs.promises.open(path.dirname(walFile), "r");
-      try {
-        await directory.sync();
-      } catch (error) {
-        // Some file systems (FUSE, 9p, CIFS mounts) cannot fsync a folder; SQLite ignores that too.
-        const code = (error as NodeJS.ErrnoException).code;
-        if (code !== "EINVAL" && code !== "ENOTSUP" && code !== "EOPNOTSUPP") throw error;
-      } finally {
-        await directory.close();
-      }
       directorySynced = true;
+      // As SQLite does, a folder that cannot be opened or fsynced (FUSE, 9p, CIFS mounts; a
+      // folder without read permission) is not a failed sync: only the WAL's own counts.
+      await fs.promises
+        .open(path.dirname(walFile), "r")
+        .then(
+          (directory) => directory.sync().finally(() => directory.close()),
+          () => {},
+        )
+        .catch(() => {});
     }
   }
 
@@ -131,19 +130,22 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     void batch.done.then(() => {
       inFlight = undefined;
       for (const waiter of batch.waiters) settle(waiter);
+      const callbacks = atSyncEnd.splice(0);
       if (failure !== undefined) {
         for (const waiter of next.splice(0)) settle(waiter);
-      } else if (atSyncEnd.length === 0) {
+      } else if (callbacks.length === 0) {
         if (next.length > 0) start();
       } else {
         // The reads' events commit a few microtasks from now, and their durable() starts the
         // next sync with them in it; starting now would leave them for the one after.
         // setImmediate only starts it if nothing did by then.
-        for (const fn of atSyncEnd.splice(0)) fn();
         setImmediate(() => {
-          if (inFlight === undefined && next.length > 0) start();
+          if (inFlight === undefined && !closed && next.length > 0) start();
         });
       }
+      // After a failure too: the reads' flush then refuses them (503) instead of leaving them
+      // waiting. Each on its own microtask, so one that throws cannot keep the others back.
+      for (const fn of callbacks) queueMicrotask(fn);
     });
   }
 
@@ -182,7 +184,12 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     },
     async close() {
       closed = true;
-      while (inFlight) await inFlight.done;
+      // Waiters of the writes made up to now are answered first; no sync starts after this.
+      while (inFlight !== undefined || (next.length > 0 && failure === undefined)) {
+        if (inFlight === undefined) start();
+        await inFlight?.done;
+      }
+      for (const waiter of next.splice(0)) settle(waiter);
       fs.closeSync(fd);
     },
   };

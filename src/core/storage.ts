@@ -45,7 +45,7 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
   },
   unsynced: {
     message:
-      "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved or shown until the server restarts.",
+      "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved, and no value shown, until the server restarts.",
     operator:
       "fsync of the database's WAL failed: nothing is written or acknowledged until the server restarts, and SQLite then recovers from what reached the disk. Check the disk and the kernel log, then restart.",
     retryAfterSeconds: 60,
