@@ -3,80 +3,14 @@
 // write made while the previous one ran. The syncs here are the real ones; the test only
 // holds each before it starts (buildApp's beforeWalSync), to see what waits for it.
 import assert from "node:assert/strict";
-import path from "node:path";
 import { type TestContext, test } from "node:test";
-import Database from "better-sqlite3";
-import { onPostgres, startServer, type TestServer, waitFor } from "./helpers.ts";
+import { onPostgres, startServer, waitFor } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
+import { committedVersion, SyncGate, settlesWithin } from "./sync-gate.ts";
 
 const SQLITE_ONLY = { skip: onPostgres("group commit syncs SQLite's WAL; PostgreSQL flushes its own") };
 const UNSYNCED =
   "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved, and no value shown, until the server restarts.";
-
-/** Lets the server's WAL syncs run, or holds each one before it starts until released. */
-class SyncGate {
-  started = 0;
-  private holding = false;
-  private held: { resolve: () => void; reject: (error: Error) => void }[] = [];
-  private onHeld: (() => void)[] = [];
-
-  readonly beforeSync = async (): Promise<void> => {
-    this.started += 1;
-    if (!this.holding) return;
-    await new Promise<void>((resolve, reject) => {
-      this.held.push({ resolve, reject });
-      for (const notify of this.onHeld.splice(0)) notify();
-    });
-  };
-
-  hold(): void {
-    this.holding = true;
-  }
-
-  /** Settles once a sync is waiting at the gate. */
-  reached(): Promise<void> {
-    if (this.held.length > 0) return Promise.resolve();
-    return new Promise((resolve) => this.onHeld.push(resolve));
-  }
-
-  release(): void {
-    this.holding = false;
-    for (const sync of this.held.splice(0)) sync.resolve();
-  }
-
-  /** The held sync fails as fdatasync does on a failing disk. */
-  fail(): void {
-    this.holding = false;
-    const error = Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO", errno: -5, syscall: "fdatasync" });
-    for (const sync of this.held.splice(0)) sync.reject(error);
-  }
-}
-
-/** Whether the promise settled within `ms`. */
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const settled = await Promise.race([
-    promise.then(
-      () => true,
-      () => true,
-    ),
-    new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-    }),
-  ]);
-  clearTimeout(timer);
-  return settled;
-}
-
-/** The secret's current version as another connection reads it from the file: what is committed, synced or not. */
-function committedVersion(server: TestServer, secretId: string): number {
-  const file = new Database(path.join(server.dataDir, "secrets.db"), { readonly: true });
-  try {
-    return (file.prepare("SELECT version FROM secrets WHERE id = ?").get(secretId) as { version: number }).version;
-  } finally {
-    file.close();
-  }
-}
 
 async function serverWithSecret(t: TestContext, gate: SyncGate, onWalSyncFailure?: () => void) {
   // Registered first so it runs first: a failed assertion must not leave the server's

@@ -2,8 +2,18 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
-import { type AuditRow, auditEvents, automaticRunElsewhere, type Client, startServer, type TestServer, waitFor } from "./helpers.ts";
+import {
+  type AuditRow,
+  auditEvents,
+  automaticRunElsewhere,
+  type Client,
+  onPostgres,
+  startServer,
+  type TestServer,
+  waitFor,
+} from "./helpers.ts";
 import { auditRows, rowCount, setSyncLock, storedRows } from "./storage.ts";
+import { committedVersion, SyncGate, settlesWithin } from "./sync-gate.ts";
 
 // The Vercel integration and its sync engine, against a fake Vercel API (test/fake-vercel.ts).
 
@@ -38,7 +48,10 @@ interface Setup {
   token: string;
 }
 
-async function setup(t: TestContext, options: { env?: Record<string, string>; environments?: string[] } = {}): Promise<Setup> {
+async function setup(
+  t: TestContext,
+  options: { env?: Record<string, string>; environments?: string[]; beforeWalSync?: () => Promise<void> } = {},
+): Promise<Setup> {
   const fake = await startFakeVercel();
   t.after(() => fake.stop());
   const token = newToken();
@@ -49,6 +62,7 @@ async function setup(t: TestContext, options: { env?: Record<string, string>; en
   fake.addProject("prj_team", "team-site", "team_acme1234");
   const server = await startServer(t, {
     env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5", ...options.env },
+    beforeWalSync: options.beforeWalSync,
   });
   const owner = await server.signIn("owner@example.test");
   const project = await owner.createProject({ name: "api", environments: options.environments ?? ALL_ENVS });
@@ -820,6 +834,34 @@ test("a sync that ends after a disconnect and a new connection writes nothing in
   const redeployed = (await integrationEvents(s)).filter((e) => e.action === "integration.redeployed");
   assert.equal(redeployed.length, 1);
   assert.equal(redeployed[0]!.metadata.trigger, "manual");
+});
+
+test("a value changed while a sync runs is sent to Vercel only once the change is on disk", {
+  skip: onPostgres("group commit syncs SQLite's WAL"),
+}, async (t) => {
+  const gate = new SyncGate();
+  t.after(() => gate.release());
+  // No automatic run: the manual one below is the one under test.
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" }, beforeWalSync: gate.beforeSync });
+  await addSecret(s, "development", "DEV_KEY", "dev-value");
+  const prodId = await addSecret(s, "production", "PROD_KEY", "first-value");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  // The next sync finds development unchanged (nothing to write) and reads production after
+  // its list at Vercel, which is held until production's value has changed.
+  const listing = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await listing.reached;
+  gate.hold();
+  const patch = s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/production/secrets/${prodId}`, { value: "second-value" });
+  await waitFor("the PATCH to commit", async () => committedVersion(s.server, prodId) === 2);
+  listing.release();
+  // Production's value is read from the database now, committed but not yet on disk: it stays here.
+  assert.equal(await settlesWithin(run, 500), false, "the sync ended while the change it read was not on disk");
+  assert.equal(s.fake.envFor("prj_web", "PROD_KEY", "production")!.value, "first-value", "a value was sent before it was on disk");
+  gate.release();
+  assert.equal((await patch).status, 200);
+  assert.equal((await run).status, 200);
+  assert.equal(s.fake.envFor("prj_web", "PROD_KEY", "production")!.value, "second-value");
 });
 
 test("a sync cut short by a disconnect still audits what it did at Vercel, and recreates nothing", async (t) => {
