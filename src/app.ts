@@ -30,7 +30,7 @@ import { serializerCompiler } from "./core/json-body.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { registerRequestHooks } from "./core/request-hooks.ts";
-import { createStorageMonitor, storageCondition } from "./core/storage.ts";
+import { createStorageMonitor, errorCode, rootMessage, storageCondition } from "./core/storage.ts";
 import { checkMasterKeys, closeStore, openStore, type Store } from "./core/store.ts";
 import { createVault } from "./core/vault.ts";
 import { createWalMaintenance } from "./core/wal.ts";
@@ -151,7 +151,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
       beforeSync: options.beforeWalSync,
       onFailure: (error) => {
         log.fatal(
-          { storage: "unsynced", code: (error.cause as NodeJS.ErrnoException | undefined)?.code },
+          // The fields of the storage monitor's lines: the errno of the fsync and its sentence.
+          { storage: "unsynced", code: errorCode(error.cause), cause: rootMessage(error) },
           "fsync of the database's WAL failed: the server stops now, so that nothing touches the database again. Check the disk and the kernel log; at the next start SQLite recovers from what reached the disk, which holds every acknowledged write.",
         );
         (options.onWalSyncFailure ?? stopAtOnce)();

@@ -4,6 +4,7 @@
 // holds each before it starts (buildApp's beforeWalSync), to see what waits for it.
 import assert from "node:assert/strict";
 import { type TestContext, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 import { onPostgres, startServer, waitFor } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { committedVersion, SyncGate, settlesWithin } from "./sync-gate.ts";
@@ -95,7 +96,7 @@ test("a failed WAL sync stops the server; where it goes on (a test), nothing mor
   await gate.reached();
   // A reveal whose event waits for the failing sync to end: refused, not left waiting.
   const revealDuring = owner.json("GET", secretPath);
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  await sleep(100);
   gate.fail();
   const failed = await patch;
   assert.equal(await settlesWithin(revealDuring, 5000), true, "a reveal waiting on the failed sync was never answered");

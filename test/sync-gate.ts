@@ -1,8 +1,7 @@
 // Holding the server's group-commit syncs (src/core/group-commit.ts) in a test, to see what
 // waits for the disk: the syncs stay the real ones, each only held before it starts.
-import path from "node:path";
-import Database from "better-sqlite3";
 import type { TestServer } from "./helpers.ts";
+import { storedRows } from "./storage.ts";
 
 /** Lets the server's WAL syncs run, or holds each one before it starts until released. */
 export class SyncGate {
@@ -61,10 +60,5 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
 
 /** The secret's current version as another connection reads it from the file: what is committed, synced or not. */
 export function committedVersion(server: TestServer, secretId: string): number {
-  const file = new Database(path.join(server.dataDir, "secrets.db"), { readonly: true });
-  try {
-    return (file.prepare("SELECT version FROM secrets WHERE id = ?").get(secretId) as { version: number }).version;
-  } finally {
-    file.close();
-  }
+  return storedRows(server.dataDir, "secrets", { id: secretId })[0]!.version as number;
 }

@@ -369,14 +369,6 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
   const current: OpenTransaction = { sqlite, open: true, nested: false, depth: 0 };
   const commits = groupCommits.get(sqlite);
   const writesBefore = commits?.writes;
-  if (begin !== READ_BEGIN) {
-    try {
-      commits?.refuseAfterFailure();
-    } catch (error) {
-      release(gate);
-      throw error;
-    }
-  }
   let result: T;
   let wrote = false;
   try {
@@ -449,6 +441,8 @@ export type Guarded<R> = {
 export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guarded<R> {
   const sqlite = db.$client;
   const gate = gateOf(sqlite);
+  // Set when the database was opened, before any repo: it cannot change after this.
+  const commits = groupCommits.get(sqlite);
   const guarded: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(repo)) {
     if (typeof value !== "function") {
@@ -459,21 +453,15 @@ export function guard<R extends Record<string, unknown>>(db: Db, repo: R): Guard
     guarded[name] = async (...args: unknown[]) => {
       // `this` is the plain repo: a repo function calling another (this.x) stays synchronous.
       if (currentTransaction(sqlite)) return fn.apply(repo, args);
-      const commits = groupCommits.get(sqlite);
-      let writesBefore: number | undefined;
+      const waited = !isFree(gate);
+      if (waited) await new Promise<void>((resolve) => gate.queue.push(resolve));
+      // Counted from our turn: the writes of whoever held the connection are theirs to wait for.
+      const writesBefore = commits?.writes;
       let result: unknown;
-      if (isFree(gate)) {
-        writesBefore = commits?.writes;
+      try {
         result = fn.apply(repo, args);
-      } else {
-        await new Promise<void>((resolve) => gate.queue.push(resolve));
-        // Counted from our turn: the writes of whoever held the connection are theirs to wait for.
-        writesBefore = commits?.writes;
-        try {
-          result = fn.apply(repo, args);
-        } finally {
-          release(gate);
-        }
+      } finally {
+        if (waited) release(gate);
       }
       // A write outside a transaction (a rate-limit count) commits by itself: answered once durable.
       if (wroteSince(commits, writesBefore)) await commits.durable();

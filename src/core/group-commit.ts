@@ -38,8 +38,6 @@ export interface GroupCommit {
    * anyway (the events of reads) are made then, all in one commit.
    */
   whenSyncEnds(fn: () => void): void;
-  /** Throws the error of a failed sync, if one failed: a write about to start is refused. */
-  refuseAfterFailure(): void;
   /** Settles once every write made so far is on disk; rejects with the error of a failed sync. */
   durable(): Promise<void>;
   /** Waits for the sync under way, then closes the WAL's descriptor; durable() refuses after. */
@@ -116,7 +114,8 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       waiters,
       done: syncWal().then(
         () => {
-          if (failure === undefined) syncedMark = Math.max(syncedMark, mark);
+          // Syncs run one at a time and marks only grow.
+          if (failure === undefined) syncedMark = mark;
         },
         (error: unknown) => {
           if (failure !== undefined) return;
@@ -161,9 +160,6 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     noteCommit() {
       writes += 1;
     },
-    refuseAfterFailure() {
-      if (failure !== undefined) throw failure;
-    },
     whenSyncEnds(fn) {
       if (inFlight && failure === undefined) atSyncEnd.push(fn);
       else setImmediate(fn);
@@ -196,38 +192,41 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
 }
 
 type Statement = Database.Statement<unknown[], unknown>;
-const EXECUTING_METHODS = ["run", "get", "all"] as const;
+type Execute = (this: Statement, ...args: unknown[]) => unknown;
 
 /**
  * Wraps each run of a statement that may write (better-sqlite3's `readonly` is false:
  * INSERT, UPDATE, DELETE, DDL, most pragmas): `before` may refuse it, `counted` follows it.
- * Reads stay untouched, so the hot path's SELECTs cost nothing more. Drizzle prepares
- * through the same `prepare`. `iterate` runs lazily, after it returns, so a write cannot be
+ * Such a statement gets one prototype, made once per connection, so a prepare (drizzle
+ * prepares at every query) costs one assignment; reads stay untouched, so the hot path's
+ * SELECTs cost nothing more. `iterate` runs lazily, after it returns, so a write cannot be
  * counted that way: it is refused, loudly.
  */
 function countWrites(sqlite: Database.Database, before: () => void, counted: () => void): void {
   const prepare = sqlite.prepare.bind(sqlite);
-  sqlite.prepare = ((source: string) => {
-    const statement = prepare(source) as Statement;
-    if (statement.readonly) return statement;
-    for (const name of EXECUTING_METHODS) {
-      const method = statement[name] as (...args: unknown[]) => unknown;
-      Object.defineProperty(statement, name, {
-        value(this: Statement, ...args: unknown[]) {
-          before();
-          try {
-            return method.apply(this, args);
-          } finally {
-            counted();
-          }
-        },
-      });
-    }
-    Object.defineProperty(statement, "iterate", {
-      value() {
-        throw new Error(`a statement that writes is run with run, get or all, not iterate: ${source}`);
+  const statementPrototype = Object.getPrototypeOf(prepare("SELECT 1")) as Record<"run" | "get" | "all", Execute>;
+  const counting = (method: Execute): Execute =>
+    function (this: Statement, ...args: unknown[]) {
+      before();
+      try {
+        return method.apply(this, args);
+      } finally {
+        counted();
+      }
+    };
+  const writing = Object.create(statementPrototype, {
+    run: { value: counting(statementPrototype.run) },
+    get: { value: counting(statementPrototype.get) },
+    all: { value: counting(statementPrototype.all) },
+    iterate: {
+      value(this: Statement) {
+        throw new Error(`a statement that writes is run with run, get or all, not iterate: ${this.source}`);
       },
-    });
+    },
+  });
+  sqlite.prepare = ((source: string) => {
+    const statement = prepare(source);
+    if (!statement.readonly) Object.setPrototypeOf(statement, writing);
     return statement;
   }) as typeof sqlite.prepare;
 }

@@ -234,7 +234,7 @@ function degraded(condition: StorageCondition): Health {
   return { ok: false, reason: CONDITIONS[condition].message, retryAfterSeconds: CONDITIONS[condition].retryAfterSeconds };
 }
 
-function errorCode(error: unknown): string | undefined {
+export function errorCode(error: unknown): string | undefined {
   for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === "string") return code;
@@ -242,7 +242,7 @@ function errorCode(error: unknown): string | undefined {
   return undefined;
 }
 
-function rootMessage(error: unknown): string {
+export function rootMessage(error: unknown): string {
   let current = error;
   for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
   return current instanceof Error ? current.message : String(current);
