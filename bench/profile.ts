@@ -52,7 +52,7 @@ if (scenario === "export") {
   const db = new Database(path.join(server.dataDir, "secrets.db"));
   const addMember = db.prepare("INSERT INTO memberships (project_id, user_id, role, created_at, updated_at) VALUES (?, ?, 'admin', ?, ?)");
   credentials = [];
-  for (let i = 0; i < Math.ceil(((seconds + 2) * 150) / 30); i++) {
+  for (let i = 0; i < Math.ceil(((seconds + 2) * 400) / 30); i++) {
     const user = await signIn(server.url, `user${i}@bench.test`);
     const now = new Date().toISOString();
     addMember.run(project.id, user.userId, now, now);
@@ -94,8 +94,9 @@ const CATEGORIES: [string, RegExp][] = [
   ["session lookup (cookie hash, SQL)", /resolveCookie|resolveBearer|browser-sessions\.repo|access-tokens\.repo|core\/auth\.ts|hashToken/],
   ["access checks", /core\/access\.ts|access\.repo/],
   ["export: ETag, dotenv text", /exportTag|formatDotenv|dotenv\.ts|exportFile/],
-  ["decrypt (vault, AES-GCM)", /core\/vault\.ts|core\/crypto\.ts|Decipher|Cipher|EVP_|aes_gcm|gcm_/],
+  // Before decrypt: listWithCiphertext would match its /Cipher/.
   ["secret lookup and lists (SQL)", /secrets\.repo|findOrFail/],
+  ["decrypt (vault, AES-GCM)", /core\/vault\.ts|core\/crypto\.ts|Decipher|Cipher|EVP_|aes_gcm|gcm_/],
   ["security headers", /helmet|security-headers/],
   ["logging (pino, redaction)", /pino|redact|requestCompleted|OneLinePerRequest/],
   ["JSON response", /serializ|fast-json-stringify|JsonStringifier|JSON|json-body/],
