@@ -59,6 +59,7 @@ import { registerCompareRoutes } from "./secrets/compare.routes.ts";
 import { createCompareService } from "./secrets/compare.service.ts";
 import { registerCopyRoutes } from "./secrets/copy.routes.ts";
 import { createCopyService } from "./secrets/copy.service.ts";
+import { createExportMemo } from "./secrets/export-memo.ts";
 import { createSecretsRepo } from "./secrets/secrets.repo.ts";
 import { registerSecretRoutes } from "./secrets/secrets.routes.ts";
 import { createSecretsService } from "./secrets/secrets.service.ts";
@@ -300,6 +301,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const vault = createVault(db, keyring, clock);
   const membersRepo = createMembersRepo(db);
   const secretsRepo = createSecretsRepo(db);
+  const exportMemo = createExportMemo();
   const projects = createProjectsService({
     db,
     repo: projectsRepo,
@@ -308,6 +310,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     access,
     audit,
     vault,
+    exportMemo,
     clock,
   });
   const secrets = createSecretsService({
@@ -317,6 +320,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     access,
     audit,
     vault,
+    exportMemo,
     clock,
     log,
     afterLargeWrite: () => wal.afterLargeWrite(),

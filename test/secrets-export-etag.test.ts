@@ -82,3 +82,32 @@ test("export: a matching tag does not get past the access checks", async (t) => 
   const star = await mallory.get(`${base}/export`, { "if-none-match": "*" });
   assert.equal(star.status, 404);
 });
+
+test("export: a second export of the same rows answers the same values, and any change shows in the very next one", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["production"] });
+  const base = `/api/projects/${project.id}/environments/production`;
+  const created = await alice.json("POST", `${base}/secrets`, { key: "API_KEY", value: "memo-value-1" });
+  await alice.json("POST", `${base}/secrets`, { key: "OTHER", value: "other-value" });
+  const exported = async (format = "") =>
+    (await alice.get(`${base}/export${format}`)).text().then((text) => (format ? text : JSON.parse(text).secrets));
+  const expect = (value: string) => [
+    { key: "API_KEY", value },
+    { key: "OTHER", value: "other-value" },
+  ];
+  assert.deepEqual(await exported(), expect("memo-value-1"));
+  assert.deepEqual(await exported(), expect("memo-value-1"));
+  assert.match(await exported("?format=dotenv"), /^API_KEY='memo-value-1'$/m);
+
+  const id = created.body.secret.id;
+  assert.equal((await alice.json("PATCH", `${base}/secrets/${id}`, { value: "memo-value-2" })).status, 200);
+  assert.deepEqual(await exported(), expect("memo-value-2"));
+  // A restore brings back the first value under a new version number (and so a new AAD).
+  assert.equal((await alice.json("POST", `${base}/secrets/${id}/versions/1/restore`, {})).status, 200);
+  assert.deepEqual(await exported(), expect("memo-value-1"));
+  assert.match(await exported("?format=dotenv"), /^API_KEY='memo-value-1'$/m);
+  // Every one of those exports was audited, remembered or not.
+  const events = await alice.json("GET", `/api/projects/${project.id}/audit?action=secrets.exported&limit=100`);
+  assert.equal(events.body.events.length, 6);
+});

@@ -815,6 +815,9 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
   sealed[20] = sealed[20]! ^ 1;
   setStoredCiphertext(server, victim.id, 2, sealed);
   assert.deepEqual((await owner.json("GET", `${base}/secrets/${victim.id}`)).body, NOT_DECRYPTED_ONE);
+  // The export just made is remembered by the sealed bytes it opened too, not by versions
+  // alone: the same rows with one byte flipped decrypt again, and fail.
+  assert.deepEqual((await owner.json("GET", `${base}/export`)).body, NOT_DECRYPTED_SOME);
   assert.equal((await owner.json("GET", `${base}/secrets/${victim.id}/versions/1`)).status, 200);
   // A logged line names the secret but never a value.
   assert.ok(server.logs.some((line) => line.includes("did not decrypt") && line.includes(attacker.id)));

@@ -58,10 +58,12 @@ interface Deps {
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
+  /** The secrets feature's memo of exported values (secrets/export-memo.ts), emptied of a deleted project. */
+  exportMemo: { forget(projectId: string): void };
   clock: Clock;
 }
 
-export function createProjectsService({ db, repo, memberships, secrets, access, audit, vault, clock }: Deps) {
+export function createProjectsService({ db, repo, memberships, secrets, access, audit, vault, exportMemo, clock }: Deps) {
   /** Whether one of the user's projects (other than `exceptId`) has this name, ignoring case. */
   async function isNameTakenForUser(userId: string, name: string, exceptId?: string): Promise<boolean> {
     return repo.isNameTakenAmong(
@@ -182,6 +184,7 @@ export function createProjectsService({ db, repo, memberships, secrets, access, 
         });
       });
       vault.forget(projectId);
+      exportMemo.forget(projectId);
     },
   };
 }

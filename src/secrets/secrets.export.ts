@@ -8,15 +8,13 @@ import { HttpError } from "../core/errors.ts";
 import { readTransaction, type Store, writesDurable } from "../core/store.ts";
 import { DecryptError } from "../core/vault.ts";
 import type { ExportFormat } from "./export-formats.ts";
+import type { ExportedValue, ExportMemo } from "./export-memo.ts";
 import type { SecretValues } from "./secret-values.ts";
 import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
-export interface ExportedValue {
-  key: string;
-  value: string;
-}
+export type { ExportedValue };
 
 /**
  * Changes with any create, update, rename, restore or delete in the environment, and with
@@ -38,19 +36,22 @@ interface ExportDeps {
   repo: SecretsRepo;
   audit: AuditWriter;
   values: SecretValues;
+  memo: ExportMemo;
   log?: Pick<Logger, "error">;
 }
 
-export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps) {
-  /** Every row opened, in order; throws DecryptError when any one does not open. */
-  async function openAll(projectId: string, rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
-    const open = await values.currentValueOpener(projectId, rows);
-    const opened = new Array<ExportedValue>(rows.length);
-    for (let i = 0; i < rows.length; i++) {
-      const row = rows[i]!;
-      opened[i] = { key: row.key, value: open(row) };
-    }
-    return opened;
+export function createSecretsExport({ db, repo, audit, values, memo, log }: ExportDeps) {
+  /** Every row opened, in order (the memo's copy when these very rows were opened before); throws DecryptError when any one does not open. */
+  function openAll(projectId: string, environment: Environment, rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
+    return memo.values(projectId, environment, rows, async () => {
+      const open = await values.currentValueOpener(projectId, rows);
+      const opened = new Array<ExportedValue>(rows.length);
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i]!;
+        opened[i] = { key: row.key, value: open(row) };
+      }
+      return opened;
+    });
   }
 
   return {
@@ -75,7 +76,7 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
         const etag = exportTag(rows, format);
         if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
-          return { at, opened: await openAll(projectId, rows), etag };
+          return { at, opened: await openAll(projectId, at.environment, rows), etag };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
@@ -103,7 +104,7 @@ export function createSecretsExport({ db, repo, audit, values, log }: ExportDeps
       // The values leave for Vercel: a change committed a moment ago must be on disk first,
       // or a power cut could leave Vercel holding a value (and no event) this server lost.
       await writesDurable(db);
-      return openAll(projectId, rows);
+      return openAll(projectId, environment, rows);
     },
   };
 }
