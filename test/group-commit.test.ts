@@ -13,6 +13,9 @@ const SQLITE_ONLY = { skip: onPostgres("group commit syncs SQLite's WAL; Postgre
 const UNSYNCED =
   "The server's disk failed to confirm a write (I/O error): the last changes may not have been saved, and nothing more is saved, and no value shown, until the server restarts.";
 
+const STALLED =
+  "The server's disk has not confirmed a write for 2 seconds: saving and showing values wait for it. Try again in a few seconds.";
+
 async function serverWithSecret(t: TestContext, gate: SyncGate, onWalSyncFailure?: () => void) {
   // Registered first so it runs first: a failed assertion must not leave the server's
   // close waiting for a held sync.
@@ -127,6 +130,42 @@ test("a failed WAL sync stops the server; where it goes on (a test), nothing mor
   const after = await client.json("PATCH", secretPath, { value: "fourth-value" });
   assert.equal(after.status, 200, JSON.stringify(after.body));
 });
+
+test(
+  "/healthz says 503 when the disk has not finished a sync in 2 s, without a second probe, and 200 once it has",
+  SQLITE_ONLY,
+  async (t) => {
+    const gate = new SyncGate();
+    const { server, owner, secretPath } = await serverWithSecret(t, gate);
+    assert.equal((await owner.json("GET", "/healthz")).status, 200);
+    await sleep(1100); // past the probe's one-second cache
+
+    gate.hold();
+    const patch = owner.json("PATCH", secretPath, { value: "second-value" });
+    await gate.reached();
+    const asked = Date.now();
+    const health = await owner.json("GET", "/healthz");
+    const waited = Date.now() - asked;
+    assert.equal(health.status, 503);
+    assert.equal(health.body.reason, STALLED);
+    assert.equal(health.body.error, STALLED);
+    assert.ok(waited >= 1500 && waited < 4000, `answered after ${waited} ms`);
+    assert.ok(server.logs.some((line) => line.includes('"storage":"stalled"')));
+    // Asked again while the disk still holds the first probe: at once, and no probe is added.
+    await sleep(1100);
+    const syncsBefore = gate.started;
+    const again = owner.json("GET", "/healthz");
+    assert.equal(await settlesWithin(again, 500), true, "the second /healthz waited for the disk");
+    assert.equal((await again).status, 503);
+    assert.equal(gate.started, syncsBefore);
+    // The writes were not given up on: they were only waiting.
+    assert.equal(await settlesWithin(patch, 50), false);
+
+    gate.release();
+    assert.equal((await patch).status, 200);
+    await waitFor("/healthz to answer 200 again", async () => (await owner.json("GET", "/healthz")).status === 200, 15_000);
+  },
+);
 
 test("SQLITE_SYNCHRONOUS=normal syncs nothing itself", SQLITE_ONLY, async (t) => {
   const gate = new SyncGate();

@@ -13,7 +13,7 @@ import { isPostgres, type Store } from "./store.ts";
  * operator has acted, so they answer 503 with Retry-After (the CLI's `--fallback` engages)
  * instead of the generic 500, and they are logged once a minute instead of per request.
  */
-export type StorageCondition = "full" | "io" | "unsynced" | "readonly" | "busy" | "unreachable";
+export type StorageCondition = "full" | "io" | "unsynced" | "stalled" | "readonly" | "busy" | "unreachable";
 
 interface ConditionText {
   /** For the client: what is wrong and when to retry. */
@@ -49,6 +49,14 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
     operator:
       "fsync of the database's WAL failed: nothing is written or acknowledged until the server restarts, and SQLite then recovers from what reached the disk. Check the disk and the kernel log, then restart.",
     retryAfterSeconds: 60,
+  },
+  // Never an error of a request: /healthz's probe only, which stops waiting for the disk (the requests keep waiting, as at FULL).
+  stalled: {
+    message:
+      "The server's disk has not confirmed a write for 2 seconds: saving and showing values wait for it. Try again in a few seconds.",
+    operator:
+      "An fsync in DATA_DIR (the database's WAL, or /healthz's probe file) has not finished in 2 seconds: writes, reveals and exports wait for the disk meanwhile. Check the disk (iostat, the kernel log).",
+    retryAfterSeconds: 5,
   },
   readonly: {
     message:
@@ -115,7 +123,10 @@ const RECENT_FAILURE_MS = 5_000;
 const PROBE_CACHE_MS = 1_000;
 /** The probe must not hold the event loop for the requests' busy timeout (nor wait that long for PostgreSQL's locks). */
 const PROBE_BUSY_TIMEOUT_MS = 100;
-/** A PostgreSQL that has not answered the probe by then counts as unreachable: /healthz must answer, not hang. */
+/**
+ * /healthz must answer, not hang: a PostgreSQL that has not answered the probe by then
+ * counts as unreachable, and a disk that has not finished the probe's fsyncs as stalled.
+ */
 const PROBE_TIMEOUT_MS = 2_000;
 const PROBE_FILE = ".healthz-probe";
 const PROBE_BYTES = Buffer.alloc(4096, 0x2e);
@@ -180,18 +191,20 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
         // pages it reuses while the disk has none left for the database to grow.
         // A transaction holding the connection is normal traffic (as a busy lock is, below);
         // the write probe would run inside it and prove nothing.
+        // In libuv's threads, not on the event loop: a disk that stops answering must leave
+        // the server answering (and /healthz saying so, below).
         if (!isConnectionBusy(store)) {
           probeDatabaseWrite(store, PROBE_BUSY_TIMEOUT_MS);
           await sqliteWritesDurable(store);
         }
         const file = path.join(dataDir, PROBE_FILE);
-        const fd = fs.openSync(file, "w", 0o600);
+        const handle = await fs.promises.open(file, "w", 0o600);
         try {
-          fs.writeSync(fd, PROBE_BYTES);
-          fs.fsyncSync(fd);
+          await handle.write(PROBE_BYTES);
+          await handle.sync();
         } finally {
-          fs.closeSync(fd);
-          fs.rmSync(file, { force: true });
+          await handle.close();
+          await fs.promises.rm(file, { force: true });
         }
       }
     } catch (error) {
@@ -208,12 +221,50 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
     return { ok: true };
   }
 
+  // SQLite's probe under way, which may outlast its answer: while the disk does not finish
+  // it, /healthz says so without starting another (each would hold one of libuv's threads).
+  let underWay: { health: Promise<Health>; startedAt: number } | undefined;
+
+  function probeWithin(): Promise<Health> {
+    // probePostgresWrite stops waiting by itself, and answers unreachable.
+    if (isPostgres(store)) return probe();
+    if (!underWay) {
+      const entry = { health: probe(), startedAt: Date.now() };
+      underWay = entry;
+      const done = () => {
+        if (underWay === entry) underWay = undefined;
+      };
+      entry.health.then(done, done);
+    }
+    const { health, startedAt } = underWay;
+    return new Promise<Health>((resolve, reject) => {
+      const timer = setTimeout(
+        () => {
+          report("stalled", new Error(`the storage probe has not finished in ${PROBE_TIMEOUT_MS} ms`));
+          resolve(degraded("stalled"));
+        },
+        Math.max(0, startedAt + PROBE_TIMEOUT_MS - Date.now()),
+      );
+      timer.unref();
+      health.then(
+        (answer) => {
+          clearTimeout(timer);
+          resolve(answer);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+
   return {
     report,
     health() {
       const now = Date.now();
       if (!cached || now - cached.at >= PROBE_CACHE_MS) {
-        const entry = { health: probe(), at: now };
+        const entry = { health: probeWithin(), at: now };
         cached = entry;
         // A database found unreachable is asked again at the next call, once this probe has
         // answered: it comes back all at once (restarted, failed over), and a load balancer
