@@ -6,7 +6,7 @@ import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
 import { readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
-import { createExportMemo, type ExportMemo } from "./export-memo.ts";
+import type { ExportMemo } from "./export-memo.ts";
 import {
   CHANGED_BY_SOMEONE_ELSE,
   createSecretValues,
@@ -75,7 +75,7 @@ interface Deps {
   audit: AuditWriter;
   vault: Vault;
   /** Remembers exported values sealed, for the next export of the same rows (app.ts makes one per server). */
-  exportMemo?: ExportMemo;
+  exportMemo: ExportMemo;
   clock: Clock;
   log?: Pick<Logger, "error">;
   /** Called after an import that wrote many entries (the WAL's space is given back then). */
@@ -110,7 +110,7 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
   const values = createSecretValues({ repo, access, vault, log });
   const { openOrFail, writeVersion, advance, requireAccess } = values;
   const importEntries = createSecretsImport({ db, repo, audit, clock, values });
-  const exporter = createSecretsExport({ db, repo, audit, values, memo: exportMemo ?? createExportMemo(), log });
+  const exporter = createSecretsExport({ db, repo, audit, values, memo: exportMemo, log });
 
   async function findOrFail(projectId: string, environment: Environment, secretId: string): Promise<SecretWithCiphertext> {
     const row = await repo.findWithCiphertext(projectId, environment, secretId);
