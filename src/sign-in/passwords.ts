@@ -1,5 +1,6 @@
 import crypto from "node:crypto";
 import { promisify } from "node:util";
+import { limitConcurrency } from "../core/limit-concurrency.ts";
 
 const scrypt = promisify(crypto.scrypt) as (
   password: crypto.BinaryLike,
@@ -21,6 +22,15 @@ const KEY_BYTES = 32;
 const SALT_BYTES = 16;
 const MAX_MEMORY = 64 * 1024 * 1024;
 
+/**
+ * Hashes computed at once; the others queue. Each holds one of libuv's four threads for
+ * its 50-100 ms, and 32 MiB: a burst of sign-ins must leave threads for the WAL syncs
+ * every write waits for (core/group-commit.ts) and for file and DNS work, and must not add
+ * 128 MiB of memory at once. Real and dummy hashes queue alike, so the wait tells nothing.
+ */
+const MAX_HASHES_AT_ONCE = 2;
+const hashing = limitConcurrency(MAX_HASHES_AT_ONCE);
+
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;
 
@@ -30,12 +40,14 @@ export const PASSWORD_MAX_LENGTH = 256;
  */
 export async function hashPassword(password: string, logN = SCRYPT_LOG_N): Promise<string> {
   const salt = crypto.randomBytes(SALT_BYTES);
-  const hash = await scrypt(password.normalize("NFC"), salt, KEY_BYTES, {
-    N: 2 ** logN,
-    r: SCRYPT_R,
-    p: SCRYPT_P,
-    maxmem: MAX_MEMORY,
-  });
+  const hash = await hashing(() =>
+    scrypt(password.normalize("NFC"), salt, KEY_BYTES, {
+      N: 2 ** logN,
+      r: SCRYPT_R,
+      p: SCRYPT_P,
+      maxmem: MAX_MEMORY,
+    }),
+  );
   return ["scrypt", logN, SCRYPT_R, SCRYPT_P, salt.toString("base64url"), hash.toString("base64url")].join("$");
 }
 
@@ -50,12 +62,14 @@ export async function verifyPassword(password: string, stored: string | null | u
   const usable = parts.length === 6 && parts[0] === "scrypt";
   const [, logN, r, p, salt, hash] = usable ? parts : (await dummyHash).split("$");
   const expected = Buffer.from(hash!, "base64url");
-  const actual = await scrypt(password.normalize("NFC"), Buffer.from(salt!, "base64url"), expected.length, {
-    N: 2 ** Number(logN),
-    r: Number(r),
-    p: Number(p),
-    maxmem: MAX_MEMORY,
-  });
+  const actual = await hashing(() =>
+    scrypt(password.normalize("NFC"), Buffer.from(salt!, "base64url"), expected.length, {
+      N: 2 ** Number(logN),
+      r: Number(r),
+      p: Number(p),
+      maxmem: MAX_MEMORY,
+    }),
+  );
   // timingSafeEqual: === on the bytes would leak how much of the hash matched.
   return crypto.timingSafeEqual(actual, expected) && usable;
 }
