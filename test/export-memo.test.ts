@@ -94,3 +94,36 @@ test("export memo: a failed opening is not remembered, a deleted project is forg
   await memo.values("p10", "production", rows, openAll(rows));
   assert.equal(calls.n, before + 1);
 });
+
+test("export memo: an environment is forgotten alone; what was opened while its project was forgotten is not kept; over 16 MiB is not kept", async () => {
+  const memo = createExportMemo();
+  const rows = [row("s1", "A", 1, "sealed-a")];
+  const { calls, openAll } = counting(["a"]);
+  await memo.values("p1", "production", rows, openAll(rows));
+  await memo.values("p1", "staging", rows, openAll(rows));
+  memo.forget("p1", "production");
+  await memo.values("p1", "staging", rows, openAll(rows));
+  assert.equal(calls.n, 2, "staging was forgotten with production");
+  await memo.values("p1", "production", rows, openAll(rows));
+  assert.equal(calls.n, 3);
+
+  // The project is deleted while an export of it is opening its values (PostgreSQL awaits there).
+  memo.forget("p2");
+  await memo.values("p2", "production", rows, async () => {
+    memo.forget("p2");
+    return [{ key: "A", value: "a" }];
+  });
+  await memo.values("p2", "production", rows, openAll(rows));
+  assert.equal(calls.n, 4, "the values opened across the deletion were kept");
+
+  const large = [{ key: "A", value: "x".repeat(17 * 1024 * 1024) }];
+  let opened = 0;
+  for (let i = 0; i < 2; i++) {
+    const values = await memo.values("p3", "production", rows, async () => {
+      opened++;
+      return large;
+    });
+    assert.equal(values[0]!.value.length, large[0]!.value.length);
+  }
+  assert.equal(opened, 2, "an environment over 16 MiB was remembered");
+});

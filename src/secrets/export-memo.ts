@@ -28,14 +28,21 @@ export type ExportMemo = ReturnType<typeof createExportMemo>;
  * as before when one does not open).
  *
  * The values are kept sealed under a key made for this process, which lives in native
- * memory (a KeyObject), so the JavaScript heap, and a heap snapshot of it, holds no value
- * in the clear once the request that used them is over. Access is checked before the memo
- * is asked, and every export is audited as before.
+ * memory (a KeyObject), so what the memo holds between requests opens nothing without it
+ * (a heap snapshot does not hold it). A request still has its values in the clear while it
+ * runs, as any export does. Access is checked before the memo is asked, and every export
+ * is audited as before. An environment's entry goes when a secret in it changes, and a
+ * project's when the project is deleted.
  */
 export function createExportMemo() {
-  const memoKey = crypto.createSecretKey(crypto.randomBytes(32));
+  const keyBytes = crypto.randomBytes(32);
+  const memoKey = crypto.createSecretKey(keyBytes);
+  keyBytes.fill(0);
   const entries = new Map<string, { digest: string; sealed: Buffer }>();
   let bytes = 0;
+  // Bumped by forget(): an export that read its rows before a deletion and opens them after
+  // (PostgreSQL awaits between the two) must not put the deleted values back.
+  const generations = new Map<string, number>();
 
   function drop(slot: string): void {
     const entry = entries.get(slot);
@@ -52,7 +59,8 @@ export function createExportMemo() {
       text += `\n${row.id} ${row.key} ${row.version} ${row.keyVersion} ${row.ciphertext.length}`;
       sealed[i] = row.ciphertext;
     }
-    return crypto.createHash("sha256").update(text).update(Buffer.concat(sealed)).digest("base64url");
+    // The text's length first: where the text ends and the sealed bytes begin is then part of what is hashed.
+    return crypto.createHash("sha256").update(`${text.length}\n`).update(text).update(Buffer.concat(sealed)).digest("base64url");
   }
 
   return {
@@ -71,9 +79,16 @@ export function createExportMemo() {
         // Most recently used last, so the first entry is the one to forget.
         entries.delete(slot);
         entries.set(slot, entry);
-        return JSON.parse(open(memoKey, entry.sealed, aad).toString("utf8")) as ExportedValue[];
+        const text = open(memoKey, entry.sealed, aad);
+        try {
+          return JSON.parse(text.toString("utf8")) as ExportedValue[];
+        } finally {
+          text.fill(0);
+        }
       }
+      const generation = generations.get(projectId);
       const opened = await openAll();
+      if (generations.get(projectId) !== generation) return opened;
       drop(slot);
       const sealed = seal(memoKey, JSON.stringify(opened), aad);
       if (sealed.length > MAX_BYTES) return opened;
@@ -86,9 +101,14 @@ export function createExportMemo() {
       return opened;
     },
 
-    /** A deleted project's values leave memory with it. */
-    forget(projectId: string): void {
-      for (const slot of [...entries.keys()]) if (slot.startsWith(`${projectId}/`)) drop(slot);
+    /**
+     * Drops what is remembered of a project (deleted), or of one of its environments (a
+     * secret in it changed: a deleted secret's value should not outlive it here either).
+     */
+    forget(projectId: string, environment?: string): void {
+      generations.set(projectId, (generations.get(projectId) ?? 0) + 1);
+      if (environment !== undefined) drop(`${projectId}/${environment}`);
+      else for (const slot of [...entries.keys()]) if (slot.startsWith(`${projectId}/`)) drop(slot);
     },
   };
 }

@@ -14,8 +14,6 @@ import type { SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
 const NOT_DECRYPTED_SOME = "Some secrets could not be decrypted.";
 
-export type { ExportedValue };
-
 /**
  * Changes with any create, update, rename, restore or delete in the environment, and with
  * the format. The rows come sorted by key, and keys are unique in an environment, so the

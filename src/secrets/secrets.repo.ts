@@ -82,7 +82,8 @@ function createSecretsRepoSqlite(db: Db) {
   // V8's heap and decodes into Node's pooled buffer memory. For an export of a thousand,
   // about half a millisecond of the server's CPU.
   const listWithValues = sqlite.prepare(
-    `SELECT ${withCiphertextColumns.replace("v.ciphertext", "hex(v.ciphertext) AS ciphertext")}
+    `SELECT s.id, s.project_id AS projectId, s.environment, s.key, s.version, s.created_at AS createdAt,
+       s.updated_at AS updatedAt, hex(v.ciphertext) AS ciphertext, v.key_version AS keyVersion, v.digest
      FROM secrets s JOIN secret_versions v ON v.secret_id = s.id AND v.version_number = s.version
      WHERE s.project_id = CAST(? AS TEXT) AND s.environment = CAST(? AS TEXT)
      ORDER BY s.key`,

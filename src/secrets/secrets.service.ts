@@ -98,6 +98,7 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
    * has its response.
    */
   async function changed(projectId: string, environment: Environment): Promise<void> {
+    exportMemo.forget(projectId, environment);
     for (const listener of listeners) {
       try {
         await listener(projectId, environment);
