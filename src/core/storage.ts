@@ -223,30 +223,35 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
 
   // SQLite's probe under way, which may outlast its answer: while the disk does not finish
   // it, /healthz says so without starting another (each would hold one of libuv's threads).
-  let underWay: { health: Promise<Health>; startedAt: number } | undefined;
+  let underWay: { health: Promise<Health>; startedAt: number; reported: boolean } | undefined;
 
-  function probeWithin(): Promise<Health> {
+  function probeWithDeadline(): Promise<Health> {
     // probePostgresWrite stops waiting by itself, and answers unreachable.
     if (isPostgres(store)) return probe();
     if (!underWay) {
-      const entry = { health: probe(), startedAt: Date.now() };
+      const entry = { health: probe(), startedAt: Date.now(), reported: false };
       underWay = entry;
       const done = () => {
         if (underWay === entry) underWay = undefined;
       };
       entry.health.then(done, done);
     }
-    const { health, startedAt } = underWay;
+    const entry = underWay;
+    // Logged once per stuck probe, not at every poll: the polls are not failures of their own.
+    const stalled = (): Health => {
+      if (!entry.reported) {
+        entry.reported = true;
+        report("stalled", new Error(`the storage probe has not finished in ${PROBE_TIMEOUT_MS} ms`));
+      }
+      return degraded("stalled");
+    };
+    const left = entry.startedAt + PROBE_TIMEOUT_MS - Date.now();
+    // Past its deadline nothing more is attached to the stuck probe, however long it lasts.
+    if (left <= 0) return Promise.resolve(stalled());
     return new Promise<Health>((resolve, reject) => {
-      const timer = setTimeout(
-        () => {
-          report("stalled", new Error(`the storage probe has not finished in ${PROBE_TIMEOUT_MS} ms`));
-          resolve(degraded("stalled"));
-        },
-        Math.max(0, startedAt + PROBE_TIMEOUT_MS - Date.now()),
-      );
+      const timer = setTimeout(() => resolve(stalled()), left);
       timer.unref();
-      health.then(
+      entry.health.then(
         (answer) => {
           clearTimeout(timer);
           resolve(answer);
@@ -264,7 +269,7 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
     health() {
       const now = Date.now();
       if (!cached || now - cached.at >= PROBE_CACHE_MS) {
-        const entry = { health: probeWithin(), at: now };
+        const entry = { health: probeWithDeadline(), at: now };
         cached = entry;
         // A database found unreachable is asked again at the next call, once this probe has
         // answered: it comes back all at once (restarted, failed over), and a load balancer
