@@ -54,4 +54,18 @@ test("limitConcurrency: at most the limit run at once, the rest in arrival order
   assert.deepEqual(again, [7, 8]);
   await Promise.all(both);
   assert.deepEqual(again, [7, 8, 9]);
+  // A function that throws before returning a promise frees its place too.
+  await assert.rejects(
+    limited(() => {
+      throw new Error("at once");
+    }),
+    /at once/,
+  );
+  await assert.rejects(
+    limited(() => {
+      throw new Error("at once");
+    }),
+    /at once/,
+  );
+  assert.equal(await limited(async () => "still two places"), "still two places");
 });

@@ -29,7 +29,7 @@ const MAX_MEMORY = 64 * 1024 * 1024;
  * 128 MiB of memory at once. Real and dummy hashes queue alike, so the wait tells nothing.
  */
 const MAX_HASHES_AT_ONCE = 2;
-const hashing = limitConcurrency(MAX_HASHES_AT_ONCE);
+const queueHash = limitConcurrency(MAX_HASHES_AT_ONCE);
 
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;
@@ -40,7 +40,7 @@ export const PASSWORD_MAX_LENGTH = 256;
  */
 export async function hashPassword(password: string, logN = SCRYPT_LOG_N): Promise<string> {
   const salt = crypto.randomBytes(SALT_BYTES);
-  const hash = await hashing(() =>
+  const hash = await queueHash(() =>
     scrypt(password.normalize("NFC"), salt, KEY_BYTES, {
       N: 2 ** logN,
       r: SCRYPT_R,
@@ -62,7 +62,7 @@ export async function verifyPassword(password: string, stored: string | null | u
   const usable = parts.length === 6 && parts[0] === "scrypt";
   const [, logN, r, p, salt, hash] = usable ? parts : (await dummyHash).split("$");
   const expected = Buffer.from(hash!, "base64url");
-  const actual = await hashing(() =>
+  const actual = await queueHash(() =>
     scrypt(password.normalize("NFC"), Buffer.from(salt!, "base64url"), expected.length, {
       N: 2 ** Number(logN),
       r: Number(r),
