@@ -204,7 +204,7 @@ export const executableBench: BenchModule = {
       rows.push(row(EXECUTABLE_NAMES.run, median(runs), RUNS));
     } finally {
       await server.stop();
-      // The installed copy (117 MB); a build's own folder is kept, as before.
+      // The installed copy (117 MB) at once; the build's folder goes when the bench ends.
       fs.rmSync(path.dirname(executable), { recursive: true, force: true });
     }
     return rows;

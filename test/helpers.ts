@@ -93,8 +93,17 @@ export function assertNoLeaks(dataDir: string): void {
   if (found.length > 0) throw new Error(`secret material leaked:\n${found.slice(0, 10).join("\n")}`);
 }
 
+// A test file's folders go when its process ends: tests that made one for a command or a
+// CLI home left hundreds behind per run on a developer's machine.
+const tempDirs = new Set<string>();
+process.on("exit", () => {
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
 export function makeTempDir(prefix = "secrets-test-"): string {
-  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  tempDirs.add(dir);
+  return dir;
 }
 
 export function randomMasterKey(): string {
