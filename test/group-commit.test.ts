@@ -62,6 +62,31 @@ test(
   },
 );
 
+test("a reveal's event made while a sync runs is in the very next sync, not the one after", SQLITE_ONLY, async (t) => {
+  const gate = new SyncGate();
+  const { server, owner, project, secretPath } = await serverWithSecret(t, gate);
+  const other = await createSecret(owner, project.id, "production", "OTHER_KEY", "other-value");
+  gate.hold();
+  const patch = owner.json("PATCH", secretPath, { value: "second-value" });
+  await gate.reached();
+  // The reveal's event waits for the held sync to end, and is committed just before the next
+  // starts; a write committed meanwhile waits for that next sync too, and must not start it
+  // before the event is in.
+  const reveal = owner.json("GET", secretPath);
+  const otherPatch = owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${other.id}`, { value: "other-2" });
+  await waitFor("the other PATCH to commit", async () => committedVersion(server, other.id) === 2);
+  await sleep(50);
+  gate.releaseHeld();
+  assert.equal((await patch).status, 200);
+  await gate.reached();
+  assert.equal(await settlesWithin(reveal, 100), false, "the reveal was answered before its event's sync");
+  // Only that sync goes on; a reveal whose event missed it would wait for the next, held one.
+  gate.releaseHeld();
+  assert.equal(await settlesWithin(reveal, 3000), true, "the reveal's event was left for a later sync");
+  assert.equal((await reveal).body.secret.value, "second-value");
+  assert.equal((await otherPatch).status, 200);
+});
+
 test("writes made while a sync runs share the next one", SQLITE_ONLY, async (t) => {
   const gate = new SyncGate();
   const { server, owner, project } = await serverWithSecret(t, gate);

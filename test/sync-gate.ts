@@ -29,6 +29,11 @@ export class SyncGate {
     return new Promise((resolve) => this.onHeld.push(resolve));
   }
 
+  /** Lets the syncs waiting now go on, and keeps holding the ones after them. */
+  releaseHeld(): void {
+    for (const sync of this.held.splice(0)) sync.resolve();
+  }
+
   release(): void {
     this.holding = false;
     for (const sync of this.held.splice(0)) sync.resolve();
