@@ -7,12 +7,12 @@ import crypto from "node:crypto";
 import { test } from "node:test";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { writeTransaction } from "../src/core/store.ts";
-import { createVault } from "../src/core/vault.ts";
+import { createVault, DecryptError } from "../src/core/vault.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { type Client, ROOT, randomMasterKey, runMain, startServer } from "./helpers.ts";
 import { createSecret, envPath, startTeam } from "./secrets-helpers.ts";
-import { keyVersionsInUse, rowCount, schemaColumns } from "./storage.ts";
+import { copyWrappedKey, keyVersionsInUse, rowCount, schemaColumns } from "./storage.ts";
 
 /** Every value and every historical version of every secret of an environment. */
 async function readEverything(client: Client, projectId: string, env: string): Promise<Record<string, string[]>> {
@@ -244,6 +244,22 @@ test("a project data key created in a transaction that rolls back is not kept in
   assert.equal(sealed.keyVersion, 2);
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
   assert.equal(await createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
+});
+
+test("a project forgotten (deleted) while its data key is being read does not put the key back in memory", async (t) => {
+  const { server, projectId, owner } = await startTeam(t);
+  const other = await owner.createProject({ name: "other", environments: ["production"] });
+  const { db, keyring } = server.app;
+  const sealed = await writeTransaction(db, () => createVault(db, keyring).seal(projectId, "test|forget", "forget-value"));
+  const vault = createVault(db, keyring);
+  // The deletion's forget() lands while the key is read (on PostgreSQL a round trip): the
+  // read that was under way still answers...
+  const opening = vault.open(projectId, "test|forget", sealed);
+  vault.forget(projectId);
+  assert.equal(await opening, "forget-value");
+  // ...but the key was not kept: the next open reads the stored key again, which no longer opens.
+  copyWrappedKey(server, other.id, projectId);
+  await assert.rejects(vault.open(projectId, "test|forget", sealed), DecryptError);
 });
 
 test("rotate-key refuses a wrong previous key and changes nothing", async (t) => {

@@ -54,6 +54,9 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
   // which Node does not have to import again for every cipher.
   const dataKeys = new Map<string, crypto.KeyObject>();
   const digestKeys = new Map<string, crypto.KeyObject>();
+  // Bumped by forget(): a key read before a project's deletion and cached after it (on
+  // PostgreSQL the read awaits the database) must not stay in memory.
+  const generations = new Map<string, number>();
   // Keys this process created inside a transaction: if that transaction rolls back, the
   // wrapped row is gone, and a cached key would go on sealing values no restart can open.
   // Forgetting them on any rollback is always safe: a committed key is simply read again.
@@ -98,15 +101,17 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     const cacheKey = `${projectId}:${keyVersion}`;
     let key = digestKeys.get(cacheKey);
     if (!key) {
+      const generation = generations.get(projectId);
       const dataKeyObject = await dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
       key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", dataKeyObject, Buffer.alloc(0), VALUE_DIGEST_INFO, 32)));
-      digestKeys.set(cacheKey, key);
+      if (generations.get(projectId) === generation) digestKeys.set(cacheKey, key);
     }
     return key;
   }
 
   async function loadDataKey(projectId: string, keyVersion: number, createIfMissing: boolean): Promise<crypto.KeyObject> {
     const cacheKey = `${projectId}:${keyVersion}`;
+    const generation = generations.get(projectId);
     const wrappedKey = await keys.find(projectId, keyVersion);
     let key: Buffer;
     if (wrappedKey) {
@@ -132,7 +137,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     }
     const keyObject = crypto.createSecretKey(key);
     key.fill(0);
-    dataKeys.set(cacheKey, keyObject);
+    if (generations.get(projectId) === generation) dataKeys.set(cacheKey, keyObject);
     return keyObject;
   }
 
@@ -223,6 +228,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
 
     /** Drops cached data keys of a project (after deletion or rotation). */
     forget(projectId: string): void {
+      generations.set(projectId, (generations.get(projectId) ?? 0) + 1);
       for (const cacheKey of dataKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) dataKeys.delete(cacheKey);
       for (const cacheKey of digestKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) digestKeys.delete(cacheKey);
     },
