@@ -75,7 +75,8 @@ test("a reveal's event made while a sync runs is in the very next sync, not the 
   const reveal = owner.json("GET", secretPath);
   const otherPatch = owner.json("PATCH", `${envPath(project.id, "production")}/secrets/${other.id}`, { value: "other-2" });
   await waitFor("the other PATCH to commit", async () => committedVersion(server, other.id) === 2);
-  await sleep(50);
+  // The reveal, sent first, has queued its event long before (a few milliseconds of work).
+  await sleep(200);
   gate.releaseHeld();
   assert.equal((await patch).status, 200);
   await gate.reached();

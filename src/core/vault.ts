@@ -54,9 +54,10 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
   // which Node does not have to import again for every cipher.
   const dataKeys = new Map<string, crypto.KeyObject>();
   const digestKeys = new Map<string, crypto.KeyObject>();
-  // Bumped by forget(): a key read before a project's deletion and cached after it (on
-  // PostgreSQL the read awaits the database) must not stay in memory.
-  const generations = new Map<string, number>();
+  // Projects deleted while this process runs: their keys are never cached again. A request
+  // whose read snapshot began before the deletion (PostgreSQL's REPEATABLE READ) still finds
+  // the wrapped key, after forget(), and must not put it back. Ids are never reused.
+  const deleted = new Set<string>();
   // Keys this process created inside a transaction: if that transaction rolls back, the
   // wrapped row is gone, and a cached key would go on sealing values no restart can open.
   // Forgetting them on any rollback is always safe: a committed key is simply read again.
@@ -101,17 +102,15 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     const cacheKey = `${projectId}:${keyVersion}`;
     let key = digestKeys.get(cacheKey);
     if (!key) {
-      const generation = generations.get(projectId);
       const dataKeyObject = await dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
       key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", dataKeyObject, Buffer.alloc(0), VALUE_DIGEST_INFO, 32)));
-      if (generations.get(projectId) === generation) digestKeys.set(cacheKey, key);
+      if (!deleted.has(projectId)) digestKeys.set(cacheKey, key);
     }
     return key;
   }
 
   async function loadDataKey(projectId: string, keyVersion: number, createIfMissing: boolean): Promise<crypto.KeyObject> {
     const cacheKey = `${projectId}:${keyVersion}`;
-    const generation = generations.get(projectId);
     const wrappedKey = await keys.find(projectId, keyVersion);
     let key: Buffer;
     if (wrappedKey) {
@@ -137,7 +136,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     }
     const keyObject = crypto.createSecretKey(key);
     key.fill(0);
-    if (generations.get(projectId) === generation) dataKeys.set(cacheKey, keyObject);
+    if (!deleted.has(projectId)) dataKeys.set(cacheKey, keyObject);
     return keyObject;
   }
 
@@ -226,9 +225,9 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       return digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext);
     },
 
-    /** Drops cached data keys of a project (after deletion or rotation). */
+    /** Drops a deleted project's cached keys, and keeps them from being cached again. */
     forget(projectId: string): void {
-      generations.set(projectId, (generations.get(projectId) ?? 0) + 1);
+      deleted.add(projectId);
       for (const cacheKey of dataKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) dataKeys.delete(cacheKey);
       for (const cacheKey of digestKeys.keys()) if (cacheKey.startsWith(`${projectId}:`)) digestKeys.delete(cacheKey);
     },

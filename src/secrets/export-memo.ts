@@ -40,9 +40,12 @@ export function createExportMemo() {
   keyBytes.fill(0);
   const entries = new Map<string, { digest: string; sealed: Buffer }>();
   let bytes = 0;
-  // Bumped by forget(): an export that read its rows before a deletion and opens them after
-  // (PostgreSQL awaits between the two) must not put the deleted values back.
+  // Bumped by forget(): values opened from rows read before a change (or a deletion) must
+  // not be stored after it, so an export takes a ticket before it reads its rows. Deleted
+  // projects are never stored again: a read snapshot older than the deletion still holds
+  // their rows (PostgreSQL's REPEATABLE READ), and ids are never reused.
   const generations = new Map<string, number>();
+  const deleted = new Set<string>();
 
   function drop(slot: string): void {
     const entry = entries.get(slot);
@@ -64,10 +67,19 @@ export function createExportMemo() {
   }
 
   return {
-    /** The rows' values, from the memo when these very rows were opened before, else from `openAll` (then remembered). */
+    /** Taken before the rows are read, and given to values(). */
+    ticket(projectId: string): number {
+      return generations.get(projectId) ?? 0;
+    },
+
+    /**
+     * The rows' values, from the memo when these very rows were opened before, else from
+     * `openAll`, then remembered unless the project changed since `ticket` was taken.
+     */
     async values(
       projectId: string,
       environment: string,
+      ticket: number,
       rows: readonly SecretWithCiphertext[],
       openAll: () => Promise<ExportedValue[]>,
     ): Promise<ExportedValue[]> {
@@ -86,9 +98,8 @@ export function createExportMemo() {
           text.fill(0);
         }
       }
-      const generation = generations.get(projectId);
       const opened = await openAll();
-      if (generations.get(projectId) !== generation) return opened;
+      if ((generations.get(projectId) ?? 0) !== ticket || deleted.has(projectId)) return opened;
       drop(slot);
       const sealed = seal(memoKey, JSON.stringify(opened), aad);
       if (sealed.length > MAX_BYTES) return opened;
@@ -107,8 +118,12 @@ export function createExportMemo() {
      */
     forget(projectId: string, environment?: string): void {
       generations.set(projectId, (generations.get(projectId) ?? 0) + 1);
-      if (environment !== undefined) drop(`${projectId}/${environment}`);
-      else for (const slot of [...entries.keys()]) if (slot.startsWith(`${projectId}/`)) drop(slot);
+      if (environment !== undefined) {
+        drop(`${projectId}/${environment}`);
+        return;
+      }
+      deleted.add(projectId);
+      for (const slot of [...entries.keys()]) if (slot.startsWith(`${projectId}/`)) drop(slot);
     },
   };
 }

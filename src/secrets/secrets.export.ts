@@ -40,8 +40,8 @@ interface ExportDeps {
 
 export function createSecretsExport({ db, repo, audit, values, memo, log }: ExportDeps) {
   /** Every row opened, in order (the memo's copy when these very rows were opened before); throws DecryptError when any one does not open. */
-  function openAll(projectId: string, environment: Environment, rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
-    return memo.values(projectId, environment, rows, async () => {
+  function openAll(projectId: string, environment: Environment, ticket: number, rows: SecretWithCiphertext[]): Promise<ExportedValue[]> {
+    return memo.values(projectId, environment, ticket, rows, async () => {
       const open = await values.currentValueOpener(projectId, rows);
       const opened = new Array<ExportedValue>(rows.length);
       for (let i = 0; i < rows.length; i++) {
@@ -68,13 +68,15 @@ export function createSecretsExport({ db, repo, audit, values, memo, log }: Expo
       format: ExportFormat,
       isUnchanged?: (etag: string) => boolean,
     ): Promise<{ values: ExportedValue[]; etag: string } | { notModified: true; etag: string }> {
+      // Before the rows are read: a change that lands after keeps what is opened out of the memo.
+      const ticket = memo.ticket(projectId);
       const read = await readTransaction(db, async () => {
         const at = await values.requireAccess(caller, projectId, "secrets:read", environment);
         const rows = await repo.listWithCiphertext(projectId, at.environment);
         const etag = exportTag(rows, format);
         if (isUnchanged?.(etag)) return { notModified: true as const, etag };
         try {
-          return { at, opened: await openAll(projectId, at.environment, rows), etag };
+          return { at, opened: await openAll(projectId, at.environment, ticket, rows), etag };
         } catch (error) {
           if (!(error instanceof DecryptError)) throw error;
           log?.error({ projectId, environment: at.environment }, "an exported secret value did not decrypt");
@@ -98,11 +100,12 @@ export function createSecretsExport({ db, repo, audit, values, memo, log }: Expo
      * no checks. Throws DecryptError when any value does not open, never a partial list.
      */
     async readAllValues(projectId: string, environment: Environment): Promise<ExportedValue[]> {
+      const ticket = memo.ticket(projectId);
       const rows = await repo.listWithCiphertext(projectId, environment);
       // The values leave for Vercel: a change committed a moment ago must be on disk first,
       // or a power cut could leave Vercel holding a value (and no event) this server lost.
       await writesDurable(db);
-      return openAll(projectId, environment, rows);
+      return openAll(projectId, environment, ticket, rows);
     },
   };
 }
