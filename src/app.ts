@@ -87,6 +87,8 @@ export interface AppOptions {
   beforeWalSync?: () => Promise<void>;
   /** Instead of stopping the process when a WAL sync fails (tests, which run servers in their own process). */
   onWalSyncFailure?: () => void;
+  /** How often the rate-limit counts are saved (5 s); tests that hold WAL syncs save them at close only. */
+  rateLimitSaveEveryMs?: number;
 }
 
 /**
@@ -258,7 +260,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   auth.register(app);
 
   // Counted in memory, saved every few seconds and at close: a restart keeps the windows.
-  const rateLimits = createRateLimitStore(db, clock);
+  const rateLimits = createRateLimitStore(db, clock, { saveEveryMs: options.rateLimitSaveEveryMs });
   // A storage fault at close (a full disk, a failed sync) is reported, not thrown: the
   // counts are a minute's worth, and the database must still be closed.
   app.addHook("onClose", async () => rateLimits.stop().catch((error) => backgroundError(error, "could not save rate-limit counters")));

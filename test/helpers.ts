@@ -204,11 +204,17 @@ export async function startServer(t: TestContext | undefined, options: ServerOpt
   // PORT=0: the OS picks the port at listen, and an APP_URL on port 0 follows it, so
   // servers start side by side without racing for a free port.
   if (!options.env?.APP_URL && !options.exactEnv) env.APP_URL = `http://127.0.0.1:${env.PORT}`;
+  // A test that holds the WAL syncs must hold its own writes' syncs: the server's own
+  // writes every few seconds (the rate-limit counts' save, the sync scheduler's lease)
+  // would now and then be the held one, and a test letting one sync go at a time would hang.
+  const holdsSyncs = options.beforeWalSync !== undefined;
+  if (holdsSyncs && !("SYNC_LEASE_SECONDS" in (options.env ?? {}))) env.SYNC_LEASE_SECONDS = "600";
   const config = loadConfig(env);
   const app = await buildApp(config, {
     clock,
     logStream,
     beforeWalSync: options.beforeWalSync,
+    rateLimitSaveEveryMs: holdsSyncs ? 3_600_000 : undefined,
     // Never the real stop, which would end the test run: the test's own assertions fail instead.
     onWalSyncFailure: options.onWalSyncFailure ?? (() => console.error(`a WAL sync failed in the test server of ${dataDir}`)),
   });
