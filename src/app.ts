@@ -427,7 +427,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   if (oidc) registerOidcRoutes(app, { auth, config, keyring, oidc, log });
   let announceSetupLink = async (): Promise<void> => {};
   if (config.authProvider === "local") {
-    const local = createLocalAccounts({ db, users, repo: localRepo, config, clock });
+    const local = createLocalAccounts({ db, users, repo: localRepo, config, clock, keyring });
     registerLocalRoutes(app, { auth, local });
     // Once listening (a server that could not bind must not replace the link another one
     // printed), so that the link names the port the server really has (PORT=0).

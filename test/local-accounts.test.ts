@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { type Client, cliClient, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
 import { rowCount, storedRows } from "./storage.ts";
@@ -185,6 +186,14 @@ test("local: failed sign-ins are limited per account and address (10 per 15 minu
     stored.every((r) => /^[0-9a-f]{64}$/.test(r.address_hash)),
     "hashed, not the address",
   );
+  // Keyed hashes: hashing every candidate e-mail or IPv4 address finds nothing.
+  const sha256 = (text: string) => crypto.createHash("sha256").update(text).digest("hex");
+  const plain = new Set([sha256("admin@example.com"), sha256("made-up@example.com"), sha256("127.0.0.1"), sha256("::ffff:127.0.0.1")]);
+  assert.ok(
+    stored.every((r) => !plain.has(r.account_hash) && !plain.has(r.address_hash)),
+    "a plain SHA-256 of the e-mail or the address",
+  );
+  assert.equal(new Set(stored.map((r) => r.address_hash)).size, 1, "one address, one pseudonym");
   const restarted = await server.restart();
   t.after(() => restarted.stop());
   assert.equal((await signIn(restarted, "admin@example.com", GOOD_PASSWORD)).status, 429);

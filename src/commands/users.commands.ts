@@ -52,7 +52,9 @@ function usersService(db: Store, onDisabled?: (userId: string) => Promise<void>)
 }
 
 function local(db: Store, config: Config) {
-  return createLocalAccounts({ db, users: usersService(db), repo: createLocalRepo(db), config, clock: systemClock });
+  // Only a sign-in uses the keyring, which no command makes: links need no master key.
+  const keyring = { pseudonym: (text: string) => loadKeyring(config).pseudonym(text) };
+  return createLocalAccounts({ db, users: usersService(db), repo: createLocalRepo(db), config, clock: systemClock, keyring });
 }
 
 function printLink(what: string, link: IssuedLink): void {

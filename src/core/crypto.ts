@@ -9,6 +9,8 @@ const TAG_BYTES = 16;
 export const ALGORITHM = "AES-256-GCM";
 /** HKDF info of the audit chain's MAC keys; a new purpose gets a new label, never this one. */
 const AUDIT_MAC_INFO = "secrets-server audit chain mac v1";
+/** HKDF info of the key that pseudonymises what is stored only to be matched again. */
+const PSEUDONYM_INFO = "secrets-server pseudonyms v1";
 
 /** URL-safe random text carrying `bytes` bytes of entropy. */
 export function randomToken(bytes = 32): string {
@@ -56,6 +58,7 @@ export function open(key: Buffer | crypto.KeyObject, sealed: Buffer, aad: string
 /** The master keys this process holds: the current one and any older ones still needed to read. */
 export class Keyring {
   private readonly auditMacKeys = new Map<number, crypto.KeyObject>();
+  private pseudonymKey: crypto.KeyObject | undefined;
 
   readonly currentVersion: number;
   private readonly keys: ReadonlyMap<number, Buffer>;
@@ -91,6 +94,19 @@ export class Keyring {
       this.auditMacKeys.set(version, key);
     }
     return key;
+  }
+
+  /**
+   * A keyed hash of something stored only to be matched again (the e-mail and the client
+   * network of a failed sign-in). A plain SHA-256 of an IPv4 address or of an e-mail is
+   * undone by hashing every candidate; this cannot be without the master key. Under the
+   * current key: a rotation starts such counts again.
+   */
+  pseudonym(text: string): string {
+    this.pseudonymKey ??= crypto.createSecretKey(
+      Buffer.from(crypto.hkdfSync("sha256", this.key(this.currentVersion), Buffer.alloc(0), PSEUDONYM_INFO, 32)),
+    );
+    return crypto.createHmac("sha256", this.pseudonymKey).update(text, "utf8").digest("hex");
   }
 
   /** A value that proves which key this is without revealing it (HMAC of a fixed label). */

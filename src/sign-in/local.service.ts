@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
-import { hashToken, randomToken } from "../core/crypto.ts";
+import { hashToken, type Keyring, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
@@ -45,6 +45,7 @@ interface Deps {
   repo: LocalRepo;
   config: Pick<Config, "appUrl">;
   clock: Clock;
+  keyring: Pick<Keyring, "pseudonym">;
 }
 
 export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
@@ -55,7 +56,7 @@ export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
  * a link was vouched for by the operator who printed it, so setting a password through
  * one verifies the e-mail.
  */
-export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
+export function createLocalAccounts({ db, users, repo, config, clock, keyring }: Deps) {
   // Failed sign-ins per account, existing or not (so a 429 reveals nothing), in the
   // database so that a restart does not hand an attacker a fresh set of tries.
   /** Seconds until the window holds fewer than `limit` of `times` (oldest first), or 0 when it already does. */
@@ -212,12 +213,13 @@ export function createLocalAccounts({ db, users, repo, config, clock }: Deps) {
      * Checks e-mail and password. Every failure gives the same message, whether or not the
      * account exists, and takes the same time (a dummy hash is verified for unknown ones).
      * `network` is the client as per-address limits count it (`req.clientNetwork`: its
-     * address, which TRUST_PROXY decides, or its IPv6 network); it is stored hashed.
+     * address, which TRUST_PROXY decides, or its IPv6 network). Both are stored as keyed
+     * hashes (Keyring.pseudonym), which a copy of the database alone cannot undo.
      */
     async signIn(email: string, password: string, network: string): Promise<UserRow> {
       const normalized = email.trim().toLowerCase();
-      const account = hashToken(normalized);
-      const pair = hashToken(network);
+      const account = keyring.pseudonym(`sign-in account ${normalized}`);
+      const pair = keyring.pseudonym(`sign-in network ${network}`);
       const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
       if (retryInSeconds > 0) {
         throw new HttpError(
