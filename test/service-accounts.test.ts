@@ -276,6 +276,11 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
   for (const body of [
     { issuer: "http://issuer.example", audience: "a", subject: "s" },
     { issuer: "not a url", audience: "a", subject: "s" },
+    // The URL parser would drop or escape these, and PostgreSQL refuses a NUL: a 500 there.
+    { issuer: "https://issuer.example/\u0000", audience: "a", subject: "s" },
+    { issuer: "https://iss\nuer.example", audience: "a", subject: "s" },
+    { issuer: " https://issuer.example", audience: "a", subject: "s" },
+    { issuer: "https://issuer.example/a b", audience: "a", subject: "s" },
     { issuer: "https://issuer.example", audience: "", subject: "s" },
     { issuer: "https://issuer.example", audience: "a", subject: "" },
     { issuer: "https://issuer.example", audience: "a", subject: "s", claims: { ref: 1 } },

@@ -148,6 +148,9 @@ test("every refusal is one 401, with the reason only in the log and never the to
     ["unknown kid", account.id, await issuer.sign(unknownKid)],
     ["account without this trust", other.body.serviceAccount.id, await issuer.sign(rsa)],
     ["unknown account", "00000000-0000-4000-8000-000000000000", await issuer.sign(rsa)],
+    // Not an id: never looked up (PostgreSQL would fail on the NUL) nor logged.
+    ["account id with a NUL", `${account.id}\u0000`, await issuer.sign(rsa)],
+    ["a token pasted as the account id", "svc_st_pasted-here-by-mistake-0123456789abcdefghijklmnop", await issuer.sign(rsa)],
     ["not a JWT", account.id, "not-a-jwt-at-all"],
     ["no token", account.id, undefined],
     ["no account", undefined, await issuer.sign(rsa)],
@@ -167,6 +170,7 @@ test("every refusal is one 401, with the reason only in the log and never the to
   for (const [, , token] of cases) {
     if (typeof token === "string") assert.ok(!server.logs.some((line) => line.includes(token)), "no identity token in the log");
   }
+  assert.ok(!server.logs.some((line) => line.includes("svc_st_pasted")), "what is not an id is not logged");
 });
 
 test("an issuer that is down or redirects is refused", async (t) => {

@@ -7,6 +7,7 @@ import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
+import { isSingleLine } from "../core/text.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
@@ -30,7 +31,13 @@ const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
 class Refused extends Error {}
 
 /** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
+/** Service account ids are UUIDs (crypto.randomUUID). */
+const ID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export function isAllowedIssuerUrl(text: string): boolean {
+  // The URL parser drops tabs, line breaks and surrounding spaces, and escapes a NUL: an
+  // issuer holding one would pass, and never equal a token's iss (PostgreSQL refuses NUL).
+  if (!isSingleLine(text) || /\s/.test(text)) return false;
   let url: URL;
   try {
     url = new URL(text);
@@ -223,14 +230,18 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       const { serviceAccountId, token } = input;
       let verified: { payload: JWTPayload; trust: TrustRow };
       try {
-        if (typeof serviceAccountId !== "string" || serviceAccountId.length > 100) throw new Refused("no service account id");
+        // Only an id's shape goes to the database (PostgreSQL would fail on a NUL) or the log.
+        if (typeof serviceAccountId !== "string" || !ID_SHAPE.test(serviceAccountId)) throw new Refused("no service account id");
         if (typeof token !== "string" || token.length > 16_384) throw new Refused("no token");
         verified = await verify(serviceAccountId, token);
       } catch (error) {
         if (!(error instanceof Refused)) throw error;
         // The reason, never the token: the log must not become a store of identity tokens.
         log.warn(
-          { serviceAccountId: typeof serviceAccountId === "string" ? serviceAccountId.slice(0, 100) : null, reason: error.message },
+          {
+            serviceAccountId: typeof serviceAccountId === "string" && ID_SHAPE.test(serviceAccountId) ? serviceAccountId : null,
+            reason: error.message,
+          },
           "workload identity exchange refused",
         );
         throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
@@ -254,7 +265,13 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
         // The account or the trust may have gone while the keys were fetched.
         const account = await repo.findAccountById(trust.serviceAccountId);
         const current = account && (await repo.listTrusts(account.id)).find((t) => t.id === trust.id);
-        if (!account || !current) throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
+        if (!account || !current) {
+          log.warn(
+            { serviceAccountId, reason: "the account or its trust was deleted during the exchange" },
+            "workload identity exchange refused",
+          );
+          throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
+        }
         const nowIso = now.toISOString();
         await repo.deleteExpiredTokens(account.id, nowIso);
         await repo.insertToken({
