@@ -176,8 +176,11 @@ test("local: failed sign-ins are limited per account and address (10 per 15 minu
   // The count lives in the database: a restart does not hand out a fresh set of tries.
   // Made-up addresses are not kept in the clear.
   assert.equal((await signIn(server, "made-up@example.com", "wrong password")).status, 401);
+  // A NUL is no account's address (PostgreSQL would refuse it as a parameter): the same 401.
+  const nul = await signIn(server, "made-up\u0000@example.com", "wrong password");
+  assert.deepEqual([nul.status, nul.body], [401, { error: "Incorrect e-mail or password." }]);
   const stored = storedRows(server, "sign_in_failures");
-  assert.equal(stored.length, 11, "the refused attempt is not counted");
+  assert.equal(stored.length, 12, "the refused attempt is not counted");
   assert.ok(
     stored.every((r) => /^[0-9a-f]{64}$/.test(r.account_hash)),
     "hashed, not the e-mail",
@@ -203,7 +206,7 @@ test("local: failed sign-ins are limited per account and address (10 per 15 minu
   // A success clears the failures of its account and address; failures older than the
   // longest window (an hour) go with the next failure, whoever's they are.
   // No endpoint lists failures: only the storage shows which are kept.
-  assert.equal(rowCount(restarted, "sign_in_failures"), 1);
+  assert.equal(rowCount(restarted, "sign_in_failures"), 2, "the two made-up accounts' failures stay");
   restarted.clock.advance(45 * 60 * 1000);
   assert.equal((await signIn(restarted, "other@example.com", "wrong password")).status, 401);
   assert.equal(rowCount(restarted, "sign_in_failures"), 1);

@@ -199,6 +199,29 @@ test("OIDC: an unverified e-mail signs in but does not count as verified", async
   );
 });
 
+test("OIDC: a subject or an e-mail with a control character (a NUL, which PostgreSQL refuses) is no identity", async (t) => {
+  const { provider, server } = await setup(
+    t,
+    {},
+    {
+      ...ACCOUNTS,
+      "nul\u0000sub": { email: "nul@example.com", email_verified: true, name: "Nul" },
+      "dave-sub": { email: "dave\u0000@example.com", email_verified: true, name: "Dave" },
+    },
+  );
+  provider.loginAs = "nul\u0000sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=sign_in_failed`);
+  assert.equal(sessions(server), 0);
+  // No address rather than that one: the person signs in, unverified and without an e-mail
+  // (which the users command shows as -).
+  provider.loginAs = "dave-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
+  assert.deepEqual(
+    (await listUsers(server)).map(({ email, verified }) => ({ email, verified })),
+    [{ email: "-", verified: false }],
+  );
+});
+
 test("OIDC_ALLOWED_DOMAINS: other domains and unverified addresses are refused, and no user is created", async (t) => {
   const { provider, server } = await setup(t, { OIDC_ALLOWED_DOMAINS: "example.com, example.org" });
   provider.loginAs = "carol-sub";

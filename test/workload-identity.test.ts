@@ -93,6 +93,20 @@ test("an identity token from a trusted issuer becomes a short access token that 
   assert.deepEqual(await workload.json("GET", "/api/service-accounts/me").then((r) => [r.status, r.body]), [401, TOKEN_REFUSED]);
 });
 
+test("a verified subject holding a NUL is audited without it, and the filtered audit list still answers", async (t) => {
+  const { server, issuer, rsa, account, project, owner } = await setUp(t);
+  // The trust's subject ends in *: the issuer vouches for whatever follows.
+  const res = await exchange(server, account.id, await issuer.sign(rsa, { sub: "repo:acme/api:ref\u0000x" }));
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  const [event] = await auditEvents(owner, project.id, "service_account.token_exchanged");
+  assert.equal(event!.metadata.subject, "repo:acme/api:ref\ufffdx");
+  // PostgreSQL's ->> refuses a \u0000 in the JSON it reads: the filters would answer 500.
+  for (const filter of ["environment=production", "key=DATABASE_URL"]) {
+    const page = await owner.json("GET", `/api/projects/${project.id}/audit?${filter}`);
+    assert.equal(page.status, 200, `${filter}: ${JSON.stringify(page.body)}`);
+  }
+});
+
 test("EdDSA keys verify, and an aud array containing the trust's audience is accepted (one not containing it is not)", async (t) => {
   const { server, issuer, account } = await setUp(t);
   const ed = await signingKey("ed-1", "EdDSA");

@@ -81,7 +81,9 @@ export function looksLikeToken(text: string): boolean {
  * input can make an audit write fail, and nothing token-like is ever stored.
  */
 function cleanText(text: string): string {
-  const redacted = text.replace(TOKEN_SHAPES, "[redacted]");
+  // A NUL (from a verified token's subject, say) would be stored as \u0000 in the JSON,
+  // which PostgreSQL's ->> refuses to turn into text: every filtered list would then fail.
+  const redacted = text.replace(TOKEN_SHAPES, "[redacted]").replaceAll("\u0000", "\ufffd");
   return redacted.length > MAX_METADATA_TEXT ? `${redacted.slice(0, MAX_METADATA_TEXT)}…` : redacted;
 }
 

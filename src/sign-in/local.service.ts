@@ -4,6 +4,7 @@ import type { Config } from "../core/config.ts";
 import { hashToken, type Keyring, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
+import { isSingleLine } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
 import { hashPassword, verifyPassword } from "./passwords.ts";
@@ -124,6 +125,9 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
   }
 
   function findLocalUser(email: string): Promise<UserRow | undefined> {
+    // No account's address holds a control character (accounts are made from checked
+    // addresses), and PostgreSQL refuses a NUL as a parameter: a 500 instead of the 401.
+    if (!isSingleLine(email)) return Promise.resolve(undefined);
     return users.findByIdentity(LOCAL_ISSUER, email.toLowerCase());
   }
 

@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.ts";
 import { type Config, ConfigError } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
-import { displayName } from "../core/text.ts";
+import { displayName, isSingleLine } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
 
@@ -168,7 +168,13 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
         }
       }
 
-      const email = typeof profile.email === "string" && profile.email.includes("@") ? profile.email.toLowerCase() : null;
+      // An address or a subject with a control character is nothing a person signs in as,
+      // and PostgreSQL refuses a NUL in one: no address then, and no sign-in without a subject.
+      if (!isSingleLine(claims.sub)) throw new SignInFailure("sign_in_failed", "the provider's subject holds a control character");
+      const email =
+        typeof profile.email === "string" && profile.email.includes("@") && isSingleLine(profile.email)
+          ? profile.email.toLowerCase()
+          : null;
       // Some providers send the claim as the string "true".
       const emailVerified = email !== null && (profile.email_verified === true || profile.email_verified === "true");
       const name = typeof profile.name === "string" ? displayName(profile.name) : null;
