@@ -24,7 +24,8 @@ export interface ServiceAccountMe {
   expiresAt: string | null;
 }
 
-type IdentitySource = { from: "env"; jwt: string } | { from: "github"; requestUrl: string; requestToken: string };
+/** `audience`: SECRETS_SERVER_AUDIENCE, asked of GitHub instead of the server's URL. */
+type IdentitySource = { from: "env"; jwt: string } | { from: "github"; requestUrl: string; requestToken: string; audience?: string };
 
 /** A credential of a service account, given to this process rather than stored by `login`. */
 export class MachineAuth implements BearerSource {
@@ -148,7 +149,10 @@ export function machineAuth(tokenFile: string | undefined, from: NodeJS.ProcessE
       throw new CliError("SECRETS_SERVER_IDENTITY_TOKEN is not a JWT (three base64url parts joined by dots).", EXIT.usage);
     return MachineAuth.fromIdentity(serviceAccountId, { from: "env", jwt: identityToken });
   }
-  if (requestUrl && requestToken) return MachineAuth.fromIdentity(serviceAccountId, { from: "github", requestUrl, requestToken });
+  if (requestUrl && requestToken) {
+    const audience = env("SECRETS_SERVER_AUDIENCE", from);
+    return MachineAuth.fromIdentity(serviceAccountId, { from: "github", requestUrl, requestToken, audience });
+  }
   throw new CliError(
     "SECRETS_SERVER_SERVICE_ACCOUNT is set but there is no identity token to exchange: set SECRETS_SERVER_IDENTITY_TOKEN, " +
       "or in GitHub Actions give the job `permissions: id-token: write` (which sets ACTIONS_ID_TOKEN_REQUEST_URL and ACTIONS_ID_TOKEN_REQUEST_TOKEN).",
@@ -237,7 +241,7 @@ async function githubIdentityToken(requestUrl: string, requestToken: string, aud
 }
 
 async function exchange(server: string, serviceAccountId: string, identity: IdentitySource): Promise<string> {
-  const audience = process.env.SECRETS_SERVER_AUDIENCE?.trim() || server;
+  const audience = (identity.from === "github" && identity.audience) || server;
   const jwt = identity.from === "env" ? identity.jwt : await githubIdentityToken(identity.requestUrl, identity.requestToken, audience);
   const res = await post(server, "/api/auth/workload/token", { serviceAccountId, token: jwt });
   if (res.status === 401) {
