@@ -8,6 +8,7 @@
 import fs from "node:fs";
 import { gzipSync } from "node:zlib";
 import { startFakeVercel } from "../test/fake-vercel.ts";
+import { createServerDatabase, findPostgresBin } from "../test/postgres.ts";
 import {
   addMember,
   Caller,
@@ -601,12 +602,24 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
     return { ok: false, line };
   }
 
+  // PostgreSQL refuses what SQLite stores (a NUL in text, say): the same requests must get
+  // the same answers there, never a 500.
+  let databaseUrl: string | undefined;
+  if (options.database === "postgres") {
+    if (!findPostgresBin()) return { ok: false, line: "fuzz: PostgreSQL's programs (initdb, pg_ctl, postgres) are not installed" };
+    databaseUrl = await createServerDatabase();
+  }
   const vercel = await startFakeVercel();
   vercel.addToken(VERCEL_TOKEN);
   const dataDir = makeTempDir("drill-fuzz-");
   const server = await startServer({
     dataDir,
-    env: { VERCEL_API_URL: vercel.url, VERCEL_RETRY_BASE_MS: "0", SYNC_DEBOUNCE_MS: "200" },
+    env: {
+      VERCEL_API_URL: vercel.url,
+      VERCEL_RETRY_BASE_MS: "0",
+      SYNC_DEBOUNCE_MS: "200",
+      ...(databaseUrl ? { DATABASE_URL: databaseUrl } : {}),
+    },
   }).catch(async (error: unknown) => {
     await vercel.stop();
     removeDir(dataDir);
@@ -717,7 +730,7 @@ export async function drill(options: DrillOptions): Promise<DrillResult> {
     .join(" ");
   const untouched = routes.filter((route) => !perRoute.has(route));
   const line =
-    `fuzz: seed ${seed}, ${sent} requests to ${routes.length - untouched.length}/${routes.length} routes in ${seconds.toFixed(1)} s (${(sent / seconds).toFixed(0)}/s), ` +
+    `fuzz${databaseUrl ? " (PostgreSQL)" : ""}: seed ${seed}, ${sent} requests to ${routes.length - untouched.length}/${routes.length} routes in ${seconds.toFixed(1)} s (${(sent / seconds).toFixed(0)}/s), ` +
     `${fivexx} 5xx, ${connectionErrors} connection errors; statuses ${common}`;
   return { ok: failures.length === 0 && untouched.length === 0, line };
 }

@@ -8,7 +8,7 @@ import type { Drill } from "./lib.ts";
 import * as soak from "./soak.drill.ts";
 
 export const DRILLS: Drill[] = [
-  { name: "fuzz", drill: fuzz.drill },
+  { name: "fuzz", drill: fuzz.drill, postgres: true },
   { name: "crash", drill: crash.drill },
   { name: "disk-full", drill: diskFull.drill },
   { name: "graceful-stop", drill: gracefulStop.drill },

@@ -17,6 +17,8 @@ export interface DrillOptions {
   /** The few-seconds version that `npm test` runs. */
   short: boolean;
   log: (line: string) => void;
+  /** Where the server keeps its data: its SQLite file (by default), or a fresh PostgreSQL database. */
+  database?: "sqlite" | "postgres";
 }
 export interface DrillResult {
   ok: boolean;
@@ -28,6 +30,8 @@ export interface DrillResult {
 export interface Drill {
   name: string;
   drill(options: DrillOptions): Promise<DrillResult>;
+  /** Whether it means anything on PostgreSQL: the others drill SQLite's file, its WAL and its disk. */
+  postgres?: boolean;
 }
 
 export function makeTempDir(prefix: string): string {

@@ -1,7 +1,8 @@
 // `npm run drills [-- --short] [-- <name>...]`: runs the drills of drills/index.ts against
 // real server processes, prints each one's progress and its line of figures, and exits 1
 // when any drill fails. DRILL_SEED repeats a seeded run; DRILL_EXECUTABLE runs a built
-// executable instead of the source.
+// executable instead of the source; DRILL_DATABASE=postgres runs the drills that mean
+// anything there (the fuzz) on a PostgreSQL database of a cluster started for the run.
 import os from "node:os";
 import { DRILLS } from "./index.ts";
 
@@ -14,11 +15,14 @@ async function main(): Promise<number> {
     console.error(`No drill named ${unknown.join(", ")}. Known: ${DRILLS.map((d) => d.name).join(", ")}.`);
     return 2;
   }
-  const selected = names.length === 0 ? DRILLS : DRILLS.filter((d) => names.includes(d.name));
+  const database = process.env.DRILL_DATABASE === "postgres" ? "postgres" : "sqlite";
+  const selected = (names.length === 0 ? DRILLS : DRILLS.filter((d) => names.includes(d.name))).filter(
+    (d) => database === "sqlite" || d.postgres,
+  );
   console.log(
     `Drills${short ? " (short)" : ""}: ${selected.map((d) => d.name).join(", ")}. ` +
       `${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ` +
-      `server: ${process.env.DRILL_EXECUTABLE ? "the executable" : "the source"}.`,
+      `server: ${process.env.DRILL_EXECUTABLE ? "the executable" : "the source"}, on ${database === "postgres" ? "PostgreSQL" : "SQLite"}.`,
   );
   const lines: string[] = [];
   let failed = 0;
@@ -26,7 +30,7 @@ async function main(): Promise<number> {
     console.log(`\n${name}:`);
     let line: string;
     try {
-      const result = await drill({ short, log: (text) => console.log(text) });
+      const result = await drill({ short, database, log: (text) => console.log(text) });
       if (result.skipped) line = `SKIPPED ${name}: ${result.skipped}`;
       else {
         line = `${result.ok ? "ok  " : "FAIL"} ${result.line}`;
@@ -43,4 +47,6 @@ async function main(): Promise<number> {
   return failed > 0 ? 1 : 0;
 }
 
-process.exit(await main());
+const code = await main();
+// A PostgreSQL cluster started for the run stops with the process (test/postgres.ts).
+process.exit(code);
