@@ -540,6 +540,39 @@ test("the writer refuses metadata keys outside the action's allow-list and clean
   assert.deepEqual(page.events[0]!.metadata, { key: "A", environment: "development", version: 1 });
 });
 
+test("names and subjects holding a NUL or a lone surrogate are stored well-formed, and older such events do not break the filters", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const writer = createAuditWriter(server.app.db, server.clock, server.app.keyring);
+  const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
+  // Cut at 500 units, the emoji's pair would be split in two as well.
+  await writer.record(null, { ...entry, metadata: { key: "A\u0000B\ud800", environment: `${"e".repeat(499)}🔑` } });
+  const stored = (await readAudit(alice, project.id)).events[0]!;
+  assert.equal(stored.metadata.key, "A\ufffdB\ufffd");
+  assert.equal(stored.metadata.environment, `${"e".repeat(499)}\ufffd…`);
+
+  // An event written before this (its hash chains the text, so it stays): PostgreSQL's ->>
+  // refuses to decode \u0000 and a lone \ud800 anywhere in the row.
+  await writer.record(null, { ...entry, metadata: { key: "OLD", environment: "development" } });
+  const old = (await readAudit(alice, project.id)).events[0]!;
+  const [row] = auditRows(server, { id: old.id });
+  tamperAuditRow(server, row!.seq, { metadata: String.raw`{"key":"OLD","environment":"development","note":"a\u0000b\ud800c\\u0000d"}` });
+  for (const [filter, expected] of [
+    ["environment=development", ["OLD"]],
+    ["key=OLD", ["OLD"]],
+    ["key=A", []],
+  ] as const) {
+    const page = await alice.json("GET", `/api/projects/${project.id}/audit?action=secret.created&${filter}`);
+    assert.equal(page.status, 200, `${filter}: ${JSON.stringify(page.body)}`);
+    assert.deepEqual(
+      page.body.events.map((e: AuditEventView) => e.metadata.key),
+      expected,
+      filter,
+    );
+  }
+});
+
 test("the leak scan of the test helpers catches a secret in a log line or an audit event", async () => {
   const server = await startServer(undefined);
   try {

@@ -10,6 +10,17 @@ const CHAIN_COLUMNS =
 const CHAIN_PAGE = 5000;
 
 /**
+ * An event's metadata as json that ->> can read. Events written before their text was made
+ * well-formed may hold a NUL or a lone surrogate as a \u escape, which PostgreSQL refuses to
+ * decode (for any key of the row, not only the one read), and the hash chain forbids
+ * mending them. A row with any \u escape is read with each made "?", escaped backslashes
+ * first so that a text "\\u0000" stays text. Only environments and keys are read this way,
+ * and neither ever holds an escape; rows without one (nearly all) are read as they are.
+ */
+const METADATA_JSON = `(CASE WHEN strpos(e.metadata, '\\u') = 0 THEN e.metadata
+  ELSE regexp_replace(regexp_replace(e.metadata, '\\\\\\\\', '/', 'g'), '\\\\u[0-9a-fA-F]{4}', '?', 'g') END)::json`;
+
+/**
  * The page query of a filter with its parameters, as audit.repo.ts builds it for SQLite.
  * PostgreSQL takes no index hint: its audit indexes end with (at, seq), so the planner finds
  * the one whose leading columns are the filter's equalities.
@@ -28,8 +39,8 @@ function pageQuery(filter: AuditFilter): { text: string; values: unknown[] } {
   if (filter.actorUserId !== undefined) where.push(`e.actor_user_id = ${param(filter.actorUserId)}`);
   if (filter.serviceAccountId !== undefined) where.push(`e.service_account_id = ${param(filter.serviceAccountId)}`);
   // json, not jsonb: one key read from each row the index walks, no need to build a jsonb.
-  if (filter.environment !== undefined) where.push(`(e.metadata::json ->> 'environment') = ${param(filter.environment)}`);
-  if (filter.key !== undefined) where.push(`(e.metadata::json ->> 'key') = ${param(filter.key)}`);
+  if (filter.environment !== undefined) where.push(`(${METADATA_JSON} ->> 'environment') = ${param(filter.environment)}`);
+  if (filter.key !== undefined) where.push(`(${METADATA_JSON} ->> 'key') = ${param(filter.key)}`);
   if (filter.fromAt !== undefined) where.push(`e.at >= ${param(filter.fromAt)}`);
   const isToImplied =
     filter.before !== undefined &&

@@ -81,10 +81,11 @@ export function looksLikeToken(text: string): boolean {
  * input can make an audit write fail, and nothing token-like is ever stored.
  */
 function cleanText(text: string): string {
-  // A NUL (from a verified token's subject, say) would be stored as \u0000 in the JSON,
-  // which PostgreSQL's ->> refuses to turn into text: every filtered list would then fail.
+  // A NUL or a lone surrogate (in a name, or a verified token's subject; or made by cutting
+  // a pair in two) would be stored as a \u escape in the JSON, which PostgreSQL's ->>
+  // refuses to decode: U+FFFD instead, as a text column would store it anyway.
   const redacted = text.replace(TOKEN_SHAPES, "[redacted]").replaceAll("\u0000", "\ufffd");
-  return redacted.length > MAX_METADATA_TEXT ? `${redacted.slice(0, MAX_METADATA_TEXT)}…` : redacted;
+  return (redacted.length > MAX_METADATA_TEXT ? `${redacted.slice(0, MAX_METADATA_TEXT)}…` : redacted).toWellFormed();
 }
 
 function cleanValue(value: MetadataValue): MetadataValue {
