@@ -199,7 +199,7 @@ test("OIDC: an unverified e-mail signs in but does not count as verified", async
   );
 });
 
-test("OIDC: a subject or an e-mail with a control character (a NUL, which PostgreSQL refuses) is no identity", async (t) => {
+test("OIDC: a subject or an e-mail with a control character (a NUL, which PostgreSQL refuses) or too long is no identity", async (t) => {
   const { provider, server } = await setup(
     t,
     {},
@@ -207,18 +207,28 @@ test("OIDC: a subject or an e-mail with a control character (a NUL, which Postgr
       ...ACCOUNTS,
       "nul\u0000sub": { email: "nul@example.com", email_verified: true, name: "Nul" },
       "dave-sub": { email: "dave\u0000@example.com", email_verified: true, name: "Dave" },
+      ["s".repeat(256)]: { email: "long@example.com", email_verified: true, name: "Long" },
+      "erin-sub": { email: `${"e".repeat(3000)}@example.com`, email_verified: true, name: "Erin" },
     },
   );
-  provider.loginAs = "nul\u0000sub";
-  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=sign_in_failed`);
+  // Longer than PostgreSQL's indexes take, too.
+  for (const sub of ["nul\u0000sub", "s".repeat(256)]) {
+    provider.loginAs = sub;
+    assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=sign_in_failed`);
+  }
   assert.equal(sessions(server), 0);
   // No address rather than that one: the person signs in, unverified and without an e-mail
   // (which the users command shows as -).
-  provider.loginAs = "dave-sub";
-  assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
+  for (const sub of ["dave-sub", "erin-sub"]) {
+    provider.loginAs = sub;
+    assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
+  }
   assert.deepEqual(
     (await listUsers(server)).map(({ email, verified }) => ({ email, verified })),
-    [{ email: "-", verified: false }],
+    [
+      { email: "-", verified: false },
+      { email: "-", verified: false },
+    ],
   );
 });
 

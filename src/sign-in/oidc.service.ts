@@ -168,11 +168,15 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
         }
       }
 
-      // An address or a subject with a control character is nothing a person signs in as,
-      // and PostgreSQL refuses a NUL in one: no address then, and no sign-in without a subject.
-      if (!isSingleLine(claims.sub)) throw new SignInFailure("sign_in_failed", "the provider's subject holds a control character");
+      // An address or a subject with a control character, or longer than OpenID Connect
+      // (255) and e-mail (254) allow, is nothing a person signs in as; PostgreSQL refuses a
+      // NUL, and its indexes a text of some 2.7 KB. No address then, and no sign-in without
+      // a subject.
+      if (!isSingleLine(claims.sub) || claims.sub.length > 255) {
+        throw new SignInFailure("sign_in_failed", "the provider's subject holds a control character or is over 255 characters");
+      }
       const email =
-        typeof profile.email === "string" && profile.email.includes("@") && isSingleLine(profile.email)
+        typeof profile.email === "string" && profile.email.includes("@") && profile.email.length <= 254 && isSingleLine(profile.email)
           ? profile.email.toLowerCase()
           : null;
       // Some providers send the claim as the string "true".
