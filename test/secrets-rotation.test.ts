@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import crypto from "node:crypto";
 import { test } from "node:test";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
-import { writeTransaction } from "../src/core/store.ts";
+import { readTransaction, writeTransaction } from "../src/core/store.ts";
 import { createVault, DecryptError } from "../src/core/vault.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
@@ -242,6 +242,37 @@ test("a project data key created in a transaction that rolls back is not kept in
   // The next value must be sealed with a data key that is stored, or no restart could open it.
   const sealed = await writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
   assert.equal(sealed.keyVersion, 2);
+  assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
+  assert.equal(await createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
+});
+
+test("a data key read again by the transaction that created it is forgotten too when that transaction rolls back", async (t) => {
+  const key1 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const server = await team.server.restart({ MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
+  t.after(() => server.stop());
+  const { db, keyring } = server.app;
+  const projectId = team.projectId;
+  const vault = createVault(db, keyring);
+  await assert.rejects(
+    writeTransaction(db, async () => {
+      await vault.seal(projectId, "test|first", "first-value");
+      // A rollback meanwhile (here a nested one; on PostgreSQL a failed read running beside
+      // the write does the same): the cache forgets the new key, and the writer reads its
+      // own uncommitted row again.
+      await assert.rejects(
+        readTransaction(db, () => {
+          throw new Error("a read that fails");
+        }),
+        /a read that fails/,
+      );
+      await vault.seal(projectId, "test|again", "again-value");
+      throw new Error("the write failed after sealing");
+    }),
+    /the write failed after sealing/,
+  );
+  assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 0);
+  const sealed = await writeTransaction(db, () => vault.seal(projectId, "test|second", "second-value"));
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 1);
   assert.equal(await createVault(db, keyring).open(projectId, "test|second", sealed), "second-value");
 });

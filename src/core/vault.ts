@@ -58,8 +58,10 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
   // whose read snapshot began before the deletion (PostgreSQL's REPEATABLE READ) still finds
   // the wrapped key, after forget(), and must not put it back. Ids are never reused.
   const deleted = new Set<string>();
-  // Keys this process created inside a transaction: if that transaction rolls back, the
-  // wrapped row is gone, and a cached key would go on sealing values no restart can open.
+  // Keys this process created or read inside a transaction: if that transaction rolls back,
+  // a wrapped row it wrote is gone, and a cached key would go on sealing values no restart
+  // can open. Read ones too: another transaction's rollback (on PostgreSQL a read's, which
+  // runs beside the write) may have made the writer read its own uncommitted row again.
   // Forgetting them on any rollback is always safe: a committed key is simply read again.
   const createdInTransaction = new Set<string>();
   onRollback(db, () => {
@@ -119,6 +121,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       } catch {
         throw new DecryptError("project data key does not open");
       }
+      if (inTransaction(db)) createdInTransaction.add(cacheKey);
     } else if (createIfMissing) {
       // Only inside a write transaction: no other writer runs meanwhile, and a rollback
       // tells this cache to forget the key (the listener above).
