@@ -233,8 +233,13 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
   return {
     async list(caller: Caller, projectId: string): Promise<ServiceAccountView[]> {
       await requireManage(caller, projectId);
+      // The id last: names that collate equal (one with a zero-width space, say) must not
+      // come in the order the store happens to keep, which differs between SQLite and PostgreSQL.
       const rows = (await repo.listAccounts(projectId)).sort(
-        (a, b) => a.name.toLowerCase().localeCompare(b.name.toLowerCase()) || a.name.localeCompare(b.name),
+        (a, b) =>
+          a.name.toLowerCase().localeCompare(b.name.toLowerCase()) ||
+          a.name.localeCompare(b.name) ||
+          (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
       );
       const views: ServiceAccountView[] = [];
       for (const row of rows) views.push(await toView(row));
