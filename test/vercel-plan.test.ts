@@ -134,6 +134,23 @@ const cases: Case[] = [
     expected: [{ op: "delete", key: "GONE_SOON", hostEnvId: "env_1" }],
   },
   {
+    name: "our var whose secret is gone, since given other targets at Vercel: forgotten, not deleted",
+    platform: [platformVar("env_1", "GONE_SOON", { value: "x", target: ["development", "preview"] })],
+    secrets: {},
+    created: { GONE_SOON: "env_1" },
+    expected: [{ op: "forget", key: "GONE_SOON" }],
+  },
+  {
+    name: "our var whose secret is gone, since moved to another target or renamed at Vercel: forgotten, not deleted",
+    platform: [platformVar("env_1", "GONE_SOON", { value: "x", target: ["preview"] }), platformVar("env_2", "RENAMED", { value: "y" })],
+    secrets: {},
+    created: { GONE_SOON: "env_1", OLD_NAME: "env_2" },
+    expected: [
+      { op: "forget", key: "GONE_SOON" },
+      { op: "forget", key: "OLD_NAME" },
+    ],
+  },
+  {
     name: "our var whose secret is gone and that is gone at Vercel too: record forgotten, no call",
     platform: [],
     secrets: {},

@@ -105,13 +105,16 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
     inPlace.push({ op: "update", key, value, hostEnvId: existing.id });
   }
 
-  // Vars we created whose secret is gone: removed (never anyone else's).
+  // Vars we created whose secret is gone: removed (never anyone else's). One that someone
+  // has since given other targets or another name serves them now: only forgotten.
   const current = new Set(ours.secrets.map((s) => s.key));
-  const atVercel = new Set(platformVars.map((v) => v.id));
+  const atVercel = new Map(platformVars.map((v) => [v.id, v]));
   const removals: Operation[] = [];
   for (const [key, hostEnvId] of ours.created) {
     if (current.has(key)) continue;
-    removals.push(atVercel.has(hostEnvId) ? { op: "delete", key, hostEnvId } : { op: "forget", key });
+    const v = atVercel.get(hostEnvId);
+    const isStillOnlyOurs = v !== undefined && v.key === key && v.target.length === 1 && v.target[0] === ours.target;
+    removals.push(isStillOnlyOurs ? { op: "delete", key, hostEnvId } : { op: "forget", key });
   }
   return [...inPlace, ...creates, ...removals];
 }
