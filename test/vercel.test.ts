@@ -885,6 +885,26 @@ test("a sync cut short by a disconnect still audits what it did at Vercel, and r
   assert.deepEqual((await s.owner.json("GET", s.base)).body, { connected: false });
 });
 
+test("faults: another 4xx from Vercel for the run itself answers 502 with a sentence, never 500", async (t) => {
+  const s = await linked(t);
+  await addSecret(s, "development", "REFUSED_KEY", "refused-value");
+  await settled(s);
+  s.fake.inject(422, { match: (r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env" });
+  const refused = await s.owner.json("POST", `${s.base}/sync`);
+  const sentence = "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.";
+  assert.deepEqual([refused.status, refused.body], [502, { error: sentence }]);
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(view.status, "active", "not a token problem");
+  assert.equal(view.lastSyncStatus, "failed");
+  assert.equal(view.lastError, sentence);
+  assert.deepEqual((await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed").at(-1)!.metadata, {
+    trigger: "manual",
+    error: sentence,
+  });
+  assert.ok(!s.server.logs.some((line) => /"level":50/.test(line)), "no error in the log: Vercel's answer is not our fault");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200, "the next sync works");
+});
+
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {
   const s = await linked(t);
   await addSecret(s, "development", "RETRY_KEY", "retry-value-1");

@@ -90,11 +90,12 @@ export type RunOutcome =
   | { kind: "attention" }
   | { kind: "paused" };
 
-type Failure = "rejected" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
+type Failure = "rejected" | "refused" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
 
 export const SYNC_ERRORS: Record<Exclude<Failure, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
   unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",
+  refused: "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.",
   "project-gone": "The linked Vercel project was not found. Link a Vercel project again.",
   "token-unreadable": "The saved Vercel token could not be decrypted. Reconnect Vercel.",
   unexpected: "The sync stopped on an unexpected error. Try again; if it keeps happening, check the server log.",
@@ -278,6 +279,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       }
       if (failure === "unexpected") {
         log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "Vercel sync failed unexpectedly");
+      }
+      if (failure === "refused" && error instanceof VercelError) {
+        // Status and Vercel's error code only: its text may repeat what was sent.
+        log.warn({ projectId, status: error.status, code: error.code }, "Vercel refused a request of the sync");
       }
     }
 
@@ -599,6 +604,9 @@ function failureOf(error: unknown): Failure {
     if (error.failure === "rejected") return "rejected";
     if (error.failure === "scope" || error.failure === "not_found") return "project-gone";
     if (error.failure === "unavailable") return "unavailable";
+    // Another 4xx (400, 402, 409, 413, 422) for the run itself, not for one key: Vercel's
+    // answer, not a fault of this server.
+    if (error.failure === "invalid") return "refused";
   }
   return "unexpected";
 }

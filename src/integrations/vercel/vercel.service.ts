@@ -394,7 +394,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         case "failed":
           // Another server process took the run over after this one stopped renewing its lease.
           if (outcome.failure === "lease-lost") throw new HttpError(409, MESSAGES.busy);
-          if (outcome.failure === "unavailable") throw new HttpError(502, SYNC_ERRORS.unavailable);
+          if (outcome.failure === "unavailable" || outcome.failure === "refused") throw new HttpError(502, SYNC_ERRORS[outcome.failure]);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
           throw new HttpError(400, SYNC_ERRORS[outcome.failure]);
       }
