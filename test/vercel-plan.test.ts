@@ -93,6 +93,13 @@ const cases: Case[] = [
     expected: [{ op: "update", key: "DB_URL", value: "postgres://new", hostEnvId: "env_1" }],
   },
   {
+    name: "someone else's plain var under overwrite: updated and made encrypted (anyone on the Vercel project reads a plain one)",
+    platform: [platformVar("env_1", "DB_URL", { type: "plain", value: "postgres://old" })],
+    secrets: { DB_URL: "postgres://new" },
+    policy: OVERWRITE,
+    expected: [{ op: "update", key: "DB_URL", value: "postgres://new", hostEnvId: "env_1", encrypt: true }],
+  },
+  {
     name: "a var that also covers other targets is never changed, even ours under overwrite",
     platform: [platformVar("env_1", "MULTI", { target: ["development", "preview"], value: "old" })],
     secrets: { MULTI: "new" },

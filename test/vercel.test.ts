@@ -552,17 +552,23 @@ test("sync: overwrite updates others' vars in place; vars shared with other targ
   const multi = s.fake.addEnv("prj_web", { key: "MULTI", value: "multi-old", type: "encrypted", target: ["production", "preview"] });
   const hidden = s.fake.addEnv("prj_web", { key: "HIDDEN", value: "hidden-old", type: "sensitive", target: ["production"] });
   s.fake.addEnv("prj_web", { key: "PLAIN_SAME", value: "plain-value-1", type: "plain", target: ["production"] });
+  const plain = s.fake.addEnv("prj_web", { key: "PLAIN_OLD", value: "plain-old", type: "plain", target: ["production"] });
+  await addSecret(s, "production", "PLAIN_OLD", "plain-new-value");
 
   const res = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(res.status, 200, JSON.stringify(res.body));
-  // DB_URL overwritten, HIDDEN (unreadable, so never "unchanged") overwritten, MULTI shared.
-  assert.deepEqual(counts(res.body.summary), { created: 0, updated: 2, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
+  // DB_URL and PLAIN_OLD overwritten, HIDDEN (unreadable, so never "unchanged") overwritten, MULTI shared.
+  assert.deepEqual(counts(res.body.summary), { created: 0, updated: 3, unchanged: 1, skipped: 1, deleted: 0, failed: 0 });
   assert.deepEqual(res.body.summary.results, [
     { environment: "production", target: "production", key: "MULTI", result: "skipped", reason: "shared" },
   ]);
   assert.equal(theirs.value, "postgres://new-value");
   assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "DB_URL").length, 1, "updated in place, same id");
   assert.equal(hidden.value, "hidden-new-value");
+  assert.equal(hidden.type, "sensitive", "stays unreadable");
+  // A plain var is readable by anyone on the Vercel project: our value makes it encrypted.
+  assert.deepEqual([plain.value, plain.type], ["plain-new-value", "encrypted"]);
+  assert.equal(theirs.type, "encrypted");
   assert.equal(multi.value, "multi-old");
   assert.deepEqual(multi.target, ["production", "preview"]);
 });

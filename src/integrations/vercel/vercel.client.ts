@@ -326,10 +326,18 @@ export function createVercelClient(options: VercelClientOptions) {
       return { created, failed };
     },
 
-    async updateEnvValue(token: string, teamId: string | null, projectId: string, envId: string, value: string): Promise<void> {
+    /** `encrypt`: the var becomes `encrypted` too (it was `plain`). */
+    async updateEnvValue(
+      token: string,
+      teamId: string | null,
+      projectId: string,
+      envId: string,
+      value: string,
+      encrypt = false,
+    ): Promise<void> {
       await call("PATCH", apiUrl(`/v9${projectPath(projectId, `/env/${encodeURIComponent(envId)}`)}`, { teamId: teamId ?? undefined }), {
         token,
-        body: { value },
+        body: encrypt ? { value, type: "encrypted" } : { value },
         idempotent: true,
         label: "PATCH /v9/projects/:id/env/:envId",
       });

@@ -452,7 +452,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             await flushCreates();
             await holdsLease();
             try {
-              await client.updateEnvValue(token, teamId, hostProjectId, step.hostEnvId, step.value);
+              await client.updateEnvValue(token, teamId, hostProjectId, step.hostEnvId, step.value, step.encrypt === true);
               summary.updated += 1;
             } catch (error) {
               // Removed at Vercel since the list was read, or refused: this key only.

@@ -40,7 +40,8 @@ export type Operation =
   /** No var for the key and target: create one (one var per target). */
   | { op: "create"; key: string; value: string }
   /** Replace the value in place, keeping Vercel's id. */
-  | { op: "update"; key: string; value: string; hostEnvId: string }
+  /** `encrypt`: the var was someone's `plain` one, readable by anyone on the Vercel project; our value must not be. */
+  | { op: "update"; key: string; value: string; hostEnvId: string; encrypt?: true }
   /** A var we created whose secret is gone. */
   | { op: "delete"; key: string; hostEnvId: string }
   /** Drop our record of a var: gone at Vercel, or the key is now held by a var we did not create. */
@@ -102,7 +103,7 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
       inPlace.push({ op: "skip", key, reason: "unreadable" });
       continue;
     }
-    inPlace.push({ op: "update", key, value, hostEnvId: existing.id });
+    inPlace.push({ op: "update", key, value, hostEnvId: existing.id, ...(existing.type === "plain" ? { encrypt: true as const } : {}) });
   }
 
   // Vars we created whose secret is gone: removed (never anyone else's). One that someone
