@@ -30,7 +30,7 @@ export const AUDIT_ACTIONS = {
   "member.role_changed": { category: "access", metadata: ["email", "from", "to"] },
   "member.removed": { category: "access", metadata: ["email", "role"] },
   "member.left": { category: "access", metadata: ["email", "role"] },
-  "invitation.created": { category: "access", metadata: ["email", "role", "environments", "delivery"] },
+  "invitation.created": { category: "access", metadata: ["email", "role", "environments"] },
   // reason "inviter_lost_access": voided because its inviter lost the right to invite (cause says how).
   "invitation.revoked": { category: "access", metadata: ["email", "role", "reason", "inviter", "cause"] },
   // A new link for a pending (or expired) invitation: the old token stops working, the expiry restarts.

@@ -133,7 +133,12 @@ export function createInvitationsService({ db, repo, memberships, context, acces
    * unexpired, and the membership, its grants, the used mark and the audit event are written
    * in one transaction.
    */
-  function acceptInvitation(caller: Caller, invitation: InvitationRow): Promise<{ projectId: string; role: AssignableRole }> {
+  function acceptInvitation(
+    caller: Caller,
+    invitation: InvitationRow,
+    /** Found by this link's token: a renewal since then (a new token) ends the old link. */
+    byTokenHash?: string,
+  ): Promise<{ projectId: string; role: AssignableRole }> {
     return writeTransaction(db, async () => {
       // The e-mail check comes first: someone else learns nothing about the invitation's state.
       const callerEmail = caller.email?.trim().toLowerCase();
@@ -143,6 +148,7 @@ export function createInvitationsService({ db, repo, memberships, context, acces
       // Read again inside the write lock: a concurrent accept or a revoke may have won.
       const row = await repo.findInvitation(invitation.id);
       if (!row || row.acceptedAt !== null || isExpired(row)) throw new HttpError(410, INVITATION_UNUSABLE);
+      if (byTokenHash !== undefined && row.tokenHash !== byTokenHash) throw new HttpError(410, INVITATION_UNUSABLE);
       // Checked at acceptance as well as voided when the inviter loses the right: this also
       // refuses invitations created before voiding existed.
       if (!(await isBackedByInviter(row))) throw new HttpError(410, INVITATION_UNUSABLE);
@@ -326,9 +332,10 @@ export function createInvitationsService({ db, repo, memberships, context, acces
 
     /** POST /api/invitations/accept: the token from the link's fragment. */
     async acceptToken(caller: Caller, token: string): Promise<{ projectId: string; role: AssignableRole }> {
-      const row = await repo.findInvitationByTokenHash(hashToken(token));
+      const tokenHash = hashToken(token);
+      const row = await repo.findInvitationByTokenHash(tokenHash);
       if (!row) throw new HttpError(410, INVITATION_UNUSABLE);
-      return acceptInvitation(caller, row);
+      return acceptInvitation(caller, row, tokenHash);
     },
 
     acceptInvitation,
