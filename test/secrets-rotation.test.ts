@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import crypto from "node:crypto";
-import { test } from "node:test";
+import { type TestContext, test } from "node:test";
 import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { readTransaction, writeTransaction } from "../src/core/store.ts";
 import { createVault, DecryptError } from "../src/core/vault.ts";
@@ -219,13 +219,18 @@ test("rotation: key 1, then key 2 with key 1 previous, rotate-key, then key 2 al
   assert.equal(exported.body.secrets.length, 3);
 });
 
-test("a project data key created in a transaction that rolls back is not kept in memory", async (t) => {
+/** A team's server restarted on a new master key (version 2): its project has no data key of version 2 yet. */
+async function onKeyVersion2(t: TestContext) {
   const key1 = randomMasterKey();
   const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
   const server = await team.server.restart({ MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
   t.after(() => server.stop());
+  return { server, projectId: team.projectId };
+}
+
+test("a project data key created in a transaction that rolls back is not kept in memory", async (t) => {
+  const { server, projectId } = await onKeyVersion2(t);
   const { db, keyring } = server.app;
-  const projectId = team.projectId;
   assert.equal(rowCount(server, "project_keys", { project_id: projectId, key_version: 2 }), 0);
 
   // The first value under key version 2 creates the project's data key, then the write fails.
@@ -247,12 +252,8 @@ test("a project data key created in a transaction that rolls back is not kept in
 });
 
 test("a data key read again by the transaction that created it is forgotten too when that transaction rolls back", async (t) => {
-  const key1 = randomMasterKey();
-  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
-  const server = await team.server.restart({ MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` });
-  t.after(() => server.stop());
+  const { server, projectId } = await onKeyVersion2(t);
   const { db, keyring } = server.app;
-  const projectId = team.projectId;
   const vault = createVault(db, keyring);
   await assert.rejects(
     writeTransaction(db, async () => {
