@@ -75,7 +75,9 @@ test("login through the browser, then whoami and projects; credentials 0600, no 
   assert.equal(whoEscaped.stdout, `alice@example.test (Alice\ufffd]0;owned\ufffd) on ${server.url}\n`);
   for (const output of [escaped.stdout, whoEscaped.stdout]) assert.doesNotMatch(output, /[\u0000-\u0008\u000b-\u001f\u007f\u202e]/);
 
-  // A second login on this machine ends the first session rather than leave it live.
+  // A second login on this machine ends the first session rather than leave it live, even
+  // once the first one's access token has expired (a logout with it would end nothing).
+  server.clock.advance(61 * 60 * 1000);
   await login(server, home, alice, ["--device-name", "test box again"]);
   const after = (await alice.json("GET", "/api/cli/sessions")).body.sessions;
   assert.deepEqual(

@@ -117,9 +117,7 @@ export async function login(args: string[]): Promise<number> {
     return old;
   });
   // A second login on the same machine replaces the first; end the old session rather than leave it live.
-  if (previous && previous.accessToken !== credentials.accessToken) {
-    await post(server, "/api/cli/auth/logout", undefined, previous.accessToken).catch(() => undefined);
-  }
+  if (previous && previous.accessToken !== credentials.accessToken) await endReplacedSession(server, previous).catch(() => undefined);
 
   if (values.json) process.stdout.write(`${JSON.stringify({ server, email: credentials.email })}\n`);
   else process.stdout.write(`Signed in to ${server} as ${printable(credentials.email)}.\n`);
@@ -129,6 +127,17 @@ export async function login(args: string[]): Promise<number> {
     );
   }
   return EXIT.ok;
+}
+
+/**
+ * Ends a session this machine no longer uses. Its access token may have expired (an hour),
+ * and a logout with an expired one ends nothing: the refresh token gets a fresh one first.
+ * Refused (the session ended already): nothing left to end.
+ */
+async function endReplacedSession(server: string, old: ServerCredentials): Promise<void> {
+  const refreshed = await post(server, "/api/cli/auth/refresh", { refreshToken: old.refreshToken });
+  if (refreshed.status !== 200) return;
+  await post(server, "/api/cli/auth/logout", undefined, refreshed.body.accessToken);
 }
 
 async function pollForTokens(server: string, deviceCode: string, intervalSeconds: number, expiresInSeconds: number) {
