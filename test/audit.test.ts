@@ -368,6 +368,11 @@ test("the default page size is 50 and every bad filter answers its own 400", asy
     assert.equal(res.status, 400, query);
     assert.deepEqual(res.body, { error }, query);
   }
+  // Years 0 to 99 are years too (Date.UTC would read them as 1900 to 1999).
+  for (const query of ["from=0050-01-01", "to=0099-12-31T10:00Z", "from=0000-02-29"]) {
+    assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?${query}`)).status, 200, query);
+  }
+  assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?from=0001-02-29`)).status, 400, "0001 is no leap year");
   // A valid same-day range and a range of one instant are fine.
   assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?from=2026-01-05&to=2026-01-05`)).status, 200);
   assert.equal(

@@ -34,6 +34,7 @@ const RUN_ONCE = new Set([
   "json-body.test.ts",
   "npm-start.test.ts",
   "web-dotenv.test.ts",
+  "web-audit-dates.test.ts",
   "screenshots.test.ts",
 ]);
 

@@ -1,6 +1,7 @@
 // The audit log: filters (in the URL, applied as they change), newest first, "load more" by cursor, one readable line each.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, type ServiceAccount } from "../api.ts";
+import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
 import { ErrorText, messageOf, Time, useLoad, whoLabel } from "../ui.tsx";
 
@@ -196,20 +197,6 @@ function actorLabel({ actor, serviceAccount }: AuditEvent): string {
   if (serviceAccount) return `Service account ${serviceAccount.name}`;
   const label = whoLabel(actor);
   return actor?.email && !actor.isYou ? label : label.charAt(0).toUpperCase() + label.slice(1);
-}
-
-/**
- * A date picked in the From/To fields, as the bounds of that day in this browser's time zone
- * (the times shown are local; the API reads a bare YYYY-MM-DD as a UTC day). `end` gives the
- * day's last millisecond, which the API includes.
- */
-export function localDayBound(date: string, end: boolean): string {
-  const [year, month, day] = date.split("-").map(Number) as [number, number, number];
-  // setFullYear, not the constructor, which reads years 0 to 99 as 1900 to 1999.
-  const midnight = new Date(0);
-  midnight.setFullYear(year, month - 1, end ? day + 1 : day);
-  midnight.setHours(0, 0, 0, 0);
-  return new Date(midnight.getTime() - (end ? 1 : 0)).toISOString();
 }
 
 interface Filters {
