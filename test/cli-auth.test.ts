@@ -326,6 +326,17 @@ test("refresh rotates the pair; the old access token lives until its own expiry"
   const third = await refresh(server, second.refreshToken);
   assert.equal(third.status, 200);
   assert.equal(await projectsStatus(server, third.body.accessToken), 200);
+
+  // Expired access tokens of a live session are pruned (with the next device start): a session
+  // refreshed every hour would otherwise keep a row per hour for as long as it lives.
+  const accessRows = () => storedRows(server, "cli_tokens").filter((r) => r.kind === "access").length;
+  assert.equal(accessRows(), 3);
+  await startDevice(server);
+  assert.equal(accessRows(), 1, "only the live access token is kept");
+  assert.equal(await projectsStatus(server, third.body.accessToken), 200);
+  // Used refresh tokens still live: presenting one still ends the session.
+  assert.deepEqual((await refresh(server, first.refreshToken)).body, SESSION_ENDED);
+  assert.equal(await projectsStatus(server, third.body.accessToken), 401);
 });
 
 test("presenting a rotated refresh token revokes the whole session", async (t) => {

@@ -113,11 +113,11 @@ export function createCliAuthRepoPg(store: PgStore): CliAuthRepo {
       return result.rowCount ?? 0;
     },
 
-    async deleteTokensOfEndedSessions(nowIso) {
+    async deleteDeadTokens(nowIso) {
       await db
         .delete(cliTokens)
         .where(
-          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso})`,
+          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR ${cliTokens.expiresAt} <= ${nowIso}`,
         );
     },
   };

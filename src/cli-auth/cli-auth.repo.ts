@@ -139,11 +139,15 @@ function createCliAuthRepoSqlite(db: Db) {
         .run().changes;
     },
 
-    /** Token rows of ended sessions are dead weight; the session row itself stays for the record. */
-    deleteTokensOfEndedSessions(nowIso: string): void {
+    /**
+     * Token rows of ended sessions, and expired tokens of live ones (a session refreshed every
+     * hour for a year would keep 17,000), are dead weight: presented, either answers 401 as an
+     * unknown one does. The session row itself stays for the record.
+     */
+    deleteDeadTokens(nowIso: string): void {
       db.delete(cliTokens)
         .where(
-          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso})`,
+          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR ${cliTokens.expiresAt} <= ${nowIso}`,
         )
         .run();
     },

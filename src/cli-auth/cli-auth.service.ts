@@ -142,7 +142,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
         const now = clock.now();
         const nowIso = now.toISOString();
         await repo.deleteDeviceRequestsExpiredBefore(new Date(now.getTime() - DAY_MS).toISOString());
-        await repo.deleteTokensOfEndedSessions(nowIso);
+        await repo.deleteDeadTokens(nowIso);
         // Two pending requests must never share a code, or one approval could sign in the wrong terminal.
         for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
           const candidate = newUserCode();
