@@ -485,6 +485,19 @@ test("a disabled user's tokens stop working and cannot be refreshed", async (t) 
   assert.deepEqual((await refresh(server, pair.refreshToken)).body, SESSION_ENDED);
 });
 
+test("a login approved by someone disabled before the terminal polls is denied, and starts no session", async (t) => {
+  const server = await startServer(t);
+  const bob = await server.signIn("bob@example.test");
+  const device = await startDevice(server, "laptop");
+  assert.equal((await bob.json("POST", "/api/cli/auth/approve", { userCode: device.userCode })).status, 200);
+  markUserDisabled(server, { email: "bob@example.test" });
+  server.clock.advance(3000);
+  const polled = await poll(server, device.deviceCode);
+  assert.deepEqual([polled.status, polled.body], [400, { status: "denied" }]);
+  assert.equal(rowCount(server, "cli_sessions"), 0);
+  assert.equal(rowCount(server, "cli_tokens"), 0);
+});
+
 // Every endpoint with the credential it takes (the security of each operation in /api/openapi.json).
 const P = ":project";
 const S = ":secret";

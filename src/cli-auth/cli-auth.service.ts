@@ -93,7 +93,7 @@ interface Deps {
   db: Store;
   repo: CliAuthRepo;
   /** The users feature's lookup (app.ts passes the users service). */
-  users: { findById(id: string): Promise<{ email: string | null } | undefined> };
+  users: { findById(id: string): Promise<{ email: string | null; disabledAt: string | null } | undefined> };
   clock: Clock;
   config: Pick<Config, "appUrl">;
   log: Pick<Logger, "warn">;
@@ -190,9 +190,15 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
           return { statusCode: 400, body: { status: "expired" } };
         }
         if (row.status === "pending") return { statusCode: 202, body: { status: "pending" } };
+        const userId = row.approvedBy!;
+        const approver = await users.findById(userId);
+        // Disabled since approving: no session for an account that can no longer use one.
+        if (!approver || approver.disabledAt) {
+          await repo.setDeviceRequestStatus(row.id, "approved", "denied");
+          return { statusCode: 400, body: { status: "denied" } };
+        }
         // Approved: consume and issue in one transaction, so the tokens exist exactly once.
         if (!(await repo.setDeviceRequestStatus(row.id, "approved", "consumed"))) return { statusCode: 400, body: { status: "expired" } };
-        const userId = row.approvedBy!;
         const nowIso = now.toISOString();
         const sessionId = crypto.randomUUID();
         await repo.insertSession({
@@ -203,7 +209,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
           lastUsedAt: nowIso,
           expiresAt: new Date(now.getTime() + REFRESH_TOKEN_DAYS * DAY_MS).toISOString(),
         });
-        return { statusCode: 200, body: await issuePair(sessionId, now, (await users.findById(userId))?.email ?? null) };
+        return { statusCode: 200, body: await issuePair(sessionId, now, approver.email ?? null) };
       });
     },
 
