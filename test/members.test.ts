@@ -267,6 +267,13 @@ test("owner and admins change roles; the response, the audit log and the caller'
       ],
     ],
   );
+  // The grant the promotion dropped is audited as a revoke, by whoever promoted her.
+  assert.deepEqual(
+    (await auditEvents(owner, projectId, "environment_access.revoked"))
+      .filter((e) => e.targetId === mia.user!.id)
+      .map((e) => [e.actor, e.metadata]),
+    [[admins[0]!.user!.id, { email: "mia@example.test", environment: "development" }]],
+  );
 });
 
 test("role changes: the rules and their messages", async (t) => {
@@ -651,6 +658,12 @@ test("listing invitations: admins and owner only, pending only, expired computed
       ["first@example.test", "admin", false],
       ["second@example.test", "member", false],
     ],
+  );
+  // The replaced one's end is audited, as a revocation is.
+  const revoked = await auditEvents(owner2, projectId, "invitation.revoked");
+  assert.deepEqual(
+    revoked.map((e) => [e.actor, e.metadata]),
+    [[owner2.user!.id, { email: "first@example.test", role: "viewer", reason: "replaced" }]],
   );
 });
 

@@ -203,8 +203,18 @@ export function createInvitationsService({ db, repo, memberships, context, acces
         if (await memberships.isMemberByEmail(projectId, input.email)) throw new HttpError(409, "This person is already a member.");
         const open = await repo.listOpenInvitationsForEmail(projectId, input.email);
         if (open.some((r) => !isExpired(r))) throw new HttpError(409, "An invitation for this email is already pending.");
-        // An expired invitation for the same address is replaced, so the list shows one entry per person.
-        for (const expired of open) await repo.deleteInvitation(expired.id);
+        // An expired invitation for the same address is replaced, so the list shows one entry per
+        // person; its end is audited as any revocation is.
+        for (const expired of open) {
+          await repo.deleteInvitation(expired.id);
+          await audit.record(caller, {
+            projectId,
+            action: "invitation.revoked",
+            targetType: "invitation",
+            targetId: expired.id,
+            metadata: { email: expired.email, role: expired.role, reason: "replaced" },
+          });
+        }
 
         const now = clock.now();
         const inserted: InvitationRow = {

@@ -1,5 +1,12 @@
 import type { AuditWriter } from "../audit/audit.writer.ts";
-import { type AccessGuard, type AssignableRole, hasImplicitEnvironmentAccess, type Role } from "../core/access.ts";
+import {
+  type AccessGuard,
+  type AssignableRole,
+  ENVIRONMENTS,
+  type Environment,
+  hasImplicitEnvironmentAccess,
+  type Role,
+} from "../core/access.ts";
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
@@ -86,7 +93,9 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
           // Grants only mean something for members and viewers. Dropping them whenever a
           // member crosses the admin line means a demoted admin starts with no environment
           // rather than with whatever they were granted before a promotion.
+          let dropped: Environment[] = [];
           if (hasImplicitEnvironmentAccess(member.role) !== hasImplicitEnvironmentAccess(role)) {
+            dropped = [...((await repo.listGrants(projectId)).get(userId) ?? [])];
             await repo.deleteAllGrants(projectId, userId);
           }
           await audit.record(caller, {
@@ -96,6 +105,16 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
             targetId: userId,
             metadata: { email: member.email ?? undefined, from: member.role, to: role },
           });
+          // Access changes are audited one by one, as a revoke by hand would be.
+          for (const environment of ENVIRONMENTS.filter((e) => dropped.includes(e))) {
+            await audit.record(caller, {
+              projectId,
+              action: "environment_access.revoked",
+              targetType: "member",
+              targetId: userId,
+              metadata: { email: member.email ?? undefined, environment },
+            });
+          }
           // Every change, promotions included: the listeners compare with the rights as they are now.
           await rightsLost({ projectId, userId, cause: "role_changed", actor: caller });
         }
