@@ -240,8 +240,10 @@ test("every filter: category, action over category, actor, from and to (dates an
 
   const all = await readAll(alice, project.id);
   const actions = (events: AuditEvent[]) => events.map((e) => e.action);
+  // Bob's promotion to admin drops his development grant: a revoke of its own.
   assert.deepEqual(actions(all), [
     "project.updated",
+    "environment_access.revoked",
     "member.role_changed",
     "project.updated",
     "environment_access.granted",
@@ -249,7 +251,7 @@ test("every filter: category, action over category, actor, from and to (dates an
     "invitation.created",
     "project.created",
   ]);
-  const [day1, day2, day3] = [day(all[6]!.at), day(all[3]!.at), day(all[0]!.at)];
+  const [day1, day2, day3] = [day(all[7]!.at), day(all[4]!.at), day(all[0]!.at)];
   assert.notEqual(day1, day2);
   assert.notEqual(day2, day3);
 
@@ -259,6 +261,7 @@ test("every filter: category, action over category, actor, from and to (dates an
     "project.created",
   ]);
   assert.deepEqual(actions((await readAudit(alice, project.id, "?category=access")).events), [
+    "environment_access.revoked",
     "member.role_changed",
     "environment_access.granted",
     "invitation.accepted",
@@ -286,14 +289,18 @@ test("every filter: category, action over category, actor, from and to (dates an
     "project.updated",
     "environment_access.granted",
   ]);
-  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day3}`)).events), ["project.updated", "member.role_changed"]);
+  assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day3}`)).events), [
+    "project.updated",
+    "environment_access.revoked",
+    "member.role_changed",
+  ]);
   assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${day2}&category=project`)).events), [
     "project.updated",
     "project.updated",
   ]);
   // Timestamps are inclusive at both ends.
-  const granted = all[3]!;
-  const renamed = all[2]!;
+  const granted = all[4]!;
+  const renamed = all[3]!;
   assert.deepEqual(actions((await readAudit(alice, project.id, `?from=${granted.at}&to=${renamed.at}`)).events), [
     "project.updated",
     "environment_access.granted",
@@ -305,17 +312,17 @@ test("every filter: category, action over category, actor, from and to (dates an
   assert.equal((await readAudit(alice, project.id, `?to=${day1}T23:59`)).events.length, 3);
   assert.equal((await readAudit(alice, project.id, `?to=${day1}T12:00:00-12:00`)).events.length, 3);
   // The last representable day and offsets past year 9999 still compare as times.
-  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31")).events.length, 7);
-  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31T23:00:00-12:00")).events.length, 7);
+  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31")).events.length, 8);
+  assert.equal((await readAudit(alice, project.id, "?to=9999-12-31T23:00:00-12:00")).events.length, 8);
   assert.equal((await readAudit(alice, project.id, "?from=9999-12-31T23:00:00-12:00")).events.length, 0);
 
   // limit
   const one = await readAudit(alice, project.id, "?limit=1");
   assert.deepEqual(actions(one.events), ["project.updated"]);
   assert.equal(typeof one.nextCursor, "string");
-  assert.equal((await readAudit(alice, project.id, "?limit=100")).events.length, 7);
-  assert.equal((await readAudit(alice, project.id, "?limit=7")).nextCursor, null);
-  assert.notEqual((await readAudit(alice, project.id, "?limit=6")).nextCursor, null);
+  assert.equal((await readAudit(alice, project.id, "?limit=100")).events.length, 8);
+  assert.equal((await readAudit(alice, project.id, "?limit=8")).nextCursor, null);
+  assert.notEqual((await readAudit(alice, project.id, "?limit=7")).nextCursor, null);
 });
 
 test("the default page size is 50 and every bad filter answers its own 400", async (t) => {
