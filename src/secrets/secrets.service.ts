@@ -252,15 +252,19 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
       environment: string,
       secretId: string,
     ): Promise<{ currentVersion: number; versions: VersionEntry[] }> {
-      const at = await requireAccess(caller, projectId, "secrets:read", environment);
-      const secret = await repo.findById(projectId, at.environment, secretId);
-      if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
-      // Limited as well as pruned: a secret written before the limit existed keeps its older
-      // versions until its next new value, and the list stays bounded meanwhile.
-      const rows = await repo.listVersions(secret.id, MAX_VERSIONS_PER_SECRET);
-      // One query for all the authors, not one per version.
-      const authorIds = [...new Set(rows.flatMap((v) => (v.changedBy === null ? [] : [v.changedBy])))];
-      const members = await memberships.membersAmong(projectId, authorIds);
+      // One snapshot: a PATCH or a DELETE between the reads would list a current version
+      // that is not the newest entry, or a deleted secret's empty history.
+      const { secret, rows, members } = await readTransaction(db, async () => {
+        const at = await requireAccess(caller, projectId, "secrets:read", environment);
+        const secret = await repo.findById(projectId, at.environment, secretId);
+        if (!secret) throw new HttpError(404, SECRET_NOT_FOUND);
+        // Limited as well as pruned: a secret written before the limit existed keeps its older
+        // versions until its next new value, and the list stays bounded meanwhile.
+        const rows = await repo.listVersions(secret.id, MAX_VERSIONS_PER_SECRET);
+        // One query for all the authors, not one per version.
+        const authorIds = [...new Set(rows.flatMap((v) => (v.changedBy === null ? [] : [v.changedBy])))];
+        return { secret, rows, members: await memberships.membersAmong(projectId, authorIds) };
+      });
       const versions = rows.map(
         (v): VersionEntry => ({
           versionNumber: v.versionNumber,
