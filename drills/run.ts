@@ -19,6 +19,14 @@ async function main(): Promise<number> {
   const selected = (names.length === 0 ? DRILLS : DRILLS.filter((d) => names.includes(d.name))).filter(
     (d) => database === "sqlite" || d.postgres,
   );
+  if (selected.length === 0) {
+    console.error(
+      `No drill of ${names.join(", ")} runs on PostgreSQL. Those that do: ${DRILLS.filter((d) => d.postgres)
+        .map((d) => d.name)
+        .join(", ")}.`,
+    );
+    return 2;
+  }
   console.log(
     `Drills${short ? " (short)" : ""}: ${selected.map((d) => d.name).join(", ")}. ` +
       `${os.availableParallelism()} cores (${os.cpus()[0]?.model ?? "unknown CPU"}), Node ${process.version}, ` +

@@ -334,9 +334,16 @@ test("refresh rotates the pair; the old access token lives until its own expiry"
   await startDevice(server);
   assert.equal(accessRows(), 1, "only the live access token is kept");
   assert.equal(await projectsStatus(server, third.body.accessToken), 200);
-  // Used refresh tokens still live: presenting one still ends the session.
-  assert.deepEqual((await refresh(server, first.refreshToken)).body, SESSION_ENDED);
-  assert.equal(await projectsStatus(server, third.body.accessToken), 401);
+  // Used refresh tokens are kept while the session lives, past their own 30 days too:
+  // presenting one still ends the session.
+  server.clock.advance(29 * 24 * 60 * MINUTE);
+  const fourth = (await refresh(server, third.body.refreshToken)).body as TokenPair;
+  server.clock.advance(29 * 24 * 60 * MINUTE);
+  const fifth = (await refresh(server, fourth.refreshToken)).body as TokenPair;
+  assert.equal(await projectsStatus(server, fifth.accessToken), 200, "58 days on, refreshed in time");
+  await startDevice(server);
+  assert.deepEqual((await refresh(server, first.refreshToken)).body, SESSION_ENDED, "the first refresh token, 58 days old");
+  assert.equal(await projectsStatus(server, fifth.accessToken), 401, "its reuse ended the whole session");
 });
 
 test("presenting a rotated refresh token revokes the whole session", async (t) => {

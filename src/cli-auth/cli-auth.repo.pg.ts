@@ -117,7 +117,7 @@ export function createCliAuthRepoPg(store: PgStore): CliAuthRepo {
       await db
         .delete(cliTokens)
         .where(
-          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR ${cliTokens.expiresAt} <= ${nowIso}`,
+          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR (${cliTokens.expiresAt} <= ${nowIso} AND (${cliTokens.kind} = 'access' OR ${cliTokens.usedAt} IS NULL))`,
         );
     },
   };

@@ -142,12 +142,13 @@ function createCliAuthRepoSqlite(db: Db) {
     /**
      * Token rows of ended sessions, and expired tokens of live ones (a session refreshed every
      * hour for a year would keep 17,000), are dead weight: presented, either answers 401 as an
-     * unknown one does. The session row itself stays for the record.
+     * unknown one does. Not a used refresh token of a live session: presented again, it must
+     * still end the session, however old. The session row itself stays for the record.
      */
     deleteDeadTokens(nowIso: string): void {
       db.delete(cliTokens)
         .where(
-          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR ${cliTokens.expiresAt} <= ${nowIso}`,
+          sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR (${cliTokens.expiresAt} <= ${nowIso} AND (${cliTokens.kind} = 'access' OR ${cliTokens.usedAt} IS NULL))`,
         )
         .run();
     },

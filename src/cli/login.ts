@@ -132,12 +132,14 @@ export async function login(args: string[]): Promise<number> {
 /**
  * Ends a session this machine no longer uses. Its access token may have expired (an hour),
  * and a logout with an expired one ends nothing: the refresh token gets a fresh one first.
- * Refused (the session ended already): nothing left to end.
+ * Refused (the session ended already): nothing left to end. Any other failure (a 429, a
+ * network error): the old access token is the best left to try.
  */
 async function endReplacedSession(server: string, old: ServerCredentials): Promise<void> {
-  const refreshed = await post(server, "/api/cli/auth/refresh", { refreshToken: old.refreshToken });
-  if (refreshed.status !== 200) return;
-  await post(server, "/api/cli/auth/logout", undefined, refreshed.body.accessToken);
+  const refreshed = await post(server, "/api/cli/auth/refresh", { refreshToken: old.refreshToken }).catch(() => undefined);
+  if (refreshed?.status === 401) return;
+  const accessToken = refreshed?.status === 200 ? refreshed.body.accessToken : old.accessToken;
+  await post(server, "/api/cli/auth/logout", undefined, accessToken);
 }
 
 async function pollForTokens(server: string, deviceCode: string, intervalSeconds: number, expiresInSeconds: number) {

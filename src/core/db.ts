@@ -298,6 +298,8 @@ const gates = new WeakMap<Database.Database, Gate>();
 interface OpenTransaction {
   sqlite: Database.Database;
   open: boolean;
+  /** Begun IMMEDIATE (a savepoint takes its transaction's). */
+  write: boolean;
   /** A nested transaction (savepoint) under way: two at once would undo each other's work. */
   nested: boolean;
   /** 0 for the transaction itself, 1 for a savepoint in it, and so on. */
@@ -352,7 +354,7 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     // Nested: a savepoint, so a failure caught by the outer code undoes only the inner part.
     if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
     outer.nested = true;
-    const inner: OpenTransaction = { sqlite, open: true, nested: false, depth: outer.depth + 1 };
+    const inner: OpenTransaction = { sqlite, open: true, write: outer.write, nested: false, depth: outer.depth + 1 };
     const name = `nested_${inner.depth}`;
     sqlite.exec(`SAVEPOINT ${name}`);
     try {
@@ -374,7 +376,7 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
   }
   const wait = acquire(gate);
   if (wait !== undefined) await wait;
-  const current: OpenTransaction = { sqlite, open: true, nested: false, depth: 0 };
+  const current: OpenTransaction = { sqlite, open: true, write: begin !== READ_BEGIN, nested: false, depth: 0 };
   const commits = groupCommits.get(sqlite);
   const writesBefore = commits?.writes;
   let result: T;
@@ -433,6 +435,11 @@ export function isConnectionBusy(db: Db): boolean {
 /** Whether the caller runs inside a transaction of this database. */
 export function sqliteInTransaction(db: Db): boolean {
   return currentTransaction(db.$client) !== undefined;
+}
+
+/** Whether the caller runs inside a write transaction of this database. */
+export function sqliteInWriteTransaction(db: Db): boolean {
+  return currentTransaction(db.$client)?.write === true;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: any function's parameters and result are kept as they are.

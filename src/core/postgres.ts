@@ -392,6 +392,11 @@ export function inPgTransaction(store: PgStore): boolean {
   return currentTransaction(store) !== undefined;
 }
 
+/** Whether the caller runs inside a write transaction of this store. */
+export function inPgWriteTransaction(store: PgStore): boolean {
+  return currentTransaction(store)?.write === true;
+}
+
 /** Called after any transaction of this store rolled back (for caches of rows it wrote). */
 export function onPgRollback(store: PgStore, listener: () => void): void {
   const list = rollbackListeners.get(store) ?? [];

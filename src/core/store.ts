@@ -14,6 +14,7 @@ import {
   openDatabase,
   sqliteAtNextCommit,
   sqliteInTransaction,
+  sqliteInWriteTransaction,
   sqliteReadTransaction,
   sqliteWritesDurable,
   sqliteWriteTransaction,
@@ -22,6 +23,7 @@ import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import {
   DatabaseUnavailableError,
   inPgTransaction,
+  inPgWriteTransaction,
   migratePostgres,
   onPgRollback,
   openPostgres,
@@ -75,6 +77,11 @@ export function writesDurable(store: Store): Promise<void> {
 /** Whether the caller runs inside a transaction of this store. */
 export function inTransaction(store: Store): boolean {
   return isPostgres(store) ? inPgTransaction(store) : sqliteInTransaction(store);
+}
+
+/** Whether the caller runs inside a write transaction of this store (which sees its own uncommitted rows). */
+export function inWriteTransaction(store: Store): boolean {
+  return isPostgres(store) ? inPgWriteTransaction(store) : sqliteInWriteTransaction(store);
 }
 
 /** Called after any transaction of this store rolled back (for caches of rows it wrote). */

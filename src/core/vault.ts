@@ -5,7 +5,7 @@ import { type Keyring, open, seal } from "./crypto.ts";
 import type { Db } from "./db.ts";
 import { type PgStore, pgRow, pgRun } from "./postgres.ts";
 import { projectKeys } from "./schema.ts";
-import { inTransaction, isPostgres, onRollback, type Store } from "./store.ts";
+import { inTransaction, inWriteTransaction, isPostgres, onRollback, type Store } from "./store.ts";
 
 /** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */
 export class DecryptError extends Error {}
@@ -58,7 +58,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
   // whose read snapshot began before the deletion (PostgreSQL's REPEATABLE READ) still finds
   // the wrapped key, after forget(), and must not put it back. Ids are never reused.
   const deleted = new Set<string>();
-  // Keys this process created or read inside a transaction: if that transaction rolls back,
+  // Keys this process created or read inside a write transaction: if that transaction rolls back,
   // a wrapped row it wrote is gone, and a cached key would go on sealing values no restart
   // can open. Read ones too: another transaction's rollback (on PostgreSQL a read's, which
   // runs beside the write) may have made the writer read its own uncommitted row again.
@@ -121,7 +121,8 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       } catch {
         throw new DecryptError("project data key does not open");
       }
-      if (inTransaction(db)) createdInTransaction.add(cacheKey);
+      // Only a write transaction can see a row it has not committed.
+      if (inWriteTransaction(db)) createdInTransaction.add(cacheKey);
     } else if (createIfMissing) {
       // Only inside a write transaction: no other writer runs meanwhile, and a rollback
       // tells this cache to forget the key (the listener above).

@@ -30,10 +30,10 @@ const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
 /** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
 class Refused extends Error {}
 
-/** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
 /** Service account ids are UUIDs (crypto.randomUUID). */
 const ID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
 export function isAllowedIssuerUrl(text: string): boolean {
   // The URL parser drops tabs, line breaks and surrounding spaces, and escapes a NUL: an
   // issuer holding one would pass, and never equal a token's iss (PostgreSQL refuses NUL).
