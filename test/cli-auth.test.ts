@@ -329,7 +329,7 @@ test("refresh rotates the pair; the old access token lives until its own expiry"
 
   // Expired access tokens of a live session are pruned (with the next device start): a session
   // refreshed every hour would otherwise keep a row per hour for as long as it lives.
-  const accessRows = () => storedRows(server, "cli_tokens").filter((r) => r.kind === "access").length;
+  const accessRows = () => rowCount(server, "cli_tokens", { kind: "access" });
   assert.equal(accessRows(), 3);
   await startDevice(server);
   assert.equal(accessRows(), 1, "only the live access token is kept");

@@ -33,7 +33,7 @@ test("a picked day is that day in the browser's zone, kept within the years the 
     inZone("Asia/Tokyo", () => localDayBound("0000-01-01", false)),
     "0000-01-01T00:00:00.000Z",
   );
-  // Years 0 to 99 stay themselves.
+  // Years 0 to 99 stay themselves (a guard: setFullYear already kept them).
   assert.equal(
     inZone("UTC", () => localDayBound("0050-03-01", false)),
     "0050-03-01T00:00:00.000Z",

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { printable } from "../core/text.ts";
+import { printable, UUID } from "../core/text.ts";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -10,7 +10,6 @@ import { type MachineAuth, machineAuth, TOKEN_FILE_OPTION } from "./machine.ts";
 export const LINK_FILE = ".secrets-server.json";
 export const ENVIRONMENTS = ["development", "staging", "production"] as const;
 const ENVIRONMENT_ALIASES: Record<string, string> = { dev: "development", stage: "staging", stg: "staging", prod: "production" };
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** What `link` writes into a folder: later commands there need no flags. */
 export interface LinkFile {

@@ -5,14 +5,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { isLoopbackHost } from "../core/loopback.ts";
-import { printable } from "../core/text.ts";
+import { printable, UUID } from "../core/text.ts";
 import { type ApiResponse, type BearerSource, post } from "./api.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { failureReason, type HttpAnswer, httpRequest } from "./http.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const TOKEN_FILE_MAX_BYTES = 4096;
 const GITHUB_TIMEOUT_MS = 10_000;
 

@@ -52,8 +52,10 @@ function usersService(db: Store, onDisabled?: (userId: string) => Promise<void>)
 }
 
 function local(db: Store, config: Config) {
-  // Only a sign-in uses the keyring, which no command makes: links need no master key.
-  const keyring = { pseudonym: (text: string) => loadKeyring(config).pseudonym(text) };
+  // Only a sign-in uses the keyring, which no command makes: links need no master key, so
+  // it is loaded (once) only if asked.
+  let loaded: ReturnType<typeof loadKeyring> | undefined;
+  const keyring = { pseudonym: (text: string) => (loaded ??= loadKeyring(config)).pseudonym(text) };
   return createLocalAccounts({ db, users: usersService(db), repo: createLocalRepo(db), config, clock: systemClock, keyring });
 }
 

@@ -11,6 +11,8 @@ const UNSAFE_ALL = new RegExp(UNSAFE.source, "gu");
 const UNSAFE_EXCEPT_LINE_BREAKS = new RegExp(`(?![\\n\\t])${UNSAFE.source}`, "u");
 const UNSAFE_EXCEPT_LINE_BREAKS_ALL = new RegExp(UNSAFE_EXCEPT_LINE_BREAKS.source, "gu");
 export const DISPLAY_NAME_MAX = 100;
+/** The ids this server makes (crypto.randomUUID), in any case. */
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** True for a one-line name: nothing that moves the cursor, breaks the line or flips direction. */
 export function isSingleLine(text: string): boolean {

@@ -150,7 +150,12 @@ export function createMembersRepoPg(store: PgStore): MembersRepo {
     },
 
     async deleteAllGrants(projectId, userId) {
-      await pgRun(store, "DELETE FROM environment_grants WHERE project_id = $1 AND user_id = $2", [projectId, userId]);
+      const rows = await pgRows<{ environment: Environment }>(
+        store,
+        "DELETE FROM environment_grants WHERE project_id = $1 AND user_id = $2 RETURNING environment",
+        [projectId, userId],
+      );
+      return rows.map((r) => r.environment);
     },
   };
 }

@@ -196,10 +196,14 @@ function createMembersRepoSqlite(db: Db) {
       return result.changes > 0;
     },
 
-    deleteAllGrants(projectId: string, userId: string): void {
-      db.delete(environmentGrants)
+    /** Removes the member's grants and says which environments they were. */
+    deleteAllGrants(projectId: string, userId: string): Environment[] {
+      return db
+        .delete(environmentGrants)
         .where(and(eq(environmentGrants.projectId, projectId), eq(environmentGrants.userId, userId)))
-        .run();
+        .returning({ environment: environmentGrants.environment })
+        .all()
+        .map((r) => r.environment);
     },
   });
 }

@@ -95,8 +95,7 @@ export function createMembersService({ db, repo, access, audit, clock }: Deps) {
           // rather than with whatever they were granted before a promotion.
           let dropped: Environment[] = [];
           if (hasImplicitEnvironmentAccess(member.role) !== hasImplicitEnvironmentAccess(role)) {
-            dropped = [...((await repo.listGrants(projectId)).get(userId) ?? [])];
-            await repo.deleteAllGrants(projectId, userId);
+            dropped = await repo.deleteAllGrants(projectId, userId);
           }
           await audit.record(caller, {
             projectId,

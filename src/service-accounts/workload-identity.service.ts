@@ -7,7 +7,7 @@ import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
-import { isSingleLine } from "../core/text.ts";
+import { isSingleLine, UUID } from "../core/text.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
@@ -29,9 +29,6 @@ const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
 
 /** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
 class Refused extends Error {}
-
-/** Service account ids are UUIDs (crypto.randomUUID). */
-const ID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** https, or plain http on a loopback host (a test issuer, a sidecar); nothing else. */
 export function isAllowedIssuerUrl(text: string): boolean {
@@ -228,18 +225,19 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       token: unknown;
     }): Promise<{ accessToken: string; tokenType: "Bearer"; expiresIn: number }> {
       const { serviceAccountId, token } = input;
+      // Only an id's shape goes to the database (PostgreSQL would fail on a NUL) or the log.
+      const accountId = typeof serviceAccountId === "string" && UUID.test(serviceAccountId) ? serviceAccountId : undefined;
       let verified: { payload: JWTPayload; trust: TrustRow };
       try {
-        // Only an id's shape goes to the database (PostgreSQL would fail on a NUL) or the log.
-        if (typeof serviceAccountId !== "string" || !ID_SHAPE.test(serviceAccountId)) throw new Refused("no service account id");
+        if (accountId === undefined) throw new Refused("no service account id");
         if (typeof token !== "string" || token.length > 16_384) throw new Refused("no token");
-        verified = await verify(serviceAccountId, token);
+        verified = await verify(accountId, token);
       } catch (error) {
         if (!(error instanceof Refused)) throw error;
         // The reason, never the token: the log must not become a store of identity tokens.
         log.warn(
           {
-            serviceAccountId: typeof serviceAccountId === "string" && ID_SHAPE.test(serviceAccountId) ? serviceAccountId : null,
+            serviceAccountId: accountId ?? null,
             reason: error.message,
           },
           "workload identity exchange refused",
