@@ -363,6 +363,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     secrets,
     log,
     debounceMs: config.syncDebounceMs,
+    retryMs: config.syncRetryMs,
     leaseStaleMs: config.syncLeaseSeconds * 1000,
   });
   const vercel = createVercelService({

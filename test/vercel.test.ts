@@ -954,6 +954,77 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
   assert.equal(s.server.logs.filter((l) => l.includes("retrying")).length >= 3, true);
 });
 
+test("retries: a run Vercel fails is tried again, later each time, until it goes through; a refused run is not", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_RETRY_MS: "250" } });
+  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
+  // The first two runs fail: each one asks for the list four times (the client's own retries).
+  s.fake.inject(503, { times: 8, match: isList });
+  const listsBefore = s.fake.requests.filter(isList).length;
+  await addSecret(s, "development", "RETRIED_KEY", "retried-value");
+  const done = await settled(s);
+  assert.deepEqual([done.lastRun.status, done.lastRun.trigger, done.lastRun.created], ["ok", "automatic", 1]);
+  assert.equal(s.fake.envFor("prj_web", "RETRIED_KEY", "development")!.value, "retried-value");
+  const runs = (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed" || e.action === "integration.synced");
+  assert.deepEqual(
+    runs.map((e) => [e.action, e.metadata.trigger, e.actor]),
+    [
+      ["integration.sync_failed", "automatic", null],
+      ["integration.sync_failed", "automatic", null],
+      ["integration.synced", "automatic", null],
+    ],
+  );
+  assert.equal(runs[0]!.metadata.error, M.syncUnavailable.error);
+  // Waits of the first retry (250 ms, give or take a tenth) and the second (twice that).
+  const lists = s.fake.requests.filter(isList).slice(listsBefore);
+  assert.equal(lists.length, 9);
+  const firstWait = lists[4]!.at - lists[3]!.at;
+  const secondWait = lists[8]!.at - lists[7]!.at;
+  assert.ok(firstWait >= 220, `first retry after ${firstWait} ms`);
+  assert.ok(secondWait >= 445, `second retry after ${secondWait} ms`);
+  assert.equal(s.server.logs.filter((l) => l.includes("runs again later")).length, 2);
+
+  // Vercel refusing the run (another 4xx) needs a person: no retry.
+  s.fake.inject(422, { times: 1, match: isList });
+  await addSecret(s, "development", "REFUSED_ONCE", "refused-value");
+  await waitFor("the refused automatic run", async () => {
+    const res = await s.owner.json("GET", s.base);
+    return res.body.lastRun?.status === "failed" ? true : undefined;
+  });
+  const listsAfterRefusal = s.fake.requests.filter(isList).length;
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  assert.equal(s.fake.requests.filter(isList).length, listsAfterRefusal, "nothing reached Vercel after the refusal");
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1, "the change waits for the next one or a manual sync");
+});
+
+test("retries: a manual sync Vercel fails leaves its pending changes to a retry; retries end after eight", async (t) => {
+  // Changes never start an automatic run here: whatever runs on its own is a retry.
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000", SYNC_RETRY_MS: "10" } });
+  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
+  await addSecret(s, "development", "MANUAL_KEY", "manual-value");
+  s.fake.inject(500, { times: 4, match: isList });
+  const failed = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([failed.status, failed.body], [502, M.syncUnavailable]);
+  const done = await settled(s);
+  assert.deepEqual([done.lastRun.status, done.lastRun.trigger], ["ok", "automatic"]);
+  assert.equal(s.fake.envFor("prj_web", "MANUAL_KEY", "development")!.value, "manual-value");
+
+  // Vercel down for good: the manual run, then eight retries, then nothing until a person acts.
+  const failedBefore = (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed").length;
+  s.fake.inject(500, { times: 100_000, match: isList });
+  await addSecret(s, "development", "NEVER_SENT", "never-sent-value");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
+  await waitFor("the last retry", async () => s.server.logs.some((l) => l.includes("no more automatic retries")) || undefined);
+  const failedRuns = async () => (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed").slice(failedBefore);
+  const triggers = (await failedRuns()).map((e) => e.metadata.trigger);
+  assert.deepEqual(triggers, ["manual", ...Array(8).fill("automatic")]);
+  const listsAtTheEnd = s.fake.requests.filter(isList).length;
+  await new Promise((resolve) => setTimeout(resolve, 700));
+  assert.equal(s.fake.requests.filter(isList).length, listsAtTheEnd, "no ninth retry");
+  assert.equal((await failedRuns()).length, 9);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+  assert.equal(s.fake.envFor("prj_web", "NEVER_SENT", "development"), undefined);
+});
+
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {
   const s = await linked(t);
   // linked() connected once already.

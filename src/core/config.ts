@@ -41,6 +41,7 @@ const schema = {
     RATE_LIMIT_IPV6_PREFIX: { type: "integer", minimum: 32, maximum: 128, default: DEFAULT_IPV6_PREFIX },
     SYNC_DEBOUNCE_MS: { type: "integer", minimum: 0, maximum: 600_000, default: 5000 },
     SYNC_LEASE_SECONDS: { type: "integer", minimum: 2, maximum: 600, default: 30 },
+    SYNC_RETRY_MS: { type: "integer", minimum: 10, maximum: 3_600_000, default: 60_000 },
     VERCEL_RETRY_BASE_MS: { type: "integer", minimum: 0, maximum: 60_000, default: 500 },
     SHUTDOWN_DRAIN_SECONDS: { type: "integer", minimum: 0, maximum: 600, default: 10 },
     REQUEST_TIMEOUT_SECONDS: { type: "integer", minimum: 1, maximum: 3600, default: 60 },
@@ -77,6 +78,7 @@ interface RawEnv {
   RATE_LIMIT_IPV6_PREFIX: number;
   SYNC_DEBOUNCE_MS: number;
   SYNC_LEASE_SECONDS: number;
+  SYNC_RETRY_MS: number;
   VERCEL_RETRY_BASE_MS: number;
   SHUTDOWN_DRAIN_SECONDS: number;
   REQUEST_TIMEOUT_SECONDS: number;
@@ -125,6 +127,8 @@ export interface Config {
   syncDebounceMs: number;
   /** A Vercel sync or scheduler lease not renewed for this long belongs to a process that is gone. */
   syncLeaseSeconds: number;
+  /** The wait before a failed sync's pending changes are tried again; doubles per failed retry. */
+  syncRetryMs: number;
   /** First back-off step of Vercel retries; it doubles on each attempt. */
   vercelRetryBaseMs: number;
   /** After SIGTERM/SIGINT: how long open connections may finish before the process exits. */
@@ -236,6 +240,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitIpv6Prefix: raw.RATE_LIMIT_IPV6_PREFIX,
     syncDebounceMs: raw.SYNC_DEBOUNCE_MS,
     syncLeaseSeconds: raw.SYNC_LEASE_SECONDS,
+    syncRetryMs: raw.SYNC_RETRY_MS,
     vercelRetryBaseMs: raw.VERCEL_RETRY_BASE_MS,
     shutdownDrainSeconds: raw.SHUTDOWN_DRAIN_SECONDS,
     requestTimeoutSeconds: raw.REQUEST_TIMEOUT_SECONDS,

@@ -84,15 +84,15 @@ export type RunOptions = { trigger: Trigger; caller: Caller | null; redeploy: bo
 
 export type RunOutcome =
   | { kind: "done"; summary: SyncSummary }
-  | { kind: "failed"; summary: SyncSummary; failure: Failure }
+  | { kind: "failed"; summary: SyncSummary; failure: SyncFailureKind }
   | { kind: "busy" }
   | { kind: "not-linked" }
   | { kind: "attention" }
   | { kind: "paused" };
 
-type Failure = "rejected" | "refused" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
+export type SyncFailureKind = "rejected" | "refused" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
 
-export const SYNC_ERRORS: Record<Exclude<Failure, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
+export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
   unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",
   refused: "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.",
@@ -266,7 +266,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
     const summary = emptySummary(trigger, startedAt);
     const varChanges: VarChange[] = [];
-    let failure: Failure | undefined;
+    let failure: SyncFailureKind | undefined;
     try {
       await syncAll(row, summary, varChanges, lease);
     } catch (error) {
@@ -590,15 +590,15 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 }
 
 class SyncFailure extends Error {
-  readonly failure: Failure;
+  readonly failure: SyncFailureKind;
 
-  constructor(failure: Failure) {
+  constructor(failure: SyncFailureKind) {
     super(failure);
     this.failure = failure;
   }
 }
 
-function failureOf(error: unknown): Failure {
+function failureOf(error: unknown): SyncFailureKind {
   if (error instanceof SyncFailure) return error.failure;
   if (error instanceof VercelError) {
     if (error.failure === "rejected") return "rejected";

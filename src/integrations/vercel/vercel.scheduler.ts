@@ -1,7 +1,7 @@
 import type { Logger } from "pino";
 import type { Lease } from "../../core/leases.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
-import type { VercelExecutor } from "./vercel.executor.ts";
+import type { RunOutcome, SyncFailureKind, VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
 import type { VercelRepo } from "./vercel.repo.ts";
 
@@ -9,7 +9,14 @@ import type { VercelRepo } from "./vercel.repo.ts";
 // what changed. Several server processes may share the database, and every one of them
 // counts changes, but only the holder of the "vercel-scheduler" lease runs automatic syncs:
 // it learns of changes made through the others from `pending`, on its tick, and takes over
-// the syncs of a process that stopped heartbeating.
+// the syncs of a process that stopped heartbeating. A run that failed because Vercel could
+// not be reached is tried again later, at growing intervals, while changes are pending.
+
+/** Failures that may pass by themselves: Vercel down or failing, or our database for a moment. */
+const RETRIED: ReadonlySet<SyncFailureKind> = new Set(["unavailable", "unexpected"]);
+/** Retries after one failed run: with the default first wait of a minute, about four hours in all. */
+export const MAX_SYNC_RETRIES = 8;
+const MAX_RETRY_DELAY_MS = 60 * 60 * 1000;
 
 interface Deps {
   db: Store;
@@ -18,16 +25,22 @@ interface Deps {
   executor: VercelExecutor;
   leader: Lease;
   debounceMs: number;
+  /** The wait before the first retry of a failed run; it doubles with each failed retry. */
+  retryMs: number;
 }
 
-export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs }: Deps) {
+export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs, retryMs }: Deps) {
   const timers = new Map<string, NodeJS.Timeout>();
+  /** When each project's timer fires (Date.now() clock). */
+  const dueAt = new Map<string, number>();
   const inFlight = new Set<Promise<unknown>>();
   /** Projects whose automatic run this process is executing, and those that changed meanwhile. */
   const runningAutomatic = new Set<string>();
   const runAgain = new Set<string>();
   /** The pending count each scheduled run was for: a different count on a tick is a change made elsewhere. */
   const seenPending = new Map<string, number>();
+  /** Failed runs in a row per project, for the back-off; forgotten after a run that did not fail that way. */
+  const failuresInARow = new Map<string, number>();
   let isLeader = false;
   let stopped = false;
   let ticker: NodeJS.Timeout | undefined;
@@ -54,26 +67,77 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       runAgain.add(projectId);
       return;
     }
+    startTimer(projectId, debounceMs, false);
+  }
+
+  /** One timer per project: a change's debounce replaces a retry's longer wait. */
+  function startTimer(projectId: string, delayMs: number, isRetry: boolean): void {
     clearTimeout(timers.get(projectId));
     const timer = setTimeout(() => {
       timers.delete(projectId);
-      runningAutomatic.add(projectId);
-      void track(executor.run(projectId, { trigger: "automatic", caller: null, redeploy: false }))
-        .then(async (outcome) => {
-          // Busy: another process's run holds the lease; what it leaves in pending is
-          // scheduled again on a tick. Otherwise what is left waits for a new change, as a
-          // failed run's changes do.
-          if (outcome.kind === "busy") seenPending.delete(projectId);
-          else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
-        })
-        .catch((error: unknown) => logFailure(projectId, error, "automatic Vercel sync failed"))
-        .finally(() => {
-          runningAutomatic.delete(projectId);
-          if (runAgain.delete(projectId)) schedule(projectId);
-        });
-    }, debounceMs);
+      dueAt.delete(projectId);
+      void track(runAutomatic(projectId, isRetry));
+    }, delayMs);
     timer.unref();
     timers.set(projectId, timer);
+    dueAt.set(projectId, Date.now() + delayMs);
+  }
+
+  async function runAutomatic(projectId: string, isRetry: boolean): Promise<void> {
+    runningAutomatic.add(projectId);
+    let retryInMs: number | undefined;
+    try {
+      if (isRetry) {
+        // Sent meanwhile (a manual sync), or the connection changed: nothing to try again.
+        const row = await repo.find(projectId);
+        if (!row || row.pending === 0 || !isRunnable(row)) {
+          failuresInARow.delete(projectId);
+          return;
+        }
+      }
+      const outcome = await executor.run(projectId, { trigger: "automatic", caller: null, redeploy: false });
+      // Busy: another process's run holds the lease; what it leaves in pending is scheduled
+      // again on a tick. Otherwise what is left waits for a new change or a retry.
+      if (outcome.kind === "busy") seenPending.delete(projectId);
+      else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
+      retryInMs = retryDelay(projectId, outcome);
+    } catch (error) {
+      logFailure(projectId, error, "automatic Vercel sync failed");
+    } finally {
+      runningAutomatic.delete(projectId);
+      if (runAgain.delete(projectId)) schedule(projectId);
+      else if (retryInMs !== undefined) retryLater(projectId, retryInMs);
+    }
+  }
+
+  /** The wait before running again after this outcome, or undefined when a retry would not help. */
+  function retryDelay(projectId: string, outcome: RunOutcome): number | undefined {
+    if (outcome.kind === "busy") return undefined;
+    if (outcome.kind !== "failed" || !RETRIED.has(outcome.failure)) {
+      failuresInARow.delete(projectId);
+      return undefined;
+    }
+    const failures = (failuresInARow.get(projectId) ?? 0) + 1;
+    if (failures > MAX_SYNC_RETRIES) {
+      failuresInARow.delete(projectId);
+      log.warn(
+        { projectId, retries: MAX_SYNC_RETRIES },
+        "Vercel sync still failing: no more automatic retries until the next change or a manual sync",
+      );
+      return undefined;
+    }
+    failuresInARow.set(projectId, failures);
+    // Jitter, so that the projects of a server that all failed in one outage do not all come back at once.
+    return Math.round(Math.min(retryMs * 2 ** (failures - 1), MAX_RETRY_DELAY_MS) * (0.9 + Math.random() * 0.2));
+  }
+
+  function retryLater(projectId: string, delayMs: number): void {
+    if (stopped || !isLeader) return;
+    log.warn(
+      { projectId, retryInSeconds: Math.round(delayMs / 1000) },
+      "Vercel sync failed; it runs again later if changes are still pending",
+    );
+    startTimer(projectId, delayMs, true);
   }
 
   function isRunnable(row: { status: string; hostProjectId: string | null; pausedAt: string | null }): boolean {
@@ -89,6 +153,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
         // Another process took over (this one hung past the lease): its timers run from now.
         for (const timer of timers.values()) clearTimeout(timer);
         timers.clear();
+        dueAt.clear();
+        failuresInARow.clear();
         log.warn("another server process now runs the automatic Vercel syncs");
       }
       return;
@@ -134,7 +200,21 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     cancel(projectId: string): void {
       clearTimeout(timers.get(projectId));
       timers.delete(projectId);
+      dueAt.delete(projectId);
       seenPending.delete(projectId);
+      failuresInARow.delete(projectId);
+    },
+
+    /**
+     * After a manual run: one that failed as an automatic run would be retried leaves its
+     * pending changes to a retry, unless an automatic run is under way or comes sooner.
+     */
+    afterManualRun(projectId: string, outcome: RunOutcome): void {
+      if (runningAutomatic.has(projectId)) return;
+      const delayMs = retryDelay(projectId, outcome);
+      if (delayMs !== undefined && (dueAt.get(projectId) ?? Number.POSITIVE_INFINITY) > Date.now() + delayMs) {
+        retryLater(projectId, delayMs);
+      }
     },
 
     /**
@@ -165,6 +245,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       clearInterval(ticker);
       for (const timer of timers.values()) clearTimeout(timer);
       timers.clear();
+      dueAt.clear();
       await ticking;
       await Promise.allSettled([...inFlight]);
       if (isLeader) await leader.release();

@@ -22,6 +22,8 @@ interface Deps {
   secrets: SecretValues;
   log: Logger;
   debounceMs: number;
+  /** The wait before retrying a run Vercel failed; doubles per failed retry. */
+  retryMs: number;
   /** A sync or the scheduler whose process has not renewed its lease for this long is taken over. */
   leaseStaleMs: number;
 }
@@ -34,10 +36,21 @@ export function createVercelSync(deps: Deps) {
   const owner = newOwnerId();
   const executor = createVercelExecutor({ ...deps, owner, followUp: (projectId) => scheduler.schedule(projectId) });
   const leader = createLease(deps.db, deps.clock, { name: "vercel-scheduler", owner, staleMs: deps.leaseStaleMs });
-  const scheduler = createVercelScheduler({ db: deps.db, repo: deps.repo, log: deps.log, executor, leader, debounceMs: deps.debounceMs });
+  const scheduler = createVercelScheduler({
+    db: deps.db,
+    repo: deps.repo,
+    log: deps.log,
+    executor,
+    leader,
+    debounceMs: deps.debounceMs,
+    retryMs: deps.retryMs,
+  });
   return {
-    run(projectId: string, options: RunOptions): Promise<RunOutcome> {
-      return scheduler.track(executor.run(projectId, options));
+    /** A manual run; when Vercel failed it, the changes it leaves pending are retried later. */
+    async run(projectId: string, options: RunOptions): Promise<RunOutcome> {
+      const outcome = await scheduler.track(executor.run(projectId, options));
+      scheduler.afterManualRun(projectId, outcome);
+      return outcome;
     },
     schedule: scheduler.schedule,
     notifyChange: scheduler.notifyChange,
