@@ -156,7 +156,22 @@ async function main(argv: string[]): Promise<void> {
   if (!(name in cliCommands)) process.umask(0o077);
   // `audit verify --help` would verify: every help flag asks for audit's usage.
   const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
-  if (code >= 0) process.exit(code);
+  if (code < 0) return;
+  await Promise.all([drained(process.stdout), drained(process.stderr)]);
+  process.exit(code);
+}
+
+/**
+ * Settles once what was written to the stream has left the process: writes to a pipe are
+ * asynchronous, and process.exit drops what is still queued (an export piped into a reader
+ * slower than us lost all but its first 64 KiB). A reader that went away (EPIPE) ends the wait.
+ */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  if (stream.writableLength === 0 || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.once("error", () => resolve());
+    stream.write("", () => resolve());
+  });
 }
 
 void main(process.argv.slice(2));

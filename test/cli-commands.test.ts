@@ -388,3 +388,32 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   assert.equal(result.code, 3, result.output);
   assert.equal(await exportEvents(alice, project.id), 2);
 });
+
+test("run --watch: a SIGTERM that arrives while the command restarts stops it for good", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  const base = `/api/projects/${project.id}/environments/development`;
+  const created = await alice.json("POST", `${base}/secrets`, { key: "WATCHED_VALUE", value: "first-watched" });
+  await login(server, home, alice);
+  // A command that takes a moment to shut down on SIGTERM, as servers do.
+  const child =
+    // It ends itself after 20 s, so that a test that fails leaves no process behind.
+    "console.log('value='+process.env.WATCHED_VALUE);setTimeout(()=>process.exit(9),20000);" +
+    "process.on('SIGTERM',()=>{console.log('stopping');setTimeout(()=>process.exit(0),1500)})";
+  const watching = startCli(["run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
+  await watching.waitFor(/value=first-watched/);
+  await alice.json("PATCH", `${base}/secrets/${created.body.secret.id}`, { value: "second-watched" });
+  await watching.waitFor(/the secrets of development changed: restarting/);
+  await watching.waitFor(/stopping/);
+  // systemctl stop or docker stop, while the old command is still shutting down.
+  watching.child.kill("SIGTERM");
+  const stillRunning = new Promise<never>((_, reject) =>
+    setTimeout(() => reject(new Error(`still running 10 s after SIGTERM:\n${watching.output()}`)), 10_000).unref(),
+  );
+  t.after(() => watching.child.kill("SIGKILL"));
+  const result = await Promise.race([watching.done, stillRunning]);
+  assert.equal(result.code, 0, result.output);
+  assert.doesNotMatch(result.output, /value=second-watched/);
+});

@@ -11,6 +11,7 @@ import dotenv from "dotenv";
 import { type Client, makeTempDir, runMain, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
+import { setStoredCiphertext, storedCiphertext } from "./storage.ts";
 import { AUDIENCE, signingKey, startIssuer } from "./workload-issuer.ts";
 
 /** An empty HOME and XDG_CONFIG_HOME, and a work folder outside them. */
@@ -52,6 +53,46 @@ async function setUp(t: TestContext) {
   await createSecret(owner, project.id, "development", "DATABASE_URL", "postgres://dev-db/app-0815");
   return { server, owner, project };
 }
+
+test("export into a pipe that is read slowly: the whole file arrives before the command exits 0", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  // About 300 KB of dotenv: several times what a pipe holds.
+  const entries = Array.from({ length: 150 }, (_, i) => ({
+    key: `CERT_${String(i).padStart(3, "0")}`,
+    value: `${i}-${"c".repeat(2000)}`,
+    overwrite: false,
+  }));
+  const imported = await owner.json("POST", `/api/projects/${project.id}/environments/production/import`, { entries });
+  assert.equal(imported.status, 200, JSON.stringify(imported.body));
+  const account = await createServiceAccount(owner, project.id, { name: "export-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const env = { ...home.env, SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
+  for (const format of ["dotenv", "json"]) {
+    const exported = await runMain(["export", "--format", format], env, { cwd: home.work, timeoutMs: 60_000, stdoutReadAfterMs: 3000 });
+    assert.equal(exported.code, 0, exported.stderr);
+    const values = format === "json" ? JSON.parse(exported.stdout) : dotenv.parse(exported.stdout);
+    assert.equal(Object.keys(values).length, 151, `${format}: ${exported.stdout.length} characters arrived`);
+    assert.equal(values.CERT_149, `149-${"c".repeat(2000)}`);
+  }
+});
+
+test("a 500 from the server (a value it cannot decrypt) exits 1 with its sentence, not 5 as an outage would", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const other = await createSecret(owner, project.id, "production", "OTHER_KEY", "other-value");
+  const database = (await owner.json("GET", `/api/projects/${project.id}/environments/production/secrets`)).body.secrets.find(
+    (s: { key: string }) => s.key === "DATABASE_URL",
+  );
+  // A sealed value moved to another secret's row fails its authentication: the export answers 500.
+  setStoredCiphertext(server, other.id, 1, storedCiphertext(server, database.id, 1));
+  const account = await createServiceAccount(owner, project.id, { name: "export-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const exported = await cli(home, ["export"], { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url });
+  assert.equal(exported.code, 1, exported.stderr);
+  assert.equal(exported.stdout, "");
+  assert.match(exported.stderr, /failed: .*could not be decrypted/);
+});
 
 test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the token's project and environment; HOME stays empty", async (t) => {
   const { server, owner, project } = await setUp(t);

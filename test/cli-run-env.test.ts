@@ -303,6 +303,29 @@ test("run: a secret named like GIT_ASKPASS or PAGER never reaches the command un
   assert.equal(failing.code, 3, failing.stderr);
 });
 
+test("run: a value holding a NUL is left out by name, never quoted; the command runs with the rest", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "deploy", environments: ["production"] });
+  const entries = [
+    { key: "BINARY_BLOB", value: "nul-planted\0after-the-nul", overwrite: false },
+    { key: "DATABASE_URL", value: "postgres://db/app-2718", overwrite: false },
+  ];
+  const res = await alice.json("POST", `/api/projects/${project.id}/environments/production/import`, { entries });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  await login(server, home, alice);
+  const ran = await cli(home, ["run", "--project", "deploy", "--env", "production", "--", "/usr/bin/env", "-0"]);
+  assert.equal(ran.code, 0, ran.stderr);
+  const seen = environmentOf(ran.stdout);
+  assert.equal(seen.get("DATABASE_URL"), "postgres://db/app-2718");
+  assert.equal(seen.has("BINARY_BLOB"), false);
+  assert.match(ran.stderr, /^secrets-server: left out BINARY_BLOB: its value holds a NUL character/m);
+  assert.ok(!ran.stderr.includes("nul-planted") && !ran.stderr.includes("after-the-nul"), ran.stderr);
+  const silent = await cli(home, ["run", "--silent", "--project", "deploy", "--env", "production", "--", "/usr/bin/env", "-0"]);
+  assert.deepEqual([silent.code, silent.stderr], [0, ""]);
+});
+
 test("run: GIT_CONFIG_* secrets cannot make the next git command run a program (core.fsmonitor)", async (t) => {
   const hasGit = spawnSync("git", ["--version"]).status === 0;
   if (!hasGit) return t.skip("git is not installed");

@@ -1,12 +1,14 @@
 // The CLI as a real process (the same executable's entry point) against a real server.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli } from "./cli-helpers.ts";
-import { auditEvents, startServer } from "./helpers.ts";
+import { auditEvents, startServer, type TestServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { writeLegacyNames } from "./storage.ts";
 
@@ -336,6 +338,81 @@ test("run --fallback uses the encrypted last copy when the server is down, withi
   assert.equal(out.code, 0, out.stderr);
   assert.deepEqual(fs.readdirSync(path.join(configDir, "fallback")), ["index.json"]);
   assert.deepEqual(JSON.parse(fs.readFileSync(index, "utf8")), {});
+});
+
+test("logout deletes a server's fallback copies also when a revoked session was already forgotten", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await createSecret(alice, project.id, "development", "RAINY_DAY_TOKEN", "kept-for-a-rainy-day");
+  await login(server, home, alice);
+  const target = ["--project", project.id, "--env", "development"];
+  const online = await cli(home, ["run", "--fallback", ...target, "--", "true"]);
+  assert.equal(online.code, 0, online.stderr);
+  const fallbackDir = path.join(home.dir, "config", "secrets-server", "fallback");
+  assert.equal(fs.readdirSync(fallbackDir).filter((f) => f.endsWith(".bin")).length, 1);
+
+  // Revoked in the browser: the next command finds out and forgets the session.
+  assert.equal((await alice.json("DELETE", "/api/cli/sessions")).status, 200);
+  const refused = await cli(home, ["secrets", "list", ...target]);
+  assert.equal(refused.code, 3, refused.stderr);
+  assert.equal(readCredentials(home).servers[server.url], undefined);
+
+  const out = await cli(home, ["logout"]);
+  assert.equal(out.code, 0, out.stderr);
+  assert.equal(out.stdout, `Not signed in to ${server.url}.\n`);
+  assert.deepEqual(fs.readdirSync(fallbackDir), ["index.json"]);
+  assert.deepEqual(JSON.parse(fs.readFileSync(path.join(fallbackDir, "index.json"), "utf8")), {});
+});
+
+test("a redirect (a sign-in proxy in front of the server) is an answer: exit 1, and the fallback copy is not used", async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await createSecret(alice, project.id, "development", "RAINY_DAY_TOKEN", "kept-for-a-rainy-day");
+  // A proxy that passes requests on, until it starts sending everyone to a sign-in page.
+  let signInFirst = false;
+  const target = new URL(server.url);
+  const proxy = http.createServer((req, res) => {
+    if (signInFirst) {
+      res.writeHead(302, { location: "https://sso.example.test/authorize?state=opaque-state-4242" });
+      res.end();
+      return;
+    }
+    const upstream = http.request(
+      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+  const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  await login({ url: proxyUrl } as TestServer, home, alice);
+  const args = [
+    "--project",
+    project.id,
+    "--env",
+    "development",
+    "--",
+    process.execPath,
+    "-e",
+    "process.stdout.write(process.env.RAINY_DAY_TOKEN ?? 'unset')",
+  ];
+  const online = await cli(home, ["run", "--fallback", ...args]);
+  assert.deepEqual([online.code, online.stdout], [0, "kept-for-a-rainy-day"], online.stderr);
+
+  signInFirst = true;
+  const redirected = await cli(home, ["run", "--fallback", ...args]);
+  assert.equal(redirected.code, 1, redirected.stderr);
+  assert.equal(redirected.stdout, "", "the command did not run on the copy");
+  assert.match(redirected.stderr, /answered with a redirect to https:\/\/sso\.example\.test, which the CLI does not follow/);
+  assert.doesNotMatch(redirected.stderr, /opaque-state/);
 });
 
 test("run passes signals to the command and returns its exit code", async (t) => {

@@ -595,7 +595,7 @@ export class Client {
 export function runMain(
   args: string[],
   env: Record<string, string | undefined>,
-  options: { timeoutMs?: number; cwd?: string; input?: string } = {},
+  options: { timeoutMs?: number; cwd?: string; input?: string; stdoutReadAfterMs?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(...sourceCommand(...args), {
@@ -605,6 +605,11 @@ export function runMain(
     });
     let stdout = "";
     let stderr = "";
+    // A slow reader: the pipe fills up and the command's writes wait in its own memory.
+    if (options.stdoutReadAfterMs !== undefined) {
+      child.stdout.pause();
+      setTimeout(() => child.stdout.resume(), options.stdoutReadAfterMs);
+    }
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
     if (options.input !== undefined) child.stdin.end(options.input);

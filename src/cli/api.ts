@@ -79,7 +79,8 @@ export function errorFor(res: ApiResponse, server: string): CliError {
   // Only a server that is not there (a proxy's 502/503/504) or cannot serve (our own 503: disk
   // full, stopping) lets `--fallback` use the saved copy: a 500 is the server answering.
   if (res.status === 502 || res.status === 503 || res.status === 504) return new UnreachableError(`${server} failed: ${message}`);
-  if (res.status >= 500) return new CliError(`${server} failed: ${message}`, EXIT.unreachable);
+  // Any other 5xx is the server answering with a failure (a value it could not decrypt), not an outage.
+  if (res.status >= 500) return new CliError(`${server} failed: ${message}`, EXIT.failed);
   return new CliError(message, EXIT.failed);
 }
 
@@ -105,6 +106,13 @@ async function send(
   } catch (error) {
     // Reached, but the answer was too large to be one of ours: no fallback copy stands in for it.
     if (error instanceof HttpFailure && error.code === "TOO_LARGE") throw new CliError(`Stopped reading ${server}: ${error.message}.`);
+    // Something answered (a proxy asking for a sign-in, an address that moved): not an outage either.
+    if (error instanceof HttpFailure && error.code === "REDIRECT") {
+      throw new CliError(
+        `${server} answered with ${printable(error.message)}, which the CLI does not follow. ` +
+          "If a proxy in front of the server asks for a sign-in, let the CLI's requests through; if the server moved, use its new URL.",
+      );
+    }
     throw new UnreachableError(`Could not reach ${server} (${printable(failureReason(error))}). Check the URL and your network.`);
   }
   const { text } = res;

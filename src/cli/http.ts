@@ -54,7 +54,12 @@ export function httpRequest(
       const status = response.statusCode ?? 0;
       if (status >= 300 && status < 400 && response.headers.location !== undefined) {
         response.resume();
-        fail(new HttpFailure("REDIRECT", "unexpected redirect"));
+        // Only the origin: a sign-in page's address may carry a state or a code.
+        let to = "elsewhere";
+        try {
+          to = new URL(response.headers.location, target).origin;
+        } catch {}
+        fail(new HttpFailure("REDIRECT", `a redirect to ${to}`));
         return;
       }
       const declared = Number(response.headers["content-length"]);

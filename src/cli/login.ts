@@ -186,14 +186,18 @@ export async function logout(args: string[]): Promise<number> {
       // A session that already ended is what logout wants; only "unreachable" deserves a word.
       if (!(error instanceof CliError && error.exitCode === EXIT.auth)) warning = (error as Error).message;
     }
-    await withCredentialsLock(async () => {
-      const data = readCredentials();
-      // defaultServer stays: a later `login` goes back to the same server.
+  }
+  await withCredentialsLock(async () => {
+    const data = readCredentials();
+    // defaultServer stays: a later `login` goes back to the same server.
+    if (data.servers[server]) {
       forgetServer(data, server);
       writeCredentials(data);
-      removeFallbacks(server);
-    });
-  }
+    }
+    // Also when the credentials are already gone (a revoked session is forgotten by the
+    // command that found out): the copies would otherwise stay, with their key beside them.
+    removeFallbacks(server);
+  });
   if (warning) {
     process.stderr.write(
       `Warning: could not end the session on the server (${warning}). It stays valid until it expires; revoke it under CLI sessions in the browser.\n`,

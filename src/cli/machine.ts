@@ -254,7 +254,8 @@ async function exchange(server: string, serviceAccountId: string, identity: Iden
   const accessToken = (res.body as { accessToken?: unknown } | undefined)?.accessToken;
   if (res.status !== 200 || typeof accessToken !== "string" || !SERVICE_TOKEN.test(accessToken)) {
     const message = typeof res.body?.error === "string" ? printable(res.body.error) : `HTTP ${res.status}`;
-    throw new CliError(`The identity exchange at ${server} failed: ${message}`, res.status >= 500 ? EXIT.unreachable : EXIT.failed);
+    // 502/503/504 never come here (send() answers them as unreachable): any other status is a failure.
+    throw new CliError(`The identity exchange at ${server} failed: ${message}`, EXIT.failed);
   }
   return accessToken;
 }

@@ -79,8 +79,12 @@ export async function run(args: string[]): Promise<number> {
     delete env.SECRETS_SERVER_TOKEN;
     delete env.SECRETS_SERVER_IDENTITY_TOKEN;
     const leftOut: string[] = [];
+    const withNul: string[] = [];
     for (const { key, value } of secrets) {
-      if (isAppSettingName(key) || allowed.has(key)) env[key] = value;
+      // An environment string ends at its first NUL; spawn() would refuse the whole
+      // environment with an error that quotes the value.
+      if (value.includes("\0")) withNul.push(printable(key));
+      else if (isAppSettingName(key) || allowed.has(key)) env[key] = value;
       else leftOut.push(printable(key));
     }
     if (leftOut.length > 0 && !values.silent) {
@@ -88,6 +92,12 @@ export async function run(args: string[]): Promise<number> {
         `secrets-server: left out ${leftOut.join(", ")}: not named like application settings, and variables like these choose which code runs. ` +
           `If you trust ${leftOut.length === 1 ? "it" : "them"}, add ${leftOut.map((key) => `--allow-env ${key}`).join(" ")} ` +
           `(or SECRETS_SERVER_ALLOW_ENV=${leftOut.join(",")}). See secrets-server run --help.\n`,
+      );
+    }
+    if (withNul.length > 0 && !values.silent) {
+      process.stderr.write(
+        `secrets-server: left out ${withNul.join(", ")}: ${withNul.length === 1 ? "its value holds" : "their values hold"} a NUL character, which an environment variable cannot carry. ` +
+          "Read it with secrets-server secrets get or export --format json.\n",
       );
     }
     return env;

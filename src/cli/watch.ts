@@ -41,6 +41,9 @@ export interface WatchOptions {
   silent: boolean;
 }
 
+/** Signals that ask a command to stop (SIGHUP often asks it to reload instead). */
+const STOPS: ReadonlySet<NodeJS.Signals> = new Set(["SIGINT", "SIGTERM", "SIGQUIT"]);
+
 function sameEnvironment(a: NodeJS.ProcessEnv, b: NodeJS.ProcessEnv): boolean {
   const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
   for (const key of keys) if (a[key] !== b[key]) return false;
@@ -74,7 +77,14 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     let killTimer: NodeJS.Timeout | undefined;
     let lastProblem: string | undefined;
 
+    /** A supervisor or the person at the terminal asked the command to stop: no restart after that. */
+    let stopAsked = false;
     const forward = (signal: NodeJS.Signals) => {
+      if (STOPS.has(signal)) {
+        stopAsked = true;
+        // A restart under way would start a new command once the old one exits: its exit ends the run instead.
+        restarting = false;
+      }
       if (options.fromTerminal.has(signal)) return;
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     };
@@ -114,7 +124,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     };
 
     const restart = () => {
-      if (restarting) return;
+      if (restarting || stopAsked) return;
       restarting = true;
       note(`the secrets of ${at.environment} changed: restarting ${command}`);
       child.kill("SIGTERM");
