@@ -4,8 +4,9 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
+import Database from "better-sqlite3";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { openDatabase } from "../src/core/db.ts";
+import { backupDatabase, openDatabase } from "../src/core/db.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
 import { Client, makeTempDir, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
@@ -350,6 +351,43 @@ test("backup writes a consistent copy that a server can start from", async (t) =
   );
 });
 
+test("backup finishes while another connection commits between its steps", async (t) => {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const db = openDatabase({ dataDir, sqliteSynchronous: "normal" });
+  // Some 2 MB, hundreds of pages: more than one of SQLite's default backup steps.
+  db.$client.exec("CREATE TABLE filler (n INTEGER PRIMARY KEY, text TEXT)");
+  const insert = db.$client.prepare("INSERT INTO filler (text) VALUES (?)");
+  db.$client.transaction(() => {
+    for (let i = 0; i < 2000; i++) insert.run("f".repeat(1000));
+  })();
+  // A server's commits, one on every turn of the event loop: each would restart a copy made in steps.
+  let writing = true;
+  const write = () => {
+    if (!writing) return;
+    insert.run("during the backup");
+    setImmediate(write);
+  };
+  setImmediate(write);
+  const target = path.join(dataDir, "copy.db");
+  try {
+    await Promise.race([
+      backupDatabase({ dataDir }, target),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("the backup did not finish within 10 s")), 10_000).unref()),
+    ]);
+  } finally {
+    writing = false;
+  }
+  db.$client.close();
+  const copy = new Database(target, { readonly: true });
+  try {
+    assert.equal(copy.pragma("integrity_check", { simple: true }), "ok");
+    assert.ok((copy.prepare("SELECT count(*) AS n FROM filler").get() as { n: number }).n >= 2000);
+  } finally {
+    copy.close();
+  }
+});
+
 test("a variable with a fixed set of values names them", () => {
   assert.equal(configError({ LOG_LEVEL: "loud" }), "LOG_LEVEL must be one of: fatal, error, warn, info, debug, trace, silent.");
   assert.equal(configError({ NODE_ENV: "prod" }), "NODE_ENV must be one of: development, production, test.");
@@ -383,6 +421,24 @@ test("a DATA_DIR that cannot be used and a backup into a missing folder stop wit
   const backup = await runMain(["backup", path.join(dir, "missing", "copy.db")], server.env);
   assert.equal(backup.code, 1);
   assert.match(backup.stderr, /^secrets-server: configuration error: The folder of .* does not exist; create it first\.\n$/);
+});
+
+test("commands on an existing database refuse a DATA_DIR that holds none, and create nothing there", async (t) => {
+  const dir = makeTempDir();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const mistyped = path.join(dir, "secret-server");
+  for (const args of [["audit", "verify"], ["users", "list"], ["rotate-key"], ["backup", path.join(dir, "copy.db")]]) {
+    // No MASTER_KEY: in development a key file would be generated into the folder.
+    const result = await runMain(args, { DATA_DIR: mistyped });
+    assert.equal(result.code, 1, `${args.join(" ")}: ${result.stdout}${result.stderr}`);
+    assert.equal(
+      result.stderr,
+      `secrets-server: configuration error: There is no database at ${path.join(mistyped, "secrets.db")}: check DATA_DIR.\n`,
+    );
+    assert.equal(result.stdout, "");
+    assert.equal(fs.existsSync(mistyped), false, `${args.join(" ")} created the folder`);
+  }
+  assert.deepEqual(fs.readdirSync(dir), []);
 });
 
 test("--help on a server command prints its usage and does nothing else", async (t) => {

@@ -1,7 +1,15 @@
 import crypto from "node:crypto";
 import { loadConfig } from "../core/config.ts";
 import { type Keyring, loadKeyring, safeEqual } from "../core/crypto.ts";
-import { checkMasterKeys, closeStore, openStore, readTransaction, type Store, writeTransaction } from "../core/store.ts";
+import {
+  checkMasterKeys,
+  closeStore,
+  openStore,
+  readTransaction,
+  requireDatabaseFile,
+  type Store,
+  writeTransaction,
+} from "../core/store.ts";
 import { plural } from "../core/text.ts";
 import { type AuditRepo, type CheckpointRow, createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
@@ -347,6 +355,8 @@ export async function auditCommand(args: string[]): Promise<number> {
     return subcommand === "help" ? 0 : 2;
   }
   const config = loadConfig();
+  // Before the keyring: in development it would write a new key file into the wrong folder.
+  requireDatabaseFile(config);
   const keyring = loadKeyring(config);
   const db = await openStore(config);
   try {

@@ -3,14 +3,12 @@
 // same MASTER_KEY opens it there. The target must be empty; the copy is one transaction, so
 // a failure leaves it empty again. Before it reports success it compares every table's row
 // count and verifies the audit chain on the copy.
-import fs from "node:fs";
-import path from "node:path";
 import type Database from "better-sqlite3";
 import { getTableConfig, PgTable } from "drizzle-orm/pg-core";
 import { verifyAuditChain } from "../audit/audit.verify.ts";
 import { ConfigError, isPostgresUrl, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
-import { DATABASE_FILE, openDatabase } from "../core/db.ts";
+import { openDatabase, requireDatabaseFile } from "../core/db.ts";
 import { migratePostgres, openPostgres, type PgStore, pgRows, pgRun, pgWriteTransaction } from "../core/postgres.ts";
 import * as pgSchema from "../core/schema.pg.ts";
 import { checkMasterKeys, closeStore } from "../core/store.ts";
@@ -68,10 +66,7 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
   if (!isPostgresUrl(url)) throw new ConfigError("--to must be a postgres:// or postgresql:// URL.");
   // The source is DATA_DIR's SQLite, whatever DATABASE_URL says.
   const config = { ...loadConfig({ ...process.env, DATABASE_URL: undefined }), database: undefined };
-  // A mistyped DATA_DIR must not become a new, empty database that copies "successfully".
-  if (!fs.existsSync(path.join(config.dataDir, DATABASE_FILE))) {
-    throw new ConfigError(`There is no database at ${path.join(config.dataDir, DATABASE_FILE)}: check DATA_DIR.`);
-  }
+  requireDatabaseFile(config);
   const keyring = loadKeyring(config);
   const source = openDatabase(config);
   // The servers' CA file, when the target is reached as they reach it.

@@ -5,7 +5,7 @@ import { systemClock } from "../core/clock.ts";
 import { type Config, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
-import { checkMasterKeys, closeStore, openStore, type Store } from "../core/store.ts";
+import { checkMasterKeys, closeStore, openStore, requireDatabaseFile, type Store } from "../core/store.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
 import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
@@ -30,6 +30,7 @@ type Command = (args: string[]) => Promise<number>;
 
 async function withDatabase<T>(fn: (db: Store, config: Config) => Promise<T>): Promise<T> {
   const config = loadConfig();
+  requireDatabaseFile(config);
   const db = await openStore(config);
   try {
     // Awaited here: the database closes only once the command's last statement has run.

@@ -192,9 +192,23 @@ function openSqliteFile(dataDir: string, file: string, options: { readonly?: boo
  * A consistent copy of the live database (SQLite's online backup: the server may keep
  * writing meanwhile). The copy holds only ciphertext; the master key is not in it.
  */
+/**
+ * For commands that work on an existing database (backup, audit verify, rotate-key, users,
+ * copy-database): a mistyped DATA_DIR must not become a new, empty database that then
+ * "verifies" or lists nothing. PostgreSQL (DATABASE_URL) is not concerned.
+ */
+export function requireDatabaseFile(config: Pick<Config, "dataDir"> & { database?: unknown }): void {
+  if (config.database) return;
+  const file = path.join(config.dataDir, DATABASE_FILE);
+  if (!fs.existsSync(file)) throw new ConfigError(`There is no database at ${file}: check DATA_DIR.`);
+}
+
+/** The most pages better-sqlite3 lets one backup step copy. */
+const ALL_PAGES = 0x7fffffff;
+
 export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
+  requireDatabaseFile(config);
   const source = path.join(config.dataDir, DATABASE_FILE);
-  if (!fs.existsSync(source)) throw new ConfigError(`There is no database at ${source}: check DATA_DIR.`);
   // Created empty with mode 0600 first (SQLite takes an empty file as an empty database), so
   // the copy is never readable by others, not even while it is being written.
   try {
@@ -207,7 +221,11 @@ export async function backupDatabase(config: Pick<Config, "dataDir">, destinatio
   }
   const sqlite = openSqliteFile(config.dataDir, source, { readonly: true });
   try {
-    await sqlite.backup(destination);
+    // All pages in one step: between better-sqlite3's default steps of 100 pages another
+    // process's commit restarts the copy from its first page, so a server that commits more
+    // often than one pass takes would keep it from ever finishing. One step holds a WAL
+    // read snapshot, which does not block the server's writes.
+    await sqlite.backup(destination, { progress: () => ALL_PAGES });
     fs.chmodSync(destination, 0o600);
   } catch (error) {
     fs.rmSync(destination, { force: true });

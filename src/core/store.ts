@@ -19,6 +19,9 @@ import {
   sqliteWritesDurable,
   sqliteWriteTransaction,
 } from "./db.ts";
+
+export { requireDatabaseFile } from "./db.ts";
+
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import {
   DatabaseUnavailableError,

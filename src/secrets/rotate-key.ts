@@ -10,7 +10,7 @@ import { loadConfig } from "../core/config.ts";
 import { type Keyring, loadKeyring } from "../core/crypto.ts";
 import { createEncryptedRecordCounter, ENCRYPTED_COLUMNS, type EncryptedColumn } from "../core/encrypted-columns.ts";
 import { type PgStore, pgRows, pgRun } from "../core/postgres.ts";
-import { checkMasterKeys, closeStore, isPostgres, openStore, type Store, writeTransaction } from "../core/store.ts";
+import { checkMasterKeys, closeStore, isPostgres, openStore, requireDatabaseFile, type Store, writeTransaction } from "../core/store.ts";
 import { plural } from "../core/text.ts";
 import { createVault, DecryptError, integrationAad, secretValueAad, type Vault } from "../core/vault.ts";
 
@@ -287,6 +287,8 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
+  // Before the keyring: in development it would write a new key file into the wrong folder.
+  requireDatabaseFile(config);
   const keyring = loadKeyring(config);
   const db = await openStore(config);
   try {
