@@ -652,6 +652,53 @@ test("automatic sync: a secret change in a mapped environment increments pending
   );
 });
 
+test("automatic redeploy: only when a run changed something at Vercel that no deployment has picked up", async (t) => {
+  const s = await setup(t);
+  await s.owner.json("POST", s.base, { token: s.token });
+  const hook = s.fake.addHook("prj_web");
+  const put = await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development" },
+    autoRedeploy: true,
+    deployHookUrl: hook,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  s.fake.addEnv("prj_web", { key: "THEIRS_KEY", value: "set-at-vercel", type: "encrypted", target: ["development"] });
+  const redeploys = async () => (await integrationEvents(s)).filter((e) => e.action === "integration.redeployed").length;
+
+  // A change that Vercel never sees (the key is someone else's, policy skip): no rebuild.
+  const theirs = await addSecret(s, "development", "THEIRS_KEY", "ours-differs");
+  const skipped = await settled(s);
+  assert.deepEqual(counts(skipped.lastRun), { created: 0, updated: 0, unchanged: 0, skipped: 1, deleted: 0, failed: 0 });
+  assert.equal(skipped.lastDeployment, null);
+  assert.equal(s.fake.hookCalls.length, 0);
+
+  // A change that reaches Vercel: one rebuild.
+  await addSecret(s, "development", "NEW_KEY", "new-value");
+  await settled(s);
+  await waitFor("the redeploy", async () => (s.fake.hookCalls.length === 1 ? true : undefined));
+  assert.equal(await redeploys(), 1);
+
+  // A run that changes something but has a follow-up waits; the follow-up, which changes
+  // nothing itself, redeploys what the first one changed.
+  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  await addSecret(s, "development", "HELD_KEY", "held-value");
+  await held.reached;
+  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${theirs}`, {
+    value: "ours-differs-again",
+  });
+  assert.equal(patched.status, 200);
+  held.release();
+  await waitFor("the follow-up run's redeploy", async () => (s.fake.hookCalls.length === 2 ? true : undefined));
+  const done = await settled(s);
+  assert.equal(done.lastRun.skipped, 1, "the follow-up run only skipped");
+  assert.equal(s.fake.envFor("prj_web", "HELD_KEY", "development")!.value, "held-value");
+  assert.equal(await redeploys(), 2);
+  const synced = (await integrationEvents(s)).filter((e) => e.action === "integration.synced");
+  assert.equal(synced.length, 4);
+  assert.equal(Boolean(integrationRow(s)!.deploy_due), false, "nothing left to deploy");
+});
+
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
   const s = await linked(t);
   const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");

@@ -223,6 +223,7 @@ export const integrations = pgTable(
     pending: integer("pending").notNull().default(0),
     lastRun: text("last_run"),
     lastDeployment: text("last_deployment"),
+    deployDue: boolean("deploy_due").notNull().default(false),
     connectedBy: text("connected_by"),
     pausedAt: text("paused_at"),
     pausedReason: text("paused_reason"),

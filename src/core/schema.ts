@@ -415,6 +415,8 @@ export const integrations = sqliteTable("integrations", {
   /** JSON: the last run and the last deployment, documented in the README. */
   lastRun: text("last_run"),
   lastDeployment: text("last_deployment"),
+  /** A run changed vars at Vercel that no deployment has picked up yet: the next automatic redeploy is not for nothing. */
+  deployDue: integer("deploy_due", { mode: "boolean" }).notNull().default(false),
   /** Who saved the token: syncing pauses when that person loses integrations:manage or leaves. */
   connectedBy: text("connected_by"),
   pausedAt: text("paused_at"),

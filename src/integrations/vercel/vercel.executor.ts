@@ -346,7 +346,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       }
       // A failed run leaves `pending` as it was: those changes still have to reach Vercel.
       const consumed = failure ? 0 : row.pending;
+      // What this run changed at Vercel (a failed or partial run too) waits for a deployment.
+      const deployDue = current.deployDue || summary.created + summary.updated + summary.deleted > 0;
       await repo.finishRun(projectId, consumed, {
+        deployDue,
         status: tokenRejected ? "attention" : current.status,
         lastSyncAt: summary.finishedAt,
         lastSyncStatus: summary.status,
@@ -354,7 +357,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         lastRun: JSON.stringify(summary),
         updatedAt: nowIso,
       });
-      return { remaining: Math.max(current.pending - consumed, 0), recorded: true };
+      return { remaining: Math.max(current.pending - consumed, 0), recorded: true, deployDue };
     });
 
     if (failure) return { kind: "failed", summary, failure };
@@ -363,7 +366,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     // Changes that landed during this run: a follow-up run picks them up, and redeploys.
     const hasFollowUp = finish.remaining > 0;
     if (hasFollowUp) followUp(projectId);
-    const wantsRedeploy = trigger === "manual" ? options.redeploy : row.autoRedeploy && !hasFollowUp;
+    // An automatic redeploy only when some change at Vercel is not deployed yet: a run that
+    // found everything as it was (a change back, a key skipped) would rebuild for nothing.
+    const wantsRedeploy = trigger === "manual" ? options.redeploy : row.autoRedeploy && !hasFollowUp && finish.deployDue === true;
     if (wantsRedeploy && summary.status === "ok" && row.hookCiphertext && row.hookKeyVersion !== null) {
       summary.deployment = await redeploy(row, trigger, caller, summary);
     }
@@ -552,6 +557,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       if (!current || current.createdAt !== row.createdAt) return;
       summary.deployment = deployment;
       await repo.update(projectId, {
+        // Vercel builds from the vars as they are now: every change made so far is in it.
+        ...(deployment.ok ? { deployDue: false } : {}),
         lastDeployment: JSON.stringify(deployment),
         // A follow-up run that has started since keeps its own lastRun ("running").
         ...(current.syncStartedAt === null ? { lastRun: JSON.stringify(summary) } : {}),

@@ -1,0 +1,1 @@
+ALTER TABLE `integrations` ADD `deploy_due` integer DEFAULT false NOT NULL;

@@ -1,0 +1,1 @@
+ALTER TABLE "integrations" ADD COLUMN "deploy_due" boolean DEFAULT false NOT NULL;
