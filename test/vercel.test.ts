@@ -1065,7 +1065,8 @@ test("retries: a manual sync Vercel fails leaves its pending changes to a retry;
   const triggers = (await failedRuns()).map((e) => e.metadata.trigger);
   assert.deepEqual(triggers, ["manual", ...Array(8).fill("automatic")]);
   const listsAtTheEnd = s.fake.requests.filter(isList).length;
-  await new Promise((resolve) => setTimeout(resolve, 700));
+  // A ninth retry would come 2.3 to 2.8 s after the eighth failed.
+  await new Promise((resolve) => setTimeout(resolve, 3000));
   assert.equal(s.fake.requests.filter(isList).length, listsAtTheEnd, "no ninth retry");
   assert.equal((await failedRuns()).length, 9);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);

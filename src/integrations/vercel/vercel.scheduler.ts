@@ -41,6 +41,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   const seenPending = new Map<string, number>();
   /** Failed runs in a row per project, for the back-off; forgotten after a run that did not fail that way. */
   const failuresInARow = new Map<string, number>();
+  /** Projects disconnected while this process's automatic run of them was under way. */
+  const cancelledDuringRun = new Set<string>();
   let isLeader = false;
   let stopped = false;
   let ticker: NodeJS.Timeout | undefined;
@@ -100,23 +102,41 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       // again on a tick. Otherwise what is left waits for a new change or a retry.
       if (outcome.kind === "busy") seenPending.delete(projectId);
       else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
-      retryInMs = retryDelay(projectId, outcome);
+      if (outcome.kind !== "busy") retryInMs = afterRun(projectId, isRetried(outcome));
     } catch (error) {
+      // The database failing around the run (busy past its timeout, say) passes like Vercel's outages.
       logFailure(projectId, error, "automatic Vercel sync failed");
+      retryInMs = afterRun(projectId, true);
     } finally {
       runningAutomatic.delete(projectId);
-      if (runAgain.delete(projectId)) schedule(projectId);
+      // Disconnected during the run: nothing of the old connection carries over.
+      if (cancelledDuringRun.delete(projectId)) {
+        failuresInARow.delete(projectId);
+        runAgain.delete(projectId);
+      } else if (runAgain.delete(projectId)) schedule(projectId);
       else if (retryInMs !== undefined) retryLater(projectId, retryInMs);
     }
   }
 
-  /** The wait before running again after this outcome, or undefined when a retry would not help. */
-  function retryDelay(projectId: string, outcome: RunOutcome): number | undefined {
-    if (outcome.kind === "busy") return undefined;
-    if (outcome.kind !== "failed" || !RETRIED.has(outcome.failure)) {
+  function isRetried(outcome: RunOutcome): boolean {
+    return outcome.kind === "failed" && RETRIED.has(outcome.failure);
+  }
+
+  /** The wait before the nth retry in a row: doubling, capped, with jitter so that the projects of one outage do not all come back at once. */
+  function waitBefore(retry: number): number {
+    return Math.round(Math.min(retryMs * 2 ** (retry - 1), MAX_RETRY_DELAY_MS) * (0.9 + Math.random() * 0.2));
+  }
+
+  /**
+   * Counts a run's failure on the leader (the only process that retries), or ends the
+   * back-off after any other outcome; returns the wait before the retry, if there is one.
+   */
+  function afterRun(projectId: string, failed: boolean): number | undefined {
+    if (!failed) {
       failuresInARow.delete(projectId);
       return undefined;
     }
+    if (stopped || !isLeader) return undefined;
     const failures = (failuresInARow.get(projectId) ?? 0) + 1;
     if (failures > MAX_SYNC_RETRIES) {
       failuresInARow.delete(projectId);
@@ -127,8 +147,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       return undefined;
     }
     failuresInARow.set(projectId, failures);
-    // Jitter, so that the projects of a server that all failed in one outage do not all come back at once.
-    return Math.round(Math.min(retryMs * 2 ** (failures - 1), MAX_RETRY_DELAY_MS) * (0.9 + Math.random() * 0.2));
+    return waitBefore(failures);
   }
 
   function retryLater(projectId: string, delayMs: number): void {
@@ -163,6 +182,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     const withPending = await repo.listWithPending();
     const present = new Set(withPending.map((row) => row.projectId));
     for (const projectId of seenPending.keys()) if (!present.has(projectId)) seenPending.delete(projectId);
+    // Nothing pending any more (sent by another process, say): a later failure starts a new back-off.
+    for (const projectId of failuresInARow.keys()) if (!present.has(projectId)) failuresInARow.delete(projectId);
     for (const row of withPending) {
       if (!isRunnable(row) || seenPending.get(row.projectId) === row.pending) continue;
       seenPending.set(row.projectId, row.pending);
@@ -196,25 +217,29 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       }
     },
 
-    /** Forgets a scheduled run (the connection is gone). */
+    /** Forgets a scheduled run and the back-off (the connection is gone). */
     cancel(projectId: string): void {
       clearTimeout(timers.get(projectId));
       timers.delete(projectId);
       dueAt.delete(projectId);
       seenPending.delete(projectId);
       failuresInARow.delete(projectId);
+      if (runningAutomatic.has(projectId)) cancelledDuringRun.add(projectId);
     },
 
     /**
-     * After a manual run: one that failed as an automatic run would be retried leaves its
-     * pending changes to a retry, unless an automatic run is under way or comes sooner.
+     * After a manual run on the leader: one that failed as an automatic run would be retried
+     * leaves its pending changes to a retry, unless an automatic run is under way or comes
+     * sooner (then the back-off stays as it is: a person pressing sync during an outage does
+     * not use the retries up).
      */
     afterManualRun(projectId: string, outcome: RunOutcome): void {
-      if (runningAutomatic.has(projectId)) return;
-      const delayMs = retryDelay(projectId, outcome);
-      if (delayMs !== undefined && (dueAt.get(projectId) ?? Number.POSITIVE_INFINITY) > Date.now() + delayMs) {
-        retryLater(projectId, delayMs);
-      }
+      if (outcome.kind === "busy" || stopped || !isLeader || runningAutomatic.has(projectId)) return;
+      const failed = isRetried(outcome);
+      const due = dueAt.get(projectId);
+      if (failed && due !== undefined && due <= Date.now() + waitBefore((failuresInARow.get(projectId) ?? 0) + 1)) return;
+      const delayMs = afterRun(projectId, failed);
+      if (delayMs !== undefined) retryLater(projectId, delayMs);
     },
 
     /**
