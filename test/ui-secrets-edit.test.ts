@@ -172,6 +172,27 @@ describe("editing secrets in place", () => {
       await assertEventually(() => dialog.getByLabel("Value", { exact: true }).inputValue(), "https://api.latest");
       await dialog.getByRole("button", { name: "Cancel" }).click();
       assert.equal((await exported(alice, project.id, "production")).API_URL, "https://api.latest");
+
+      // A rename alone meets their new value: reapplying keeps the rename and takes their
+      // value, so saving does not put the old value back.
+      await rowAction(page, "API_URL", "Edit");
+      await editorHolds(page, "https://api.latest");
+      assert.equal(
+        (await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "https://api.newest" }))
+          .status,
+        200,
+      );
+      await dialog.getByLabel("Key").fill("API_ENDPOINT");
+      await dialog.getByRole("button", { name: "Save" }).click();
+      await dialog.getByRole("button", { name: "Reload and reapply" }).click();
+      await dialog.getByText("Their value, which you had not changed, is in the editor now.", { exact: false }).waitFor();
+      assert.equal(await dialog.getByLabel("Value", { exact: true }).inputValue(), "https://api.newest");
+      assert.equal(await dialog.getByLabel("Key").inputValue(), "API_ENDPOINT");
+      await dialog.getByRole("button", { name: "Save" }).click();
+      await dialog.waitFor({ state: "detached" });
+      const after = await exported(alice, project.id, "production");
+      assert.equal(after.API_ENDPOINT, "https://api.newest");
+      assert.equal(after.API_URL, undefined);
       await tab.context.close();
     });
 

@@ -17,6 +17,14 @@ interface Base {
   version: number;
 }
 
+type Field = "key" | "value";
+
+/** Their newer version, and per field whether it came into the editor or clashes with this edit. */
+interface Reapplied extends Base {
+  taken: Field[];
+  clashes: Field[];
+}
+
 export function EditSecret(props: { base: string; secret: SecretMeta; onClose(): void; onSaved(): Promise<void> }) {
   const { secret } = props;
   const path = `${props.base}/secrets/${secret.id}`;
@@ -25,7 +33,7 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
   const [key, setKey] = useState(secret.key);
   const [value, setValue] = useState("");
   const [multiline, setMultiline] = useState(false);
-  const [reapplied, setReapplied] = useState<Base | undefined>(undefined);
+  const [reapplied, setReapplied] = useState<Reapplied | undefined>(undefined);
   const action = useAction();
 
   async function load(): Promise<Base> {
@@ -51,12 +59,25 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
   const hasChanges = Object.keys(changes).length > 0;
 
   async function reloadAndReapply() {
+    if (!loaded) return;
     action.clear();
     try {
       const theirs = await load();
-      // Their version becomes the base; this edit stays in the fields to be saved on top.
+      // Their version becomes the base. A field this edit changed keeps the edit; a field it
+      // left alone takes theirs, so saving cannot quietly undo their change (a rename alone
+      // would otherwise send back the old value over their new one).
+      const mine = { key, value };
+      const fields: Field[] = ["key", "value"];
+      const edited = fields.filter((f) => mine[f] !== loaded[f]);
+      const taken = fields.filter((f) => !edited.includes(f) && theirs[f] !== loaded[f]);
+      const clashes = edited.filter((f) => theirs[f] !== loaded[f] && theirs[f] !== mine[f]);
+      if (taken.includes("key")) setKey(theirs.key);
+      if (taken.includes("value")) {
+        setValue(theirs.value);
+        if (shapeOf(theirs.value) !== "line") setMultiline(true);
+      }
       setLoaded(theirs);
-      setReapplied(theirs);
+      setReapplied({ ...theirs, taken, clashes });
     } catch (e) {
       setLoadError(messageOf(e));
     }
@@ -90,8 +111,10 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
           <p class="muted small">Editing version {loaded.version}. Saving fails if someone else changes the secret in the meantime.</p>
           {reapplied && (
             <p class="notice small" role="status">
-              Version {reapplied.version} is loaded as the base, and your edit is kept in the fields below. Check it against their change,
-              then save.{" "}
+              Version {reapplied.version} is loaded as the base, and your edit is kept in the fields below.
+              {reapplied.taken.length > 0 && ` Their ${describe(reapplied.taken)}, which you had not changed, is in the editor now.`}
+              {reapplied.clashes.length > 0 && ` You both changed the ${describe(reapplied.clashes)}: yours is in the editor.`} Check it
+              against their change, then save.{" "}
               <button
                 type="button"
                 class="link"
@@ -163,4 +186,8 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
       )}
     </Dialog>
   );
+}
+
+function describe(fields: Field[]): string {
+  return fields.length === 2 ? "key and value" : fields[0]!;
 }
