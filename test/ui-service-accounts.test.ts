@@ -246,6 +246,43 @@ describe("service accounts in Chromium", () => {
     await check(tab, "audit-service-accounts");
   });
 
+  test("a new token stays on screen when the page's refresh after creating it fails", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "shop", environments: ["production"] });
+    const created = await alice.json("POST", `/api/projects/${project.id}/service-accounts`, {
+      name: "deploy-bot",
+      role: "member",
+      environments: ["production"],
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const accountId = created.body.serviceAccount.id as string;
+    const tab = await openTab(server, { client: alice });
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/service-accounts/${accountId}`);
+    await page.getByRole("button", { name: "New token" }).click();
+    let dialog = page.getByRole("dialog", { name: "New token for deploy-bot" });
+    await dialog.getByLabel("Name").fill("ci");
+    // The connection drops on the page's next read of the account (the refresh after the create).
+    await page.route(
+      `**/api/projects/${project.id}/service-accounts/${accountId}`,
+      (route) => (route.request().method() === "GET" ? route.abort("connectionreset") : route.continue()),
+      { times: 1 },
+    );
+    await dialog.getByRole("button", { name: "Create token" }).click();
+    dialog = page.getByRole("dialog", { name: "Token ci created" });
+    const token = await dialog.getByLabel("Service token").inputValue();
+    assert.match(token, /^svc_st_/);
+    await page.getByRole("alert").filter({ hasText: "Could not refresh" }).waitFor();
+    // Still there after the failed refresh, and still usable.
+    assert.equal(await dialog.getByLabel("Service token").inputValue(), token);
+    assert.equal((await server.client().withBearer(token).json("GET", "/api/service-accounts/me")).status, 200);
+    await dialog.getByRole("button", { name: "Done" }).click();
+    await page.getByRole("alert").filter({ hasText: "Could not refresh" }).getByRole("button", { name: "Try again" }).click();
+    await page.getByRole("row", { name: /\bci\b/ }).waitFor();
+    assert.equal(await page.getByRole("alert").filter({ hasText: "Could not refresh" }).count(), 0);
+  });
+
   test("members and viewers do not see the tab; the page tells them who manages accounts", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");

@@ -124,22 +124,29 @@ export function ErrorText({ error, children }: { error?: string | undefined; chi
 }
 
 export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children: (data: T) => ComponentChildren }) {
-  if (loaded.error) {
-    return (
-      <ErrorText error={messageOf(loaded.error)}>
-        <button type="button" class="link" onClick={() => void loaded.reload()}>
-          Try again
-        </button>
-      </ErrorText>
-    );
-  }
-  if (loaded.data === undefined)
+  const retry = (
+    <button type="button" class="link" onClick={() => void loaded.reload()}>
+      Try again
+    </button>
+  );
+  // What was shown is gone or no longer ours to see: the answer replaces it.
+  const gone = loaded.error instanceof ApiError && [401, 403, 404, 410].includes(loaded.error.status);
+  if (loaded.data === undefined || gone) {
+    if (loaded.error) return <ErrorText error={messageOf(loaded.error)}>{retry}</ErrorText>;
     return (
       <p class="muted" role="status">
         Loading…
       </p>
     );
-  return <>{children(loaded.data)}</>;
+  }
+  // A refresh that failed (a rate limit, a dropped connection) says so above what was shown,
+  // and unmounts nothing: a dialog holding a token shown only once stays open.
+  return (
+    <>
+      {loaded.error !== undefined && <ErrorText error={`Could not refresh: ${messageOf(loaded.error)}`}>{retry}</ErrorText>}
+      {children(loaded.data)}
+    </>
+  );
 }
 
 /** A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. */
