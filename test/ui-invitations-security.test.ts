@@ -136,4 +136,40 @@ describe("invitations in Chromium", () => {
     assert.equal(await page.locator(`[id="${helpId}"]`).innerText(), "Reads and changes secrets in the environments granted to them.");
     await check(owner, "members-role-help");
   });
+
+  test("the invitations list follows what a role change voids, and a revoked invitation's link box goes with it", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const bob = await server.signIn("bob@example.test", "Bob");
+    const project = await alice.createProject({ name: "checkout-api", environments: ["production"] });
+    const invitedBob = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "admin" });
+    const token = new URL(invitedBob.body.devAcceptUrl).hash.slice(1);
+    assert.equal((await bob.json("POST", "/api/invitations/accept", { token })).status, 200);
+    // Bob, an admin, invites Carol; demoted to member he can no longer back that invitation.
+    const byBob = await bob.json("POST", `/api/projects/${project.id}/invitations`, { email: "carol@example.test", role: "member" });
+    assert.equal(byBob.status, 201, JSON.stringify(byBob.body));
+
+    const owner = await openTab(server, { client: alice });
+    const { page } = owner;
+    await page.goto(`/projects/${project.id}/members`);
+    const carolRevoke = page.getByRole("button", { name: "Revoke the invitation of carol@example.test" });
+    await carolRevoke.waitFor();
+
+    // A link shown for an invitation, then revoked: the box offering it goes.
+    await page.getByLabel("E-mail address").fill("dave@example.test");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    const box = page.getByRole("status").filter({ hasText: "Invitation created for dave@example.test." });
+    await box.getByLabel("Invitation link").waitFor();
+    await page.getByRole("button", { name: "Revoke the invitation of dave@example.test" }).click();
+    const dialog = page.getByRole("dialog", { name: "Revoke the invitation of dave@example.test?" });
+    await dialog.getByRole("button", { name: "Revoke", exact: true }).click();
+    await dialog.waitFor({ state: "detached" });
+    await page.getByRole("button", { name: "Revoke the invitation of dave@example.test" }).waitFor({ state: "detached" });
+    assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0, "no box offers the dead link");
+
+    await page.getByLabel("Role of bob@example.test").selectOption("member");
+    await page.getByRole("status").filter({ hasText: "bob@example.test is now a member." }).waitFor();
+    await carolRevoke.waitFor({ state: "detached" });
+    assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/invitations`)).body.invitations, []);
+  });
 });

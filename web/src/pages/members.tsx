@@ -1,7 +1,7 @@
 // Members and their environment access on one page: per member the role and the
 // environments granted, then invitations (invite with grants, pending list, new link,
 // revoke, and the development accept link).
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 import {
   type AccessMatrix,
   del,
@@ -51,8 +51,12 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
   const [status, setStatus] = useState("");
   const grants = useGrants(base, matrix.reload, setStatus, setRowError);
 
+  // A role change or a removal may void invitations the person made (they can no longer
+  // back them): the invitations list reloads after those too.
+  const [invitationsRefresh, setInvitationsRefresh] = useState(0);
   async function reloadAll() {
     await Promise.all([members.reload(), matrix.reload()]);
+    setInvitationsRefresh((n) => n + 1);
   }
 
   return (
@@ -188,14 +192,17 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
           </p>
         </Confirm>
       )}
-      {can("invitations:read") && <Invitations project={project} onInvited={reloadAll} />}
+      {can("invitations:read") && <Invitations project={project} refresh={invitationsRefresh} onInvited={reloadAll} />}
     </div>
   );
 }
 
-function Invitations({ project, onInvited }: { project: Project; onInvited(): Promise<void> }) {
+function Invitations({ project, refresh, onInvited }: { project: Project; refresh: number; onInvited(): Promise<void> }) {
   const base = projectPath(project.id);
   const invitations = useLoad(() => get<{ invitations: Invitation[] }>(`${base}/invitations`).then((r) => r.invitations), [base]);
+  useEffect(() => {
+    if (refresh > 0) void invitations.reload();
+  }, [refresh]);
   const [email, setEmail] = useState("");
   const [role, setRole] = useState<Role>("member");
   const [environments, setEnvironments] = useState<Environment[]>([]);
@@ -370,6 +377,10 @@ function Invitations({ project, onInvited }: { project: Project; onInvited(): Pr
           onClose={() => setRevoking(undefined)}
           onConfirm={async () => {
             await del(`${base}/invitations/${revoking.id}`);
+            // Its link is dead now: no box may still offer it.
+            if (acceptUrl?.email === revoking.email) setAcceptUrl(undefined);
+            if (created?.invitation.id === revoking.id) setCreated(undefined);
+            if (renewed?.invitation.id === revoking.id) setRenewed(undefined);
             await invitations.reload();
           }}
         >
