@@ -246,15 +246,26 @@ describe("secrets in Chromium", () => {
     await drawer.getByRole("button", { name: "Reveal version 1" }).click();
     await drawer.getByText("postgres://one").waitFor();
     await check(tab, "secret-history");
+    // Someone saves while the drawer is open: the restore meets a 409, the list shows their
+    // version, and Restore again goes through on top of it.
+    const meanwhile = await alice.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${secretId}`, {
+      value: "postgres://meanwhile",
+    });
+    assert.equal(meanwhile.status, 200);
     await drawer.getByRole("button", { name: "Restore version 1" }).click();
-    await page.getByRole("dialog", { name: "Restore version 1?" }).getByRole("button", { name: "Restore" }).click();
+    const confirm = page.getByRole("dialog", { name: "Restore version 1?" });
+    await confirm.getByRole("button", { name: "Restore" }).click();
+    await confirm.getByRole("alert").filter({ hasText: "This secret was changed by someone else. Reload and try again." }).waitFor();
+    await drawer.getByText("v5").waitFor();
+    await confirm.getByText("as a new version (v6)").waitFor();
+    await confirm.getByRole("button", { name: "Restore" }).click();
     await drawer.getByText("From v1").waitFor();
-    await page.getByRole("dialog", { name: "Restore version 1?" }).waitFor({ state: "detached" });
+    await confirm.waitFor({ state: "detached" });
     await drawer.getByRole("button", { name: "Close" }).click();
-    await row.getByText("v5").waitFor();
+    await row.getByText("v6").waitFor();
     const read = await alice.json("GET", `/api/projects/${project.id}/environments/production/secrets/${secretId}`);
     assert.equal(read.body.secret.value, "postgres://one");
-    assert.equal(read.body.secret.version, 5);
+    assert.equal(read.body.secret.version, 6);
 
     // Search, then delete with confirmation.
     await page.getByRole("button", { name: "New secret" }).click();

@@ -1,6 +1,6 @@
 // A secret's versions, newest first: reveal an old value (audited) or restore it as a new version.
 import { useState } from "preact/hooks";
-import { get, post, type SecretMeta, type VersionEntry, type VersionHistory, type VersionValue } from "../api.ts";
+import { ApiError, get, post, type SecretMeta, type VersionEntry, type VersionHistory, type VersionValue } from "../api.ts";
 import { Confirm, Dialog, ErrorText, LoadState, RowButton, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
 import { REVEAL_NOTE } from "./secrets-common.tsx";
 
@@ -104,7 +104,14 @@ export function HistoryDrawer(props: {
           confirmLabel="Restore"
           onClose={() => setRestoring(undefined)}
           onConfirm={async () => {
-            await post(`${path}/${restoring.versionNumber}/restore`, { expectedVersion: history.data!.currentVersion });
+            try {
+              await post(`${path}/${restoring.versionNumber}/restore`, { expectedVersion: history.data!.currentVersion });
+            } catch (e) {
+              // Someone saved meanwhile: the list shows their version now, and Restore again
+              // sends it as the expected one (the sentence of the 409 stays in the dialog).
+              if (e instanceof ApiError && e.status === 409) await history.reload();
+              throw e;
+            }
             await history.reload();
             await props.onRestored();
           }}
