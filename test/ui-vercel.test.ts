@@ -72,3 +72,31 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   await page.getByText("Redeploy automatically after each sync (needs a deploy hook)").waitFor();
   assert.equal(await page.getByLabel("Remove the saved deploy hook").count(), 0);
 });
+
+test("connected with a team, the team picker offers the token's teams but no personal account it could not reach", async (t) => {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  fake.addToken("vcp_alice_token_123456", ["team_acme1234", "team_other999"]);
+  fake.addTeam("team_acme1234", "Acme");
+  fake.addTeam("team_other999", "Other");
+  fake.addProject("prj_acme", "acme-site", "team_acme1234");
+  fake.addProject("prj_other", "other-site", "team_other999");
+  fake.addProject("prj_mine", "my-site");
+  const server = await startServer(t, { env: { VERCEL_API_URL: fake.url } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "site", environments: ["production"] });
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  assert.equal((await alice.json("POST", base, { token: "vcp_alice_token_123456", teamId: "team_acme1234" })).status, 201);
+
+  const tab = await openTab(server, { client: alice });
+  const { page } = tab;
+  await page.goto(`/projects/${project.id}/vercel`);
+  const team = page.getByLabel("Team");
+  await team.waitFor();
+  assert.equal(await team.inputValue(), "team_acme1234");
+  assert.deepEqual((await team.locator("option").allTextContents()).sort(), ["Acme", "Other"]);
+  await page.getByText("Connected with a team: to link a project of your personal account, connect again without a team ID.").waitFor();
+  await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "acme-site"]);
+  await team.selectOption({ label: "Other" });
+  await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "other-site"]);
+});

@@ -48,6 +48,7 @@ export function SettingsForm({ base, connection: c, onSaved }: { base: string; c
       <ProjectPicker
         base={base}
         paused={c.paused}
+        connectedTeamId={c.teamId}
         teamId={teamId}
         hostProjectId={hostProjectId}
         onTeam={(id) => {
@@ -72,6 +73,8 @@ export function SettingsForm({ base, connection: c, onSaved }: { base: string; c
 function ProjectPicker(props: {
   base: string;
   paused: boolean;
+  /** The team the token was saved with: without a teamId the API lists and links in it. */
+  connectedTeamId: string | null;
   teamId: string;
   hostProjectId: string;
   onTeam(id: string): void;
@@ -93,8 +96,13 @@ function ProjectPicker(props: {
           {o.teams.length > 0 && (
             <label class="field">
               <span>Team</span>
-              <select value={teamId} onChange={(e) => props.onTeam(e.currentTarget.value)}>
-                <option value="">Personal account</option>
+              <select
+                value={teamId}
+                aria-describedby={props.connectedTeamId ? "vercel-team-help" : undefined}
+                onChange={(e) => props.onTeam(e.currentTarget.value)}
+              >
+                {/* With a team saved, no teamId means that team: the personal account is reached by connecting without one. */}
+                {!props.connectedTeamId && <option value="">Personal account</option>}
                 {o.teams.map((t) => (
                   <option key={t.id} value={t.id}>
                     {t.name}
@@ -102,6 +110,11 @@ function ProjectPicker(props: {
                 ))}
               </select>
             </label>
+          )}
+          {o.teams.length > 0 && props.connectedTeamId && (
+            <p class="muted small" id="vercel-team-help">
+              Connected with a team: to link a project of your personal account, connect again without a team ID.
+            </p>
           )}
           <label class="field">
             <span>Vercel project</span>
