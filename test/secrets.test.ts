@@ -212,8 +212,12 @@ test("concurrent reads share a commit, yet each answers only with its event on d
   assert.equal((await auditEvents(owner, projectId, "secret.revealed")).length, 40);
   assert.equal((await owner.json("GET", path)).body.secret.value, "shared-commit-value");
   // Events written together still chain one after another.
-  const verified = await runMain(["audit", "verify"], { DATA_DIR: server.dataDir, MASTER_KEY: server.env.MASTER_KEY });
+  // The server's own environment: on the PostgreSQL pass its DATABASE_URL too (with the
+  // data folder alone, verify used to check a new, empty SQLite file and pass vacuously).
+  const verified = await runMain(["audit", "verify"], server.env);
   assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+  const [, count] = verified.stdout.match(/^Audit log intact: (\d+) events verified\./) ?? [];
+  assert.ok(Number(count) >= 42, verified.stdout);
 });
 
 test("checks run in order before anything is read: membership 404, permission 403, environment 404/403", async (t) => {

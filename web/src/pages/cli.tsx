@@ -90,13 +90,12 @@ const SESSION_WAIT_SECONDS = 90;
  * After an approval: the session exists only once the terminal has picked up its tokens (it
  * asks every few seconds), so until then this says so, then shows the new session.
  */
-function ApprovedPage({ deviceName, knownIds }: { deviceName: string; knownIds: Set<string> }) {
+function ApprovedPage({ deviceName, knownIds, approvedAt }: { deviceName: string; knownIds: Set<string>; approvedAt: number }) {
   const [session, setSession] = useState<CliSession | undefined>(undefined);
   const [timedOut, setTimedOut] = useState(false);
   useEffect(() => {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const started = Date.now();
     async function poll() {
       try {
         const { sessions } = await get<{ sessions: CliSession[] }>("/api/cli/sessions");
@@ -111,7 +110,8 @@ function ApprovedPage({ deviceName, knownIds }: { deviceName: string; knownIds: 
         // A failed look is not an answer: the next one may work, and the page says nothing false meanwhile.
         if (stopped) return;
       }
-      if (Date.now() - started >= SESSION_WAIT_SECONDS * 1000) setTimedOut(true);
+      // From the approval, not from when this mounted: a page rendered again keeps the deadline.
+      if (Date.now() - approvedAt >= SESSION_WAIT_SECONDS * 1000) setTimedOut(true);
       else timer = setTimeout(() => void poll(), SESSION_POLL_MS);
     }
     void poll();
@@ -164,7 +164,7 @@ function ApprovedPage({ deviceName, knownIds }: { deviceName: string; knownIds: 
 
 export function CliAuthorizePage({ code: initial }: { code: string }) {
   const [code, setCode] = useState(formatCode(initial));
-  const [done, setDone] = useState<{ approved: boolean; deviceName: string; knownIds: Set<string> } | undefined>(undefined);
+  const [done, setDone] = useState<{ approved: boolean; deviceName: string; knownIds: Set<string>; at: number } | undefined>(undefined);
   const [choice, setChoice] = useState<boolean | undefined>(undefined);
   const [pending, setPending] = useState<PendingDeviceRequest | undefined>(undefined);
   // The code the server gave a final answer for (invalid or expired): sending it again cannot help.
@@ -200,10 +200,10 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         throw error;
       }
     });
-    if (result) setDone({ approved: result.approved, deviceName: result.deviceName, knownIds: new Set(result.known) });
+    if (result) setDone({ approved: result.approved, deviceName: result.deviceName, knownIds: new Set(result.known), at: Date.now() });
   }
 
-  if (done?.approved) return <ApprovedPage deviceName={done.deviceName} knownIds={done.knownIds} />;
+  if (done?.approved) return <ApprovedPage deviceName={done.deviceName} knownIds={done.knownIds} approvedAt={done.at} />;
   if (done) {
     return (
       <section class="narrow stack">
