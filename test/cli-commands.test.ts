@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import { test } from "node:test";
+import { type TestContext, test } from "node:test";
 import { sourceShellCommand } from "../src/dev/source-command.ts";
 import { type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
 import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
@@ -352,7 +352,8 @@ test("completion: bash completes commands, flags, project names, environments an
   assert.equal((await cli(home, ["completion", "tcsh"])).code, 2);
 });
 
-test("run --watch restarts the command when the secrets change (SIGTERM, then SIGKILL) and exits with its code", async (t) => {
+/** A signed-in CLI and a project "api" whose development environment holds WATCHED_VALUE. */
+async function watchedSecret(t: TestContext) {
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
@@ -360,6 +361,11 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   const base = `/api/projects/${project.id}/environments/development`;
   const created = await alice.json("POST", `${base}/secrets`, { key: "WATCHED_VALUE", value: "first-watched" });
   await login(server, home, alice);
+  return { server, home, alice, project, base, created };
+}
+
+test("run --watch restarts the command when the secrets change (SIGTERM, then SIGKILL) and exits with its code", async (t) => {
+  const { server, home, alice, project, base, created } = await watchedSecret(t);
 
   const tooOften = await cli(home, ["run", "--watch", "--watch-interval", "5", "--project", "api", "--env", "dev", "--", "true"]);
   assert.equal(tooOften.code, 2);
@@ -390,13 +396,7 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
 });
 
 test("run --watch: a SIGTERM that arrives while the command restarts stops it for good", async (t) => {
-  const server = await startServer(t);
-  const home = cliHome(t);
-  const alice = await server.signIn("alice@example.test");
-  const project = await alice.createProject({ name: "api", environments: ["development"] });
-  const base = `/api/projects/${project.id}/environments/development`;
-  const created = await alice.json("POST", `${base}/secrets`, { key: "WATCHED_VALUE", value: "first-watched" });
-  await login(server, home, alice);
+  const { home, alice, base, created } = await watchedSecret(t);
   // A command that takes a moment to shut down on SIGTERM, as servers do.
   const child =
     // It ends itself after 20 s, so that a test that fails leaves no process behind.
