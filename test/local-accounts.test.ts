@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { hashToken } from "../src/core/crypto.ts";
+import { createBrowserSessionsRepo } from "../src/sign-in/browser-sessions.repo.ts";
 import { type Client, cliClient, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
 import { rowCount, storedRows } from "./storage.ts";
 
@@ -318,4 +320,66 @@ test("users disable cuts off an active CLI token at once", async (t) => {
   // The sessions list shows live sessions only: the storage shows it was revoked, not deleted.
   const revoked = storedRows(server, "cli_sessions")[0]?.revoked_at;
   assert.ok(revoked, "the CLI session is revoked, not just refused");
+});
+
+test("a reset voids the rest: an older invite link, a sign-in approved for a terminal not picked up yet, and a session begun with the old password", async (t) => {
+  const { server } = await firstAccount(t);
+  const added = await cli(server, "users", "add", "dana@example.com");
+  const invite = tokenOf(linkFromOutput(added.stdout));
+  // The invite link leaked; the operator hands out a reset link instead.
+  const reset = await cli(server, "users", "reset-password", "dana@example.com");
+  assert.equal(reset.code, 0, reset.stderr);
+  assert.equal((await server.client().json("POST", "/api/auth/local/link", { token: invite })).status, 410, "replaced at once");
+  const dana = server.client();
+  assert.equal(
+    (
+      await dana.json("POST", "/api/auth/local/set-password", {
+        token: tokenOf(linkFromOutput(reset.stdout)),
+        password: "danas long password",
+      })
+    ).status,
+    200,
+  );
+  const leaked = await server.client().json("POST", "/api/auth/local/set-password", { token: invite, password: "an intruders password" });
+  assert.equal(leaked.status, 410, "the invite link died with the reset link that replaced it");
+  assert.equal((await signIn(server, "dana@example.com", "danas long password")).status, 200);
+
+  // A terminal's sign-in approved from Dana's session, not yet picked up by the terminal.
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "someone's laptop" });
+  assert.equal((await dana.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
+  const again = await cli(server, "users", "reset-password", "dana@example.com");
+  assert.equal(
+    (
+      await server
+        .client()
+        .json("POST", "/api/auth/local/set-password", { token: tokenOf(linkFromOutput(again.stdout)), password: "danas newer password" })
+    ).status,
+    200,
+  );
+  const polled = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.deepEqual([polled.status, polled.body], [400, { status: "denied" }]);
+  assert.equal(rowCount(server, "cli_sessions"), 0);
+
+  // A sign-in that verified the old password, finishing after the reset: no session.
+  const sessions = createBrowserSessionsRepo(server.app.db);
+  const user = storedRows(server, "users", { email: "dana@example.com" })[0]!;
+  const row = (tokenHash: string) => ({
+    id: crypto.randomUUID(),
+    userId: user.id as string,
+    tokenHash,
+    createdAt: new Date().toISOString(),
+    expiresAt: new Date(Date.now() + 86_400_000).toISOString(),
+  });
+  const before = rowCount(server, "browser_sessions");
+  assert.equal(await sessions.insert(row(hashToken("stale-password-session-token")), { passwordHash: "scrypt$15$8$1$old$hash" }), false);
+  assert.equal(rowCount(server, "browser_sessions"), before);
+  assert.equal(
+    await sessions.insert(row(hashToken("current-password-session-token")), { passwordHash: user.password_hash as string }),
+    true,
+  );
+  // Disabled meanwhile: no session either, even for the current password.
+  assert.equal((await cli(server, "users", "disable", "dana@example.com")).code, 0);
+  assert.equal(await sessions.insert(row(hashToken("disabled-user-session-token")), { passwordHash: user.password_hash as string }), false);
+  assert.equal(await sessions.insert(row(hashToken("disabled-oidc-style-token"))), false);
+  assert.deepEqual(storedRows(server, "browser_sessions", { user_id: user.id }), []);
 });

@@ -91,6 +91,10 @@ export function createCliAuthRepoPg(store: PgStore): CliAuthRepo {
     },
 
     async revokeAllSessionsOf(userId, nowIso) {
+      await db
+        .update(deviceRequests)
+        .set({ status: "denied" })
+        .where(and(eq(deviceRequests.approvedBy, userId), eq(deviceRequests.status, "approved")));
       const result = await db
         .update(cliSessions)
         .set({ revokedAt: nowIso })

@@ -114,8 +114,16 @@ function createCliAuthRepoSqlite(db: Db) {
         .all();
     },
 
-    /** Revokes every session of the user not revoked yet, expired ones included (a disabled user); answers how many. */
+    /**
+     * Revokes every session of the user not revoked yet, expired ones included (a disabled
+     * user), and denies the sign-ins they approved that no terminal has picked up yet, which
+     * would otherwise become sessions afterwards (a password reset); answers how many sessions.
+     */
     revokeAllSessionsOf(userId: string, nowIso: string): number {
+      db.update(deviceRequests)
+        .set({ status: "denied" })
+        .where(and(eq(deviceRequests.approvedBy, userId), eq(deviceRequests.status, "approved")))
+        .run();
       return db
         .update(cliSessions)
         .set({ revokedAt: nowIso })

@@ -111,7 +111,10 @@ export interface CredentialRepos {
   browserSessions: {
     find(tokenHash: string): Promise<BrowserSessionRow | undefined>;
     touch(sessionId: string, lastSeenAt: string, expiresAt: string): Promise<void>;
-    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): Promise<void>;
+    insert(
+      row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string },
+      checked?: { passwordHash: string | null },
+    ): Promise<boolean>;
     delete(tokenHash: string): Promise<void>;
   };
   accessTokens: {
@@ -288,17 +291,20 @@ export function createAuth(
     },
 
     /** Starts a browser session for a user and sets its cookie. Only the hash is stored. */
-    async startBrowserSession(reply: FastifyReply, userId: string): Promise<void> {
+    /**
+     * Starts a session for the user and sets its cookie; false (and no cookie) when the user
+     * was disabled meanwhile, or, with `checked`, when the password changed since the sign-in
+     * verified it: a reset or a disable that lands while the sign-in waited for its hash wins.
+     */
+    async startBrowserSession(reply: FastifyReply, userId: string, checked?: { passwordHash: string | null }): Promise<boolean> {
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
-      await browserSessions.insert({
-        id: crypto.randomUUID(),
-        userId,
-        tokenHash: hashToken(token),
-        createdAt: now.toISOString(),
-        expiresAt: expiresAt.toISOString(),
-      });
+      const started = await browserSessions.insert(
+        { id: crypto.randomUUID(), userId, tokenHash: hashToken(token), createdAt: now.toISOString(), expiresAt: expiresAt.toISOString() },
+        checked,
+      );
+      if (!started) return false;
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,
@@ -306,6 +312,7 @@ export function createAuth(
         secure: config.isProduction,
         maxAge: SESSION_MAX_DAYS * 24 * 60 * 60,
       });
+      return true;
     },
 
     async endBrowserSession(req: FastifyRequest, reply: FastifyReply): Promise<void> {

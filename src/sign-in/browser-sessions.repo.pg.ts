@@ -1,5 +1,5 @@
 import type { BrowserSessionRow } from "../core/auth.ts";
-import { type PgStore, pgRow, pgRun } from "../core/postgres.ts";
+import { type PgStore, pgRow, pgRun, pgWriteTransaction } from "../core/postgres.ts";
 import type { BrowserSessionsRepo } from "./browser-sessions.repo.ts";
 
 /** browser-sessions.repo.ts on PostgreSQL: the same rows, the same JavaScript values. */
@@ -20,13 +20,20 @@ export function createBrowserSessionsRepoPg(store: PgStore): BrowserSessionsRepo
         sessionId,
       ]);
     },
-    async insert(row) {
-      await pgRun(
+    // In a write transaction: its cluster-wide lock orders it with a reset or a disable,
+    // whose transaction would otherwise not see (and not delete) a row written beside it.
+    insert: (row, checked) =>
+      pgWriteTransaction(
         store,
-        "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES ($1, $2, $3, $4, $4, $5)",
-        [row.id, row.userId, row.tokenHash, row.createdAt, row.expiresAt],
-      );
-    },
+        async () =>
+          (await pgRun(
+            store,
+            `INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at)
+             SELECT $1, id, $2, $3, $3, $4 FROM users
+             WHERE id = $5 AND disabled_at IS NULL AND ($6::boolean OR password_hash IS NOT DISTINCT FROM $7)`,
+            [row.id, row.tokenHash, row.createdAt, row.expiresAt, row.userId, checked === undefined, checked?.passwordHash ?? null],
+          )) === 1,
+      ),
     async delete(tokenHash) {
       await pgRun(store, "DELETE FROM browser_sessions WHERE token_hash = $1", [tokenHash]);
     },

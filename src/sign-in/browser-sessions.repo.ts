@@ -5,6 +5,19 @@ import { createBrowserSessionsRepoPg } from "./browser-sessions.repo.pg.ts";
 
 export type BrowserSessionsRepo = ReturnType<typeof createBrowserSessionsRepoSqlite>;
 
+export interface NewBrowserSession {
+  id: string;
+  userId: string;
+  tokenHash: string;
+  createdAt: string;
+  expiresAt: string;
+}
+
+/** The password hash a sign-in verified (null: the account had none, as OIDC accounts). */
+export interface CheckedCredential {
+  passwordHash: string | null;
+}
+
 export function createBrowserSessionsRepo(store: Store): BrowserSessionsRepo {
   return isPostgres(store) ? createBrowserSessionsRepoPg(store) : createBrowserSessionsRepoSqlite(store);
 }
@@ -23,8 +36,13 @@ function createBrowserSessionsRepoSqlite(db: Db) {
      WHERE s.token_hash = CAST(? AS TEXT) AND u.disabled_at IS NULL`,
   );
   const touch = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ?");
+  // Written only while the user is enabled and (when given) still has the password hash that
+  // was checked: a reset or a disable that commits while a sign-in waits for its hash must
+  // not be outlived by the session that sign-in then starts.
   const insert = sqlite.prepare(
-    "INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+    `INSERT INTO browser_sessions (id, user_id, token_hash, created_at, last_seen_at, expires_at)
+     SELECT @id, id, @tokenHash, @createdAt, @createdAt, @expiresAt FROM users
+     WHERE id = @userId AND disabled_at IS NULL AND (@anyPassword = 1 OR password_hash IS @passwordHash)`,
   );
   const deleteByTokenHash = sqlite.prepare("DELETE FROM browser_sessions WHERE token_hash = ?");
   const deleteOfUser = sqlite.prepare("DELETE FROM browser_sessions WHERE user_id = ?");
@@ -37,8 +55,10 @@ function createBrowserSessionsRepoSqlite(db: Db) {
     touch(sessionId: string, lastSeenAt: string, expiresAt: string): void {
       touch.run(lastSeenAt, expiresAt, sessionId);
     },
-    insert(row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string }): void {
-      insert.run(row.id, row.userId, row.tokenHash, row.createdAt, row.createdAt, row.expiresAt);
+    /** Whether the session was written: not for a disabled user, nor when the password changed since `checked`. */
+    insert(row: NewBrowserSession, checked?: CheckedCredential): boolean {
+      const passwordHash = checked === undefined ? null : checked.passwordHash;
+      return insert.run({ ...row, anyPassword: checked === undefined ? 1 : 0, passwordHash }).changes === 1;
     },
     delete(tokenHash: string): void {
       deleteByTokenHash.run(tokenHash);

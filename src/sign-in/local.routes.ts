@@ -4,9 +4,10 @@ import { z } from "zod";
 import { SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
+import { HttpError } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser } from "../users/users.service.ts";
-import type { LocalAccounts } from "./local.service.ts";
+import { LINK_UNUSABLE, type LocalAccounts, SIGN_IN_FAILED } from "./local.service.ts";
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from "./passwords.ts";
 import { SIGN_IN_TAGS, UserEnvelope } from "./sign-in.routes.ts";
 
@@ -57,7 +58,8 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     },
     async (req, reply) => {
       const user = await local.signIn(req.body.email, req.body.password, req.clientNetwork);
-      await auth.startBrowserSession(reply, user.id);
+      // The password was reset (or the account disabled) while its hash was checked: the old one is wrong now.
+      if (!(await auth.startBrowserSession(reply, user.id, { passwordHash: user.passwordHash }))) throw new HttpError(401, SIGN_IN_FAILED);
       return { user: toPublicUser(user) };
     },
   );
@@ -96,7 +98,8 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     },
     async (req, reply) => {
       const user = await local.setPassword(req.body);
-      await auth.startBrowserSession(reply, user.id);
+      // Reset again or disabled in the moment since: the password set here no longer opens the account.
+      if (!(await auth.startBrowserSession(reply, user.id, { passwordHash: user.passwordHash }))) throw new HttpError(410, LINK_UNUSABLE);
       return { user: toPublicUser(user) };
     },
   );

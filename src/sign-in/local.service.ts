@@ -28,9 +28,9 @@ const PAIR_FAILURE_WINDOW_MS = 15 * 60 * 1000;
 const ACCOUNT_FAILURE_LIMIT = 100;
 const ACCOUNT_FAILURE_WINDOW_MS = 60 * 60 * 1000;
 
-const SIGN_IN_FAILED = "Incorrect e-mail or password.";
+export const SIGN_IN_FAILED = "Incorrect e-mail or password.";
 const ACCOUNT_DISABLED = "This account is disabled. Ask your administrator.";
-const LINK_UNUSABLE = "This link is invalid, expired, or already used. Ask your administrator for a new one.";
+export const LINK_UNUSABLE = "This link is invalid, expired, or already used. Ask your administrator for a new one.";
 const SETUP_DONE = "The first account exists already. Sign in, or ask your administrator for a link.";
 
 export interface IssuedLink {
@@ -97,12 +97,17 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     });
   }
 
-  /** Writes a new link (replacing unused ones of the same purpose and user) and returns its URL. */
+  /**
+   * Writes a new link and returns its URL. It replaces the user's unused links of every
+   * kind: an invite link left over after a reset would still set a password later, without
+   * ending the sessions a reset ends. (Setup links, which have no user, replace each other.)
+   */
   async function issueLink(purpose: LinkPurpose, email: string, userId: string | null): Promise<IssuedLink> {
     const token = randomToken(32);
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + LINK_LIFETIME_HOURS[purpose] * HOUR_MS).toISOString();
-    await repo.deleteUnusedLinks(purpose, userId);
+    if (userId === null) await repo.deleteUnusedLinks(purpose, null);
+    else await repo.deleteUnusedLinksOf(userId);
     await repo.insertLink({
       id: crypto.randomUUID(),
       tokenHash: hashToken(token),
@@ -208,6 +213,8 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
           }
         }
         if (!(await repo.markLinkUsed(link.id, now))) throw new HttpError(410, LINK_UNUSABLE);
+        // Any other unused link of the account dies with this one: the password is set now.
+        if (link.userId !== null) await repo.deleteUnusedLinksOf(link.userId);
         await users.setPassword(userId, passwordHash, input.name ?? null, now);
         return (await users.findById(userId))!;
       });

@@ -112,7 +112,8 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
       const query = Object.fromEntries(Object.entries(req.query).filter((e): e is [string, string] => typeof e[1] === "string"));
       try {
         const user = await oidc.finish(query, pending);
-        await auth.startBrowserSession(reply, user.id);
+        // Disabled while the sign-in was under way.
+        if (!(await auth.startBrowserSession(reply, user.id))) throw new SignInFailure("account_disabled");
         return reply.redirect(pending!.returnTo, 302);
       } catch (error) {
         if (!(error instanceof SignInFailure)) throw error;

@@ -9,6 +9,7 @@ import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError } from "../core/errors.ts";
 import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser, type UsersService } from "../users/users.service.ts";
+import { SIGN_IN_ERRORS } from "./sign-in-errors.ts";
 
 const DevSignIn = z.strictObject({
   email: z.email().max(254),
@@ -108,7 +109,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
           { issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null },
           clock.now(),
         );
-        await auth.startBrowserSession(reply, user.id);
+        if (!(await auth.startBrowserSession(reply, user.id))) throw new HttpError(403, SIGN_IN_ERRORS.account_disabled);
         return { user: toPublicUser(user) };
       },
     );
