@@ -40,6 +40,8 @@ interface Injection {
   times: number;
   retryAfterSeconds?: number;
   match: (req: RecordedRequest) => boolean;
+  /** Carry the request out, then answer `status` anyway: a write whose answer is lost. */
+  afterDoing?: boolean;
 }
 
 interface Hold {
@@ -148,12 +150,16 @@ export class FakeVercel {
   }
 
   /** The next `times` requests that match answer `status` (a 429 carries Retry-After). */
-  inject(status: number, options: { times?: number; retryAfterSeconds?: number; match?: (req: RecordedRequest) => boolean } = {}): void {
+  inject(
+    status: number,
+    options: { times?: number; retryAfterSeconds?: number; match?: (req: RecordedRequest) => boolean; afterDoing?: boolean } = {},
+  ): void {
     this.injections.push({
       status,
       times: options.times ?? 1,
       retryAfterSeconds: options.retryAfterSeconds,
       match: options.match ?? (() => true),
+      afterDoing: options.afterDoing,
     });
   }
 
@@ -228,6 +234,7 @@ export class FakeVercel {
           { "retry-after": String(seconds), "x-ratelimit-limit": "100", "x-ratelimit-remaining": "0" },
         );
       }
+      if (injection.afterDoing) this.route(recorded);
       return send(injection.status, { error: { code: "internal_server_error", message: "An unexpected error happened." } });
     }
 

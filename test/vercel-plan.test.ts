@@ -198,6 +198,50 @@ const cases: Case[] = [
     ],
   },
   {
+    name: "an unanswered create of ours, the var there alone with our value: unchanged, and taken as ours",
+    platform: [platformVar("env_made", "LOST", { value: "our-value" })],
+    secrets: { LOST: "our-value" },
+    created: { LOST: "" },
+    expected: [
+      { op: "unchanged", key: "LOST" },
+      { op: "adopt", key: "LOST", hostEnvId: "env_made" },
+    ],
+  },
+  {
+    name: "an unanswered create, nothing at Vercel: create again",
+    platform: [],
+    secrets: { LOST: "our-value" },
+    created: { LOST: "" },
+    expected: [{ op: "create", key: "LOST", value: "our-value" }],
+  },
+  {
+    name: "an unanswered create, a var with another value: the claim goes, and the policy decides as for anyone's",
+    platform: [platformVar("env_other", "LOST", { value: "their-value" })],
+    secrets: { LOST: "our-value" },
+    created: { LOST: "" },
+    expected: [
+      { op: "forget", key: "LOST" },
+      { op: "skip", key: "LOST", reason: "exists" },
+    ],
+  },
+  {
+    name: "an unanswered create, our value in a var shared with other targets: not ours, claim forgotten",
+    platform: [platformVar("env_shared", "LOST", { target: ["development", "preview"], value: "our-value" })],
+    secrets: { LOST: "our-value" },
+    created: { LOST: "" },
+    expected: [
+      { op: "forget", key: "LOST" },
+      { op: "unchanged", key: "LOST" },
+    ],
+  },
+  {
+    name: "an unanswered create whose secret is gone: the claim is forgotten, nothing deleted",
+    platform: [platformVar("env_made", "LOST", { value: "our-value" })],
+    secrets: {},
+    created: { LOST: "" },
+    expected: [{ op: "forget", key: "LOST" }],
+  },
+  {
     name: "order: in place first, then creates, then deletes",
     platform: [platformVar("env_a", "A", { value: "old" }), platformVar("env_old", "OLD", { value: "x" })],
     secrets: { NEW: "n", A: "new" },

@@ -1073,6 +1073,40 @@ test("retries: a manual sync Vercel fails leaves its pending changes to a retry;
   assert.equal(s.fake.envFor("prj_web", "NEVER_SENT", "development"), undefined);
 });
 
+test("a create whose answer was lost: the var Vercel made anyway is taken as ours and follows the secret under skip", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const id = await addSecret(s, "development", "LOST_ANSWER", "first-value");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  // Vercel writes the var, but its answer never arrives (a 502 from its edge).
+  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  const lost = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([lost.status, lost.body], [502, M.syncUnavailable]);
+  const made = s.fake.envFor("prj_web", "LOST_ANSWER", "development")!;
+  assert.equal(made.value, "first-value");
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
+    [["LOST_ANSWER", ""]],
+    "a claim, not an id",
+  );
+
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 1, skipped: 0, deleted: 0, failed: 0 });
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
+    [["LOST_ANSWER", made.id]],
+  );
+  // Ours now: under skip it follows the secret, and goes with it.
+  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, {
+    value: "second-value",
+  });
+  assert.equal(patched.status, 200);
+  const updated = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual(counts(updated.body.summary), { created: 0, updated: 1, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  assert.equal(s.fake.envFor("prj_web", "LOST_ANSWER", "development")!.value, "second-value");
+  assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "LOST_ANSWER").length, 1, "never created twice");
+});
+
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {
   const s = await linked(t);
   // linked() connected once already.

@@ -6,6 +6,7 @@ import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
+  CREATE_UNANSWERED,
   createOutcome,
   isReadableOnRequest,
   type KeyResultReason,
@@ -449,6 +450,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
           case "forget":
             varChanges.push({ op: "delete", target, key: step.key });
             break;
+          case "adopt":
+            varChanges.push({ op: "save", target, key: step.key, hostEnvId: step.hostEnvId });
+            break;
           case "create":
             creates.push({ key: step.key, value: step.value });
             break;
@@ -486,12 +490,22 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         while (creates.length > 0) {
           const batch = creates.splice(0, CREATE_BATCH);
           await holdsLease();
-          const result = await client.createEnvVars(
-            token,
-            teamId,
-            hostProjectId,
-            batch.map(({ key, value }) => ({ key, value, type: "encrypted" as const, target: [target] })),
-          );
+          let result: Awaited<ReturnType<typeof client.createEnvVars>>;
+          try {
+            result = await client.createEnvVars(
+              token,
+              teamId,
+              hostProjectId,
+              batch.map(({ key, value }) => ({ key, value, type: "encrypted" as const, target: [target] })),
+            );
+          } catch (error) {
+            // No answer: Vercel may have written them. Claimed, so that the next run takes a
+            // var it finds holding our value as ours instead of as someone else's.
+            if (error instanceof VercelError && error.failure === "unavailable") {
+              for (const { key } of batch) varChanges.push({ op: "save", target, key, hostEnvId: CREATE_UNANSWERED });
+            }
+            throw error;
+          }
           const outcome = createOutcome(
             batch.map((b) => b.key),
             result,

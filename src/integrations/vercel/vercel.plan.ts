@@ -28,9 +28,16 @@ export interface Ours {
   target: string;
   /** The secrets of the environment mapped to `target`. */
   secrets: readonly { key: string; value: string }[];
-  /** The vars this connection created for `target`: key → Vercel's id. */
+  /** The vars this connection created for `target`: key → Vercel's id, or CREATE_UNANSWERED. */
   created: ReadonlyMap<string, string>;
 }
+
+/**
+ * Recorded in place of an id for a var whose create got no answer (a 5xx, a timeout, which
+ * are not repeated): Vercel may have written it. A var found under that key and target
+ * alone, holding exactly our value, is then taken as ours; otherwise the claim is dropped.
+ */
+export const CREATE_UNANSWERED = "";
 
 export interface Policy {
   conflictPolicy: ConflictPolicy;
@@ -46,6 +53,8 @@ export type Operation =
   | { op: "delete"; key: string; hostEnvId: string }
   /** Drop our record of a var: gone at Vercel, or the key is now held by a var we did not create. */
   | { op: "forget"; key: string }
+  /** Record as ours the var an unanswered create of ours made (see CREATE_UNANSWERED). */
+  | { op: "adopt"; key: string; hostEnvId: string }
   | { op: "unchanged"; key: string }
   | { op: "skip"; key: string; reason: "exists" | "shared" | "unreadable" };
 
@@ -78,10 +87,19 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
   const creates: Operation[] = [];
   for (const { key, value } of ours.secrets) {
     const existing = byKey.get(key);
-    const createdId = ours.created.get(key);
+    let createdId = ours.created.get(key);
     if (!existing) {
       creates.push({ op: "create", key, value });
       continue;
+    }
+    if (createdId === CREATE_UNANSWERED) {
+      if (existing.value === value && existing.target.length === 1) {
+        inPlace.push({ op: "unchanged", key }, { op: "adopt", key, hostEnvId: existing.id });
+        continue;
+      }
+      // Not provably the var our create made: anyone else's, as before the claim.
+      inPlace.push({ op: "forget", key });
+      createdId = undefined;
     }
     const isOurs = createdId === existing.id;
     if (existing.value !== undefined && existing.value === value) {
