@@ -397,11 +397,12 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
 
 test("run --watch: a SIGTERM that arrives while the command restarts stops it for good", async (t) => {
   const { home, alice, base, created } = await watchedSecret(t);
-  // A command that takes a moment to shut down on SIGTERM, as servers do.
+  // A command that takes a while to shut down on SIGTERM, as servers do (6 s, under the
+  // 10 s after which run --watch kills it): our SIGTERM surely lands during the restart.
   const child =
-    // It ends itself after 20 s, so that a test that fails leaves no process behind.
-    "console.log('value='+process.env.WATCHED_VALUE);setTimeout(()=>process.exit(9),20000);" +
-    "process.on('SIGTERM',()=>{console.log('stopping');setTimeout(()=>process.exit(0),1500)})";
+    // It ends itself after 40 s, so that a test that fails leaves no process behind.
+    "console.log('value='+process.env.WATCHED_VALUE);setTimeout(()=>process.exit(9),40000);" +
+    "process.on('SIGTERM',()=>{console.log('stopping');setTimeout(()=>process.exit(0),6000)})";
   const watching = startCli(["run", "--watch", "--project", "api", "--env", "dev", "--", process.execPath, "-e", child], home.env);
   await watching.waitFor(/value=first-watched/);
   await alice.json("PATCH", `${base}/secrets/${created.body.secret.id}`, { value: "second-watched" });
@@ -410,7 +411,7 @@ test("run --watch: a SIGTERM that arrives while the command restarts stops it fo
   // systemctl stop or docker stop, while the old command is still shutting down.
   watching.child.kill("SIGTERM");
   const stillRunning = new Promise<never>((_, reject) =>
-    setTimeout(() => reject(new Error(`still running 10 s after SIGTERM:\n${watching.output()}`)), 10_000).unref(),
+    setTimeout(() => reject(new Error(`still running 15 s after SIGTERM:\n${watching.output()}`)), 15_000).unref(),
   );
   t.after(() => watching.child.kill("SIGKILL"));
   const result = await Promise.race([watching.done, stillRunning]);

@@ -364,6 +364,12 @@ test("logout deletes a server's fallback copies also when a revoked session was 
   assert.equal(out.stdout, `Not signed in to ${server.url}.\n`);
   assert.deepEqual(fs.readdirSync(fallbackDir), ["index.json"]);
   assert.deepEqual(JSON.parse(fs.readFileSync(path.join(fallbackDir, "index.json"), "utf8")), {});
+
+  // On a machine that never signed in, logout creates nothing (a read-only HOME stays fine).
+  const fresh = cliHome(t);
+  const nothing = await cli(fresh, ["logout", "--server", server.url]);
+  assert.deepEqual([nothing.code, nothing.stdout], [0, `Not signed in to ${server.url}.\n`], nothing.stderr);
+  assert.equal(fs.existsSync(path.join(fresh.dir, "config")), false);
 });
 
 test("a redirect (a sign-in proxy in front of the server) is an answer: exit 1, and the fallback copy is not used", async (t) => {

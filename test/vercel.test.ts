@@ -670,7 +670,9 @@ test("automatic redeploy: only when a run changed something at Vercel that no de
   const theirs = await addSecret(s, "development", "THEIRS_KEY", "ours-differs");
   const skipped = await settled(s);
   assert.deepEqual(counts(skipped.lastRun), { created: 0, updated: 0, unchanged: 0, skipped: 1, deleted: 0, failed: 0 });
-  assert.equal(skipped.lastDeployment, null);
+  // A redeploy would follow the run's end at once: give it time to show.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.equal((await s.owner.json("GET", s.base)).body.lastDeployment, null);
   assert.equal(s.fake.hookCalls.length, 0);
 
   // A change that reaches Vercel: one rebuild.
@@ -1088,6 +1090,7 @@ test("a create whose answer was lost: the var Vercel made anyway is taken as our
     [["LOST_ANSWER", ""]],
     "a claim, not an id",
   );
+  assert.equal(Boolean(integrationRow(s)!.deploy_due), true, "what Vercel may have written waits for a deployment");
 
   const next = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(next.status, 200, JSON.stringify(next.body));

@@ -157,6 +157,11 @@ export function loadFallback(
   return { secrets: content.secrets, ageMs, projectName: text(content.projectName), environment: text(content.environment) };
 }
 
+/** Whether this machine keeps copies of the server (read only: nothing is created). */
+export function hasFallbacks(server: string): boolean {
+  return (readIndex()[server]?.length ?? 0) > 0;
+}
+
 /** Removes the copies of one server (logout). */
 export function removeFallbacks(server: string): void {
   const index = readIndex();

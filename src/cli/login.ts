@@ -5,7 +5,7 @@ import { maybeOpenBrowser } from "./browser.ts";
 import { CONNECTION_OPTIONS, connect, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { removeFallbacks } from "./fallback.ts";
+import { hasFallbacks, removeFallbacks } from "./fallback.ts";
 
 export const LOGIN_USAGE = `Usage: secrets-server login [--server URL] [--device-name NAME] [--no-browser] [--json]
 
@@ -187,17 +187,20 @@ export async function logout(args: string[]): Promise<number> {
       if (!(error instanceof CliError && error.exitCode === EXIT.auth)) warning = (error as Error).message;
     }
   }
-  await withCredentialsLock(async () => {
-    const data = readCredentials();
-    // defaultServer stays: a later `login` goes back to the same server.
-    if (data.servers[server]) {
-      forgetServer(data, server);
-      writeCredentials(data);
-    }
-    // Also when the credentials are already gone (a revoked session is forgotten by the
-    // command that found out): the copies would otherwise stay, with their key beside them.
-    removeFallbacks(server);
-  });
+  // Nothing to delete (never signed in, a read-only HOME): nothing is created either.
+  if (stored || hasFallbacks(server)) {
+    await withCredentialsLock(async () => {
+      const data = readCredentials();
+      // defaultServer stays: a later `login` goes back to the same server.
+      if (data.servers[server]) {
+        forgetServer(data, server);
+        writeCredentials(data);
+      }
+      // Also when the credentials are already gone (a revoked session is forgotten by the
+      // command that found out): the copies would otherwise stay, with their key beside them.
+      removeFallbacks(server);
+    });
+  }
   if (warning) {
     process.stderr.write(
       `Warning: could not end the session on the server (${warning}). It stays valid until it expires; revoke it under CLI sessions in the browser.\n`,

@@ -28,9 +28,14 @@ add and reset-password need AUTH_PROVIDER=local. Links are printed for you to ha
 
 type Command = (args: string[]) => Promise<number>;
 
-async function withDatabase<T>(fn: (db: Store, config: Config) => Promise<T>): Promise<T> {
+/**
+ * `creates`: the command may make the first database of a new install (setup-link, users
+ * add before the first start); the others only read or change an existing one, and refuse
+ * a DATA_DIR that holds none (a typo would otherwise list or change nothing, "successfully").
+ */
+async function withDatabase<T>(fn: (db: Store, config: Config) => Promise<T>, creates = false): Promise<T> {
   const config = loadConfig();
-  requireDatabaseFile(config);
+  if (!creates) requireDatabaseFile(config);
   const db = await openStore(config);
   try {
     // Awaited here: the database closes only once the command's last statement has run.
@@ -109,7 +114,7 @@ export const setupLinkCommand: Command = async () =>
         await local(db, config).issueSetupLink(),
       );
       return 0;
-    }),
+    }, true),
   );
 
 export const usersCommand: Command = async ([sub, ...args]) => {
@@ -140,7 +145,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
           const { user, link } = await local(db, config).addUser(email, name);
           printLink(`Created ${user.email}. Give them this link to set their password:`, link);
           return 0;
-        }),
+        }, true),
       );
     }
     case "reset-password": {

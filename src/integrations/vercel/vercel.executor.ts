@@ -185,6 +185,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       error: SYNC_ERRORS.interrupted,
     };
     await repo.finishRun(row.projectId, 0, {
+      // What it did at Vercel before it stopped is unknown: the next redeploy is not for nothing.
+      deployDue: true,
       lastSyncAt: nowIso,
       lastSyncStatus: "failed",
       lastError: SYNC_ERRORS.interrupted,
@@ -348,7 +350,11 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // A failed run leaves `pending` as it was: those changes still have to reach Vercel.
       const consumed = failure ? 0 : row.pending;
       // What this run changed at Vercel (a failed or partial run too) waits for a deployment.
-      const deployDue = current.deployDue || summary.created + summary.updated + summary.deleted > 0;
+      // A create that got no answer may have written its vars too.
+      const deployDue =
+        current.deployDue ||
+        summary.created + summary.updated + summary.deleted > 0 ||
+        varChanges.some((change) => change.op === "save" && change.hostEnvId === CREATE_UNANSWERED);
       await repo.finishRun(projectId, consumed, {
         deployDue,
         status: tokenRejected ? "attention" : current.status,

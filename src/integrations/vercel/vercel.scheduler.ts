@@ -109,12 +109,12 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       retryInMs = afterRun(projectId, true);
     } finally {
       runningAutomatic.delete(projectId);
-      // Disconnected during the run: nothing of the old connection carries over.
-      if (cancelledDuringRun.delete(projectId)) {
-        failuresInARow.delete(projectId);
-        runAgain.delete(projectId);
-      } else if (runAgain.delete(projectId)) schedule(projectId);
-      else if (retryInMs !== undefined) retryLater(projectId, retryInMs);
+      // Disconnected during the run: no retry or back-off of the old connection carries over
+      // (a change since, to a new connection, still gets its run).
+      const cancelled = cancelledDuringRun.delete(projectId);
+      if (cancelled) failuresInARow.delete(projectId);
+      if (runAgain.delete(projectId)) schedule(projectId);
+      else if (retryInMs !== undefined && !cancelled) retryLater(projectId, retryInMs);
     }
   }
 

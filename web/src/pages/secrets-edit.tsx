@@ -71,9 +71,10 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
       const edited = fields.filter((f) => mine[f] !== loaded[f]);
       const taken = fields.filter((f) => !edited.includes(f) && theirs[f] !== loaded[f]);
       const clashes = edited.filter((f) => theirs[f] !== loaded[f] && theirs[f] !== mine[f]);
-      if (taken.includes("key")) setKey(theirs.key);
+      // Against the fields as they are now: what was typed while their version loaded stays.
+      if (taken.includes("key")) setKey((current) => (current === loaded.key ? theirs.key : current));
       if (taken.includes("value")) {
-        setValue(theirs.value);
+        setValue((current) => (current === loaded.value ? theirs.value : current));
         if (shapeOf(theirs.value) !== "line") setMultiline(true);
       }
       setLoaded(theirs);
