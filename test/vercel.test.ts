@@ -701,6 +701,45 @@ test("automatic redeploy: only when a run changed something at Vercel that no de
   assert.equal(Boolean(integrationRow(s)!.deploy_due), false, "nothing left to deploy");
 });
 
+test("automatic redeploy: a key Vercel refuses to create does not stop it; a key that failed to update does", async (t) => {
+  // The two changes of the second run must land in one debounced run.
+  const s = await setup(t, { env: { SYNC_DEBOUNCE_MS: "400" } });
+  await s.owner.json("POST", s.base, { token: s.token });
+  const hook = s.fake.addHook("prj_web");
+  const put = await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development" },
+    autoRedeploy: true,
+    deployHookUrl: hook,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  // TZ is reserved at Vercel: refused on every run, and nothing old of it is left there.
+  await addSecret(s, "development", "TZ", "Europe/Berlin");
+  const id = await addSecret(s, "development", "API_URL", "https://one.example.test");
+  const first = await settled(s);
+  assert.equal(first.lastRun.status, "partial");
+  await waitFor("the redeploy after a partial run", async () => (s.fake.hookCalls.length === 1 ? true : undefined));
+
+  // An update Vercel refuses leaves the old value there: no redeploy with it, though a new
+  // key of the same run is waiting to be deployed.
+  s.fake.inject(400, { match: (r) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/") });
+  const [patched, added] = await Promise.all([
+    s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: "https://two.example.test" }),
+    s.owner.json("POST", `/api/projects/${s.projectId}/environments/development/secrets`, { key: "NEW_TOO", value: "new-too" }),
+  ]);
+  assert.deepEqual([patched.status, added.status], [200, 201]);
+  const second = await settled(s);
+  assert.equal(second.lastRun.status, "partial");
+  assert.equal(second.lastRun.created, 1);
+  assert.ok(
+    second.lastRun.results.some((r: { key: string; result: string }) => r.key === "API_URL" && r.result === "failed"),
+    JSON.stringify(second.lastRun.results),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.equal(s.fake.hookCalls.length, 1, "no rebuild with the old API_URL");
+  assert.equal(Boolean(integrationRow(s)!.deploy_due), true, "NEW_TOO waits for the next redeploy");
+});
+
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
   const s = await linked(t);
   const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");

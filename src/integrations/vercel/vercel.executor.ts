@@ -147,6 +147,9 @@ export function openToken(vault: Vault, row: IntegrationRow): Promise<string> {
 
 type RunLease = { renew(): Promise<void>; holds(): Promise<boolean> };
 
+/** Set when a key failed in a way that leaves a stale value at Vercel (or was never read). */
+type DeployBlocks = { deploy: boolean };
+
 type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
 
 export function createVercelExecutor({ db, repo, vault, audit, clock, client, secrets, log, owner, leaseStaleMs, followUp }: ExecutorDeps) {
@@ -269,9 +272,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
     const summary = emptySummary(trigger, startedAt);
     const varChanges: VarChange[] = [];
+    const blocks: DeployBlocks = { deploy: false };
     let failure: SyncFailureKind | undefined;
     try {
-      await syncAll(row, summary, varChanges, lease);
+      await syncAll(row, summary, varChanges, lease, blocks);
     } catch (error) {
       failure = failureOf(error);
       if (failure === "lease-lost") {
@@ -376,13 +380,23 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     // An automatic redeploy only when some change at Vercel is not deployed yet: a run that
     // found everything as it was (a change back, a key skipped) would rebuild for nothing.
     const wantsRedeploy = trigger === "manual" ? options.redeploy : row.autoRedeploy && !hasFollowUp && finish.deployDue === true;
-    if (wantsRedeploy && summary.status === "ok" && row.hookCiphertext && row.hookKeyVersion !== null) {
+    // Not after a key that failed to update or delete: its old value would be deployed beside
+    // the new ones. A key Vercel refused to create (a reserved name) leaves nothing behind and,
+    // failing on every run, would otherwise stop every redeploy.
+    const deployable = summary.status === "ok" || (summary.status === "partial" && !blocks.deploy);
+    if (wantsRedeploy && deployable && row.hookCiphertext && row.hookKeyVersion !== null) {
       summary.deployment = await redeploy(row, trigger, caller, summary);
     }
     return { kind: "done", summary };
   }
 
-  async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: RunLease): Promise<void> {
+  async function syncAll(
+    row: IntegrationRow,
+    summary: SyncSummary,
+    varChanges: VarChange[],
+    lease: RunLease,
+    blocks: DeployBlocks,
+  ): Promise<void> {
     const projectId = row.projectId;
     let token: string;
     try {
@@ -424,6 +438,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       } catch (error) {
         if (!(error instanceof DecryptError)) throw error;
         note(environment, target, "*", "failed", "decrypt");
+        blocks.deploy = true;
         continue;
       }
       // The plan compares values: read the ones the list did not carry, for the vars it will look at.
@@ -473,6 +488,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
               // Removed at Vercel since the list was read, or refused: this key only.
               if (!(error instanceof VercelError) || (error.failure !== "invalid" && error.failure !== "not_found")) throw error;
               note(environment, target, step.key, "failed", error.code === "ENV_CONFLICT" ? "conflict" : "rejected");
+              blocks.deploy = true;
             }
             break;
           case "delete":
@@ -484,6 +500,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             } catch (error) {
               if (!(error instanceof VercelError) || error.failure !== "invalid") throw error;
               note(environment, target, step.key, "failed", "rejected");
+              blocks.deploy = true;
               break;
             }
             varChanges.push({ op: "delete", target, key: step.key });
