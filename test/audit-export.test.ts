@@ -118,6 +118,10 @@ test("export: CSV and JSON with the list's filters, attachment and no-store, aud
   assert.deepEqual(third!.metadata.filters, {});
   assert.equal(third!.category, "project");
   assert.equal(first!.actor.email, "alice@example.test");
+  // Dates as given: a date-only `to` covers its day, and is recorded as that day.
+  assert.equal((await alice.get(`${url}?format=json&from=2000-01-01T00:00:00Z&to=2999-12-31`)).status, 200);
+  const dated = await alice.json("GET", `/api/projects/${project.id}/audit?action=audit.exported&limit=1`);
+  assert.deepEqual(dated.body.events[0].metadata.filters, { from: "2000-01-01T00:00:00Z", to: "2999-12-31" });
 
   // Bad format and bad filters answer 400 and are not audited.
   for (const [query, error] of [
@@ -131,7 +135,7 @@ test("export: CSV and JSON with the list's filters, attachment and no-store, aud
     assert.equal(res.status, 400, query);
     assert.deepEqual(res.body, { error }, query);
   }
-  assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?action=audit.exported`)).body.events.length, 3);
+  assert.equal((await alice.json("GET", `/api/projects/${project.id}/audit?action=audit.exported`)).body.events.length, 4);
 
   // Who may: owners and admins with a browser session; a member 403, an outsider 404, no session 401, a CLI token 403.
   const carol = await server.signIn("carol@example.test");

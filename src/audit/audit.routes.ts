@@ -31,6 +31,8 @@ function isRealDate(year: string, month: string, day: string): boolean {
 interface DateBound {
   at: Date;
   isDateOnly: boolean;
+  /** As the caller wrote it (checked by parseDate's patterns), for the record of an export. */
+  given: string;
 }
 
 /**
@@ -41,13 +43,13 @@ function parseDate(text: string): DateBound | undefined {
   const dateOnly = text.match(DATE_ONLY);
   if (dateOnly) {
     if (!isRealDate(dateOnly[1]!, dateOnly[2]!, dateOnly[3]!)) return undefined;
-    return { at: new Date(`${text}T00:00:00.000Z`), isDateOnly: true };
+    return { at: new Date(`${text}T00:00:00.000Z`), isDateOnly: true, given: text };
   }
   const timestamp = text.match(TIMESTAMP);
   if (!timestamp || !isRealDate(timestamp[1]!, timestamp[2]!, timestamp[3]!)) return undefined;
   if (Number(timestamp[4]) > 23 || Number(timestamp[5]) > 59 || Number(timestamp[6] ?? 0) > 59) return undefined;
   const at = new Date(timestamp[7] ? text : `${text}Z`);
-  return Number.isNaN(at.getTime()) ? undefined : { at, isDateOnly: false };
+  return Number.isNaN(at.getTime()) ? undefined : { at, isDateOnly: false, given: text };
 }
 
 // Event times are compared as text. Past year 9999 toISOString() writes "+010000-…",
@@ -121,6 +123,7 @@ function toAuditQuery(query: z.output<typeof PageQuery>): AuditQuery {
         ? { at: storedTimeText(toBound.at), exclusive: false }
         : { at: toBound.at.toISOString(), exclusive: toBound.exclusive }),
     cursor: query.cursor,
+    given: { from: from?.given, to: to?.given },
   };
 }
 

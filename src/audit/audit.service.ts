@@ -30,6 +30,8 @@ export interface AuditQuery {
   /** Upper bound (ISO text); exclusive for a date-only `to`, which covers its whole day. */
   to?: { at: string; exclusive: boolean };
   cursor?: string;
+  /** `from` and `to` as the caller wrote them: an export records the filters given. */
+  given?: { from?: string; to?: string };
 }
 
 export const FINDING_SEVERITIES = ["critical", "warning", "info"] as const;
@@ -250,11 +252,13 @@ export function createAuditService({
       const truncated = rows.length > EXPORT_MAX_EVENTS;
       const events = await toViews(projectId, rows.slice(0, EXPORT_MAX_EVENTS), caller);
       const filters: Record<string, string> = {};
-      for (const name of ["category", "action", "actorUserId", "environment", "key", "fromAt"] as const) {
+      for (const name of ["category", "action", "actorUserId", "environment", "key"] as const) {
         const value = query[name];
-        if (value !== undefined) filters[name === "actorUserId" ? "actor" : name === "fromAt" ? "from" : name] = value;
+        if (value !== undefined) filters[name === "actorUserId" ? "actor" : name] = value;
       }
-      if (query.to) filters.to = query.to.at;
+      // As given: a date-only `to` is searched up to the next midnight, but recorded as the day asked for.
+      if (query.given?.from !== undefined) filters.from = query.given.from;
+      if (query.given?.to !== undefined) filters.to = query.given.to;
       await writer.recordRead(caller, {
         projectId,
         action: "audit.exported",
