@@ -6,8 +6,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
 import { sourceShellCommand } from "../src/dev/source-command.ts";
-import { type CliHome, cli, cliHome, login, type Running, start, startCli } from "./cli-helpers.ts";
+import { type CliHome, cli, cliHome, login, type Running, start, startCli, startProxy } from "./cli-helpers.ts";
 import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
 function inTerminal(home: CliHome, args: string[], cwd: string): Running {
@@ -340,6 +341,26 @@ test("completion: bash completes commands, flags, project names, environments an
     result.output.trim().split("\n"),
     cases.map(([, expected]) => `[${expected.join(" ")}]`),
   );
+
+  // 1.5 s for the whole completion: a slow server (each answer 0.9 s late; keys take two
+  // requests) gives no suggestions rather than keeping the shell waiting longer.
+  const account = await createServiceAccount(alice, api.id, { name: "complete-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(alice, api.id, account.id);
+  let lateMs = 0;
+  const slow = await startProxy(t, server.url, async () => {
+    await new Promise((resolve) => setTimeout(resolve, lateMs));
+    return false;
+  });
+  const keys = () =>
+    runMain(["__complete", "bash", "secrets", "get", "--project", "api", "--env", "prod", ""], {
+      ...home.env,
+      SECRETS_SERVER_TOKEN: token,
+      SECRETS_SERVER_URL: slow,
+    });
+  assert.deepEqual([(await keys()).stdout], ["DATABASE_URL\n"], "through the proxy, on time");
+  lateMs = 900;
+  const late = await keys();
+  assert.deepEqual([late.code, late.stdout, late.stderr], [0, "", ""]);
 
   // Not signed in (or the server down): no suggestions and no message, never an error on the line.
   const empty = await runMain(["__complete", "bash", "link", "--project", ""], { XDG_CONFIG_HOME: path.join(home.dir, "nowhere") });

@@ -5,6 +5,8 @@
 import assert from "node:assert/strict";
 import { type ChildProcess, spawn } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import path from "node:path";
 import type { TestContext } from "node:test";
 import { sourceCommand } from "../src/dev/source-command.ts";
@@ -126,4 +128,35 @@ export async function login(server: TestServer, home: CliHome, approver: Client,
   const result = await proc.done;
   assert.equal(result.code, 0, result.output);
   return result;
+}
+
+/**
+ * A reverse proxy in front of a test server, as one in front of a real deployment: it passes
+ * every request on, unless `intercept` answers it itself (returns true); `intercept` may also
+ * wait before letting a request through (a slow network). Closed when the test ends.
+ */
+export async function startProxy(
+  t: TestContext,
+  targetUrl: string,
+  intercept: (req: http.IncomingMessage, res: http.ServerResponse) => boolean | Promise<boolean> = () => false,
+): Promise<string> {
+  const target = new URL(targetUrl);
+  const proxy = http.createServer(async (req, res) => {
+    if (await intercept(req, res)) return;
+    const upstream = http.request(
+      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on("error", () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.after(() => {
+    proxy.closeAllConnections();
+    return new Promise<void>((resolve) => proxy.close(() => resolve()));
+  });
+  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
 }

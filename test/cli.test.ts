@@ -1,13 +1,11 @@
 // The CLI as a real process (the same executable's entry point) against a real server.
 import assert from "node:assert/strict";
 import fs from "node:fs";
-import http from "node:http";
-import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
-import { type CliHome, cli, cliHome, login, startCli } from "./cli-helpers.ts";
+import { type CliHome, cli, cliHome, login, startCli, startProxy } from "./cli-helpers.ts";
 import { auditEvents, startServer, type TestServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { writeLegacyNames } from "./storage.ts";
@@ -380,25 +378,12 @@ test("a redirect (a sign-in proxy in front of the server) is an answer: exit 1, 
   await createSecret(alice, project.id, "development", "RAINY_DAY_TOKEN", "kept-for-a-rainy-day");
   // A proxy that passes requests on, until it starts sending everyone to a sign-in page.
   let signInFirst = false;
-  const target = new URL(server.url);
-  const proxy = http.createServer((req, res) => {
-    if (signInFirst) {
-      res.writeHead(302, { location: "https://sso.example.test/authorize?state=opaque-state-4242" });
-      res.end();
-      return;
-    }
-    const upstream = http.request(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    req.pipe(upstream);
+  const proxyUrl = await startProxy(t, server.url, (_req, res) => {
+    if (!signInFirst) return false;
+    res.writeHead(302, { location: "https://sso.example.test/authorize?state=opaque-state-4242" });
+    res.end();
+    return true;
   });
-  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
-  t.after(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
-  const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
   await login({ url: proxyUrl } as TestServer, home, alice);
   const args = [
     "--project",

@@ -46,7 +46,9 @@ const FREE_VALUE = new Set([
   "--allow-env",
   "--server",
 ]);
+/** All the server's answers of one completion together (keys take two requests): the shell waits meanwhile. */
 const TIMEOUT_MS = 1500;
+let deadline = Number.POSITIVE_INFINITY;
 
 export async function completion(args: string[]): Promise<number> {
   const [shell, ...rest] = args;
@@ -58,6 +60,7 @@ export async function completion(args: string[]): Promise<number> {
 /** `__complete SHELL WORD... CURRENT`: one candidate a line; any failure is no candidates, never a message. */
 export async function complete(args: string[]): Promise<number> {
   const [shell, ...words] = args;
+  deadline = Date.now() + TIMEOUT_MS;
   try {
     const current = words.at(-1) ?? "";
     const found = (await candidates(joinColons(words.slice(0, -1)), current)).filter((c) => c.startsWith(current));
@@ -145,7 +148,7 @@ function connection(words: string[]): Connection | undefined {
 async function get<T>(at: Connection, path: string): Promise<T> {
   const res = await httpRequest(at.server + path, {
     headers: { accept: "application/json", authorization: `Bearer ${at.token}`, "user-agent": "secrets-server-cli" },
-    timeoutMs: TIMEOUT_MS,
+    timeoutMs: Math.max(1, Math.min(TIMEOUT_MS, deadline - Date.now())),
   });
   if (res.status !== 200) throw new Error(String(res.status));
   return JSON.parse(res.text) as T;
