@@ -86,9 +86,12 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
       { key: "JSON_KEY", status: "created", version: 1 },
     ],
   });
-  for (const bad of [["A_KEY=1", "A_KEY=2"], ["A_KEY=1", "B_KEY"], ["9_KEY=1"], ["A_KEY=1", "--from-stdin"]]) {
+  // The server refuses a token-shaped key too: checked before A_KEY is written.
+  const tokenShaped = ["A_KEY=1", "OLD_svc_at_AAAAAAAAAAAAAAAAAAAAAAAA=2"];
+  for (const bad of [["A_KEY=1", "A_KEY=2"], ["A_KEY=1", "B_KEY"], ["9_KEY=1"], ["A_KEY=1", "--from-stdin"], tokenShaped]) {
     const refused = await cli(home, ["secrets", "set", ...bad, ...dev]);
     assert.equal(refused.code, 2, bad.join(" "));
+    if (bad === tokenShaped) assert.match(refused.stderr, /is not a valid key: it looks like a secrets-server token/);
   }
   assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), [
     "DEV_ONLY",

@@ -12,6 +12,7 @@ import { makeTempDir } from "./helpers.ts";
 import { envPath, startTeam } from "./secrets-helpers.ts";
 
 const hasBash = spawnSync("bash", ["-c", "true"]).status === 0;
+const hasZsh = spawnSync("zsh", ["-c", "true"]).status === 0;
 
 function keyFor(i: number): string {
   return `KEY_${i}`;
@@ -111,6 +112,31 @@ test("keys that an interactive bash would act on are kept away from bash", () =>
   if (!hasBash) return;
   const bash = sourceInBash(text, ["PROMPT_COMMAND", "PS1"]);
   assert.deepEqual([...bash.set.keys()], []);
+});
+
+test("names zsh evaluates as arithmetic are kept away from every shell that sources the file", {
+  skip: !hasZsh && "zsh is not installed",
+}, () => {
+  const dir = makeTempDir("dotenv-zsh-");
+  try {
+    const entries = [
+      { key: "TRY_BLOCK_ERROR", value: `path[$(touch ${path.join(dir, "CANARY")})1]` },
+      { key: "TRY_BLOCK_INTERRUPT", value: "7" },
+      { key: "API_URL", value: "https://api.example.test" },
+    ];
+    const { text, omitted } = formatDotenv(entries);
+    assert.deepEqual(omitted, []);
+    assert.deepEqual(dotenv.parse(text), Object.fromEntries(entries.map(({ key, value }) => [key, value])));
+    fs.writeFileSync(path.join(dir, "exported.env"), text);
+    const result = spawnSync("zsh", ["-f", "-c", `set -a; . ${path.join(dir, "exported.env")}; print -r -- "$API_URL"`], {
+      env: { PATH: process.env.PATH, HOME: dir },
+      encoding: "utf8",
+    });
+    assert.deepEqual([result.status, result.stdout, result.stderr], [0, "https://api.example.test\n", ""]);
+    assert.equal(fs.existsSync(path.join(dir, "CANARY")), false, "sourcing ran a command");
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test("over HTTP: 1,500 generated values imported and exported as .env read back exactly", async (t) => {

@@ -496,6 +496,34 @@ describe("secrets in Chromium", () => {
       .getByText("2 secrets are left out of web.staging.env: a comment in the file says why. The JSON export has every value.")
       .waitFor();
   });
+
+  test("import: keys named like an object's own properties (constructor, __proto__) are keys like any other", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "web", environments: ["staging"] });
+    const base = `/api/projects/${project.id}/environments/staging`;
+    for (const key of ["constructor", "__proto__", "toString"]) {
+      assert.equal((await alice.json("POST", `${base}/secrets`, { key, value: "kept" })).status, 201);
+    }
+    const tab = await openTab(server);
+    await useSession(tab, server, alice);
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/staging/import`);
+    await page.getByLabel("Paste the contents of a .env file").fill("constructor=new\n__proto__=new\ntoString=new\n");
+    await page.getByText(/3 keys: 0 new, 3 existing\./).waitFor();
+    for (const key of ["constructor", "__proto__", "toString"]) {
+      assert.equal(await page.getByLabel(`Overwrite ${key}`).isChecked(), false, `${key} is not ticked by itself`);
+    }
+    await page.getByLabel("Overwrite toString").check();
+    await page.getByRole("button", { name: "Import 3 keys" }).click();
+    await page.getByText("0 created, 1 updated, 0 unchanged, 2 skipped, 0 failed.").waitFor();
+    const exported = await alice.json("GET", `${base}/export`);
+    assert.deepEqual(exported.body.secrets, [
+      { key: "__proto__", value: "kept" },
+      { key: "constructor", value: "kept" },
+      { key: "toString", value: "new" },
+    ]);
+  });
 });
 
 describe("members and access in Chromium", () => {

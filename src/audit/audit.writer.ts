@@ -5,6 +5,7 @@ import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import type { PgStore } from "../core/postgres.ts";
 import { atNextCommit, inTransaction, isPostgres, type Store, writeTransaction } from "../core/store.ts";
+import { TOKEN_SHAPES } from "../core/text.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -59,21 +60,8 @@ export function eventHash(prevHash: string, event: StoredEventContent, macKey: K
   return digest.update(prevHash).update("\n").update(content).digest("hex");
 }
 
-// Shapes of our own credentials. The allow-list keeps them out by key; this catches a
-// token passed under an allowed key (an `error` text quoting a request, say).
-// Our tokens are svc_at_/svc_rt_ followed by 43 url-safe characters; 20 or more is what
-// the server accepts as token-shaped anywhere.
-const TOKEN_SHAPES = /svc_(at|rt|st|wt)_[A-Za-z0-9_-]{20,}/g;
 const MAX_METADATA_TEXT = 500;
 const MAX_CLOCK_STEP_BACK_MS = 1000;
-
-/**
- * Text that would look like one of our tokens. Inputs that end up in metadata (secret keys,
- * project names) are refused with this up front, so their owner gets a clear 400.
- */
-export function looksLikeToken(text: string): boolean {
-  return new RegExp(TOKEN_SHAPES.source).test(text);
-}
 
 /**
  * The last line of defence for text reaching metadata from user input (an e-mail, a name

@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import { parseDotenv } from "../../web/src/dotenv.ts";
 import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
-import { printable } from "../core/text.ts";
+import { looksLikeToken, printable } from "../core/text.ts";
 import { type Api, errorFor } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { environmentPath, locate, resolveTarget, type Target } from "./context.ts";
@@ -83,7 +83,9 @@ function invalidEntries(entries: { key: string; value?: string }[]): string[] {
   for (const { key, value } of entries) {
     if (!isSecretKey(key)) {
       problems.push(
-        `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${MAX_KEY_LENGTH} characters`,
+        looksLikeToken(key)
+          ? `"${printable(key)}" is not a valid key: it looks like a secrets-server token (svc_…_), which the server refuses in keys`
+          : `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${MAX_KEY_LENGTH} characters`,
       );
     } else if (value !== undefined && value.length === 0) {
       problems.push(`The value of ${key} is empty: a value has 1 to ${MAX_VALUE_LENGTH.toLocaleString("en")} characters`);

@@ -352,3 +352,17 @@ export function parseNameList(text: string | undefined): string[] {
     .map((name) => name.trim())
     .filter(Boolean);
 }
+
+/**
+ * Names zsh gives a type of its own, in every shell or once a common module is loaded: an
+ * integer or a float, whose assignment is evaluated as arithmetic (so `TRY_BLOCK_ERROR=
+ * 'a[$(cmd)1]'` in a sourced file runs cmd, and "abc" becomes 0), or a single character.
+ * They pass isAppSettingName; taken from the environment they are not evaluated, so `run`
+ * may pass them, but no file a shell sources may assign them.
+ */
+const SHELL_TYPED_NAMES = new Set(["TRY_BLOCK_ERROR", "TRY_BLOCK_INTERRUPT", "KEYBOARD_HACK"]);
+
+/** Also zsh's line editor's namespace (ZLE_RPROMPT_INDENT is an integer) and zsh/curses' (ZCURSES_COLORS). */
+export function isShellTypedName(key: string): boolean {
+  return SHELL_TYPED_NAMES.has(key) || key.startsWith("ZLE_") || key.startsWith("ZCURSES_");
+}

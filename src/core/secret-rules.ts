@@ -1,12 +1,15 @@
 // A secret's key and value rules (README, "Secrets"), declared once: the server's schemas,
 // the audit log's key filter and the CLI's checks before sending all use these.
 
+import { looksLikeToken } from "./text.ts";
+
 /** Letters, digits and underscores, not starting with a digit. */
 export const SECRET_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const MAX_KEY_LENGTH = 128;
 /** Counted in UTF-16 code units, as the UI's maxlength counts (see fitsUnits). */
 export const MAX_VALUE_UNITS = 10_000;
 
+/** The key rules, token-shaped text included (a key goes into audit metadata, which refuses it). */
 export function isSecretKey(key: string): boolean {
-  return key.length <= MAX_KEY_LENGTH && SECRET_KEY_PATTERN.test(key);
+  return key.length <= MAX_KEY_LENGTH && SECRET_KEY_PATTERN.test(key) && !looksLikeToken(key);
 }

@@ -53,3 +53,20 @@ export function printableLines(text: string): string {
 export function fitsUnits(max: number): (text: string) => boolean {
   return (text) => text.length <= max;
 }
+
+/**
+ * Shapes of our own credentials. The audit log's allow-list keeps them out by key; this
+ * catches a token passed under an allowed key (an `error` text quoting a request, say).
+ * Our tokens are svc_at_/svc_rt_ followed by 43 url-safe characters; 20 or more is what
+ * the server takes as token-shaped anywhere.
+ */
+export const TOKEN_SHAPES = /svc_(at|rt|st|wt)_[A-Za-z0-9_-]{20,}/g;
+
+/**
+ * Text that would look like one of our tokens. Inputs that end up in audit metadata (secret
+ * keys, project names) are refused with this up front, so their owner gets a clear 400, and
+ * the CLI checks keys with it before it writes anything.
+ */
+export function looksLikeToken(text: string): boolean {
+  return new RegExp(TOKEN_SHAPES.source).test(text);
+}

@@ -1,12 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { looksLikeToken } from "../audit/audit.writer.ts";
 import type { AccessGuard } from "../core/access.ts";
 import { ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
 // The name goes into audit metadata, whose writer refuses token-shaped text: 400, not 500.

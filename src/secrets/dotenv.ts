@@ -15,7 +15,7 @@
 // read the same value; every other line goes inside a quoted here-document (`: <<'END'`),
 // which bash skips without expanding anything and dotenv reads like any other line.
 
-import { isAppSettingName } from "../core/env-names.ts";
+import { isAppSettingName, isShellTypedName } from "../core/env-names.ts";
 
 export interface DotenvEntry {
   key: string;
@@ -99,8 +99,9 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
     }
     // A name that is not an application setting (PATH, LD_PRELOAD, PROMPT_COMMAND, PS1,
     // GIT_CONFIG_KEY_0...) would let the file choose which code later runs in a shell that
-    // sources it (with `set -a`, in every command it starts): dotenv-only, like `run` leaves it out.
-    const shared = isAppSettingName(key) ? sharedForm(value) : undefined;
+    // sources it (with `set -a`, in every command it starts): dotenv-only, like `run` leaves it
+    // out. So is a name zsh evaluates as arithmetic when assigned (TRY_BLOCK_ERROR).
+    const shared = isAppSettingName(key) && !isShellTypedName(key) ? sharedForm(value) : undefined;
     if (shared !== undefined) {
       blocks.push({ shared: true, lines: lines(key, shared) });
       continue;

@@ -1,13 +1,12 @@
 import type { FastifyError, FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { looksLikeToken } from "../audit/audit.writer.ts";
 import type { AccessGuard } from "../core/access.ts";
 import { checkAlways, EnvironmentParams, isPlainObject, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
 import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
-import { fitsUnits } from "../core/text.ts";
+import { fitsUnits, looksLikeToken } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
 

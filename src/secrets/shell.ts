@@ -9,7 +9,7 @@
 // cannot be written: a NUL character (environment variables are C strings, and shells drop
 // or stop at NULs) and a name a shell would act on (see below).
 
-import { isAppSettingName } from "../core/env-names.ts";
+import { isAppSettingName, isShellTypedName } from "../core/env-names.ts";
 
 export interface ExportEntry {
   key: string;
@@ -22,18 +22,6 @@ export interface EnvironmentFile {
   leftOut: string[];
   /** The part of `leftOut` left out for their name alone (`--allow-env` lets them through). */
   unsafeNames: string[];
-}
-
-/**
- * Names zsh gives a type of its own in every shell, not only interactive ones: an integer
- * (the value is evaluated as arithmetic: "abc" becomes 0) or a single character. They pass
- * the `run` rule, but the variable would not hold the value.
- */
-const SHELL_TYPED_NAMES = new Set(["TRY_BLOCK_ERROR", "TRY_BLOCK_INTERRUPT", "KEYBOARD_HACK"]);
-
-/** zsh's line editor owns this namespace (ZLE_RPROMPT_INDENT is an integer). */
-function shellTyped(key: string): boolean {
-  return SHELL_TYPED_NAMES.has(key) || key.startsWith("ZLE_");
 }
 
 /** `value` in single quotes, each `'` written as `'\''`. */
@@ -56,7 +44,7 @@ export function formatShell(entries: ExportEntry[], allow: ReadonlySet<string> =
     if (value.includes("\0")) {
       leftOut.push(key);
       out.push(`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`);
-    } else if (shellTyped(key)) {
+    } else if (isShellTypedName(key)) {
       leftOut.push(key);
       out.push(
         `# ${key} is left out: zsh gives this name a type of its own (a number or one character), so it would not hold the value. Use the JSON export for it.`,

@@ -1,12 +1,11 @@
 import type { FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
-import { looksLikeToken } from "../audit/audit.writer.ts";
 import { type AccessGuard, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
-import { fitsUnits, isPlainText, isSingleLine } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
 import { isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
 

@@ -20,7 +20,8 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
   const [text, setText] = useState("");
   const [current, setCurrent] = useState<Map<string, string> | undefined>(undefined);
   const [overwriteAll, setOverwriteAll] = useState(false);
-  const [overwrite, setOverwrite] = useState<Record<string, boolean>>({});
+  // A Map: keys are the user's (a key named constructor or __proto__ is valid), never an object's own properties.
+  const [overwrite, setOverwrite] = useState<ReadonlyMap<string, boolean>>(new Map());
   const [result, setResult] = useState<ImportResult | undefined>(undefined);
   const fileInput = useRef<HTMLInputElement>(null);
   const compare = useAction();
@@ -35,7 +36,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
     parsed.entries.filter((entry) => entry.value.length > 0),
     existing.data ?? new Set(),
     current,
-    (key) => canOverwrite && (overwrite[key] ?? overwriteAll),
+    (key) => canOverwrite && (overwrite.get(key) ?? overwriteAll),
   );
 
   async function runImport() {
@@ -49,7 +50,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
       // Emptied, so choosing the same file again is a change and is read again.
       if (fileInput.current) fileInput.current.value = "";
       setCurrent(undefined);
-      setOverwrite({});
+      setOverwrite(new Map());
       await existing.reload();
     }
   }
@@ -81,9 +82,9 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
               overwriteAll={overwriteAll}
               onOverwriteAll={(on) => {
                 setOverwriteAll(on);
-                setOverwrite({});
+                setOverwrite(new Map());
               }}
-              onOverwrite={(key, on) => setOverwrite({ ...overwrite, [key]: on })}
+              onOverwrite={(key, on) => setOverwrite(new Map(overwrite).set(key, on))}
               compare={compare}
               onCompare={() =>
                 void compare.run(async () => {
