@@ -83,6 +83,20 @@ async function linked(t: TestContext, link: Record<string, unknown> = {}, option
   return s;
 }
 
+/** Connected and linked with a deploy hook and autoRedeploy: development → development. */
+async function autoRedeploying(t: TestContext, options: Parameters<typeof setup>[1] = {}): Promise<Setup> {
+  const s = await setup(t, options);
+  await s.owner.json("POST", s.base, { token: s.token });
+  const put = await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development" },
+    autoRedeploy: true,
+    deployHookUrl: s.fake.addHook("prj_web"),
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  return s;
+}
+
 async function addSecret(s: Setup, environment: string, key: string, value: string): Promise<string> {
   const res = await s.owner.json("POST", `/api/projects/${s.projectId}/environments/${environment}/secrets`, { key, value });
   assert.equal(res.status, 201, JSON.stringify(res.body));
@@ -653,16 +667,7 @@ test("automatic sync: a secret change in a mapped environment increments pending
 });
 
 test("automatic redeploy: only when a run changed something at Vercel that no deployment has picked up", async (t) => {
-  const s = await setup(t);
-  await s.owner.json("POST", s.base, { token: s.token });
-  const hook = s.fake.addHook("prj_web");
-  const put = await s.owner.json("PUT", s.base, {
-    hostProjectId: "prj_web",
-    mappings: { development: "development" },
-    autoRedeploy: true,
-    deployHookUrl: hook,
-  });
-  assert.equal(put.status, 200, JSON.stringify(put.body));
+  const s = await autoRedeploying(t);
   s.fake.addEnv("prj_web", { key: "THEIRS_KEY", value: "set-at-vercel", type: "encrypted", target: ["development"] });
   const redeploys = async () => (await integrationEvents(s)).filter((e) => e.action === "integration.redeployed").length;
 
@@ -703,16 +708,7 @@ test("automatic redeploy: only when a run changed something at Vercel that no de
 
 test("automatic redeploy: a key Vercel refuses to create does not stop it; a key that failed to update does", async (t) => {
   // The two changes of the second run must land in one debounced run.
-  const s = await setup(t, { env: { SYNC_DEBOUNCE_MS: "400" } });
-  await s.owner.json("POST", s.base, { token: s.token });
-  const hook = s.fake.addHook("prj_web");
-  const put = await s.owner.json("PUT", s.base, {
-    hostProjectId: "prj_web",
-    mappings: { development: "development" },
-    autoRedeploy: true,
-    deployHookUrl: hook,
-  });
-  assert.equal(put.status, 200, JSON.stringify(put.body));
+  const s = await autoRedeploying(t, { env: { SYNC_DEBOUNCE_MS: "400" } });
   // TZ is reserved at Vercel: refused on every run, and nothing old of it is left there.
   await addSecret(s, "development", "TZ", "Europe/Berlin");
   const id = await addSecret(s, "development", "API_URL", "https://one.example.test");
