@@ -228,6 +228,42 @@ async function onKeyVersion2(t: TestContext) {
   return { server, projectId: team.projectId };
 }
 
+test("rotate-key re-keys an audit log of more than one page (1,000 events) and it verifies with the new key alone", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const { projectId, owner } = team;
+  const secret = await createSecret(owner, projectId, "production", "READ_OFTEN", "read-often-value");
+  // Every read of a value is an event: some 1,150 of them, sent 50 at a time.
+  for (let batch = 0; batch < 23; batch++) {
+    const reads = await Promise.all(
+      Array.from({ length: 50 }, () => owner.json("GET", `${envPath(projectId, "production")}/secrets/${secret.id}`)),
+    );
+    assert.deepEqual(new Set(reads.map((r) => r.status)), new Set([200]));
+  }
+  await team.server.stop();
+  const rotated = await runMain(["rotate-key"], {
+    ...team.server.env,
+    MASTER_KEY: key2,
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: `1:${key1}`,
+  });
+  assert.equal(rotated.code, 0, rotated.stderr);
+  const [, rekeyed] = rotated.stdout.match(/(\d+) audit events re-keyed/) ?? [];
+  assert.ok(Number(rekeyed) > 1150, rotated.stdout);
+  const verified = await runMain(["audit", "verify"], {
+    ...team.server.env,
+    MASTER_KEY: key2,
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: undefined,
+  });
+  assert.equal(verified.code, 0, verified.stdout + verified.stderr);
+  assert.match(
+    verified.stdout,
+    new RegExp(`^Audit log intact: ${rekeyed} events verified\\.\\n${rekeyed} events keyed with master key version 2 `),
+  );
+});
+
 test("a project data key created in a transaction that rolls back is not kept in memory", async (t) => {
   const { server, projectId } = await onKeyVersion2(t);
   const { db, keyring } = server.app;

@@ -119,13 +119,17 @@ export function createAuditRepoPg(store: PgStore): AuditRepo {
 
     chainPage,
 
-    async relink(seq, prevHash, hash, macKeyVersion) {
-      await pgRun(store, "UPDATE audit_events SET prev_hash = $1, hash = $2, mac_key_version = $3 WHERE seq = $4", [
-        prevHash,
-        hash,
-        macKeyVersion,
-        seq,
-      ]);
+    // One statement for a page of links: one round trip each made re-keying a long log hold
+    // the other servers' writes past their lock timeout.
+    async relink(links, macKeyVersion) {
+      if (links.length === 0) return;
+      await pgRun(
+        store,
+        `UPDATE audit_events AS e SET prev_hash = l.prev_hash, hash = l.hash, mac_key_version = $4
+         FROM unnest($1::bigint[], $2::text[], $3::text[]) AS l(seq, prev_hash, hash)
+         WHERE e.seq = l.seq`,
+        [links.map((l) => l.seq), links.map((l) => l.prevHash), links.map((l) => l.hash), macKeyVersion],
+      );
     },
 
     async countNotKeyedWith(version) {

@@ -86,6 +86,13 @@ function indexFor(filter: AuditFilter): string {
 
 export type AuditRepo = ReturnType<typeof createAuditRepoSqlite>;
 
+/** One event's new place in a rewritten chain. */
+export interface ChainLink {
+  seq: number;
+  prevHash: string;
+  hash: string;
+}
+
 export function createAuditRepo(store: Store): AuditRepo {
   return isPostgres(store) ? createAuditRepoPg(store) : createAuditRepoSqlite(store);
 }
@@ -216,9 +223,9 @@ function createAuditRepoSqlite(db: Db) {
       return chainPage.all(afterSeq, limit) as StoredEventRow[];
     },
 
-    /** Rewrites one link of the chain (rotate-key's re-keying, after verifying it). */
-    relink(seq: number, prevHash: string, hash: string, macKeyVersion: number): void {
-      relink.run(prevHash, hash, macKeyVersion, seq);
+    /** Rewrites links of the chain (rotate-key's re-keying, after verifying them). */
+    relink(links: readonly ChainLink[], macKeyVersion: number): void {
+      for (const link of links) relink.run(link.prevHash, link.hash, macKeyVersion, link.seq);
     },
 
     /**

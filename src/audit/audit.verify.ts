@@ -11,7 +11,7 @@ import {
   writeTransaction,
 } from "../core/store.ts";
 import { plural } from "../core/text.ts";
-import { type AuditRepo, type CheckpointRow, createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
+import { type AuditRepo, type ChainLink, type CheckpointRow, createAuditRepo, type StoredEventRow } from "./audit.repo.ts";
 import { eventHash, GENESIS_HASH, type StoredEventContent } from "./audit.writer.ts";
 
 export interface ChainBreak {
@@ -282,6 +282,7 @@ export async function rekeyAuditChain(
       for (;;) {
         const rows = await repo.chainPage(afterSeq, REKEY_PAGE);
         if (rows.length === 0) break;
+        const links: ChainLink[] = [];
         for (const row of rows) {
           const problem = walker.check(row);
           if (problem) {
@@ -297,7 +298,7 @@ export async function rekeyAuditChain(
           isRewriting ||= row.mac_key_version !== current;
           if (isRewriting) {
             const hash = eventHash(counts.headHash, contentOf(row), macKey);
-            await repo.relink(row.seq, counts.headHash, hash, current);
+            links.push({ seq: row.seq, prevHash: counts.headHash, hash });
             counts.headHash = hash;
             counts.rekeyed += 1;
             if (row.mac_key_version === null) counts.wereHashOnly += 1;
@@ -305,6 +306,8 @@ export async function rekeyAuditChain(
             counts.headHash = row.hash;
           }
         }
+        // Written after the page was checked: the next page is read by seq, not by link.
+        await repo.relink(links, current);
         afterSeq = rows.at(-1)!.seq;
       }
       counts.previousHeadHash = walker.summary().headHash;
