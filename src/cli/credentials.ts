@@ -99,7 +99,7 @@ export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.P
     }
     const stale = staleLock(lock);
     if (stale !== undefined) {
-      removeStaleLock(lock, stale);
+      removeLockHolding(lock, stale);
       continue;
     }
     if (Date.now() > deadline) {
@@ -123,29 +123,6 @@ function staleLock(lock: string): string | undefined {
     return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS ? content : undefined;
   } catch {
     return undefined;
-  }
-}
-
-/**
- * Breaks a stale lock. Read, compare and remove are three steps, and two processes that
- * both found the lock stale could otherwise interleave so that one removes the fresh lock
- * the other has just taken: the lock is first renamed to a name of our own (of two renames
- * of one file only one succeeds), then removed only if it is the stale one; a fresh lock
- * moved aside by mistake is linked back (unless yet another has been taken meanwhile).
- */
-export function removeStaleLock(lock: string, stale: string): void {
-  const aside = `${lock}.${process.pid}.${crypto.randomBytes(6).toString("hex")}`;
-  try {
-    fs.renameSync(lock, aside);
-  } catch {
-    return; // Gone already: someone else broke it.
-  }
-  try {
-    if (fs.readFileSync(aside, "utf8") !== stale) fs.linkSync(aside, lock);
-  } catch {
-    // EEXIST: a newer lock was taken meanwhile, which stands.
-  } finally {
-    fs.rmSync(aside, { force: true });
   }
 }
 
