@@ -147,9 +147,6 @@ export function openToken(vault: Vault, row: IntegrationRow): Promise<string> {
 
 type RunLease = { renew(): Promise<void>; holds(): Promise<boolean> };
 
-/** Set when a key failed in a way that leaves a stale value at Vercel (or was never read). */
-type DeployBlocks = { deploy: boolean };
-
 type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
 
 export function createVercelExecutor({ db, repo, vault, audit, clock, client, secrets, log, owner, leaseStaleMs, followUp }: ExecutorDeps) {
@@ -272,10 +269,11 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
     const summary = emptySummary(trigger, startedAt);
     const varChanges: VarChange[] = [];
-    const blocks: DeployBlocks = { deploy: false };
+    /** A key failed in a way that leaves a stale value at Vercel (or was never read). */
+    let leftStale = false;
     let failure: SyncFailureKind | undefined;
     try {
-      await syncAll(row, summary, varChanges, lease, blocks);
+      leftStale = await syncAll(row, summary, varChanges, lease);
     } catch (error) {
       failure = failureOf(error);
       if (failure === "lease-lost") {
@@ -383,21 +381,17 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     // Not after a key that failed to update or delete: its old value would be deployed beside
     // the new ones. A key Vercel refused to create (a reserved name) leaves nothing behind and,
     // failing on every run, would otherwise stop every redeploy.
-    const deployable = summary.status === "ok" || (summary.status === "partial" && !blocks.deploy);
+    const deployable = summary.status === "ok" || (summary.status === "partial" && !leftStale);
     if (wantsRedeploy && deployable && row.hookCiphertext && row.hookKeyVersion !== null) {
       summary.deployment = await redeploy(row, trigger, caller, summary);
     }
     return { kind: "done", summary };
   }
 
-  async function syncAll(
-    row: IntegrationRow,
-    summary: SyncSummary,
-    varChanges: VarChange[],
-    lease: RunLease,
-    blocks: DeployBlocks,
-  ): Promise<void> {
+  /** One run's calls to Vercel; true when a key failed in a way that leaves a stale value there (or was never read). */
+  async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: RunLease): Promise<boolean> {
     const projectId = row.projectId;
+    let leftStale = false;
     let token: string;
     try {
       token = await openToken(vault, row);
@@ -438,7 +432,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       } catch (error) {
         if (!(error instanceof DecryptError)) throw error;
         note(environment, target, "*", "failed", "decrypt");
-        blocks.deploy = true;
+        leftStale = true;
         continue;
       }
       // The plan compares values: read the ones the list did not carry, for the vars it will look at.
@@ -488,7 +482,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
               // Removed at Vercel since the list was read, or refused: this key only.
               if (!(error instanceof VercelError) || (error.failure !== "invalid" && error.failure !== "not_found")) throw error;
               note(environment, target, step.key, "failed", error.code === "ENV_CONFLICT" ? "conflict" : "rejected");
-              blocks.deploy = true;
+              leftStale = true;
             }
             break;
           case "delete":
@@ -500,7 +494,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             } catch (error) {
               if (!(error instanceof VercelError) || error.failure !== "invalid") throw error;
               note(environment, target, step.key, "failed", "rejected");
-              blocks.deploy = true;
+              leftStale = true;
               break;
             }
             varChanges.push({ op: "delete", target, key: step.key });
@@ -541,6 +535,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         }
       }
     }
+    return leftStale;
   }
 
   /** An encrypted var's plain value, or undefined when Vercel no longer has or returns it. */

@@ -14,7 +14,7 @@ import type { VercelRepo } from "./vercel.repo.ts";
 
 /** Failures that may pass by themselves: Vercel down or failing, or our database for a moment. */
 const RETRIED: ReadonlySet<SyncFailureKind> = new Set(["unavailable", "unexpected"]);
-/** Retries after one failed run: with the default first wait of a minute, about four hours in all. */
+/** Retries after one failed run: with the default first wait of a minute, about three hours in all. */
 export const MAX_SYNC_RETRIES = 8;
 const MAX_RETRY_DELAY_MS = 60 * 60 * 1000;
 
@@ -30,9 +30,8 @@ interface Deps {
 }
 
 export function createVercelScheduler({ db, repo, log, executor, leader, debounceMs, retryMs }: Deps) {
-  const timers = new Map<string, NodeJS.Timeout>();
-  /** When each project's timer fires (Date.now() clock). */
-  const dueAt = new Map<string, number>();
+  /** Each project's scheduled run, and when it fires (Date.now() clock). */
+  const timers = new Map<string, { timer: NodeJS.Timeout; at: number }>();
   const inFlight = new Set<Promise<unknown>>();
   /** Projects whose automatic run this process is executing, and those that changed meanwhile. */
   const runningAutomatic = new Set<string>();
@@ -74,15 +73,13 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
 
   /** One timer per project: a change's debounce replaces a retry's longer wait. */
   function startTimer(projectId: string, delayMs: number, isRetry: boolean): void {
-    clearTimeout(timers.get(projectId));
+    clearTimeout(timers.get(projectId)?.timer);
     const timer = setTimeout(() => {
       timers.delete(projectId);
-      dueAt.delete(projectId);
       void track(runAutomatic(projectId, isRetry));
     }, delayMs);
     timer.unref();
-    timers.set(projectId, timer);
-    dueAt.set(projectId, Date.now() + delayMs);
+    timers.set(projectId, { timer, at: Date.now() + delayMs });
   }
 
   async function runAutomatic(projectId: string, isRetry: boolean): Promise<void> {
@@ -101,8 +98,10 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       // Busy: another process's run holds the lease; what it leaves in pending is scheduled
       // again on a tick. Otherwise what is left waits for a new change or a retry.
       if (outcome.kind === "busy") seenPending.delete(projectId);
-      else seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
-      if (outcome.kind !== "busy") retryInMs = afterRun(projectId, isRetried(outcome));
+      else {
+        seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
+        retryInMs = afterRun(projectId, isRetried(outcome));
+      }
     } catch (error) {
       // The database failing around the run (busy past its timeout, say) passes like Vercel's outages.
       logFailure(projectId, error, "automatic Vercel sync failed");
@@ -170,9 +169,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     if (!isLeader) {
       if (wasLeader) {
         // Another process took over (this one hung past the lease): its timers run from now.
-        for (const timer of timers.values()) clearTimeout(timer);
+        for (const { timer } of timers.values()) clearTimeout(timer);
         timers.clear();
-        dueAt.clear();
         failuresInARow.clear();
         log.warn("another server process now runs the automatic Vercel syncs");
       }
@@ -219,9 +217,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
 
     /** Forgets a scheduled run and the back-off (the connection is gone). */
     cancel(projectId: string): void {
-      clearTimeout(timers.get(projectId));
+      clearTimeout(timers.get(projectId)?.timer);
       timers.delete(projectId);
-      dueAt.delete(projectId);
       seenPending.delete(projectId);
       failuresInARow.delete(projectId);
       if (runningAutomatic.has(projectId)) cancelledDuringRun.add(projectId);
@@ -236,7 +233,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     afterManualRun(projectId: string, outcome: RunOutcome): void {
       if (outcome.kind === "busy" || stopped || !isLeader || runningAutomatic.has(projectId)) return;
       const failed = isRetried(outcome);
-      const due = dueAt.get(projectId);
+      const due = timers.get(projectId)?.at;
       if (failed && due !== undefined && due <= Date.now() + waitBefore((failuresInARow.get(projectId) ?? 0) + 1)) return;
       const delayMs = afterRun(projectId, failed);
       if (delayMs !== undefined) retryLater(projectId, delayMs);
@@ -268,9 +265,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     async stop(): Promise<void> {
       stopped = true;
       clearInterval(ticker);
-      for (const timer of timers.values()) clearTimeout(timer);
+      for (const { timer } of timers.values()) clearTimeout(timer);
       timers.clear();
-      dueAt.clear();
       await ticking;
       await Promise.allSettled([...inFlight]);
       if (isLeader) await leader.release();
