@@ -31,6 +31,11 @@ export function safeEqual(a: string, b: string): boolean {
 }
 
 /** AES-256-GCM with a fresh 96-bit nonce; the result is nonce | ciphertext | tag. */
+/** A 32-byte key for one purpose, derived from `secret` with HKDF-SHA256 under the label `info`: it opens nothing else. */
+export function subkey(secret: Buffer | crypto.KeyObject, info: string): crypto.KeyObject {
+  return crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", secret, Buffer.alloc(0), info, 32)));
+}
+
 export function seal(key: Buffer | crypto.KeyObject, plaintext: Buffer | string, aad: string): Buffer {
   const nonce = crypto.randomBytes(NONCE_BYTES);
   const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
@@ -90,7 +95,7 @@ export class Keyring {
   auditMacKey(version: number): crypto.KeyObject {
     let key = this.auditMacKeys.get(version);
     if (!key) {
-      key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", this.key(version), Buffer.alloc(0), AUDIT_MAC_INFO, 32)));
+      key = subkey(this.key(version), AUDIT_MAC_INFO);
       this.auditMacKeys.set(version, key);
     }
     return key;
@@ -103,9 +108,7 @@ export class Keyring {
    * current key: a rotation starts such counts again.
    */
   pseudonym(text: string): string {
-    this.pseudonymKey ??= crypto.createSecretKey(
-      Buffer.from(crypto.hkdfSync("sha256", this.key(this.currentVersion), Buffer.alloc(0), PSEUDONYM_INFO, 32)),
-    );
+    this.pseudonymKey ??= subkey(this.key(this.currentVersion), PSEUDONYM_INFO);
     return crypto.createHmac("sha256", this.pseudonymKey).update(text, "utf8").digest("hex");
   }
 

@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import { and, eq } from "drizzle-orm";
 import { type Clock, systemClock } from "./clock.ts";
-import { type Keyring, open, seal } from "./crypto.ts";
+import { type Keyring, open, seal, subkey } from "./crypto.ts";
 import type { Db } from "./db.ts";
 import { type PgStore, pgRow, pgRun } from "./postgres.ts";
 import { projectKeys } from "./schema.ts";
@@ -105,7 +105,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     let key = digestKeys.get(cacheKey);
     if (!key) {
       const dataKeyObject = await dataKey(projectId, keyVersion, keyVersion === keyring.currentVersion);
-      key = crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", dataKeyObject, Buffer.alloc(0), VALUE_DIGEST_INFO, 32)));
+      key = subkey(dataKeyObject, VALUE_DIGEST_INFO);
       if (!deleted.has(projectId)) digestKeys.set(cacheKey, key);
     }
     return key;
