@@ -12,8 +12,8 @@
 // ended with the heap under the threshold and RSS 80 MiB above its start, and this
 // collection never ran).
 //
-// It needs V8's gc(). The executable turns on --expose-gc once it has started and takes
-// gc() from a new context (not in execArgv: a flag given at start changes V8's flag hash,
+// It needs V8's gc(). The executable turns on --expose-gc at its first idle collection and
+// takes gc() from a new context (not in execArgv: a flag given at start changes V8's flag hash,
 // and V8 then rejects the executable's code cache). From source (`npm start`, tests) it
 // does nothing unless node runs with --expose-gc.
 import v8 from "node:v8";
@@ -34,6 +34,13 @@ export interface IdleGcOptions {
   residentBytes?: () => number;
 }
 
+/** Whether gc() can be had: given to node (--expose-gc), or turned on in the executable. */
+function gcAvailable(): boolean {
+  return (globalThis as { gc?: Gc }).gc !== undefined || isSingleExecutable();
+}
+
+// Taken at the first collection, not at start: the new context costs about 1.3 MiB and a
+// millisecond, which a server that never goes idle after a load need not pay.
 function exposedGc(): Gc | undefined {
   const existing = (globalThis as { gc?: Gc }).gc;
   if (existing || !isSingleExecutable()) return existing;
@@ -46,7 +53,8 @@ function exposedGc(): Gc | undefined {
 }
 
 export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions = {}) {
-  const gc = options.gc ?? exposedGc();
+  let gc = options.gc;
+  const available = gc !== undefined || gcAvailable();
   const idleMs = options.idleMs ?? 10_000;
   const minGrowthBytes = options.minGrowthBytes ?? 8 * 1024 * 1024;
   const residentBytes = options.residentBytes ?? (() => process.memoryUsage.rss());
@@ -56,7 +64,7 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
   let timer: NodeJS.Timeout | undefined;
 
   function collectIfIdle(now = Date.now()): boolean {
-    if (!gc || requestsSinceGc === 0 || now - lastRequestMs < idleMs) return false;
+    if (!available || requestsSinceGc === 0 || now - lastRequestMs < idleMs) return false;
     requestsSinceGc = 0;
     const before = residentBytes();
     if (before - residentAfterGc < minGrowthBytes) {
@@ -64,6 +72,8 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
       residentAfterGc = Math.min(residentAfterGc, before);
       return false;
     }
+    gc ??= exposedGc();
+    if (!gc) return false;
     const started = performance.now();
     gc({ type: "major", execution: "sync", flavor: "last-resort" });
     residentAfterGc = residentBytes();
@@ -79,7 +89,7 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
   }
 
   return {
-    available: gc !== undefined,
+    available,
     collectIfIdle,
     /** For every request. */
     noteRequest(): void {
@@ -87,7 +97,7 @@ export function createIdleGc(log: Pick<Logger, "debug">, options: IdleGcOptions 
       requestsSinceGc++;
     },
     start(): void {
-      if (!gc) return;
+      if (!available) return;
       timer = setInterval(() => collectIfIdle(), Math.max(1000, idleMs / 2));
       timer.unref();
     },
