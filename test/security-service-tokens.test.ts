@@ -1,8 +1,9 @@
 // Service tokens against misuse: odd client networks, tokens that outlive their creator's
 // right to make them, floods of made-up tokens, and trusts that let any workload in.
 import assert from "node:assert/strict";
+import net from "node:net";
 import { type TestContext, test } from "node:test";
-import { type Client, runMain } from "./helpers.ts";
+import { type Client, runMain, type TestServer } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
 import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
 import { legacy } from "./storage.ts";
@@ -278,4 +279,105 @@ test('the security overview warns about a trust with subject "*" and no claims',
   await team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${open.id}/trusts/${created.body.trust.id}`);
   overview = await team.owner.json("GET", `/api/projects/${team.projectId}/security`);
   assert.deepEqual(note(overview.body.notes), []);
+});
+
+// ---------------------------------------------------------------------------------------
+// A body that arrives after the credential changed
+
+/**
+ * Sends a request's headers and the first half of its body now; `finish()` sends the rest
+ * and resolves with the whole answer. The credential is checked as the headers arrive.
+ */
+async function sendInTwoHalves(server: TestServer, head: string, body: string) {
+  const socket = net.connect(Number(new URL(server.url).port), "127.0.0.1");
+  let received = "";
+  const answered = new Promise<string>((resolve, reject) => {
+    socket.on("data", (d) => {
+      received += d;
+      if (/\r\n\r\n[\s\S]*\}$/.test(received)) resolve(received);
+    });
+    socket.on("close", () => resolve(received));
+    socket.on("error", reject);
+  });
+  await new Promise((resolve) => socket.once("connect", resolve));
+  const half = Math.floor(body.length / 2);
+  socket.write(`${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, half)}`);
+  // The server has the headers, and has resolved the credential, once it answers a later request.
+  await server.client().request("GET", "/healthz");
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  return {
+    async finish(): Promise<{ status: number; body: unknown }> {
+      socket.write(body.slice(half));
+      const answer = await answered;
+      socket.destroy();
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
+      return { status, body: JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) };
+    },
+  };
+}
+
+test("a write whose body arrives after its service token was revoked, its account deleted or demoted, or its person disabled, is refused and writes nothing", async (t) => {
+  const team = await startTeam(t);
+  const secrets = `/api/projects/${team.projectId}/environments/development/secrets`;
+  const cases: { name: string; expect: [number, unknown]; act(accountId: string, tokenId: string): Promise<unknown> }[] = [
+    {
+      name: "token revoked",
+      expect: [401, TOKEN_REFUSED],
+      act: (accountId, tokenId) => team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${accountId}/tokens/${tokenId}`),
+    },
+    {
+      name: "account deleted",
+      expect: [401, TOKEN_REFUSED],
+      act: (accountId) => team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${accountId}`),
+    },
+    {
+      name: "account demoted to viewer",
+      expect: [403, { error: "You do not have permission to do this in this project." }],
+      act: (accountId) => team.owner.json("PATCH", `${serviceAccountsPath(team.projectId)}/${accountId}`, { role: "viewer" }),
+    },
+    {
+      name: "account's environment taken away",
+      expect: [403, { error: "You do not have access to the development environment of this project." }],
+      act: (accountId) => team.owner.json("PATCH", `${serviceAccountsPath(team.projectId)}/${accountId}`, { environments: ["production"] }),
+    },
+  ];
+  for (const [n, c] of cases.entries()) {
+    const account = await createServiceAccount(team.owner, team.projectId, {
+      name: `bot-${n}`,
+      role: "member",
+      environments: ["development"],
+    });
+    const issued = await requestToken(team.owner, team.projectId, account.id, { name: "ci" });
+    assert.equal(issued.status, 201);
+    const key = `SLOW_${n}`;
+    const request = await sendInTwoHalves(
+      team.server,
+      `POST ${secrets} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${issued.body.token}\r\n`,
+      JSON.stringify({ key, value: "written-after-the-change" }),
+    );
+    const acted = (await c.act(account.id, issued.body.tokenInfo.id)) as { status: number };
+    assert.equal(acted.status, 200, c.name);
+    const answer = await request.finish();
+    assert.deepEqual([answer.status, answer.body], c.expect, c.name);
+    const listed = await team.owner.json("GET", secrets);
+    assert.deepEqual(
+      listed.body.secrets.map((s: { key: string }) => s.key).filter((k: string) => k.startsWith("SLOW_")),
+      [],
+      c.name,
+    );
+  }
+
+  // A person disabled (by the server command) while their write's body was on its way.
+  const cookie = [...team.member.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const request = await sendInTwoHalves(
+    team.server,
+    `POST ${secrets} HTTP/1.1\r\nHost: x\r\nCookie: ${cookie}\r\nOrigin: ${team.server.origin}\r\n`,
+    JSON.stringify({ key: "SLOW_PERSON", value: "written-after-the-change" }),
+  );
+  const disabled = await runMain(["users", "disable", "mia@example.test"], team.server.env);
+  assert.equal(disabled.code, 0, disabled.stderr);
+  const answer = await request.finish();
+  assert.deepEqual([answer.status, answer.body], [401, { error: "not signed in" }]);
+  const listed = await team.owner.json("GET", secrets);
+  assert.deepEqual(listed.body.secrets, []);
 });

@@ -673,6 +673,16 @@ test("one 401 for unknown, revoked, expired, deleted and out-of-network tokens, 
   }
   assert.equal((await as(local.token).json("GET", read)).status, 200);
 
+  // An expired token is listed nowhere, and revoking it is revoking an unknown token: 404, no event.
+  const tokensPath = `${serviceAccountsPath(projectId)}/${account.id}/tokens`;
+  const revokedEvents = async () => (await auditEvents(owner, projectId, "service_token.revoked")).length;
+  const eventsBefore = await revokedEvents();
+  assert.deepEqual(await owner.json("DELETE", `${tokensPath}/${expiring.tokenInfo.id}`).then((r) => [r.status, r.body]), [
+    404,
+    { error: "Token not found." },
+  ]);
+  assert.equal(await revokedEvents(), eventsBefore);
+
   // Deleting the account stops every token at once.
   await owner.json("DELETE", `${serviceAccountsPath(projectId)}/${account.id}`);
   assert.deepEqual(

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
+import { isAllowedKeySetUrl } from "../src/service-accounts/workload-identity.service.ts";
 import { auditEvents, type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { rowCount } from "./storage.ts";
@@ -208,6 +209,26 @@ test("an issuer that is down or redirects is refused", async (t) => {
     .sign(downKey.privateKey);
   assert.deepEqual(await exchange(server, account.id, jwt).then((r) => [r.status, r.body]), [401, REFUSED]);
   assert.ok(server.logs.some((line) => line.includes("workload identity exchange refused") && line.includes("OpenID configuration")));
+});
+
+test("the exchange takes no cookie, so a browser's Origin plays no part: a refusal is its 401, a valid token its 200", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  const from = (origin: string, token: string) =>
+    server
+      .client()
+      .request("POST", "/api/auth/workload/token", { serviceAccountId: account.id, token }, { origin, "sec-fetch-site": "cross-site" })
+      .then(async (res) => [res.status, await res.json()]);
+  assert.deepEqual(await from("https://evil.example", "not-a-jwt"), [401, REFUSED]);
+  const [status, body] = await from("https://evil.example", await issuer.sign(rsa));
+  assert.equal(status, 200, JSON.stringify(body));
+});
+
+test("an issuer's key set must be https, unless the issuer itself is http on a loopback host", () => {
+  assert.equal(isAllowedKeySetUrl("https://keys.example/jwks", "https://issuer.example"), true);
+  assert.equal(isAllowedKeySetUrl("http://127.0.0.1:8200/jwks", "http://127.0.0.1:9000"), true);
+  assert.equal(isAllowedKeySetUrl("http://127.0.0.1:8200/jwks", "https://issuer.example"), false);
+  assert.equal(isAllowedKeySetUrl("http://localhost/jwks", "https://issuer.example"), false);
+  assert.equal(isAllowedKeySetUrl("http://keys.example/jwks", "http://127.0.0.1:9000"), false);
 });
 
 test("iat within the 60 s leeway is accepted", async (t) => {

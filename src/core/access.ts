@@ -1,5 +1,5 @@
 import type { FastifyRequest } from "fastify";
-import { isServiceAccount, type Principal } from "./caller.ts";
+import { isServiceAccount, NOT_SIGNED_IN, type Principal, SERVICE_TOKEN_INVALID } from "./caller.ts";
 import { HttpError } from "./errors.ts";
 
 export const ROLES = ["owner", "admin", "member", "viewer"] as const;
@@ -103,6 +103,8 @@ export interface AccessRows {
   member(projectId: string, userId: string): Promise<MemberRows>;
   environments(projectId: string): Promise<{ version: string; environments: string[] }>;
   role(projectId: string, userId: string): Promise<Role | undefined>;
+  /** The account behind a service account's credential as it is now, or undefined once the credential is revoked or the account deleted. */
+  serviceAccount(tokenId: string): Promise<{ projectId: string; role: "viewer" | "member"; environments: string[] } | undefined>;
   /** True for a disabled user and for one that does not exist. */
   isDisabled(userId: string): Promise<boolean>;
   /** Changes whenever anything may have been written since it was last read (any connection, any request). */
@@ -122,18 +124,36 @@ export interface AccessRows {
 export function createAccessGuard(repo: AccessRows) {
   const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string }>();
 
-  /** The caller's access and the version it was read at (undefined access: not a member). */
-  async function read(caller: Principal, projectId: string): Promise<{ access: ProjectAccess | undefined; version: string }> {
+  /**
+   * The caller's access and the version it was read at (undefined access: not a member).
+   * The credential was checked as the request arrived, before its body: `fresh` checks it
+   * again for a check made after a body came in, or in the service's transaction, so
+   * that what changed meanwhile counts (a slow body can take the request timeout). A
+   * service account's credential is read again (revoked, account deleted or changed: 401
+   * or the new role and environments); a person disabled meanwhile has no session left.
+   */
+  async function read(
+    caller: Principal,
+    projectId: string,
+    fresh = false,
+  ): Promise<{ access: ProjectAccess | undefined; version: string }> {
     if (isServiceAccount(caller)) {
       // A service account is a caller of its own project only, with its role's permissions and
       // its environments (read by the credential resolver for this request); viewer or member:
       // no implicit environments, so its environments act as a person's grants.
       const { version, environments } = await repo.environments(projectId);
-      const access = caller.projectId === projectId ? memberAccess(projectId, caller.role, environments, caller.environments) : undefined;
+      const account = fresh ? await repo.serviceAccount(caller.tokenId) : caller;
+      if (!account) throw new HttpError(401, SERVICE_TOKEN_INVALID);
+      const access =
+        account.projectId === projectId && caller.projectId === projectId
+          ? memberAccess(projectId, account.role, environments, account.environments)
+          : undefined;
       return { access, version };
     }
+    if (fresh && (await repo.isDisabled(caller.userId))) throw new HttpError(401, NOT_SIGNED_IN);
     const rows = await repo.member(projectId, caller.userId);
-    return { access: rows.role ? memberAccess(projectId, rows.role, rows.environments, rows.grants) : undefined, version: rows.version };
+    if (!rows.role) return { access: undefined, version: rows.version };
+    return { access: memberAccess(projectId, rows.role, rows.environments, rows.grants), version: rows.version };
   }
 
   async function find(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
@@ -148,7 +168,7 @@ export function createAccessGuard(repo: AccessRows) {
       if (last.projectId === projectId && last.dataVersion === (await repo.dataVersion()))
         return { ...last.access, environment: undefined };
     }
-    return find(caller, projectId);
+    return (await read(caller, projectId, true)).access;
   }
 
   return {
@@ -185,9 +205,10 @@ export function createAccessGuard(repo: AccessRows) {
     route(permission?: Permission, options: { environment?: boolean } = {}) {
       return async (req: FastifyRequest): Promise<void> => {
         const params = req.params as Record<string, string | undefined>;
-        if (!req.caller) throw new HttpError(401, "not signed in");
+        if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
         const projectId = params.projectId ?? "";
-        const { access, version } = await read(req.caller, projectId);
+        // A body may have taken long to arrive; a request without one was resolved just now.
+        const { access, version } = await read(req.caller, projectId, req.body !== undefined);
         decide(access, permission, options.environment ? (params.env ?? "") : undefined);
         checked.set(req.caller, { projectId, access: access!, dataVersion: version });
       };

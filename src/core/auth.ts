@@ -1,6 +1,13 @@
 import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
-import { type Caller, isServiceAccount, type Principal, type ServiceAccountCaller } from "./caller.ts";
+import {
+  type Caller,
+  isServiceAccount,
+  NOT_SIGNED_IN,
+  type Principal,
+  SERVICE_TOKEN_INVALID,
+  type ServiceAccountCaller,
+} from "./caller.ts";
 import { addressNetwork, perNetwork } from "./client-address.ts";
 import type { Clock } from "./clock.ts";
 import type { Config } from "./config.ts";
@@ -27,11 +34,11 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 // Writing last-use on every request would make every read a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60 * 1000;
 
-const NOT_SIGNED_IN = "not signed in";
 export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
-/** One message for every failed service credential, whatever the reason (README, "Using a service token"). */
-const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
+
+/** The one credential-less POST that is not for browsers (service-accounts.routes.ts). */
+export const WORKLOAD_EXCHANGE_ROUTE = "/api/auth/workload/token";
 
 /** Refused service credentials allowed per client address and minute, on every path. */
 const BAD_SERVICE_TOKENS_PER_MINUTE = 60;
@@ -205,6 +212,9 @@ export function createAuth(
           req.badBearer = req.caller === null;
           return;
         }
+        // The workload exchange takes its credential from the body and no cookie: nothing a
+        // forged request could ride on, and its every refusal is its own 401 (machine-access.md).
+        if (matchedRoute(req) === WORKLOAD_EXCHANGE_ROUTE) return;
         // Cross-site request forgery: a browser always sends Origin on these methods
         // from another site; "null" (sandboxed frames, some redirects) is not our origin.
         const origin = req.headers.origin;

@@ -13,6 +13,12 @@ export interface Caller {
 }
 
 /** A service account making a request with a service token or a workload access token. */
+/** The 401 of a request without a usable person's credential. */
+export const NOT_SIGNED_IN = "not signed in";
+
+/** One message for every failed service credential, whatever the reason (README, "Using a service token"). */
+export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
+
 export interface ServiceAccountCaller {
   /** "service_token" for svc_st_, "workload" for an exchanged svc_wt_. */
   via: "service_token" | "workload";

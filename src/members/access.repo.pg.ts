@@ -52,6 +52,15 @@ export function createAccessRepoPg(store: PgStore): AccessRepo {
       ]);
       return row?.disabled !== false;
     },
+    async serviceAccount(tokenId) {
+      const row = await pgRow<{ projectId: string; role: "viewer" | "member"; environments: string }>(
+        store,
+        `SELECT a.project_id AS "projectId", a.role, a.environments FROM service_tokens t
+         JOIN service_accounts a ON a.id = t.service_account_id WHERE t.id = $1`,
+        [tokenId],
+      );
+      return row && { ...row, environments: JSON.parse(row.environments) as string[] };
+    },
     dataVersion: async () => version(),
   };
 }

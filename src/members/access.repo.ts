@@ -20,6 +20,10 @@ function createAccessRepoSqlite(db: Db) {
   const findEnvironments = sqlite.prepare("SELECT slug FROM project_environments WHERE project_id = ?").pluck();
   const findGrants = sqlite.prepare("SELECT environment FROM environment_grants WHERE project_id = ? AND user_id = ?").pluck();
   const isDisabled = sqlite.prepare("SELECT disabled_at IS NOT NULL FROM users WHERE id = ?").pluck();
+  const findServiceAccount = sqlite.prepare(
+    `SELECT a.project_id AS projectId, a.role, a.environments FROM service_tokens t
+     JOIN service_accounts a ON a.id = t.service_account_id WHERE t.id = ?`,
+  );
   // data_version changes whenever another connection (a CLI command on the same file) has
   // committed since this connection last asked; total_changes counts the rows this
   // connection has changed (every request of this process). Together: whether anything
@@ -65,6 +69,10 @@ function createAccessRepoSqlite(db: Db) {
     /** True for a disabled user and for one that does not exist. */
     isDisabled(userId: string): boolean {
       return isDisabled.get(userId) !== 0;
+    },
+    serviceAccount(tokenId: string) {
+      const row = findServiceAccount.get(tokenId) as { projectId: string; role: "viewer" | "member"; environments: string } | undefined;
+      return row && { ...row, environments: JSON.parse(row.environments) as string[] };
     },
     dataVersion: version,
   });

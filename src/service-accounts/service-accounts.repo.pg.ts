@@ -156,8 +156,12 @@ export function createServiceAccountsRepoPg(store: PgStore): ServiceAccountsRepo
       return credential;
     },
 
-    async touchToken(tokenId, atIso, ip) {
-      await pgRun(store, "UPDATE service_tokens SET last_used_at = $1, last_used_ip = $2 WHERE id = $3", [atIso, ip, tokenId]);
+    async touchToken(tokenId, atIso, ip, unlessUsedSinceIso) {
+      await pgRun(
+        store,
+        "UPDATE service_tokens SET last_used_at = $1, last_used_ip = $2 WHERE id = $3 AND (last_used_at IS NULL OR last_used_at <= $4)",
+        [atIso, ip, tokenId, unlessUsedSinceIso],
+      );
     },
 
     async listTrusts(accountId) {

@@ -53,7 +53,10 @@ function createServiceAccountsRepoSqlite(db: Db) {
      JOIN service_tokens t ON t.service_account_id = a.id AND t.kind = 'service' AND (t.expires_at IS NULL OR t.expires_at > @now)
      WHERE a.project_id = @projectId`,
   );
-  const touchToken = sqlite.prepare("UPDATE service_tokens SET last_used_at = ?, last_used_ip = ? WHERE id = ?");
+  // Conditional: requests that arrive together all read the old time, and only one of them writes.
+  const touchToken = sqlite.prepare(
+    "UPDATE service_tokens SET last_used_at = ?, last_used_ip = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at <= ?)",
+  );
 
   return guard(db, {
     listAccounts(projectId: string): (ServiceAccountRow & WithCreator)[] {
@@ -200,8 +203,9 @@ function createServiceAccountsRepoSqlite(db: Db) {
       };
     },
 
-    touchToken(tokenId: string, atIso: string, ip: string): void {
-      touchToken.run(atIso, ip, tokenId);
+    /** Records a use, unless one was recorded after `unlessUsedSinceIso` (by a request that arrived with this one). */
+    touchToken(tokenId: string, atIso: string, ip: string, unlessUsedSinceIso: string): void {
+      touchToken.run(atIso, ip, tokenId, unlessUsedSinceIso);
     },
 
     listTrusts(accountId: string): TrustRow[] {

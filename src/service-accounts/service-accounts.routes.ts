@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { type AccessGuard, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
-import type { Auth } from "../core/auth.ts";
+import { type Auth, WORKLOAD_EXCHANGE_ROUTE } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
 import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
@@ -312,7 +312,7 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
 
   // No credential: the identity token is the credential. Every attempt counts, per address.
   routes.post(
-    "/api/auth/workload/token",
+    WORKLOAD_EXCHANGE_ROUTE,
     {
       config: {
         rateLimit: {

@@ -378,7 +378,9 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
         await requireManage(caller, projectId);
         const account = await findOrFail(projectId, id);
         const row = await repo.deleteToken(id, tokenId);
-        if (!row) throw new HttpError(404, TOKEN_NOT_FOUND);
+        // An expired token is listed nowhere: unknown, as it is once a new token's write drops it.
+        if (!row || (row.expiresAt !== null && Date.parse(row.expiresAt) <= clock.now().getTime()))
+          throw new HttpError(404, TOKEN_NOT_FOUND);
         await audit.record(caller, {
           projectId,
           action: "service_token.revoked",
@@ -505,7 +507,12 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
       if (!isAddressAllowed(clientIp, JSON.parse(row.allowedCidrs) as string[])) return null;
       if (row.lastUsedAt === null || now.getTime() - Date.parse(row.lastUsedAt) >= TOUCH_INTERVAL_MS) {
-        await repo.touchToken(row.tokenId, now.toISOString(), normalizeAddress(clientIp));
+        await repo.touchToken(
+          row.tokenId,
+          now.toISOString(),
+          normalizeAddress(clientIp),
+          new Date(now.getTime() - TOUCH_INTERVAL_MS).toISOString(),
+        );
       }
       return accountCaller(row.account, row.kind === "workload" ? "workload" : "service_token", row.tokenId, row.expiresAt);
     },

@@ -46,6 +46,16 @@ export function isAllowedIssuerUrl(text: string): boolean {
 }
 
 /**
+ * The key set an issuer's configuration names: https, or http on a loopback host only for
+ * an issuer that is itself there (a test issuer). An https issuer naming a local http
+ * address would make this server fetch from its own machine's services.
+ */
+export function isAllowedKeySetUrl(jwksUri: string, issuer: string): boolean {
+  if (!isAllowedIssuerUrl(jwksUri)) return false;
+  return new URL(jwksUri).protocol === "https:" || new URL(issuer).protocol === "http:";
+}
+
+/**
  * `*` matches any run of characters (none included); everything else literally. Matched
  * without a regular expression: the subject comes from the token, and a pattern of many
  * stars as a regex could backtrack for a long time.
@@ -149,8 +159,8 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       );
     }
     if (document?.issuer !== issuer) throw fetchFailed(issuer, "the issuer's OpenID configuration names another issuer");
-    if (typeof document.jwks_uri !== "string" || !isAllowedIssuerUrl(document.jwks_uri)) {
-      throw fetchFailed(issuer, "the issuer's jwks_uri is not https (or http on a loopback host)");
+    if (typeof document.jwks_uri !== "string" || !isAllowedKeySetUrl(document.jwks_uri, issuer)) {
+      throw fetchFailed(issuer, "the issuer's jwks_uri is not https (or http on a loopback host, for an issuer there)");
     }
     const keys = await fetchKeys(issuer, document.jwks_uri);
     failedAt.delete(issuer);

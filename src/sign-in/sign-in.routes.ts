@@ -3,7 +3,7 @@ import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { Ok, SECURITY } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { isServiceAccount } from "../core/caller.ts";
+import { isServiceAccount, NOT_SIGNED_IN } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError } from "../core/errors.ts";
@@ -65,7 +65,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
       },
     },
     async (req) => {
-      if (req.badBearer || !req.caller || isServiceAccount(req.caller)) throw new HttpError(401, "not signed in");
+      if (req.badBearer || !req.caller || isServiceAccount(req.caller)) throw new HttpError(401, NOT_SIGNED_IN);
       const user = (await users.findById(req.caller.userId))!;
       return { user: toPublicUser(user) };
     },
