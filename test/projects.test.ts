@@ -79,6 +79,9 @@ test("invalid create bodies answer 400 invalid fields and write nothing", async 
     { name: "api\u2028b", environments: ["production"] },
     { name: "api", description: "line\u001b]0;title\u0007", environments: ["production"] },
     { name: "api", description: "\u2067reversed", environments: ["production"] },
+    // Stored as U+FFFD: it would pass the uniqueness check as one name and be kept as another.
+    { name: "Dup\ud800", environments: ["production"] },
+    { name: "api", description: "half \udc00 a pair", environments: ["production"] },
     ["api"],
     "api",
     null,
@@ -192,6 +195,7 @@ test("PATCH: at least one field, name rules, description cleared by empty string
     { description: "d".repeat(281) },
     { description: 7 },
     { description: "\u001b[31mred" },
+    { name: "X\ud800" },
   ]) {
     const res = await alice.json("PATCH", path, body);
     assert.equal(res.status, 400, JSON.stringify(body));

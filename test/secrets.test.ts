@@ -819,6 +819,9 @@ test("a ciphertext copied into another row does not open: 500 for that read and 
   sealed[20] = sealed[20]! ^ 1;
   setStoredCiphertext(server, victim.id, 2, sealed);
   assert.deepEqual((await owner.json("GET", `${base}/secrets/${victim.id}`)).body, NOT_DECRYPTED_ONE);
+  // Restoring the current version is the 400 it always is: nothing needs decrypting for it.
+  const restoreCurrent = await owner.json("POST", `${base}/secrets/${victim.id}/versions/2/restore`, {});
+  assert.deepEqual([restoreCurrent.status, restoreCurrent.body], [400, { error: "This version is already the current value." }]);
   // The export just made is remembered by the sealed bytes it opened too, not by versions
   // alone: the same rows with one byte flipped decrypt again, and fail.
   assert.deepEqual((await owner.json("GET", `${base}/export`)).body, NOT_DECRYPTED_SOME);

@@ -47,6 +47,8 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
         if (!row) throw new HttpError(404, SECRET_NOT_FOUND);
         const existing = await repo.findByKey(projectId, input.to, row.key);
         if (existing && !input.overwrite) throw new HttpError(409, KEY_TAKEN);
+        // Overwriting is an update of the target: its right too, before the value is opened.
+        if (existing) await access.require(caller, projectId, "secrets:update", input.to);
         let value: string;
         try {
           value = await vault.open(projectId, secretValueAad(projectId, source, row.id, row.version), row);

@@ -6,7 +6,7 @@ import { checkAlways, EnvironmentParams, isPlainObject, Ok, SECURITY, Timestamp 
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
 import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
-import { fitsUnits, looksLikeToken } from "../core/text.ts";
+import { fitsUnits, hasLoneSurrogate, looksLikeToken } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
 
@@ -23,15 +23,14 @@ const Key = z
   .regex(SECRET_KEY_PATTERN)
   .refine((key) => !looksLikeToken(key))
   .describe("Letters, digits and underscores, not starting with a digit; up to 128 characters");
-// Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 // Keys are ASCII by their pattern, so .max(128) counts them the same either way; values are
 // not, and are counted in UTF-16 units (fitsUnits), as the UI's maxlength counts them.
 const Value = z
   .string()
   .min(1)
   .refine(fitsUnits(MAX_VALUE_UNITS))
-  .refine((v) => !LONE_SURROGATE.test(v))
+  // Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
+  .refine((v) => !hasLoneSurrogate(v))
   .describe("1 to 10,000 characters");
 const ExpectedVersion = z
   .number()

@@ -329,10 +329,10 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
         const version = await repo.findVersion(current.id, versionNumber);
         if (!version) throw new HttpError(404, VERSION_NOT_FOUND);
         if (expectedVersion !== undefined && expectedVersion !== current.version) throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
+        // Asked for the current version itself: nothing to decrypt (a damaged value answers this 400 too).
+        if (versionNumber === current.version) throw new HttpError(400, ALREADY_CURRENT);
         const value = await openOrFail(current, versionNumber, version.ciphertext, version.keyVersion);
-        if (versionNumber === current.version || (await values.sameValue(current, value)).same) {
-          throw new HttpError(400, ALREADY_CURRENT);
-        }
+        if ((await values.sameValue(current, value)).same) throw new HttpError(400, ALREADY_CURRENT);
         const now = clock.now().toISOString();
         const next = current.version + 1;
         await writeVersion(caller, current, next, value, "ROLLED_BACK", now, { restoredFromVersion: versionNumber });
