@@ -83,6 +83,12 @@ export class FakeVercel {
   readonly hookCalls: { projectId: string; hookId: string; jobId: string }[] = [];
   /** Caps every page, to force pagination with few items. */
   maxPageSize = 100;
+  /**
+   * Env lists come whole (as Vercel sends them) unless this caps their pages, which then
+   * follow `until` like the teams'. `envPagesNeverEnd`: every page names a next one.
+   */
+  envPageSize: number | undefined;
+  envPagesNeverEnd = false;
   private injections: Injection[] = [];
   private holds: Hold[] = [];
   private clockMs = 1_700_000_000_000;
@@ -304,6 +310,15 @@ export class FakeVercel {
 
     if (req.method === "GET" && version === "v10" && parts.length === 4) {
       const decrypt = req.query.get("decrypt") === "true";
+      if (this.envPagesNeverEnd) {
+        const next = this.tick();
+        return { status: 200, body: { envs: [], pagination: { count: 0, next, prev: null } } };
+      }
+      if (this.envPageSize !== undefined) {
+        const paged = this.page(project.envs, "envs", req.query.get("until"), String(this.envPageSize));
+        const envs = (paged.body.envs as FakeEnvVar[]).map((e) => this.present(e, decrypt));
+        return { status: 200, body: { ...paged.body, envs } };
+      }
       return {
         status: 200,
         body: {

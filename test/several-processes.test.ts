@@ -81,8 +81,8 @@ async function twoProcessesLinked(t: TestContext, s: Setup) {
   return { a, b, onA, onB: sameSession(onA, b), ...linked };
 }
 
-/** A project linked to the fake's prj_web, development → development; returns its integration path. */
-async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: string; base: string }> {
+/** A project linked to the fake's prj_web, development → development; returns its integration path and Vercel token. */
+async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: string; base: string; token: string }> {
   const project = await owner.createProject({ name: "api", environments: ["development"] });
   const base = `/api/projects/${project.id}/integrations/hosting`;
   const token = `vcp_${crypto.randomBytes(18).toString("hex")}`;
@@ -91,7 +91,7 @@ async function linkedProject(s: Setup, owner: Client): Promise<{ projectId: stri
   assert.equal((await owner.json("POST", base, { token })).status, 201);
   const put = await owner.json("PUT", base, { hostProjectId: "prj_web", mappings: { development: "development" } });
   assert.equal(put.status, 200, JSON.stringify(put.body));
-  return { projectId: project.id, base };
+  return { projectId: project.id, base, token };
 }
 
 async function integrationEvents(client: Client, projectId: string): Promise<{ action: string; metadata: Record<string, unknown> }[]> {
@@ -240,6 +240,32 @@ test("a process that stalls past its lease stops its sync when it wakes: only th
   // The process that stalled serves again, and sees the run that replaced its own.
   const view = (await onA.json("GET", base)).body;
   assert.deepEqual([view.syncing, view.lastRun.status, view.lastRun.created], [false, "ok", 1]);
+});
+
+test("changes that waited for a reconnect go out when it is made through the process that does not run the automatic syncs", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const { onA, onB, projectId, base, token } = await twoProcessesLinked(t, s);
+
+  // A (the leader) runs the change's sync with a token Vercel no longer takes: attention.
+  s.fake.revokeToken(token);
+  await createSecret(onA, projectId, "development", "WAITED", "waited-value");
+  await waitFor("the connection to need attention", async () => {
+    const view = (await onB.json("GET", base)).body;
+    return view.status === "attention" && !view.syncing && view.pending === 1 ? view : undefined;
+  });
+
+  // Reconnected through B, which only counts changes: A's tick must see the new token.
+  const fresh = `vcp_${crypto.randomBytes(18).toString("hex")}`;
+  s.fake.addToken(fresh);
+  const reconnected = await onB.json("POST", base, { token: fresh });
+  assert.equal(reconnected.status, 201, JSON.stringify(reconnected.body));
+  assert.equal(reconnected.body.status, "active");
+  const view = await waitFor("the waiting change to go out", async () => {
+    const current = (await onB.json("GET", base)).body;
+    return current.pending === 0 && current.lastRun?.status === "ok" ? current : undefined;
+  });
+  assert.equal(view.lastRun.trigger, "automatic");
+  assert.equal(s.fake.envFor("prj_web", "WAITED", "development")!.value, "waited-value");
 });
 
 test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {

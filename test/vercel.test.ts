@@ -994,6 +994,64 @@ test("faults: another 4xx from Vercel for the run itself answers 502 with a sent
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200, "the next sync works");
 });
 
+test("changes that waited while the linked project was gone go out once another project is linked", async (t) => {
+  const s = await linked(t);
+  await addSecret(s, "development", "BEFORE_KEY", "before-value");
+  await settled(s);
+  s.fake.projects.delete("prj_web");
+  await addSecret(s, "development", "WAITING_KEY", "waiting-value");
+  const failed = await waitFor("the run to find the project gone", async () => {
+    const view = (await s.owner.json("GET", s.base)).body;
+    return !view.syncing && view.lastRun?.status === "failed" ? view : undefined;
+  });
+  assert.equal(failed.lastError, "The linked Vercel project was not found. Link a Vercel project again.");
+  assert.equal(failed.pending, 1);
+
+  s.fake.addProject("prj_new", "new");
+  const relinked = await s.owner.json("PUT", s.base, { hostProjectId: "prj_new", mappings: { development: "development" } });
+  assert.equal(relinked.status, 200, JSON.stringify(relinked.body));
+  const done = await settled(s);
+  assert.deepEqual([done.lastRun.status, done.lastRun.trigger], ["ok", "automatic"]);
+  assert.equal(s.fake.envFor("prj_new", "WAITING_KEY", "development")!.value, "waiting-value");
+});
+
+test("an env list in pages is followed to its end: vars on its last pages are updated and deleted like the rest", async (t) => {
+  // Debounced past the test: only the manual syncs below run.
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const ids: string[] = [];
+  for (let i = 0; i < 25; i++) ids.push(await addSecret(s, "development", `PAGED_${i}`, `paged-value-${i}`));
+  const first = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(first.body.summary.created, 25, JSON.stringify(first.body));
+
+  // One var a page, newest first: PAGED_0 and PAGED_1 are on the 25th and 24th pages.
+  s.fake.envPageSize = 1;
+  const secretPath = (id: string) => `/api/projects/${s.projectId}/environments/development/secrets/${id}`;
+  assert.equal((await s.owner.json("DELETE", secretPath(ids[0]!))).status, 200);
+  assert.equal((await s.owner.json("PATCH", secretPath(ids[1]!), { value: "paged-value-1-new" })).status, 200);
+  const second = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(second.status, 200, JSON.stringify(second.body));
+  assert.deepEqual(counts(second.body.summary), { created: 0, updated: 1, unchanged: 23, skipped: 0, deleted: 1, failed: 0 });
+  assert.equal(s.fake.envFor("prj_web", "PAGED_0", "development"), undefined);
+  assert.equal(s.fake.envFor("prj_web", "PAGED_1", "development")!.value, "paged-value-1-new");
+});
+
+test("an env list that never ends fails the run before it writes anything, rather than sync against part of it", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "ENDLESS_KEY", "endless-value");
+  s.fake.envPagesNeverEnd = true;
+  const start = s.fake.requests.length;
+  const run = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([run.status, run.body], [502, M.syncUnavailable]);
+  const sent = s.fake.requests.slice(start);
+  assert.ok(sent.length > 20, `followed ${sent.length} pages`);
+  assert.ok(
+    sent.every((r) => r.method === "GET"),
+    "nothing written",
+  );
+  assert.equal(s.fake.envFor("prj_web", "ENDLESS_KEY", "development"), undefined);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+});
+
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {
   const s = await linked(t);
   await addSecret(s, "development", "RETRY_KEY", "retry-value-1");

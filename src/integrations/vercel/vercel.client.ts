@@ -72,8 +72,14 @@ export interface VercelClientOptions {
 
 /** Retry-After longer than this is not waited for: the call fails and the run reports it. */
 const MAX_RETRY_AFTER_SECONDS = 60;
-/** Pages followed at most per list (100 items each). */
+/** Pages followed at most per list of teams or projects (100 items each): a picker may show the first 2,000. */
 const MAX_PAGES = 20;
+/**
+ * Pages followed at most per list of a project's env vars (which Vercel sends in one answer
+ * today): 20,000 at its default page size. A sync must see every var, so a list that goes
+ * on past this fails the run rather than have it act on part of it.
+ */
+const MAX_ENV_PAGES = 1000;
 const PAGE_LIMIT = 100;
 const DEPLOY_HOOK_PATH = "/v1/integrations/deploy/";
 
@@ -198,7 +204,10 @@ export function createVercelClient(options: VercelClientOptions) {
     return undefined;
   }
 
-  /** Follows `pagination.next` to the end, bounded, passing the cursor back as received. */
+  /**
+   * Follows `pagination.next` to the end, passing the cursor back as received, for at most
+   * `maxPages` pages; `whole`: a list still going on after them fails instead of being cut.
+   */
   async function paged<T extends { id?: unknown }>(
     path: string,
     field: string,
@@ -206,15 +215,17 @@ export function createVercelClient(options: VercelClientOptions) {
     token: string,
     query: Record<string, string | undefined>,
     label: string,
+    { maxPages = MAX_PAGES, whole = false } = {},
   ): Promise<T[]> {
     const items = new Map<string, T>();
     let cursor: string | undefined;
-    for (let page = 0; page < MAX_PAGES; page++) {
+    for (let page = 0; page < maxPages; page++) {
       const { body } = await call("GET", apiUrl(path, { ...query, [cursorParam]: cursor }), { token, idempotent: true, label });
       for (const item of list<T>(body, field)) if (typeof item.id === "string") items.set(item.id, item);
       cursor = nextCursor(body);
-      if (cursor === undefined) break;
+      if (cursor === undefined) return [...items.values()];
     }
+    if (whole) throw new VercelError("unavailable", 200, "too_many_pages");
     return [...items.values()];
   }
 
@@ -279,6 +290,7 @@ export function createVercelClient(options: VercelClientOptions) {
         token,
         { teamId: teamId ?? undefined, decrypt: "true" },
         "GET /v10/projects/:id/env",
+        { maxPages: MAX_ENV_PAGES, whole: true },
       );
     },
 

@@ -36,8 +36,13 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   /** Projects whose automatic run this process is executing, and those that changed meanwhile. */
   const runningAutomatic = new Set<string>();
   const runAgain = new Set<string>();
-  /** The pending count each scheduled run was for: a different count on a tick is a change made elsewhere. */
-  const seenPending = new Map<string, number>();
+  /**
+   * What each project's row looked like when its run was scheduled or ended: its pending
+   * count and when the connection was last changed. A different one on a tick is a change
+   * made elsewhere: a secret changed, or the connection reconnected, relinked or resumed
+   * through another process, after which what is pending goes out.
+   */
+  const seenPending = new Map<string, string>();
   /** Failed runs in a row per project, for the back-off; forgotten after a run that did not fail that way. */
   const failuresInARow = new Map<string, number>();
   /** Projects disconnected while this process's automatic run of them was under way. */
@@ -99,7 +104,9 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
       // again on a tick. Otherwise what is left waits for a new change or a retry.
       if (outcome.kind === "busy") seenPending.delete(projectId);
       else {
-        seenPending.set(projectId, (await repo.find(projectId))?.pending ?? 0);
+        const after = await repo.find(projectId);
+        if (after) seenPending.set(projectId, seen(after));
+        else seenPending.delete(projectId);
         retryInMs = afterRun(projectId, isRetried(outcome));
       }
     } catch (error) {
@@ -158,6 +165,10 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     startTimer(projectId, delayMs, true);
   }
 
+  function seen(row: { pending: number; updatedAt: string }): string {
+    return `${row.pending} ${row.updatedAt}`;
+  }
+
   function isRunnable(row: { status: string; hostProjectId: string | null; pausedAt: string | null }): boolean {
     return row.status === "active" && row.hostProjectId !== null && row.pausedAt === null;
   }
@@ -172,6 +183,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
         for (const { timer } of timers.values()) clearTimeout(timer);
         timers.clear();
         failuresInARow.clear();
+        // What it saw as leader says nothing of what happened since: a later leadership starts afresh.
+        seenPending.clear();
         log.warn("another server process now runs the automatic Vercel syncs");
       }
       return;
@@ -183,8 +196,8 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     // Nothing pending any more (sent by another process, say): a later failure starts a new back-off.
     for (const projectId of failuresInARow.keys()) if (!present.has(projectId)) failuresInARow.delete(projectId);
     for (const row of withPending) {
-      if (!isRunnable(row) || seenPending.get(row.projectId) === row.pending) continue;
-      seenPending.set(row.projectId, row.pending);
+      if (!isRunnable(row) || seenPending.get(row.projectId) === seen(row)) continue;
+      seenPending.set(row.projectId, seen(row));
       schedule(row.projectId);
     }
   }
@@ -204,7 +217,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
           if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return undefined;
           // Counted while paused too: the reconnect that ends the pause sends them.
           await repo.incrementPending(projectId);
-          return isRunnable(row) ? row.pending + 1 : undefined;
+          return isRunnable(row) ? seen({ pending: row.pending + 1, updatedAt: row.updatedAt }) : undefined;
         });
         if (pending === undefined || !isLeader) return;
         seenPending.set(projectId, pending);

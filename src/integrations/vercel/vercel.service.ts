@@ -327,7 +327,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
       }
       const hostProject = project;
 
-      return writeTransaction(db, async () => {
+      const view = await writeTransaction(db, async () => {
         const current = await access.require(caller, projectId, "integrations:manage");
         const existing = await requireConnection(projectId);
         requireNotPaused(existing);
@@ -370,6 +370,9 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         });
         return toView(await repo.find(projectId), current);
       });
+      // Relinked (after the old project was not found, say): what waited goes out now.
+      if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
+      return view;
     },
 
     async sync(caller: Caller, projectId: string, input: { redeploy: boolean }): Promise<{ summary: SyncSummary }> {
