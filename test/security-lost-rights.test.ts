@@ -209,13 +209,13 @@ interface VercelTeam extends Team {
 }
 
 /** Alice (admin) connects Vercel with her token and links prj_web: production → production. */
-async function connectedByAlice(t: TestContext): Promise<VercelTeam> {
+async function connectedByAlice(t: TestContext, env: Record<string, string> = {}): Promise<VercelTeam> {
   const fake = await startFakeVercel();
   t.after(() => fake.stop());
   const token = newToken();
   fake.addToken(token);
   fake.addProject("prj_web", "web");
-  const team = await ownerAndAdmin(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" });
+  const team = await ownerAndAdmin(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5", ...env });
   const base = `/api/projects/${team.projectId}/integrations/hosting`;
   const connected = await team.alice.json("POST", base, { token });
   assert.equal(connected.status, 201, JSON.stringify(connected.body));
@@ -319,6 +319,45 @@ test("Vercel: the admin who connected is demoted; syncing pauses (visible, audit
     (cleared.body.notes as string[]).some((n) => n.startsWith("Vercel syncing is paused")),
     false,
   );
+});
+
+test("Vercel: a sync under way when the connector is demoted stops before its next call, and calls no deploy hook", async (t) => {
+  // Only the manual syncs below run.
+  const team = await connectedByAlice(t, { SYNC_DEBOUNCE_MS: "600000" });
+  const hooked = await team.alice.json("PUT", team.base, {
+    hostProjectId: "prj_web",
+    mappings: { production: "production" },
+    deployHookUrl: team.fake.addHook("prj_web"),
+  });
+  assert.equal(hooked.status, 200, JSON.stringify(hooked.body));
+  const secrets = `/api/projects/${team.projectId}/environments/production/secrets`;
+  const ids: string[] = [];
+  for (const key of ["GONE_1", "GONE_2", "GONE_3"])
+    ids.push((await team.owner.json("POST", secrets, { key, value: `${key}-value` })).body.secret.id);
+  assert.equal((await team.owner.json("POST", `${team.base}/sync`)).body.summary.created, 3);
+  for (const id of ids) assert.equal((await team.owner.json("DELETE", `${secrets}/${id}`)).status, 200);
+
+  // The run's first delete is at Vercel when Alice is demoted.
+  const held = team.fake.hold((r) => r.method === "DELETE");
+  const run = team.owner.json("POST", `${team.base}/sync`, { redeploy: true });
+  await held.reached;
+  const demoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`, { role: "member" });
+  assert.equal(demoted.status, 200);
+  const sent = team.fake.requests.length;
+  held.release();
+
+  const answer = await run;
+  assert.deepEqual([answer.status, answer.body], [400, PAUSED]);
+  assert.deepEqual(
+    team.fake.requests.slice(sent).map((r) => `${r.method} ${r.path}`),
+    [],
+    "nothing more reached Vercel with Alice's token",
+  );
+  assert.deepEqual(team.fake.hookCalls, [], "no redeploy");
+  assert.equal(team.fake.envs("prj_web").length, 2, "the one delete under way happened");
+  const view = (await team.owner.json("GET", team.base)).body;
+  assert.deepEqual([view.paused, view.syncing, view.lastRun.status, view.lastError], [true, false, "failed", PAUSED.error]);
+  assert.equal(view.pending, 3, "what was not sent waits for the reconnect");
 });
 
 test("Vercel: removing or losing the connector pauses only their connection; one without a recorded connector keeps running", async (t) => {

@@ -1015,6 +1015,19 @@ test("changes that waited while the linked project was gone go out once another 
   assert.equal(s.fake.envFor("prj_new", "WAITING_KEY", "development")!.value, "waiting-value");
 });
 
+test("a copy into a mapped environment is synced like any write, once the copy has committed", async (t) => {
+  const s = await linked(t);
+  const id = await addSecret(s, "development", "COPIED_KEY", "copied-value");
+  await settled(s);
+  const copied = await s.owner.json("POST", `/api/projects/${s.projectId}/environments/development/secrets/${id}/copy`, {
+    to: "production",
+  });
+  assert.equal(copied.status, 201, JSON.stringify(copied.body));
+  const done = await settled(s);
+  assert.deepEqual([done.lastRun.status, done.lastRun.created], ["ok", 1]);
+  assert.equal(s.fake.envFor("prj_web", "COPIED_KEY", "production")!.value, "copied-value");
+});
+
 test("an env list in pages is followed to its end: vars on its last pages are updated and deleted like the rest", async (t) => {
   // Debounced past the test: only the manual syncs below run.
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });

@@ -17,7 +17,7 @@ interface Deps {
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
-  secrets: Pick<SecretsService, "create" | "update">;
+  secrets: Pick<SecretsService, "create" | "update" | "notifyChanged">;
 }
 
 /**
@@ -36,7 +36,7 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
       secretId: string,
       input: { to: Environment; overwrite: boolean },
     ): Promise<{ secret: SecretMeta; result: CopyResult }> {
-      return await writeTransaction(db, async () => {
+      const copied = await writeTransaction(db, async () => {
         // Both environments are checked before the source value is read: read on the source,
         // create on the target (and update when an existing key is overwritten, below).
         // require() with an environment sets it (or throws).
@@ -74,6 +74,9 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
         });
         return { secret, result };
       });
+      // The target changed in the copy's transaction: its listeners (the Vercel sync) hear of it now it has committed.
+      if (copied.result !== "unchanged") await secrets.notifyChanged(projectId, input.to);
+      return copied;
     },
   };
 }

@@ -4,7 +4,7 @@ import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
-import { readTransaction, type Store, writeTransaction } from "../core/store.ts";
+import { inTransaction, readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ExportMemo } from "./export-memo.ts";
 import {
@@ -98,6 +98,9 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
    * has its response.
    */
   async function changed(projectId: string, environment: Environment): Promise<void> {
+    // Written inside a caller's transaction (a copy writes through create and update): its
+    // commit is still to come, and the caller calls notifyChanged once it is done.
+    if (inTransaction(db)) return;
     exportMemo.forget(projectId, environment);
     for (const listener of listeners) {
       try {
@@ -137,6 +140,9 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
     onChange(listener: ChangeListener): void {
       listeners.push(listener);
     },
+
+    /** For a caller that wrote through this service inside its own transaction, once that committed. */
+    notifyChanged: changed,
 
     async list(caller: Principal, projectId: string, environment: string): Promise<SecretMeta[]> {
       const at = await requireAccess(caller, projectId, "secrets:read", environment);

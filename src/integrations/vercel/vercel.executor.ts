@@ -91,7 +91,16 @@ export type RunOutcome =
   | { kind: "attention" }
   | { kind: "paused" };
 
-export type SyncFailureKind = "rejected" | "refused" | "unavailable" | "project-gone" | "token-unreadable" | "unexpected" | "lease-lost";
+export type SyncFailureKind =
+  | "rejected"
+  | "refused"
+  | "unavailable"
+  | "project-gone"
+  | "token-unreadable"
+  | "unexpected"
+  | "lease-lost"
+  /** Paused while the run was under way (its connector lost the right): it stops before its next call. */
+  | "paused";
 
 export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
@@ -100,6 +109,8 @@ export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "inter
   "project-gone": "The linked Vercel project was not found. Link a Vercel project again.",
   "token-unreadable": "The saved Vercel token could not be decrypted. Reconnect Vercel.",
   unexpected: "The sync stopped on an unexpected error. Try again; if it keeps happening, check the server log.",
+  paused:
+    "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   interrupted: "The server stopped while a sync was running. Run the sync again.",
   "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
   "hook-failed": "The deploy hook call failed. Try the redeploy again.",
@@ -336,7 +347,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // reached Vercel is audited only when something did.
       if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) await recordRun();
       // Disconnected (or disconnected and reconnected, or taken over) during the run: nothing else to record.
-      if (!current || !isStillOurs) return { remaining: 0, recorded: false };
+      if (!current || !isStillOurs) return { remaining: 0, recorded: false, paused: false };
       // A token rejected by Vercel means attention only while it is still the saved one:
       // a reconnect during the run has replaced it with a token this run never used.
       const tokenRejected =
@@ -366,7 +377,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         lastRun: JSON.stringify(summary),
         updatedAt: nowIso,
       });
-      return { remaining: Math.max(current.pending - consumed, 0), recorded: true, deployDue };
+      return { remaining: Math.max(current.pending - consumed, 0), recorded: true, deployDue, paused: current.pausedAt !== null };
     });
 
     if (failure) return { kind: "failed", summary, failure };
@@ -382,7 +393,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     // the new ones. A key Vercel refused to create (a reserved name) leaves nothing behind and,
     // failing on every run, would otherwise stop every redeploy.
     const deployable = summary.status === "ok" || (summary.status === "partial" && !leftStale);
-    if (wantsRedeploy && deployable && row.hookCiphertext && row.hookKeyVersion !== null) {
+    if (wantsRedeploy && deployable && !finish.paused && row.hookCiphertext && row.hookKeyVersion !== null) {
       summary.deployment = await redeploy(row, trigger, caller, summary);
     }
     return { kind: "done", summary };
@@ -401,9 +412,13 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     }
     const hostProjectId = row.hostProjectId!;
     const teamId = row.teamId;
-    /** Before every call: a process whose lease was taken over stops talking to Vercel. */
+    /**
+     * Before every call: a process whose lease was taken over stops talking to Vercel, and
+     * so does a run whose connection was paused meanwhile (its token is then used for nothing).
+     */
     const holdsLease = async () => {
       if (!(await lease.holds())) throw new SyncFailure("lease-lost");
+      if ((await repo.find(projectId))?.pausedAt != null) throw new SyncFailure("paused");
     };
     await holdsLease();
     let listed: VercelEnvVar[];

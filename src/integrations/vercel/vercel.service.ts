@@ -38,8 +38,7 @@ export const MESSAGES = {
   hookOtherProject: "This deploy hook belongs to another Vercel project.",
   redeployNeedsHook: "Add a deploy hook URL before asking for a redeploy.",
   syncBody: "Send no body, or { redeploy: true | false }.",
-  paused:
-    "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
+  paused: SYNC_ERRORS.paused,
   badBody: "Send a JSON object with the documented fields only.",
 } as const;
 
