@@ -239,7 +239,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
         });
   if (retention) app.addHook("onClose", async () => retention.stop());
 
-  const access = createAccessGuard(createAccessRepo(db));
+  const access = createAccessGuard(createAccessRepo(db), clock);
   const audit = createAuditWriter(db, clock, keyring);
   if (await createAuditRepo(db).startsHashOnly()) {
     log.warn(

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { type TestContext, test } from "node:test";
-import { type Client, runMain, type TestServer } from "./helpers.ts";
+import { type Client, runMain, type TestServer, waitFor } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
 import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
 import { legacy } from "./storage.ts";
@@ -319,7 +319,12 @@ async function sendInTwoHalves(server: TestServer, head: string, body: string) {
 test("a write whose body arrives after its service token was revoked, its account deleted or demoted, or its person disabled, is refused and writes nothing", async (t) => {
   const team = await startTeam(t);
   const secrets = `/api/projects/${team.projectId}/environments/development/secrets`;
-  const cases: { name: string; expect: [number, unknown]; act(accountId: string, tokenId: string): Promise<unknown> }[] = [
+  const cases: {
+    name: string;
+    token?: Record<string, unknown>;
+    expect: [number, unknown];
+    act(accountId: string, tokenId: string): Promise<unknown>;
+  }[] = [
     {
       name: "token revoked",
       expect: [401, TOKEN_REFUSED],
@@ -329,6 +334,15 @@ test("a write whose body arrives after its service token was revoked, its accoun
       name: "account deleted",
       expect: [401, TOKEN_REFUSED],
       act: (accountId) => team.owner.json("DELETE", `${serviceAccountsPath(team.projectId)}/${accountId}`),
+    },
+    {
+      name: "token expired",
+      token: { name: "ci", expiresInDays: 1 },
+      expect: [401, TOKEN_REFUSED],
+      act: async () => {
+        team.server.clock.advance(2 * 24 * 60 * 60 * 1000);
+        return { status: 200 };
+      },
     },
     {
       name: "account demoted to viewer",
@@ -347,7 +361,7 @@ test("a write whose body arrives after its service token was revoked, its accoun
       role: "member",
       environments: ["development"],
     });
-    const issued = await requestToken(team.owner, team.projectId, account.id, { name: "ci" });
+    const issued = await requestToken(team.owner, team.projectId, account.id, c.token ?? { name: "ci" });
     assert.equal(issued.status, 201);
     const key = `SLOW_${n}`;
     const request = await sendInTwoHalves(
@@ -355,6 +369,11 @@ test("a write whose body arrives after its service token was revoked, its accoun
       `POST ${secrets} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${issued.body.token}\r\n`,
       JSON.stringify({ key, value: "written-after-the-change" }),
     );
+    // The token was looked up as the headers arrived (its first use is recorded then), before the change.
+    await waitFor("the token's first use", async () => {
+      const view = await team.owner.json("GET", `${serviceAccountsPath(team.projectId)}/${account.id}`);
+      return view.body.serviceAccount.tokens.some((token: { id: string; lastUsedAt: string | null }) => token.lastUsedAt !== null);
+    });
     const acted = (await c.act(account.id, issued.body.tokenInfo.id)) as { status: number };
     assert.equal(acted.status, 200, c.name);
     const answer = await request.finish();

@@ -1,7 +1,7 @@
 import crypto from "node:crypto";
 import type { Logger } from "pino";
-import { CLI_SESSION_ENDED } from "../core/auth.ts";
 import type { Caller } from "../core/caller.ts";
+import { CLI_SESSION_ENDED } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Config } from "../core/config.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from "fastify";
-import { isServiceAccount, NOT_SIGNED_IN, type Principal, SERVICE_TOKEN_INVALID } from "./caller.ts";
+import { CLI_SESSION_ENDED, isServiceAccount, NOT_SIGNED_IN, type Principal, SERVICE_TOKEN_INVALID } from "./caller.ts";
+import { type Clock, systemClock } from "./clock.ts";
 import { HttpError } from "./errors.ts";
 
 export const ROLES = ["owner", "admin", "member", "viewer"] as const;
@@ -97,14 +98,22 @@ export interface MemberRows {
   role: Role | undefined;
   grants: string[];
   environments: string[];
+  /** Read when asked for (`withDisabled`); false otherwise. */
+  disabled: boolean;
+}
+
+/** A service account's credential as it is now, with its project's environments; `account` undefined once revoked or deleted. */
+export interface ServiceAccountRows {
+  version: string;
+  environments: string[];
+  account: { projectId: string; role: "viewer" | "member"; environments: string[] } | undefined;
 }
 
 export interface AccessRows {
-  member(projectId: string, userId: string): Promise<MemberRows>;
+  member(projectId: string, userId: string, withDisabled?: boolean): Promise<MemberRows>;
   environments(projectId: string): Promise<{ version: string; environments: string[] }>;
   role(projectId: string, userId: string): Promise<Role | undefined>;
-  /** The account behind a service account's credential as it is now, or undefined once the credential is revoked or the account deleted. */
-  serviceAccount(tokenId: string): Promise<{ projectId: string; role: "viewer" | "member"; environments: string[] } | undefined>;
+  serviceAccount(projectId: string, tokenId: string): Promise<ServiceAccountRows>;
   /** True for a disabled user and for one that does not exist. */
   isDisabled(userId: string): Promise<boolean>;
   /** Changes whenever anything may have been written since it was last read (any connection, any request). */
@@ -121,7 +130,7 @@ export interface AccessRows {
  * project, and no write since, by this process or another (the repo's dataVersion, read
  * inside the transaction). Otherwise it reads them again.
  */
-export function createAccessGuard(repo: AccessRows) {
+export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) {
   const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string }>();
 
   /**
@@ -141,17 +150,22 @@ export function createAccessGuard(repo: AccessRows) {
       // A service account is a caller of its own project only, with its role's permissions and
       // its environments (read by the credential resolver for this request); viewer or member:
       // no implicit environments, so its environments act as a person's grants.
-      const { version, environments } = await repo.environments(projectId);
-      const account = fresh ? await repo.serviceAccount(caller.tokenId) : caller;
-      if (!account) throw new HttpError(401, SERVICE_TOKEN_INVALID);
+      if (!fresh) {
+        const { version, environments } = await repo.environments(projectId);
+        const access = caller.projectId === projectId ? memberAccess(projectId, caller.role, environments, caller.environments) : undefined;
+        return { access, version };
+      }
+      const { version, environments, account } = await repo.serviceAccount(projectId, caller.tokenId);
+      const expired = caller.expiresAt !== null && Date.parse(caller.expiresAt) <= clock.now().getTime();
+      if (!account || expired) throw new HttpError(401, SERVICE_TOKEN_INVALID);
       const access =
         account.projectId === projectId && caller.projectId === projectId
           ? memberAccess(projectId, account.role, environments, account.environments)
           : undefined;
       return { access, version };
     }
-    if (fresh && (await repo.isDisabled(caller.userId))) throw new HttpError(401, NOT_SIGNED_IN);
-    const rows = await repo.member(projectId, caller.userId);
+    const rows = await repo.member(projectId, caller.userId, fresh);
+    if (rows.disabled) throw new HttpError(401, caller.via === "cli" ? CLI_SESSION_ENDED : NOT_SIGNED_IN);
     if (!rows.role) return { access: undefined, version: rows.version };
     return { access: memberAccess(projectId, rows.role, rows.environments, rows.grants), version: rows.version };
   }

@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from "fastify";
 import {
   type Caller,
+  CLI_SESSION_ENDED,
   isServiceAccount,
   NOT_SIGNED_IN,
   type Principal,
@@ -34,7 +35,6 @@ const DAY_MS = 24 * 60 * 60 * 1000;
 // Writing last-use on every request would make every read a write; once a minute is enough.
 const TOUCH_INTERVAL_MS = 60 * 1000;
 
-export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
 
 /** The one credential-less POST that is not for browsers (service-accounts.routes.ts). */

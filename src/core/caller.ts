@@ -12,13 +12,16 @@ export interface Caller {
   sessionId: string;
 }
 
-/** A service account making a request with a service token or a workload access token. */
 /** The 401 of a request without a usable person's credential. */
 export const NOT_SIGNED_IN = "not signed in";
+
+/** The 401 of a CLI access token that no longer works (expired, revoked, its person disabled). */
+export const CLI_SESSION_ENDED = "Your CLI session has expired or was revoked. Run the CLI login command.";
 
 /** One message for every failed service credential, whatever the reason (README, "Using a service token"). */
 export const SERVICE_TOKEN_INVALID = "This service token is invalid, expired or revoked.";
 
+/** A service account making a request with a service token or a workload access token. */
 export interface ServiceAccountCaller {
   /** "service_token" for svc_st_, "workload" for an exchanged svc_wt_. */
   via: "service_token" | "workload";

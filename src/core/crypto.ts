@@ -30,12 +30,12 @@ export function safeEqual(a: string, b: string): boolean {
   return crypto.timingSafeEqual(left, right);
 }
 
-/** AES-256-GCM with a fresh 96-bit nonce; the result is nonce | ciphertext | tag. */
 /** A 32-byte key for one purpose, derived from `secret` with HKDF-SHA256 under the label `info`: it opens nothing else. */
 export function subkey(secret: Buffer | crypto.KeyObject, info: string): crypto.KeyObject {
   return crypto.createSecretKey(Buffer.from(crypto.hkdfSync("sha256", secret, Buffer.alloc(0), info, 32)));
 }
 
+/** AES-256-GCM with a fresh 96-bit nonce; the result is nonce | ciphertext | tag. */
 export function seal(key: Buffer | crypto.KeyObject, plaintext: Buffer | string, aad: string): Buffer {
   const nonce = crypto.randomBytes(NONCE_BYTES);
   const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);

@@ -18,23 +18,26 @@ export function createAccessRepoPg(store: PgStore): AccessRepo {
     );
 
   return {
-    async member(projectId, userId) {
+    async member(projectId, userId, withDisabled) {
       const at = version();
-      const row = await pgRow<{ role: Role; grants: string[]; environments: string[] }>(
+      // Whether the person is disabled comes in the same statement: asked for or not, it costs no round trip.
+      const row = await pgRow<{ role: Role; grants: string[]; environments: string[]; disabled: boolean }>(
         store,
         `SELECT m.role,
+           coalesce((SELECT u.disabled_at IS NOT NULL FROM users u WHERE u.id = m.user_id), true) AS disabled,
            ARRAY(SELECT g.environment FROM environment_grants g
                  WHERE g.project_id = m.project_id AND g.user_id = m.user_id ORDER BY g.environment) AS grants,
            ARRAY(SELECT pe.slug FROM project_environments pe WHERE pe.project_id = m.project_id ORDER BY pe.slug) AS environments
          FROM memberships m WHERE m.project_id = $1 AND m.user_id = $2`,
         [projectId, userId],
       );
-      if (!row) return { version: at, role: undefined, grants: [], environments: [] };
+      if (!row) return { version: at, role: undefined, grants: [], environments: [], disabled: false };
       return {
         version: at,
         role: row.role,
         grants: hasImplicitEnvironmentAccess(row.role) ? [] : row.grants,
         environments: row.environments,
+        disabled: withDisabled === true && row.disabled,
       };
     },
     async environments(projectId) {
@@ -52,14 +55,28 @@ export function createAccessRepoPg(store: PgStore): AccessRepo {
       ]);
       return row?.disabled !== false;
     },
-    async serviceAccount(tokenId) {
-      const row = await pgRow<{ projectId: string; role: "viewer" | "member"; environments: string }>(
+    async serviceAccount(projectId, tokenId) {
+      const at = version();
+      // The project's environments come in the same statement: one round trip, one snapshot.
+      const row = await pgRow<{
+        projectEnvironments: string[];
+        projectId: string | null;
+        role: "viewer" | "member" | null;
+        environments: string | null;
+      }>(
         store,
-        `SELECT a.project_id AS "projectId", a.role, a.environments FROM service_tokens t
-         JOIN service_accounts a ON a.id = t.service_account_id WHERE t.id = $1`,
-        [tokenId],
+        `SELECT ARRAY(SELECT pe.slug FROM project_environments pe WHERE pe.project_id = $1 ORDER BY pe.slug) AS "projectEnvironments",
+           a.project_id AS "projectId", a.role, a.environments
+         FROM (SELECT 1) AS one
+         LEFT JOIN service_tokens t ON t.id = $2
+         LEFT JOIN service_accounts a ON a.id = t.service_account_id`,
+        [projectId, tokenId],
       );
-      return row && { ...row, environments: JSON.parse(row.environments) as string[] };
+      const account =
+        row?.projectId && row.role && row.environments !== null
+          ? { projectId: row.projectId, role: row.role, environments: JSON.parse(row.environments) as string[] }
+          : undefined;
+      return { version: at, environments: row?.projectEnvironments ?? [], account };
     },
     dataVersion: async () => version(),
   };

@@ -1,4 +1,4 @@
-import { hasImplicitEnvironmentAccess, type MemberRows, type Role } from "../core/access.ts";
+import { hasImplicitEnvironmentAccess, type MemberRows, type Role, type ServiceAccountRows } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { isPostgres, type Store } from "../core/store.ts";
 import { createAccessRepoPg } from "./access.repo.pg.ts";
@@ -47,12 +47,13 @@ function createAccessRepoSqlite(db: Db) {
    * Everything the guard needs about a person in a project, in one call: the version first,
    * so a commit that lands after it makes the next comparison fail rather than go unseen.
    */
-  const member = inOneRead((projectId: string, userId: string): MemberRows => {
+  const member = inOneRead((projectId: string, userId: string, withDisabled?: boolean): MemberRows => {
     const at = version();
     const role = findRole.get(projectId, userId) as Role | undefined;
-    if (!role) return { version: at, role, grants: [], environments: [] };
+    if (!role) return { version: at, role, grants: [], environments: [], disabled: false };
+    const disabled = withDisabled === true && isDisabled.get(userId) !== 0;
     const grants = hasImplicitEnvironmentAccess(role) ? [] : (findGrants.all(projectId, userId) as string[]);
-    return { version: at, role, grants, environments: findEnvironments.all(projectId) as string[] };
+    return { version: at, role, grants, environments: findEnvironments.all(projectId) as string[], disabled };
   });
   /** A project's environments, with the version read before them. */
   const environments = inOneRead((projectId: string): { version: string; environments: string[] } => {
@@ -60,19 +61,27 @@ function createAccessRepoSqlite(db: Db) {
     return { version: at, environments: findEnvironments.all(projectId) as string[] };
   });
 
+  /** A service account's credential now, with the project's environments and the version read first. */
+  const serviceAccount = inOneRead((projectId: string, tokenId: string): ServiceAccountRows => {
+    const at = version();
+    const row = findServiceAccount.get(tokenId) as { projectId: string; role: "viewer" | "member"; environments: string } | undefined;
+    return {
+      version: at,
+      environments: findEnvironments.all(projectId) as string[],
+      account: row && { ...row, environments: JSON.parse(row.environments) as string[] },
+    };
+  });
+
   return guard(db, {
     member,
     environments,
+    serviceAccount,
     role(projectId: string, userId: string): Role | undefined {
       return findRole.get(projectId, userId) as Role | undefined;
     },
     /** True for a disabled user and for one that does not exist. */
     isDisabled(userId: string): boolean {
       return isDisabled.get(userId) !== 0;
-    },
-    serviceAccount(tokenId: string) {
-      const row = findServiceAccount.get(tokenId) as { projectId: string; role: "viewer" | "member"; environments: string } | undefined;
-      return row && { ...row, environments: JSON.parse(row.environments) as string[] };
     },
     dataVersion: version,
   });

@@ -3,7 +3,7 @@ import type { Lease } from "../../core/leases.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import type { RunOutcome, SyncFailureKind, VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
-import type { VercelRepo } from "./vercel.repo.ts";
+import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
 
 // Automatic syncs: a secret change counts in `pending` and, after a debounce, one run sends
 // what changed. Several server processes may share the database, and every one of them
@@ -37,10 +37,10 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   const runningAutomatic = new Set<string>();
   const runAgain = new Set<string>();
   /**
-   * What each project's row looked like when its run was scheduled or ended: its pending
-   * count and when the connection was last changed. A different one on a tick is a change
-   * made elsewhere: a secret changed, or the connection reconnected, relinked or resumed
-   * through another process, after which what is pending goes out.
+   * What each project's row looked like when its run was scheduled or ended (see seen()). A
+   * different one on a tick is a change made elsewhere: a secret changed, or the connection
+   * reconnected, relinked or resumed through another process, after which what is pending
+   * goes out.
    */
   const seenPending = new Map<string, string>();
   /** Failed runs in a row per project, for the back-off; forgotten after a run that did not fail that way. */
@@ -165,8 +165,14 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
     startTimer(projectId, delayMs, true);
   }
 
-  function seen(row: { pending: number; updatedAt: string }): string {
-    return `${row.pending} ${row.updatedAt}`;
+  /**
+   * The pending count and what a person changes about the connection: its token (a new
+   * nonce with every save), status, link and pause. Not the row's update time, which every
+   * run writes: a manual run elsewhere would look like a change and start an automatic one.
+   */
+  function seen(row: IntegrationRow): string {
+    const tokenNonce = row.tokenCiphertext.subarray(0, 12).toString("hex");
+    return JSON.stringify([row.pending, tokenNonce, row.status, row.pausedAt, row.hostProjectId, row.mappings]);
   }
 
   function isRunnable(row: { status: string; hostProjectId: string | null; pausedAt: string | null }): boolean {
@@ -217,7 +223,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
           if (!row?.hostProjectId || !Object.hasOwn(parseMappings(row), environment)) return undefined;
           // Counted while paused too: the reconnect that ends the pause sends them.
           await repo.incrementPending(projectId);
-          return isRunnable(row) ? seen({ pending: row.pending + 1, updatedAt: row.updatedAt }) : undefined;
+          return isRunnable(row) ? seen({ ...row, pending: row.pending + 1 }) : undefined;
         });
         if (pending === undefined || !isLeader) return;
         seenPending.set(projectId, pending);
