@@ -384,8 +384,18 @@ test("rows written through drizzle read back the same from both stores, in the s
     createdAt: at,
     updatedAt: at,
   };
-  // A seq past 2^32: a bigint that must still read as a number.
-  const checkpoint = { id: 1, seq: 2 ** 40, hash: "h0", at, isKeyed: true, prunedBefore: at, prunedEvents: 3, macKeyVersion: 1, mac: "m" };
+  // A seq past 2^32, and a lifetime count of pruned events past 2^31: bigints that must still read as numbers.
+  const checkpoint = {
+    id: 1,
+    seq: 2 ** 40,
+    hash: "h0",
+    at,
+    isKeyed: true,
+    prunedBefore: at,
+    prunedEvents: 2 ** 33,
+    macKeyVersion: 1,
+    mac: "m",
+  };
 
   const l = sqliteSchema;
   liteDb.insert(l.users).values(user).run();

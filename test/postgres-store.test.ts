@@ -317,9 +317,41 @@ test("two servers migrating one database at once apply each migration once; a ne
     );
     return true;
   });
-  // Refused, the migration closes its connection rather than trust the lock to be let go.
-  assert.equal(await heldLocks(), 0);
+  // Refused, the migration closes its connection rather than trust the lock to be let go
+  // (its session ends a moment after the close).
+  await waitFor("the refused migration's session to end", async () => (await heldLocks()) === 0, 5000);
   assert.deepEqual([second.pool.totalCount, second.pool.idleCount], [0, 0]);
+});
+
+test("a database in a single-byte encoding is refused at start, before anything is written to it", async () => {
+  const store = await open(await createDatabase({ encoding: "LATIN1" }));
+  await assert.rejects(migratePostgres(store), (error: unknown) => {
+    assert.ok(error instanceof ConfigError);
+    assert.equal(
+      error.message,
+      "The database at DATABASE_URL uses the LATIN1 encoding; secrets-server needs UTF8. Create the database with ENCODING 'UTF8' (createdb -E UTF8 -T template0).",
+    );
+    return true;
+  });
+  const tables = await store.pool.query("SELECT count(*)::int AS c FROM pg_tables WHERE schemaname = 'public'");
+  assert.equal(tables.rows[0].c, 0);
+});
+
+test("a server starting while another migrates waits for it, whatever its statement timeout; the pooled connection keeps that timeout", async () => {
+  const url = await createDatabase();
+  const holder = await open(url);
+  const starting = await open(url, { statementTimeoutMs: 1000 });
+  const held = await holder.pool.connect();
+  await held.query("SELECT pg_advisory_lock(1397048146, 2)");
+  const migrating = migratePostgres(starting);
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  await held.query("SELECT pg_advisory_unlock(1397048146, 2)");
+  held.release();
+  await migrating;
+  const applied = await starting.pool.query("SELECT count(*)::int AS c FROM drizzle.__drizzle_migrations");
+  assert.ok(applied.rows[0].c > 0);
+  assert.deepEqual([starting.pool.totalCount, starting.pool.idleCount], [1, 1]);
+  assert.equal((await starting.pool.query("SHOW statement_timeout")).rows[0].statement_timeout, "1s");
 });
 
 test("a connection the server terminates inside a transaction fails it as database unavailable; the next one runs", async () => {

@@ -268,16 +268,16 @@ function urlFor(c: Cluster, database: string): string {
  * PostgreSQL 15 and newer), not byte order. The cluster stops when the process exits; call
  * usePostgres() at the top of a test file to stop it as soon as the file's tests end.
  */
-export async function createDatabase(): Promise<string> {
-  return createDatabaseIn(await ensureCluster());
+export async function createDatabase(options: { encoding?: string } = {}): Promise<string> {
+  return createDatabaseIn(await ensureCluster(), options);
 }
 
-async function createDatabaseIn(c: Cluster): Promise<string> {
-  return urlFor(c, await newDatabase(c));
+async function createDatabaseIn(c: Cluster, options: { encoding?: string } = {}): Promise<string> {
+  return urlFor(c, await newDatabase(c, options));
 }
 
-/** Creates a database in the cluster and returns its name. */
-async function newDatabase(c: Cluster): Promise<string> {
+/** Creates a database in the cluster and returns its name; `encoding` other than UTF8 comes with the C locale. */
+async function newDatabase(c: Cluster, options: { encoding?: string } = {}): Promise<string> {
   const name = `test_${crypto.randomBytes(6).toString("hex")}`;
   const client = new pg.Client({ connectionString: urlFor(c, "postgres") });
   await client.connect();
@@ -288,7 +288,9 @@ async function newDatabase(c: Cluster): Promise<string> {
     // in the tests. PostgreSQL 15 and newer choose a database's collation provider.
     const collation = c.version >= 150000 ? " TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US'" : "";
     // A copy of the migrated template keeps its collation.
-    await client.query(`CREATE DATABASE ${name}${c.template ? ` TEMPLATE ${c.template}` : collation}`);
+    if (options.encoding) {
+      await client.query(`CREATE DATABASE ${name} TEMPLATE template0 ENCODING '${options.encoding}' LC_COLLATE 'C' LC_CTYPE 'C'`);
+    } else await client.query(`CREATE DATABASE ${name}${c.template ? ` TEMPLATE ${c.template}` : collation}`);
   } finally {
     await client.end();
   }

@@ -420,6 +420,10 @@ export async function migratePostgres(store: PgStore): Promise<void> {
   const client = await connect(store);
   let unlocked = false;
   try {
+    // Not bound by DATABASE_STATEMENT_TIMEOUT_SECONDS: a server starting while another
+    // migrates waits for it, and an index built on a large table takes what it takes.
+    await client.query("SET statement_timeout = 0");
+    await refuseNonUnicode(client);
     await client.query(`SELECT pg_advisory_lock(${LOCK_CLASS}, ${MIGRATION_LOCK})`);
     await refuseNewerPostgres(client, migrations);
     // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
@@ -428,12 +432,27 @@ export async function migratePostgres(store: PgStore): Promise<void> {
     const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): Promise<void> }; session: unknown };
     await internals.dialect.migrate(migrations, internals.session, {});
     const released = await client.query<{ released: boolean }>(`SELECT pg_advisory_unlock(${LOCK_CLASS}, ${MIGRATION_LOCK}) AS released`);
+    // Back to the session's own timeout (set when it connected) before the pool reuses it.
+    await client.query("RESET statement_timeout");
     unlocked = released.rows[0]?.released === true;
   } finally {
     // Reused, the connection saves the next statement a new session (tens of milliseconds
     // of the database's CPU, once per server start).
     client.release(unlocked ? undefined : true);
   }
+}
+
+/**
+ * Text is Unicode here (names, keys, audit metadata): a database in a single-byte encoding
+ * such as LATIN1 refuses an emoji with an error at the first write that holds one. Checked
+ * at start instead. SQL_ASCII stores the bytes as given, which keeps them whole.
+ */
+async function refuseNonUnicode(client: pg.PoolClient): Promise<void> {
+  const encoding = (await client.query<{ server_encoding: string }>("SHOW server_encoding")).rows[0]?.server_encoding;
+  if (encoding === "UTF8" || encoding === "SQL_ASCII") return;
+  throw new ConfigError(
+    `The database at DATABASE_URL uses the ${encoding} encoding; secrets-server needs UTF8. Create the database with ENCODING 'UTF8' (createdb -E UTF8 -T template0).`,
+  );
 }
 
 /** As db.ts's refuseNewerDatabase: drizzle says nothing when the database is ahead of the code. */

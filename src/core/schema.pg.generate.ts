@@ -16,9 +16,10 @@
 //   `integer` (SQLite's INTEGER is 64-bit, PostgreSQL's 32-bit: versions, counts and key
 //   versions are far below 2^31).
 // - An AUTOINCREMENT key (audit_events.seq, sign_in_failures.id) is `bigint generated
-//   always as identity`, read as a number; a column that names an audit seq
-//   (BIGINT_COLUMNS) is a bigint too. A copy of a SQLite database inserts seq with
-//   OVERRIDING SYSTEM VALUE and then moves the identity past the largest one.
+//   always as identity`, read as a number; a column that names an audit seq or counts
+//   events over the log's lifetime (BIGINT_COLUMNS) is a bigint too. A copy of a SQLite
+//   database inserts seq with OVERRIDING SYSTEM VALUE and then moves the identity past the
+//   largest one.
 // - SQLite keeps the rowid (an AUTOINCREMENT key is it) as the last column of every index,
 //   so an index there named `…_seq` on (project_id, at) walks in (at, seq) order, the
 //   chain's. PostgreSQL keeps no such column: an index whose name ends with the rowid
@@ -39,8 +40,11 @@ import * as sqliteSchema from "./schema.ts";
 
 const TARGET = path.join(import.meta.dirname, "schema.pg.ts");
 
-/** Columns that hold an AUTOINCREMENT key's value without being one. */
-const BIGINT_COLUMNS = new Set(["audit_checkpoint.seq"]);
+/**
+ * Columns that hold an AUTOINCREMENT key's value without being one, or count its rows over
+ * the log's lifetime (events pruned in all, bounded only by seq).
+ */
+const BIGINT_COLUMNS = new Set(["audit_checkpoint.seq", "audit_checkpoint.pruned_events"]);
 
 /** PostgreSQL names at most 63 characters; drizzle-kit's name for these foreign keys is longer. */
 const SHORT_FOREIGN_KEY_NAMES: Record<string, string> = {

@@ -44,7 +44,7 @@ export const auditCheckpoint = pgTable("audit_checkpoint", {
   at: text("at").notNull(),
   isKeyed: boolean("is_keyed").notNull(),
   prunedBefore: text("pruned_before").notNull(),
-  prunedEvents: integer("pruned_events").notNull(),
+  prunedEvents: bigint("pruned_events", { mode: "number" }).notNull(),
   macKeyVersion: integer("mac_key_version").notNull(),
   mac: text("mac").notNull(),
 });

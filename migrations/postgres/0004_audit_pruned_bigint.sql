@@ -1,0 +1,1 @@
+ALTER TABLE "audit_checkpoint" ALTER COLUMN "pruned_events" SET DATA TYPE bigint;
