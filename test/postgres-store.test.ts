@@ -370,6 +370,25 @@ test("a connection the server terminates inside a transaction fails it as databa
   assert.equal(await counter(b, "terminated"), 1);
 });
 
+test("a request that waits past the connection timeout for one of a full pool's connections is busy, not unreachable", async () => {
+  const store = await open(await createDatabase(), { poolSize: 1, connectionTimeoutMs: 300 });
+  const held = await store.pool.connect();
+  try {
+    const error = await store
+      .client()
+      .query("SELECT 1")
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.equal(isDatabaseUnavailable(error), false, String(error));
+    assert.equal(storageCondition(error), "busy");
+  } finally {
+    held.release();
+  }
+  assert.equal((await store.client().query("SELECT 1 AS one")).rows[0].one, 1);
+});
+
 test("a server that does not answer fails within the connection timeout as database unavailable", { timeout: 20_000 }, async () => {
   const url = await createDatabase();
   const thaw = await freezeCluster();

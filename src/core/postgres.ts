@@ -85,15 +85,27 @@ const SOCKET_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ETIMEDOUT"
 
 /**
  * pg throws these without a code, so only the sentence tells them apart: the server closed
- * the connection, the connection timeout passed (pool or client), a client already broken
- * is used, or the server did not answer a statement in time (query_timeout).
+ * the connection (or a new one passed the connection timeout: "Connection terminated due
+ * to connection timeout"), a client already broken is used, or the server did not answer a
+ * statement in time (query_timeout).
  */
-const PG_CONNECTION_MESSAGES = [
-  /^Connection terminated/,
-  /^timeout exceeded when trying to connect$/,
-  /is not queryable$/,
-  /^Query read timeout$/,
-];
+const PG_CONNECTION_MESSAGES = [/^Connection terminated/, /is not queryable$/, /^Query read timeout$/];
+
+/**
+ * pg-pool's sentence for a request that waited the connection timeout for one of the pool's
+ * connections, all of them busy with other requests: the database answered them all, so
+ * this is a busy server (503 busy), not an unreachable database.
+ */
+const POOL_WAIT_TIMEOUT = "timeout exceeded when trying to connect";
+
+/** Every connection of this server's pool stayed taken for the connection timeout. */
+export class PoolBusyError extends Error {
+  readonly code = "DATABASE_POOL_BUSY";
+  constructor(cause: unknown) {
+    super("Every database connection of this server stayed busy for the connection timeout", { cause });
+    this.name = "PoolBusyError";
+  }
+}
 
 function isConnectionError(error: unknown): boolean {
   const { code, syscall, message } = error as { code?: unknown; syscall?: unknown; message?: unknown };
@@ -109,6 +121,7 @@ function isConnectionError(error: unknown): boolean {
 }
 
 function asUnavailable(error: unknown): unknown {
+  if ((error as { message?: unknown }).message === POOL_WAIT_TIMEOUT) return new PoolBusyError(error);
   return !(error instanceof DatabaseUnavailableError) && isConnectionError(error) ? new DatabaseUnavailableError(error) : error;
 }
 

@@ -72,7 +72,7 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
     operator:
       "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
     operatorPostgres:
-      "Writes waited for another server's write past the lock timeout (a long rotate-key or copy-database?): writes answer 503 meanwhile.",
+      "Writes waited for another server's write past the lock timeout (a long rotate-key or copy-database?), or requests for one of this server's pooled connections past the connection timeout (slow statements holding them all? DATABASE_POOL_SIZE): they answer 503 meanwhile.",
     retryAfterSeconds: 5,
   },
   unreachable: {
@@ -102,7 +102,9 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     if (code.startsWith("SQLITE_READONLY") || code === "EROFS" || code === "25006") return "readonly";
     // 55P03 (lock_not_available): a PostgreSQL write waited for the write lock past its timeout (core/postgres.ts).
     // 57014: PostgreSQL cancelled the statement (statement_timeout), as a busy timeout ends a wait.
+    // DATABASE_POOL_BUSY: every connection of this server's pool stayed taken (core/postgres.ts).
     if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03" || code === "57014") return "busy";
+    if (code === "DATABASE_POOL_BUSY") return "busy";
     // core/postgres.ts's DatabaseUnavailableError, by its code like the others (drizzle may wrap it).
     // 53300 too_many_connections: every connection PostgreSQL allows is taken (by all servers together).
     if (code === "DATABASE_UNAVAILABLE" || code === "53300") return "unreachable";
