@@ -23,8 +23,10 @@ interface Case {
   name: string;
   platform: PlatformVar[];
   secrets: Record<string, string>;
-  /** key → id of the var we created for the target. */
+  /** key → id of the var we created for the target, or a claim. */
   created?: Record<string, string>;
+  /** Keys whose claim the var at Vercel holds (the executor compares digests). */
+  claimsHeld?: string[];
   policy?: Policy;
   target?: string;
   expected: Operation[];
@@ -203,9 +205,43 @@ const cases: Case[] = [
     secrets: { LOST: "our-value" },
     created: { LOST: "" },
     expected: [
-      { op: "unchanged", key: "LOST" },
       { op: "adopt", key: "LOST", hostEnvId: "env_made" },
+      { op: "unchanged", key: "LOST" },
     ],
+  },
+  {
+    name: "a claim the var holds, the secret changed since: taken as ours and updated",
+    platform: [platformVar("env_made", "LOST", { value: "sent-value" })],
+    secrets: { LOST: "new-value" },
+    created: { LOST: "unanswered:1:digest" },
+    claimsHeld: ["LOST"],
+    expected: [
+      { op: "adopt", key: "LOST", hostEnvId: "env_made" },
+      { op: "update", key: "LOST", value: "new-value", hostEnvId: "env_made" },
+    ],
+  },
+  {
+    name: "a claim the var holds, the secret gone since: the var is deleted",
+    platform: [platformVar("env_made", "LOST", { value: "sent-value" })],
+    secrets: {},
+    created: { LOST: "unanswered:1:digest" },
+    claimsHeld: ["LOST"],
+    expected: [{ op: "delete", key: "LOST", hostEnvId: "env_made" }],
+  },
+  {
+    name: "a claim the var does not hold, the secret gone since: forgotten, the var left alone",
+    platform: [platformVar("env_other", "LOST", { value: "their-value" })],
+    secrets: {},
+    created: { LOST: "unanswered:1:digest" },
+    expected: [{ op: "forget", key: "LOST" }],
+  },
+  {
+    name: "a claim the var holds, but it now has other targets too: forgotten, the var left alone",
+    platform: [platformVar("env_made", "LOST", { target: ["development", "preview"], value: "sent-value" })],
+    secrets: {},
+    created: { LOST: "unanswered:1:digest" },
+    claimsHeld: ["LOST"],
+    expected: [{ op: "forget", key: "LOST" }],
   },
   {
     name: "an unanswered create, nothing at Vercel: create again",
@@ -260,6 +296,7 @@ for (const c of cases) {
       target: c.target ?? "development",
       secrets: Object.entries(c.secrets).map(([key, value]) => ({ key, value })),
       created: new Map(Object.entries(c.created ?? {})),
+      claimsHeld: new Set(c.claimsHeld ?? []),
     };
     assert.deepEqual(planSync(c.platform, ours, c.policy ?? SKIP), c.expected);
   });

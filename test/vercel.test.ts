@@ -1191,11 +1191,12 @@ test("a create whose answer was lost: the var Vercel made anyway is taken as our
   assert.deepEqual([lost.status, lost.body], [502, M.syncUnavailable]);
   const made = s.fake.envFor("prj_web", "LOST_ANSWER", "development")!;
   assert.equal(made.value, "first-value");
-  assert.deepEqual(
-    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
-    [["LOST_ANSWER", ""]],
-    "a claim, not an id",
-  );
+  const claims = storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]);
+  assert.equal(claims.length, 1);
+  assert.equal(claims[0]![0], "LOST_ANSWER");
+  // A claim, not an id: the key version and a keyed digest of the value sent, never the value.
+  assert.match(String(claims[0]![1]), /^unanswered:1:[A-Za-z0-9_-]{43}$/);
+  assert.ok(!String(claims[0]![1]).includes("first-value"));
   assert.equal(Boolean(integrationRow(s)!.deploy_due), true, "what Vercel may have written waits for a deployment");
 
   const next = await s.owner.json("POST", `${s.base}/sync`);
@@ -1214,6 +1215,48 @@ test("a create whose answer was lost: the var Vercel made anyway is taken as our
   assert.deepEqual(counts(updated.body.summary), { created: 0, updated: 1, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
   assert.equal(s.fake.envFor("prj_web", "LOST_ANSWER", "development")!.value, "second-value");
   assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "LOST_ANSWER").length, 1, "never created twice");
+});
+
+test("a create whose answer was lost, then its secret changed or deleted before the next run: the var Vercel made is still known as ours", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const changedId = await addSecret(s, "development", "LOST_CHANGED", "sent-value");
+  const deletedId = await addSecret(s, "development", "LOST_DELETED", "sent-value-2");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
+  assert.equal(s.fake.envFor("prj_web", "LOST_CHANGED", "development")!.value, "sent-value");
+  assert.equal(s.fake.envFor("prj_web", "LOST_DELETED", "development")!.value, "sent-value-2");
+
+  // Before the next run: one secret changes, the other is deleted.
+  const secret = (id: string) => `/api/projects/${s.projectId}/environments/development/secrets/${id}`;
+  assert.equal((await s.owner.json("PATCH", secret(changedId), { value: "changed-value" })).status, 200);
+  assert.equal((await s.owner.json("DELETE", secret(deletedId))).status, 200);
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 1, unchanged: 0, skipped: 0, deleted: 1, failed: 0 });
+  assert.equal(s.fake.envFor("prj_web", "LOST_CHANGED", "development")!.value, "changed-value");
+  assert.equal(s.fake.envFor("prj_web", "LOST_DELETED", "development"), undefined, "the deleted secret's value is gone from Vercel");
+  const made = s.fake.envFor("prj_web", "LOST_CHANGED", "development")!;
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
+    [["LOST_CHANGED", made.id]],
+  );
+});
+
+test("a claim is not proof against a var someone else made under the key with another value: it is left alone", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const id = await addSecret(s, "development", "CLAIMED_KEY", "our-value");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  // No answer, and nothing written: then someone creates the key at Vercel with a value of theirs.
+  s.fake.inject(502, { match: isCreate });
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
+  s.fake.addEnv("prj_web", { key: "CLAIMED_KEY", value: "their-value", type: "encrypted", target: ["development"] });
+  assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${id}`)).status, 200);
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  assert.equal(s.fake.envFor("prj_web", "CLAIMED_KEY", "development")!.value, "their-value");
+  assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), [], "the claim is dropped");
 });
 
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {

@@ -225,6 +225,15 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
      * digest is comparable only within one project and one key version, opens nothing and
      * says nothing to anyone without the master key.
      */
+    /** A digest under the current key version, and that version. */
+    async currentDigest(projectId: string, plaintext: string): Promise<{ keyVersion: number; digest: string }> {
+      const keyVersion = keyring.currentVersion;
+      return {
+        keyVersion,
+        digest: digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext),
+      };
+    },
+
     async digest(projectId: string, keyVersion: number, plaintext: string): Promise<string> {
       return digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext);
     },

@@ -2,16 +2,19 @@ import type { Logger } from "pino";
 import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
+import { safeEqual } from "../../core/crypto.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
-  CREATE_UNANSWERED,
+  CLAIM_PREFIX,
   createOutcome,
+  isClaim,
   isReadableOnRequest,
   type KeyResultReason,
   listedValue,
   type PlatformVar,
+  parseClaim,
   parseMappings,
   planSync,
   targetVars,
@@ -241,6 +244,21 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     };
   }
 
+  /** The claim recorded for a create that got no answer: the value it sent, as a digest (see CREATE_UNANSWERED). */
+  async function claimFor(projectId: string, value: string): Promise<string> {
+    const { keyVersion, digest } = await vault.currentDigest(projectId, value);
+    return `${CLAIM_PREFIX}${keyVersion}:${digest}`;
+  }
+
+  /** Whether `value` is the one a claim recorded; a digest under a key no longer configured proves nothing. */
+  async function claimHolds(projectId: string, claim: { keyVersion: number; digest: string }, value: string): Promise<boolean> {
+    try {
+      return safeEqual(await vault.digest(projectId, claim.keyVersion, value), claim.digest);
+    } catch {
+      return false;
+    }
+  }
+
   async function run(projectId: string, options: RunOptions): Promise<RunOutcome> {
     const { trigger } = options;
     const startedAt = clock.now().toISOString();
@@ -367,7 +385,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       const deployDue =
         current.deployDue ||
         summary.created + summary.updated + summary.deleted > 0 ||
-        varChanges.some((change) => change.op === "save" && change.hostEnvId === CREATE_UNANSWERED);
+        varChanges.some((change) => change.op === "save" && isClaim(change.hostEnvId));
       await repo.finishRun(projectId, consumed, {
         deployDue,
         status: tokenRejected ? "attention" : current.status,
@@ -450,10 +468,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         leftStale = true;
         continue;
       }
-      // The plan compares values: read the ones the list did not carry, for the vars it will look at.
-      const wanted = new Set(values.map((v) => v.key));
+      const created = createdByTarget.get(target) ?? new Map<string, string>();
+      const claims = [...created].filter(([, hostEnvId]) => isClaim(hostEnvId));
+      // The plan compares values: read the ones the list did not carry, for the vars it will
+      // look at (a claimed key's too, whose secret may be gone).
+      const wanted = new Set([...values.map((v) => v.key), ...claims.map(([key]) => key)]);
       const readValues = new Map<string, string | undefined>();
-      for (const [key, v] of targetVars(listed, target)) {
+      const byKey = targetVars(listed, target);
+      for (const [key, v] of byKey) {
         if (!wanted.has(key) || listedValue(v) !== undefined || !isReadableOnRequest(v)) continue;
         await holdsLease();
         readValues.set(v.id, await readValue(token, teamId, hostProjectId, v.id));
@@ -462,11 +484,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         ...v,
         value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v),
       }));
-      const plan = planSync(
-        platformVars,
-        { target, secrets: values, created: createdByTarget.get(target) ?? new Map() },
-        { conflictPolicy: row.conflictPolicy },
-      );
+      const claimsHeld = new Set<string>();
+      for (const [key, hostEnvId] of claims) {
+        const claim = parseClaim(hostEnvId);
+        const v = byKey.get(key);
+        const value = v && (readValues.has(v.id) ? readValues.get(v.id) : listedValue(v));
+        if (claim && value !== undefined && (await claimHolds(projectId, claim, value))) claimsHeld.add(key);
+      }
+      const plan = planSync(platformVars, { target, secrets: values, created, claimsHeld }, { conflictPolicy: row.conflictPolicy });
 
       const creates: { key: string; value: string }[] = [];
       for (const step of plan) {
@@ -534,7 +559,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             // No answer: Vercel may have written them. Claimed, so that the next run takes a
             // var it finds holding our value as ours instead of as someone else's.
             if (error instanceof VercelError && error.failure === "unavailable") {
-              for (const { key } of batch) varChanges.push({ op: "save", target, key, hostEnvId: CREATE_UNANSWERED });
+              for (const { key, value } of batch) varChanges.push({ op: "save", target, key, hostEnvId: await claimFor(projectId, value) });
             }
             throw error;
           }

@@ -28,16 +28,36 @@ export interface Ours {
   target: string;
   /** The secrets of the environment mapped to `target`. */
   secrets: readonly { key: string; value: string }[];
-  /** The vars this connection created for `target`: key → Vercel's id, or CREATE_UNANSWERED. */
+  /** The vars this connection created for `target`: key → Vercel's id, or a claim (isClaim). */
   created: ReadonlyMap<string, string>;
+  /**
+   * Keys whose claim the var at Vercel provably fulfils: it holds the very value the
+   * unanswered create sent (compared by the claim's digest, see claimFor in the executor).
+   */
+  claimsHeld?: ReadonlySet<string>;
 }
 
 /**
  * Recorded in place of an id for a var whose create got no answer (a 5xx, a timeout, which
- * are not repeated): Vercel may have written it. A var found under that key and target
- * alone, holding exactly our value, is then taken as ours; otherwise the claim is dropped.
+ * are not repeated): Vercel may have written it. A claim is `unanswered:<key version>:<digest
+ * of the value sent>`, so that the var can be recognised by the value it holds even after
+ * the secret changed or was deleted; one recorded by an older version is "" (CREATE_UNANSWERED)
+ * and is recognised by the secret's current value only. A var found under that key and
+ * target alone, holding the claimed value, is then taken as ours; otherwise the claim is dropped.
  */
 export const CREATE_UNANSWERED = "";
+export const CLAIM_PREFIX = "unanswered:";
+
+/** Whether a recorded id is a claim rather than Vercel's id of a var. */
+export function isClaim(hostEnvId: string): boolean {
+  return hostEnvId === CREATE_UNANSWERED || hostEnvId.startsWith(CLAIM_PREFIX);
+}
+
+/** The key version and digest a claim recorded, or undefined for an older claim without them. */
+export function parseClaim(hostEnvId: string): { keyVersion: number; digest: string } | undefined {
+  const match = /^unanswered:(\d+):([A-Za-z0-9_-]+)$/.exec(hostEnvId);
+  return match ? { keyVersion: Number(match[1]), digest: match[2]! } : undefined;
+}
 
 export interface Policy {
   conflictPolicy: ConflictPolicy;
@@ -92,14 +112,17 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
       creates.push({ op: "create", key, value });
       continue;
     }
-    if (createdId === CREATE_UNANSWERED) {
-      if (existing.value === value && existing.target.length === 1) {
-        inPlace.push({ op: "unchanged", key }, { op: "adopt", key, hostEnvId: existing.id });
-        continue;
+    if (createdId !== undefined && isClaim(createdId)) {
+      const held = ours.claimsHeld?.has(key) === true || (createdId === CREATE_UNANSWERED && existing.value === value);
+      if (held && existing.target.length === 1) {
+        // Ours: it follows the secret from here, like any var we created.
+        inPlace.push({ op: "adopt", key, hostEnvId: existing.id });
+        createdId = existing.id;
+      } else {
+        // Not provably the var our create made: anyone else's, as before the claim.
+        inPlace.push({ op: "forget", key });
+        createdId = undefined;
       }
-      // Not provably the var our create made: anyone else's, as before the claim.
-      inPlace.push({ op: "forget", key });
-      createdId = undefined;
     }
     const isOurs = createdId === existing.id;
     if (existing.value !== undefined && existing.value === value) {
@@ -131,6 +154,13 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
   const removals: Operation[] = [];
   for (const [key, hostEnvId] of ours.created) {
     if (current.has(key)) continue;
+    if (isClaim(hostEnvId)) {
+      // The secret went before the claim was settled: the var goes too if it is provably the one our create made.
+      const claimed = byKey.get(key);
+      const isOurs = claimed !== undefined && ours.claimsHeld?.has(key) === true && claimed.target.length === 1;
+      removals.push(isOurs ? { op: "delete", key, hostEnvId: claimed.id } : { op: "forget", key });
+      continue;
+    }
     const v = atVercel.get(hostEnvId);
     const isStillOnlyOurs = v !== undefined && v.key === key && v.target.length === 1 && v.target[0] === ours.target;
     removals.push(isStillOnlyOurs ? { op: "delete", key, hostEnvId } : { op: "forget", key });
