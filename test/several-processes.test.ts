@@ -10,7 +10,7 @@ import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess, waitFor } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
-import { auditRows, writeLockIsFree } from "./storage.ts";
+import { auditRows, storedRows, writeLockIsFree } from "./storage.ts";
 
 /** `serve` on PORT=0 on the test's data folder; its APP_URL follows the port it got. */
 function startProcess(t: TestContext, s: Setup): Promise<ServerProcess> {
@@ -266,6 +266,48 @@ test("changes that waited for a reconnect go out when it is made through the pro
   });
   assert.equal(view.lastRun.trigger, "automatic");
   assert.equal(s.fake.envFor("prj_web", "WAITED", "development")!.value, "waited-value");
+});
+
+test("a process that stalls past its lease after Vercel created a var still records that var as ours: it goes when its secret goes", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
+  const secrets = `/api/projects/${projectId}/environments/development/secrets`;
+  const gone = await createSecret(onA, projectId, "development", "GOING", "going-value");
+  await waitFor("the first sync", async () => s.fake.envFor("prj_web", "GOING", "development"));
+  await waitFor("it to settle", async () => {
+    const current = (await onA.json("GET", base)).body;
+    return current.pending === 0 && !current.syncing;
+  });
+
+  // A's next run creates MADE, then stalls on the delete of GOING.
+  const held = s.fake.hold((r) => r.method === "DELETE");
+  const made = await createSecret(onA, projectId, "development", "MADE", "made-value");
+  assert.equal((await onA.json("DELETE", `${secrets}/${gone.id}`)).status, 200);
+  await held.reached;
+  assert.equal(s.fake.envFor("prj_web", "MADE", "development")!.value, "made-value");
+  await stopOutsideAWrite(a, s.dataDir);
+  try {
+    held.release();
+    // B runs the sync A left: MADE is there, but B has no record of making it.
+    await waitFor("the sync to be taken over", async () => {
+      const current = (await onB.json("GET", base)).body;
+      return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
+    });
+  } finally {
+    a.child.kill("SIGCONT");
+  }
+  // A wakes to find its run taken over, and records the var it made all the same.
+  const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
+  await waitFor("the stalled process to record the var it made", async () =>
+    storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).some((r) => r.host_env_id === madeId),
+  );
+
+  // MADE was created by this connection: deleting its secret deletes it at Vercel.
+  assert.equal((await onB.json("DELETE", `${secrets}/${made.id}`)).status, 200);
+  await waitFor(
+    "the var this connection made to go with its secret",
+    async () => s.fake.envFor("prj_web", "MADE", "development") === undefined,
+  );
 });
 
 test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {

@@ -364,6 +364,21 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // Taken over by another process, which has recorded this run as interrupted: what
       // reached Vercel is audited only when something did.
       if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) await recordRun();
+      // Taken over while this run was stalled: the vars it created at Vercel are ours all the
+      // same, and are recorded unless the run that took over has recorded those keys since
+      // (its view is the newer). Nothing else: the rest is that run's to record.
+      if (current && !isStillOurs && current.createdAt === row.createdAt && current.hostProjectId === row.hostProjectId) {
+        for (const change of varChanges) {
+          if (change.op !== "save") continue;
+          await repo.saveVarIfAbsent({
+            projectId,
+            target: change.target,
+            key: change.key,
+            hostEnvId: change.hostEnvId,
+            createdAt: summary.finishedAt,
+          });
+        }
+      }
       // Disconnected (or disconnected and reconnected, or taken over) during the run: nothing else to record.
       if (!current || !isStillOurs) return { remaining: 0, recorded: false, paused: false };
       // A token rejected by Vercel means attention only while it is still the saved one:

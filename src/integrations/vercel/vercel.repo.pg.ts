@@ -128,6 +128,10 @@ export function createVercelRepoPg(store: PgStore): VercelRepo {
         });
     },
 
+    async saveVarIfAbsent(row) {
+      await db.insert(integrationVars).values(row).onConflictDoNothing();
+    },
+
     async deleteVar(projectId, target, key) {
       await db
         .delete(integrationVars)

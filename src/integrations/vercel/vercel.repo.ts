@@ -148,6 +148,11 @@ function createVercelRepoSqlite(db: Db) {
         .run();
     },
 
+    /** Records a var as ours unless a record for its key and target exists (a newer run's). */
+    saveVarIfAbsent(row: IntegrationVarRow): void {
+      db.insert(integrationVars).values(row).onConflictDoNothing().run();
+    },
+
     deleteVar(projectId: string, target: string, key: string): void {
       db.delete(integrationVars)
         .where(and(eq(integrationVars.projectId, projectId), eq(integrationVars.target, target), eq(integrationVars.key, key)))
