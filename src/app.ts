@@ -30,6 +30,7 @@ import { serializerCompiler } from "./core/json-body.ts";
 import { createLogger, OneLinePerRequest } from "./core/logging.ts";
 import { createRateLimitStore } from "./core/rate-limit-store.ts";
 import { registerRequestHooks } from "./core/request-hooks.ts";
+import { createSecurityHeaders } from "./core/security-headers.ts";
 import { createStorageMonitor, errorCode, rootMessage, storageCondition } from "./core/storage.ts";
 import { checkMasterKeys, closeStore, openStore, type Store } from "./core/store.ts";
 import { createVault } from "./core/vault.ts";
@@ -175,6 +176,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     );
   }
 
+  const securityHeaders = createSecurityHeaders({ hsts: config.isProduction });
   const app = Fastify({
     loggerInstance: log as FastifyBaseLogger,
     bodyLimit: 1024 * 1024,
@@ -189,12 +191,17 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     clientErrorHandler: answerClientError,
     // Errors Fastify raises before routing (a malformed %-escape, an over-long path
     // parameter) get the same { error } body as every other error.
-    frameworkErrors: (error, _req, reply) => {
+    frameworkErrors: (error, req, reply) => {
       const status = typeof error.statusCode === "number" && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 400;
+      // No hook runs for these answers: the headers every answer carries are set here.
+      securityHeaders(req.raw, reply.raw, () => undefined);
       // Typed loosely by Fastify at this stage (no route, so no reply schema).
-      void (reply as unknown as FastifyReply).code(status).send({
-        error: status === 414 ? "The address is too long." : "The address could not be understood.",
-      });
+      void (reply as unknown as FastifyReply)
+        .code(status)
+        .header("cache-control", "no-store")
+        .send({
+          error: status === 414 ? "The address is too long." : "The address could not be understood.",
+        });
     },
   });
   app.setValidatorCompiler(validatorCompiler);
@@ -214,7 +221,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const gracefulStop = createGracefulStop(app);
   registerRequestHooks(app, {
     stop: gracefulStop,
-    hsts: config.isProduction,
+    securityHeaders,
     afterResponse: () => {
       wal.noteRequest();
       idleGc.noteRequest();

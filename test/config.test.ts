@@ -56,6 +56,7 @@ test("each invalid variable is refused with its name in the message", () => {
     [{ TRUST_PROXY: "proxy.internal" }, "TRUST_PROXY"],
     [{ TRUST_PROXY: "10.0.0.1, 10.0.0.0/99" }, "TRUST_PROXY"],
     [{ TRUST_PROXY: "0.0.0.0/0" }, "TRUST_PROXY"],
+    [{ TRUST_PROXY: "0" }, "TRUST_PROXY"],
     [{ RATE_LIMIT_IPV6_PREFIX: "16" }, "RATE_LIMIT_IPV6_PREFIX"],
     [{ RATE_LIMIT_IPV6_PREFIX: "129" }, "RATE_LIMIT_IPV6_PREFIX"],
   ];
@@ -416,6 +417,22 @@ test("a DATA_DIR that cannot be used and a backup into a missing folder stop wit
   const result = await runMain(["migrate"], { DATA_DIR: file, MASTER_KEY: randomMasterKey() });
   assert.equal(result.code, 1);
   assert.match(result.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: EEXIST\.\n$/);
+  // With no MASTER_KEY, as a first start in development: the key file's folder is the one in the way.
+  const serve = await runMain(["serve"], { DATA_DIR: file, MASTER_KEY: undefined, PORT: "0" });
+  assert.equal(serve.code, 1, serve.stderr);
+  assert.match(serve.stderr, /^secrets-server: configuration error: DATA_DIR .* cannot be used: EEXIST\.\n$/);
+
+  // A password with an unencoded "/": pg parses the URL only as it connects.
+  const badUrl = await runMain(["migrate"], {
+    DATABASE_URL: "postgres://app:ab/cd@127.0.0.1/x",
+    MASTER_KEY: randomMasterKey(),
+    DATA_DIR: dir,
+  });
+  assert.equal(badUrl.code, 1, badUrl.stderr);
+  assert.equal(
+    badUrl.stderr,
+    "secrets-server: configuration error: DATABASE_URL is not a valid URL: percent-encode the user name and password (/ as %2F, ? as %3F, # as %23, @ as %40, : as %3A) and check the port.\n",
+  );
 
   const server = await startServer(t);
   const backup = await runMain(["backup", path.join(dir, "missing", "copy.db")], server.env);

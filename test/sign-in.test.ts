@@ -209,6 +209,14 @@ test("errors raised before routing keep the { error } body; HEAD is not an alias
   const longParam = await client.delete(`/api/cli/sessions/${"a".repeat(200)}`);
   assert.equal(longParam.status, 414);
   assert.deepEqual(await longParam.json(), { error: "The address is too long." });
+  // No hook runs for these, nor for a request the first hook refuses: the headers of every answer all the same.
+  const gzipped = await client.request("POST", "/api/projects", "{}", { "content-type": "application/json", "content-encoding": "gzip" });
+  assert.equal(gzipped.status, 415);
+  for (const res of [badEscape, longParam, gzipped]) {
+    assert.match(res.headers.get("content-security-policy") ?? "", /default-src 'self'/, res.url);
+    assert.equal(res.headers.get("x-content-type-options"), "nosniff", res.url);
+    assert.equal(res.headers.get("cache-control"), "no-store", res.url);
+  }
   const head = await client.request("HEAD", "/api/projects");
   assert.equal(head.status, 404);
 });

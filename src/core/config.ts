@@ -295,7 +295,11 @@ function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
       `TRUST_PROXY=${value.trim()} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`,
     );
   }
-  if (/^\d+$/.test(value)) return Number(value);
+  if (/^\d+$/.test(value)) {
+    // 0 proxies trusts nothing, as leaving it unset does: say so rather than accept it silently.
+    if (Number(value) === 0) throw new ConfigError(`TRUST_PROXY must be ${TRUST_PROXY_FORMS}; leave it unset when no proxy is in front.`);
+    return Number(value);
+  }
   const list = value
     .split(",")
     .map((s) => s.trim())

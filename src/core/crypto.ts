@@ -166,6 +166,16 @@ export function loadKeyring(config: Config, log?: Pick<Logger, "warn">): Keyring
 
 function loadOrCreateDevKey(dataDir: string, log?: Pick<Logger, "warn">): Buffer {
   const file = path.join(dataDir, "master.key");
+  try {
+    return readOrCreateDevKey(dataDir, file, log);
+  } catch (error) {
+    if (error instanceof ConfigError) throw error;
+    // A file in the way, or a folder or key file this user may not use: one line, as openDatabase says it.
+    throw new ConfigError(`DATA_DIR ${dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+  }
+}
+
+function readOrCreateDevKey(dataDir: string, file: string, log?: Pick<Logger, "warn">): Buffer {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   if (!fs.existsSync(file)) {
     // "wx": never overwrite a key another process wrote a moment ago.

@@ -7,28 +7,39 @@ import type { FastifyInstance } from "fastify";
 import { isApiRoute, matchedRoute } from "./auth.ts";
 import { checkContentEncoding, type GracefulStop } from "./connections.ts";
 import { HttpError } from "./errors.ts";
-import { createSecurityHeaders } from "./security-headers.ts";
+import type { SecurityHeaders } from "./security-headers.ts";
 
 const NUL_IN_ADDRESS = /%00|\0/i;
 
 export interface RequestHookParts {
   stop: GracefulStop;
-  hsts: boolean;
+  /** helmet's headers (core/security-headers.ts), built once for the app. */
+  securityHeaders: SecurityHeaders;
   /** After each response (idle timers of the WAL maintenance and the idle collection). */
   afterResponse: () => void;
 }
 
 /** Registered before every other hook: a request refused while stopping costs nothing. */
-export function registerRequestHooks(app: FastifyInstance, { stop, hsts, afterResponse }: RequestHookParts): void {
-  const applySecurityHeaders = createSecurityHeaders({ hsts });
-
+export function registerRequestHooks(app: FastifyInstance, { stop, securityHeaders, afterResponse }: RequestHookParts): void {
   app.addHook("onRequest", (req, reply, done) => {
-    stop.checkOpen();
-    checkContentEncoding(req);
-    // A NUL in the address is never a name or an id of ours, and PostgreSQL's text refuses it
-    // (a statement error, not "no such row"): one 400 on both stores.
-    if (NUL_IN_ADDRESS.test(req.url)) throw new HttpError(400, "The address could not be understood.");
-    applySecurityHeaders(req.raw, reply.raw, (error?: unknown) => done(error as Error | undefined));
+    // The headers first: the refusals below are answers too.
+    securityHeaders(req.raw, reply.raw, (error?: unknown) => {
+      if (error) {
+        done(error as Error);
+        return;
+      }
+      try {
+        stop.checkOpen();
+        checkContentEncoding(req);
+        // A NUL in the address is never a name or an id of ours, and PostgreSQL's text refuses it
+        // (a statement error, not "no such row"): one 400 on both stores.
+        if (NUL_IN_ADDRESS.test(req.url)) throw new HttpError(400, "The address could not be understood.");
+      } catch (refusal) {
+        done(refusal as Error);
+        return;
+      }
+      done();
+    });
   });
 
   app.addHook("onSend", (req, reply, _payload, done) => {

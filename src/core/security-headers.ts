@@ -6,9 +6,9 @@ import helmet from "helmet";
  * middleware is built once here: @fastify/helmet built it anew for every request (parsing
  * the CSP directives each time), which cost a few percent of a secret read.
  */
-export function createSecurityHeaders(options: {
-  hsts: boolean;
-}): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
+export type SecurityHeaders = (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void;
+
+export function createSecurityHeaders(options: { hsts: boolean }): SecurityHeaders {
   return helmet({
     contentSecurityPolicy: {
       useDefaults: false,

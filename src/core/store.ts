@@ -119,6 +119,12 @@ export async function openStore(
       );
     }
     const code = (error as { code?: unknown }).code;
+    // pg parses the URL only when it first connects (and never repeats it in the error).
+    if (code === "ERR_INVALID_URL") {
+      throw new ConfigError(
+        "DATABASE_URL is not a valid URL: percent-encode the user name and password (/ as %2F, ? as %3F, # as %23, @ as %40, : as %3A) and check the port.",
+      );
+    }
     // 28P01/28000: wrong password or no such role; 3D000: no such database; 42501: no right to create the tables.
     if (code === "28P01" || code === "28000" || code === "3D000" || code === "42501") {
       throw new ConfigError(`The database at DATABASE_URL refused this server: ${(error as Error).message}.`);
