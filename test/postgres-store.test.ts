@@ -34,6 +34,14 @@ async function open(url: string, options: Parameters<typeof openPostgres>[1] = {
   return store;
 }
 
+/** What `promise` rejected with, or undefined when it resolved. */
+function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  return promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+}
+
 async function counter(store: PgStore, id: string): Promise<number | undefined> {
   const result = await store.client().query<{ n: number }>("SELECT n FROM counters WHERE id = $1", [id]);
   return result.rows[0]?.n;
@@ -130,10 +138,7 @@ test("a writer that waits for the write lock past its timeout fails as SQLite's 
   let failure: unknown;
   await pgWriteTransaction(a, async () => {
     // Held by this server until the other one has given up.
-    failure = await pgWriteTransaction(impatient, () => "written").then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    failure = await rejectionOf(pgWriteTransaction(impatient, () => "written"));
   });
   assert.equal(storageCondition(failure), "busy", String(failure));
   assert.equal(isDatabaseUnavailable(failure), false);
@@ -148,15 +153,14 @@ test("a process that stalls while holding the write lock is cut off after the lo
   const stall = new Promise<void>((resolve) => {
     stalled = resolve;
   });
-  const failure = pgWriteTransaction(stalling, async () => {
-    await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled', 1)");
-    stalled();
-    // Idle inside the transaction, the lock held, as a stopped process would be.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled-after', 1)");
-  }).then(
-    () => undefined,
-    (e: unknown) => e,
+  const failure = rejectionOf(
+    pgWriteTransaction(stalling, async () => {
+      await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled', 1)");
+      stalled();
+      // Idle inside the transaction, the lock held, as a stopped process would be.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await stalling.client().query("INSERT INTO counters (id, n) VALUES ('stalled-after', 1)");
+    }),
   );
   await stall;
   const started = Date.now();
@@ -175,13 +179,7 @@ test("sslmode in the URL is what pg does; a CA file that cannot be read stops th
   // that requires it is refused, and that is a configuration error, not an outage.
   const url = a.pool.options.connectionString as string;
   const tls = await open(`${url}&sslmode=require`);
-  const error = await tls
-    .client()
-    .query("SELECT 1")
-    .then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+  const error = await rejectionOf(tls.client().query("SELECT 1"));
   assert.match(String(error), /does not support SSL/);
   assert.equal(isDatabaseUnavailable(error), false);
   await assert.rejects(
@@ -356,13 +354,12 @@ test("a server starting while another migrates waits for it, whatever its statem
 
 test("a connection the server terminates inside a transaction fails it as database unavailable; the next one runs", async () => {
   const before = rollbacks;
-  const failure = await pgWriteTransaction(a, async () => {
-    const pid = (await a.client().query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid;
-    await b.pool.query("SELECT pg_terminate_backend($1)", [pid]);
-    await a.client().query("INSERT INTO counters (id, n) VALUES ('terminated', 1)");
-  }).then(
-    () => undefined,
-    (e: unknown) => e,
+  const failure = await rejectionOf(
+    pgWriteTransaction(a, async () => {
+      const pid = (await a.client().query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]?.pid;
+      await b.pool.query("SELECT pg_terminate_backend($1)", [pid]);
+      await a.client().query("INSERT INTO counters (id, n) VALUES ('terminated', 1)");
+    }),
   );
   assert.equal(isDatabaseUnavailable(failure), true, String(failure));
   assert.equal(rollbacks, before + 1);
@@ -374,13 +371,7 @@ test("a request that waits past the connection timeout for one of a full pool's 
   const store = await open(await createDatabase(), { poolSize: 1, connectionTimeoutMs: 300 });
   const held = await store.pool.connect();
   try {
-    const error = await store
-      .client()
-      .query("SELECT 1")
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const error = await rejectionOf(store.client().query("SELECT 1"));
     assert.equal(isDatabaseUnavailable(error), false, String(error));
     assert.equal(storageCondition(error), "busy");
   } finally {
@@ -394,18 +385,9 @@ test("a server that does not answer fails within the connection timeout as datab
   const thaw = await freezeCluster();
   try {
     const store = await open(url, { connectionTimeoutMs: 300 });
-    const error = await store
-      .client()
-      .query("SELECT 1")
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const error = await rejectionOf(store.client().query("SELECT 1"));
     assert.equal(isDatabaseUnavailable(error), true, String(error));
-    const inTransaction = await pgWriteTransaction(store, () => 0).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const inTransaction = await rejectionOf(pgWriteTransaction(store, () => 0));
     assert.equal(isDatabaseUnavailable(inTransaction), true, String(inTransaction));
   } finally {
     thaw();
@@ -420,25 +402,13 @@ test("PostgreSQL stopped: statements fail as database unavailable (503), and the
   await stopCluster();
   let restarted = false;
   try {
-    const outside = await counter(a, "commit").then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const outside = await rejectionOf(counter(a, "commit"));
     assert.equal(isDatabaseUnavailable(outside), true, String(outside));
     assert.equal(storageCondition(outside), "unreachable");
-    const throughDrizzle = await b
-      .db()
-      .execute(sql`SELECT 1`)
-      .then(
-        () => undefined,
-        (e: unknown) => e,
-      );
+    const throughDrizzle = await rejectionOf(b.db().execute(sql`SELECT 1`));
     assert.equal(isDatabaseUnavailable(throughDrizzle), true, String(throughDrizzle));
     assert.equal(storageCondition(throughDrizzle), "unreachable");
-    const inTransaction = await pgWriteTransaction(a, () => counter(a, "commit")).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const inTransaction = await rejectionOf(pgWriteTransaction(a, () => counter(a, "commit")));
     assert.equal(isDatabaseUnavailable(inTransaction), true, String(inTransaction));
     await startCluster();
     restarted = true;
