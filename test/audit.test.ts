@@ -482,6 +482,9 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   const copy = makeTempDir();
   t.after(() => fs.rmSync(copy, { recursive: true, force: true }));
   copyDatabase(server.dataDir, copy);
+  const forged = makeTempDir();
+  t.after(() => fs.rmSync(forged, { recursive: true, force: true }));
+  copyDatabase(server.dataDir, forged);
   const third = auditRows(server.dataDir)[2]!;
   tamperAuditRow(server.dataDir, third.seq, { metadata: JSON.stringify({ descriptionChanged: false }) });
   const edited = await runMain(["audit", "verify"], env);
@@ -521,6 +524,37 @@ test("audit verify finds the first edited, removed or inserted event", async (t)
   const removed = await runMain(["audit", "verify"], storeEnv({ ...env, DATA_DIR: copy }));
   assert.equal(removed.code, 1);
   assert.match(removed.stderr, new RegExp(`BROKEN at event #${third.seq + 1} .*does not follow the event before it`));
+
+  // An inserted event (on another untouched copy): appended after the head and linked to it,
+  // hashed the only way one can without the master key, by plain SHA-256.
+  const head = auditRows(forged).at(-1)!;
+  const content = {
+    id: "00000000-0000-4000-8000-00000000f0e1",
+    projectId: head.project_id!,
+    at: new Date(Date.parse(head.at) + 1000).toISOString(),
+    action: "project.updated",
+    category: "project",
+    actorUserId: head.actor_user_id!,
+    targetType: "project",
+    targetId: head.project_id!,
+    metadata: JSON.stringify({ descriptionChanged: true }),
+  };
+  insertAuditRow(forged, {
+    id: content.id,
+    project_id: content.projectId,
+    at: content.at,
+    action: content.action,
+    category: content.category,
+    actor_user_id: content.actorUserId,
+    target_type: content.targetType,
+    target_id: content.targetId,
+    metadata: content.metadata,
+    prev_hash: head.hash,
+    hash: eventHash(head.hash, content, null),
+  });
+  const inserted = await runMain(["audit", "verify"], storeEnv({ ...env, DATA_DIR: forged }));
+  assert.equal(inserted.code, 1, inserted.stdout);
+  assert.match(inserted.stderr, new RegExp(`BROKEN at event #${head.seq + 1} `));
 
   const usage = await runMain(["audit"], env);
   assert.equal(usage.code, 2);

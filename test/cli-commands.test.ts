@@ -167,8 +167,13 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   assert.match(badEntries.stderr, /The value of EMPTY_VALUE is empty: a value has 1 to 10,000 characters/);
   assert.match(badEntries.stderr, /"dotted\.key" is not a valid key: use letters, digits and _/);
   assert.equal((await exported(alice, project.id, "development")).GOOD_KEY, undefined, "nothing of a bad file is written");
-  const noProdImport = await cli(home, ["secrets", "import", path.join(home.dir, "missing.env"), ...prod]);
+  // A valid file: the refusal is the production confirmation's, not a file's problem.
+  fs.writeFileSync(file, "PROD_IMPORTED=would-be-written\n");
+  const productionBefore = await exported(alice, project.id, "production");
+  const noProdImport = await cli(home, ["secrets", "import", file, ...prod]);
   assert.equal(noProdImport.code, 2);
+  assert.match(noProdImport.stderr, /writes to production and stdin is not a terminal/);
+  assert.deepEqual(await exported(alice, project.id, "production"), productionBefore, "nothing written to production");
 
   // delete: the API takes a browser session only; without a terminal nobody can confirm
   // there, so the CLI names the page that would (exit 4).

@@ -3,7 +3,7 @@
 // /api/projects/<id>/invitations/<invitation_id>/renew).
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { auditEvents, type Client, startServer, type TestServer } from "./helpers.ts";
+import { auditEvents, type Client, cliClient, startServer, type TestServer } from "./helpers.ts";
 import { createInvitation } from "./secrets-helpers.ts";
 
 const GONE = { error: "This invitation is invalid, expired, or already used." };
@@ -178,6 +178,13 @@ test("a new link needs members:invite in the project, a browser session and an i
     ["invitation of another project", outsider, path(other.id, invitation.id), 404, NOT_FOUND_INVITATION],
     ["unknown id", admin, path(project.id, "00000000-0000-4000-8000-000000000000"), 404, NOT_FOUND_INVITATION],
     ["signed out", server.client(), path(project.id, invitation.id), 401, undefined],
+    [
+      "a CLI token of the owner",
+      await cliClient(server, alice),
+      path(project.id, invitation.id),
+      403,
+      { error: "This action needs a browser session; CLI tokens cannot be used here." },
+    ],
   ];
   for (const [name, client, url, status, body] of cases) {
     const res = await client.json("POST", url);

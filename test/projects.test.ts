@@ -1,9 +1,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { PERMISSIONS } from "../src/core/access.ts";
-import { auditEvents, type Client, startServer } from "./helpers.ts";
-import { addMember } from "./secrets-helpers.ts";
-import { auditRows, rowCount } from "./storage.ts";
+import { auditEvents, type Client, cliClient, startServer } from "./helpers.ts";
+import { addMember, createSecret } from "./secrets-helpers.ts";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
+import { auditRows, rowCount, writeIntegrationRow } from "./storage.ts";
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
@@ -311,6 +312,36 @@ test("delete removes everything of the project in one go; audit entries stay", a
   const project = await owner.createProject({ name: "api", environments: ["development", "production"] });
   const keep = await owner.createProject({ name: "keep", environments: ["production"] });
   await addMember(owner, viewer, project.id, "viewer", ["production"]);
+  // Something in every table that hangs off a project: secrets with versions, an invitation,
+  // a service account with a token, an integration.
+  const secretIds: string[] = [];
+  for (const key of ["A_KEY", "B_KEY"]) {
+    const created = await createSecret(owner, project.id, "production", key, `${key}-1`);
+    await owner.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${created.id}`, { value: `${key}-2` });
+    secretIds.push(created.id);
+  }
+  await owner.json("POST", `/api/projects/${project.id}/invitations`, {
+    email: "later@example.test",
+    role: "viewer",
+    environments: ["production"],
+  });
+  const account = await createServiceAccount(owner, project.id, { name: "bot", role: "viewer", environments: ["production"] });
+  await createServiceToken(owner, project.id, account.id);
+  writeIntegrationRow(server, project.id, { status: "connected", lastSyncStatus: "ok", lastSyncAt: new Date().toISOString() });
+  const tables = [
+    "project_environments",
+    "memberships",
+    "environment_grants",
+    "project_keys",
+    "secrets",
+    "invitations",
+    "integrations",
+    "service_accounts",
+  ];
+  for (const table of tables) assert.ok(rowCount(server, table, { project_id: project.id }) > 0, `${table} holds rows before`);
+  const versions = () => secretIds.reduce((n, id) => n + rowCount(server, "secret_versions", { secret_id: id }), 0);
+  const tokens = () => rowCount(server, "service_tokens", { service_account_id: account.id });
+  assert.deepEqual([versions(), tokens()], [4, 1]);
   const auditBefore = rowCount(server, "audit_events");
   const projectActions = (await auditEvents(owner, project.id)).map((event) => event.action);
 
@@ -321,17 +352,8 @@ test("delete removes everything of the project in one go; audit entries stay", a
   assert.equal((await viewer.json("GET", `/api/projects/${project.id}`)).status, 404);
 
   // The API answers 404 for every part of a deleted project: only the storage shows nothing is left.
-  for (const table of [
-    "project_environments",
-    "memberships",
-    "environment_grants",
-    "project_keys",
-    "secrets",
-    "invitations",
-    "integrations",
-  ]) {
-    assert.equal(rowCount(server, table, { project_id: project.id }), 0, table);
-  }
+  for (const table of tables) assert.equal(rowCount(server, table, { project_id: project.id }), 0, table);
+  assert.deepEqual([versions(), tokens()], [0, 0]);
   assert.equal(rowCount(server, "projects", { id: project.id }), 0);
   assert.equal((await owner.json("GET", `/api/projects/${keep.id}`)).status, 200);
   assert.equal(rowCount(server, "audit_events"), auditBefore + 1);
@@ -360,14 +382,29 @@ test("project changes are audited with category project and no more than names",
 
 test("a CLI-only credential cannot create, update or delete projects", async (t) => {
   const server = await startServer(t);
-  const res = await server
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["production"] });
+  const cli = await cliClient(server, owner);
+  const browserOnly = { error: "This action needs a browser session; CLI tokens cannot be used here." };
+  for (const [method, path, body] of [
+    ["POST", "/api/projects", { name: "from-cli", environments: ["production"] }],
+    ["PATCH", `/api/projects/${project.id}`, { name: "renamed-from-cli" }],
+    ["DELETE", `/api/projects/${project.id}`, undefined],
+  ] as const) {
+    const res = await cli.json(method, path, body);
+    assert.deepEqual([res.status, res.body], [403, browserOnly], `${method} ${path}`);
+  }
+  assert.deepEqual(
+    (await owner.json("GET", "/api/projects")).body.projects.map((p: { name: string }) => p.name),
+    ["api"],
+  );
+  // A made-up CLI token, and no credential at all: 401.
+  const madeUp = await server
     .client()
     .withBearer(`svc_at_${"x".repeat(43)}`)
     .json("POST", "/api/projects", { name: "x", environments: ["production"] });
-  assert.equal(res.status, 401);
-  // No user exists to list projects: only the storage shows none was made.
-  assert.equal(rowCount(server, "projects"), 0);
+  assert.equal(madeUp.status, 401);
   const anonymous = await server.client().json("POST", "/api/projects", { name: "x", environments: ["production"] });
-  assert.equal(anonymous.status, 401);
-  assert.deepEqual(anonymous.body, { error: "not signed in" });
+  assert.deepEqual([anonymous.status, anonymous.body], [401, { error: "not signed in" }]);
+  assert.equal(rowCount(server, "projects"), 1);
 });

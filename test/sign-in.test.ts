@@ -161,7 +161,7 @@ test("a request with an Authorization header is a CLI request: its cookie is ign
   assert.equal(list.status, 401);
 });
 
-test("in production the dev sign-in does not exist and cookies are Secure", async (t) => {
+test("in production the dev sign-in does not exist and makes no user (Secure cookies: local-accounts.test.ts)", async (t) => {
   const server = await startServer(t, {
     env: { NODE_ENV: "production", AUTH_PROVIDER: "local", MASTER_KEY: randomMasterKey() },
   });
