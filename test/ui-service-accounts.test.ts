@@ -310,4 +310,42 @@ describe("service accounts in Chromium", () => {
     await owner.page.getByText("No service accounts yet.").waitFor();
     await check(owner, "service-accounts-dark");
   });
+  test("revoking a token already gone elsewhere says so and takes its row away; an automatic revocation reads as one in the audit log", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const bob = await server.signIn("bob@example.test");
+    const project = await alice.createProject({ name: "shop", environments: ["production"] });
+    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "admin" });
+    assert.equal(
+      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
+      200,
+    );
+    const accounts = `/api/projects/${project.id}/service-accounts`;
+    const account = (await alice.json("POST", accounts, { name: "ci", role: "viewer", environments: ["production"] })).body.serviceAccount;
+    const gone = (await alice.json("POST", `${accounts}/${account.id}/tokens`, { name: "gone-token" })).body.tokenInfo;
+    assert.equal((await bob.json("POST", `${accounts}/${account.id}/tokens`, { name: "bobs-token" })).status, 201);
+
+    const tab = await openTab(server, { client: alice });
+    const { page } = tab;
+    await page.goto(`/projects/${project.id}/service-accounts/${account.id}`);
+    const row = page.getByRole("row", { name: /gone-token/ });
+    await row.waitFor();
+    // Revoked through the API meanwhile (another tab, a script).
+    assert.equal((await alice.json("DELETE", `${accounts}/${account.id}/tokens/${gone.id}`)).status, 200);
+    await row.getByRole("button", { name: "Revoke token gone-token" }).click();
+    const dialog = page.getByRole("dialog", { name: "Revoke token gone-token?" });
+    await dialog.getByRole("button", { name: "Revoke token", exact: true }).click();
+    await dialog.getByText("Token not found.").waitFor();
+    await dialog.getByRole("button", { name: "Cancel" }).click();
+    await row.waitFor({ state: "detached" });
+
+    // Bob is no longer an admin: the token he made is revoked with him, and the log says why.
+    const members = await alice.json("GET", `/api/projects/${project.id}/members`);
+    const bobId = members.body.members.find((m: { email: string }) => m.email === "bob@example.test").userId;
+    assert.equal((await alice.json("PATCH", `/api/projects/${project.id}/members/${bobId}`, { role: "member" })).status, 200);
+    await page.goto(`/projects/${project.id}/audit`);
+    await page
+      .getByText(/revoked token bobs-token of service account ci: the person who created it can no longer manage service accounts/)
+      .waitFor();
+  });
 });

@@ -100,3 +100,56 @@ test("connected with a team, the team picker offers the token's teams but no per
   await team.selectOption({ label: "Other" });
   await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "other-site"]);
 });
+
+test("the page lists the keys a sync skipped, follows a background sync to its end, and turns to reconnecting when Vercel rejects the token", async (t) => {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  fake.addToken("vcp_alice_token_123456", []);
+  fake.addToken("vcp_alice_second_123456", []);
+  fake.addProject("prj_web", "web");
+  fake.addEnv("prj_web", { key: "TAKEN_KEY", value: "someone-elses", type: "encrypted", target: ["production"] });
+  // Only the syncs the test asks for run.
+  const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "600000", VERCEL_RETRY_BASE_MS: "5" } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "site", environments: ["production"] });
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  assert.equal((await alice.json("POST", base, { token: "vcp_alice_token_123456" })).status, 201);
+  assert.equal((await alice.json("PUT", base, { hostProjectId: "prj_web", mappings: { production: "production" } })).status, 200);
+  for (const key of ["TAKEN_KEY", "OWN_KEY"]) {
+    const created = await alice.json("POST", `/api/projects/${project.id}/environments/production/secrets`, { key, value: `${key}-value` });
+    assert.equal(created.status, 201);
+  }
+
+  const tab = await openTab(server, { client: alice });
+  const { page } = tab;
+  await page.goto(`/projects/${project.id}/vercel`);
+  await page.getByRole("button", { name: "Sync now" }).click();
+  const finished = page.getByRole("status").filter({ hasText: "Sync finished." });
+  await finished.waitFor();
+  await finished.getByText("TAKEN_KEY").waitFor();
+  await finished.getByText(/skipped, a variable someone else made holds another value/).waitFor();
+  assert.equal(await finished.getByText("OWN_KEY").count(), 0, "only the keys that were skipped or failed");
+
+  // A sync that runs longer than one look: the page keeps looking until it has ended.
+  const held = fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const background = alice.json("POST", `${base}/sync`);
+  await held.reached;
+  await page.getByRole("button", { name: "Refresh status" }).click();
+  await page.getByText("syncing…").waitFor();
+  await new Promise((resolve) => setTimeout(resolve, 4000));
+  held.release();
+  assert.equal((await background).status, 200);
+  await page.getByText("syncing…").waitFor({ state: "detached", timeout: 10_000 });
+
+  // Vercel no longer takes the token: listing projects finds out, and the page offers to reconnect.
+  fake.revokeToken("vcp_alice_token_123456");
+  await page.reload();
+  await page.getByRole("heading", { name: "Reconnect Vercel", exact: true }).waitFor();
+  assert.equal(await page.getByRole("heading", { name: "Link and settings" }).count(), 0);
+  assert.equal(await page.getByRole("button", { name: "Sync now" }).isDisabled(), true);
+  await page.getByLabel("Vercel access token").fill("vcp_alice_second_123456");
+  await page.getByRole("button", { name: "Reconnect" }).click();
+  await page.getByRole("heading", { name: "Link and settings" }).waitFor();
+  await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "web"]);
+  assert.equal(await page.getByText("Vercel rejected the saved access token").count(), 0);
+});

@@ -153,6 +153,9 @@ export function describe(event: AuditEvent): string {
     case "service_token.created":
       return `created token ${str(m.name) ?? ""} for service account ${str(m.serviceAccountName) ?? ""}${str(m.expiresAt) ? "" : " (no expiry)"}${list(m.allowedCidrs) ? `, accepted only from ${list(m.allowedCidrs)}` : ""}`;
     case "service_token.revoked":
+      if (m.reason === "creator_lost_access") {
+        return `revoked token ${str(m.name) ?? ""} of service account ${str(m.serviceAccountName) ?? ""}: the person who created it can no longer manage service accounts`;
+      }
       return `revoked token ${str(m.name) ?? ""} of service account ${str(m.serviceAccountName) ?? ""}`;
     case "service_account_trust.created":
       return `added a trust to service account ${str(m.serviceAccountName) ?? ""}: ${str(m.subject) ?? "?"} from ${str(m.issuer) ?? "?"}`;

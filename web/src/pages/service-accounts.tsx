@@ -451,8 +451,12 @@ function AccountView({
           danger
           onClose={() => setRemoving(undefined)}
           onConfirm={async () => {
-            await del(`${url}/tokens/${removing.token.id}`);
-            await reload();
+            // Gone already (revoked elsewhere, expired): the list is refreshed whatever the answer.
+            try {
+              await del(`${url}/tokens/${removing.token.id}`);
+            } finally {
+              await reload();
+            }
             setStatus(`Token ${removing.token.name} revoked.`);
           }}
         >
@@ -466,8 +470,11 @@ function AccountView({
           danger
           onClose={() => setRemoving(undefined)}
           onConfirm={async () => {
-            await del(`${url}/trusts/${removing.trust.id}`);
-            await reload();
+            try {
+              await del(`${url}/trusts/${removing.trust.id}`);
+            } finally {
+              await reload();
+            }
             setStatus(`Trust removed for ${removing.trust.subject}.`);
           }}
         >

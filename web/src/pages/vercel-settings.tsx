@@ -1,8 +1,8 @@
 // The Vercel link and its settings: which Vercel project, which environment goes to which
 // target, what wins when a variable exists at Vercel, and the deploy hook. The hook URL is
 // sent once and never shown again (the API never returns it).
-import { useState } from "preact/hooks";
-import { get, type HostingConnection, type HostingOptions, put, type Target } from "../api.ts";
+import { useEffect, useState } from "preact/hooks";
+import { ApiError, get, type HostingConnection, type HostingOptions, put, type Target } from "../api.ts";
 import { ErrorText, envLabel, FormActions, LoadState, useAction, useLoad } from "../ui.tsx";
 
 const TARGETS = ["development", "preview", "production"] as const satisfies readonly Target[];
@@ -11,7 +11,18 @@ export type Connection = HostingConnection;
 export type Connected = Extract<Connection, { connected: true }>;
 type ConflictPolicy = Connected["conflictPolicy"];
 
-export function SettingsForm({ base, connection: c, onSaved }: { base: string; connection: Connected; onSaved(c: Connection): void }) {
+export function SettingsForm({
+  base,
+  connection: c,
+  onSaved,
+  onConnectionChanged,
+}: {
+  base: string;
+  connection: Connected;
+  onSaved(c: Connection): void;
+  /** Listing projects found the connection changed (its token rejected, disconnected elsewhere): load it again. */
+  onConnectionChanged(): void;
+}) {
   const [teamId, setTeamId] = useState(c.teamId ?? "");
   const [hostProjectId, setHostProjectId] = useState(c.hostProjectId ?? "");
   const [mappings, setMappings] = useState<Record<string, string>>(c.mappings ?? {});
@@ -56,6 +67,7 @@ export function SettingsForm({ base, connection: c, onSaved }: { base: string; c
           setHostProjectId("");
         }}
         onProject={setHostProjectId}
+        onConnectionChanged={onConnectionChanged}
       />
       <TargetMappings environments={c.environments} mappings={mappings} onChange={setMappings} />
       <ConflictPolicyChoice value={conflictPolicy} onChange={setConflictPolicy} />
@@ -79,8 +91,9 @@ function ProjectPicker(props: {
   hostProjectId: string;
   onTeam(id: string): void;
   onProject(id: string): void;
+  onConnectionChanged(): void;
 }) {
-  const { base, paused, teamId } = props;
+  const { base, paused, teamId, onConnectionChanged } = props;
   // A paused connection's token is not used, not even to list projects, until someone reconnects.
   const options = useLoad(
     () =>
@@ -89,6 +102,11 @@ function ProjectPicker(props: {
         : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`),
     [base, teamId, paused],
   );
+  // A 400 here is the connection's state, not the list's: the saved token was rejected (the
+  // server now says attention) or the connection is gone. The page shows what to do then.
+  useEffect(() => {
+    if (options.error instanceof ApiError && options.error.status === 400) onConnectionChanged();
+  }, [options.error]);
   return (
     <LoadState loaded={options}>
       {(o) => (

@@ -3,7 +3,7 @@
 // once and never shown again (the API never returns it).
 import { useEffect, useState } from "preact/hooks";
 import { del, get, type Project, post, projectPath, type SyncSummary } from "../api.ts";
-import { DangerZone, ErrorText, FormActions, LoadState, Time, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, envLabel, FormActions, LoadState, Time, useAction, useLoad } from "../ui.tsx";
 import { type Connected as ConnectedState, type Connection, SettingsForm } from "./vercel-settings.tsx";
 
 /** Why syncing paused (pausedReason), ending "…and no longer manages this project's integrations". */
@@ -98,19 +98,23 @@ function Connected({
     <>
       <StatusCard base={base} connection={c} reload={reload} />
       {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} reconnect />}
-      {!c.paused && <SettingsForm base={base} connection={c} onSaved={onChange} />}
+      {/* A rejected token can list and link nothing: the settings come back, fresh, with the new token. */}
+      {!c.paused && c.status !== "attention" && (
+        <SettingsForm base={base} connection={c} onSaved={onChange} onConnectionChanged={() => void reload()} />
+      )}
       <Disconnect base={base} onDisconnected={onChange} />
     </>
   );
 }
 
-/** While a sync runs in the background, look again now and then. */
+/** While a sync runs in the background, look again every few seconds until it has ended. */
 function useSyncPolling(c: ConnectedState, reload: () => Promise<void>): void {
+  // Each reload brings a new connection object: the next look is scheduled from it.
   useEffect(() => {
     if (!c.syncing) return;
     const timer = setTimeout(() => void reload(), 3000);
     return () => clearTimeout(timer);
-  }, [c.syncing, c.lastSyncAt]);
+  }, [c]);
 }
 
 /** Where the connection stands, and the buttons that sync now. */
@@ -188,6 +192,7 @@ function ConnectionDetails({ connection: c }: { connection: ConnectedState }) {
           <dt>Last run</dt>
           <dd>
             <Summary value={c.lastRun} />
+            <KeyResults results={c.lastRun.results as SyncSummary["results"] | undefined} />
           </dd>
         </>
       )}
@@ -207,7 +212,8 @@ function ConnectionDetails({ connection: c }: { connection: ConnectedState }) {
 function SyncControls({ base, connection: c, reload }: { base: string; connection: ConnectedState; reload(): Promise<void> }) {
   const [syncResult, setSyncResult] = useState<SyncSummary | undefined>(undefined);
   const sync = useAction();
-  const linked = c.hostProjectId !== null && c.status !== "connected";
+  // A rejected token syncs nothing (the server answers 400): reconnect first.
+  const linked = c.hostProjectId !== null && c.status === "active";
 
   async function runSync(redeploy: boolean) {
     setSyncResult(undefined);
@@ -239,6 +245,7 @@ function SyncControls({ base, connection: c, reload }: { base: string; connectio
         <div class="notice" role="status">
           <p>Sync finished.</p>
           <Summary value={syncResult} />
+          <KeyResults results={syncResult.results} />
         </div>
       )}
     </>
@@ -260,6 +267,30 @@ function Disconnect({ base, onDisconnected }: { base: string; onDisconnected(c: 
     >
       <p>Syncing stops. Variables already at Vercel stay there.</p>
     </DangerZone>
+  );
+}
+
+const REASONS: Record<string, string> = {
+  exists: "a variable someone else made holds another value (the policy is skip)",
+  shared: "the variable at Vercel also covers other targets, which a sync never changes",
+  unreadable: "Vercel never returns this variable's value (sensitive or system)",
+  conflict: "Vercel answered that the variable conflicts with another",
+  rejected: "Vercel refused it (a reserved name or an unaccepted value)",
+  decrypt: "the secrets of this environment could not be decrypted",
+};
+
+/** Which keys a run skipped or failed, and why: the counts alone do not say which. */
+function KeyResults({ results }: { results?: SyncSummary["results"] }) {
+  if (!results || results.length === 0) return null;
+  return (
+    <ul class="small key-results">
+      {results.map((r) => (
+        <li key={`${r.environment}:${r.target}:${r.key}`}>
+          <code>{r.key === "*" ? "every key" : r.key}</code> ({envLabel(r.environment)} → {r.target}): {r.result},{" "}
+          {REASONS[r.reason] ?? r.reason}
+        </li>
+      ))}
+    </ul>
   );
 }
 
