@@ -994,7 +994,7 @@ describe("audit, security and Vercel in Chromium", () => {
     await page.getByText("A secret key is letters, digits and underscores").waitFor({ state: "detached" });
 
     const csvDownload = page.waitForEvent("download");
-    await page.getByRole("link", { name: "Download CSV" }).click();
+    await page.getByRole("button", { name: "Download CSV" }).click();
     const csv = await csvDownload;
     assert.match(csv.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.csv$/);
     const csvLines = fs.readFileSync(await csv.path(), "utf8").split("\r\n");
@@ -1003,7 +1003,7 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.match(csvLines[1]!, /,secret\.created,secrets,alice@example\.test,.*,production,API_KEY,/);
 
     const jsonDownload = page.waitForEvent("download");
-    await page.getByRole("link", { name: "Download JSON" }).click();
+    await page.getByRole("button", { name: "Download JSON" }).click();
     const json = await jsonDownload;
     assert.match(json.suggestedFilename(), /^audit-log-\d{4}-\d{2}-\d{2}\.json$/);
     const body = JSON.parse(fs.readFileSync(await json.path(), "utf8"));
@@ -1023,6 +1023,17 @@ describe("audit, security and Vercel in Chromium", () => {
       "You downloaded 1 audit event as CSV, filtered by environment production, key API_KEY",
     ]);
     assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { action: "audit.exported" });
+
+    // A refused download says why on the page (a link would only leave a failed download):
+    // the export's limit is 10 a minute, two of them used above.
+    for (let i = 0; i < 8; i++) {
+      await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download CSV" }).click()]);
+    }
+    await page.getByRole("button", { name: "Download CSV" }).click();
+    await page
+      .getByRole("alert")
+      .filter({ hasText: /^Too many requests/ })
+      .waitFor();
   });
 
   test("connect Vercel against the fake, pick a project, map environments, add a hook, sync and redeploy", async (t) => {

@@ -1,9 +1,10 @@
 // The audit log: filters (in the URL, applied as they change), newest first, "load more" by cursor, one readable line each.
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, type ServiceAccount } from "../api.ts";
+import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, request, type ServiceAccount } from "../api.ts";
 import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
-import { ErrorText, messageOf, Time, useLoad, whoLabel } from "../ui.tsx";
+import { ErrorText, messageOf, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
+import { saveFile } from "./secrets-export.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
   secrets: [
@@ -438,15 +439,7 @@ export function AuditPage({ project }: { project: Project }) {
           A secret key is letters, digits and underscores, not starting with a digit, at most 128 characters.
         </p>
       )}
-      <div class="audit-downloads">
-        <a class="button" href={`${base}/audit/export?${new URLSearchParams([...exportQuery, ["format", "csv"]])}`} download>
-          Download CSV
-        </a>
-        <a class="button" href={`${base}/audit/export?${new URLSearchParams([...exportQuery, ["format", "json"]])}`} download>
-          Download JSON
-        </a>
-        <span class="muted small">The events matching these filters, newest 10,000 at most. Each download is recorded in this log.</span>
-      </div>
+      <AuditDownloads url={`${base}/audit/export`} query={exportQuery} />
       <ErrorText error={error} />
       {events.length === 0 && !loading && !error && <p class="empty">No events match.</p>}
       {events.length > 0 && (
@@ -476,5 +469,35 @@ export function AuditPage({ project }: { project: Project }) {
         </button>
       )}
     </div>
+  );
+}
+
+/**
+ * The filtered log as a file. Fetched, then saved, rather than a plain download link: a
+ * refusal (the limit of 10 a minute, dates the API refuses, a session that ended) is then
+ * said on the page, where a link would only leave a failed download in the browser.
+ */
+function AuditDownloads({ url, query }: { url: string; query: URLSearchParams }) {
+  const action = useAction();
+  async function download(format: "csv" | "json") {
+    await action.run(async () => {
+      const res = await request("GET", `${url}?${new URLSearchParams([...query, ["format", format]])}`);
+      const named = /filename="([^"]+)"/.exec(res.headers.get("content-disposition") ?? "")?.[1];
+      saveFile(named ?? `audit-log.${format}`, await res.text(), format === "csv" ? "text/csv" : "application/json");
+    });
+  }
+  return (
+    <>
+      <div class="audit-downloads">
+        <button type="button" disabled={action.busy} onClick={() => void download("csv")}>
+          Download CSV
+        </button>
+        <button type="button" disabled={action.busy} onClick={() => void download("json")}>
+          Download JSON
+        </button>
+        <span class="muted small">The events matching these filters, newest 10,000 at most. Each download is recorded in this log.</span>
+      </div>
+      <ErrorText error={action.error} />
+    </>
   );
 }
