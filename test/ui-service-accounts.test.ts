@@ -142,6 +142,15 @@ describe("service accounts in Chromium", () => {
     await dialog.getByLabel("Allowed networks (optional)").fill("10.0.0.0/8\n10.1.0.0/33");
     await dialog.getByRole("button", { name: "Create token" }).click();
     await dialog.getByRole("alert").filter({ hasText: "“10.1.0.0/33” is not a network" }).waitFor();
+    // What the API refuses, the form names before sending: leading zeros, a mapped network under /96.
+    for (const wrong of ["10.0.0.01/32", "10.0.0.0/08", "::ffff:10.0.0.0/64"]) {
+      await dialog.getByLabel("Allowed networks (optional)").fill(wrong);
+      await dialog.getByRole("button", { name: "Create token" }).click();
+      await dialog
+        .getByRole("alert")
+        .filter({ hasText: `“${wrong}” is not a network` })
+        .waitFor();
+    }
     await dialog.getByLabel("Allowed networks (optional)").fill("10.0.0.0/8\n2001:db8::/32");
     await dialog.getByRole("button", { name: "Create token" }).click();
     dialog = page.getByRole("dialog", { name: "Token web-1 created" });

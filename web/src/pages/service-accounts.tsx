@@ -489,19 +489,30 @@ function AccountView({
 }
 
 /** An address or network in CIDR form, checked here so the field can say which line is wrong. */
+/** The API's rule (service-accounts.service.ts parseCidr): no leading zeros, an IPv4-mapped network only from /96. */
 function isNetwork(text: string): boolean {
   const [address = "", prefix, ...rest] = text.split("/");
-  if (rest.length > 0 || (prefix !== undefined && !/^\d{1,3}$/.test(prefix))) return false;
-  const v4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(address);
+  if (rest.length > 0 || (prefix !== undefined && !/^(0|[1-9]\d{0,2})$/.test(prefix))) return false;
+  const v4 = /^(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})\.(0|[1-9]\d{0,2})$/.exec(address);
   if (v4) return v4.slice(1).every((n) => Number(n) <= 255) && (prefix === undefined || Number(prefix) <= 32);
   if (!address.includes(":") || !/^[0-9a-f:.]+$/i.test(address)) return false;
+  let hostname: string;
   try {
-    new URL(`http://[${address}]/`);
+    hostname = new URL(`http://[${address}]/`).hostname;
   } catch {
     return false;
   }
-  return prefix === undefined || Number(prefix) <= 128;
+  if (prefix === undefined) return true;
+  return Number(prefix) <= 128 && !(isMappedIpv4(hostname) && Number(prefix) < 96);
 }
+
+/** `[::ffff:a00:1]`: an IPv4 address written as IPv6 (the URL parser's normal form). */
+function isMappedIpv4(hostname: string): boolean {
+  return /^\[::ffff:[0-9a-f]{1,4}:[0-9a-f]{1,4}\]$/.test(hostname);
+}
+
+/** Networks a token may be limited to at most (the API's). */
+const MAX_NETWORKS = 20;
 
 const EXPIRY_CHOICES = [
   { value: "30", label: "30 days" },
@@ -550,9 +561,17 @@ function NewToken({
             .split("\n")
             .map((line) => line.trim())
             .filter(Boolean);
+          if (!name.trim()) {
+            setProblem("Give the token a name.");
+            return;
+          }
           const wrong = cidrs.find((line) => !isNetwork(line));
           if (wrong) {
             setProblem(`“${wrong}” is not a network: write one per line like 203.0.113.0/24, 2001:db8::/32 or a single address.`);
+            return;
+          }
+          if (cidrs.length > MAX_NETWORKS) {
+            setProblem(`At most ${MAX_NETWORKS} networks: ${cidrs.length} are listed.`);
             return;
           }
           const expiresInDays = expiry === "never" ? null : Number(expiry === "custom" ? days : expiry);
@@ -732,7 +751,20 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
               setProblem(`Write each claim as name=value on its own line: “${line}” is not.`);
               return;
             }
-            parsed[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
+            const claimName = line.slice(0, eq).trim();
+            if (claimName.length > 100) {
+              setProblem(`A claim name has at most 100 characters: “${claimName.slice(0, 20)}…” has more.`);
+              return;
+            }
+            parsed[claimName] = line.slice(eq + 1).trim();
+          }
+          if (Object.keys(parsed).length > 20) {
+            setProblem("At most 20 claims.");
+            return;
+          }
+          if (!audience.trim() || !subject.trim()) {
+            setProblem("The audience and the subject cannot be blank.");
+            return;
           }
           const body = {
             issuer: issuer.trim(),
