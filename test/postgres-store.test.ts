@@ -338,7 +338,8 @@ test("a database in a single-byte encoding is refused at start, before anything 
 test("a server starting while another migrates waits for it, whatever its statement timeout; the pooled connection keeps that timeout", async () => {
   const url = await createDatabase();
   const holder = await open(url);
-  const starting = await open(url, { statementTimeoutMs: 1000 });
+  // pg's own read timeout on this pool's clients is 1 + 0.5 s: the wait below is longer than both.
+  const starting = await open(url, { statementTimeoutMs: 1000, connectionTimeoutMs: 500 });
   const held = await holder.pool.connect();
   await held.query("SELECT pg_advisory_lock(1397048146, 2)");
   const migrating = migratePostgres(starting);

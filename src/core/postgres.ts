@@ -431,10 +431,14 @@ function loadPostgresMigrations(): MigrationMeta[] {
 export async function migratePostgres(store: PgStore): Promise<void> {
   const migrations = loadPostgresMigrations();
   const client = await connect(store);
+  const parameters = (client as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters;
+  const queryTimeout = parameters.query_timeout;
   let unlocked = false;
   try {
     // Not bound by DATABASE_STATEMENT_TIMEOUT_SECONDS: a server starting while another
-    // migrates waits for it, and an index built on a large table takes what it takes.
+    // migrates waits for it, and an index built on a large table takes what it takes. Both
+    // limits: the server's statement_timeout, and pg's own read timeout on the client.
+    parameters.query_timeout = undefined;
     await client.query("SET statement_timeout = 0");
     await refuseNonUnicode(client);
     await client.query(`SELECT pg_advisory_lock(${LOCK_CLASS}, ${MIGRATION_LOCK})`);
@@ -449,6 +453,7 @@ export async function migratePostgres(store: PgStore): Promise<void> {
     await client.query("RESET statement_timeout");
     unlocked = released.rows[0]?.released === true;
   } finally {
+    parameters.query_timeout = queryTimeout;
     // Reused, the connection saves the next statement a new session (tens of milliseconds
     // of the database's CPU, once per server start).
     client.release(unlocked ? undefined : true);

@@ -72,7 +72,7 @@ const CONDITIONS: Record<StorageCondition, ConditionText> = {
     operator:
       "The database in DATA_DIR stayed locked by another process past the busy timeout (a long backup, rotate-key or a second server on the same folder?): writes answer 503 meanwhile.",
     operatorPostgres:
-      "Writes waited for another server's write past the lock timeout (a long rotate-key or copy-database?), or requests for one of this server's pooled connections past the connection timeout (slow statements holding them all? DATABASE_POOL_SIZE): they answer 503 meanwhile.",
+      "Writes waited for another server's write past the lock timeout (a long rotate-key or copy-database?), or requests for one of this server's pooled connections past the connection timeout (slow statements holding them all? DATABASE_POOL_SIZE; or connections still trying to reach a database that does not answer): they answer 503 meanwhile.",
     retryAfterSeconds: 5,
   },
   unreachable: {

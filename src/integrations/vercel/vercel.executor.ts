@@ -8,6 +8,7 @@ import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
   CLAIM_PREFIX,
+  CREATE_UNANSWERED,
   createOutcome,
   isClaim,
   isReadableOnRequest,
@@ -246,16 +247,27 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
   /** The claim recorded for a create that got no answer: the value it sent, as a digest (see CREATE_UNANSWERED). */
   async function claimFor(projectId: string, value: string): Promise<string> {
-    const { keyVersion, digest } = await vault.currentDigest(projectId, value);
-    return `${CLAIM_PREFIX}${keyVersion}:${digest}`;
+    try {
+      const { keyVersion, digest } = await vault.currentDigest(projectId, value);
+      return `${CLAIM_PREFIX}${keyVersion}:${digest}`;
+    } catch {
+      // No data key under the current master key version yet (one is made only inside a write
+      // transaction): the claim without a digest, recognised by the secret's value as before.
+      return CREATE_UNANSWERED;
+    }
   }
 
-  /** Whether `value` is the one a claim recorded; a digest under a key no longer configured proves nothing. */
-  async function claimHolds(projectId: string, claim: { keyVersion: number; digest: string }, value: string): Promise<boolean> {
+  /**
+   * Whether `value` is the one a claim recorded: true or false, or undefined when the claim's
+   * key version no longer opens (rotated away), which the caller then judges as an older
+   * claim, by the secret's current value.
+   */
+  async function claimHolds(projectId: string, claim: { keyVersion: number; digest: string }, value: string): Promise<boolean | undefined> {
     try {
       return safeEqual(await vault.digest(projectId, claim.keyVersion, value), claim.digest);
-    } catch {
-      return false;
+    } catch (error) {
+      if (error instanceof DecryptError) return undefined;
+      throw error;
     }
   }
 
@@ -500,11 +512,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v),
       }));
       const claimsHeld = new Set<string>();
+      const secretValues = new Map(values.map((v) => [v.key, v.value]));
       for (const [key, hostEnvId] of claims) {
         const claim = parseClaim(hostEnvId);
         const v = byKey.get(key);
         const value = v && (readValues.has(v.id) ? readValues.get(v.id) : listedValue(v));
-        if (claim && value !== undefined && (await claimHolds(projectId, claim, value))) claimsHeld.add(key);
+        if (!claim || value === undefined) continue;
+        const holds = (await claimHolds(projectId, claim, value)) ?? value === secretValues.get(key);
+        if (holds) claimsHeld.add(key);
       }
       const plan = planSync(platformVars, { target, secrets: values, created, claimsHeld }, { conflictPolicy: row.conflictPolicy });
 

@@ -109,12 +109,22 @@ function Connected({
 
 /** While a sync runs in the background, look again every few seconds until it has ended. */
 function useSyncPolling(c: ConnectedState, reload: () => Promise<void>): void {
-  // Each reload brings a new connection object: the next look is scheduled from it.
+  // One chain of looks for as long as it syncs: a look that fails (a 429, the network) is
+  // followed by the next all the same.
   useEffect(() => {
     if (!c.syncing) return;
-    const timer = setTimeout(() => void reload(), 3000);
-    return () => clearTimeout(timer);
-  }, [c]);
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const look = async () => {
+      await reload();
+      if (!stopped) timer = setTimeout(() => void look(), 3000);
+    };
+    timer = setTimeout(() => void look(), 3000);
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [c.syncing]);
 }
 
 /** Where the connection stands, and the buttons that sync now. */
