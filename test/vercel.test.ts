@@ -8,6 +8,8 @@ import {
   automaticRunElsewhere,
   type Client,
   onPostgres,
+  randomMasterKey,
+  runMain,
   startServer,
   type TestServer,
   waitFor,
@@ -1240,6 +1242,39 @@ test("a create whose answer was lost, then its secret changed or deleted before 
   assert.deepEqual(
     storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
     [["LOST_CHANGED", made.id]],
+  );
+});
+
+test("a claim made under a master key version rotated away since is judged by the secret's value, as an older claim is", async (t) => {
+  const [key1, key2] = [randomMasterKey(), randomMasterKey()];
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000", MASTER_KEY: key1 } });
+  await addSecret(s, "development", "ROTATED_CLAIM", "claimed-value");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
+  assert.match(String(storedRows(s.server, "integration_vars", { key: "ROTATED_CLAIM" })[0]!.host_env_id), /^unanswered:1:/);
+
+  // Key 2 replaces key 1 for good: rotate-key re-encrypts everything and drops the old data keys.
+  await s.server.stop();
+  const rotated = await runMain(["rotate-key"], {
+    ...s.server.env,
+    MASTER_KEY: key2,
+    MASTER_KEY_VERSION: "2",
+    MASTER_KEYS_PREVIOUS: `1:${key1}`,
+  });
+  assert.equal(rotated.code, 0, rotated.stderr);
+  const server = await s.server.restart({ MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: undefined });
+  t.after(() => server.stop());
+  const owner = await server.signIn("owner@example.test");
+
+  // The claim's digest cannot be checked any more: the var holding the secret's value is ours all the same.
+  const next = await owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 1, skipped: 0, deleted: 0, failed: 0 });
+  const made = s.fake.envFor("prj_web", "ROTATED_CLAIM", "development")!;
+  assert.deepEqual(
+    storedRows(server, "integration_vars", { key: "ROTATED_CLAIM" }).map((r) => r.host_env_id),
+    [made.id],
   );
 });
 
