@@ -6,6 +6,7 @@ import { describe, test } from "node:test";
 import type { Page } from "playwright-core";
 import { assertFocus, check, goToSection, openTab, sectionLink, useBrowser } from "./browser.ts";
 import { startServer } from "./helpers.ts";
+import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();
 
@@ -297,11 +298,7 @@ describe("service accounts in Chromium", () => {
     const alice = await server.signIn("alice@example.test");
     const bob = await server.signIn("bob@example.test");
     const project = await alice.createProject({ name: "shop", environments: ["production"] });
-    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
-    assert.equal(
-      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
-      200,
-    );
+    await addMember(alice, bob, project.id, "member");
 
     const tab = await openTab(server, { client: bob });
     const { page } = tab;
@@ -319,16 +316,13 @@ describe("service accounts in Chromium", () => {
     await owner.page.getByText("No service accounts yet.").waitFor();
     await check(owner, "service-accounts-dark");
   });
+
   test("revoking a token already gone elsewhere says so and takes its row away; an automatic revocation reads as one in the audit log", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");
     const bob = await server.signIn("bob@example.test");
     const project = await alice.createProject({ name: "shop", environments: ["production"] });
-    const invited = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "admin" });
-    assert.equal(
-      (await bob.json("POST", "/api/invitations/accept", { token: new URL(invited.body.devAcceptUrl).hash.slice(1) })).status,
-      200,
-    );
+    await addMember(alice, bob, project.id, "admin");
     const accounts = `/api/projects/${project.id}/service-accounts`;
     const account = (await alice.json("POST", accounts, { name: "ci", role: "viewer", environments: ["production"] })).body.serviceAccount;
     const gone = (await alice.json("POST", `${accounts}/${account.id}/tokens`, { name: "gone-token" })).body.tokenInfo;
