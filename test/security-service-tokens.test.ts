@@ -3,10 +3,14 @@
 import assert from "node:assert/strict";
 import net from "node:net";
 import { type TestContext, test } from "node:test";
-import { type Client, runMain, type TestServer, waitFor } from "./helpers.ts";
+import { createAccessTokensRepo } from "../src/cli-auth/access-tokens.repo.ts";
+import { touchDueBefore } from "../src/core/auth.ts";
+import { createServiceAccountsRepo } from "../src/service-accounts/service-accounts.repo.ts";
+import { createBrowserSessionsRepo } from "../src/sign-in/browser-sessions.repo.ts";
+import { type Client, cliClient, runMain, type TestServer, waitFor } from "./helpers.ts";
 import { addMember, cliFor, startTeam, type Team } from "./secrets-helpers.ts";
 import { createServiceAccount, serviceAccountsPath } from "./service-account-helpers.ts";
-import { legacy } from "./storage.ts";
+import { legacy, storedRows } from "./storage.ts";
 
 const TOKEN_REFUSED = { error: "This service token is invalid, expired or revoked." };
 const CLI_SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
@@ -399,4 +403,36 @@ test("a write whose body arrives after its service token was revoked, its accoun
   assert.deepEqual([answer.status, answer.body], [401, { error: "not signed in" }]);
   const listed = await team.owner.json("GET", secrets);
   assert.deepEqual(listed.body.secrets, []);
+});
+
+test("every credential's last use is written once however many requests arrive together: a second write of the same minute changes nothing", async (t) => {
+  const team = await startTeam(t);
+  const { server } = team;
+  const account = await createAccount(team.owner, team.projectId);
+  const issued = await requestToken(team.owner, team.projectId, account.id, { name: "ci" });
+  await cliClient(server, team.owner);
+  server.clock.advance(61_000);
+  // Two requests that both read the stored time before either wrote: the first writes, the second must not.
+  const now = server.clock.now();
+  const dueBefore = touchDueBefore(now);
+  const [first, second] = [now.toISOString(), new Date(now.getTime() + 500).toISOString()];
+  const later = new Date(now.getTime() + 7 * 24 * 60 * 60 * 1000).toISOString();
+  const db = server.app.db;
+
+  const tokens = createServiceAccountsRepo(db);
+  await tokens.touchToken(issued.body.tokenInfo.id, first, "192.0.2.1", dueBefore);
+  await tokens.touchToken(issued.body.tokenInfo.id, second, "192.0.2.2", dueBefore);
+  const token = storedRows(server, "service_tokens", { id: issued.body.tokenInfo.id })[0]!;
+  assert.deepEqual([token.last_used_at, token.last_used_ip], [first, "192.0.2.1"]);
+
+  const cliSession = storedRows(server, "cli_sessions")[0]!;
+  await createAccessTokensRepo(db).touchSession(cliSession.id, first, dueBefore);
+  await createAccessTokensRepo(db).touchSession(cliSession.id, second, dueBefore);
+  assert.equal(storedRows(server, "cli_sessions", { id: cliSession.id })[0]!.last_used_at, first);
+
+  const browserSession = storedRows(server, "browser_sessions", { user_id: team.owner.user!.id })[0]!;
+  const sessions = createBrowserSessionsRepo(db);
+  await sessions.touch(browserSession.id, first, later, dueBefore);
+  await sessions.touch(browserSession.id, second, later, dueBefore);
+  assert.equal(storedRows(server, "browser_sessions", { id: browserSession.id })[0]!.last_seen_at, first);
 });

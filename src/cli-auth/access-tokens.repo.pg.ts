@@ -14,8 +14,12 @@ export function createAccessTokensRepoPg(store: PgStore): AccessTokensRepo {
            AND c.expires_at > $2 AND u.disabled_at IS NULL`,
         [tokenHash, nowIso],
       ),
-    async touchSession(sessionId, lastUsedAt) {
-      await pgRun(store, "UPDATE cli_sessions SET last_used_at = $1 WHERE id = $2", [lastUsedAt, sessionId]);
+    async touchSession(sessionId, lastUsedAt, unlessSince) {
+      await pgRun(store, "UPDATE cli_sessions SET last_used_at = $1 WHERE id = $2 AND last_used_at <= $3", [
+        lastUsedAt,
+        sessionId,
+        unlessSince,
+      ]);
     },
   };
 }

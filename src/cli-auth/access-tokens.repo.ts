@@ -22,15 +22,16 @@ function createAccessTokensRepoSqlite(db: Db) {
      WHERE t.token_hash = CAST(? AS TEXT) AND t.kind = 'access' AND t.expires_at > CAST(? AS TEXT) AND c.revoked_at IS NULL
        AND c.expires_at > CAST(? AS TEXT) AND u.disabled_at IS NULL`,
   );
-  const touchSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ?");
+  const touchSession = sqlite.prepare("UPDATE cli_sessions SET last_used_at = ? WHERE id = ? AND last_used_at <= ?");
 
   return guard(db, {
     /** A live access token's session and user at `nowIso`: not expired, not revoked, user enabled. */
     findLive(tokenHash: string, nowIso: string): AccessTokenRow | undefined {
       return findLive.get(tokenHash, nowIso, nowIso) as AccessTokenRow | undefined;
     },
-    touchSession(sessionId: string, lastUsedAt: string): void {
-      touchSession.run(lastUsedAt, sessionId);
+    /** Records a use unless one was recorded after `unlessSince` (core/auth.ts TOUCH_INTERVAL_MS). */
+    touchSession(sessionId: string, lastUsedAt: string, unlessSince: string): void {
+      touchSession.run(lastUsedAt, sessionId, unlessSince);
     },
   });
 }

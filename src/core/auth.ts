@@ -32,8 +32,17 @@ declare module "fastify" {
 const SESSION_IDLE_DAYS = 7;
 const SESSION_MAX_DAYS = 30;
 const DAY_MS = 24 * 60 * 60 * 1000;
-// Writing last-use on every request would make every read a write; once a minute is enough.
-const TOUCH_INTERVAL_MS = 60 * 1000;
+/**
+ * Writing last-use on every request would make every read a write: once a minute is enough,
+ * for every kind of credential. The write is conditional on the time read being still the
+ * stored one (`unlessSince`), so requests that arrive together write it once.
+ */
+export const TOUCH_INTERVAL_MS = 60 * 1000;
+
+/** The last-use time a credential must be older than for a request at `now` to write it. */
+export function touchDueBefore(now: Date): string {
+  return new Date(now.getTime() - TOUCH_INTERVAL_MS).toISOString();
+}
 
 export const BROWSER_ONLY = "This action needs a browser session; CLI tokens cannot be used here.";
 
@@ -117,7 +126,7 @@ export interface AccessTokenRow extends SessionUserRow {
 export interface CredentialRepos {
   browserSessions: {
     find(tokenHash: string): Promise<BrowserSessionRow | undefined>;
-    touch(sessionId: string, lastSeenAt: string, expiresAt: string): Promise<void>;
+    touch(sessionId: string, lastSeenAt: string, expiresAt: string, unlessSince: string): Promise<void>;
     insert(
       row: { id: string; userId: string; tokenHash: string; createdAt: string; expiresAt: string },
       checked?: { passwordHash: string | null },
@@ -126,7 +135,7 @@ export interface CredentialRepos {
   };
   accessTokens: {
     findLive(tokenHash: string, nowIso: string): Promise<AccessTokenRow | undefined>;
-    touchSession(sessionId: string, lastUsedAt: string): Promise<void>;
+    touchSession(sessionId: string, lastUsedAt: string, unlessSince: string): Promise<void>;
   };
 }
 
@@ -144,10 +153,12 @@ export function createAuth(
 
   async function resolveBearer(token: string | undefined): Promise<Caller | null> {
     if (token === undefined || !/^svc_at_[A-Za-z0-9_-]{20,200}$/.test(token)) return null;
-    const nowIso = clock.now().toISOString();
+    const now = clock.now();
+    const nowIso = now.toISOString();
     const row = await accessTokens.findLive(hashToken(token), nowIso);
     if (!row) return null;
-    if (Date.parse(nowIso) - Date.parse(row.last_used_at) > TOUCH_INTERVAL_MS) await accessTokens.touchSession(row.session_id, nowIso);
+    const dueBefore = touchDueBefore(now);
+    if (row.last_used_at <= dueBefore) await accessTokens.touchSession(row.session_id, nowIso, dueBefore);
     return toCaller(row, "cli", row.session_id);
   }
 
@@ -157,10 +168,11 @@ export function createAuth(
     if (!row) return null;
     const now = clock.now();
     if (Date.parse(row.expires_at) <= now.getTime()) return null;
-    if (now.getTime() - Date.parse(row.last_seen_at) > TOUCH_INTERVAL_MS) {
+    const dueBefore = touchDueBefore(now);
+    if (row.last_seen_at <= dueBefore) {
       const cap = Date.parse(row.created_at) + SESSION_MAX_DAYS * DAY_MS;
       const expiresAt = new Date(Math.min(now.getTime() + SESSION_IDLE_DAYS * DAY_MS, cap));
-      await browserSessions.touch(row.session_id, now.toISOString(), expiresAt.toISOString());
+      await browserSessions.touch(row.session_id, now.toISOString(), expiresAt.toISOString(), dueBefore);
     }
     return toCaller(row, "browser", row.session_id);
   }

@@ -156,11 +156,11 @@ export function createServiceAccountsRepoPg(store: PgStore): ServiceAccountsRepo
       return credential;
     },
 
-    async touchToken(tokenId, atIso, ip, unlessUsedSinceIso) {
+    async touchToken(tokenId, atIso, ip, unlessSince) {
       await pgRun(
         store,
         "UPDATE service_tokens SET last_used_at = $1, last_used_ip = $2 WHERE id = $3 AND (last_used_at IS NULL OR last_used_at <= $4)",
-        [atIso, ip, tokenId, unlessUsedSinceIso],
+        [atIso, ip, tokenId, unlessSince],
       );
     },
 

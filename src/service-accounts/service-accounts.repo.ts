@@ -203,9 +203,9 @@ function createServiceAccountsRepoSqlite(db: Db) {
       };
     },
 
-    /** Records a use, unless one was recorded after `unlessUsedSinceIso` (by a request that arrived with this one). */
-    touchToken(tokenId: string, atIso: string, ip: string, unlessUsedSinceIso: string): void {
-      touchToken.run(atIso, ip, tokenId, unlessUsedSinceIso);
+    /** Records a use unless one was recorded after `unlessSince` (core/auth.ts TOUCH_INTERVAL_MS). */
+    touchToken(tokenId: string, atIso: string, ip: string, unlessSince: string): void {
+      touchToken.run(atIso, ip, tokenId, unlessSince);
     },
 
     listTrusts(accountId: string): TrustRow[] {

@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import net from "node:net";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { type AccessGuard, ENVIRONMENTS, type Environment } from "../core/access.ts";
+import { touchDueBefore } from "../core/auth.ts";
 import type { Caller, ServiceAccountCaller } from "../core/caller.ts";
 import { mappedIpv4, normalizeAddress } from "../core/client-address.ts";
 import type { Clock } from "../core/clock.ts";
@@ -23,8 +24,6 @@ const MAX_TRUSTS = 10;
 const SERVICE_TOKEN_PREFIX = "svc_st_";
 export const WORKLOAD_TOKEN_PREFIX = "svc_wt_";
 const DAY_MS = 24 * 60 * 60 * 1000;
-// Writing last use on every request would make every read a write; once a minute is enough.
-const TOUCH_INTERVAL_MS = 60 * 1000;
 const UNUSED_DAYS = 90;
 
 export type ServiceAccountRole = "viewer" | "member";
@@ -506,13 +505,9 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       const now = clock.now();
       if (row.expiresAt !== null && Date.parse(row.expiresAt) <= now.getTime()) return null;
       if (!isAddressAllowed(clientIp, JSON.parse(row.allowedCidrs) as string[])) return null;
-      if (row.lastUsedAt === null || now.getTime() - Date.parse(row.lastUsedAt) >= TOUCH_INTERVAL_MS) {
-        await repo.touchToken(
-          row.tokenId,
-          now.toISOString(),
-          normalizeAddress(clientIp),
-          new Date(now.getTime() - TOUCH_INTERVAL_MS).toISOString(),
-        );
+      const dueBefore = touchDueBefore(now);
+      if (row.lastUsedAt === null || row.lastUsedAt <= dueBefore) {
+        await repo.touchToken(row.tokenId, now.toISOString(), normalizeAddress(clientIp), dueBefore);
       }
       return accountCaller(row.account, row.kind === "workload" ? "workload" : "service_token", row.tokenId, row.expiresAt);
     },

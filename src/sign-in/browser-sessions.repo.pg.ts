@@ -13,11 +13,12 @@ export function createBrowserSessionsRepoPg(store: PgStore): BrowserSessionsRepo
          WHERE s.token_hash = $1 AND u.disabled_at IS NULL`,
         [tokenHash],
       ),
-    async touch(sessionId, lastSeenAt, expiresAt) {
-      await pgRun(store, "UPDATE browser_sessions SET last_seen_at = $1, expires_at = $2 WHERE id = $3", [
+    async touch(sessionId, lastSeenAt, expiresAt, unlessSince) {
+      await pgRun(store, "UPDATE browser_sessions SET last_seen_at = $1, expires_at = $2 WHERE id = $3 AND last_seen_at <= $4", [
         lastSeenAt,
         expiresAt,
         sessionId,
+        unlessSince,
       ]);
     },
     // In a write transaction: its cluster-wide lock orders it with a reset or a disable,

@@ -35,7 +35,7 @@ function createBrowserSessionsRepoSqlite(db: Db) {
      FROM browser_sessions s JOIN users u ON u.id = s.user_id
      WHERE s.token_hash = CAST(? AS TEXT) AND u.disabled_at IS NULL`,
   );
-  const touch = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ?");
+  const touch = sqlite.prepare("UPDATE browser_sessions SET last_seen_at = ?, expires_at = ? WHERE id = ? AND last_seen_at <= ?");
   // Written only while the user is enabled and (when given) still has the password hash that
   // was checked: a reset or a disable that commits while a sign-in waits for its hash must
   // not be outlived by the session that sign-in then starts.
@@ -52,8 +52,9 @@ function createBrowserSessionsRepoSqlite(db: Db) {
     find(tokenHash: string): BrowserSessionRow | undefined {
       return findByTokenHash.get(tokenHash) as BrowserSessionRow | undefined;
     },
-    touch(sessionId: string, lastSeenAt: string, expiresAt: string): void {
-      touch.run(lastSeenAt, expiresAt, sessionId);
+    /** Records a use and slides the expiry, unless a use was recorded after `unlessSince` (core/auth.ts TOUCH_INTERVAL_MS). */
+    touch(sessionId: string, lastSeenAt: string, expiresAt: string, unlessSince: string): void {
+      touch.run(lastSeenAt, expiresAt, sessionId, unlessSince);
     },
     /** Whether the session was written: not for a disabled user, nor when the password changed since `checked`. */
     insert(row: NewBrowserSession, checked?: CheckedCredential): boolean {
