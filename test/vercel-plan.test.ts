@@ -204,6 +204,8 @@ const cases: Case[] = [
     platform: [platformVar("env_made", "LOST", { value: "our-value" })],
     secrets: { LOST: "our-value" },
     created: { LOST: "" },
+    // An older claim is held by the secret's value: the executor judges that (claimHolds).
+    claimsHeld: ["LOST"],
     expected: [
       { op: "adopt", key: "LOST", hostEnvId: "env_made" },
       { op: "unchanged", key: "LOST" },

@@ -501,8 +501,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // look at (a claimed key's too, whose secret may be gone).
       const wanted = new Set([...values.map((v) => v.key), ...claims.map(([key]) => key)]);
       const readValues = new Map<string, string | undefined>();
-      const byKey = targetVars(listed, target);
-      for (const [key, v] of byKey) {
+      for (const [key, v] of targetVars(listed, target)) {
         if (!wanted.has(key) || listedValue(v) !== undefined || !isReadableOnRequest(v)) continue;
         await holdsLease();
         readValues.set(v.id, await readValue(token, teamId, hostProjectId, v.id));
@@ -511,15 +510,18 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         ...v,
         value: readValues.has(v.id) ? readValues.get(v.id) : listedValue(v),
       }));
+      // Which claims the var at Vercel fulfils, decided here alone: by the claim's digest, or,
+      // for a claim without one (an older version's, or its key version rotated away), by
+      // the secret's current value.
       const claimsHeld = new Set<string>();
       const secretValues = new Map(values.map((v) => [v.key, v.value]));
+      const platformByKey = targetVars(platformVars, target);
       for (const [key, hostEnvId] of claims) {
+        const value = platformByKey.get(key)?.value;
+        if (value === undefined) continue;
         const claim = parseClaim(hostEnvId);
-        const v = byKey.get(key);
-        const value = v && (readValues.has(v.id) ? readValues.get(v.id) : listedValue(v));
-        if (!claim || value === undefined) continue;
-        const holds = (await claimHolds(projectId, claim, value)) ?? value === secretValues.get(key);
-        if (holds) claimsHeld.add(key);
+        const byDigest = claim && (await claimHolds(projectId, claim, value));
+        if (byDigest ?? value === secretValues.get(key)) claimsHeld.add(key);
       }
       const plan = planSync(platformVars, { target, secrets: values, created, claimsHeld }, { conflictPolicy: row.conflictPolicy });
 

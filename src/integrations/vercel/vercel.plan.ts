@@ -32,7 +32,7 @@ export interface Ours {
   created: ReadonlyMap<string, string>;
   /**
    * Keys whose claim the var at Vercel provably fulfils: it holds the very value the
-   * unanswered create sent (compared by the claim's digest, see claimFor in the executor).
+   * unanswered create sent (judged by the executor, see claimHolds there).
    */
   claimsHeld?: ReadonlySet<string>;
 }
@@ -113,8 +113,7 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
       continue;
     }
     if (createdId !== undefined && isClaim(createdId)) {
-      const held = ours.claimsHeld?.has(key) === true || (createdId === CREATE_UNANSWERED && existing.value === value);
-      if (held && existing.target.length === 1) {
+      if (ours.claimsHeld?.has(key) === true && existing.target.length === 1) {
         // Ours: it follows the secret from here, like any var we created.
         inPlace.push({ op: "adopt", key, hostEnvId: existing.id });
         createdId = existing.id;
