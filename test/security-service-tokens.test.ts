@@ -401,6 +401,20 @@ test("a write whose body arrives after its service token was revoked, its accoun
   assert.equal(disabled.code, 0, disabled.stderr);
   const answer = await request.finish();
   assert.deepEqual([answer.status, answer.body], [401, { error: "not signed in" }]);
+
+  // The same with a CLI token: the CLI's own sentence.
+  const cli = await cliClient(team.server, team.admin);
+  const cliRequest = await sendInTwoHalves(
+    team.server,
+    `POST ${secrets} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${cli.bearer}\r\n`,
+    JSON.stringify({ key: "SLOW_CLI", value: "written-after-the-change" }),
+  );
+  assert.equal((await runMain(["users", "disable", "adam@example.test"], team.server.env)).code, 0);
+  const cliAnswer = await cliRequest.finish();
+  assert.deepEqual(
+    [cliAnswer.status, cliAnswer.body],
+    [401, { error: "Your CLI session has expired or was revoked. Run the CLI login command." }],
+  );
   const listed = await team.owner.json("GET", secrets);
   assert.deepEqual(listed.body.secrets, []);
 });

@@ -293,6 +293,8 @@ test("a process that stalls past its lease after Vercel created a var still reco
       const current = (await onB.json("GET", base)).body;
       return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
     });
+    // B had no record of MADE to write: any there now comes from A once it wakes.
+    assert.deepEqual(storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }), []);
   } finally {
     a.child.kill("SIGCONT");
   }

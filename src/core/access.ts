@@ -131,7 +131,8 @@ export interface AccessRows {
  * inside the transaction). Otherwise it reads them again.
  */
 export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) {
-  const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string }>();
+  /** The guard's answer for this request; `fresh`: whether it read the credential again (a body had come in). */
+  const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string; fresh: boolean }>();
 
   /**
    * The caller's access and the version it was read at (undefined access: not a member).
@@ -174,7 +175,11 @@ export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) 
     return (await read(caller, projectId)).access;
   }
 
-  /** The guard's rows of this very request when still current (see above), else fresh ones. */
+  /**
+   * The guard's rows of this very request when still current (see above), else new ones,
+   * with the credential read again as the guard did (a request without a body was resolved
+   * a moment before its guard ran; without a guard, always).
+   */
   async function findAgain(caller: Principal, projectId: string): Promise<ProjectAccess | undefined> {
     const last = checked.get(caller);
     if (last) {
@@ -182,7 +187,7 @@ export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) 
       if (last.projectId === projectId && last.dataVersion === (await repo.dataVersion()))
         return { ...last.access, environment: undefined };
     }
-    return (await read(caller, projectId, true)).access;
+    return (await read(caller, projectId, last?.fresh ?? true)).access;
   }
 
   return {
@@ -222,9 +227,10 @@ export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) 
         if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
         const projectId = params.projectId ?? "";
         // A body may have taken long to arrive; a request without one was resolved just now.
-        const { access, version } = await read(req.caller, projectId, req.body !== undefined);
+        const fresh = req.body !== undefined;
+        const { access, version } = await read(req.caller, projectId, fresh);
         decide(access, permission, options.environment ? (params.env ?? "") : undefined);
-        checked.set(req.caller, { projectId, access: access!, dataVersion: version });
+        checked.set(req.caller, { projectId, access: access!, dataVersion: version, fresh });
       };
     },
   };

@@ -312,9 +312,9 @@ export function createAuth(
       return req.caller;
     },
 
-    /** Starts a browser session for a user and sets its cookie. Only the hash is stored. */
     /**
-     * Starts a session for the user and sets its cookie; false (and no cookie) when the user
+     * Starts a browser session for the user and sets its cookie (only the hash is stored);
+     * false (and no cookie) when the user
      * was disabled meanwhile, or, with `checked`, when the password changed since the sign-in
      * verified it: a reset or a disable that lands while the sign-in waited for its hash wins.
      */

@@ -189,10 +189,6 @@ function openSqliteFile(dataDir: string, file: string, options: { readonly?: boo
 }
 
 /**
- * A consistent copy of the live database (SQLite's online backup: the server may keep
- * writing meanwhile). The copy holds only ciphertext; the master key is not in it.
- */
-/**
  * For commands that work on an existing database (backup, audit verify, rotate-key, users,
  * copy-database): a mistyped DATA_DIR must not become a new, empty database that then
  * "verifies" or lists nothing. PostgreSQL (DATABASE_URL) is not concerned.
@@ -206,6 +202,10 @@ export function requireDatabaseFile(config: Pick<Config, "dataDir"> & { database
 /** The most pages better-sqlite3 lets one backup step copy. */
 const ALL_PAGES = 0x7fffffff;
 
+/**
+ * A consistent copy of the live database (SQLite's online backup: the server may keep
+ * writing meanwhile). The copy holds only ciphertext; the master key is not in it.
+ */
 export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
   requireDatabaseFile(config);
   const source = path.join(config.dataDir, DATABASE_FILE);

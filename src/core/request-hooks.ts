@@ -19,7 +19,7 @@ export interface RequestHookParts {
   afterResponse: () => void;
 }
 
-/** Registered before every other hook: a request refused while stopping costs nothing. */
+/** Registered before every other hook: a request refused while stopping costs only its headers. */
 export function registerRequestHooks(app: FastifyInstance, { stop, securityHeaders, afterResponse }: RequestHookParts): void {
   app.addHook("onRequest", (req, reply, done) => {
     // The headers first: the refusals below are answers too.

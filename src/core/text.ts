@@ -9,7 +9,6 @@
 // under the u flag): stored as UTF-8 it becomes U+FFFD, so a name would be checked for
 // uniqueness as one text and kept as another.
 const UNSAFE = /[\p{Cc}\p{Cs}\p{Zl}\p{Zp}\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]/u;
-const LONE_SURROGATE = /\p{Cs}/u;
 const UNSAFE_ALL = new RegExp(UNSAFE.source, "gu");
 const UNSAFE_EXCEPT_LINE_BREAKS = new RegExp(`(?![\\n\\t])${UNSAFE.source}`, "u");
 const UNSAFE_EXCEPT_LINE_BREAKS_ALL = new RegExp(UNSAFE_EXCEPT_LINE_BREAKS.source, "gu");
@@ -20,11 +19,6 @@ export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 /** True for a one-line name: nothing that moves the cursor, breaks the line or flips direction. */
 export function isSingleLine(text: string): boolean {
   return !UNSAFE.test(text);
-}
-
-/** True for text holding half of a surrogate pair alone: not Unicode, and read back as U+FFFD. */
-export function hasLoneSurrogate(text: string): boolean {
-  return LONE_SURROGATE.test(text);
 }
 
 /** True for a free text that may span lines (tabs and line feeds allowed, nothing else unsafe). */

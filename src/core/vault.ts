@@ -111,6 +111,17 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     return key;
   }
 
+  /**
+   * A keyed hash of a value, to tell equal values apart from different ones without
+   * decrypting either (import's "unchanged", the UI's environment comparison). The key is
+   * derived from the project's data key of that version under its own HKDF label, so a
+   * digest is comparable only within one project and one key version, opens nothing and
+   * says nothing to anyone without the master key.
+   */
+  async function digest(projectId: string, keyVersion: number, plaintext: string): Promise<string> {
+    return digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext);
+  }
+
   async function loadDataKey(projectId: string, keyVersion: number, createIfMissing: boolean): Promise<crypto.KeyObject> {
     const cacheKey = `${projectId}:${keyVersion}`;
     const wrappedKey = await keys.find(projectId, keyVersion);
@@ -218,25 +229,12 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       };
     },
 
-    /**
-     * A keyed hash of a value, to tell equal values apart from different ones without
-     * decrypting either (import's "unchanged", the UI's environment comparison). The key is
-     * derived from the project's data key of that version under its own HKDF label, so a
-     * digest is comparable only within one project and one key version, opens nothing and
-     * says nothing to anyone without the master key.
-     */
-    /** A digest under the current key version, and that version. */
+    /** A digest under the current key version, and that version (see digest). */
     async currentDigest(projectId: string, plaintext: string): Promise<{ keyVersion: number; digest: string }> {
-      const keyVersion = keyring.currentVersion;
-      return {
-        keyVersion,
-        digest: digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext),
-      };
+      return { keyVersion: keyring.currentVersion, digest: await digest(projectId, keyring.currentVersion, plaintext) };
     },
 
-    async digest(projectId: string, keyVersion: number, plaintext: string): Promise<string> {
-      return digestWith(digestKeys.get(`${projectId}:${keyVersion}`) ?? (await digestKey(projectId, keyVersion)), plaintext);
-    },
+    digest,
 
     /** Drops a deleted project's cached keys, and keeps them from being cached again. */
     forget(projectId: string): void {

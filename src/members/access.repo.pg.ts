@@ -20,11 +20,14 @@ export function createAccessRepoPg(store: PgStore): AccessRepo {
   return {
     async member(projectId, userId, withDisabled) {
       const at = version();
-      // Whether the person is disabled comes in the same statement: asked for or not, it costs no round trip.
+      // Whether the person is disabled comes in the same statement, when asked for: no round trip of its own.
+      const disabledColumn = withDisabled
+        ? "coalesce((SELECT u.disabled_at IS NOT NULL FROM users u WHERE u.id = m.user_id), true)"
+        : "false";
       const row = await pgRow<{ role: Role; grants: string[]; environments: string[]; disabled: boolean }>(
         store,
         `SELECT m.role,
-           coalesce((SELECT u.disabled_at IS NOT NULL FROM users u WHERE u.id = m.user_id), true) AS disabled,
+           ${disabledColumn} AS disabled,
            ARRAY(SELECT g.environment FROM environment_grants g
                  WHERE g.project_id = m.project_id AND g.user_id = m.user_id ORDER BY g.environment) AS grants,
            ARRAY(SELECT pe.slug FROM project_environments pe WHERE pe.project_id = m.project_id ORDER BY pe.slug) AS environments
@@ -37,7 +40,7 @@ export function createAccessRepoPg(store: PgStore): AccessRepo {
         role: row.role,
         grants: hasImplicitEnvironmentAccess(row.role) ? [] : row.grants,
         environments: row.environments,
-        disabled: withDisabled === true && row.disabled,
+        disabled: row.disabled,
       };
     },
     async environments(projectId) {

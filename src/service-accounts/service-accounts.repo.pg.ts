@@ -96,10 +96,17 @@ export function createServiceAccountsRepoPg(store: PgStore): ServiceAccountsRepo
       await db.insert(serviceTokens).values(row);
     },
 
-    async deleteToken(accountId, tokenId) {
+    async deleteToken(accountId, tokenId, nowIso) {
       const [row] = await db
         .delete(serviceTokens)
-        .where(and(eq(serviceTokens.serviceAccountId, accountId), eq(serviceTokens.id, tokenId), eq(serviceTokens.kind, "service")))
+        .where(
+          and(
+            eq(serviceTokens.serviceAccountId, accountId),
+            eq(serviceTokens.id, tokenId),
+            eq(serviceTokens.kind, "service"),
+            isLive(nowIso),
+          ),
+        )
         .returning();
       return row;
     },

@@ -156,11 +156,18 @@ function createServiceAccountsRepoSqlite(db: Db) {
       db.insert(serviceTokens).values(row).run();
     },
 
-    /** Removes one service token of the account; undefined when there was none. */
-    deleteToken(accountId: string, tokenId: string): ServiceTokenRow | undefined {
+    /** Removes one live service token of the account; undefined when there was none (an expired one is listed nowhere). */
+    deleteToken(accountId: string, tokenId: string, nowIso: string): ServiceTokenRow | undefined {
       return db
         .delete(serviceTokens)
-        .where(and(eq(serviceTokens.serviceAccountId, accountId), eq(serviceTokens.id, tokenId), eq(serviceTokens.kind, "service")))
+        .where(
+          and(
+            eq(serviceTokens.serviceAccountId, accountId),
+            eq(serviceTokens.id, tokenId),
+            eq(serviceTokens.kind, "service"),
+            isLive(nowIso),
+          ),
+        )
         .returning()
         .get();
     },

@@ -376,10 +376,8 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       await writeTransaction(db, async () => {
         await requireManage(caller, projectId);
         const account = await findOrFail(projectId, id);
-        const row = await repo.deleteToken(id, tokenId);
-        // An expired token is listed nowhere: unknown, as it is once a new token's write drops it.
-        if (!row || (row.expiresAt !== null && Date.parse(row.expiresAt) <= clock.now().getTime()))
-          throw new HttpError(404, TOKEN_NOT_FOUND);
+        const row = await repo.deleteToken(id, tokenId, clock.now().toISOString());
+        if (!row) throw new HttpError(404, TOKEN_NOT_FOUND);
         await audit.record(caller, {
           projectId,
           action: "service_token.revoked",
@@ -453,7 +451,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
       if (await access.holds(lost.userId, lost.projectId, "service_accounts:manage")) return;
       const nowIso = clock.now().toISOString();
       for (const row of await repo.listLiveTokensCreatedBy(lost.projectId, lost.userId, nowIso)) {
-        await repo.deleteToken(row.serviceAccountId, row.id);
+        await repo.deleteToken(row.serviceAccountId, row.id, nowIso);
         await audit.record(lost.actor, {
           projectId: lost.projectId,
           action: "service_token.revoked",

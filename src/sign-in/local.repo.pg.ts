@@ -27,16 +27,8 @@ export function createLocalRepoPg(store: PgStore): LocalRepo {
       await db.delete(accountLinks).where(and(eq(accountLinks.userId, userId), isNull(accountLinks.usedAt)));
     },
 
-    async deleteUnusedLinks(purpose, userId) {
-      await db
-        .delete(accountLinks)
-        .where(
-          and(
-            eq(accountLinks.purpose, purpose),
-            isNull(accountLinks.usedAt),
-            userId === null ? isNull(accountLinks.userId) : eq(accountLinks.userId, userId),
-          ),
-        );
+    async deleteUnusedSetupLinks() {
+      await db.delete(accountLinks).where(and(eq(accountLinks.purpose, "setup"), isNull(accountLinks.usedAt), isNull(accountLinks.userId)));
     },
 
     async failuresSince(accountHash, addressHash, since) {

@@ -43,15 +43,10 @@ function createLocalRepoSqlite(db: Db) {
         .run();
     },
 
-    deleteUnusedLinks(purpose: LinkPurpose, userId: string | null): void {
+    /** Unused setup links (they belong to no user yet): a new one replaces them. */
+    deleteUnusedSetupLinks(): void {
       db.delete(accountLinks)
-        .where(
-          and(
-            eq(accountLinks.purpose, purpose),
-            isNull(accountLinks.usedAt),
-            userId === null ? isNull(accountLinks.userId) : eq(accountLinks.userId, userId),
-          ),
-        )
+        .where(and(eq(accountLinks.purpose, "setup"), isNull(accountLinks.usedAt), isNull(accountLinks.userId)))
         .run();
     },
 

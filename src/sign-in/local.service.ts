@@ -106,7 +106,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     const token = randomToken(32);
     const now = clock.now();
     const expiresAt = new Date(now.getTime() + LINK_LIFETIME_HOURS[purpose] * HOUR_MS).toISOString();
-    if (userId === null) await repo.deleteUnusedLinks(purpose, null);
+    if (userId === null) await repo.deleteUnusedSetupLinks();
     else await repo.deleteUnusedLinksOf(userId);
     await repo.insertLink({
       id: crypto.randomUUID(),

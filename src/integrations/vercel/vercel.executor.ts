@@ -463,7 +463,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
      */
     const holdsLease = async () => {
       if (!(await lease.holds())) throw new SyncFailure("lease-lost");
-      if ((await repo.find(projectId))?.pausedAt != null) throw new SyncFailure("paused");
+      if (await repo.isPaused(projectId)) throw new SyncFailure("paused");
     };
     await holdsLease();
     let listed: VercelEnvVar[];

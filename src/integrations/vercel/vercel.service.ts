@@ -113,6 +113,11 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
     }
   }
 
+  /** After a reconnect or a relink: changes counted while the connection could not sync get their run. */
+  function sendWaiting(projectId: string, view: ConnectionView): void {
+    if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
+  }
+
   async function toView(row: IntegrationRow | undefined, projectAccess: ProjectAccess): Promise<ConnectionView> {
     if (!row) return { connected: false };
     return {
@@ -275,7 +280,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         return toView(await repo.find(projectId), projectAccess);
       });
       // Changes that waited while the connection needed attention go out now.
-      if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
+      sendWaiting(projectId, view);
       return view;
     },
 
@@ -370,7 +375,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         return toView(await repo.find(projectId), current);
       });
       // Relinked (after the old project was not found, say): what waited goes out now.
-      if (view.connected && view.status === "active" && view.pending > 0) sync.schedule(projectId);
+      sendWaiting(projectId, view);
       return view;
     },
 

@@ -488,8 +488,11 @@ function AccountView({
   );
 }
 
-/** An address or network in CIDR form, checked here so the field can say which line is wrong. */
-/** The API's rule (service-accounts.service.ts parseCidr): no leading zeros, an IPv4-mapped network only from /96. */
+/**
+ * An address or network in CIDR form, checked here so the field can say which line is wrong,
+ * by the API's rule (service-accounts.service.ts parseCidr): no leading zeros, an
+ * IPv4-mapped network only from /96.
+ */
 function isNetwork(text: string): boolean {
   const [address = "", prefix, ...rest] = text.split("/");
   if (rest.length > 0 || (prefix !== undefined && !/^(0|[1-9]\d{0,2})$/.test(prefix))) return false;

@@ -280,7 +280,7 @@ function Disconnect({ base, onDisconnected }: { base: string; onDisconnected(c: 
   );
 }
 
-const REASONS: Record<string, string> = {
+const REASONS: Record<SyncSummary["results"][number]["reason"], string> = {
   exists: "a variable someone else made holds another value (the policy is skip)",
   shared: "the variable at Vercel also covers other targets, which a sync never changes",
   unreadable: "Vercel never returns this variable's value (sensitive or system)",
@@ -296,8 +296,7 @@ function KeyResults({ results }: { results?: SyncSummary["results"] }) {
     <ul class="small key-results">
       {results.map((r) => (
         <li key={`${r.environment}:${r.target}:${r.key}`}>
-          <code>{r.key === "*" ? "every key" : r.key}</code> ({envLabel(r.environment)} → {r.target}): {r.result},{" "}
-          {REASONS[r.reason] ?? r.reason}
+          <code>{r.key === "*" ? "every key" : r.key}</code> ({envLabel(r.environment)} → {r.target}): {r.result}, {REASONS[r.reason]}
         </li>
       ))}
     </ul>
