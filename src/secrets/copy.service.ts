@@ -17,7 +17,7 @@ interface Deps {
   access: AccessGuard;
   audit: AuditWriter;
   vault: Vault;
-  secrets: Pick<SecretsService, "create" | "update" | "notifyChanged">;
+  secrets: Pick<SecretsService, "createInTransaction" | "updateInTransaction" | "notifyChanged">;
 }
 
 /**
@@ -59,10 +59,14 @@ export function createCopyService({ db, repo, access, audit, vault, secrets }: D
         let secret: SecretMeta;
         let result: CopyResult;
         if (existing) {
-          secret = await secrets.update(caller, projectId, input.to, existing.id, { value, expectedVersion: existing.version });
-          result = secret.version === existing.version ? "unchanged" : "updated";
+          const updated = await secrets.updateInTransaction(caller, projectId, input.to, existing.id, {
+            value,
+            expectedVersion: existing.version,
+          });
+          secret = updated.secret;
+          result = updated.isChanged ? "updated" : "unchanged";
         } else {
-          secret = await secrets.create(caller, projectId, input.to, { key: row.key, value });
+          secret = await secrets.createInTransaction(caller, projectId, input.to, { key: row.key, value });
           result = "created";
         }
         await audit.record(caller, {

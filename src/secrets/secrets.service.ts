@@ -4,7 +4,7 @@ import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
-import { inTransaction, readTransaction, type Store, writeTransaction } from "../core/store.ts";
+import { inTransaction, inWriteTransaction, readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ExportMemo } from "./export-memo.ts";
 import {
@@ -98,9 +98,10 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
    * has its response.
    */
   async function changed(projectId: string, environment: Environment): Promise<void> {
-    // Written inside a caller's transaction (a copy writes through create and update): its
-    // commit is still to come, and the caller calls notifyChanged once it is done.
-    if (inTransaction(db)) return;
+    // A listener told inside a transaction would act on rows that may still roll back: a
+    // caller writing in its own transaction uses the `…InTransaction` functions and calls
+    // notifyChanged after its commit.
+    if (inTransaction(db)) throw new Error("secret changes are announced after the commit, not inside a transaction");
     exportMemo.forget(projectId, environment);
     for (const listener of listeners) {
       try {
@@ -135,6 +136,76 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
     return row;
   }
 
+  async function updateInTransaction(
+    caller: Principal,
+    projectId: string,
+    environment: string,
+    secretId: string,
+    input: { key?: string; value?: string; expectedVersion?: number },
+  ): Promise<{ row: SecretRow; isChanged: boolean }> {
+    requireWriteTransaction();
+    const at = await requireAccess(caller, projectId, "secrets:update", environment);
+    const row = await findOrFail(projectId, at.environment, secretId);
+    if (input.expectedVersion !== undefined && input.expectedVersion !== row.version) {
+      throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
+    }
+    const key = input.key ?? row.key;
+    const keyChanged = key !== row.key;
+    const compared = input.value === undefined ? undefined : await values.sameValue(row, input.value);
+    const valueChanged = compared !== undefined && !compared.same;
+    if (!keyChanged && !valueChanged) return { row, isChanged: false };
+    if (keyChanged && (await repo.findByKey(projectId, at.environment, key))) throw new HttpError(409, KEY_TAKEN);
+
+    const now = clock.now().toISOString();
+    // A rename alone keeps the version: only a new value makes one.
+    const version = valueChanged ? row.version + 1 : row.version;
+    if (valueChanged) await writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now, { digest: compared.digest });
+    await advance(row, { key, version, updatedAt: now });
+    await audit.record(caller, {
+      projectId,
+      action: "secret.updated",
+      targetType: "secret",
+      targetId: row.id,
+      metadata: {
+        key,
+        environment: at.environment,
+        previousKey: keyChanged ? row.key : undefined,
+        keyChanged,
+        valueChanged,
+        version,
+      },
+    });
+    return { row: { ...row, key, version, updatedAt: now }, isChanged: true };
+  }
+
+  async function createInTransaction(
+    caller: Principal,
+    projectId: string,
+    environment: string,
+    input: { key: string; value: string },
+  ): Promise<SecretRow> {
+    requireWriteTransaction();
+    const at = await requireAccess(caller, projectId, "secrets:create", environment);
+    if (await repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
+    // Counted inside the IMMEDIATE transaction: parallel creates cannot both take the last place.
+    if ((await repo.countInEnvironment(projectId, at.environment)) >= MAX_SECRETS_PER_ENVIRONMENT)
+      throw new HttpError(409, ENVIRONMENT_FULL);
+    const created = await createOne(caller, projectId, at.environment, input.key, input.value, clock.now().toISOString());
+    await audit.record(caller, {
+      projectId,
+      action: "secret.created",
+      targetType: "secret",
+      targetId: created.id,
+      metadata: { key: created.key, environment: at.environment, version: 1 },
+    });
+    return created;
+  }
+
+  function requireWriteTransaction(): void {
+    // The checks and the write must not be split by another writer (the environment's cap, expectedVersion).
+    if (!inWriteTransaction(db)) throw new Error("a secret write must run inside a write transaction");
+  }
+
   return {
     /** Subscribes to committed changes of an environment's secrets (the Vercel sync). */
     onChange(listener: ChangeListener): void {
@@ -150,25 +221,13 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
     },
 
     async create(caller: Principal, projectId: string, environment: string, input: { key: string; value: string }): Promise<SecretMeta> {
-      const row = await writeTransaction(db, async () => {
-        const at = await requireAccess(caller, projectId, "secrets:create", environment);
-        if (await repo.findByKey(projectId, at.environment, input.key)) throw new HttpError(409, KEY_TAKEN);
-        // Counted inside the IMMEDIATE transaction: parallel creates cannot both take the last place.
-        if ((await repo.countInEnvironment(projectId, at.environment)) >= MAX_SECRETS_PER_ENVIRONMENT)
-          throw new HttpError(409, ENVIRONMENT_FULL);
-        const created = await createOne(caller, projectId, at.environment, input.key, input.value, clock.now().toISOString());
-        await audit.record(caller, {
-          projectId,
-          action: "secret.created",
-          targetType: "secret",
-          targetId: created.id,
-          metadata: { key: created.key, environment: at.environment, version: 1 },
-        });
-        return created;
-      });
+      const row = await writeTransaction(db, () => createInTransaction(caller, projectId, environment, input));
       await changed(projectId, row.environment);
       return toMeta(row);
     },
+
+    /** create's write, for a caller inside its own write transaction; it calls notifyChanged after its commit. */
+    createInTransaction: async (...args: Parameters<typeof createInTransaction>) => toMeta(await createInTransaction(...args)),
 
     /** The only single-secret read that returns a value; audited in the same transaction. */
     /** Answers only once the `secret.revealed` event is on disk (reads share its commit). */
@@ -197,42 +256,15 @@ export function createSecretsService({ db, repo, memberships, access, audit, vau
     ): Promise<SecretMeta> {
       // One IMMEDIATE transaction: the check of expectedVersion and the write cannot be
       // separated by another writer, so parallel PATCHes get one winner and 409s.
-      const result = await writeTransaction(db, async () => {
-        const at = await requireAccess(caller, projectId, "secrets:update", environment);
-        const row = await findOrFail(projectId, at.environment, secretId);
-        if (input.expectedVersion !== undefined && input.expectedVersion !== row.version) {
-          throw new HttpError(409, CHANGED_BY_SOMEONE_ELSE);
-        }
-        const key = input.key ?? row.key;
-        const keyChanged = key !== row.key;
-        const compared = input.value === undefined ? undefined : await values.sameValue(row, input.value);
-        const valueChanged = compared !== undefined && !compared.same;
-        if (!keyChanged && !valueChanged) return { row, isChanged: false };
-        if (keyChanged && (await repo.findByKey(projectId, at.environment, key))) throw new HttpError(409, KEY_TAKEN);
-
-        const now = clock.now().toISOString();
-        // A rename alone keeps the version: only a new value makes one.
-        const version = valueChanged ? row.version + 1 : row.version;
-        if (valueChanged) await writeVersion(caller, { ...row, key }, version, input.value!, "UPDATED", now, { digest: compared.digest });
-        await advance(row, { key, version, updatedAt: now });
-        await audit.record(caller, {
-          projectId,
-          action: "secret.updated",
-          targetType: "secret",
-          targetId: row.id,
-          metadata: {
-            key,
-            environment: at.environment,
-            previousKey: keyChanged ? row.key : undefined,
-            keyChanged,
-            valueChanged,
-            version,
-          },
-        });
-        return { row: { ...row, key, version, updatedAt: now }, isChanged: true };
-      });
+      const result = await writeTransaction(db, () => updateInTransaction(caller, projectId, environment, secretId, input));
       if (result.isChanged) await changed(projectId, result.row.environment);
       return toMeta(result.row);
+    },
+
+    /** update's write, for a caller inside its own write transaction; it calls notifyChanged after its commit when `isChanged`. */
+    updateInTransaction: async (...args: Parameters<typeof updateInTransaction>) => {
+      const result = await updateInTransaction(...args);
+      return { secret: toMeta(result.row), isChanged: result.isChanged };
     },
 
     async delete(caller: Principal, projectId: string, environment: string, secretId: string): Promise<void> {
