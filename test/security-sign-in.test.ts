@@ -5,7 +5,8 @@ import fs from "node:fs";
 import { type TestContext, test } from "node:test";
 import { addressNetwork } from "../src/core/client-address.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
-import { hashPassword } from "../src/sign-in/passwords.ts";
+import { HttpError } from "../src/core/errors.ts";
+import { hashPassword, PASSWORDS_BUSY, withPasswordCapacity } from "../src/sign-in/passwords.ts";
 import { makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
 import { setPasswordHash } from "./storage.ts";
 
@@ -121,6 +122,38 @@ test("the account's ceiling (100 failures an hour) holds across many addresses, 
 
   server.clock.advance(45 * 60 * 1000);
   assert.equal((await signIn(server, PASSWORD, "203.0.113.20")).status, 200);
+});
+
+test("password work past 128 under way is refused at once with 503 and Retry-After, before it starts; room comes back as work ends", async () => {
+  // A flood from many addresses (each has its own limit) reaches the sign-in faster than
+  // scrypt's ~26 hashes a second drain it only when sustained for many seconds, too long
+  // for a test: the bound is shown on the function every sign-in and password change runs in.
+  const releases: (() => void)[] = [];
+  let started = 0;
+  const held = Array.from({ length: 128 }, () =>
+    withPasswordCapacity(() => {
+      started += 1;
+      return new Promise<void>((resolve) => releases.push(resolve));
+    }),
+  );
+  assert.equal(started, 128);
+  let ranRefused = false;
+  const refused = await withPasswordCapacity(async () => {
+    ranRefused = true;
+  }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  assert.ok(refused instanceof HttpError, String(refused));
+  assert.deepEqual([refused.statusCode, refused.message, refused.headers], [503, PASSWORDS_BUSY, { "retry-after": "5" }]);
+  assert.equal(PASSWORDS_BUSY, "Too many sign-ins at once. Try again in a few seconds.");
+  assert.equal(ranRefused, false, "refused work never starts");
+
+  releases.shift()!();
+  await held[0];
+  assert.equal(await withPasswordCapacity(async () => "admitted"), "admitted");
+  for (const release of releases) release();
+  await Promise.all(held);
 });
 
 test("an IPv6 client is one client per /64: 40 addresses of one network are limited as one address", async (t) => {

@@ -7,7 +7,7 @@ import { type Store, writeTransaction } from "../core/store.ts";
 import { isSingleLine } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
-import { hashPassword, verifyPassword } from "./passwords.ts";
+import { hashPassword, verifyPassword, withPasswordCapacity } from "./passwords.ts";
 
 /** The `auth_issuer` of local accounts; their subject is the lower-case e-mail. */
 export const LOCAL_ISSUER = "local";
@@ -136,6 +136,30 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     return users.findByIdentity(LOCAL_ISSUER, email.toLowerCase());
   }
 
+  async function checkSignIn(email: string, password: string, network: string): Promise<UserRow> {
+    const normalized = email.trim().toLowerCase();
+    const account = keyring.pseudonym(`sign-in account ${normalized}`);
+    const pair = keyring.pseudonym(`sign-in network ${network}`);
+    const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
+    if (retryInSeconds > 0) {
+      throw new HttpError(
+        429,
+        `Too many failed sign-ins for this account. Try again in ${Math.ceil(retryInSeconds / 60)} minutes.`,
+        undefined,
+        { "retry-after": String(retryInSeconds) },
+      );
+    }
+    const user = await findLocalUser(normalized);
+    // A wrong password leaves the failure countAttempt recorded; a right one takes it back
+    // together with the earlier failures from this network (not those from elsewhere).
+    const isValid = await verifyPassword(password, user?.passwordHash);
+    if (!user || !isValid) throw new HttpError(401, SIGN_IN_FAILED);
+    await writeTransaction(db, () => repo.clearPairFailures(account, pair));
+    // Said only to someone who knows the password.
+    if (user.disabledAt) throw new HttpError(403, ACCOUNT_DISABLED);
+    return user;
+  }
+
   return {
     async hasLocalUser(): Promise<boolean> {
       return (await users.countByIssuer(LOCAL_ISSUER)) > 0;
@@ -190,7 +214,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
       if (first.purpose === "setup" && !input.email) throw new HttpError(400, "Enter your e-mail address.");
       // Hashing takes a while and is asynchronous, so it happens before the transaction,
       // which then checks the link again: it may have been used in the meantime.
-      const passwordHash = await hashPassword(input.password);
+      const passwordHash = await withPasswordCapacity(() => hashPassword(input.password));
       const now = clock.now();
       return writeTransaction(db, async () => {
         const link = await usableLink(input.token);
@@ -227,28 +251,9 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
      * address, which TRUST_PROXY decides, or its IPv6 network). Both are stored as keyed
      * hashes (Keyring.pseudonym), which a copy of the database alone cannot undo.
      */
-    async signIn(email: string, password: string, network: string): Promise<UserRow> {
-      const normalized = email.trim().toLowerCase();
-      const account = keyring.pseudonym(`sign-in account ${normalized}`);
-      const pair = keyring.pseudonym(`sign-in network ${network}`);
-      const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
-      if (retryInSeconds > 0) {
-        throw new HttpError(
-          429,
-          `Too many failed sign-ins for this account. Try again in ${Math.ceil(retryInSeconds / 60)} minutes.`,
-          undefined,
-          { "retry-after": String(retryInSeconds) },
-        );
-      }
-      const user = await findLocalUser(normalized);
-      // A wrong password leaves the failure countAttempt recorded; a right one takes it back
-      // together with the earlier failures from this network (not those from elsewhere).
-      const isValid = await verifyPassword(password, user?.passwordHash);
-      if (!user || !isValid) throw new HttpError(401, SIGN_IN_FAILED);
-      await writeTransaction(db, () => repo.clearPairFailures(account, pair));
-      // Said only to someone who knows the password.
-      if (user.disabledAt) throw new HttpError(403, ACCOUNT_DISABLED);
-      return user;
+    signIn(email: string, password: string, network: string): Promise<UserRow> {
+      // The room is taken before the attempt is counted: a sign-in refused for the server's load is no guess.
+      return withPasswordCapacity(() => checkSignIn(email, password, network));
     },
   };
 }

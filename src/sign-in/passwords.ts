@@ -1,5 +1,6 @@
 import crypto from "node:crypto";
 import { promisify } from "node:util";
+import { HttpError } from "../core/errors.ts";
 import { limitConcurrency } from "../core/limit-concurrency.ts";
 
 const scrypt = promisify(crypto.scrypt) as (
@@ -30,6 +31,27 @@ const MAX_MEMORY = 64 * 1024 * 1024;
  */
 const MAX_HASHES_AT_ONCE = 2;
 const queueHash = limitConcurrency(MAX_HASHES_AT_ONCE);
+
+/**
+ * Sign-ins and password changes under way at once, their hash running or waiting: beyond
+ * this, some 3-5 s of hashing, a new one is refused before anything is recorded. Sign-ins
+ * from many addresses at once (each address has its own limit) would otherwise queue
+ * without end, each hashed long after its client gave up, a real person's behind them all.
+ */
+const MAX_PASSWORD_WORK = 128;
+export const PASSWORDS_BUSY = "Too many sign-ins at once. Try again in a few seconds.";
+let passwordWork = 0;
+
+/** Runs `work` (which hashes a password once) when there is room, else answers 503 with Retry-After. */
+export async function withPasswordCapacity<T>(work: () => Promise<T>): Promise<T> {
+  if (passwordWork >= MAX_PASSWORD_WORK) throw new HttpError(503, PASSWORDS_BUSY, undefined, { "retry-after": "5" });
+  passwordWork += 1;
+  try {
+    return await work();
+  } finally {
+    passwordWork -= 1;
+  }
+}
 
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;
