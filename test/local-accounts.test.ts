@@ -1,9 +1,21 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
 import { type TestContext, test } from "node:test";
 import { hashToken } from "../src/core/crypto.ts";
 import { createBrowserSessionsRepo } from "../src/sign-in/browser-sessions.repo.ts";
-import { type Client, cliClient, cliLogin, runMain, startServer, type TestServer } from "./helpers.ts";
+import {
+  type Client,
+  cliClient,
+  cliLogin,
+  makeTempDir,
+  onPostgres,
+  randomMasterKey,
+  runMain,
+  startServer,
+  type TestServer,
+} from "./helpers.ts";
 import { rowCount, storedRows } from "./storage.ts";
 
 const PRODUCTION_LOCAL = { NODE_ENV: "production", AUTH_PROVIDER: "local" };
@@ -219,6 +231,41 @@ test("local: sign-in is limited per address (20 a minute)", async (t) => {
   for (let i = 0; i < 21; i++) statuses.push((await signIn(server, `person${i}@example.com`, "some wrong password")).status);
   assert.deepEqual(statuses.slice(0, 20), new Array(20).fill(401));
   assert.equal(statuses[20], 429);
+});
+
+test("users add before the first start makes the database and the first account: the server then prints no setup link; the other commands refuse an empty DATA_DIR", {
+  skip: onPostgres("an empty DATA_DIR holds SQLite's database; PostgreSQL's is DATABASE_URL's"),
+}, async (t) => {
+  const dataDir = makeTempDir();
+  const env = { ...PRODUCTION_LOCAL, DATA_DIR: dataDir, MASTER_KEY: randomMasterKey(), APP_URL: "http://localhost:8080" };
+  const database = path.join(dataDir, "secrets.db");
+
+  // A command that only reads or changes users names the missing file and creates nothing.
+  for (const args of [
+    ["users", "list"],
+    ["users", "disable", "nobody@example.com"],
+  ]) {
+    const refused = await runMain(args, env);
+    assert.equal(refused.code, 1, args.join(" "));
+    assert.equal(refused.stderr.trim(), `secrets-server: configuration error: There is no database at ${database}: check DATA_DIR.`);
+    assert.equal(fs.existsSync(database), false, args.join(" "));
+  }
+
+  const added = await runMain(["users", "add", "First@Example.com"], env);
+  assert.equal(added.code, 0, added.stderr);
+  assert.match(added.stdout, /^Created first@example\.com\. Give them this link to set their password:/);
+  const token = tokenOf(linkFromOutput(added.stdout));
+
+  const server = await startServer(t, { dataDir, env });
+  assert.ok(!server.logs.some((l) => l.includes("No account exists yet")), "an account exists: no setup link");
+  const set = await postRaw(server, "/api/auth/local/set-password", { token, password: GOOD_PASSWORD });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+  const signedIn = await signIn(server, "first@example.com", GOOD_PASSWORD);
+  assert.equal(signedIn.status, 200, JSON.stringify(signedIn.body));
+  // setup-link is for a database without accounts: this one has its first.
+  const setupLink = await cli(server, "setup-link");
+  assert.equal(setupLink.code, 1);
+  assert.match(setupLink.stderr, /The first account exists already/);
 });
 
 test("users commands: add, list, set the password through the link, reset, disable and enable", async (t) => {
