@@ -212,7 +212,9 @@ test("errors raised before routing keep the { error } body; HEAD is not an alias
   // No hook runs for these, nor for a request the first hook refuses: the headers of every answer all the same.
   const gzipped = await client.request("POST", "/api/projects", "{}", { "content-type": "application/json", "content-encoding": "gzip" });
   assert.equal(gzipped.status, 415);
-  for (const res of [badEscape, longParam, gzipped]) {
+  const nul = await client.get("/api/projects/a%00b");
+  assert.deepEqual([nul.status, await nul.json()], [400, { error: "The address could not be understood." }]);
+  for (const res of [badEscape, longParam, gzipped, nul]) {
     assert.match(res.headers.get("content-security-policy") ?? "", /default-src 'self'/, res.url);
     assert.equal(res.headers.get("x-content-type-options"), "nosniff", res.url);
     assert.equal(res.headers.get("cache-control"), "no-store", res.url);
