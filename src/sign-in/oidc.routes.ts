@@ -34,7 +34,8 @@ interface Deps {
 /**
  * Only a path of this server: an absolute or protocol-relative URL (//evil.test,
  * /\evil.test) would turn the sign-in into an open redirect. API paths make no sense
- * to land on, so they fall back to the home page too.
+ * to land on, and a link that lands on one (a reveal) would act under the person's name,
+ * so they fall back to the home page too, however they are escaped.
  */
 function safeReturnTo(value: unknown, appOrigin: string): string {
   if (typeof value !== "string" || !value.startsWith("/") || value.startsWith("//") || value.startsWith("/\\")) return "/";
@@ -45,11 +46,24 @@ function safeReturnTo(value: unknown, appOrigin: string): string {
   } catch {
     return "/";
   }
-  if (url.origin !== appOrigin || url.pathname.startsWith("/api/")) return "/";
+  if (url.origin !== appOrigin || isApiPath(url.pathname)) return "/";
+  // The router decodes the path before matching: "/%61pi/projects/…" reaches the API.
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(url.pathname);
+  } catch {
+    return "/";
+  }
+  if (isApiPath(decoded)) return "/";
   // Dot segments resolve away: "/..//evil.test" becomes the path "//evil.test", which a
   // browser reads as another host. Check the result, not only the input.
   if (url.pathname.startsWith("//")) return "/";
   return url.pathname + url.search + url.hash;
+}
+
+function isApiPath(pathname: string): boolean {
+  const lower = pathname.toLowerCase();
+  return lower === "/api" || lower.startsWith("/api/");
 }
 
 export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring, oidc, log }: Deps): void {
