@@ -109,7 +109,7 @@ test("preview is rate limited per address", async (t) => {
   assert.equal((await preview(server, "guess-21", bob)).status, 429);
 });
 
-test("a new link replaces the old one, restarts the 7 days and is audited", async (t) => {
+test("a new link replaces the old one, is created anew (its 7 days start again) and is audited", async (t) => {
   const { server, alice: before, project } = await setup(t);
   const { invitation, token } = await createInvitation(before, project.id, "bob@example.test", "member", ["production"]);
   server.clock.advance(8 * DAY_MS);
@@ -119,9 +119,10 @@ test("a new link replaces the old one, restarts the 7 days and is audited", asyn
 
   const res = await alice.json("POST", `/api/projects/${project.id}/invitations/${invitation.id}/renew`);
   assert.equal(res.status, 200, JSON.stringify(res.body));
-  const expiresAt = res.body.invitation.expiresAt as string;
-  assert.ok(Math.abs(Date.parse(expiresAt) - (server.clock.now().getTime() + 7 * DAY_MS)) < 5000, "7 days from now");
-  assert.deepEqual(res.body.invitation, { ...invitation, expiresAt, expired: false });
+  const { createdAt, expiresAt } = res.body.invitation as { createdAt: string; expiresAt: string };
+  assert.ok(Math.abs(Date.parse(createdAt) - server.clock.now().getTime()) < 5000, "created now");
+  assert.equal(Date.parse(expiresAt) - Date.parse(createdAt), 7 * DAY_MS, "api.md: expiry is 7 days after creation");
+  assert.deepEqual(res.body.invitation, { ...invitation, createdAt, expiresAt, expired: false });
   const newToken = new URL(res.body.devAcceptUrl).hash.slice(1);
   assert.match(res.body.devAcceptUrl, new RegExp(`^${server.env.APP_URL}/invite#[A-Za-z0-9_-]{43}$`));
   assert.notEqual(newToken, token);

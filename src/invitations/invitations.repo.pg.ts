@@ -63,10 +63,10 @@ export function createInvitationsRepoPg(store: PgStore): InvitationsRepo {
         .where(and(eq(invitations.projectId, projectId), eq(invitations.email, email), isNull(invitations.acceptedAt)));
     },
 
-    async renewInvitationToken(id, tokenHash, expiresAt) {
+    async renewInvitationToken(id, tokenHash, createdAt, expiresAt) {
       const result = await db
         .update(invitations)
-        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
+        .set({ tokenHash, createdAt, expiresAt, deliveryStatus: "not_configured" })
         .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)));
       return (result.rowCount ?? 0) > 0;
     },

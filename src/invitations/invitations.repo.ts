@@ -89,11 +89,11 @@ function createInvitationsRepoSqlite(db: Db) {
         .all();
     },
 
-    /** A new token (hash) and expiry for a not yet accepted invitation; false when it was used or is gone. */
-    renewInvitationToken(id: string, tokenHash: string, expiresAt: string): boolean {
+    /** A new token (hash), creation time and expiry for a not yet accepted invitation; false when it was used or is gone. */
+    renewInvitationToken(id: string, tokenHash: string, createdAt: string, expiresAt: string): boolean {
       const result = db
         .update(invitations)
-        .set({ tokenHash, expiresAt, deliveryStatus: "not_configured" })
+        .set({ tokenHash, createdAt, expiresAt, deliveryStatus: "not_configured" })
         .where(and(eq(invitations.id, id), isNull(invitations.acceptedAt)))
         .run();
       return result.changes > 0;

@@ -286,8 +286,9 @@ export function createInvitationsService({ db, repo, memberships, context, acces
 
     /**
      * A new link for an open invitation: a new token replaces the old one's hash (so the old
-     * link stops working) and the 7 days start again. Like create, the token leaves only in
-     * the e-mail (SMTP_URL) and, outside production, in devAcceptUrl.
+     * link stops working) and the 7 days start again. It is created anew: `createdAt` is now,
+     * as api.md has an invitation expire 7 days after its creation. Like create, the token
+     * leaves only in the e-mail (SMTP_URL) and, outside production, in devAcceptUrl.
      */
     async renewLink(
       caller: Caller,
@@ -301,8 +302,12 @@ export function createInvitationsService({ db, repo, memberships, context, acces
         if (!found || found.projectId !== projectId || found.acceptedAt !== null) throw new HttpError(404, INVITATION_NOT_FOUND);
         // Renewing re-issues the grant of environments: the caller must be allowed to give them.
         if (environmentsOf(found).length > 0) await access.require(caller, projectId, "environments:manage");
-        const expiresAt = new Date(clock.now().getTime() + INVITATION_LIFETIME_DAYS * DAY_MS).toISOString();
-        if (!(await repo.renewInvitationToken(found.id, hashToken(token), expiresAt))) throw new HttpError(404, INVITATION_NOT_FOUND);
+        const now = clock.now();
+        const createdAt = now.toISOString();
+        const expiresAt = new Date(now.getTime() + INVITATION_LIFETIME_DAYS * DAY_MS).toISOString();
+        if (!(await repo.renewInvitationToken(found.id, hashToken(token), createdAt, expiresAt))) {
+          throw new HttpError(404, INVITATION_NOT_FOUND);
+        }
         // Never the token: the audit log is readable by every admin.
         await audit.record(caller, {
           projectId,
@@ -311,7 +316,7 @@ export function createInvitationsService({ db, repo, memberships, context, acces
           targetId: found.id,
           metadata: { email: found.email, role: found.role, expiresAt },
         });
-        return { ...found, expiresAt, deliveryStatus: "not_configured" };
+        return { ...found, createdAt, expiresAt, deliveryStatus: "not_configured" };
       });
       if (mailer) row.deliveryStatus = await mailer.deliver(row, `${config.appUrl}/invite#${token}`);
       const invitation = toView(row);
