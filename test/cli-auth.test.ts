@@ -449,8 +449,14 @@ test("sessions: list without token material, revoke one, revoke all, never anoth
   assert.equal((await alice.json("DELETE", `/api/cli/sessions/${laptopId}`)).status, 404);
 
   await cliLogin(server, alice, "third");
+  // A terminal's sign-in Alice approved a moment ago, not collected yet: ending every
+  // session denies it too, or it would become a session right after.
+  const device = await server.client().json("POST", "/api/cli/auth/device", { deviceName: "just approved" });
+  assert.equal((await alice.json("POST", "/api/cli/auth/approve", { userCode: device.body.userCode })).status, 200);
   const all = await alice.json("DELETE", "/api/cli/sessions");
   assert.deepEqual([all.status, all.body], [200, { revoked: 2 }]);
+  const collected = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
+  assert.deepEqual([collected.status, collected.body], [400, { status: "denied" }]);
   assert.equal(await projectsStatus(server, ci.accessToken), 401);
   assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body, { sessions: [] });
   assert.equal(await projectsStatus(server, bobs.accessToken), 200);

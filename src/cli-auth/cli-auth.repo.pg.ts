@@ -90,11 +90,15 @@ export function createCliAuthRepoPg(store: PgStore): CliAuthRepo {
         .orderBy(desc(cliSessions.lastUsedAt), desc(cliSessions.id));
     },
 
-    async revokeAllSessionsOf(userId, nowIso) {
+    async denyUncollectedApprovals(userId) {
       await db
         .update(deviceRequests)
         .set({ status: "denied" })
         .where(and(eq(deviceRequests.approvedBy, userId), eq(deviceRequests.status, "approved")));
+    },
+
+    async revokeAllSessionsOf(userId, nowIso) {
+      await this.denyUncollectedApprovals(userId);
       const result = await db
         .update(cliSessions)
         .set({ revokedAt: nowIso })

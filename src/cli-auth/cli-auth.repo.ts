@@ -120,15 +120,20 @@ function createCliAuthRepoSqlite(db: Db) {
      * would otherwise become sessions afterwards (a password reset); answers how many sessions.
      */
     revokeAllSessionsOf(userId: string, nowIso: string): number {
-      db.update(deviceRequests)
-        .set({ status: "denied" })
-        .where(and(eq(deviceRequests.approvedBy, userId), eq(deviceRequests.status, "approved")))
-        .run();
+      this.denyUncollectedApprovals(userId);
       return db
         .update(cliSessions)
         .set({ revokedAt: nowIso })
         .where(and(eq(cliSessions.userId, userId), isNull(cliSessions.revokedAt)))
         .run().changes;
+    },
+
+    /** Denies the sign-ins the user approved that no terminal has picked up yet: they would become sessions afterwards. */
+    denyUncollectedApprovals(userId: string): void {
+      db.update(deviceRequests)
+        .set({ status: "denied" })
+        .where(and(eq(deviceRequests.approvedBy, userId), eq(deviceRequests.status, "approved")))
+        .run();
     },
 
     /** Revokes the user's active sessions (or just `sessionId`); answers how many. */

@@ -273,8 +273,12 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
       return (await repo.listActiveSessions(caller.userId, clock.now().toISOString())).map(toSessionView);
     },
 
+    /** "End every CLI session": a sign-in approved a moment ago that no terminal has collected yet is denied too. */
     revokeAllSessions(caller: Caller): Promise<number> {
-      return writeTransaction(db, () => repo.revokeActiveSessions(caller.userId, clock.now().toISOString()));
+      return writeTransaction(db, async () => {
+        await repo.denyUncollectedApprovals(caller.userId);
+        return await repo.revokeActiveSessions(caller.userId, clock.now().toISOString());
+      });
     },
 
     async revokeSession(caller: Caller, sessionId: string): Promise<void> {
