@@ -335,3 +335,42 @@ test("a full downgrade is not laundered: the log rewritten as hash-only and keye
     [null, null, null, 1],
   );
 });
+
+test("retention never prunes events checked by hash only: a forged, backdated prefix stays NOT PROVEN until the operator vouches for it", async (t) => {
+  // The downgrade above, with the forged events dated long ago: pruning them would sign a
+  // checkpoint over them, and `audit verify` would no longer say that nothing proves them.
+  const server = await serverWithEvents(t, 2, { AUDIT_RETENTION_DAYS: "1" });
+  const dir = server.dataDir;
+  for (const row of auditRows(dir)) tamperAuditRow(dir, row.seq, { at: `2020-01-0${row.seq}T00:00:00.000Z` });
+  rebuildWithoutKey(dir, 1, { asHashOnly: true });
+  const restarted = await server.restart();
+  t.after(() => restarted.stop());
+  const alice = await restarted.signIn("alice@example.test");
+  assert.equal((await alice.json("PATCH", `/api/projects/${auditRows(dir)[0]!.target_id}`, { description: "on top" })).status, 200);
+
+  // At start, and on every later run: nothing pruned, said once.
+  assert.deepEqual(await restarted.app.maintenance.pruneAuditLog(), { pruned: 0, heldHashOnly: true });
+  assert.deepEqual(
+    auditRows(dir).map((e) => e.mac_key_version),
+    [null, null, null, 1],
+  );
+  assert.equal(rowCount(restarted, "audit_checkpoint"), 0, "no checkpoint signed over them");
+  assert.equal(
+    restarted.logs.filter((line) => line.includes("Audit retention keeps the events written before the audit chain was keyed")).length,
+    1,
+  );
+  const verified = await runMain(["audit", "verify"], restarted.env);
+  assert.equal(verified.code, 3, verified.stdout + verified.stderr);
+  assert.match(verified.stdout, /NOT PROVEN: 3 events are checked by hash only/);
+
+  // Vouched for (keyed as they are), they are old events like any other and go.
+  const vouched = await runMain(["rotate-key", "--key-hash-only-audit-events"], restarted.env);
+  assert.equal(vouched.code, 0, vouched.stderr + vouched.stdout);
+  assert.deepEqual(await restarted.app.maintenance.pruneAuditLog(), { pruned: 3 });
+  assert.deepEqual(
+    auditRows(dir).map((e) => e.mac_key_version),
+    [1],
+  );
+  const after = await runMain(["audit", "verify"], restarted.env);
+  assert.equal(after.code, 0, after.stdout + after.stderr);
+});

@@ -22,13 +22,18 @@ export interface PruneResult {
   pruned: number;
   /** Set when an event to prune (or the checkpoint) did not verify: pruning stopped there. */
   problem?: string;
+  /** Set when pruning stopped at an event checked by hash only, which nobody has vouched for yet. */
+  heldHashOnly?: true;
 }
+
+const HELD_HASH_ONLY =
+  'Audit retention keeps the events written before the audit chain was keyed (checked by hash only): pruning them would sign over events nothing proves. Compare "secrets-server audit verify" with the hash you recorded, then key them with "secrets-server rotate-key --key-hash-only-audit-events"; retention goes on from there.';
 
 interface Deps {
   db: Store;
   keyring: Keyring;
   clock: Clock;
-  log: Pick<Logger, "info" | "error">;
+  log: Pick<Logger, "info" | "warn" | "error">;
   retentionDays: number;
   /** Called after a run that removed events, to give the WAL's space back. */
   afterPrune?: () => void;
@@ -39,9 +44,11 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<PruneResult> | undefined;
   let isStopping = false;
+  // Said once a process: it stays so until the operator acts, and the start warns as well.
+  let hasToldHashOnly = false;
 
   /** One batch in one transaction: the oldest events before `cutoff`, checked, then deleted. */
-  function pruneBatch(cutoff: string): Promise<{ pruned: number; isDone: boolean; problem?: ChainBreak }> {
+  function pruneBatch(cutoff: string): Promise<{ pruned: number; isDone: boolean; problem?: ChainBreak; heldHashOnly?: true }> {
     return writeTransaction(db, async () => {
       // An edited checkpoint stops pruning like an edited event: pruning on would re-sign it.
       const chain = await startChain(repo, keyring);
@@ -51,9 +58,18 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
       let last: (typeof rows)[number] | undefined;
       let count = 0;
       let problem: ChainBreak | undefined;
+      let heldHashOnly: true | undefined;
       for (const row of rows) {
         // Oldest first by seq: the first event inside the retention period ends the prefix.
         if (row.at >= cutoff) break;
+        // A hash-only event holds whenever its hashes line up, which anyone who can write the
+        // database can make so (and its `at` too): `audit verify` calls them NOT PROVEN until
+        // the operator vouches for them. Pruning one would sign a checkpoint over it and end
+        // that warning.
+        if (row.mac_key_version === null) {
+          heldHashOnly = true;
+          break;
+        }
         // Deleting an event that does not verify would destroy the evidence and sign over
         // it: the verified events before it go, it and everything after stay.
         const reason = walker.check(row);
@@ -64,7 +80,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
         last = row;
         count += 1;
       }
-      if (!last) return { pruned: 0, isDone: true, problem };
+      if (!last) return { pruned: 0, isDone: true, problem, heldHashOnly };
       await repo.deleteThrough(last.seq);
       await repo.saveCheckpoint(
         signCheckpoint(
@@ -79,7 +95,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
           keyring,
         ),
       );
-      return { pruned: count, isDone: problem !== undefined || count < PRUNE_BATCH, problem };
+      return { pruned: count, isDone: problem !== undefined || heldHashOnly === true || count < PRUNE_BATCH, problem, heldHashOnly };
     });
   }
 
@@ -96,6 +112,11 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
             `Audit retention stopped: the audit log does not verify at ${problem}. Nothing there was pruned; run "secrets-server audit verify".`,
           );
           return { pruned, problem };
+        }
+        if (batch.heldHashOnly) {
+          if (!hasToldHashOnly) log.warn(HELD_HASH_ONLY);
+          hasToldHashOnly = true;
+          return { pruned, heldHashOnly: true };
         }
         if (batch.isDone) break;
         // Between batches the server's requests run; a batch itself takes milliseconds.
