@@ -399,6 +399,11 @@ test("run --watch restarts the command when the secrets change (SIGTERM, then SI
   const tooOften = await cli(home, ["run", "--watch", "--watch-interval", "5", "--project", "api", "--env", "dev", "--", "true"]);
   assert.equal(tooOften.code, 2);
   assert.match(tooOften.stderr, /--watch-interval is at least 10s/);
+  // A timer past 2^31 - 1 ms would fire at once: 600h would ask the server without pause.
+  for (const interval of ["25h", "600h", "99999999999999999999"]) {
+    const tooRarely = await cli(home, ["run", "--watch", "--watch-interval", interval, "--project", "api", "--env", "dev", "--", "true"]);
+    assert.deepEqual([tooRarely.code, tooRarely.stderr.trim()], [2, "secrets-server: --watch-interval is at most 24h."], interval);
+  }
 
   // The first command ignores SIGTERM (so it is killed after the grace period); the second exits 3.
   const child =

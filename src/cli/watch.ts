@@ -11,10 +11,12 @@ import { CliError, EXIT } from "./errors.ts";
 
 /** The server is asked at most this often, whatever --watch-interval says. */
 const MIN_WATCH_INTERVAL_SECONDS = 10;
+/** And at least once a day: a timer past 2^31 - 1 ms fires after 1 ms, which would ask without pause. */
+const MAX_WATCH_INTERVAL_HOURS = 24;
 /** After SIGTERM, the time a command gets to stop before SIGKILL (docker stop's default). */
 const STOP_GRACE_MS = 10_000;
 
-/** --watch-interval: seconds, or 30s / 5m / 1h; never below the minimum. */
+/** --watch-interval: seconds, or 30s / 5m / 1h; from 10 s to 24 h. */
 export function parseWatchInterval(text: string | undefined): number {
   if (text === undefined) return MIN_WATCH_INTERVAL_SECONDS * 1000;
   const match = text.trim().match(/^(\d+)(s|m|h)?$/);
@@ -23,6 +25,9 @@ export function parseWatchInterval(text: string | undefined): number {
   const ms = Number(match[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? "s") as "s" | "m" | "h"];
   if (ms < MIN_WATCH_INTERVAL_SECONDS * 1000) {
     throw new CliError(`--watch-interval is at least ${MIN_WATCH_INTERVAL_SECONDS}s: the server is not asked more often.`, EXIT.usage);
+  }
+  if (!(ms <= MAX_WATCH_INTERVAL_HOURS * 3_600_000)) {
+    throw new CliError(`--watch-interval is at most ${MAX_WATCH_INTERVAL_HOURS}h.`, EXIT.usage);
   }
   return ms;
 }
