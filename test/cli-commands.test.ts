@@ -160,7 +160,13 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   fs.writeFileSync(file, "GOOD_KEY=fine-value-1\nthis is not a pair\nEMPTY_VALUE=\n");
   const badFile = await cli(home, ["secrets", "import", file, ...dev]);
   assert.equal(badFile.code, 1);
-  assert.match(badFile.stderr, /line 2: this is not a pair/);
+  assert.match(badFile.stderr, /has lines that are not KEY=VALUE \(line 2\); nothing was written\./);
+  // Such a line is often the rest of a value: never printed.
+  fs.writeFileSync(file, "PEM_KEY=-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
+  const unquoted = await cli(home, ["secrets", "import", file, ...dev]);
+  assert.equal(unquoted.code, 1);
+  assert.match(unquoted.stderr, /\(lines 2, 3\); nothing was written\. A value over several lines needs quotes\./);
+  assert.doesNotMatch(unquoted.stderr, /MIIEv|END PRIVATE/);
   fs.writeFileSync(file, "GOOD_KEY=fine-value-1\nEMPTY_VALUE=\ndotted.key=x\n");
   const badEntries = await cli(home, ["secrets", "import", file, ...dev]);
   assert.equal(badEntries.code, 1);

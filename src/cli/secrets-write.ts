@@ -115,8 +115,15 @@ function readDotenvFile(file: string): { key: string; value: string }[] {
   }
   const parsed = parseDotenv(text);
   if (parsed.problems.length > 0) {
-    const lines = parsed.problems.slice(0, 10).map((p) => `  line ${p.line}: ${printable(p.text)}`);
-    throw new CliError(`${file} has lines that are not KEY=VALUE; nothing was written:\n${lines.join("\n")}`, EXIT.failed);
+    // Numbers only: such a line is often the rest of a value (an unquoted key over several
+    // lines), and stderr ends up in CI logs.
+    const numbers = parsed.problems.slice(0, 10).map((p) => p.line);
+    const more = parsed.problems.length > numbers.length ? `, and ${parsed.problems.length - numbers.length} more` : "";
+    throw new CliError(
+      `${file} has lines that are not KEY=VALUE (${numbers.length === 1 && !more ? "line" : "lines"} ${numbers.join(", ")}${more}); nothing was written. ` +
+        "A value over several lines needs quotes. The lines are not shown: they may hold values.",
+      EXIT.failed,
+    );
   }
   if (parsed.duplicates.length > 0) {
     process.stderr.write(
