@@ -158,6 +158,12 @@ test("the built executable starts from another working directory with no node on
   assert.equal(fs.statSync(path.join(workDir, "data", "master.key")).mode & 0o777, 0o600);
 
   const second = await start();
+  // SIGUSR1 (a log-reopening habit) must not open Node's inspector, which any local user
+  // could connect to: the server keeps serving, with no "Debugger listening".
+  second.child.kill("SIGUSR1");
+  await sleep(500);
+  assert.equal(second.child.exitCode, null, second.output());
+  assert.doesNotMatch(second.output(), /Debugger listening/);
   // The same session cookie still works: sessions, users and projects were all kept.
   const me = await alice.json("GET", "/api/auth/me");
   assert.equal(me.status, 200);
