@@ -1,5 +1,6 @@
 // The CLI as a real process (the same executable's entry point) against a real server.
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
@@ -410,7 +411,7 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const server = await startServer(t);
   const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
-  await alice.createProject({ name: "api", environments: ["development"] });
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
   await login(server, home, alice, ["--device-name", "test box"]);
   const script =
     "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
@@ -434,6 +435,20 @@ test("run passes signals to the command and returns its exit code", async (t) =>
     "process.kill(process.pid,'SIGKILL')",
   ]);
   assert.equal(killed.code, null);
+
+  // A command that cannot start: the shell's codes and one line, never a stack.
+  const missing = await cli(home, ["run", "--project", "api", "--env", "development", "--", "no-such-command-here"]);
+  assert.deepEqual([missing.code, missing.stderr.trim()], [127, "secrets-server: cannot run no-such-command-here: command not found"]);
+  // Arguments that just fit the kernel's limit (ARG_MAX, for arguments and environment
+  // together) when the CLI starts, and 250 KB of secrets that do not: spawn throws E2BIG
+  // rather than report an error event.
+  const argMax = Number(execFileSync("getconf", ["ARG_MAX"], { encoding: "utf8" }).trim());
+  const args = Array.from({ length: Math.floor((argMax - 150_000) / 100_000) }, () => "x".repeat(99_999));
+  const entries = Array.from({ length: 25 }, (_, i) => ({ key: `LARGE_${i}`, value: "v".repeat(10_000), overwrite: false }));
+  const imported = await alice.json("POST", `/api/projects/${project.id}/environments/development/import`, { entries });
+  assert.equal(imported.status, 200, JSON.stringify(imported.body));
+  const tooBig = await cli(home, ["run", "--project", "api", "--env", "development", "--", "true", ...args]);
+  assert.deepEqual([tooBig.code, tooBig.stderr.trim()], [126, "secrets-server: cannot run true: spawn E2BIG"]);
 });
 
 test("run leaves out secrets that would choose which code runs, unless named with --allow-env", async (t) => {

@@ -1,7 +1,7 @@
-import { spawn } from "node:child_process";
 import os from "node:os";
 import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
+import { startCommand } from "./child.ts";
 import { CONNECTION_OPTIONS, parseFlags, resolveTarget, TARGET_OPTIONS } from "./context.ts";
 import type { SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -120,21 +120,19 @@ export async function run(args: string[]): Promise<number> {
   const env = environmentFor(await fetchAll(target, fallbackSettings(values)));
 
   return new Promise<number>((resolve) => {
-    const child = spawn(command, commandArgs, { stdio: "inherit", env });
     const forward = (signal: NodeJS.Signals) => {
       if (fromTerminal.has(signal)) return;
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child && child.exitCode === null && child.signalCode === null) child.kill(signal);
     };
-    for (const signal of FORWARDED) process.on(signal, forward);
     const cleanup = () => {
       for (const signal of FORWARDED) process.off(signal, forward);
     };
-    child.on("error", (error: NodeJS.ErrnoException) => {
+    const child = startCommand(command, commandArgs, env, (code) => {
       cleanup();
-      const code = error.code === "ENOENT" ? 127 : 126;
-      process.stderr.write(`secrets-server: cannot run ${command}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
       resolve(code);
     });
+    if (!child) return;
+    for (const signal of FORWARDED) process.on(signal, forward);
     child.on("exit", (code, signal) => {
       cleanup();
       if (signal) {

@@ -1,10 +1,11 @@
 // `run --watch`: runs the command, asks the server every interval whether the environment
 // changed (If-None-Match on the export: an unchanged environment answers 304, which the
 // server neither decrypts nor audits), and restarts the command with the new secrets.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
 import { errorFor } from "./api.ts";
+import { startCommand } from "./child.ts";
 import { environmentPath, locate, type Target } from "./context.ts";
 import type { SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -75,7 +76,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
   };
 
   return new Promise<number>((resolve) => {
-    let child: ChildProcess;
+    let child: ChildProcess | undefined;
     let restarting = false;
     let finished = false;
     let pollTimer: NodeJS.Timeout | undefined;
@@ -91,7 +92,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
         restarting = false;
       }
       if (options.fromTerminal.has(signal)) return;
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child && child.exitCode === null && child.signalCode === null) child.kill(signal);
     };
     for (const signal of options.forwarded) process.on(signal, forward);
 
@@ -110,11 +111,9 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     };
 
     const start = () => {
-      child = spawn(command, commandArgs, { stdio: "inherit", env });
-      child.on("error", (error: NodeJS.ErrnoException) => {
-        process.stderr.write(`secrets-server: cannot run ${command}: ${error.code === "ENOENT" ? "command not found" : error.message}\n`);
-        finish(error.code === "ENOENT" ? 127 : 126);
-      });
+      const started = startCommand(command, commandArgs, env, (code) => finish(code));
+      if (!started) return;
+      child = started;
       child.on("exit", (code, signal) => {
         clearTimeout(killTimer);
         if (finished) return;
@@ -129,14 +128,15 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     };
 
     const restart = () => {
-      if (restarting || stopAsked) return;
+      const running = child;
+      if (restarting || stopAsked || !running) return;
       restarting = true;
       note(`the secrets of ${at.environment} changed: restarting ${command}`);
-      child.kill("SIGTERM");
+      running.kill("SIGTERM");
       killTimer = setTimeout(() => {
-        if (child.exitCode === null && child.signalCode === null) {
+        if (running.exitCode === null && running.signalCode === null) {
           note(`${command} did not stop within ${STOP_GRACE_MS / 1000}s of SIGTERM: sending SIGKILL`);
-          child.kill("SIGKILL");
+          running.kill("SIGKILL");
         }
       }, STOP_GRACE_MS);
     };
