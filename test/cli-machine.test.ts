@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
 import dotenv from "dotenv";
+import { startCli } from "./cli-helpers.ts";
 import { type Client, makeTempDir, runMain, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
@@ -423,6 +424,39 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
     assert.ok(!output.includes(jwt.split(".")[2]!), "the identity token was printed");
     assert.doesNotMatch(output, /svc_wt_/);
   }
+});
+
+test("run --watch with an identity token exchanges it again when the 15-minute access token has expired, and keeps watching", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const { sign, account } = await trustedAccount(t, owner, project.id);
+  const env = {
+    ...home.env,
+    SECRETS_SERVER_IDENTITY_TOKEN: await sign(),
+    SECRETS_SERVER_SERVICE_ACCOUNT: account.id,
+    SECRETS_SERVER_URL: server.url,
+  };
+  // Ends by itself when the CLI is gone: an orphan would hold the test's pipes open.
+  const child =
+    "process.stdout.write('value='+process.env.DATABASE_URL+'\\n');const p=process.ppid;setInterval(()=>{if(process.ppid!==p)process.exit()},500)";
+  const watching = startCli(["run", "--watch", "--", process.execPath, "-e", child], env, { cwd: home.work });
+  t.after(() => watching.child.kill("SIGKILL"));
+  await watching.waitFor(/value=postgres:\/\/prod-db\/app-4711/);
+
+  // The access token of the first exchange is past its 15 minutes when the next poll asks.
+  server.clock.advance(16 * 60 * 1000);
+  const list = await owner.json("GET", `/api/projects/${project.id}/environments/production/secrets`);
+  const id = list.body.secrets.find((s: { key: string }) => s.key === "DATABASE_URL").id;
+  assert.equal(
+    (await owner.json("PATCH", `/api/projects/${project.id}/environments/production/secrets/${id}`, { value: "postgres://new-db/app" }))
+      .status,
+    200,
+  );
+  // The next poll (within 10 s) either restarts the command or says what went wrong.
+  const [next] = await watching.waitFor(/value=postgres:\/\/new-db\/app|could not check for changes.*/);
+  assert.equal(next, "value=postgres://new-db/app", watching.stderr());
+  watching.child.kill("SIGTERM");
+  await watching.done;
 });
 
 test("GitHub Actions: the CLI asks the job's token endpoint for an identity token for the server's URL, then exchanges it", async (t) => {

@@ -183,6 +183,8 @@ export async function refreshCredentials(server: string, stale: string | undefin
 /** A credential given to the process (a service token, a workload access token) instead of login's. */
 export interface BearerSource {
   bearer(server: string): Promise<string>;
+  /** Forgets a bearer that may have expired, so the next one is new; false when it cannot be renewed (a service token). */
+  renew(): boolean;
   /** The error for a 401: what to check, never "run login". */
   refused(server: string): CliError;
 }
@@ -216,7 +218,11 @@ export class Api {
    */
   async request(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<ApiResponse> {
     if (this.machine) {
-      const res = await send(this.server, method, path, body, await this.machine.bearer(this.server), headers);
+      let res = await send(this.server, method, path, body, await this.machine.bearer(this.server), headers);
+      // A workload access token lasts 15 minutes: a long `run --watch` exchanges again.
+      if (res.status === 401 && this.machine.renew()) {
+        res = await send(this.server, method, path, body, await this.machine.bearer(this.server), headers);
+      }
       if (res.status === 401) throw this.machine.refused(this.server);
       return res;
     }

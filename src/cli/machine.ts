@@ -72,6 +72,13 @@ export class MachineAuth implements BearerSource {
     return (this.#bearer ??= exchange(server, this.workload!.serviceAccountId, this.workload!.identity));
   }
 
+  /** For workload identity, the next request exchanges a new identity token; a service token stays as it is. */
+  renew(): boolean {
+    if (this.serviceToken) return false;
+    this.#bearer = undefined;
+    return true;
+  }
+
   refused(server: string): CliError {
     if (this.kind === "service_token") {
       return new CliError(
@@ -81,7 +88,7 @@ export class MachineAuth implements BearerSource {
       );
     }
     return new CliError(
-      `${server} refused the access token from the identity exchange: the service account or its trust was removed, or the token expired. Run the command again.`,
+      `${server} refused the access token from the identity exchange, and the one from a new exchange too: the service account or its trust was removed.`,
       EXIT.auth,
     );
   }
