@@ -167,6 +167,38 @@ test("the credentials lock: a dead holder's lock is broken; a release leaves a l
   // Held too long, the lock was broken and taken by another process: releasing ours keeps theirs.
   await withCredentialsLock(async () => fs.writeFileSync(lock, "1 another\n"), home.env);
   assert.equal(fs.readFileSync(lock, "utf8"), "1 another\n");
+  fs.rmSync(lock);
+
+  // Our own pid while this process holds no lock: a lock from an earlier life of the pid (a
+  // container's PID 1), stale although the pid is alive.
+  fs.writeFileSync(lock, `${process.pid} from-before-a-restart\n`);
+  assert.match(
+    await withCredentialsLock(async () => fs.readFileSync(lock, "utf8"), home.env),
+    new RegExp(`^${process.pid} [0-9a-f]{16}\n$`),
+  );
+
+  // Two holders in one process (requests refreshing at once) take turns: the second does not
+  // take the first's lock, with our pid in it, for a stale one.
+  const order: string[] = [];
+  const hold = (name: string) =>
+    withCredentialsLock(async () => {
+      order.push(`${name} in`);
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      order.push(`${name} out`);
+    }, home.env);
+  await Promise.all([hold("first"), hold("second")]);
+  assert.deepEqual(order, ["first in", "first out", "second in", "second out"]);
+
+  // A stale lock another process is breaking (its .break file) is left to it; a .break left
+  // by a breaker that died is cleared after 10 s, and then the stale lock is broken.
+  const breaker = `${lock}.break`;
+  fs.writeFileSync(lock, "2147483646\n");
+  fs.writeFileSync(breaker, "2147483645 breaking\n");
+  const old = new Date(Date.now() - 11_000);
+  fs.utimesSync(breaker, old, old);
+  await withCredentialsLock(async () => undefined, home.env);
+  assert.ok(!fs.existsSync(lock));
+  assert.ok(!fs.existsSync(breaker));
 });
 
 test("a revoked session: exit code 3 and the login hint; logout ends the session on the server", async (t) => {

@@ -30,6 +30,10 @@ export interface CredentialsFile {
 
 const LOCK_WAIT_MS = 30_000;
 const LOCK_STALE_MS = 60_000;
+/** A breaker's own lock older than this was left by a process that died while breaking. */
+const BREAK_STALE_MS = 10_000;
+/** Locks this process holds now (its requests may refresh at the same time). */
+let heldHere = 0;
 
 export function configDir(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config");
@@ -93,15 +97,13 @@ export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.P
   for (;;) {
     try {
       fs.writeFileSync(lock, owner, { mode: 0o600, flag: "wx" });
+      heldHere += 1;
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     }
     const stale = staleLock(lock);
-    if (stale !== undefined) {
-      removeLockHolding(lock, stale);
-      continue;
-    }
+    if (stale !== undefined && breakStaleLock(lock, stale, owner)) continue;
     if (Date.now() > deadline) {
       throw new CliError(`Another secrets-server process holds ${lock}. If none is running, delete that file.`);
     }
@@ -110,8 +112,38 @@ export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.P
   try {
     return await fn();
   } finally {
+    heldHere -= 1;
     removeLockHolding(lock, owner);
   }
+}
+
+/**
+ * Removes a stale lock that still holds `stale`, under `<lock>.break`: of two processes that
+ * found the same stale lock, the second would otherwise read it, then remove the lock the
+ * first had just taken in its place, and both would refresh with the same token. False when
+ * another process is breaking it.
+ */
+function breakStaleLock(lock: string, stale: string, owner: string): boolean {
+  const breaker = `${lock}.break`;
+  try {
+    fs.writeFileSync(breaker, owner, { mode: 0o600, flag: "wx" });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+    // Another process is breaking it now: wait our turn. One that died doing so leaves its
+    // file, cleared once it is older than any break takes.
+    try {
+      if (Date.now() - fs.statSync(breaker).mtimeMs > BREAK_STALE_MS) removeLockHolding(breaker, fs.readFileSync(breaker, "utf8"));
+    } catch {
+      // Gone meanwhile.
+    }
+    return false;
+  }
+  try {
+    removeLockHolding(lock, stale);
+  } finally {
+    removeLockHolding(breaker, owner);
+  }
+  return true;
 }
 
 /** The content of a lock left behind by a process that died, or held far longer than any refresh takes. */
@@ -119,6 +151,9 @@ function staleLock(lock: string): string | undefined {
   try {
     const content = fs.readFileSync(lock, "utf8");
     const pid = Number(content.split(/\s/)[0]);
+    // Our own pid, while this process holds no lock, is a lock from an earlier life of that
+    // pid (a container's PID 1 started again), which would otherwise look alive.
+    if (pid === process.pid && heldHere === 0) return content;
     if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return content;
     return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS ? content : undefined;
   } catch {
