@@ -258,12 +258,8 @@ function makeBlob(node, assets) {
     useSnapshot: false,
     // V8 flags the executable always runs with (NODE_OPTIONS may add to them); see
     // SEMI_SPACE_MIB and HEAP_GROWING_PERCENT. Not --expose-gc, which would make V8 reject
-    // the code cache (src/core/idle-gc.ts turns it on after start). And --disable-sigusr1:
-    // Node's own answer to SIGUSR1 is to open its inspector on 127.0.0.1:9229, where any
-    // local user could read a running `run`'s token and secrets, or the server's master key
-    // (`run` passes SIGUSR1 on to its command; the server ignores it). A Node option, not a
-    // V8 flag: the code caches do not depend on it.
-    execArgv: [...V8_FLAGS, "--disable-sigusr1"],
+    // the code cache (src/core/idle-gc.ts turns it on after start).
+    execArgv: V8_FLAGS,
     assets: Object.fromEntries(Object.entries(assets).map(([name, file]) => [name, relative(file)])),
   };
   fs.writeFileSync(SEA_CONFIG, JSON.stringify(config, null, 2));

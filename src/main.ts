@@ -1,5 +1,6 @@
 // The executable's entry: the CLI's commands, and the server's loaded only when one of
 // them runs (src/server-commands.ts), so a CLI command starts like a small tool.
+import "./core/no-inspector-signal.ts";
 import { CLI_HELP, cliCommands } from "./cli/index.ts";
 import { VERSION } from "./core/version.ts";
 

@@ -161,7 +161,7 @@ test("the credentials lock: a dead holder's lock is broken; a release leaves a l
   // A pid no process has: its lock is stale at once.
   fs.writeFileSync(lock, "2147483646\n");
   const inside = await withCredentialsLock(async () => fs.readFileSync(lock, "utf8"), home.env);
-  assert.match(inside, new RegExp(`^${process.pid} [0-9a-f]{16}\n$`));
+  assert.match(inside, new RegExp(`^${process.pid} [0-9a-f]{16} pid:\\[\\d+\\]\n$`));
   assert.ok(!fs.existsSync(lock));
 
   // Held too long, the lock was broken and taken by another process: releasing ours keeps theirs.
@@ -169,13 +169,15 @@ test("the credentials lock: a dead holder's lock is broken; a release leaves a l
   assert.equal(fs.readFileSync(lock, "utf8"), "1 another\n");
   fs.rmSync(lock);
 
-  // Our own pid while this process holds no lock: a lock from an earlier life of the pid (a
-  // container's PID 1), stale although the pid is alive.
-  fs.writeFileSync(lock, `${process.pid} from-before-a-restart\n`);
-  assert.match(
-    await withCredentialsLock(async () => fs.readFileSync(lock, "utf8"), home.env),
-    new RegExp(`^${process.pid} [0-9a-f]{16}\n$`),
-  );
+  // A lock written in another PID namespace (another container on a shared volume): its pid
+  // says nothing here, dead or alive, so only its age makes it stale.
+  fs.writeFileSync(lock, "2147483646 abcdef pid:[1]\n");
+  const waiting = withCredentialsLock(async () => fs.readFileSync(lock, "utf8"), home.env);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(fs.readFileSync(lock, "utf8"), "2147483646 abcdef pid:[1]\n", "not broken for its pid");
+  const minuteAgo = new Date(Date.now() - 61_000);
+  fs.utimesSync(lock, minuteAgo, minuteAgo);
+  assert.match(await waiting, new RegExp(`^${process.pid} [0-9a-f]{16} `));
 
   // Two holders in one process (requests refreshing at once) take turns: the second does not
   // take the first's lock, with our pid in it, for a stale one.
@@ -446,9 +448,15 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   await login(server, home, alice, ["--device-name", "test box"]);
   const script =
+    "process.on('SIGUSR1',()=>process.stdout.write('got SIGUSR1\\n'));" +
     "process.on('SIGTERM',()=>{process.stdout.write('got SIGTERM');process.exit(42)});process.stdout.write('ready\\n');setInterval(()=>{},1000)";
   const proc = startCli(["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", script], home.env);
   await proc.waitFor(/ready/);
+  // SIGUSR1 reaches the command, and opens no Node inspector in the CLI (which would let any
+  // local user read its token and the secrets).
+  proc.child.kill("SIGUSR1");
+  await proc.waitFor(/got SIGUSR1/);
+  assert.doesNotMatch(proc.stderr(), /Debugger listening/);
   proc.child.kill("SIGTERM");
   const result = await proc.done;
   assert.equal(result.code, 42, result.stderr);

@@ -363,6 +363,14 @@ test("retention never prunes events checked by hash only: a forged, backdated pr
   assert.equal(verified.code, 3, verified.stdout + verified.stderr);
   assert.match(verified.stdout, /NOT PROVEN: 3 events are checked by hash only/);
 
+  // A hash-only event that does not even hold is the error it always was, not "held".
+  const first = auditRows(dir)[0]!;
+  tamperAuditRow(dir, first.seq, { metadata: "{}" });
+  const broken = await restarted.app.maintenance.pruneAuditLog();
+  assert.equal(broken.heldHashOnly, undefined);
+  assert.match(broken.problem ?? "", /its content does not match its hash/);
+  tamperAuditRow(dir, first.seq, { metadata: first.metadata });
+
   // Vouched for (keyed as they are), they are old events like any other and go.
   const vouched = await runMain(["rotate-key", "--key-hash-only-audit-events"], restarted.env);
   assert.equal(vouched.code, 0, vouched.stderr + vouched.stdout);

@@ -62,19 +62,19 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
       for (const row of rows) {
         // Oldest first by seq: the first event inside the retention period ends the prefix.
         if (row.at >= cutoff) break;
+        // Deleting an event that does not verify would destroy the evidence and sign over
+        // it: the verified events before it go, it and everything after stay.
+        const reason = walker.check(row);
+        if (reason) {
+          problem = { events: count, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...reason };
+          break;
+        }
         // A hash-only event holds whenever its hashes line up, which anyone who can write the
         // database can make so (and its `at` too): `audit verify` calls them NOT PROVEN until
         // the operator vouches for them. Pruning one would sign a checkpoint over it and end
         // that warning.
         if (row.mac_key_version === null) {
           heldHashOnly = true;
-          break;
-        }
-        // Deleting an event that does not verify would destroy the evidence and sign over
-        // it: the verified events before it go, it and everything after stay.
-        const reason = walker.check(row);
-        if (reason) {
-          problem = { events: count, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...reason };
           break;
         }
         last = row;

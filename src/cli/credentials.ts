@@ -28,12 +28,24 @@ export interface CredentialsFile {
   knownServers?: string[];
 }
 
-const LOCK_WAIT_MS = 30_000;
 const LOCK_STALE_MS = 60_000;
+/** Past the staleness of a lock whose holder cannot be asked: such a lock is broken, not waited out. */
+const LOCK_WAIT_MS = LOCK_STALE_MS + 5_000;
 /** A breaker's own lock older than this was left by a process that died while breaking. */
 const BREAK_STALE_MS = 10_000;
-/** Locks this process holds now (its requests may refresh at the same time). */
-let heldHere = 0;
+
+/**
+ * This process's PID namespace. A pid in a lock means something only in the namespace that
+ * wrote it: containers sharing a credentials volume each have their own pid 1, and a
+ * restarted container has a new namespace where the old pid may be alive again.
+ */
+function pidNamespace(): string {
+  try {
+    return fs.readlinkSync("/proc/self/ns/pid").replace(/\s/g, "");
+  } catch {
+    return "unknown";
+  }
+}
 
 export function configDir(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config");
@@ -90,14 +102,14 @@ function isAlive(pid: number): boolean {
 export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.ProcessEnv = process.env): Promise<T> {
   const lock = `${credentialsPath(env)}.lock`;
   ensureDir(path.dirname(lock));
-  // Our pid (for the staleness check) and a random part: released, the lock is removed only
-  // while it still holds this, never when another process has taken it over as stale.
-  const owner = `${process.pid} ${crypto.randomBytes(8).toString("hex")}\n`;
+  // Our pid and its namespace (for the staleness check) and a random part: released, the
+  // lock is removed only while it still holds this, never when another process has taken it
+  // over as stale.
+  const owner = `${process.pid} ${crypto.randomBytes(8).toString("hex")} ${pidNamespace()}\n`;
   const deadline = Date.now() + LOCK_WAIT_MS;
   for (;;) {
     try {
       fs.writeFileSync(lock, owner, { mode: 0o600, flag: "wx" });
-      heldHere += 1;
       break;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
@@ -112,7 +124,6 @@ export async function withCredentialsLock<T>(fn: () => Promise<T>, env: NodeJS.P
   try {
     return await fn();
   } finally {
-    heldHere -= 1;
     removeLockHolding(lock, owner);
   }
 }
@@ -130,9 +141,11 @@ function breakStaleLock(lock: string, stale: string, owner: string): boolean {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
     // Another process is breaking it now: wait our turn. One that died doing so leaves its
-    // file, cleared once it is older than any break takes.
+    // file, cleared once it is older than any break takes. Read before its age is looked
+    // at: a breaker that replaced it meanwhile keeps its own.
     try {
-      if (Date.now() - fs.statSync(breaker).mtimeMs > BREAK_STALE_MS) removeLockHolding(breaker, fs.readFileSync(breaker, "utf8"));
+      const content = fs.readFileSync(breaker, "utf8");
+      if (Date.now() - fs.statSync(breaker).mtimeMs > BREAK_STALE_MS) removeLockHolding(breaker, content);
     } catch {
       // Gone meanwhile.
     }
@@ -150,11 +163,11 @@ function breakStaleLock(lock: string, stale: string, owner: string): boolean {
 function staleLock(lock: string): string | undefined {
   try {
     const content = fs.readFileSync(lock, "utf8");
-    const pid = Number(content.split(/\s/)[0]);
-    // Our own pid, while this process holds no lock, is a lock from an earlier life of that
-    // pid (a container's PID 1 started again), which would otherwise look alive.
-    if (pid === process.pid && heldHere === 0) return content;
-    if (Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return content;
+    const [pidText, , namespace] = content.trim().split(/\s+/);
+    const pid = Number(pidText);
+    // A lock of older versions names no namespace: its pid is taken to be of this one.
+    const isOurNamespace = namespace === undefined || namespace === pidNamespace();
+    if (isOurNamespace && Number.isInteger(pid) && pid > 0 && !isAlive(pid)) return content;
     return Date.now() - fs.statSync(lock).mtimeMs > LOCK_STALE_MS ? content : undefined;
   } catch {
     return undefined;

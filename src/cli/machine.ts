@@ -69,7 +69,12 @@ export class MachineAuth implements BearerSource {
   /** The bearer token: the service token, or the access token of one exchange per command. */
   bearer(server: string): Promise<string> {
     if (this.serviceToken) return Promise.resolve(this.serviceToken);
-    return (this.#bearer ??= exchange(server, this.workload!.serviceAccountId, this.workload!.identity));
+    // A failed exchange is not kept: the next request (a later poll of run --watch) tries again.
+    this.#bearer ??= exchange(server, this.workload!.serviceAccountId, this.workload!.identity).catch((error: unknown) => {
+      this.#bearer = undefined;
+      throw error;
+    });
+    return this.#bearer;
   }
 
   /** For workload identity, the next request exchanges a new identity token; a service token stays as it is. */
