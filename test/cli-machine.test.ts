@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import path from "node:path";
 import { type TestContext, test } from "node:test";
 import dotenv from "dotenv";
-import { startCli } from "./cli-helpers.ts";
+import { startCli, startProxy } from "./cli-helpers.ts";
 import { type Client, makeTempDir, runMain, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
@@ -424,6 +424,29 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
     assert.ok(!output.includes(jwt.split(".")[2]!), "the identity token was printed");
     assert.doesNotMatch(output, /svc_wt_/);
   }
+});
+
+test("an identity exchange answered 500 fails with the server's sentence (exit 1); 503 is an outage (exit 5)", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const { sign, account } = await trustedAccount(t, owner, project.id);
+  let answer: { status: number; body: string } = { status: 500, body: JSON.stringify({ error: "Something broke at the exchange." }) };
+  const proxy = await startProxy(t, server.url, (req, res) => {
+    if (req.url !== "/api/auth/workload/token") return false;
+    res.writeHead(answer.status, { "content-type": "application/json" }).end(answer.body);
+    return true;
+  });
+  const env = { SECRETS_SERVER_IDENTITY_TOKEN: await sign(), SECRETS_SERVER_SERVICE_ACCOUNT: account.id, SECRETS_SERVER_URL: proxy };
+  const failed = await cli(home, ["secrets", "list"], env);
+  assert.deepEqual(
+    [failed.code, failed.stdout, failed.stderr],
+    [1, "", `secrets-server: The identity exchange at ${proxy} failed: Something broke at the exchange.\n`],
+  );
+  answer = { status: 503, body: JSON.stringify({ error: "The server is shutting down." }) };
+  const outage = await cli(home, ["secrets", "list"], env);
+  assert.equal(outage.code, 5, outage.stderr);
+  assert.equal(outage.stdout, "");
+  assertUntouched(home);
 });
 
 test("run --watch with an identity token exchanges it again when the 15-minute access token has expired, and keeps watching", async (t) => {
