@@ -136,7 +136,15 @@ test("the page lists the keys a sync skipped, follows a background sync to its e
   await held.reached;
   await page.getByRole("button", { name: "Refresh status" }).click();
   await page.getByText("syncing…").waitFor();
-  await new Promise((resolve) => setTimeout(resolve, 4000));
+  // The page's next look fails (the network): it goes on looking all the same.
+  let failedLooks = 0;
+  await page.route(`**${base}`, async (route) => {
+    if (route.request().method() === "GET" && failedLooks === 0) {
+      failedLooks += 1;
+      await route.abort("connectionreset");
+    } else await route.continue();
+  });
+  await assertEventually(async () => failedLooks, 1);
   held.release();
   assert.equal((await background).status, 200);
   await page.getByText("syncing…").waitFor({ state: "detached", timeout: 10_000 });
