@@ -252,6 +252,24 @@ describe("editing secrets in place", () => {
       await single.getByRole("button", { name: "Create secret" }).click();
       await page.getByRole("row", { name: /SINGLE_KEY/ }).waitFor();
       assert.equal(imports.length, 1);
+
+      // An unquoted value over several lines: only its first line parses as KEY=VALUE, and
+      // creating it would save that line alone. Nothing can be created; the lines are named.
+      await page.getByRole("button", { name: "New secret" }).click();
+      await page.getByRole("dialog", { name: "New secret in production" }).getByLabel("Key").focus();
+      await paste(page, "TLS_KEY=-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n");
+      const cut = page.getByRole("dialog", { name: "New secrets in production" });
+      await cut.getByRole("alert").filter({ hasText: "Lines 2, 3 of the paste are not KEY=VALUE, so nothing is created" }).waitFor();
+      assert.equal(await cut.getByRole("button", { name: "Create 1 secret" }).isDisabled(), true);
+      await cut.getByRole("button", { name: "Back to one secret" }).click();
+      // A value past 10,000 characters is kept whole in the editor (a browser's maxLength
+      // would cut a paste silently) and said to be too long.
+      const editor = page.getByRole("dialog", { name: "New secret in production" });
+      await editor.getByLabel("Value", { exact: true }).fill("v".repeat(10_001));
+      await editor.getByRole("alert").filter({ hasText: "This value has 10,001 characters: a value has at most 10,000." }).waitFor();
+      assert.equal((await editor.getByLabel("Value", { exact: true }).inputValue()).length, 10_001);
+      await editor.getByRole("button", { name: "Cancel" }).click();
+      assert.equal(imports.length, 1);
       await assertNoSidewaysScroll(page, size.name);
       await tab.context.close();
     });

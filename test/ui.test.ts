@@ -169,6 +169,26 @@ describe("admin UI in Chromium", () => {
     await tab.page.getByLabel("Name").fill("PAYMENTS");
     await tab.page.getByRole("button", { name: "Create project" }).click();
     await tab.page.getByRole("alert").filter({ hasText: "A project with this name already exists." }).waitFor();
+    await tab.page.getByRole("button", { name: "Cancel" }).click();
+
+    // A sign-out the server never got leaves the session working: the page says so rather
+    // than show the sign-in page (on a shared computer, the next person would be signed in).
+    let failedSignOuts = 0;
+    await tab.page.route("**/api/auth/sign-out", async (route) => {
+      if (failedSignOuts++ === 0) await route.abort("connectionreset");
+      else await route.continue();
+    });
+    await tab.page.getByRole("button", { name: "Sign out" }).click();
+    await tab.page
+      .getByRole("alert")
+      .filter({ hasText: "Not signed out: Could not reach the server. Check your connection and try again." })
+      .waitFor();
+    assert.notEqual(new URL(tab.page.url()).pathname, "/sign-in");
+    assert.equal(await tab.page.getByRole("button", { name: "Sign out" }).count(), 1, "still signed in");
+    await tab.page.getByRole("button", { name: "Sign out" }).click();
+    await tab.page.waitForURL("**/sign-in");
+    const me = await tab.page.evaluate(async () => (await fetch("/api/auth/me")).status);
+    assert.equal(me, 401, "the session ended on the server");
   });
 });
 
@@ -934,6 +954,14 @@ describe("audit, security and Vercel in Chromium", () => {
       assert.equal(inAuckland.format(new Date(sentValue)), `${day} ${time}`, name);
     }
     await auditListShows(page, ["You created secret FIRST in production"]);
+
+    // A hand-edited link whose days are not days: they are left out, and the page shows the log.
+    await page.goto(`/projects/${project.id}/audit?from=05/01/2024&to=x`);
+    await auditListShows(page, [
+      "You created secret SECOND in production",
+      "You created secret FIRST in production",
+      "You created the project",
+    ]);
   });
 
   test("audit: seconds with the full time on hover, filters in the URL as they change, by environment and key, grants named, CSV and JSON downloads (audited)", async (t) => {

@@ -16,6 +16,7 @@ type Session = { state: "loading" } | { state: "signed-out" } | { state: "signed
 export function App() {
   const location = useLocation();
   const [session, setSession] = useState<Session>({ state: "loading" });
+  const [signOutError, setSignOutError] = useState<string>();
 
   async function loadMe() {
     try {
@@ -109,17 +110,29 @@ export function App() {
           <button
             type="button"
             onClick={async () => {
+              setSignOutError(undefined);
               try {
                 await post("/api/auth/sign-out");
-              } finally {
-                setSession({ state: "signed-out" });
-                sessionStorage.removeItem("returnTo");
-                navigate("/sign-in", { replace: true });
+              } catch (error) {
+                // The session still works (on a shared computer, for the next person): say so
+                // rather than show the sign-in page. A 401 means it had ended already.
+                if (!(error instanceof ApiError && error.status === 401)) {
+                  setSignOutError(`Not signed out: ${messageOf(error)}`);
+                  return;
+                }
               }
+              setSession({ state: "signed-out" });
+              sessionStorage.removeItem("returnTo");
+              navigate("/sign-in", { replace: true });
             }}
           >
             Sign out
           </button>
+          {signOutError && (
+            <span class="error" role="alert">
+              {signOutError}
+            </span>
+          )}
         </div>
       </header>
       <Route user={user} pathname={location.pathname} search={location.search} hash={location.hash} visit={location.visit} />

@@ -223,7 +223,18 @@ const KEY_PAUSE_MS = 400;
 function filtersOf(search: URLSearchParams): Filters {
   const filters = { ...EMPTY };
   for (const field of FIELDS) filters[field] = search.get(field) ?? "";
+  // A hand-edited link's day that is not one (05/01/2024, x) is left out, as the date
+  // field would show it: made into a bound it would stop the page.
+  for (const field of ["from", "to"] as const) if (!isDay(filters[field])) filters[field] = "";
   return filters;
+}
+
+/** A YYYY-MM-DD that names a day of the calendar. */
+function isDay(text: string): boolean {
+  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
+  if (!match) return false;
+  const [year, month, day] = match.slice(1).map(Number) as [number, number, number];
+  return month >= 1 && month <= 12 && day >= 1 && day <= new Date(Date.UTC(2000, month, 0)).getUTCDate() && year >= 0;
 }
 
 function pageQuery(filters: Filters): string {

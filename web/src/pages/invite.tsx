@@ -57,6 +57,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
   const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
   const [status, setStatus] = useState<number | undefined>(undefined);
   const action = useAction();
+  const [signOutError, setSignOutError] = useState<string>();
   // What the link is for: the link's token names no project, but the invitations addressed
   // to the signed-in user do (GET /api/invitations); an empty list hints at another address.
   const waiting = useLoad(
@@ -125,7 +126,16 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
           <button
             type="button"
             onClick={async () => {
-              await post("/api/auth/sign-out").catch(() => undefined);
+              try {
+                await post("/api/auth/sign-out");
+              } catch (error) {
+                // Still signed in: the sign-in page would send this account straight back. A
+                // 401 means the session had ended already.
+                if (!(error instanceof ApiError && error.status === 401)) {
+                  setSignOutError(`Not signed out: ${messageOf(error)}`);
+                  return;
+                }
+              }
               sessionStorage.setItem("returnTo", window.location.pathname + window.location.hash);
               window.location.assign("/sign-in");
             }}
@@ -134,6 +144,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
           </button>
         )}
       </ErrorText>
+      <ErrorText error={signOutError} />
       {status === 410 && <p>Ask the person who invited you for a new invitation.</p>}
       <div class="actions">
         <button

@@ -43,13 +43,16 @@ export function CreateSecret(props: {
   const [key, setKey] = useState("");
   const [value, setValue] = useState("");
   const [pasted, setPasted] = useState<PastedRow[] | undefined>(undefined);
+  // What the parser set aside: a line that is not KEY=VALUE is often the rest of an unquoted
+  // value over several lines (a PEM key), whose first line alone would be saved.
+  const [pasteNotes, setPasteNotes] = useState<{ lines: number[]; duplicates: string[] }>({ lines: [], duplicates: [] });
   const action = useAction();
   const keyValid = key === "" || KEY_PATTERN.test(key);
 
   function onPaste(e: ClipboardEvent) {
     const text = e.clipboardData?.getData("text/plain") ?? "";
     if (!text.includes("=")) return;
-    const { entries } = parseDotenv(text);
+    const { entries, problems, duplicates } = parseDotenv(text);
     if (entries.length === 0) return;
     e.preventDefault();
     if (entries.length === 1 && !text.trim().includes("\n")) {
@@ -57,12 +60,14 @@ export function CreateSecret(props: {
       setValue(entries[0]!.value);
       return;
     }
+    setPasteNotes({ lines: problems.map((p) => p.line), duplicates });
     setPasted(classify(entries, props.existingKeys));
   }
 
   if (pasted) {
     const creatable = pasted.filter((row) => row.status === "new");
     const tooMany = creatable.length > MAX_ENTRIES;
+    const unread = pasteNotes.lines;
     return (
       <Dialog title={`New secrets in ${props.env}`} onClose={props.onClose} wide>
         <p>
@@ -77,12 +82,22 @@ export function CreateSecret(props: {
           ))}
         </ul>
         {tooMany && <p class="error">One paste creates at most {MAX_ENTRIES} secrets. Use Import .env for larger files.</p>}
+        {unread.length > 0 && (
+          <p class="error" role="alert">
+            {unread.length === 1 ? "Line" : "Lines"} {unread.join(", ")} of the paste {unread.length === 1 ? "is" : "are"} not KEY=VALUE, so
+            nothing is created: a value over several lines (a PEM key) needs quotes, or else only its first line would be saved. Fix the
+            text and paste it again, or use Import .env.
+          </p>
+        )}
+        {pasteNotes.duplicates.length > 0 && (
+          <p class="notice">Given more than once, the last line counts: {pasteNotes.duplicates.join(", ")}.</p>
+        )}
         <ErrorText error={action.error} />
         <div class="actions">
           <button
             type="button"
             class="primary"
-            disabled={action.busy || creatable.length === 0 || tooMany}
+            disabled={action.busy || creatable.length === 0 || tooMany || unread.length > 0}
             onClick={async () => {
               const result = await action.run(() =>
                 post<ImportResult>(`${props.base}/import`, {

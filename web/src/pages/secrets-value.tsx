@@ -2,7 +2,7 @@
 // never moves the other rows) and the value editor (monospace; line numbers for PEM, JSON
 // and anything else that spans lines).
 import { useLayoutEffect, useRef, useState } from "preact/hooks";
-import { CollapseIcon, ExpandIcon } from "./secrets-common.tsx";
+import { CollapseIcon, ExpandIcon, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
 export function MaskedValue() {
   return (
@@ -90,13 +90,17 @@ export function ValueEditor(props: { id: string; value: string; multiline: boole
   if (shape !== "json" && /^\s*[[{]/.test(props.value) && props.multiline)
     note = "Starts like JSON but does not parse: check brackets and quotes.";
   const noteId = `${props.id}-shape`;
-  const describedBy = [props.describedBy, note ? noteId : undefined].filter(Boolean).join(" ") || undefined;
+  // No maxLength: a browser cuts a longer paste to fit without a word, and a certificate
+  // chain would be saved cut short. Too long is said here, and the server refuses it.
+  const tooLong = props.value.length > MAX_VALUE_LENGTH;
+  const lengthId = `${props.id}-length`;
+  const describedBy = [props.describedBy, note ? noteId : undefined, tooLong ? lengthId : undefined].filter(Boolean).join(" ") || undefined;
   const textarea = (
     <textarea
       id={props.id}
       class="mono"
       required
-      maxLength={10_000}
+      aria-invalid={tooLong || undefined}
       rows={props.multiline ? Math.min(Math.max(lines, 6), 18) : 2}
       wrap={props.multiline ? "off" : "soft"}
       value={props.value}
@@ -122,6 +126,11 @@ export function ValueEditor(props: { id: string; value: string; multiline: boole
       {note && (
         <p id={noteId} class="muted small">
           {note}
+        </p>
+      )}
+      {tooLong && (
+        <p id={lengthId} class="error" role="alert">
+          This value has {props.value.length.toLocaleString("en")} characters: a value has at most {MAX_VALUE_LENGTH.toLocaleString("en")}.
         </p>
       )}
     </>
