@@ -13,6 +13,17 @@ import { type Client, startServer } from "./helpers.ts";
 
 /** Names that choose which code runs, or where a tool's configuration, trust or traffic goes. */
 const DANGEROUS = [
+  // found by a later review: compound words of the kinds the rule refuses
+  "PYTEST_ADDOPTS",
+  "BORG_PASSCOMMAND",
+  "BORG_NEW_PASSCOMMAND",
+  "HADOOP_CLASSPATH",
+  "SPARK_CLASSPATH",
+  "SPARK_CONF_DIR",
+  "HADOOP_CONF_DIR",
+  "CHROMEDRIVER_CDNURL",
+  "USE_BAZEL_VERSION",
+  "SDL_DYNAMIC_API",
   // found by the review after the rule was written: they load a module, a driver or a binary by name
   "CONFIG_SITE",
   "CROSS_COMPILE",

@@ -219,6 +219,11 @@ test("shell: names a shell would act on are left out with a comment, unless allo
   const allowed = formatShell(entries, new Set(["PATH", "TRY_BLOCK_ERROR"]));
   assert.match(allowed.text, /^export PATH='\/tmp\/evil:\/usr\/bin'$/m);
   assert.ok(allowed.leftOut.includes("TRY_BLOCK_ERROR"));
+  // zsh's one-word integers too, even when --allow-env names them: an assignment to LINES is
+  // evaluated as arithmetic, which runs a $(…) inside a subscript.
+  const oneWord = formatShell([{ key: "LINES", value: "a[$(touch CANARY)]" }], new Set(["LINES"]));
+  assert.deepEqual(oneWord.leftOut, ["LINES"]);
+  assert.doesNotMatch(oneWord.text, /^export LINES/m);
   assert.deepEqual(formatShell([]).text, "");
 });
 

@@ -93,7 +93,10 @@ const RESERVED_NAMESPACES = new Set([
   "HG",
   "CVS",
   "JJ",
-  // compilers and build tools
+  // compilers and build tools (USE_BAZEL_VERSION=fork/x makes bazelisk fetch and run a fork)
+  "BAZEL",
+  "BAZELISK",
+  "USE_BAZEL",
   "GCC",
   "CC",
   "CXX",
@@ -318,6 +321,19 @@ const RESERVED_ENDINGS = new Set([
   "PLUGIN_DIR",
   "DRIVER_NAME",
   "SCANNER",
+  // Compound words of the same kinds: PYTEST_ADDOPTS, BORG_PASSCOMMAND (a command borg
+  // runs), HADOOP_CLASSPATH, SPARK_CONF_DIR (whose *-env.sh is sourced), CHROMEDRIVER_CDNURL
+  // (where a program is downloaded from), SDL_DYNAMIC_API (a library to load).
+  "ADDOPTS",
+  "PASSCOMMAND",
+  "CLASSPATH",
+  "CONF_DIR",
+  "CONFIG_DIR",
+  "CDNURL",
+  "DOWNLOAD_URL",
+  "DOWNLOAD_HOST",
+  "MIRROR",
+  "DYNAMIC_API",
 ]);
 
 /**
@@ -360,7 +376,39 @@ export function parseNameList(text: string | undefined): string[] {
  * They pass isAppSettingName; taken from the environment they are not evaluated, so `run`
  * may pass them, but no file a shell sources may assign them.
  */
-const SHELL_TYPED_NAMES = new Set(["TRY_BLOCK_ERROR", "TRY_BLOCK_INTERRUPT", "KEYBOARD_HACK"]);
+const SHELL_TYPED_NAMES = new Set([
+  "TRY_BLOCK_ERROR",
+  "TRY_BLOCK_INTERRUPT",
+  "KEYBOARD_HACK",
+  // One-word ones: refused by isAppSettingName, but --allow-env may name them.
+  "ARGC",
+  "COLUMNS",
+  "DIRSTACKSIZE",
+  "EGID",
+  "EPOCHREALTIME",
+  "EPOCHSECONDS",
+  "ERRNO",
+  "EUID",
+  "GID",
+  "HISTCMD",
+  "HISTSIZE",
+  "KEYTIMEOUT",
+  "LINENO",
+  "LINES",
+  "LISTMAX",
+  "LOGCHECK",
+  "MAILCHECK",
+  "OPTIND",
+  "PERIOD",
+  "PPID",
+  "RANDOM",
+  "SAVEHIST",
+  "SECONDS",
+  "SHLVL",
+  "TMOUT",
+  "TTYIDLE",
+  "UID",
+]);
 
 /** Also zsh's line editor's namespace (ZLE_RPROMPT_INDENT is an integer) and zsh/curses' (ZCURSES_COLORS). */
 export function isShellTypedName(key: string): boolean {
