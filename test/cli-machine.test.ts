@@ -426,6 +426,31 @@ test("SECRETS_SERVER_IDENTITY_TOKEN with SECRETS_SERVER_SERVICE_ACCOUNT is excha
   }
 });
 
+test("an export whose key is not a key (a line break from whatever answered) is used nowhere: exit 1, nothing written or run", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const forged = "X\ntouch /tmp/secrets-cli-forged\n#";
+  const proxy = await startProxy(t, server.url, (req, res) => {
+    if (!req.url?.endsWith("/export")) return false;
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ secrets: [{ key: forged, value: "v" }] }));
+    return true;
+  });
+  const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: proxy };
+  const file = path.join(home.work, "app.sh");
+  const refusal = `secrets-server: ${proxy} sent a secret whose key is not a key ("X\ufffdtouch /tmp/secrets-cli-forged\ufffd#"): nothing was used.\n`;
+  for (const args of [
+    ["export", "--format", "shell", "--output", file],
+    ["export", "--format", "dotenv"],
+    ["run", "--", "true"],
+  ]) {
+    const result = await cli(home, args, env);
+    assert.deepEqual([result.code, result.stdout, result.stderr], [1, "", refusal], args.join(" "));
+  }
+  assert.equal(fs.existsSync(file), false);
+});
+
 test("an identity exchange answered 500 fails with the server's sentence (exit 1); 503 is an outage (exit 5)", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);

@@ -2,7 +2,7 @@
 // differ. Values are compared here, from two exports, and printed only with --show-values.
 import { printable } from "../core/text.ts";
 import { environmentPath, locate, normalizeEnvironment, resolveTarget } from "./context.ts";
-import type { SecretPair } from "./dotenv.ts";
+import { checkedSecrets, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 interface DiffValues {
@@ -43,7 +43,7 @@ async function diff(values: DiffValues, args: string[], usage: string): Promise<
       "GET",
       `${environmentPath(at.projectId, at.environment)}/export`,
     );
-    return new Map(secrets.map((s) => [s.key, s.value]));
+    return new Map(checkedSecrets(secrets, target.server).map((s) => [s.key, s.value]));
   };
   const left = await read(a);
   const right = await read(b);

@@ -7,7 +7,7 @@ import { printable } from "../core/text.ts";
 import { errorFor } from "./api.ts";
 import { startCommand } from "./child.ts";
 import { environmentPath, locate, type Target } from "./context.ts";
-import type { SecretPair } from "./dotenv.ts";
+import { checkedSecrets, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 /** The server is asked at most this often, whatever --watch-interval says. */
@@ -68,7 +68,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
     if (res.status === 304) return undefined;
     if (res.status !== 200) throw errorFor(res, server);
     etag = res.header("etag") ?? undefined;
-    return (res.body as { secrets: SecretPair[] }).secrets;
+    return checkedSecrets((res.body as { secrets: SecretPair[] }).secrets, server);
   };
   let env = options.environmentFor((await fetchChanged()) ?? []);
   const note = (text: string) => {
