@@ -322,14 +322,28 @@ test("run: a value holding a NUL is left out by name, never quoted; the command 
   const entries = [
     { key: "BINARY_BLOB", value: "nul-planted\0after-the-nul", overwrite: false },
     { key: "DATABASE_URL", value: "postgres://db/app-2718", overwrite: false },
+    // A valid key that a plain object would take for its prototype.
+    { key: "__proto__", value: "an-object-key-value", overwrite: false },
   ];
   const res = await alice.json("POST", `/api/projects/${project.id}/environments/production/import`, { entries });
   assert.equal(res.status, 200, JSON.stringify(res.body));
   await login(server, home, alice);
-  const ran = await cli(home, ["run", "--project", "deploy", "--env", "production", "--", "/usr/bin/env", "-0"]);
+  const ran = await cli(home, [
+    "run",
+    "--allow-env",
+    "__proto__",
+    "--project",
+    "deploy",
+    "--env",
+    "production",
+    "--",
+    "/usr/bin/env",
+    "-0",
+  ]);
   assert.equal(ran.code, 0, ran.stderr);
   const seen = environmentOf(ran.stdout);
   assert.equal(seen.get("DATABASE_URL"), "postgres://db/app-2718");
+  assert.equal(seen.get("__proto__"), "an-object-key-value");
   assert.equal(seen.has("BINARY_BLOB"), false);
   assert.match(ran.stderr, /^secrets-server: left out BINARY_BLOB: its value holds a NUL character/m);
   assert.ok(!ran.stderr.includes("nul-planted") && !ran.stderr.includes("after-the-nul"), ran.stderr);

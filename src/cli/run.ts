@@ -73,7 +73,9 @@ export async function run(args: string[]): Promise<number> {
   // The person running the command owns this machine: only they may let a name through.
   const allowed = new Set([...(values["allow-env"] ?? []), ...parseNameList(process.env.SECRETS_SERVER_ALLOW_ENV)]);
   const environmentFor = (secrets: SecretPair[]): NodeJS.ProcessEnv => {
-    const env: NodeJS.ProcessEnv = { ...process.env };
+    // No prototype: a secret named __proto__ (a valid key) would otherwise set the object's
+    // prototype instead of a variable, and be lost without a word.
+    const env: NodeJS.ProcessEnv = Object.assign(Object.create(null), process.env);
     // An application that logs its environment, or a crash reporter that sends it, would
     // otherwise carry away a credential that reads every secret of the account.
     delete env.SECRETS_SERVER_TOKEN;
