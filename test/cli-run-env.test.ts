@@ -389,6 +389,7 @@ test("export: a shell sourcing the .env file runs nothing and sets no name that 
     LD_PRELOAD: "/tmp/planted.so",
     PATH: "/tmp/planted-bin",
     DATABASE_URL: "postgres://u:p@db/app",
+    TRY_BLOCK_ERROR: "1",
   };
   const res = await alice.json("POST", `/api/projects/${project.id}/environments/production/import`, {
     entries: Object.entries(secrets).map(([key, value]) => ({ key, value, overwrite: false })),
@@ -402,6 +403,7 @@ test("export: a shell sourcing the .env file runs nothing and sets no name that 
   const text = fs.readFileSync(file, "utf8");
   assert.deepEqual(dotenv.parse(text), secrets);
   assert.match(exported.stderr, /a shell that sources this file does not set GIT_ASKPASS, LD_PRELOAD, PATH: /);
+  assert.match(exported.stderr, /a shell that sources this file does not set TRY_BLOCK_ERROR: zsh gives this name a type of its own/);
   // The same file as the server's own export (and the web UI's download).
   const served = await alice.get(`/api/projects/${project.id}/environments/production/export?format=dotenv`);
   assert.equal(await served.text(), text);

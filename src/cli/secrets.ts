@@ -1,5 +1,5 @@
 import path from "node:path";
-import { isAppSettingName, parseNameList } from "../core/env-names.ts";
+import { isAppSettingName, isShellTypedName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS, DockerEnvRefusal, dockerRefusalMessage, type ExportFormat, exportFile } from "../secrets/export-formats.ts";
 import type { Api } from "./api.ts";
@@ -331,11 +331,19 @@ export async function exportSecrets(args: string[]): Promise<number> {
     }
     if (format === "dotenv") {
       // dotenv reads every line; a shell that sources the file skips the dotenv-only block.
-      const dotenvOnly = list.map((s) => s.key).filter((key) => !isAppSettingName(key) && !file.leftOut.includes(key));
+      const keys = list.map((s) => s.key).filter((key) => !file.leftOut.includes(key));
+      const dotenvOnly = keys.filter((key) => !isAppSettingName(key));
       if (dotenvOnly.length > 0) {
         process.stderr.write(
           `Warning: a shell that sources this file does not set ${names(dotenvOnly)}: not named like application settings, ` +
             `and variables like these choose which code runs (see secrets-server run --help). dotenv still reads them.\n`,
+        );
+      }
+      const shellTyped = keys.filter((key) => isAppSettingName(key) && isShellTypedName(key));
+      if (shellTyped.length > 0) {
+        process.stderr.write(
+          `Warning: a shell that sources this file does not set ${names(shellTyped)}: zsh gives ${shellTyped.length === 1 ? "this name" : "these names"} ` +
+            "a type of its own and would evaluate the value. dotenv still reads them.\n",
         );
       }
     }
