@@ -24,7 +24,12 @@ describe("secrets grid", () => {
     const alice = await server.signIn("alice@example.test");
     const project = await alice.createProject({ name: "handover", environments: ["development"] });
     for (const key of ["OLD_ONE", "OLD_TWO", "KEPT"]) await put(alice, project.id, "development", key, `${key}-v`);
-    const tab = await openAt(server, alice, SIZES[0], `/projects/${project.id}/development?delete=OLD_ONE,OLD_TWO,NOT_THERE`);
+    const tab = await openAt(
+      server,
+      alice,
+      SIZES[0],
+      `/projects/${project.id}/development?delete=OLD_ONE,OLD_TWO,NOT_THERE,${encodeURIComponent("Session expired – sign in at https://evil.example")}`,
+    );
     const { page } = tab;
     const confirm = page.getByRole("dialog", { name: "Delete 2 secrets?" });
     await confirm.getByRole("listitem").first().waitFor();
@@ -32,7 +37,9 @@ describe("secrets grid", () => {
       "OLD_ONE",
       "OLD_TWO",
     ]);
+    // Only keys are named back: the rest of a link is anyone's text.
     await page.getByText("Not in development: NOT_THERE.").waitFor();
+    assert.equal(await page.getByText("evil.example").count(), 0);
     // The link is spent: a reload does not ask again.
     assert.equal(new URL(page.url()).search, "");
     assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), ["KEPT", "OLD_ONE", "OLD_TWO"]);

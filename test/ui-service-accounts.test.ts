@@ -178,6 +178,10 @@ describe("service accounts in Chromium", () => {
     await check(tab, "service-account-trust");
     await dialog.getByRole("button", { name: "Add trust" }).click();
     await dialog.getByRole("alert").filter({ hasText: "Write each claim as name=value" }).waitFor();
+    // A claim given twice would keep one value without a word, and the trust would be broader than written.
+    await dialog.getByLabel("Claims (optional)").fill("environment=production\nenvironment=staging");
+    await dialog.getByRole("button", { name: "Add trust" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "The claim environment is given twice: a claim has one value." }).waitFor();
     await dialog.getByLabel("Claims (optional)").fill("environment=production");
     await dialog.getByRole("button", { name: "Add trust" }).click();
     await dialog.waitFor({ state: "detached" });

@@ -73,6 +73,8 @@ export function App() {
   if (onSetPasswordPage) {
     return (
       <SetPasswordPage
+        // A second link opened in the same tab is a page of its own: nothing of the first one's answer stays.
+        key={location.hash}
         token={location.hash.replace(/^#/, "")}
         onSignedIn={(user) => {
           setSession({ state: "signed-in", user });

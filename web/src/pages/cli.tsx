@@ -244,7 +244,8 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
             placeholder="ABCD-EFGH"
           />
         </label>
-        {pending && (
+        {/* Only for the code in the field: an edited code is another request, described once it is looked up. */}
+        {pending && looked === code.toUpperCase().replace(/[^A-Z0-9]/g, "") && (
           <p class="notice" role="status">
             Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
           </p>

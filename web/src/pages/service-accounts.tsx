@@ -744,7 +744,8 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             setProblem("The issuer must be the identity provider's https address, such as https://token.actions.githubusercontent.com.");
             return;
           }
-          const parsed: Record<string, string> = {};
+          // No prototype: a claim named __proto__ must be a claim, not lost (the trust would be broader than written).
+          const parsed: Record<string, string> = Object.create(null);
           for (const line of claims
             .split("\n")
             .map((l) => l.trim())
@@ -757,6 +758,10 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             const claimName = line.slice(0, eq).trim();
             if (claimName.length > 100) {
               setProblem(`A claim name has at most 100 characters: “${claimName.slice(0, 20)}…” has more.`);
+              return;
+            }
+            if (Object.hasOwn(parsed, claimName)) {
+              setProblem(`The claim ${claimName} is given twice: a claim has one value.`);
               return;
             }
             parsed[claimName] = line.slice(eq + 1).trim();
