@@ -22,6 +22,11 @@ const DANGEROUS = [
   "SPARK_CONF_DIR",
   "HADOOP_CONF_DIR",
   "CHROMEDRIVER_CDNURL",
+  "CHROMEDRIVER_CDNBINARIESURL",
+  "CHROMEDRIVER_FILEPATH",
+  "JUPYTER_CONFIG_DIR",
+  "SASS_BINARY_CDNURL",
+  "BAZELISK_BASE_URL",
   "USE_BAZEL_VERSION",
   "SDL_DYNAMIC_API",
   // found by the review after the rule was written: they load a module, a driver or a binary by name

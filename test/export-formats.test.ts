@@ -221,8 +221,14 @@ test("shell: names a shell would act on are left out with a comment, unless allo
   assert.ok(allowed.leftOut.includes("TRY_BLOCK_ERROR"));
   // zsh's one-word integers too, even when --allow-env names them: an assignment to LINES is
   // evaluated as arithmetic, which runs a $(…) inside a subscript.
-  const oneWord = formatShell([{ key: "LINES", value: "a[$(touch CANARY)]" }], new Set(["LINES"]));
-  assert.deepEqual(oneWord.leftOut, ["LINES"]);
+  const oneWord = formatShell(
+    [
+      { key: "FUNCNEST", value: "a[$(touch CANARY)]" },
+      { key: "LINES", value: "a[$(touch CANARY)]" },
+    ],
+    new Set(["FUNCNEST", "LINES"]),
+  );
+  assert.deepEqual(oneWord.leftOut, ["FUNCNEST", "LINES"]);
   assert.doesNotMatch(oneWord.text, /^export LINES/m);
   assert.deepEqual(formatShell([]).text, "");
 });

@@ -182,6 +182,9 @@ describe("service accounts in Chromium", () => {
     await dialog.getByLabel("Claims (optional)").fill("environment=production\nenvironment=staging");
     await dialog.getByRole("button", { name: "Add trust" }).click();
     await dialog.getByRole("alert").filter({ hasText: "The claim environment is given twice: a claim has one value." }).waitFor();
+    await dialog.getByLabel("Claims (optional)").fill("__proto__=x");
+    await dialog.getByRole("button", { name: "Add trust" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "A claim cannot be named __proto__." }).waitFor();
     await dialog.getByLabel("Claims (optional)").fill("environment=production");
     await dialog.getByRole("button", { name: "Add trust" }).click();
     await dialog.waitFor({ state: "detached" });

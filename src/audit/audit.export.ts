@@ -21,10 +21,10 @@ const COLUMNS = [
  * formula, and an e-mail address or a service account name is chosen by users: such a cell
  * gets a leading ' so it stays text. Excel in many locales (de-DE, fr-FR) splits a .csv at
  * `;` instead, where a name `ci;=1+1` would start a cell of its own: a ' goes after such a
- * `;` too. Then quoted when it holds a quote, comma or line break.
+ * `;` too (also past spaces or a quote, which Excel drops). Then quoted when it holds a quote, comma or line break.
  */
 function csvCell(value: string): string {
-  const text = (/^[=+\-@\t\r]/.test(value) ? `'${value}` : value).replace(/;(?=[=+\-@\t\r])/g, ";'");
+  const text = (/^[=+\-@\t\r]/.test(value) ? `'${value}` : value).replace(/;(?=[\s"]*[=+\-@\t\r])/g, ";'");
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
 }
 

@@ -243,6 +243,7 @@ const RESERVED_NAMESPACES = new Set([
   "DJANGO",
   "SASS",
   "CHROME",
+  "CHROMEDRIVER",
   "CHROMIUM",
   "PUPPETEER",
   "PLAYWRIGHT",
@@ -322,17 +323,15 @@ const RESERVED_ENDINGS = new Set([
   "DRIVER_NAME",
   "SCANNER",
   // Compound words of the same kinds: PYTEST_ADDOPTS, BORG_PASSCOMMAND (a command borg
-  // runs), HADOOP_CLASSPATH, SPARK_CONF_DIR (whose *-env.sh is sourced), CHROMEDRIVER_CDNURL
-  // (where a program is downloaded from), SDL_DYNAMIC_API (a library to load).
+  // runs), HADOOP_CLASSPATH, SPARK_CONF_DIR (whose *-env.sh is sourced), JUPYTER_CONFIG_DIR
+  // (whose *_config.py is run), SASS_BINARY_CDNURL (where a program is downloaded from),
+  // SDL_DYNAMIC_API (a library to load).
   "ADDOPTS",
   "PASSCOMMAND",
   "CLASSPATH",
   "CONF_DIR",
   "CONFIG_DIR",
   "CDNURL",
-  "DOWNLOAD_URL",
-  "DOWNLOAD_HOST",
-  "MIRROR",
   "DYNAMIC_API",
 ]);
 
@@ -389,6 +388,7 @@ const SHELL_TYPED_NAMES = new Set([
   "EPOCHSECONDS",
   "ERRNO",
   "EUID",
+  "FUNCNEST",
   "GID",
   "HISTCMD",
   "HISTSIZE",

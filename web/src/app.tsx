@@ -17,6 +17,8 @@ export function App() {
   const location = useLocation();
   const [session, setSession] = useState<Session>({ state: "loading" });
   const [signOutError, setSignOutError] = useState<string>();
+  // Said about the click just made: it goes with the next page.
+  useEffect(() => setSignOutError(undefined), [location.pathname, session.state]);
 
   async function loadMe() {
     try {

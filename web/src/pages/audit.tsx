@@ -234,7 +234,11 @@ function isDay(text: string): boolean {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
   if (!match) return false;
   const [year, month, day] = match.slice(1).map(Number) as [number, number, number];
-  return month >= 1 && month <= 12 && day >= 1 && day <= new Date(Date.UTC(2000, month, 0)).getUTCDate() && year >= 0;
+  if (year < 1 || month < 1 || month > 12 || day < 1) return false;
+  // The month's last day in that very year (setUTCFullYear: the constructor reads 0-99 as 19xx).
+  const last = new Date(0);
+  last.setUTCFullYear(year, month, 0);
+  return day <= last.getUTCDate();
 }
 
 function pageQuery(filters: Filters): string {

@@ -77,8 +77,13 @@ export function CliSessionsPage() {
   );
 }
 
+/** A user code as compared: upper case, letters and digits only. */
+function normalized(raw: string): string {
+  return raw.toUpperCase().replace(/[^A-Z0-9]/g, "");
+}
+
 function formatCode(raw: string): string {
-  const clean = raw.toUpperCase().replace(/[^A-Z0-9]/g, "");
+  const clean = normalized(raw);
   return clean.length === 8 ? `${clean.slice(0, 4)}-${clean.slice(4)}` : raw.trim();
 }
 
@@ -175,7 +180,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
 
   // Only describes the request (device name, expiry); approving always takes a click.
   async function describe(raw: string) {
-    const clean = raw.toUpperCase().replace(/[^A-Z0-9]/g, "");
+    const clean = normalized(raw);
     if (clean.length !== 8 || clean === looked) return;
     setLooked(clean);
     setPending(undefined);
@@ -244,8 +249,8 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
             placeholder="ABCD-EFGH"
           />
         </label>
-        {/* Only for the code in the field: an edited code is another request, described once it is looked up. */}
-        {pending && looked === code.toUpperCase().replace(/[^A-Z0-9]/g, "") && (
+        {/* Only for the code in the field (answers may arrive out of order): an edited code is another request. */}
+        {pending && normalized(pending.userCode) === normalized(code) && (
           <p class="notice" role="status">
             Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
           </p>

@@ -744,8 +744,7 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             setProblem("The issuer must be the identity provider's https address, such as https://token.actions.githubusercontent.com.");
             return;
           }
-          // No prototype: a claim named __proto__ must be a claim, not lost (the trust would be broader than written).
-          const parsed: Record<string, string> = Object.create(null);
+          const parsed: Record<string, string> = {};
           for (const line of claims
             .split("\n")
             .map((l) => l.trim())
@@ -758,6 +757,11 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             const claimName = line.slice(0, eq).trim();
             if (claimName.length > 100) {
               setProblem(`A claim name has at most 100 characters: “${claimName.slice(0, 20)}…” has more.`);
+              return;
+            }
+            // The server's JSON reader refuses that name outright (prototype poisoning).
+            if (claimName === "__proto__") {
+              setProblem("A claim cannot be named __proto__.");
               return;
             }
             if (Object.hasOwn(parsed, claimName)) {
