@@ -83,6 +83,21 @@ export async function api<T = unknown>(method: string, path: string, body?: unkn
 }
 
 export const get = <T>(path: string) => api<T>("GET", path);
+
+/**
+ * Ends the browser session. Answers why it did not end (the network, a 503), so the page can
+ * say so rather than show the sign-in page while the session still works (on a shared
+ * computer, for the next person); a 401 means it had ended already.
+ */
+export async function signOut(): Promise<string | undefined> {
+  try {
+    await api("POST", "/api/auth/sign-out", {});
+    return undefined;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return undefined;
+    return `Not signed out: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
 export const post = <T>(path: string, body: unknown = {}) => api<T>("POST", path, body);
 export const put = <T>(path: string, body?: unknown) => api<T>("PUT", path, body);
 export const patch = <T>(path: string, body: unknown) => api<T>("PATCH", path, body);

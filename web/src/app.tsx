@@ -1,6 +1,6 @@
 // The shell: who is signed in, the header, and which page a path shows.
 import { useEffect, useState } from "preact/hooks";
-import { ApiError, get, onSignedOut, post, type User } from "./api.ts";
+import { ApiError, get, onSignedOut, signOut, type User } from "./api.ts";
 import { CliAuthorizePage, CliSessionsPage } from "./pages/cli.tsx";
 import { PendingInvitations } from "./pages/invitations.tsx";
 import { InvitePage } from "./pages/invite.tsx";
@@ -114,17 +114,9 @@ export function App() {
           <button
             type="button"
             onClick={async () => {
-              setSignOutError(undefined);
-              try {
-                await post("/api/auth/sign-out");
-              } catch (error) {
-                // The session still works (on a shared computer, for the next person): say so
-                // rather than show the sign-in page. A 401 means it had ended already.
-                if (!(error instanceof ApiError && error.status === 401)) {
-                  setSignOutError(`Not signed out: ${messageOf(error)}`);
-                  return;
-                }
-              }
+              const problem = await signOut();
+              setSignOutError(problem);
+              if (problem) return;
               setSession({ state: "signed-out" });
               sessionStorage.removeItem("returnTo");
               navigate("/sign-in", { replace: true });

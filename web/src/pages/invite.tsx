@@ -10,6 +10,7 @@ import {
   type Project,
   post,
   projectPath,
+  signOut,
   type User,
 } from "../api.ts";
 import { ROLE_HELP, withArticle } from "../roles.ts";
@@ -126,16 +127,10 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
           <button
             type="button"
             onClick={async () => {
-              try {
-                await post("/api/auth/sign-out");
-              } catch (error) {
-                // Still signed in: the sign-in page would send this account straight back. A
-                // 401 means the session had ended already.
-                if (!(error instanceof ApiError && error.status === 401)) {
-                  setSignOutError(`Not signed out: ${messageOf(error)}`);
-                  return;
-                }
-              }
+              // Still signed in, the sign-in page would send this account straight back.
+              const problem = await signOut();
+              setSignOutError(problem);
+              if (problem) return;
               sessionStorage.setItem("returnTo", window.location.pathname + window.location.hash);
               window.location.assign("/sign-in");
             }}
