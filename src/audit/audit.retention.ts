@@ -95,7 +95,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
           keyring,
         ),
       );
-      return { pruned: count, isDone: problem !== undefined || heldHashOnly === true || count < PRUNE_BATCH, problem, heldHashOnly };
+      return { pruned: count, isDone: problem !== undefined || count < PRUNE_BATCH, problem, heldHashOnly };
     });
   }
 

@@ -40,12 +40,18 @@ const BREAK_STALE_MS = 10_000;
  * restarted container has a new namespace where the old pid may be alive again.
  */
 function pidNamespace(): string {
-  try {
-    return fs.readlinkSync("/proc/self/ns/pid").replace(/\s/g, "");
-  } catch {
-    return "unknown";
+  // Read once, when a lock is first taken: a process's namespace never changes, and a waiter
+  // looks at the lock every few dozen milliseconds.
+  if (ownPidNamespace === undefined) {
+    try {
+      ownPidNamespace = fs.readlinkSync("/proc/self/ns/pid").replace(/\s/g, "");
+    } catch {
+      ownPidNamespace = "unknown";
+    }
   }
+  return ownPidNamespace;
 }
+let ownPidNamespace: string | undefined;
 
 export function configDir(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(os.homedir(), ".config");

@@ -66,7 +66,7 @@ export class MachineAuth implements BearerSource {
     return this.serviceToken;
   }
 
-  /** The bearer token: the service token, or the access token of one exchange per command. */
+  /** The bearer token: the service token, or the access token of the last exchange (renew() and a failed exchange start a new one). */
   bearer(server: string): Promise<string> {
     if (this.serviceToken) return Promise.resolve(this.serviceToken);
     // A failed exchange is not kept: the next request (a later poll of run --watch) tries again.

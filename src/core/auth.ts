@@ -37,7 +37,7 @@ const DAY_MS = 24 * 60 * 60 * 1000;
  * for every kind of credential. The write is conditional on the time read being still the
  * stored one (`unlessSince`), so requests that arrive together write it once.
  */
-export const TOUCH_INTERVAL_MS = 60 * 1000;
+const TOUCH_INTERVAL_MS = 60 * 1000;
 
 /** The last-use time a credential must be older than for a request at `now` to write it. */
 export function touchDueBefore(now: Date): string {

@@ -149,6 +149,11 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url);
 }
 
+/** DATA_DIR that cannot hold our files (a file in the way, no permission): one line naming the variable. */
+export function unusableDataDir(dataDir: string, error: unknown): ConfigError {
+  return new ConfigError(`DATA_DIR ${dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+}
+
 /** DATABASE_URL, checked before anything is opened. The URL itself is never repeated (it may hold a password). */
 function parseDatabase(raw: RawEnv): DatabaseConfig | undefined {
   const url = raw.DATABASE_URL;

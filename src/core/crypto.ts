@@ -2,7 +2,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import type { Logger } from "pino";
-import { type Config, ConfigError } from "./config.ts";
+import { type Config, ConfigError, unusableDataDir } from "./config.ts";
 
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
@@ -170,8 +170,8 @@ function loadOrCreateDevKey(dataDir: string, log?: Pick<Logger, "warn">): Buffer
     return readOrCreateDevKey(dataDir, file, log);
   } catch (error) {
     if (error instanceof ConfigError) throw error;
-    // A file in the way, or a folder or key file this user may not use: one line, as openDatabase says it.
-    throw new ConfigError(`DATA_DIR ${dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+    // A file in the way, or a folder or key file this user may not use.
+    throw unusableDataDir(dataDir, error);
   }
 }
 

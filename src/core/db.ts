@@ -5,7 +5,7 @@ import Database from "better-sqlite3";
 import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3";
 import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
-import { type Config, ConfigError } from "./config.ts";
+import { type Config, ConfigError, unusableDataDir } from "./config.ts";
 import { type GroupCommit, type GroupCommitOptions, startGroupCommit } from "./group-commit.ts";
 import * as schema from "./schema.ts";
 
@@ -60,8 +60,8 @@ export function openDatabase(config: Pick<Config, "dataDir" | "sqliteSynchronous
   try {
     fs.mkdirSync(config.dataDir, { recursive: true, mode: 0o700 });
   } catch (error) {
-    // A file in the way or a folder this user may not write: one line naming the variable.
-    throw new ConfigError(`DATA_DIR ${config.dataDir} cannot be used: ${(error as NodeJS.ErrnoException).code ?? String(error)}.`);
+    // A file in the way or a folder this user may not write.
+    throw unusableDataDir(config.dataDir, error);
   }
   protectDataDir(config.dataDir, options.warn ?? ((message) => process.stderr.write(`secrets-server: warning: ${message}\n`)));
   const file = path.join(config.dataDir, DATABASE_FILE);

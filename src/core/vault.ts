@@ -229,11 +229,6 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       };
     },
 
-    /** A digest under the current key version, and that version (see digest). */
-    async currentDigest(projectId: string, plaintext: string): Promise<{ keyVersion: number; digest: string }> {
-      return { keyVersion: keyring.currentVersion, digest: await digest(projectId, keyring.currentVersion, plaintext) };
-    },
-
     digest,
 
     /** Drops a deleted project's cached keys, and keeps them from being cached again. */

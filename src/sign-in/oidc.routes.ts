@@ -46,8 +46,9 @@ function safeReturnTo(value: unknown, appOrigin: string): string {
   } catch {
     return "/";
   }
-  if (url.origin !== appOrigin || isApiPath(url.pathname)) return "/";
-  // The router decodes the path before matching: "/%61pi/projects/…" reaches the API.
+  if (url.origin !== appOrigin) return "/";
+  // The router decodes the path before matching: "/%61pi/projects/…" reaches the API, so the
+  // decoded path is the one checked (a path without escapes decodes to itself).
   let decoded: string;
   try {
     decoded = decodeURIComponent(url.pathname);

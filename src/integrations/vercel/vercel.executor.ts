@@ -248,8 +248,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   /** The claim recorded for a create that got no answer: the value it sent, as a digest (see CREATE_UNANSWERED). */
   async function claimFor(projectId: string, value: string): Promise<string> {
     try {
-      const { keyVersion, digest } = await vault.currentDigest(projectId, value);
-      return `${CLAIM_PREFIX}${keyVersion}:${digest}`;
+      const keyVersion = vault.currentKeyVersion;
+      return `${CLAIM_PREFIX}${keyVersion}:${await vault.digest(projectId, keyVersion, value)}`;
     } catch {
       // No data key under the current master key version yet (one is made only inside a write
       // transaction): the claim without a digest, recognised by the secret's value as before.

@@ -34,7 +34,7 @@ export interface Ours {
    * Keys whose claim the var at Vercel provably fulfils: it holds the very value the
    * unanswered create sent (judged by the executor, see claimHolds there).
    */
-  claimsHeld?: ReadonlySet<string>;
+  claimsHeld: ReadonlySet<string>;
 }
 
 /**
@@ -113,7 +113,7 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
       continue;
     }
     if (createdId !== undefined && isClaim(createdId)) {
-      if (ours.claimsHeld?.has(key) === true && existing.target.length === 1) {
+      if (ours.claimsHeld.has(key) && existing.target.length === 1) {
         // Ours: it follows the secret from here, like any var we created.
         inPlace.push({ op: "adopt", key, hostEnvId: existing.id });
         createdId = existing.id;
@@ -156,7 +156,7 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
     if (isClaim(hostEnvId)) {
       // The secret went before the claim was settled: the var goes too if it is provably the one our create made.
       const claimed = byKey.get(key);
-      const isOurs = claimed !== undefined && ours.claimsHeld?.has(key) === true && claimed.target.length === 1;
+      const isOurs = claimed !== undefined && ours.claimsHeld.has(key) && claimed.target.length === 1;
       removals.push(isOurs ? { op: "delete", key, hostEnvId: claimed.id } : { op: "forget", key });
       continue;
     }
