@@ -395,6 +395,8 @@ test("export: a shell sourcing the .env file runs nothing and sets no name that 
     PATH: "/tmp/planted-bin",
     DATABASE_URL: "postgres://u:p@db/app",
     TRY_BLOCK_ERROR: "1",
+    // An application setting whose value only dotenv's quoting carries (a ' and a $).
+    PRICE_NOTE: "it's $5",
   };
   const res = await alice.json("POST", `/api/projects/${project.id}/environments/production/import`, {
     entries: Object.entries(secrets).map(([key, value]) => ({ key, value, overwrite: false })),
@@ -409,6 +411,7 @@ test("export: a shell sourcing the .env file runs nothing and sets no name that 
   assert.deepEqual(dotenv.parse(text), secrets);
   assert.match(exported.stderr, /a shell that sources this file does not set GIT_ASKPASS, LD_PRELOAD, PATH: /);
   assert.match(exported.stderr, /a shell that sources this file does not set TRY_BLOCK_ERROR: zsh gives this name a type of its own/);
+  assert.match(exported.stderr, /a shell that sources this file does not set PRICE_NOTE: its value needs quoting that only dotenv reads/);
   // The same file as the server's own export (and the web UI's download).
   const served = await alice.get(`/api/projects/${project.id}/environments/production/export?format=dotenv`);
   assert.equal(await served.text(), text);

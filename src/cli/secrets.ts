@@ -1,6 +1,7 @@
 import path from "node:path";
-import { isAppSettingName, isShellTypedName, parseNameList } from "../core/env-names.ts";
+import { parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
+import type { DotenvOnlyReason } from "../secrets/dotenv.ts";
 import { CLI_EXPORT_FORMATS, DockerEnvRefusal, dockerRefusalMessage, type ExportFormat, exportFile } from "../secrets/export-formats.ts";
 import type { Api } from "./api.ts";
 import {
@@ -256,6 +257,17 @@ export function fallbackSettings(values: { fallback?: boolean; "fallback-max-age
   return { enabled: Boolean(values.fallback || maxAge), maxAgeMs: maxAge === undefined ? undefined : parseDuration(maxAge) };
 }
 
+/** Why a key of a dotenv export is in the block a sourcing shell skips, as the CLI says it. */
+const DOTENV_ONLY_WARNINGS: [DotenvOnlyReason, (count: number) => string][] = [
+  ["name", () => "not named like application settings, and variables like these choose which code runs (see secrets-server run --help)"],
+  ["shell-typed", (count) => `zsh gives ${count === 1 ? "this name" : "these names"} a type of its own and would evaluate the value`],
+  [
+    "value",
+    (count) =>
+      `${count === 1 ? "its value needs" : "their values need"} quoting that only dotenv reads (a ' with a $, a backtick or a backslash)`,
+  ],
+];
+
 export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|shell|docker|json|yaml] [--output FILE]
                              [--allow-env KEY]... [--fallback [--fallback-max-age 24h]] [--server URL] [--token-file FILE]
 
@@ -329,21 +341,13 @@ export async function exportSecrets(args: string[]): Promise<number> {
           `${file.unsafeNames.map((key) => `--allow-env ${printable(key)}`).join(" ")}.\n`,
       );
     }
-    if (format === "dotenv") {
-      // dotenv reads every line; a shell that sources the file skips the dotenv-only block.
-      const keys = list.map((s) => s.key).filter((key) => !file.leftOut.includes(key));
-      const dotenvOnly = keys.filter((key) => !isAppSettingName(key));
-      if (dotenvOnly.length > 0) {
+    // dotenv reads every line; a shell that sources the file skips the dotenv-only block.
+    const dotenvOnly = (why: DotenvOnlyReason) => (file.dotenvOnly ?? []).filter((entry) => entry.why === why).map((entry) => entry.key);
+    for (const [why, because] of DOTENV_ONLY_WARNINGS) {
+      const keys = dotenvOnly(why);
+      if (keys.length > 0) {
         process.stderr.write(
-          `Warning: a shell that sources this file does not set ${names(dotenvOnly)}: not named like application settings, ` +
-            `and variables like these choose which code runs (see secrets-server run --help). dotenv still reads them.\n`,
-        );
-      }
-      const shellTyped = keys.filter((key) => isAppSettingName(key) && isShellTypedName(key));
-      if (shellTyped.length > 0) {
-        process.stderr.write(
-          `Warning: a shell that sources this file does not set ${names(shellTyped)}: zsh gives ${shellTyped.length === 1 ? "this name" : "these names"} ` +
-            "a type of its own and would evaluate the value. dotenv still reads them.\n",
+          `Warning: a shell that sources this file does not set ${names(keys)}: ${because(keys.length)}. dotenv still reads them.\n`,
         );
       }
     }

@@ -22,6 +22,8 @@ export interface DotenvEntry {
   value: string;
 }
 
+export type DotenvOnlyReason = "name" | "shell-typed" | "value";
+
 export interface DotenvFile {
   text: string;
   /**
@@ -30,6 +32,12 @@ export interface DotenvFile {
    * quoting; a CR plus a " or the text `\n`/`\r`; or a NUL character.
    */
   omitted: string[];
+  /**
+   * Keys written in the dotenv-only block, which a shell that sources the file skips, and
+   * why: a name that is not an application setting, one zsh types itself, or a value only
+   * dotenv's quoting can carry.
+   */
+  dotenvOnly: { key: string; why: DotenvOnlyReason }[];
 }
 
 const QUOTES = ["'", '"', "`"] as const;
@@ -87,6 +95,7 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
   type Block = { shared: boolean; lines: string[] };
   const blocks: Block[] = [];
   const omitted: string[] = [];
+  const dotenvOnly: DotenvFile["dotenvOnly"] = [];
   for (const { key, value } of entries) {
     if (value.includes("\0")) {
       // No environment can hold it (they are C strings), and bash stops reading a file at NULs.
@@ -101,7 +110,8 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
     // GIT_CONFIG_KEY_0...) would let the file choose which code later runs in a shell that
     // sources it (with `set -a`, in every command it starts): dotenv-only, like `run` leaves it
     // out. So is a name zsh evaluates as arithmetic when assigned (TRY_BLOCK_ERROR).
-    const shared = isAppSettingName(key) && !isShellTypedName(key) ? sharedForm(value) : undefined;
+    const why: DotenvOnlyReason = !isAppSettingName(key) ? "name" : isShellTypedName(key) ? "shell-typed" : "value";
+    const shared = why === "value" ? sharedForm(value) : undefined;
     if (shared !== undefined) {
       blocks.push({ shared: true, lines: lines(key, shared) });
       continue;
@@ -109,6 +119,7 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
     const own = dotenvForm(value);
     if (own !== undefined) {
       blocks.push({ shared: false, lines: lines(key, own) });
+      dotenvOnly.push({ key, why });
     } else {
       omitted.push(key);
       const reason = value.includes("\r")
@@ -132,5 +143,5 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
       out.push(`: <<'${delimiter}'`, ...block.lines, delimiter);
     }
   }
-  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, omitted };
+  return { text: out.length === 0 ? "" : `${out.join("\n")}\n`, omitted, dotenvOnly };
 }

@@ -3,7 +3,7 @@
 // The server and the CLI write them with the same functions.
 
 import { DockerEnvRefusal, formatDockerEnv } from "./docker-env.ts";
-import { formatDotenv } from "./dotenv.ts";
+import { type DotenvFile, formatDotenv } from "./dotenv.ts";
 import { type ExportEntry, formatShell } from "./shell.ts";
 import { formatYaml } from "./yaml.ts";
 
@@ -25,6 +25,8 @@ export interface ExportFile {
   leftOut: string[];
   /** The part of `leftOut` left out for their name alone (shell and docker). */
   unsafeNames: string[];
+  /** dotenv: the keys in the block a sourcing shell skips, and why (see formatDotenv). */
+  dotenvOnly?: DotenvFile["dotenvOnly"];
 }
 
 /**
@@ -35,8 +37,8 @@ export interface ExportFile {
 export function exportFile(format: FileFormat, entries: ExportEntry[], env: string, allow: ReadonlySet<string> = new Set()): ExportFile {
   switch (format) {
     case "dotenv": {
-      const { text, omitted } = formatDotenv(entries);
-      return { text, contentType: "text/plain; charset=utf-8", filename: `.env.${env}`, leftOut: omitted, unsafeNames: [] };
+      const { text, omitted, dotenvOnly } = formatDotenv(entries);
+      return { text, contentType: "text/plain; charset=utf-8", filename: `.env.${env}`, leftOut: omitted, unsafeNames: [], dotenvOnly };
     }
     case "shell":
       return { ...formatShell(entries, allow), contentType: "text/x-shellscript; charset=utf-8", filename: `${env}.sh` };
