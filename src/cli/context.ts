@@ -4,6 +4,7 @@ import { type ParseArgsConfig, parseArgs } from "node:util";
 import { printable, UUID } from "../core/text.ts";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
+import { checkedSecrets, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { type MachineAuth, machineAuth, TOKEN_FILE_OPTION } from "./machine.ts";
 
@@ -257,4 +258,14 @@ export async function resolveProject(api: Api, project: string): Promise<{ id: s
 
 export function environmentPath(projectId: string, environment: string): string {
   return `/api/projects/${encodeURIComponent(projectId)}/environments/${environment}`;
+}
+
+/** An environment's secrets through the export endpoint (audited as secrets.exported), their keys checked (see checkedSecrets). */
+export async function readExport(target: Target, at: { projectId: string; environment: string }): Promise<SecretPair[]> {
+  const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(
+    200,
+    "GET",
+    `${environmentPath(at.projectId, at.environment)}/export`,
+  );
+  return checkedSecrets(secrets, target.server);
 }

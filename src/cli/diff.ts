@@ -1,8 +1,7 @@
 // `secrets diff ENV_A ENV_B`: which keys one environment has and the other lacks, and which
 // differ. Values are compared here, from two exports, and printed only with --show-values.
 import { printable } from "../core/text.ts";
-import { environmentPath, locate, normalizeEnvironment, resolveTarget } from "./context.ts";
-import { checkedSecrets, type SecretPair } from "./dotenv.ts";
+import { locate, normalizeEnvironment, readExport, resolveTarget } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 interface DiffValues {
@@ -38,12 +37,7 @@ async function diff(values: DiffValues, args: string[], usage: string): Promise<
   const target = resolveTarget({ ...values, env: a });
   const read = async (environment: string): Promise<Map<string, string>> => {
     const at = await locate({ ...target, environment });
-    const { secrets } = await target.api.expect<{ secrets: SecretPair[] }>(
-      200,
-      "GET",
-      `${environmentPath(at.projectId, at.environment)}/export`,
-    );
-    return new Map(checkedSecrets(secrets, target.server).map((s) => [s.key, s.value]));
+    return new Map((await readExport(target, at)).map((s) => [s.key, s.value]));
   };
   const left = await read(a);
   const right = await read(b);

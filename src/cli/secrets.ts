@@ -15,13 +15,14 @@ import {
   normalizeEnvironment,
   type ProjectSummary,
   parseFlags,
+  readExport,
   resolveProject,
   resolveTarget,
   TARGET_OPTIONS,
   type Target,
 } from "./context.ts";
 import { diffEnvironments } from "./diff.ts";
-import { checkedSecrets, formatJson, type SecretPair } from "./dotenv.ts";
+import { formatJson, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { describePlace, type FallbackPlace, formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
 import { writeFileAtomically } from "./files.ts";
@@ -220,12 +221,7 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
     const at = await locate(target);
     place.projectName = at.projectName ?? place.projectName;
     place.resolvedEnvironment = at.environment;
-    const { secrets: sent } = await target.api.expect<{ secrets: SecretPair[] }>(
-      200,
-      "GET",
-      `${environmentPath(at.projectId, at.environment)}/export`,
-    );
-    const secrets = checkedSecrets(sent, target.server);
+    const secrets = await readExport(target, at);
     if (fallback.enabled) {
       try {
         // Given by id: the copy keeps the name, so a later warning names the project.
