@@ -168,6 +168,7 @@ describe("invitations in Chromium", () => {
     assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0, "no box offers the dead link");
 
     await page.getByLabel("Role of bob@example.test").selectOption("member");
+    await page.getByRole("button", { name: "Change role of bob@example.test to member" }).click();
     await page.getByRole("status").filter({ hasText: "bob@example.test is now a member." }).waitFor();
     await carolRevoke.waitFor({ state: "detached" });
     assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/invitations`)).body.invitations, []);

@@ -238,6 +238,7 @@ describe("members and environment access on one page", () => {
 
     // Promoted to admin in the same row: the switches give way to implicit access.
     await carolRow.getByLabel("Role of carol@example.test").selectOption("admin");
+    await carolRow.getByRole("button", { name: "Change role of carol@example.test to admin" }).click();
     await page.getByRole("status").filter({ hasText: "carol@example.test is now an admin." }).waitFor();
     await carolRow.getByText("Implicit").waitFor();
     assert.equal(await carolRow.getByRole("checkbox").count(), 0);

@@ -626,6 +626,7 @@ describe("members and access in Chromium", () => {
       (r) => r.request().method() === "PATCH" && /\/members\/[^/]+$/.test(new URL(r.url()).pathname),
     );
     await owner.page.getByLabel("Role of bob@example.test").selectOption("viewer");
+    await owner.page.getByRole("button", { name: "Change role of bob@example.test to viewer" }).click();
     assert.equal((await roleChanged).status(), 200);
     await owner.page.getByRole("status").filter({ hasText: "bob@example.test is now a viewer." }).waitFor();
     const members = await alice.json("GET", `/api/projects/${project.id}/members`);
@@ -1428,8 +1429,31 @@ describe("settings, keyboard, phone and dark theme", () => {
     await page.goto(`/projects/${project.id}/members`);
     const role = page.getByLabel("Role of bob@example.test");
     await role.focus();
-    await role.selectOption("viewer");
+    // Arrow keys change a closed select on Linux and Windows: they only propose a role.
+    // Nothing is sent until it is confirmed, and Escape takes the proposal back.
+    const roleChanges: string[] = [];
+    page.on("request", (r) => {
+      if (r.method() === "PATCH") roleChanges.push(r.postData() ?? "");
+    });
+    await page.keyboard.press("ArrowUp");
+    await page.getByText("Admin: Every environment, plus members, invitations, environment access and integrations.").waitFor();
+    await page.getByRole("button", { name: "Change role of bob@example.test to admin" }).waitFor();
+    await page.keyboard.press("Escape");
+    await page.getByRole("button", { name: /^Change role of bob@example\.test/ }).waitFor({ state: "detached" });
+    assert.equal(await role.inputValue(), "member");
+    await page.keyboard.press("ArrowDown");
+    await page.getByRole("button", { name: "Change role of bob@example.test to viewer" }).waitFor();
+    const bobsRole = async () =>
+      (await alice.json("GET", `/api/projects/${project.id}/members`)).body.members.find(
+        (m: { email: string }) => m.email === "bob@example.test",
+      ).role;
+    assert.equal(await bobsRole(), "member", "looking at the options changed nothing");
+    assert.deepEqual(roleChanges, []);
+    // Enter confirms, and focus stays on the select.
+    await page.keyboard.press("Enter");
     await page.getByRole("status").filter({ hasText: "bob@example.test is now a viewer." }).waitFor();
+    assert.equal(await bobsRole(), "viewer");
+    assert.deepEqual(roleChanges, ['{"role":"viewer"}']);
     assert.equal(await focused(), "Role of bob@example.test");
 
     // The Delete button leaves with its row: focus goes to the main region, not nowhere.

@@ -1,7 +1,7 @@
 // Members and their environment access on one page: per member the role and the
 // environments granted, then invitations (invite with grants, pending list, new link,
 // revoke, and the development accept link).
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import {
   type AccessMatrix,
   del,
@@ -88,44 +88,28 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                   </th>
                   <td>
                     {editable ? (
-                      // aria-disabled, not disabled: a disabled control loses keyboard focus.
-                      <select
-                        aria-label={`Role of ${label}`}
-                        aria-describedby={`role-help-${m.userId}`}
-                        value={m.role}
-                        aria-disabled={busyUser === m.userId}
-                        onChange={async (e) => {
-                          const role = e.currentTarget.value;
-                          if (busyUser === m.userId) {
-                            e.currentTarget.value = m.role;
-                            return;
-                          }
+                      <RoleChoice
+                        label={label}
+                        member={m}
+                        busy={busyUser === m.userId}
+                        onChange={async (role) => {
                           setRowError(undefined);
                           setStatus("");
                           setBusyUser(m.userId);
                           try {
                             await patch(`${base}/members/${m.userId}`, { role });
                             await reloadAll();
-                            setStatus(`${label} is now ${role === "admin" ? "an" : "a"} ${role}.`);
+                            setStatus(`${label} is now ${article(role)} ${role}.`);
+                            return true;
                           } catch (err) {
                             setRowError(`${label}: ${(err as Error).message}`);
                             await reloadAll();
+                            return false;
                           } finally {
                             setBusyUser(undefined);
                           }
                         }}
-                      >
-                        {ASSIGNABLE.map((r) => (
-                          <option key={r} value={r}>
-                            {r}
-                          </option>
-                        ))}
-                      </select>
-                    ) : null}
-                    {editable ? (
-                      <p class="muted small role-help" id={`role-help-${m.userId}`}>
-                        {ROLE_HELP[m.role]}
-                      </p>
+                      />
                     ) : (
                       <span class={`badge role-${m.role}`}>{m.role}</span>
                     )}
@@ -195,6 +179,76 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
       {can("invitations:read") && <Invitations project={project} refresh={invitationsRefresh} onInvited={reloadAll} />}
     </div>
   );
+}
+
+/**
+ * A member's role: picking one in the select only proposes it, and "Change role" makes
+ * it so. Browsers on Windows and Linux fire a select's change on every arrow key, so a
+ * select that saved on change would make someone an admin while a keyboard user only
+ * looked at the options.
+ */
+function RoleChoice(props: { label: string; member: Member; busy: boolean; onChange(role: Role): Promise<boolean> }) {
+  const { label, member, busy } = props;
+  const [chosen, setChosen] = useState<Role>(member.role);
+  const select = useRef<HTMLSelectElement>(null);
+  // A reload that brings another role (from this page or another tab) is the new start.
+  useEffect(() => setChosen(member.role), [member.role]);
+  const pending = chosen !== member.role;
+  const helpId = `role-help-${member.userId}`;
+  async function save() {
+    if (busy) return;
+    const done = await props.onChange(chosen);
+    if (!done) setChosen(member.role);
+    select.current?.focus();
+  }
+  return (
+    <>
+      {/* aria-disabled, not disabled: a disabled control loses keyboard focus. */}
+      <select
+        ref={select}
+        aria-label={`Role of ${label}`}
+        aria-describedby={helpId}
+        value={chosen}
+        aria-disabled={busy}
+        onChange={(e) => {
+          if (busy) e.currentTarget.value = chosen;
+          else setChosen(e.currentTarget.value as Role);
+        }}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && pending) {
+            e.preventDefault();
+            void save();
+          } else if (e.key === "Escape" && pending) {
+            e.preventDefault();
+            setChosen(member.role);
+          }
+        }}
+      >
+        {ASSIGNABLE.map((r) => (
+          <option key={r} value={r}>
+            {r}
+          </option>
+        ))}
+      </select>
+      {pending && (
+        <span class="role-actions">
+          <button type="button" class="primary" aria-label={`Change role of ${label} to ${chosen}`} aria-disabled={busy} onClick={save}>
+            Change role
+          </button>
+          <button type="button" onClick={() => setChosen(member.role)} aria-label={`Cancel role change of ${label}`}>
+            Cancel
+          </button>
+        </span>
+      )}
+      <p class="muted small role-help" id={helpId}>
+        {pending ? `${chosen.charAt(0).toUpperCase() + chosen.slice(1)}: ${ROLE_HELP[chosen]}` : ROLE_HELP[member.role]}
+      </p>
+    </>
+  );
+}
+
+function article(role: Role) {
+  return role === "admin" ? "an" : "a";
 }
 
 function Invitations({ project, refresh, onInvited }: { project: Project; refresh: number; onInvited(): Promise<void> }) {
