@@ -293,8 +293,12 @@ test("a process that stalls past its lease after Vercel created a var still reco
       const current = (await onB.json("GET", base)).body;
       return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
     });
-    // B had no record of MADE to write: any there now comes from A once it wakes.
-    assert.deepEqual(storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }), []);
+    // A claimed MADE before it asked Vercel: B found the var holding the claimed value and took it as ours.
+    const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
+    assert.deepEqual(
+      storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
+      [madeId],
+    );
   } finally {
     a.child.kill("SIGCONT");
   }
@@ -310,6 +314,64 @@ test("a process that stalls past its lease after Vercel created a var still reco
     "the var this connection made to go with its secret",
     async () => s.fake.envFor("prj_web", "MADE", "development") === undefined,
   );
+});
+
+test("a process killed after Vercel created a var, before its run's last commit: the var is still known as ours and goes when its secret goes", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
+  const secrets = `/api/projects/${projectId}/environments/development/secrets`;
+  const gone = await createSecret(onA, projectId, "development", "GOING", "going-value");
+  await waitFor("the first sync", async () => s.fake.envFor("prj_web", "GOING", "development"));
+  await waitFor("it to settle", async () => {
+    const current = (await onA.json("GET", base)).body;
+    return current.pending === 0 && !current.syncing;
+  });
+
+  // A's next run creates MADE, then dies on the delete of GOING: its last commit never comes.
+  const held = s.fake.hold((r) => r.method === "DELETE");
+  const made = await createSecret(onA, projectId, "development", "MADE", "made-value");
+  assert.equal((await onA.json("DELETE", `${secrets}/${gone.id}`)).status, 200);
+  await held.reached;
+  const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
+  a.child.kill("SIGKILL");
+  await a.exited;
+  held.release();
+
+  // B takes the run over: MADE holds the value A claimed before creating it, so it is ours.
+  await waitFor("the sync to be taken over", async () => {
+    const current = (await onB.json("GET", base)).body;
+    return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
+  });
+  assert.deepEqual(
+    storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
+    [madeId],
+  );
+  assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "MADE").length, 1, "not created twice");
+  assert.equal((await onB.json("DELETE", `${secrets}/${made.id}`)).status, 200);
+  await waitFor("the var A made to go with its secret", async () => s.fake.envFor("prj_web", "MADE", "development") === undefined);
+});
+
+test("a change the other process counts while the leader's run calls the deploy hook is sent all the same", async (t) => {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300" });
+  const { onA, onB, projectId, base } = await twoProcessesLinked(t, s);
+  const put = await onA.json("PUT", base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development" },
+    autoRedeploy: true,
+    deployHookUrl: s.fake.addHook("prj_web"),
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+
+  // A's run has made its last commit and calls the hook; B, which runs no syncs, counts a change.
+  const hook = s.fake.hold((r) => r.method === "POST" && r.path.startsWith("/v1/integrations/deploy/"));
+  await createSecret(onA, projectId, "development", "FIRST", "first-value");
+  await hook.reached;
+  await createSecret(onB, projectId, "development", "SECOND", "second-value");
+  hook.release();
+  // The leader's ticks (every 5 s here) see the same pending count as after its run: only
+  // the leader noticing it after the run sends it.
+  await waitFor("the second change to reach Vercel", async () => s.fake.envFor("prj_web", "SECOND", "development"), 15_000);
+  await waitFor("nothing pending", async () => ((await onB.json("GET", base)).body.pending === 0 ? true : undefined));
 });
 
 test("the audit list follows the chain: events written through both processes at once list in chain order, across pages", async (t) => {

@@ -608,6 +608,13 @@ test("sync: our own vars follow the secret (update, delete) under skip; others' 
       { environment: "development", target: "development", key: "_LEADING", result: "failed", reason: "rejected" },
     ],
   );
+  // The claims written before the create are gone for the keys Vercel refused.
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId })
+      .map((r) => r.key)
+      .sort(),
+    ["GONE_SOON", "TOKEN_A"],
+  );
 
   const [patched, deleted] = await Promise.all([
     s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: "second-value-a" }),
@@ -1294,6 +1301,69 @@ test("a claim is not proof against a var someone else made under the key with an
   assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
   assert.equal(s.fake.envFor("prj_web", "CLAIMED_KEY", "development")!.value, "their-value");
   assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), [], "the claim is dropped");
+});
+
+test("an update whose var was removed at Vercel after the run listed it is made anew in the same run", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const id = await addSecret(s, "development", "API_KEY", "first-value");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, {
+    value: "second-value",
+  });
+  assert.equal(patched.status, 200);
+
+  // Someone deletes the var at Vercel between the run's list and its update.
+  const held = s.fake.hold((r) => r.method === "PATCH");
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  const envs = s.fake.envs("prj_web");
+  envs.splice(
+    envs.findIndex((e) => e.key === "API_KEY"),
+    1,
+  );
+  held.release();
+  const res = await run;
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.deepEqual(counts(res.body.summary), { created: 1, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  const made = s.fake.envFor("prj_web", "API_KEY", "development")!;
+  assert.equal(made.value, "second-value");
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
+    [["API_KEY", made.id]],
+  );
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 0);
+});
+
+test("linking another Vercel project forgets the vars and claims of the old one: a var there with our key and value stays someone else's", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  // MADE_KEY created; LOST_KEY's create answered with a 502 after Vercel made it: a claim.
+  const ids = [await addSecret(s, "development", "MADE_KEY", "made-value")];
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  ids.push(await addSecret(s, "development", "LOST_KEY", "lost-value"));
+  s.fake.inject(502, { match: (r) => r.method === "POST" && r.path === "/v10/projects/prj_web/env", afterDoing: true });
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
+  const recorded = storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => String(r.host_env_id));
+  assert.equal(recorded.length, 2);
+  assert.ok(recorded.some((id) => id.startsWith("unanswered:")));
+
+  // Another project where a teammate keeps the same keys and values.
+  s.fake.addProject("prj_new", "new");
+  const theirs = ["MADE_KEY", "LOST_KEY"].map((key) =>
+    s.fake.addEnv("prj_new", { key, value: key === "MADE_KEY" ? "made-value" : "lost-value", type: "encrypted", target: ["development"] }),
+  );
+  const relinked = await s.owner.json("PUT", s.base, { hostProjectId: "prj_new", mappings: { development: "development" } });
+  assert.equal(relinked.status, 200, JSON.stringify(relinked.body));
+  assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), []);
+  const synced = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual(counts(synced.body.summary), { created: 0, updated: 0, unchanged: 2, skipped: 0, deleted: 0, failed: 0 });
+
+  // Theirs, not ours: deleting the secrets leaves them.
+  for (const id of ids) {
+    assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${id}`)).status, 200);
+  }
+  const after = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual(counts(after.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  for (const env of theirs) assert.ok(s.fake.envs("prj_new").includes(env), `${env.key} stays`);
 });
 
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {

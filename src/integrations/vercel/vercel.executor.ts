@@ -160,9 +160,15 @@ export function openToken(vault: Vault, row: IntegrationRow): Promise<string> {
   });
 }
 
-type RunLease = { renew(): Promise<void>; holds(): Promise<boolean> };
+type RunLease = { startedAt: string; renew(): Promise<void>; holds(): Promise<boolean> };
 
-type VarChange = { op: "save"; target: string; key: string; hostEnvId: string } | { op: "delete"; target: string; key: string };
+/**
+ * What the run's last commit records of the vars at Vercel. `claim`: the claim this run
+ * wrote before the create (see claimCreates), which the change replaces, or removes.
+ */
+type VarChange =
+  | { op: "save"; target: string; key: string; hostEnvId: string; claim?: string }
+  | { op: "delete"; target: string; key: string; claim?: string };
 
 export function createVercelExecutor({ db, repo, vault, audit, clock, client, secrets, log, owner, leaseStaleMs, followUp }: ExecutorDeps) {
   /** Projects whose run this process is executing. */
@@ -237,6 +243,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       }
     }
     return {
+      startedAt,
       renew,
       async holds(): Promise<boolean> {
         if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) await renew();
@@ -378,17 +385,25 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       if (failure !== "lease-lost" || summary.created + summary.updated + summary.deleted > 0) await recordRun();
       // Taken over while this run was stalled: the vars it created at Vercel are ours all the
       // same, and are recorded unless the run that took over has recorded those keys since
-      // (its view is the newer). Nothing else: the rest is that run's to record.
+      // (its view is the newer): where the record is still this run's claim, or none. Nothing
+      // else: the rest is that run's to record.
       if (current && !isStillOurs && current.createdAt === row.createdAt && current.hostProjectId === row.hostProjectId) {
+        const recorded = new Map((await repo.listVars(projectId)).map((v) => [`${v.target}\n${v.key}`, v.hostEnvId]));
         for (const change of varChanges) {
-          if (change.op !== "save") continue;
-          await repo.saveVarIfAbsent({
-            projectId,
-            target: change.target,
-            key: change.key,
-            hostEnvId: change.hostEnvId,
-            createdAt: summary.finishedAt,
-          });
+          if (change.claim === undefined && change.op === "delete") continue;
+          const now = recorded.get(`${change.target}\n${change.key}`);
+          if (now !== undefined && now !== change.claim) continue;
+          if (change.op === "save") {
+            await repo.saveVar({
+              projectId,
+              target: change.target,
+              key: change.key,
+              hostEnvId: change.hostEnvId,
+              createdAt: summary.finishedAt,
+            });
+          } else if (now !== undefined) {
+            await repo.deleteVar(projectId, change.target, change.key);
+          }
         }
       }
       // Disconnected (or disconnected and reconnected, or taken over) during the run: nothing else to record.
@@ -398,7 +413,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       const tokenRejected =
         (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
       const nowIso = summary.finishedAt;
-      for (const change of varChanges) {
+      // Linked to another Vercel project during the run: what this run did is the old one's.
+      const varsAreCurrent = current.hostProjectId === row.hostProjectId;
+      for (const change of varsAreCurrent ? varChanges : []) {
         if (change.op === "save") {
           await repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
         } else {
@@ -551,8 +568,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
               await client.updateEnvValue(token, teamId, hostProjectId, step.hostEnvId, step.value, step.encrypt === true);
               summary.updated += 1;
             } catch (error) {
-              // Removed at Vercel since the list was read, or refused: this key only.
-              if (!(error instanceof VercelError) || (error.failure !== "invalid" && error.failure !== "not_found")) throw error;
+              // Removed at Vercel since the list was read: made anew, as any key without a
+              // var is, rather than left out until some other change runs a sync again.
+              if (error instanceof VercelError && error.failure === "not_found") {
+                creates.push({ key: step.key, value: step.value });
+                break;
+              }
+              // Refused: this key only.
+              if (!(error instanceof VercelError) || error.failure !== "invalid") throw error;
               note(environment, target, step.key, "failed", error.code === "ENV_CONFLICT" ? "conflict" : "rejected");
               leftStale = true;
             }
@@ -579,6 +602,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         while (creates.length > 0) {
           const batch = creates.splice(0, CREATE_BATCH);
           await holdsLease();
+          const claims = await claimCreates(row, lease, target, batch);
           let result: Awaited<ReturnType<typeof client.createEnvVars>>;
           try {
             result = await client.createEnvVars(
@@ -588,10 +612,12 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
               batch.map(({ key, value }) => ({ key, value, type: "encrypted" as const, target: [target] })),
             );
           } catch (error) {
-            // No answer: Vercel may have written them. Claimed, so that the next run takes a
-            // var it finds holding our value as ours instead of as someone else's.
-            if (error instanceof VercelError && error.failure === "unavailable") {
-              for (const { key, value } of batch) varChanges.push({ op: "save", target, key, hostEnvId: await claimFor(projectId, value) });
+            // No answer: Vercel may have written them. The claims stay, so that the next run
+            // takes a var it finds holding our value as ours instead of as someone else's.
+            // Any other failure wrote nothing: the claims go.
+            const unanswered = error instanceof VercelError && error.failure === "unavailable";
+            for (const [key, claim] of claims) {
+              varChanges.push(unanswered ? { op: "save", target, key, hostEnvId: claim, claim } : { op: "delete", target, key, claim });
             }
             throw error;
           }
@@ -601,13 +627,49 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
           );
           for (const { key, hostEnvId } of outcome.created) {
             summary.created += 1;
-            varChanges.push({ op: "save", target, key, hostEnvId });
+            varChanges.push({ op: "save", target, key, hostEnvId, claim: claims.get(key) });
           }
-          for (const refused of outcome.refused) note(environment, target, refused.key, refused.result, refused.reason);
+          for (const refused of outcome.refused) {
+            note(environment, target, refused.key, refused.result, refused.reason);
+            varChanges.push({ op: "delete", target, key: refused.key, claim: claims.get(refused.key) });
+          }
         }
       }
     }
     return leftStale;
+  }
+
+  /**
+   * Claims the keys of a batch before Vercel is asked to create them, in a commit of their
+   * own: a process that dies between Vercel's answer and the run's last commit leaves claims,
+   * which the next run settles (the vars holding our values are ours), instead of vars it
+   * would take for someone else's and then skip under the default policy.
+   */
+  async function claimCreates(
+    row: IntegrationRow,
+    lease: RunLease,
+    target: string,
+    batch: readonly { key: string; value: string }[],
+  ): Promise<Map<string, string>> {
+    const projectId = row.projectId;
+    return writeTransaction(db, async () => {
+      const current = await repo.find(projectId);
+      const isStillOurs =
+        current !== undefined &&
+        current.syncStartedAt === lease.startedAt &&
+        current.syncOwner === owner &&
+        current.createdAt === row.createdAt &&
+        current.hostProjectId === row.hostProjectId;
+      if (!isStillOurs) throw new SyncFailure("lease-lost");
+      const claims = new Map<string, string>();
+      const createdAt = clock.now().toISOString();
+      for (const { key, value } of batch) {
+        const claim = await claimFor(projectId, value);
+        claims.set(key, claim);
+        await repo.saveVar({ projectId, target, key, hostEnvId: claim, createdAt });
+      }
+      return claims;
+    });
   }
 
   /** An encrypted var's plain value, or undefined when Vercel no longer has or returns it. */

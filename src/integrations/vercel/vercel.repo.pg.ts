@@ -48,9 +48,13 @@ export function createVercelRepoPg(store: PgStore): VercelRepo {
       await db.update(integrations).set(fields).where(eq(integrations.projectId, projectId));
     },
 
+    async forgetVars(projectId) {
+      await db.delete(integrationVars).where(eq(integrationVars.projectId, projectId));
+    },
+
     // The caller's transaction makes the two statements one, as on SQLite.
     async delete(projectId) {
-      await db.delete(integrationVars).where(eq(integrationVars.projectId, projectId));
+      await this.forgetVars(projectId);
       const result = await db.delete(integrations).where(eq(integrations.projectId, projectId));
       return (result.rowCount ?? 0) > 0;
     },
@@ -135,10 +139,6 @@ export function createVercelRepoPg(store: PgStore): VercelRepo {
           target: [integrationVars.projectId, integrationVars.target, integrationVars.key],
           set: { hostEnvId: row.hostEnvId, createdAt: row.createdAt },
         });
-    },
-
-    async saveVarIfAbsent(row) {
-      await db.insert(integrationVars).values(row).onConflictDoNothing();
     },
 
     async deleteVar(projectId, target, key) {

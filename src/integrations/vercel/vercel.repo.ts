@@ -57,9 +57,14 @@ function createVercelRepoSqlite(db: Db) {
       db.update(integrations).set(fields).where(eq(integrations.projectId, projectId)).run();
     },
 
+    /** Forgets the vars the connection created: they were another linked project's. */
+    forgetVars(projectId: string): void {
+      db.delete(integrationVars).where(eq(integrationVars.projectId, projectId)).run();
+    },
+
     /** Removes the connection and what it knows about the vars it created. */
     delete(projectId: string): boolean {
-      db.delete(integrationVars).where(eq(integrationVars.projectId, projectId)).run();
+      this.forgetVars(projectId);
       return db.delete(integrations).where(eq(integrations.projectId, projectId)).run().changes > 0;
     },
 
@@ -152,11 +157,6 @@ function createVercelRepoSqlite(db: Db) {
           set: { hostEnvId: row.hostEnvId, createdAt: row.createdAt },
         })
         .run();
-    },
-
-    /** Records a var as ours unless a record for its key and target exists (a newer run's). */
-    saveVarIfAbsent(row: IntegrationVarRow): void {
-      db.insert(integrationVars).values(row).onConflictDoNothing().run();
     },
 
     deleteVar(projectId: string, target: string, key: string): void {

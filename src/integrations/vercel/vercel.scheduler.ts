@@ -108,6 +108,9 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
         if (after) seenPending.set(projectId, seen(after));
         else seenPending.delete(projectId);
         retryInMs = afterRun(projectId, isRetried(outcome));
+        // A change another process counted after the run's last commit: no follow-up was
+        // asked for it, and the ticks will not see it as new, since it is what is seen now.
+        if (outcome.kind === "done" && after && after.pending > 0 && isRunnable(after)) runAgain.add(projectId);
       }
     } catch (error) {
       // The database failing around the run (busy past its timeout, say) passes like Vercel's outages.

@@ -247,6 +247,9 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
           });
         } else {
           const linked = keepLink && existing.hostProjectId === before?.hostProjectId;
+          // The vars recorded as ours (and claims) are the old link's: none of them is ours in
+          // the project linked next, even where a key and value match.
+          if (!linked) await repo.forgetVars(projectId);
           await repo.update(projectId, {
             status: linked ? "active" : "connected",
             tokenCiphertext: sealed.ciphertext,
@@ -346,6 +349,8 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         }
         const hookConfigured = hook.hookCiphertext !== undefined ? hook.hookCiphertext !== null : existing.hookCiphertext !== null;
         if (input.autoRedeploy && !hookConfigured) throw new HttpError(400, MESSAGES.autoRedeployNeedsHook);
+        // The vars recorded as ours (and claims) are the old project's, never the new one's.
+        if (existing.hostProjectId !== hostProject.id) await repo.forgetVars(projectId);
         await repo.update(projectId, {
           status: existing.status === "attention" ? "attention" : "active",
           teamId,
