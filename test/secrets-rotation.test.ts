@@ -336,6 +336,35 @@ test("a deleted project's data key, read while or after it is forgotten, is not 
   await assert.rejects(vault.open(projectId, "test|forget", sealed), DecryptError);
 });
 
+test("a server still on the old key while rotate-key runs with the new one: what it writes afterwards stays readable", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const team = await startTeam(t, { env: { MASTER_KEY: key1 } });
+  const { projectId, owner, server } = team;
+  // The server holds the project's version-1 data key in memory from here on.
+  await createSecret(owner, projectId, "production", "BEFORE", "before-value");
+  const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  // The operator runs rotate-key with the new key but has not restarted the server yet.
+  const rotated = await runMain(["rotate-key"], { ...server.env, ...rotatedEnv });
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  assert.deepEqual(keyVersionsInUse(server).projectKeys, [2], "no record needed the version-1 data key");
+
+  // Still on key 1, the server seals with the key it holds, and stores that key again.
+  const after = await createSecret(owner, projectId, "production", "AFTER", "after-value");
+  assert.deepEqual(keyVersionsInUse(server), { values: [1, 2], projectKeys: [1, 2], integrations: [] });
+  await server.stop();
+  const restarted = await server.restart(rotatedEnv);
+  t.after(() => restarted.stop());
+  const client = await restarted.signIn("olivia@example.test");
+  const read = await client.json("GET", `${envPath(projectId, "production")}/secrets/${after.id}`);
+  assert.equal(read.status, 200, JSON.stringify(read.body));
+  assert.equal(read.body.secret.value, "after-value");
+  // rotate-key run again moves it, and then key 2 alone is enough.
+  const again = await runMain(["rotate-key"], restarted.env);
+  assert.equal(again.code, 0, again.stderr + again.stdout);
+  assert.deepEqual(keyVersionsInUse(restarted).projectKeys, [2]);
+});
+
 test("rotate-key refuses a wrong previous key and changes nothing", async (t) => {
   const key1 = randomMasterKey();
   const { server, projectId, owner } = await startTeam(t, { env: { MASTER_KEY: key1 } });

@@ -95,6 +95,31 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     return created;
   }
 
+  /**
+   * The data key to seal with. Inside a write transaction a cached one is checked to be still
+   * stored: rotate-key, run with a newer master key, removes the old version's keys that no
+   * record uses, while a server still on the old key (not restarted yet, or one of several)
+   * seals with the key it holds. Without the row, what it seals would never open again; stored
+   * anew, it stays readable, and rotate-key run again moves it. Writes are serialized, so
+   * rotate-key's removal either sees this transaction's record or this one sees the removal.
+   */
+  async function sealKey(projectId: string): Promise<crypto.KeyObject> {
+    const keyVersion = keyring.currentVersion;
+    const cached = dataKeys.get(`${projectId}:${keyVersion}`);
+    if (!cached) return dataKey(projectId, keyVersion, true);
+    if (inWriteTransaction(db) && !(await keys.exists(projectId, keyVersion))) {
+      const key = cached.export();
+      await keys.insert({
+        projectId,
+        keyVersion,
+        wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
+        createdAt: clock.now().toISOString(),
+      });
+      key.fill(0);
+    }
+    return cached;
+  }
+
   function sealWith(key: crypto.KeyObject, aad: string, plaintext: string): Sealed {
     return { ciphertext: seal(key, Buffer.from(plaintext, "utf8"), aad), keyVersion: keyring.currentVersion };
   }
@@ -164,8 +189,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     },
 
     async seal(projectId: string, aad: string, plaintext: string): Promise<Sealed> {
-      const key = dataKeys.get(`${projectId}:${keyring.currentVersion}`) ?? (await dataKey(projectId, keyring.currentVersion, true));
-      return sealWith(key, aad, plaintext);
+      return sealWith(await sealKey(projectId), aad, plaintext);
     },
 
     /**
@@ -174,7 +198,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
      * key does not open fails only when its digest is asked for, as digest() would.
      */
     async keysFor(projectId: string, keyVersions: Iterable<number>): Promise<ProjectKeys> {
-      const sealKey = await dataKey(projectId, keyring.currentVersion, true);
+      const key = await sealKey(projectId);
       const digesters = new Map<number, { key: crypto.KeyObject } | { error: unknown }>();
       for (const keyVersion of new Set([keyring.currentVersion, ...keyVersions])) {
         try {
@@ -184,7 +208,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
         }
       }
       return {
-        seal: (aad, plaintext) => sealWith(sealKey, aad, plaintext),
+        seal: (aad, plaintext) => sealWith(key, aad, plaintext),
         digest(keyVersion, plaintext) {
           const digester = digesters.get(keyVersion);
           if (digester === undefined) throw new Error(`keysFor was not asked for key version ${keyVersion}`);
@@ -262,6 +286,7 @@ interface ProjectKeyRow {
 /** The wrapped data key of a project and version; SQLite's answers at once. */
 interface WrappedKeys {
   find(projectId: string, keyVersion: number): Buffer | undefined | Promise<Buffer | undefined>;
+  exists(projectId: string, keyVersion: number): boolean | Promise<boolean>;
   insert(row: ProjectKeyRow): void | Promise<void>;
 }
 
@@ -271,6 +296,8 @@ interface WrappedKeys {
  * and is written only inside the caller's write transaction.
  */
 function createProjectKeysSqlite(db: Db): WrappedKeys {
+  // Prepared once: it runs in every write that seals.
+  const exists = db.$client.prepare("SELECT 1 FROM project_keys WHERE project_id = ? AND key_version = ?").pluck();
   return {
     find(projectId, keyVersion) {
       return db
@@ -278,6 +305,9 @@ function createProjectKeysSqlite(db: Db): WrappedKeys {
         .from(projectKeys)
         .where(and(eq(projectKeys.projectId, projectId), eq(projectKeys.keyVersion, keyVersion)))
         .get()?.wrappedKey;
+    },
+    exists(projectId, keyVersion) {
+      return exists.get(projectId, keyVersion) !== undefined;
     },
     insert(row) {
       db.insert(projectKeys).values(row).run();
@@ -294,6 +324,11 @@ function createProjectKeysPg(store: PgStore): WrappedKeys {
         [projectId, keyVersion],
       );
       return row?.wrapped_key;
+    },
+    async exists(projectId, keyVersion) {
+      return (
+        (await pgRow(store, "SELECT 1 FROM project_keys WHERE project_id = $1 AND key_version = $2", [projectId, keyVersion])) !== undefined
+      );
     },
     async insert(row) {
       await pgRun(store, "INSERT INTO project_keys (project_id, key_version, wrapped_key, created_at) VALUES ($1, $2, $3, $4)", [

@@ -334,9 +334,17 @@ export async function rotateKeyCommand(args: string[]): Promise<number> {
         `${counts.onCurrentKeyVersion} of ${plural(counts.total, "record")} and ${audit.total - auditLeft} of ${plural(audit.total, "audit event")} ` +
         `are on key version ${keyring.currentVersion}.`,
     );
-    if (result.failed > 0 || counts.other > 0) {
+    if (result.failed > 0) {
       console.error(
         `${plural(result.failed, "record")} could not be decrypted and still need their old key (see above); keep it in MASTER_KEYS_PREVIOUS.`,
+      );
+      return 1;
+    }
+    if (counts.other > 0) {
+      // Sealed after this run walked past them, by a server still on the old key.
+      console.error(
+        `${plural(counts.other, "record")} written meanwhile ${counts.other === 1 ? "is" : "are"} not on key version ${keyring.currentVersion} ` +
+          "(is a server still running with the old MASTER_KEY?); keep the older keys in MASTER_KEYS_PREVIOUS, restart every server with the new key and run rotate-key again.",
       );
       return 1;
     }
