@@ -116,6 +116,13 @@ describe("invitations in Chromium", () => {
     // And after: the same sentence above the accept button.
     await bob.page.getByText(summary).waitFor();
     await check(bob, "invite-summary-dark");
+    // The skip link moves focus to the page and leaves the address alone: the invitation
+    // lives in its fragment, which "#main" used to replace.
+    await bob.page.getByRole("link", { name: "Skip to content" }).focus();
+    await bob.page.keyboard.press("Enter");
+    await bob.page.waitForFunction(() => document.activeElement?.id === "main");
+    assert.equal(new URL(bob.page.url()).hash, new URL(newLink).hash);
+    await bob.page.getByText(summary).waitFor();
     await bob.page.getByRole("button", { name: "Accept invitation" }).click();
     await bob.page.getByText("You joined the project as member.").waitFor();
     await bob.page.getByRole("link", { name: "Open the project" }).click();

@@ -1255,6 +1255,24 @@ describe("settings, keyboard, phone and dark theme", () => {
     assert.equal(body.project.name, "new-name");
     assert.equal(body.project.description, "Billing service");
 
+    // Renamed elsewhere, then Settings opened again: the page starts from the project in
+    // memory and fresh data follows. A save of the description alone keeps the new name.
+    const projectLoaded = page.waitForResponse((r) => new URL(r.url()).pathname === `/api/projects/${project.id}`);
+    await goToSection(page, "Secrets");
+    await projectLoaded;
+    assert.equal((await alice.json("PATCH", `/api/projects/${project.id}`, { name: "renamed-elsewhere" })).status, 200);
+    await goToSection(page, "Settings");
+    await page.getByRole("heading", { name: "renamed-elsewhere", level: 1 }).waitFor();
+    assert.equal(await page.getByLabel("Name").inputValue(), "renamed-elsewhere");
+    await page.getByLabel("Description").fill("Billing service, v2");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText("Saved.").waitFor();
+    const renamed = await alice.json("GET", `/api/projects/${project.id}`);
+    assert.deepEqual([renamed.body.project.name, renamed.body.project.description], ["renamed-elsewhere", "Billing service, v2"]);
+    assert.equal((await alice.json("PATCH", `/api/projects/${project.id}`, { name: "new-name" })).status, 200);
+    await page.reload();
+    await page.getByRole("heading", { name: "new-name", level: 1 }).waitFor();
+
     await page.getByRole("button", { name: "Delete project" }).click();
     const dialog = page.getByRole("dialog", { name: "Delete new-name?" });
     const confirm = dialog.getByRole("button", { name: "Delete project" });
@@ -1466,6 +1484,14 @@ describe("settings, keyboard, phone and dark theme", () => {
 
     // A project that is gone says so and links home, instead of offering "Try again".
     await page.goto("/projects/00000000-0000-0000-0000-000000000000/settings");
+    await page.getByRole("heading", { name: "Project not found" }).waitFor();
+    // A mangled address (a malformed escape) reached inside the app too, instead of a blank
+    // page (the server answers such an address itself with 400).
+    await page.goto("/");
+    await page.evaluate(() => {
+      history.pushState(null, "", "/projects/%E0%A4/settings");
+      dispatchEvent(new PopStateEvent("popstate"));
+    });
     await page.getByRole("heading", { name: "Project not found" }).waitFor();
     await assertTitle(page, "Project not found · Secrets");
     await page.getByRole("link", { name: "Go to your projects" }).click();

@@ -92,7 +92,18 @@ export function App() {
   const user = session.user;
   return (
     <>
-      <a class="skip" href="#main">
+      {/* Focus moves without following "#main": on the invitation page the address's fragment is the invitation. */}
+      {/* biome-ignore lint/a11y/useValidAnchor: a skip link is in-page navigation, and stays a link without script. */}
+      <a
+        class="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          const main = document.getElementById("main");
+          main?.focus();
+          main?.scrollIntoView();
+        }}
+      >
         Skip to content
       </a>
       <header class="top">
@@ -149,7 +160,7 @@ function Route({
   hash: string;
   visit: number;
 }) {
-  const parts = pathname.split("/").filter(Boolean).map(decodeURIComponent);
+  const parts = pathname.split("/").filter(Boolean).map(decodedSegment);
   // A project lays out its own navigation beside its <main>; every other page is all main.
   if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} visit={visit} />;
   if (parts.length === 0) {
@@ -202,4 +213,13 @@ function titleFor(pathname: string): string | null {
   if (parts[0] === "cli" && parts[1] === "authorize") return page("Authorize the CLI");
   if (parts[0] === "invite") return page("Invitation");
   return page("Page not found");
+}
+
+/** A path segment decoded; a malformed escape (a mangled link) is kept as it is rather than blank the app. */
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }

@@ -161,16 +161,23 @@ function ProjectView(props: { project: Project; section?: string; sub?: string; 
 }
 
 function SettingsPage({ project, onChanged }: { project: Project; onChanged(): Promise<void> }) {
-  const [name, setName] = useState(project.name);
-  const [description, setDescription] = useState(project.description ?? "");
+  // Undefined until edited: an untouched field shows the project as last loaded (the page
+  // opens with the data already in memory, and fresh data follows), and is never sent, so
+  // a save cannot put back a name or description someone else has changed meanwhile.
+  const [editedName, setName] = useState<string | undefined>(undefined);
+  const [editedDescription, setDescription] = useState<string | undefined>(undefined);
+  const name = editedName ?? project.name;
+  const description = editedDescription ?? project.description ?? "";
   const [saved, setSaved] = useState(false);
   const action = useAction();
   const canUpdate = project.permissions.includes("project:update");
   // The same check as the New project dialog.
   const nameCheck = useNameCheck(name);
   const changes: { name?: string; description?: string | null } = {};
-  if (name.trim() !== project.name) changes.name = name.trim();
-  if (description.trim() !== (project.description ?? "")) changes.description = description.trim() || null;
+  if (editedName !== undefined && name.trim() !== project.name) changes.name = name.trim();
+  if (editedDescription !== undefined && description.trim() !== (project.description ?? "")) {
+    changes.description = description.trim() || null;
+  }
   // The API answers an empty change with an error ("Nothing to update."): Save waits for one.
   const changed = Object.keys(changes).length > 0;
   return (
@@ -189,6 +196,8 @@ function SettingsPage({ project, onChanged }: { project: Project; onChanged(): P
             if (result) {
               setSaved(true);
               await onChanged();
+              setName(undefined);
+              setDescription(undefined);
             }
           }}
         >
