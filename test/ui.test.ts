@@ -1488,6 +1488,9 @@ describe("settings, keyboard, phone and dark theme", () => {
     // A mangled address (a malformed escape) reached inside the app too, instead of a blank
     // page (the server answers such an address itself with 400).
     await page.goto("/");
+    // The app shown and listening first: a change before it subscribes is not this test's point.
+    await page.getByRole("link", { name: "focus" }).first().waitFor();
+    await page.waitForLoadState("networkidle");
     await page.evaluate(() => {
       history.pushState(null, "", "/projects/%E0%A4/settings");
       dispatchEvent(new PopStateEvent("popstate"));
