@@ -180,4 +180,39 @@ describe("invitations in Chromium", () => {
     await carolRevoke.waitFor({ state: "detached" });
     assert.deepEqual((await alice.json("GET", `/api/projects/${project.id}/invitations`)).body.invitations, []);
   });
+
+  test("a new link for one invitation leaves another's link, shown once, in place; an invitation revoked before it is accepted from the inbox says so", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const bobClient = await server.signIn("bob@example.test", "Bob");
+    const project = await alice.createProject({ name: "ledger", environments: ["production"] });
+    const forBob = await alice.json("POST", `/api/projects/${project.id}/invitations`, { email: "bob@example.test", role: "member" });
+    assert.equal(forBob.status, 201, JSON.stringify(forBob.body));
+
+    const owner = await openTab(server, { client: alice });
+    const { page } = owner;
+    await page.goto(`/projects/${project.id}/members`);
+    await page.getByLabel("E-mail address").fill("dave@example.test");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    const daveBox = page.getByRole("status").filter({ hasText: "Invitation created for dave@example.test." });
+    const daveLink = await daveBox.getByLabel("Invitation link").inputValue();
+    await page.getByRole("button", { name: "New link for the invitation of bob@example.test" }).click();
+    const dialog = page.getByRole("dialog", { name: "A new link for bob@example.test?" });
+    await dialog.getByRole("button", { name: "Make a new link" }).click();
+    await page.getByRole("status").filter({ hasText: "New link for bob@example.test" }).getByLabel("New invitation link").waitFor();
+    assert.equal(await daveBox.getByLabel("Invitation link").inputValue(), daveLink, "Dave's link, shown only once, is still there");
+
+    // Bob sees the invitation in his inbox; it is revoked before he accepts.
+    const bob = await openTab(server, { client: bobClient });
+    await bob.page.goto("/");
+    await bob.page.getByRole("heading", { name: "Invitations for you" }).waitFor();
+    const revoked = await alice.json("DELETE", `/api/projects/${project.id}/invitations/${forBob.body.invitation.id}`);
+    assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
+    await bob.page.getByRole("button", { name: "Accept and open ledger" }).click();
+    await bob.page
+      .getByRole("alert")
+      .filter({ hasText: /Invitation not found\.|This invitation is invalid, expired, or already used\./ })
+      .waitFor();
+    await bob.page.getByRole("button", { name: "Accept and open ledger" }).waitFor({ state: "detached" });
+  });
 });

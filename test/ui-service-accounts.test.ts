@@ -86,7 +86,29 @@ describe("service accounts in Chromium", () => {
     await dialog.getByLabel("Name").fill("github-deploy");
     await dialog.getByLabel("Expires after").selectOption("30");
     await check(tab, "service-token-create");
-    await dialog.getByRole("button", { name: "Create token" }).click();
+    // While the request is on its way, Escape, × and Cancel do not close the dialog: closing
+    // would not stop it, and the token would be made but never shown.
+    let letGo: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      letGo = resolve;
+    });
+    const reached = new Promise<void>((resolve) => {
+      void page.route("**/tokens", async (route) => {
+        resolve();
+        await held;
+        await route.continue();
+      });
+    });
+    const creating = dialog.getByRole("button", { name: "Create token" }).click();
+    await reached;
+    await dialog.getByRole("button", { name: "Creating…" }).waitFor();
+    await page.keyboard.press("Escape");
+    assert.equal(await dialog.getByRole("button", { name: "Cancel" }).isDisabled(), true);
+    assert.equal(await dialog.getByRole("button", { name: "Close" }).isDisabled(), true);
+    assert.equal(await dialog.isVisible(), true, "Escape left the dialog open");
+    letGo();
+    await creating;
+    await page.unroute("**/tokens");
     dialog = page.getByRole("dialog", { name: "Token github-deploy created" });
     const field = dialog.getByLabel("Service token");
     await field.waitFor();

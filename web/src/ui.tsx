@@ -149,8 +149,19 @@ export function LoadState<T>({ loaded, children }: { loaded: Loaded<T>; children
   );
 }
 
-/** A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. */
-export function Dialog(props: { title: string; onClose(): void; children: ComponentChildren; drawer?: boolean; wide?: boolean }) {
+/**
+ * A modal dialog on the native <dialog>: focus moves in, Escape closes, focus returns. While
+ * `busy` (its request on the way) it does not close: closing would not stop the request, and
+ * would lose its answer (a token shown once).
+ */
+export function Dialog(props: {
+  title: string;
+  onClose(): void;
+  children: ComponentChildren;
+  drawer?: boolean;
+  wide?: boolean;
+  busy?: boolean;
+}) {
   const ref = useRef<HTMLDialogElement>(null);
   // Captured at the first render, not in the effect: effects run after paint, and by then
   // something else may hold focus.
@@ -174,12 +185,12 @@ export function Dialog(props: { title: string; onClose(): void; children: Compon
       aria-labelledby={titleId}
       onCancel={(e) => {
         e.preventDefault();
-        props.onClose();
+        if (!props.busy) props.onClose();
       }}
     >
       <header class="dialog-head">
         <h2 id={titleId}>{props.title}</h2>
-        <button type="button" class="icon" aria-label="Close" onClick={props.onClose}>
+        <button type="button" class="icon" aria-label="Close" disabled={props.busy} onClick={props.onClose}>
           ×
         </button>
       </header>
@@ -224,7 +235,8 @@ export function FormActions({ onCancel, ...submit }: SubmitProps & { onCancel?()
     <div class="actions">
       <SubmitButton {...submit} />
       {onCancel && (
-        <button type="button" onClick={onCancel}>
+        // Not while the request runs: cancelling would not stop it (see Dialog).
+        <button type="button" disabled={submit.busy} onClick={onCancel}>
           Cancel
         </button>
       )}
@@ -248,7 +260,7 @@ export function Confirm(props: ConfirmProps) {
   const [typed, setTyped] = useState("");
   const ready = !props.typed || typed === props.typed;
   return (
-    <Dialog title={props.title} onClose={props.onClose}>
+    <Dialog title={props.title} onClose={props.onClose} busy={action.busy}>
       <form
         onSubmit={async (e) => {
           e.preventDefault();

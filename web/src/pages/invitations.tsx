@@ -9,7 +9,9 @@ export function PendingInvitations() {
   const action = useAction();
   const list = loaded.data?.invitations ?? [];
   // Quiet when there is nothing (or the list could not load): the project list matters more.
-  if (list.length === 0) return null;
+  // Not after a failed accept, though: the invitation may have gone (revoked, expired), and
+  // the server's answer says so.
+  if (list.length === 0 && action.error === undefined) return null;
   return (
     <section class="card stack" aria-labelledby="invitations-title">
       <h2 id="invitations-title">Invitations for you</h2>

@@ -408,11 +408,11 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           confirmLabel="Make a new link"
           onClose={() => setRenewing(undefined)}
           onConfirm={async () => {
-            setRenewed(undefined);
-            // A link shown for this invitation before is dead now: no box may still offer it.
-            setAcceptUrl(undefined);
-            setCreated(undefined);
             const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
+            // A link shown for this invitation before is dead now: no box may still offer it.
+            // Another invitation's link, shown once, stays.
+            if (acceptUrl?.email === renewing.email) setAcceptUrl(undefined);
+            if (created?.invitation.id === renewing.id) setCreated(undefined);
             setRenewed(result);
             await invitations.reload();
           }}

@@ -128,7 +128,7 @@ function CreateProject({ onClose }: { onClose(): void }) {
   const action = useAction();
   const nameCheck = useNameCheck(name);
   return (
-    <Dialog title="New project" onClose={onClose}>
+    <Dialog title="New project" onClose={onClose} busy={action.busy}>
       <form
         noValidate
         onSubmit={async (e) => {

@@ -69,7 +69,7 @@ export function CreateSecret(props: {
     const tooMany = creatable.length > MAX_ENTRIES;
     const unread = pasteNotes.lines;
     return (
-      <Dialog title={`New secrets in ${props.env}`} onClose={props.onClose} wide>
+      <Dialog title={`New secrets in ${props.env}`} onClose={props.onClose} wide busy={action.busy}>
         <p>
           You pasted {pasted.length} lines of KEY=VALUE. {creatable.length} {creatable.length === 1 ? "secret" : "secrets"} will be created;
           nothing is sent until you confirm.
@@ -118,7 +118,7 @@ export function CreateSecret(props: {
           <button type="button" onClick={() => setPasted(undefined)}>
             Back to one secret
           </button>
-          <button type="button" onClick={props.onClose}>
+          <button type="button" disabled={action.busy} onClick={props.onClose}>
             Cancel
           </button>
         </div>
@@ -127,7 +127,7 @@ export function CreateSecret(props: {
   }
 
   return (
-    <Dialog title={`New secret in ${props.env}`} onClose={props.onClose} wide>
+    <Dialog title={`New secret in ${props.env}`} onClose={props.onClose} wide busy={action.busy}>
       <form
         onSubmit={async (e) => {
           e.preventDefault();

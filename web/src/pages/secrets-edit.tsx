@@ -85,7 +85,7 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
   }
 
   return (
-    <Dialog title={`Edit ${secret.key}`} onClose={props.onClose} wide>
+    <Dialog title={`Edit ${secret.key}`} onClose={props.onClose} wide busy={action.busy}>
       {loaded && (
         <p class="notice small" role="note">
           Opening the editor read the current value: this is recorded in the project's audit log as a reveal under your name.

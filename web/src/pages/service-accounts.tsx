@@ -161,7 +161,7 @@ function AccountForm({
   const changed = !account || Object.keys(body).length > 0;
 
   return (
-    <Dialog title={account ? `Edit ${account.name}` : "New service account"} onClose={onClose}>
+    <Dialog title={account ? `Edit ${account.name}` : "New service account"} onClose={onClose} busy={action.busy}>
       <form
         noValidate
         onSubmit={async (e) => {
@@ -554,7 +554,7 @@ function NewToken({
   }
 
   return (
-    <Dialog title={`New token for ${accountName}`} onClose={onClose}>
+    <Dialog title={`New token for ${accountName}`} onClose={onClose} busy={action.busy}>
       <form
         onSubmit={async (e) => {
           e.preventDefault();
@@ -734,7 +734,7 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
   const serverUrl = window.location.origin;
 
   return (
-    <Dialog title="Add a trust" onClose={onClose} wide>
+    <Dialog title="Add a trust" onClose={onClose} wide busy={action.busy}>
       <form
         onSubmit={async (e) => {
           e.preventDefault();
