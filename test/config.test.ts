@@ -438,6 +438,15 @@ test("a DATA_DIR that cannot be used and a backup into a missing folder stop wit
   const backup = await runMain(["backup", path.join(dir, "missing", "copy.db")], server.env);
   assert.equal(backup.code, 1);
   assert.match(backup.stderr, /^secrets-server: configuration error: The folder of .* does not exist; create it first\.\n$/);
+
+  // A database that cannot be opened leaves no empty file behind that would pass for a backup.
+  const unopenable = path.join(dir, "unopenable");
+  fs.mkdirSync(path.join(unopenable, "secrets.db"), { recursive: true });
+  const copy = path.join(dir, "copy.db");
+  const failed = await runMain(["backup", copy], { ...server.env, DATA_DIR: unopenable });
+  assert.equal(failed.code, 1, failed.stdout + failed.stderr);
+  assert.match(failed.stderr, /^secrets-server: configuration error: .*secrets\.db cannot be opened: .*\.\n$/);
+  assert.equal(fs.existsSync(copy), false, "no empty copy left");
 });
 
 test("commands on an existing database refuse a DATA_DIR that holds none, and create nothing there", async (t) => {

@@ -11,6 +11,7 @@ import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { makeTempDir, randomMasterKey, runMain, startServer } from "./helpers.ts";
 import { createDatabase, startCluster, stopCluster, usePostgres } from "./postgres.ts";
 import { addMember, createSecret } from "./secrets-helpers.ts";
+import { auditRows, tamperAuditRow } from "./storage.ts";
 
 usePostgres();
 
@@ -166,4 +167,28 @@ test("copy-database moves a SQLite DATA_DIR with every kind of record to Postgre
   assert.equal(backup.code, 1);
   assert.match(backup.stderr, /^secrets-server: configuration error: DATABASE_URL is set: back up PostgreSQL with pg_dump /);
   assert.equal(fs.existsSync(backupFile), false);
+});
+
+test("copy-database refuses a DATA_DIR whose audit chain does not verify before it copies anything", { timeout: 120_000 }, async (t) => {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const env = { MASTER_KEY: randomMasterKey() };
+  const sqlite = await startServer(t, { dataDir, env: { ...env, DATABASE_URL: undefined } });
+  const owner = await sqlite.signIn("owner@example.test");
+  await owner.createProject({ name: "api", environments: ["development"] });
+  await sqlite.stop();
+  const [first] = auditRows(dataDir);
+  tamperAuditRow(dataDir, first!.seq, { target_id: "someone-else" });
+
+  const url = await createDatabase();
+  const refused = await runMain(["copy-database", "--to", url], { DATA_DIR: dataDir, ...env }, { timeoutMs: 120_000 });
+  assert.equal(refused.code, 1, refused.stderr + refused.stdout);
+  assert.equal(
+    refused.stderr,
+    `The audit chain does not verify in DATA_DIR (event #${first!.seq}); run "secrets-server audit verify" and find out what happened to the log. Nothing was copied.\n`,
+  );
+  // The target was left empty: once the log is whole again, a copy into it goes through.
+  tamperAuditRow(dataDir, first!.seq, { target_id: first!.target_id });
+  const copied = await runMain(["copy-database", "--to", url], { DATA_DIR: dataDir, ...env }, { timeoutMs: 120_000 });
+  assert.equal(copied.code, 0, copied.stderr + copied.stdout);
 });

@@ -73,6 +73,15 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
   const target = await openPostgres(url, { caFile: process.env.DATABASE_CA_FILE || undefined });
   try {
     await checkMasterKeys(source, keyring, new Date());
+    // Before anything is copied: a chain that does not verify here would not on the copy
+    // either, and the target would be left full (a second run refuses a target with rows).
+    const sourceChain = await verifyAuditChain(source, keyring);
+    if (!sourceChain.ok) {
+      process.stderr.write(
+        `The audit chain does not verify in DATA_DIR (event #${sourceChain.brokenAt.seq}); run "secrets-server audit verify" and find out what happened to the log. Nothing was copied.\n`,
+      );
+      return 1;
+    }
     try {
       await migratePostgres(target);
     } catch (error) {

@@ -196,7 +196,15 @@ function openSqliteFile(dataDir: string, file: string, options: { readonly?: boo
 export function requireDatabaseFile(config: Pick<Config, "dataDir"> & { database?: unknown }): void {
   if (config.database) return;
   const file = path.join(config.dataDir, DATABASE_FILE);
-  if (!fs.existsSync(file)) throw new ConfigError(`There is no database at ${file}: check DATA_DIR.`);
+  try {
+    fs.statSync(file);
+  } catch (error) {
+    // A folder this user may not enter (DATA_DIR is 0700) is not a missing database.
+    if ((error as NodeJS.ErrnoException).code === "EACCES") {
+      throw new ConfigError(`${file} cannot be read by this user: run the command as the server's user.`);
+    }
+    throw new ConfigError(`There is no database at ${file}: check DATA_DIR.`);
+  }
 }
 
 /** The most pages better-sqlite3 lets one backup step copy. */
@@ -209,17 +217,25 @@ const ALL_PAGES = 0x7fffffff;
 export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
   requireDatabaseFile(config);
   const source = path.join(config.dataDir, DATABASE_FILE);
+  // Opened before the copy's file is made: a database that cannot be opened must not leave
+  // an empty file that looks like a backup (and restores as an empty database).
+  let sqlite: Database.Database;
+  try {
+    sqlite = openSqliteFile(config.dataDir, source, { readonly: true });
+  } catch (error) {
+    throw new ConfigError(`${source} cannot be opened: ${error instanceof Error ? error.message : String(error)}.`);
+  }
   // Created empty with mode 0600 first (SQLite takes an empty file as an empty database), so
   // the copy is never readable by others, not even while it is being written.
   try {
     fs.closeSync(fs.openSync(destination, "wx", 0o600));
   } catch (error) {
+    sqlite.close();
     const code = (error as NodeJS.ErrnoException).code;
     if (code === "EEXIST") throw new ConfigError(`${destination} already exists; choose a new file name.`);
     if (code === "ENOENT") throw new ConfigError(`The folder of ${destination} does not exist; create it first.`);
     throw new ConfigError(`${destination} cannot be written: ${code ?? String(error)}.`);
   }
-  const sqlite = openSqliteFile(config.dataDir, source, { readonly: true });
   try {
     // All pages in one step: between better-sqlite3's default steps of 100 pages another
     // process's commit restarts the copy from its first page, so a server that commits more
