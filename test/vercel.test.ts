@@ -798,6 +798,36 @@ test("redeploy: POST /sync { redeploy: true } calls the deploy hook once after a
   assert.equal((await integrationEvents(s)).filter((e) => e.action === "integration.redeployed").length, 1);
 });
 
+test("redeploy asked for after a key failed to update: no deployment with its old value, and the answer says why", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const put = await s.owner.json("PUT", s.base, {
+    hostProjectId: "prj_web",
+    mappings: { development: "development" },
+    deployHookUrl: s.fake.addHook("prj_web"),
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  const id = await addSecret(s, "development", "API_URL", "https://one.example.test");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, {
+    value: "https://two.example.test",
+  });
+  assert.equal(patched.status, 200);
+  s.fake.inject(400, { match: (r) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/") });
+  const res = await s.owner.json("POST", `${s.base}/sync`, { redeploy: true });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  assert.equal(res.body.summary.status, "partial");
+  assert.deepEqual(res.body.summary.deployment, {
+    at: res.body.summary.deployment?.at,
+    trigger: "manual",
+    ok: false,
+    jobId: null,
+    state: null,
+    error: "Not redeployed: a key failed to update or delete at Vercel, and its old value would be deployed. See the keys that failed.",
+  });
+  assert.match(res.body.summary.deployment.at, ISO_MS);
+  assert.equal(s.fake.hookCalls.length, 0);
+});
+
 test("attention: a token Vercel rejects during a sync moves the connection to attention; reconnecting leaves it", async (t) => {
   const s = await linked(t);
   s.fake.revokeToken(s.token);
@@ -1118,6 +1148,20 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
   assert.equal(retried.body.summary.created, 1);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 0);
   assert.equal(s.server.logs.filter((l) => l.includes("retrying")).length >= 3, true);
+});
+
+test("a create rate limited until the retries run out wrote nothing: no claim is kept for it, and nothing waits for a deployment", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "LIMITED_KEY", "limited-value");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  s.fake.inject(429, { times: 10, retryAfterSeconds: 0, match: isCreate });
+  const res = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([res.status, res.body], [502, M.syncUnavailable]);
+  assert.ok(s.fake.requests.filter(isCreate).length > 1, "a 429 is tried again");
+  assert.equal(s.fake.envFor("prj_web", "LIMITED_KEY", "development"), undefined);
+  assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), []);
+  assert.equal(Boolean(integrationRow(s)!.deploy_due), false);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
 });
 
 test("retries: a run Vercel fails is tried again, later each time, until it goes through; a refused run is not", async (t) => {

@@ -184,7 +184,9 @@ export function createVercelClient(options: VercelClientOptions) {
       }
       if (attempt >= maxAttempts) {
         log.warn({ vercel: call.label, status, attempts: attempt }, "Vercel request failed; giving up");
-        throw status === 0 ? new VercelError("unavailable", 0) : classify(status === 429 ? 503 : status, body);
+        // A 429 keeps its status: Vercel did nothing with the request (a create wrote no var).
+        if (status === 429) throw new VercelError("unavailable", status, "rate_limited");
+        throw status === 0 ? new VercelError("unavailable", 0) : classify(status, body);
       }
       const delay = Math.max(waitMs ?? 0, backoffMs(attempt));
       log.warn({ vercel: call.label, status, attempt, retryInMs: delay }, "Vercel request failed; retrying");

@@ -106,7 +106,10 @@ export type SyncFailureKind =
   /** Paused while the run was under way (its connector lost the right): it stops before its next call. */
   | "paused";
 
-export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed", string> = {
+export const SYNC_ERRORS: Record<
+  Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed" | "stale-key",
+  string
+> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
   unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",
   refused: "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.",
@@ -118,6 +121,7 @@ export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "inter
   interrupted: "The server stopped while a sync was running. Run the sync again.",
   "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
   "hook-failed": "The deploy hook call failed. Try the redeploy again.",
+  "stale-key": "Not redeployed: a key failed to update or delete at Vercel, and its old value would be deployed. See the keys that failed.",
 };
 
 const MAX_RESULTS = 200;
@@ -457,6 +461,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const deployable = summary.status === "ok" || (summary.status === "partial" && !leftStale);
     if (wantsRedeploy && deployable && !finish.paused && row.hookCiphertext && row.hookKeyVersion !== null) {
       summary.deployment = await redeploy(row, trigger, caller, summary);
+    } else if (wantsRedeploy && !deployable && trigger === "manual") {
+      // Asked for by a person: the answer says why no deployment started.
+      summary.deployment = { at: clock.now().toISOString(), trigger, ok: false, jobId: null, state: null, error: SYNC_ERRORS["stale-key"] };
     }
     return { kind: "done", summary };
   }
@@ -612,10 +619,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
               batch.map(({ key, value }) => ({ key, value, type: "encrypted" as const, target: [target] })),
             );
           } catch (error) {
-            // No answer: Vercel may have written them. The claims stay, so that the next run
-            // takes a var it finds holding our value as ours instead of as someone else's.
-            // Any other failure wrote nothing: the claims go.
-            const unanswered = error instanceof VercelError && error.failure === "unavailable";
+            // No answer (or a 5xx): Vercel may have written them. The claims stay, so that the
+            // next run takes a var it finds holding our value as ours instead of as someone
+            // else's. A refusal, or rate limiting (429), wrote nothing: the claims go.
+            const unanswered = error instanceof VercelError && error.failure === "unavailable" && error.status !== 429;
             for (const [key, claim] of claims) {
               varChanges.push(unanswered ? { op: "save", target, key, hostEnvId: claim, claim } : { op: "delete", target, key, claim });
             }
