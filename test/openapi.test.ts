@@ -104,6 +104,47 @@ test("the OpenAPI document is valid OpenAPI 3.1 and lists every route of a devel
   assert.deepEqual(Object.keys(document.paths["/api/cli/auth/token"]!.post!.responses!).sort(), ["200", "202", "400", "default"]);
 });
 
+test("the document says what the server does with bodies and answers that are not plain JSON", async (t) => {
+  const server = await startServer(t);
+  const document = await documentOf(server);
+  type Documented = Operation & { requestBody?: { required?: boolean }; responses: Record<string, { content?: Record<string, unknown> }> };
+  const operation = (method: string, path: string) => document.paths[path]![method] as Documented;
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["development"] });
+  const created = await owner.json("POST", `/api/projects/${project.id}/environments/development/secrets`, { key: "KEY", value: "v" });
+  assert.equal(created.status, 201);
+
+  // A body that may be left out is documented as such, and the server takes a request without one.
+  const restore = "/api/projects/{projectId}/environments/{env}/secrets/{secretId}/versions/{versionNumber}/restore";
+  for (const path of ["/api/cli/auth/device", restore]) assert.equal(operation("post", path).requestBody?.required, false, path);
+  assert.equal(operation("post", "/api/projects/{projectId}/integrations/hosting/sync").requestBody?.required, false);
+  assert.equal((await server.client().request("POST", "/api/cli/auth/device")).status, 200);
+  const secretPath = `/api/projects/${project.id}/environments/development/secrets/${created.body.secret.id}`;
+  assert.equal((await owner.json("PATCH", secretPath, { value: "v2" })).status, 200);
+  assert.equal((await owner.request("POST", `${secretPath}/versions/1/restore`)).status, 200);
+  // Bodies that must be sent stay required, the workload exchange's included.
+  assert.equal(operation("post", "/api/projects").requestBody?.required, true);
+  assert.equal(operation("post", "/api/auth/workload/token").requestBody?.required, true);
+
+  // Answers that are not JSON: the type documented is the type served.
+  for (const [path, type] of [
+    ["/api/docs", "text/html"],
+    ["/api/docs/style.css", "text/css"],
+  ] as const) {
+    assert.deepEqual(Object.keys(operation("get", path).responses["200"]!.content ?? {}), [type]);
+    const res = await fetch(`${server.url}${path}`);
+    assert.equal(res.headers.get("content-type")?.split(";")[0], type);
+  }
+  const exportPath = "/api/projects/{projectId}/environments/{env}/export";
+  const exportTypes = Object.keys(operation("get", exportPath).responses["200"]!.content ?? {});
+  assert.deepEqual(exportTypes, ["application/json", "text/plain", "text/x-shellscript", "application/yaml"]);
+  for (const format of ["dotenv", "shell", "docker", "yaml"]) {
+    const res = await owner.request("GET", `/api/projects/${project.id}/environments/development/export?format=${format}`);
+    assert.equal(res.status, 200);
+    assert.ok(exportTypes.includes(res.headers.get("content-type")!.split(";")[0]!), `${format}: ${res.headers.get("content-type")}`);
+  }
+});
+
 test("the OpenAPI document lists every route of a server with local accounts, and of one with OpenID Connect", async (t) => {
   const local = await startServer(t, { env: { AUTH_PROVIDER: "local" } });
   const localDocument = await assertDocumentCoversServer(local);

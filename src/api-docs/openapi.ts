@@ -15,7 +15,34 @@ Every error answers \`{ "error": "<message>" }\`, a sentence for a person; the t
 A state-changing request made with a browser session whose Origin header differs from the server's answers 403.`;
 
 type Response = { description?: string; content?: unknown };
-type OpenApiDocument = Record<string, unknown> & { paths?: Record<string, Record<string, { responses?: Record<string, Response> }>> };
+type Operation = {
+  responses?: Record<string, Response>;
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: unknown }> };
+};
+type OpenApiDocument = Record<string, unknown> & { paths?: Record<string, Record<string, Operation>> };
+
+const TEXT = { schema: { type: "string" } };
+/** Answers that are not JSON, which a route's response schema cannot say: by route, the 200's content. */
+const OTHER_CONTENT: Record<string, Record<string, unknown>> = {
+  "GET /api/docs": { "text/html": TEXT },
+  "GET /api/docs/style.css": { "text/css": TEXT },
+  "GET /api/projects/:projectId/environments/:env/export": {
+    "text/plain": { schema: { type: "string", description: "With format=dotenv or docker: the file" } },
+    "text/x-shellscript": { schema: { type: "string", description: "With format=shell: the file" } },
+    "application/yaml": { schema: { type: "string", description: "With format=yaml: the file" } },
+  },
+};
+
+/**
+ * Routes whose body may be left out, as api.md says. Their schemas allow null, but so does
+ * the workload exchange's, whose body is required: it answers a missing one with its own
+ * sentence rather than the validator's.
+ */
+const OPTIONAL_BODY = new Set([
+  "POST /api/cli/auth/device",
+  "POST /api/projects/:projectId/integrations/hosting/sync",
+  "POST /api/projects/:projectId/environments/:env/secrets/:secretId/versions/:versionNumber/restore",
+]);
 
 const ERROR_RESPONSE = {
   description: "An error: a status and a sentence that says what went wrong and what to do",
@@ -83,6 +110,14 @@ export async function registerOpenApi(
           const responses = operation.responses;
           // The exact sentences of a request that does not fit the schema, from the route's message table.
           const route = `${method.toUpperCase()} ${path.replace(/\{(\w+)\}/g, ":$1")}`;
+          const body = operation.requestBody;
+          if (body && OPTIONAL_BODY.has(route)) body.required = false;
+          const other = OTHER_CONTENT[route];
+          const ok = responses["200"] as { content?: Record<string, unknown> } | undefined;
+          if (other && ok) {
+            // The docs pages are only their own type; the export is JSON, or with format a file.
+            ok.content = route.endsWith("/export") ? { ...ok.content, ...other } : other;
+          }
           for (const [status, sentences] of validationAnswers(messages[route])) {
             const described = `When the request does not fit: ${sentences.map((s) => `"${s}"`).join(", ")}`;
             const existing = responses[status];
