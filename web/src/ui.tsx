@@ -398,6 +398,30 @@ export function Time({ iso, seconds }: { iso: string | undefined | null; seconds
 }
 
 /**
+ * Puts text on the clipboard, `read` once if it has to be fetched first (a reveal, audited).
+ * Safari allows a clipboard write only while the click's user activation lasts, which the
+ * fetch outlives: a ClipboardItem given the fetch as a promise is written as soon as it
+ * arrives. Where ClipboardItem is missing or refuses, the text is written when it is there.
+ */
+export async function copyText(read: string | (() => Promise<string> | string)): Promise<void> {
+  if (typeof read === "string") return navigator.clipboard.writeText(read);
+  const value = Promise.resolve(read());
+  if (typeof ClipboardItem !== "undefined" && typeof navigator.clipboard.write === "function") {
+    try {
+      await navigator.clipboard.write([
+        new ClipboardItem({ "text/plain": value.then((text) => new Blob([text], { type: "text/plain" })) }),
+      ]);
+      return;
+    } catch {
+      // A value that could not be read fails the copy (rejects here); the clipboard refusing
+      // the item only sends the text the other way.
+      await value;
+    }
+  }
+  await navigator.clipboard.writeText(await value);
+}
+
+/**
  * `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied
  * DATABASE_URL"); `onStart` runs as the copy begins (to clear an earlier action's message).
  */
@@ -420,7 +444,7 @@ export function CopyButton({
         onStart?.();
         setState("copying");
         try {
-          await navigator.clipboard.writeText(typeof text === "string" ? text : await text());
+          await copyText(text);
           setState("copied");
         } catch {
           setState("failed");

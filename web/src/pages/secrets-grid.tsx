@@ -2,7 +2,7 @@
 // a checkbox per row for bulk actions, reveal and copy as icon buttons, the rest in a row menu.
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SecretMeta } from "../api.ts";
-import { Time } from "../ui.tsx";
+import { copyText, Time } from "../ui.tsx";
 import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
 import { type MenuItem, RowMenu } from "./secrets-row-menu.tsx";
 import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
@@ -71,7 +71,7 @@ function CopyValueButton({ name, read, onStart }: { name: string; read(): Promis
         onStart();
         setState("copying");
         try {
-          await navigator.clipboard.writeText(await read());
+          await copyText(read);
           setState("copied");
         } catch {
           setState("failed");
