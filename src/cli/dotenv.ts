@@ -1,4 +1,4 @@
-import { MAX_KEY_LENGTH, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
+import { hasKeyShape } from "../core/secret-rules.ts";
 import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -15,7 +15,7 @@ export interface SecretPair {
  */
 export function checkedSecrets(secrets: SecretPair[], server: string): SecretPair[] {
   for (const { key, value } of secrets) {
-    if (typeof key !== "string" || key.length > MAX_KEY_LENGTH || !SECRET_KEY_PATTERN.test(key) || typeof value !== "string") {
+    if (!hasKeyShape(key) || typeof value !== "string") {
       throw new CliError(
         `${server} sent a secret whose key is not a key ("${printable(String(key)).slice(0, 60)}"): nothing was used.`,
         EXIT.failed,

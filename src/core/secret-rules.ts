@@ -9,7 +9,12 @@ export const MAX_KEY_LENGTH = 128;
 /** Counted in UTF-16 code units, as the UI's maxlength counts (see fitsUnits). */
 export const MAX_VALUE_UNITS = 10_000;
 
+/** A key's shape: letters, digits and underscores, not starting with a digit, at most 128 characters. */
+export function hasKeyShape(key: unknown): key is string {
+  return typeof key === "string" && key.length <= MAX_KEY_LENGTH && SECRET_KEY_PATTERN.test(key);
+}
+
 /** The key rules, token-shaped text included (a key goes into audit metadata, which refuses it). */
 export function isSecretKey(key: string): boolean {
-  return key.length <= MAX_KEY_LENGTH && SECRET_KEY_PATTERN.test(key) && !looksLikeToken(key);
+  return hasKeyShape(key) && !looksLikeToken(key);
 }

@@ -4,6 +4,7 @@ import { type AuditEvent, type AuditEventPage, get, type Member, type Project, p
 import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
 import { ErrorText, messageOf, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
+import { hasKeyShape } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
 
 export const CATEGORIES: Record<string, string[]> = {
@@ -215,7 +216,6 @@ interface Filters {
 
 const FIELDS = ["category", "action", "actor", "environment", "key", "from", "to"] as const;
 const EMPTY: Filters = { category: "", action: "", actor: "", environment: "", key: "", from: "", to: "" };
-const KEY = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** Typing a key waits this long for a pause before the list follows. */
 const KEY_PAUSE_MS = 400;
 
@@ -331,7 +331,7 @@ export function AuditPage({ project }: { project: Project }) {
   }
 
   const typedKey = keyDraft.trim();
-  const isKeyValid = typedKey === "" || KEY.test(typedKey);
+  const isKeyValid = typedKey === "" || hasKeyShape(typedKey);
   useEffect(() => {
     if (!isKeyValid || typedKey === filters.key) return;
     const timer = setTimeout(() => applyKey(typedKey), KEY_PAUSE_MS);

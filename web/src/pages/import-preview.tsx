@@ -2,7 +2,7 @@
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
 import { type Action, DataTable, ErrorText } from "../ui.tsx";
-import { KEY_PATTERN, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { hasKeyShape, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
 const MAX_ENTRIES = 500;
@@ -26,7 +26,7 @@ export function previewRows(
   return entries.map((entry) => {
     let status: PreviewStatus;
     let reason = "";
-    if (!KEY_PATTERN.test(entry.key) || entry.key.length > 128) {
+    if (!hasKeyShape(entry.key)) {
       status = "invalid";
       reason = "Keys use letters, digits and underscores and do not start with a digit.";
     } else if (entry.value.length > MAX_VALUE_LENGTH) {

@@ -5,7 +5,7 @@ import { useState } from "preact/hooks";
 import { type ImportResult, post } from "../api.ts";
 import { type ParsedLine, parseDotenv } from "../dotenv.ts";
 import { Dialog, ErrorText, FormActions, useAction } from "../ui.tsx";
-import { KEY_PATTERN, KeyName, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { hasKeyShape, KeyName, MAX_KEY_LENGTH, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 const MAX_ENTRIES = 500;
@@ -27,7 +27,7 @@ function classify(entries: ParsedLine[], existing: Set<string>): PastedRow[] {
   return entries.map((entry) => {
     let status: PastedStatus = "new";
     if (entry.value.length === 0) status = "empty";
-    else if (!KEY_PATTERN.test(entry.key) || entry.key.length > 128 || entry.value.length > MAX_VALUE_LENGTH) status = "invalid";
+    else if (!hasKeyShape(entry.key) || entry.value.length > MAX_VALUE_LENGTH) status = "invalid";
     else if (existing.has(entry.key)) status = "exists";
     return { ...entry, status };
   });
@@ -47,7 +47,7 @@ export function CreateSecret(props: {
   // value over several lines (a PEM key), whose first line alone would be saved.
   const [pasteNotes, setPasteNotes] = useState<{ lines: number[]; duplicates: string[] }>({ lines: [], duplicates: [] });
   const action = useAction();
-  const keyValid = key === "" || KEY_PATTERN.test(key);
+  const keyValid = key === "" || hasKeyShape(key);
 
   function onPaste(e: ClipboardEvent) {
     const text = e.clipboardData?.getData("text/plain") ?? "";
@@ -143,7 +143,7 @@ export function CreateSecret(props: {
           <input
             class="mono"
             required
-            maxLength={128}
+            maxLength={MAX_KEY_LENGTH}
             value={key}
             onInput={(e) => setKey(e.currentTarget.value)}
             onPaste={onPaste}

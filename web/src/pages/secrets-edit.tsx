@@ -5,7 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
 import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
-import { KEY_PATTERN } from "./secrets-common.tsx";
+import { hasKeyShape, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 /** The 409 of a stale expectedVersion; a key clash is a 409 too, with its own message. */
@@ -52,7 +52,7 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
       .catch((e) => setLoadError(messageOf(e)));
   }, [path]);
 
-  const keyValid = KEY_PATTERN.test(key);
+  const keyValid = hasKeyShape(key);
   const changes: { key?: string; value?: string } = {};
   if (loaded && key !== loaded.key) changes.key = key;
   if (loaded && value !== loaded.value) changes.value = value;
@@ -134,7 +134,7 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
             <input
               class="mono"
               required
-              maxLength={128}
+              maxLength={MAX_KEY_LENGTH}
               value={key}
               onInput={(e) => setKey(e.currentTarget.value)}
               autoComplete="off"

@@ -18,7 +18,7 @@ import {
 import { navigate, useLocation } from "../router.ts";
 import { Confirm, ErrorText, envLabel, Link, LoadState, messageOf, useLoad } from "../ui.tsx";
 import { BulkBar } from "./secrets-bulk.tsx";
-import { KEY_PATTERN, REVEAL_NOTE } from "./secrets-common.tsx";
+import { hasKeyShape, REVEAL_NOTE } from "./secrets-common.tsx";
 import { CompareView } from "./secrets-compare.tsx";
 import { CreateSecret } from "./secrets-create.tsx";
 import { EditSecret } from "./secrets-edit.tsx";
@@ -62,7 +62,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
     const wanted = new Set(deleteRequest.split(",").map((key) => key.trim()));
     const found = list.data.filter((s) => wanted.has(s.key));
     // Only keys are named back: the link is anyone's text, and the page must not say it.
-    const missing = [...wanted].filter((key) => !found.some((s) => s.key === key) && KEY_PATTERN.test(key) && key.length <= 128);
+    const missing = [...wanted].filter((key) => !found.some((s) => s.key === key) && hasKeyShape(key));
     navigate(pagePath, { replace: true, keepScroll: true });
     if (missing.length > 0) setRowError(`Not in ${env}: ${missing.join(", ")}.`);
     if (found.length === 0 || !can("secrets:delete")) return;
