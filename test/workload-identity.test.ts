@@ -258,6 +258,31 @@ test("an issuer whose configuration or key set fails is not asked again within t
   assert.ok(again.server.logs.some((line) => line.includes("key set could not be fetched")));
 });
 
+test("an issuer answering more than 256 KiB is refused without reading it all, with its length announced or not", async (t) => {
+  for (const huge of ["huge", "huge-chunked"] as const) {
+    const { server, issuer, rsa, account } = await setUp(t);
+    issuer.failing = huge;
+    assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
+    assert.ok(
+      server.logs.some((line) => line.includes("key set could not be fetched") && line.includes("more than 262144 bytes")),
+      huge,
+    );
+    // Once it answers as an issuer does (after the cooldown), the exchange goes through.
+    issuer.failing = null;
+    server.clock.advance(30_000);
+    assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
+  }
+});
+
+test("exchanges arriving together wait for one discovery of the issuer, not one each", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  const answers = await Promise.all(
+    Array.from({ length: 8 }, async () => (await exchange(server, account.id, await issuer.sign(rsa))).status),
+  );
+  assert.deepEqual(answers, Array(8).fill(200));
+  assert.deepEqual([issuer.discoveryFetches, issuer.jwksFetches], [1, 1]);
+});
+
 test("after a failed fetch the issuer is asked again once the cooldown is over; keys held meanwhile still verify", async (t) => {
   const { server, issuer, rsa, account } = await setUp(t);
   issuer.failing = "discovery";

@@ -27,7 +27,7 @@ export async function startIssuer(t: TestContext) {
   let jwksFetches = 0;
   let discoveryFetches = 0;
   let redirectDiscovery = false;
-  let failing: "discovery" | "jwks" | "hang" | null = null;
+  let failing: "discovery" | "jwks" | "hang" | "huge" | "huge-chunked" | null = null;
   const server = http.createServer((req, res) => {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
@@ -44,6 +44,15 @@ export async function startIssuer(t: TestContext) {
       if (failing === "jwks") return send(503, {});
       // Accepts the request and never answers: the server must give up on its own.
       if (failing === "hang") return;
+      // A key set of 1 MiB, with its length announced, or in chunks without one.
+      if (failing === "huge" || failing === "huge-chunked") {
+        const body = JSON.stringify({ keys: published.map((k) => k.jwk), padding: "x".repeat(1024 * 1024) });
+        if (failing === "huge")
+          res.writeHead(200, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) });
+        else res.writeHead(200, { "content-type": "application/json" });
+        for (let at = 0; at < body.length; at += 64 * 1024) res.write(body.slice(at, at + 64 * 1024));
+        return res.end();
+      }
       return send(200, { keys: published.map((k) => k.jwk) });
     }
     send(404, {});
@@ -64,8 +73,8 @@ export async function startIssuer(t: TestContext) {
     get discoveryFetches() {
       return discoveryFetches;
     },
-    /** Answers 503 to the configuration or the key set (or never answers the key set: "hang") until set back to null. */
-    set failing(value: "discovery" | "jwks" | "hang" | null) {
+    /** Answers 503 to the configuration or the key set (never answers it: "hang"; 1 MiB of it: "huge", "huge-chunked") until set back to null. */
+    set failing(value: "discovery" | "jwks" | "hang" | "huge" | "huge-chunked" | null) {
       failing = value;
     },
     set redirectDiscovery(value: boolean) {

@@ -105,15 +105,38 @@ interface Deps {
   log: Pick<Logger, "warn">;
 }
 
-/** A GET of the issuer's JSON, with no redirect followed and a bounded wait. */
+/**
+ * The most an issuer's configuration or key set may weigh. Real ones are a few KiB; any
+ * signed-in person can name an issuer (as a project's owner), and the exchange needs no
+ * credential, so an answer is never read whole into memory past this.
+ */
+export const ISSUER_DOCUMENT_MAX_BYTES = 256 * 1024;
+
+/** A GET of the issuer's JSON, with no redirect followed, a bounded wait and a bounded size. */
 async function fetchJson(url: string): Promise<unknown> {
+  const controller = new AbortController();
   const res = await fetch(url, {
     redirect: "error",
-    signal: AbortSignal.timeout(FETCH_TIMEOUT_MS),
+    signal: AbortSignal.any([controller.signal, AbortSignal.timeout(FETCH_TIMEOUT_MS)]),
     headers: { accept: "application/json" },
   });
-  if (res.status !== 200) throw new Error(`answered ${res.status}`);
-  return res.json();
+  const tooLarge = () => {
+    controller.abort();
+    return new Error(`answered more than ${ISSUER_DOCUMENT_MAX_BYTES} bytes`);
+  };
+  if (res.status !== 200) {
+    controller.abort();
+    throw new Error(`answered ${res.status}`);
+  }
+  if (Number(res.headers.get("content-length") ?? 0) > ISSUER_DOCUMENT_MAX_BYTES) throw tooLarge();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body ?? []) {
+    size += chunk.byteLength;
+    if (size > ISSUER_DOCUMENT_MAX_BYTES) throw tooLarge();
+    chunks.push(chunk);
+  }
+  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
 export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
@@ -169,6 +192,19 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     return keySet;
   }
 
+  // Per issuer: the discovery under way, which exchanges arriving meanwhile (a fleet of CI
+  // jobs at once) wait for instead of each fetching the issuer's documents again.
+  const discovering = new Map<string, Promise<KeySet>>();
+
+  function discoverOnce(issuer: string): Promise<KeySet> {
+    let pending = discovering.get(issuer);
+    if (!pending) {
+      pending = discover(issuer).finally(() => discovering.delete(issuer));
+      discovering.set(issuer, pending);
+    }
+    return pending;
+  }
+
   /** The key lookup for a token: held keys first; an unknown kid refetches once per cooldown (a rotation at the issuer). */
   async function keySetOf(issuer: string): Promise<JWTVerifyGetKey> {
     const cached = keySets.get(issuer);
@@ -178,7 +214,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
       if (isFresh) return cached.keys;
       throw new Refused("fetching from the issuer failed less than the cooldown ago; not tried again yet");
     }
-    const keySet = isFresh ? cached : await discover(issuer);
+    const keySet = isFresh ? cached : await discoverOnce(issuer);
     return async (header, token) => {
       try {
         return await keySet.keys(header, token);
