@@ -186,6 +186,26 @@ test("every refusal is one 401, with the reason only in the log and never the to
     if (typeof token === "string") assert.ok(!server.logs.some((line) => line.includes(token)), "no identity token in the log");
   }
   assert.ok(!server.logs.some((line) => line.includes("svc_st_pasted")), "what is not an id is not logged");
+
+  // A body that is not JSON, or of another type, or a list: the same 401, the reason logged.
+  const client = server.client();
+  for (const [why, body, type] of [
+    ["not JSON", "{not json", "application/json"],
+    ["not a JSON body", "token=abc", "application/x-www-form-urlencoded"],
+    ["a list", "[]", "application/json"],
+  ] as const) {
+    const res = await client.request("POST", "/api/auth/workload/token", body, { "content-type": type });
+    assert.deepEqual([res.status, await res.json()], [401, REFUSED], why);
+  }
+  assert.equal(server.logs.filter((line) => line.includes("workload identity exchange refused")).length, cases.length + 3);
+  // The exchange takes no credential: an Authorization header is not looked at, a stale service token's included.
+  const withHeader = await client.request(
+    "POST",
+    "/api/auth/workload/token",
+    { serviceAccountId: account.id, token: await issuer.sign(rsa) },
+    { authorization: `Bearer svc_st_${"A".repeat(43)}` },
+  );
+  assert.equal(withHeader.status, 200, await withHeader.text());
 });
 
 test("an issuer that is down or redirects is refused", async (t) => {

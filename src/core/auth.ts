@@ -205,6 +205,10 @@ export function createAuth(
         },
       });
       app.addHook("onRequest", async (req) => {
+        // The workload exchange takes its credential from the body, and no header or cookie:
+        // nothing a forged request could ride on, and its every refusal is its own 401
+        // (machine-access.md), not a service token's or a session's.
+        if (matchedRoute(req) === WORKLOAD_EXCHANGE_ROUTE) return;
         const authorization = req.headers.authorization;
         const bearer = authorization === undefined ? undefined : bearerToken(authorization);
         if (bearer !== undefined && /^svc_(st|wt)_/.test(bearer)) {
@@ -224,9 +228,6 @@ export function createAuth(
           req.badBearer = req.caller === null;
           return;
         }
-        // The workload exchange takes its credential from the body and no cookie: nothing a
-        // forged request could ride on, and its every refusal is its own 401 (machine-access.md).
-        if (matchedRoute(req) === WORKLOAD_EXCHANGE_ROUTE) return;
         // Cross-site request forgery: a browser always sends Origin on these methods
         // from another site; "null" (sandboxed frames, some redirects) is not our origin.
         const origin = req.headers.origin;

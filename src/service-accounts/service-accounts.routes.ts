@@ -1,13 +1,14 @@
-import type { FastifyInstance } from "fastify";
+import type { FastifyError, FastifyInstance } from "fastify";
 import type { ZodTypeProvider } from "fastify-type-provider-zod";
 import { z } from "zod";
 import { type AccessGuard, ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import { type Auth, WORKLOAD_EXCHANGE_ROUTE } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
+import { HttpError } from "../core/errors.ts";
 import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
-import { isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
+import { IDENTITY_TOKEN_REFUSED, isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
 
 const WORKLOAD_EXCHANGES_PER_MINUTE = 30;
 
@@ -329,6 +330,14 @@ export function registerServiceAccountRoutes(app: FastifyInstance, { auth, acces
         security: SECURITY.none,
         body: WorkloadExchange,
         response: { 200: z.object({ accessToken: z.string(), tokenType: z.literal("Bearer"), expiresIn: z.number().int() }) },
+      },
+      // A body that is not JSON, of another type or too large is a failure like any other:
+      // one 401 (machine-access.md), the reason in the log. Past the rate limit stays 429.
+      errorHandler: async (error: FastifyError, req) => {
+        const status = error.statusCode;
+        if (typeof status !== "number" || status < 400 || status >= 500 || status === 401 || status === 429) throw error;
+        req.log.warn({ reason: `the request could not be read (${error.code ?? status})` }, "workload identity exchange refused");
+        throw new HttpError(401, IDENTITY_TOKEN_REFUSED);
       },
     },
     async (req) => {

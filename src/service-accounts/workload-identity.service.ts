@@ -11,7 +11,7 @@ import { isSingleLine, UUID } from "../core/text.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
-const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
+export const IDENTITY_TOKEN_REFUSED = "The identity token was not accepted.";
 
 const ACCESS_TOKEN_SECONDS = 15 * 60;
 const FETCH_TIMEOUT_MS = 5000;
