@@ -503,6 +503,9 @@ test("over HTTP: 500 generated values exported as shell, yaml and docker read ba
 
   const refused = await owner.json("GET", `${base}/export?format=docker`);
   assert.equal(refused.status, 400);
+  // No tag on the refusal: kept, it would earn a 304 for a file never received.
+  assert.equal((await owner.get(`${base}/export?format=docker`)).headers.get("etag"), null);
+  assert.ok(yaml.headers.get("etag"), "a file that is sent has its tag");
   const refusedKeys = sorted.filter((e) => dockerEnvProblem(e.value) !== undefined).map((e) => e.key);
   assert.equal(
     refused.body.error,
