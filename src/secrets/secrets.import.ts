@@ -61,11 +61,13 @@ export function createSecretsImport({ db, repo, audit, clock, values }: ImportDe
   ): Promise<ImportSummary & { environment: Environment }> {
     return await writeTransaction(db, async () => {
       const at = await values.requireAccess(caller, projectId, "secrets:create", environment);
-      const existing = new Map((await repo.listWithCiphertext(projectId, at.environment)).map((row) => [row.key, row]));
-      // Before anything is written: an overwrite needs secrets:update as well.
-      if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite && existing.has(e.key))) {
-        throw new HttpError(403, NO_OVERWRITE_PERMISSION);
+      // An overwrite needs secrets:update as well: checked on the keys alone, before any
+      // stored value is read.
+      if (!at.permissions.includes("secrets:update") && entries.some((e) => e.overwrite)) {
+        const keys = new Set((await repo.listMeta(projectId, at.environment)).map((row) => row.key));
+        if (entries.some((e) => e.overwrite && keys.has(e.key))) throw new HttpError(403, NO_OVERWRITE_PERMISSION);
       }
+      const existing = new Map((await repo.listWithCiphertext(projectId, at.environment)).map((row) => [row.key, row]));
       let added = 0;
       for (const entry of entries) if (!existing.has(entry.key)) added++;
       if (existing.size + added > MAX_SECRETS_PER_ENVIRONMENT) throw new HttpError(409, importOverLimit(existing.size, added));
