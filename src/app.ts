@@ -206,6 +206,15 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  // An empty JSON body is no body: api.md lets a client leave out the bodies of device start,
+  // sync and restore, and `curl -H 'content-type: application/json'` without -d sends just
+  // that. A route that needs a body refuses it through its own schema's message.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+    if (body.length === 0) return done(null, undefined);
+    parseJson(req, body.toString(), done);
+  });
   const storage = createStorageMonitor(db, config.dataDir, log);
   registerErrorHandling(app, storage, VALIDATION_MESSAGES);
   // Background work (saving rate-limit counts, WAL checkpoints) meets the same full or failing

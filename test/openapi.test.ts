@@ -122,6 +122,14 @@ test("the document says what the server does with bodies and answers that are no
   const secretPath = `/api/projects/${project.id}/environments/development/secrets/${created.body.secret.id}`;
   assert.equal((await owner.json("PATCH", secretPath, { value: "v2" })).status, 200);
   assert.equal((await owner.request("POST", `${secretPath}/versions/1/restore`)).status, 200);
+  // Left out with its Content-Type still sent (curl -H 'content-type: application/json', no -d): the same.
+  const json = { "content-type": "application/json" };
+  assert.equal((await owner.request("POST", `${secretPath}/versions/2/restore`, "", json)).status, 200);
+  assert.equal((await server.client().request("POST", "/api/cli/auth/device", "", json)).status, 200);
+  // A route that needs its body says so in its own words, not as JSON that does not parse.
+  const noBody = await owner.request("POST", "/api/projects", "", json);
+  assert.equal(noBody.status, 400);
+  assert.notDeepEqual(await noBody.json(), { error: "The request body is not valid JSON." });
   // Bodies that must be sent stay required, the workload exchange's included.
   assert.equal(operation("post", "/api/projects").requestBody?.required, true);
   assert.equal(operation("post", "/api/auth/workload/token").requestBody?.required, true);
