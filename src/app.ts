@@ -213,7 +213,7 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
     if (body.length === 0) return done(null, undefined);
-    parseJson(req, body.toString(), done);
+    void parseJson(req, body.toString(), done);
   });
   const storage = createStorageMonitor(db, config.dataDir, log);
   registerErrorHandling(app, storage, VALIDATION_MESSAGES);
