@@ -9,6 +9,7 @@ import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli, startProxy } from "./cli-helpers.ts";
 import { auditEvents, startServer, type TestServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
+import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 import { writeLegacyNames } from "./storage.ts";
 
 const MINUTE = 60_000;
@@ -461,6 +462,44 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   const result = await proc.done;
   assert.equal(result.code, 42, result.stderr);
   assert.match(result.stdout, /got SIGTERM/);
+
+  // SIGUSR1 before run has a command to pass it to (its export held at a proxy): the CLI's
+  // own answer, not Node's, which opens the inspector. Sent after run's listener (above), it
+  // could not tell the two apart.
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let reached: () => void = () => {};
+  const atExport = new Promise<void>((resolve) => {
+    reached = resolve;
+  });
+  const proxy = await startProxy(t, server.url, async (req) => {
+    if (req.url?.includes("/export")) {
+      reached();
+      await held;
+    }
+    return false;
+  });
+  const account = await createServiceAccount(alice, project.id, { name: "signal-bot", role: "viewer", environments: ["development"] });
+  const { token } = await createServiceToken(alice, project.id, account.id);
+  const early = startCli(
+    ["run", "--project", "api", "--env", "development", "--", process.execPath, "-e", "process.stdout.write('ran\\n')"],
+    {
+      ...home.env,
+      SECRETS_SERVER_TOKEN: token,
+      SECRETS_SERVER_URL: proxy,
+    },
+  );
+  await atExport;
+  early.child.kill("SIGUSR1");
+  // Node's inspector says so on stderr as soon as it listens.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  release();
+  const earlyResult = await early.done;
+  assert.equal(earlyResult.code, 0, earlyResult.stderr);
+  assert.match(earlyResult.stdout, /ran/);
+  assert.doesNotMatch(earlyResult.stderr, /Debugger listening/);
 
   // A command killed by a signal: the CLI ends the same way.
   const killed = await cli(home, [
