@@ -317,7 +317,9 @@ test("a process that stalls past its lease after Vercel created a var still reco
 });
 
 test("a process killed after Vercel created a var, before its run's last commit: the var is still known as ours and goes when its secret goes", async (t) => {
-  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
+  // A debounce long enough for both changes below to be one run on a slow machine: created
+  // in a run of its own, MADE would be recorded by that run's last commit, claim or not.
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "1500", SYNC_LEASE_SECONDS: "2" });
   const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
   const secrets = `/api/projects/${projectId}/environments/development/secrets`;
   const gone = await createSecret(onA, projectId, "development", "GOING", "going-value");

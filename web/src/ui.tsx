@@ -166,10 +166,15 @@ export function Dialog(props: {
   // Captured at the first render, not in the effect: effects run after paint, and by then
   // something else may hold focus.
   const opener = useRef(document.activeElement as HTMLElement | null).current;
+  // Read by the close listener, which outlives the render it was made in.
+  const busy = useRef(false);
+  busy.current = props.busy === true;
+  const mounted = useRef(true);
   useEffect(() => {
     const dialog = ref.current!;
     dialog.showModal();
     return () => {
+      mounted.current = false;
       dialog.close();
       // The opener may be gone with its row (a deleted secret, a revoked session): the
       // page's main region takes focus rather than leaving it nowhere.
@@ -186,6 +191,11 @@ export function Dialog(props: {
       onCancel={(e) => {
         e.preventDefault();
         if (!props.busy) props.onClose();
+      }}
+      // Chromium lets only the first Escape since a click be held back by cancel: a second
+      // one closes the dialog all the same. While busy it opens again at once.
+      onClose={() => {
+        if (mounted.current && busy.current) ref.current?.showModal();
       }}
     >
       <header class="dialog-head">

@@ -419,10 +419,15 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       const nowIso = summary.finishedAt;
       // Linked to another Vercel project during the run: what this run did is the old one's.
       const varsAreCurrent = current.hostProjectId === row.hostProjectId;
+      // A claim names its value, not its run: one that is no longer the record (a stalled
+      // run that was taken over has since saved the var it made) is not this run's to drop.
+      const recorded = varChanges.some((change) => change.op === "delete" && change.claim !== undefined)
+        ? new Map((await repo.listVars(projectId)).map((v) => [`${v.target}\n${v.key}`, v.hostEnvId]))
+        : undefined;
       for (const change of varsAreCurrent ? varChanges : []) {
         if (change.op === "save") {
           await repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
-        } else {
+        } else if (change.claim === undefined || recorded?.get(`${change.target}\n${change.key}`) === change.claim) {
           await repo.deleteVar(projectId, change.target, change.key);
         }
       }

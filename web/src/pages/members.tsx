@@ -18,7 +18,7 @@ import {
   projectPath,
   type Role,
 } from "../api.ts";
-import { ROLE_HELP } from "../roles.ts";
+import { ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
 import {
   Confirm,
@@ -99,7 +99,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
                           try {
                             await patch(`${base}/members/${m.userId}`, { role });
                             await reloadAll();
-                            setStatus(`${label} is now ${article(role)} ${role}.`);
+                            setStatus(`${label} is now ${withArticle(role)}.`);
                             return true;
                           } catch (err) {
                             setRowError(`${label}: ${(err as Error).message}`);
@@ -245,10 +245,6 @@ function RoleChoice(props: { label: string; member: Member; busy: boolean; onCha
       </p>
     </>
   );
-}
-
-function article(role: Role) {
-  return role === "admin" ? "an" : "a";
 }
 
 function Invitations({ project, refresh, onInvited }: { project: Project; refresh: number; onInvited(): Promise<void> }) {
