@@ -268,9 +268,16 @@ test("changes that waited for a reconnect go out when it is made through the pro
   assert.equal(s.fake.envFor("prj_web", "WAITED", "development")!.value, "waited-value");
 });
 
-test("a process that stalls past its lease after Vercel created a var still records that var as ours: it goes when its secret goes", async (t) => {
-  const s = await setup(t, { SYNC_DEBOUNCE_MS: "300", SYNC_LEASE_SECONDS: "2" });
-  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
+/**
+ * Process A, the leader, syncs GOING; its next run creates MADE at Vercel and is then held
+ * on the delete of GOING, before its last commit. The debounce is long enough for both
+ * changes to be one run on a slow machine: created in a run of its own, MADE would be
+ * recorded by that run's last commit, and the tests below would prove nothing.
+ */
+async function runHeldAfterItsCreate(t: TestContext) {
+  const s = await setup(t, { SYNC_DEBOUNCE_MS: "1500", SYNC_LEASE_SECONDS: "2" });
+  const linked = await twoProcessesLinked(t, s);
+  const { onA, projectId, base } = linked;
   const secrets = `/api/projects/${projectId}/environments/development/secrets`;
   const gone = await createSecret(onA, projectId, "development", "GOING", "going-value");
   await waitFor("the first sync", async () => s.fake.envFor("prj_web", "GOING", "development"));
@@ -278,13 +285,18 @@ test("a process that stalls past its lease after Vercel created a var still reco
     const current = (await onA.json("GET", base)).body;
     return current.pending === 0 && !current.syncing;
   });
-
-  // A's next run creates MADE, then stalls on the delete of GOING.
   const held = s.fake.hold((r) => r.method === "DELETE");
   const made = await createSecret(onA, projectId, "development", "MADE", "made-value");
   assert.equal((await onA.json("DELETE", `${secrets}/${gone.id}`)).status, 200);
   await held.reached;
-  assert.equal(s.fake.envFor("prj_web", "MADE", "development")!.value, "made-value");
+  const madeVar = s.fake.envFor("prj_web", "MADE", "development")!;
+  assert.equal(madeVar.value, "made-value");
+  return { s, ...linked, secrets, made, held, madeId: madeVar.id };
+}
+
+test("a process that stalls past its lease after Vercel created a var still records that var as ours: it goes when its secret goes", async (t) => {
+  // A's run creates MADE, then stalls on the delete of GOING.
+  const { s, a, onB, projectId, base, secrets, made, held, madeId } = await runHeldAfterItsCreate(t);
   await stopOutsideAWrite(a, s.dataDir);
   try {
     held.release();
@@ -294,7 +306,6 @@ test("a process that stalls past its lease after Vercel created a var still reco
       return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
     });
     // A claimed MADE before it asked Vercel: B found the var holding the claimed value and took it as ours.
-    const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
     assert.deepEqual(
       storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
       [madeId],
@@ -303,7 +314,6 @@ test("a process that stalls past its lease after Vercel created a var still reco
     a.child.kill("SIGCONT");
   }
   // A wakes to find its run taken over, and records the var it made all the same.
-  const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
   await waitFor("the stalled process to record the var it made", async () =>
     storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).some((r) => r.host_env_id === madeId),
   );
@@ -317,24 +327,8 @@ test("a process that stalls past its lease after Vercel created a var still reco
 });
 
 test("a process killed after Vercel created a var, before its run's last commit: the var is still known as ours and goes when its secret goes", async (t) => {
-  // A debounce long enough for both changes below to be one run on a slow machine: created
-  // in a run of its own, MADE would be recorded by that run's last commit, claim or not.
-  const s = await setup(t, { SYNC_DEBOUNCE_MS: "1500", SYNC_LEASE_SECONDS: "2" });
-  const { a, onA, onB, projectId, base } = await twoProcessesLinked(t, s);
-  const secrets = `/api/projects/${projectId}/environments/development/secrets`;
-  const gone = await createSecret(onA, projectId, "development", "GOING", "going-value");
-  await waitFor("the first sync", async () => s.fake.envFor("prj_web", "GOING", "development"));
-  await waitFor("it to settle", async () => {
-    const current = (await onA.json("GET", base)).body;
-    return current.pending === 0 && !current.syncing;
-  });
-
-  // A's next run creates MADE, then dies on the delete of GOING: its last commit never comes.
-  const held = s.fake.hold((r) => r.method === "DELETE");
-  const made = await createSecret(onA, projectId, "development", "MADE", "made-value");
-  assert.equal((await onA.json("DELETE", `${secrets}/${gone.id}`)).status, 200);
-  await held.reached;
-  const madeId = s.fake.envFor("prj_web", "MADE", "development")!.id;
+  // A's run creates MADE, then dies on the delete of GOING: its last commit never comes.
+  const { s, a, onB, projectId, base, secrets, made, held, madeId } = await runHeldAfterItsCreate(t);
   a.child.kill("SIGKILL");
   await a.exited;
   held.release();
