@@ -1410,6 +1410,31 @@ test("linking another Vercel project forgets the vars and claims of the old one:
   for (const env of theirs) assert.ok(s.fake.envs("prj_new").includes(env), `${env.key} stays`);
 });
 
+test("a sync whose link changes while it runs creates nothing in the old project, says so, and the changes reach the new one", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "MOVING_KEY", "moving-value");
+  s.fake.addProject("prj_new", "new");
+  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  const relinked = await s.owner.json("PUT", s.base, { hostProjectId: "prj_new", mappings: { development: "development" } });
+  assert.equal(relinked.status, 200, JSON.stringify(relinked.body));
+  held.release();
+  const res = await run;
+  assert.deepEqual([res.status, res.body], [409, M.busy]);
+  assert.equal(s.fake.envFor("prj_web", "MOVING_KEY", "development"), undefined, "nothing created in the old project");
+  const view = (await s.owner.json("GET", s.base)).body;
+  assert.equal(
+    view.lastError,
+    "The linked Vercel project changed while the sync ran. The sync that follows sends the changes to the project linked now.",
+  );
+  assert.equal(view.pending, 1);
+  assert.ok(!s.server.logs.some((line) => line.includes("another server process took it over")));
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.equal(s.fake.envFor("prj_new", "MOVING_KEY", "development")!.value, "moving-value");
+});
+
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {
   const s = await linked(t);
   // linked() connected once already.

@@ -104,7 +104,9 @@ export type SyncFailureKind =
   | "unexpected"
   | "lease-lost"
   /** Paused while the run was under way (its connector lost the right): it stops before its next call. */
-  | "paused";
+  | "paused"
+  /** Linked to another Vercel project while the run was under way: it stops before it creates anything in the old one. */
+  | "relinked";
 
 export const SYNC_ERRORS: Record<
   Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed" | "stale-key",
@@ -119,6 +121,7 @@ export const SYNC_ERRORS: Record<
   paused:
     "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   interrupted: "The server stopped while a sync was running. Run the sync again.",
+  relinked: "The linked Vercel project changed while the sync ran. The sync that follows sends the changes to the project linked now.",
   "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
   "hook-failed": "The deploy hook call failed. Try the redeploy again.",
   "stale-key": "Not redeployed: a key failed to update or delete at Vercel, and its old value would be deployed. See the keys that failed.",
@@ -670,9 +673,9 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         current !== undefined &&
         current.syncStartedAt === lease.startedAt &&
         current.syncOwner === owner &&
-        current.createdAt === row.createdAt &&
-        current.hostProjectId === row.hostProjectId;
+        current.createdAt === row.createdAt;
       if (!isStillOurs) throw new SyncFailure("lease-lost");
+      if (current.hostProjectId !== row.hostProjectId) throw new SyncFailure("relinked");
       const claims = new Map<string, string>();
       const createdAt = clock.now().toISOString();
       for (const { key, value } of batch) {

@@ -404,8 +404,9 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         case "paused":
           throw new HttpError(400, MESSAGES.paused);
         case "failed":
-          // Another server process took the run over after this one stopped renewing its lease.
-          if (outcome.failure === "lease-lost") throw new HttpError(409, MESSAGES.busy);
+          // Another server process took the run over after this one stopped renewing its lease,
+          // or the link changed under it: either way a run that follows picks the changes up.
+          if (outcome.failure === "lease-lost" || outcome.failure === "relinked") throw new HttpError(409, MESSAGES.busy);
           if (outcome.failure === "unavailable" || outcome.failure === "refused") throw new HttpError(502, SYNC_ERRORS[outcome.failure]);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
           throw new HttpError(400, SYNC_ERRORS[outcome.failure]);
