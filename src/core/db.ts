@@ -471,9 +471,10 @@ export function sqliteInTransaction(db: Db): boolean {
   return currentTransaction(db.$client) !== undefined;
 }
 
-/** Whether the caller runs inside a write transaction of this database. */
-export function sqliteInWriteTransaction(db: Db): boolean {
-  return currentTransaction(db.$client)?.write === true;
+/** The write transaction the caller runs in (one object per transaction), if any. */
+export function sqliteCurrentWriteTransaction(db: Db): object | undefined {
+  const current = currentTransaction(db.$client);
+  return current?.write === true ? current : undefined;
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: any function's parameters and result are kept as they are.

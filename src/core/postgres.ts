@@ -405,9 +405,10 @@ export function inPgTransaction(store: PgStore): boolean {
   return currentTransaction(store) !== undefined;
 }
 
-/** Whether the caller runs inside a write transaction of this store. */
-export function inPgWriteTransaction(store: PgStore): boolean {
-  return currentTransaction(store)?.write === true;
+/** The write transaction the caller runs in (one object per transaction), if any. */
+export function pgCurrentWriteTransaction(store: PgStore): object | undefined {
+  const current = currentTransaction(store);
+  return current?.write === true ? current : undefined;
 }
 
 /** Called after any transaction of this store rolled back (for caches of rows it wrote). */

@@ -13,8 +13,8 @@ import {
   onSqliteRollback,
   openDatabase,
   sqliteAtNextCommit,
+  sqliteCurrentWriteTransaction,
   sqliteInTransaction,
-  sqliteInWriteTransaction,
   sqliteReadTransaction,
   sqliteWritesDurable,
   sqliteWriteTransaction,
@@ -26,11 +26,11 @@ import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
 import {
   DatabaseUnavailableError,
   inPgTransaction,
-  inPgWriteTransaction,
   migratePostgres,
   onPgRollback,
   openPostgres,
   type PgStore,
+  pgCurrentWriteTransaction,
   pgReadTransaction,
   pgRows,
   pgRun,
@@ -84,7 +84,12 @@ export function inTransaction(store: Store): boolean {
 
 /** Whether the caller runs inside a write transaction of this store (which sees its own uncommitted rows). */
 export function inWriteTransaction(store: Store): boolean {
-  return isPostgres(store) ? inPgWriteTransaction(store) : sqliteInWriteTransaction(store);
+  return currentWriteTransaction(store) !== undefined;
+}
+
+/** The write transaction the caller runs in, one object per transaction (a key for what it has checked once). */
+export function currentWriteTransaction(store: Store): object | undefined {
+  return isPostgres(store) ? pgCurrentWriteTransaction(store) : sqliteCurrentWriteTransaction(store);
 }
 
 /** Called after any transaction of this store rolled back (for caches of rows it wrote). */

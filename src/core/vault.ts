@@ -5,7 +5,7 @@ import { type Keyring, open, seal, subkey } from "./crypto.ts";
 import type { Db } from "./db.ts";
 import { type PgStore, pgRow, pgRun } from "./postgres.ts";
 import { projectKeys } from "./schema.ts";
-import { inTransaction, inWriteTransaction, isPostgres, onRollback, type Store } from "./store.ts";
+import { currentWriteTransaction, inTransaction, inWriteTransaction, isPostgres, onRollback, type Store } from "./store.ts";
 
 /** Raised when a stored ciphertext does not open: wrong row, wrong key, or tampered bytes. */
 export class DecryptError extends Error {}
@@ -77,6 +77,8 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
   }
 
   const keys = isPostgres(db) ? createProjectKeysPg(db) : createProjectKeysSqlite(db);
+  // Per write transaction: the current version's keys sealKey found stored, or stored again.
+  const storedIn = new WeakMap<object, Set<string>>();
   // Keys being created, so two calls of one transaction that both miss the cache insert one
   // row (better-sqlite3 needed none: its calls cannot interleave).
   const creating = new Map<string, Promise<crypto.KeyObject>>();
@@ -105,9 +107,16 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
    */
   async function sealKey(projectId: string): Promise<crypto.KeyObject> {
     const keyVersion = keyring.currentVersion;
-    const cached = dataKeys.get(`${projectId}:${keyVersion}`);
+    const cacheKey = `${projectId}:${keyVersion}`;
+    const cached = dataKeys.get(cacheKey);
     if (!cached) return dataKey(projectId, keyVersion, true);
-    if (inWriteTransaction(db) && !(await keys.exists(projectId, keyVersion))) {
+    const transaction = currentWriteTransaction(db);
+    if (!transaction) return cached;
+    // Once per transaction: what it has found (or stored) stays there until it ends.
+    const checked = storedIn.get(transaction) ?? new Set<string>();
+    if (checked.has(cacheKey)) return cached;
+    storedIn.set(transaction, checked.add(cacheKey));
+    if (!(await keys.exists(projectId, keyVersion))) {
       const key = cached.export();
       await keys.insert({
         projectId,
