@@ -466,18 +466,12 @@ test("run passes signals to the command and returns its exit code", async (t) =>
   // SIGUSR1 before run has a command to pass it to (its export held at a proxy): the CLI's
   // own answer, not Node's, which opens the inspector. Sent after run's listener (above), it
   // could not tell the two apart.
-  let release: () => void = () => {};
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
-  let reached: () => void = () => {};
-  const atExport = new Promise<void>((resolve) => {
-    reached = resolve;
-  });
+  const held = Promise.withResolvers<void>();
+  const atExport = Promise.withResolvers<void>();
   const proxy = await startProxy(t, server.url, async (req) => {
     if (req.url?.includes("/export")) {
-      reached();
-      await held;
+      atExport.resolve();
+      await held.promise;
     }
     return false;
   });
@@ -491,11 +485,11 @@ test("run passes signals to the command and returns its exit code", async (t) =>
       SECRETS_SERVER_URL: proxy,
     },
   );
-  await atExport;
+  await atExport.promise;
   early.child.kill("SIGUSR1");
   // Node's inspector says so on stderr as soon as it listens.
   await new Promise((resolve) => setTimeout(resolve, 500));
-  release();
+  held.resolve();
   const earlyResult = await early.done;
   assert.equal(earlyResult.code, 0, earlyResult.stderr);
   assert.match(earlyResult.stdout, /ran/);

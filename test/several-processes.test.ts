@@ -291,25 +291,31 @@ async function runHeldAfterItsCreate(t: TestContext) {
   await held.reached;
   const madeVar = s.fake.envFor("prj_web", "MADE", "development")!;
   assert.equal(madeVar.value, "made-value");
-  return { s, ...linked, secrets, made, held, madeId: madeVar.id };
+  /**
+   * Lets A's held request go on, and waits for B to finish the run A left: MADE holds the
+   * value A claimed before it asked Vercel, so B records it as ours.
+   */
+  async function takenOverByB(): Promise<void> {
+    held.release();
+    await waitFor("the sync to be taken over", async () => {
+      const current = (await linked.onB.json("GET", base)).body;
+      return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
+    });
+    assert.deepEqual(
+      storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
+      [madeVar.id],
+    );
+  }
+  return { s, ...linked, secrets, made, madeId: madeVar.id, takenOverByB };
 }
 
 test("a process that stalls past its lease after Vercel created a var still records that var as ours: it goes when its secret goes", async (t) => {
   // A's run creates MADE, then stalls on the delete of GOING.
-  const { s, a, onB, projectId, base, secrets, made, held, madeId } = await runHeldAfterItsCreate(t);
+  const { s, a, onB, projectId, secrets, made, madeId, takenOverByB } = await runHeldAfterItsCreate(t);
   await stopOutsideAWrite(a, s.dataDir);
   try {
-    held.release();
-    // B runs the sync A left: MADE is there, but B has no record of making it.
-    await waitFor("the sync to be taken over", async () => {
-      const current = (await onB.json("GET", base)).body;
-      return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
-    });
-    // A claimed MADE before it asked Vercel: B found the var holding the claimed value and took it as ours.
-    assert.deepEqual(
-      storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
-      [madeId],
-    );
+    // B runs the sync A left, and takes MADE as ours by A's claim.
+    await takenOverByB();
   } finally {
     a.child.kill("SIGCONT");
   }
@@ -328,20 +334,10 @@ test("a process that stalls past its lease after Vercel created a var still reco
 
 test("a process killed after Vercel created a var, before its run's last commit: the var is still known as ours and goes when its secret goes", async (t) => {
   // A's run creates MADE, then dies on the delete of GOING: its last commit never comes.
-  const { s, a, onB, projectId, base, secrets, made, held, madeId } = await runHeldAfterItsCreate(t);
+  const { s, a, onB, secrets, made, takenOverByB } = await runHeldAfterItsCreate(t);
   a.child.kill("SIGKILL");
   await a.exited;
-  held.release();
-
-  // B takes the run over: MADE holds the value A claimed before creating it, so it is ours.
-  await waitFor("the sync to be taken over", async () => {
-    const current = (await onB.json("GET", base)).body;
-    return current.pending === 0 && current.lastRun?.status === "ok" && !current.syncing ? current : undefined;
-  });
-  assert.deepEqual(
-    storedRows(s.dataDir, "integration_vars", { project_id: projectId, key: "MADE" }).map((r) => r.host_env_id),
-    [madeId],
-  );
+  await takenOverByB();
   assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "MADE").length, 1, "not created twice");
   assert.equal((await onB.json("DELETE", `${secrets}/${made.id}`)).status, 200);
   await waitFor("the var A made to go with its secret", async () => s.fake.envFor("prj_web", "MADE", "development") === undefined);

@@ -88,21 +88,15 @@ describe("service accounts in Chromium", () => {
     await check(tab, "service-token-create");
     // While the request is on its way, Escape, × and Cancel do not close the dialog: closing
     // would not stop it, and the token would be made but never shown.
-    let letGo: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      letGo = resolve;
-    });
-    let reachedRoute: () => void = () => {};
-    const reached = new Promise<void>((resolve) => {
-      reachedRoute = resolve;
-    });
+    const held = Promise.withResolvers<void>();
+    const reached = Promise.withResolvers<void>();
     await page.route("**/tokens", async (route) => {
-      reachedRoute();
-      await held;
+      reached.resolve();
+      await held.promise;
       await route.continue();
     });
     const creating = dialog.getByRole("button", { name: "Create token" }).click();
-    await reached;
+    await reached.promise;
     await dialog.getByRole("button", { name: "Creating…" }).waitFor();
     // Twice: Chromium holds back only the first Escape since a click.
     await page.keyboard.press("Escape");
@@ -110,7 +104,7 @@ describe("service accounts in Chromium", () => {
     assert.equal(await dialog.getByRole("button", { name: "Cancel" }).isDisabled(), true);
     assert.equal(await dialog.getByRole("button", { name: "Close" }).isDisabled(), true);
     assert.equal(await dialog.isVisible(), true, "Escape left the dialog open");
-    letGo();
+    held.resolve();
     await creating;
     await page.unroute("**/tokens");
     dialog = page.getByRole("dialog", { name: "Token github-deploy created" });
