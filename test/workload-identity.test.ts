@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
-import { isAllowedKeySetUrl } from "../src/service-accounts/workload-identity.service.ts";
+import { ISSUER_DOCUMENT_MAX_BYTES, isAllowedKeySetUrl } from "../src/service-accounts/workload-identity.service.ts";
 import { auditEvents, type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { rowCount } from "./storage.ts";
@@ -187,12 +187,12 @@ test("every refusal is one 401, with the reason only in the log and never the to
   }
   assert.ok(!server.logs.some((line) => line.includes("svc_st_pasted")), "what is not an id is not logged");
 
-  // A body that is not JSON, or of another type, or a list: the same 401, the reason logged.
+  // A body that is not JSON, of another type, or too large: the same 401, the reason logged.
   const client = server.client();
   for (const [why, body, type] of [
     ["not JSON", "{not json", "application/json"],
     ["not a JSON body", "token=abc", "application/x-www-form-urlencoded"],
-    ["a list", "[]", "application/json"],
+    ["past the body limit", JSON.stringify({ serviceAccountId: account.id, token: "x".repeat(1024 * 1024) }), "application/json"],
   ] as const) {
     const res = await client.request("POST", "/api/auth/workload/token", body, { "content-type": type });
     assert.deepEqual([res.status, await res.json()], [401, REFUSED], why);
@@ -284,7 +284,9 @@ test("an issuer answering more than 256 KiB is refused without reading it all, w
     issuer.failing = huge;
     assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
     assert.ok(
-      server.logs.some((line) => line.includes("key set could not be fetched") && line.includes("more than 262144 bytes")),
+      server.logs.some(
+        (line) => line.includes("key set could not be fetched") && line.includes(`more than ${ISSUER_DOCUMENT_MAX_BYTES} bytes`),
+      ),
       huge,
     );
     // Once it answers as an issuer does (after the cooldown), the exchange goes through.
