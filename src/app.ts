@@ -211,9 +211,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   // that. A route that needs a body refuses it through its own schema's message.
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, (req, body, done) => {
+  app.addContentTypeParser<string>("application/json", { parseAs: "string" }, (req, body, done) => {
     if (body.length === 0) return done(null, undefined);
-    void parseJson(req, body.toString(), done);
+    void parseJson(req, body, done);
   });
   const storage = createStorageMonitor(db, config.dataDir, log);
   registerErrorHandling(app, storage, VALIDATION_MESSAGES);

@@ -1,6 +1,11 @@
 // The command `run` starts, with or without --watch.
 import { type ChildProcess, spawn } from "node:child_process";
 
+/** Whether the command has neither exited nor been ended by a signal: one that has gets no more signals. */
+export function isRunning(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
 /**
  * Starts `command` with the terminal's stdio and `env`. A command that cannot start (not
  * found, not executable, an environment past the system's limit) is reported on stderr and

@@ -1,7 +1,7 @@
 import os from "node:os";
 import { isAppSettingName, parseNameList } from "../core/env-names.ts";
 import { printable } from "../core/text.ts";
-import { startCommand } from "./child.ts";
+import { isRunning, startCommand } from "./child.ts";
 import { CONNECTION_OPTIONS, parseFlags, resolveTarget, TARGET_OPTIONS } from "./context.ts";
 import type { SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -124,7 +124,7 @@ export async function run(args: string[]): Promise<number> {
   return new Promise<number>((resolve) => {
     const forward = (signal: NodeJS.Signals) => {
       if (fromTerminal.has(signal)) return;
-      if (child && child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child && isRunning(child)) child.kill(signal);
     };
     const cleanup = () => {
       for (const signal of FORWARDED) process.off(signal, forward);

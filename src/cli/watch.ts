@@ -5,7 +5,7 @@ import type { ChildProcess } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
 import { errorFor } from "./api.ts";
-import { startCommand } from "./child.ts";
+import { isRunning, startCommand } from "./child.ts";
 import { environmentPath, locate, type Target } from "./context.ts";
 import { checkedSecrets, type SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
@@ -92,7 +92,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
         restarting = false;
       }
       if (options.fromTerminal.has(signal)) return;
-      if (child && child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (child && isRunning(child)) child.kill(signal);
     };
     for (const signal of options.forwarded) process.on(signal, forward);
 
@@ -134,7 +134,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
       note(`the secrets of ${at.environment} changed: restarting ${command}`);
       running.kill("SIGTERM");
       killTimer = setTimeout(() => {
-        if (running.exitCode === null && running.signalCode === null) {
+        if (isRunning(running)) {
           note(`${command} did not stop within ${STOP_GRACE_MS / 1000}s of SIGTERM: sending SIGKILL`);
           running.kill("SIGKILL");
         }

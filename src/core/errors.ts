@@ -136,7 +136,6 @@ const SERVER_ERROR = "Something went wrong on the server. Try again; if it keeps
 function clientErrorMessage(error: FastifyError, status: number): string {
   switch (error.code) {
     case "FST_ERR_CTP_INVALID_JSON_BODY":
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
       return "The request body is not valid JSON.";
     case "FST_ERR_CTP_BODY_TOO_LARGE":
       return "The request body is too large.";

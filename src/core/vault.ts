@@ -118,15 +118,20 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
     storedIn.set(transaction, checked.add(cacheKey));
     if (!(await keys.exists(projectId, keyVersion))) {
       const key = cached.export();
-      await keys.insert({
-        projectId,
-        keyVersion,
-        wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
-        createdAt: clock.now().toISOString(),
-      });
+      await storeKey(projectId, keyVersion, key);
       key.fill(0);
     }
     return cached;
+  }
+
+  /** Writes a data key, wrapped by its version's master key (inside the caller's write transaction). */
+  async function storeKey(projectId: string, keyVersion: number, key: Buffer): Promise<void> {
+    await keys.insert({
+      projectId,
+      keyVersion,
+      wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
+      createdAt: clock.now().toISOString(),
+    });
   }
 
   function sealWith(key: crypto.KeyObject, aad: string, plaintext: string): Sealed {
@@ -173,12 +178,7 @@ export function createVault(db: Store, keyring: Keyring, clock: Clock = systemCl
       // tells this cache to forget the key (the listener above).
       if (!inTransaction(db)) throw new Error("a project data key is created only inside a write transaction");
       key = crypto.randomBytes(32);
-      await keys.insert({
-        projectId,
-        keyVersion,
-        wrappedKey: seal(keyring.key(keyVersion), key, wrapAad(projectId, keyVersion)),
-        createdAt: clock.now().toISOString(),
-      });
+      await storeKey(projectId, keyVersion, key);
       createdInTransaction.add(cacheKey);
     } else {
       throw new DecryptError("project data key missing");

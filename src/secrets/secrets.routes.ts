@@ -301,12 +301,9 @@ export function registerSecretRoutes(
         format,
         ifNoneMatch ? (etag) => matchesTag(ifNoneMatch, etag) : undefined,
       );
-      if ("notModified" in result) return reply.header("etag", result.etag).code(304).send();
-      const { values } = result;
-      if (format === "json") return reply.header("etag", result.etag).send({ secrets: values });
-      let file: ReturnType<typeof exportFile>;
+      let file: ReturnType<typeof exportFile> | undefined;
       try {
-        file = exportFile(format, values, env);
+        if (!("notModified" in result) && format !== "json") file = exportFile(format, result.values, env);
       } catch (error) {
         // Audited like any export: the values were read, though none leave. No tag either:
         // a client that kept it would be told 304 for a file it never had.
@@ -314,9 +311,11 @@ export function registerSecretRoutes(
           throw new HttpError(400, dockerRefusalMessage(error, { json: "format=json", shell: "format=shell" }));
         throw error;
       }
+      void reply.header("etag", result.etag);
+      if ("notModified" in result) return reply.code(304).send();
+      if (!file) return { secrets: result.values };
       return (
         reply
-          .header("etag", result.etag)
           .type(file.contentType)
           .header("content-disposition", `attachment; filename="${file.filename}"`)
           // How many secrets the file leaves out (a comment in it says why, at each one's place).

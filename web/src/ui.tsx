@@ -190,7 +190,7 @@ export function Dialog(props: {
       aria-labelledby={titleId}
       onCancel={(e) => {
         e.preventDefault();
-        if (!props.busy) props.onClose();
+        if (!busy.current) props.onClose();
       }}
       // Chromium lets only the first Escape since a click be held back by cancel: a second
       // one closes the dialog all the same. While busy it opens again at once.

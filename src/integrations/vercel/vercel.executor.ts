@@ -169,6 +169,11 @@ export function openToken(vault: Vault, row: IntegrationRow): Promise<string> {
 
 type RunLease = { startedAt: string; renew(): Promise<void>; holds(): Promise<boolean> };
 
+/** A var's place among the recorded ones: one per target and key. */
+function varSlot(v: { target: string; key: string }): string {
+  return `${v.target}\n${v.key}`;
+}
+
 /**
  * What the run's last commit records of the vars at Vercel. `claim`: the claim this run
  * wrote before the create (see claimCreates), which the change replaces, or removes.
@@ -259,16 +264,24 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     };
   }
 
-  /** The claim recorded for a create that got no answer: the value it sent, as a digest (see CREATE_UNANSWERED). */
+  /**
+   * The claim recorded before a create: the value it sends, as a digest (see CREATE_UNANSWERED).
+   * Inside a write transaction, where a missing data key is made.
+   */
   async function claimFor(projectId: string, value: string): Promise<string> {
     try {
       const keyVersion = vault.currentKeyVersion;
       return `${CLAIM_PREFIX}${keyVersion}:${await vault.digest(projectId, keyVersion, value)}`;
-    } catch {
-      // No data key under the current master key version yet (one is made only inside a write
-      // transaction): the claim without a digest, recognised by the secret's value as before.
-      return CREATE_UNANSWERED;
+    } catch (error) {
+      // A data key that does not open: the claim without a digest, recognised by the secret's value.
+      if (error instanceof DecryptError) return CREATE_UNANSWERED;
+      throw error;
     }
+  }
+
+  /** The vars recorded now, by varSlot: read only where a change must not replace a newer record. */
+  async function recordedVars(projectId: string): Promise<Map<string, string>> {
+    return new Map((await repo.listVars(projectId)).map((v) => [varSlot(v), v.hostEnvId]));
   }
 
   /**
@@ -395,10 +408,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       // (its view is the newer): where the record is still this run's claim, or none. Nothing
       // else: the rest is that run's to record.
       if (current && !isStillOurs && current.createdAt === row.createdAt && current.hostProjectId === row.hostProjectId) {
-        const recorded = new Map((await repo.listVars(projectId)).map((v) => [`${v.target}\n${v.key}`, v.hostEnvId]));
-        for (const change of varChanges) {
-          if (change.claim === undefined && change.op === "delete") continue;
-          const now = recorded.get(`${change.target}\n${change.key}`);
+        const ours = varChanges.filter((change) => change.op === "save" || change.claim !== undefined);
+        const recorded = ours.length > 0 ? await recordedVars(projectId) : new Map<string, string>();
+        for (const change of ours) {
+          const now = recorded.get(varSlot(change));
           if (now !== undefined && now !== change.claim) continue;
           if (change.op === "save") {
             await repo.saveVar({
@@ -421,16 +434,16 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         (failure === "rejected" || failure === "token-unreadable") && current.tokenCiphertext.equals(row.tokenCiphertext);
       const nowIso = summary.finishedAt;
       // Linked to another Vercel project during the run: what this run did is the old one's.
-      const varsAreCurrent = current.hostProjectId === row.hostProjectId;
+      const changes = current.hostProjectId === row.hostProjectId ? varChanges : [];
       // A claim names its value, not its run: one that is no longer the record (a stalled
       // run that was taken over has since saved the var it made) is not this run's to drop.
-      const recorded = varChanges.some((change) => change.op === "delete" && change.claim !== undefined)
-        ? new Map((await repo.listVars(projectId)).map((v) => [`${v.target}\n${v.key}`, v.hostEnvId]))
+      const recorded = changes.some((change) => change.op === "delete" && change.claim !== undefined)
+        ? await recordedVars(projectId)
         : undefined;
-      for (const change of varsAreCurrent ? varChanges : []) {
+      for (const change of changes) {
         if (change.op === "save") {
           await repo.saveVar({ projectId, target: change.target, key: change.key, hostEnvId: change.hostEnvId, createdAt: nowIso });
-        } else if (change.claim === undefined || recorded?.get(`${change.target}\n${change.key}`) === change.claim) {
+        } else if (change.claim === undefined || recorded?.get(varSlot(change)) === change.claim) {
           await repo.deleteVar(projectId, change.target, change.key);
         }
       }
