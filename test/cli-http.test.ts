@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { test } from "node:test";
-import { HttpFailure, httpRequest, MAX_ANSWER_BYTES } from "../src/cli/http.ts";
+import { HttpFailure, httpRequest, MAX_ANSWER_BYTES } from "../src/core/http-client.ts";
 import { cliHome } from "./cli-helpers.ts";
 import { runMain } from "./helpers.ts";
 

@@ -1,8 +1,8 @@
+import { failureReason, type HttpAnswer, HttpFailure, httpRequest } from "../core/http-client.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { printable } from "../core/text.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
-import { failureReason, type HttpAnswer, HttpFailure, httpRequest } from "./http.ts";
 
 export const DEFAULT_SERVER = "http://localhost:8080";
 const REQUEST_TIMEOUT_MS = 30_000;

@@ -1,13 +1,14 @@
 // Shell completion. `completion bash|zsh|fish` prints a script; the script asks the hidden
 // `__complete SHELL WORDS...` for the candidates, which knows the commands and flags and,
 // from the server, project names, environments and secret keys (names only, never values).
+
+import { httpRequest } from "../core/http-client.ts";
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
 import { ENVIRONMENTS, findLink, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { httpRequest } from "./http.ts";
 
 export const COMPLETION_USAGE = `Usage: secrets-server completion bash|zsh|fish
 

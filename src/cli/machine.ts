@@ -4,11 +4,11 @@
 // a CI runner or a server has no login, and its home folder may be shared or read-only.
 import fs from "node:fs";
 import path from "node:path";
+import { failureReason, type HttpAnswer, httpRequest } from "../core/http-client.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { printable, UUID } from "../core/text.ts";
 import { type ApiResponse, type BearerSource, post } from "./api.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { failureReason, type HttpAnswer, httpRequest } from "./http.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;

@@ -5,6 +5,7 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
+import { failureReason, httpRequest } from "../core/http-client.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
 import { isSingleLine, UUID } from "../core/text.ts";
@@ -114,29 +115,13 @@ export const ISSUER_DOCUMENT_MAX_BYTES = 256 * 1024;
 
 /** A GET of the issuer's JSON, with no redirect followed, a bounded wait and a bounded size. */
 async function fetchJson(url: string): Promise<unknown> {
-  const controller = new AbortController();
-  const res = await fetch(url, {
-    redirect: "error",
-    signal: AbortSignal.any([controller.signal, AbortSignal.timeout(FETCH_TIMEOUT_MS)]),
+  const answer = await httpRequest(url, {
     headers: { accept: "application/json" },
+    timeoutMs: FETCH_TIMEOUT_MS,
+    maxBytes: ISSUER_DOCUMENT_MAX_BYTES,
   });
-  const tooLarge = () => {
-    controller.abort();
-    return new Error(`answered more than ${ISSUER_DOCUMENT_MAX_BYTES} bytes`);
-  };
-  if (res.status !== 200) {
-    controller.abort();
-    throw new Error(`answered ${res.status}`);
-  }
-  if (Number(res.headers.get("content-length") ?? 0) > ISSUER_DOCUMENT_MAX_BYTES) throw tooLarge();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of res.body ?? []) {
-    size += chunk.byteLength;
-    if (size > ISSUER_DOCUMENT_MAX_BYTES) throw tooLarge();
-    chunks.push(chunk);
-  }
-  return JSON.parse(Buffer.concat(chunks).toString("utf8"));
+  if (answer.status !== 200) throw new Error(`answered ${answer.status}`);
+  return JSON.parse(answer.text);
 }
 
 export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
@@ -162,7 +147,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     try {
       body = await fetchJson(jwksUri);
     } catch (error) {
-      throw fetchFailed(issuer, `the issuer's key set could not be fetched (${(error as Error).name}: ${(error as Error).message})`);
+      throw fetchFailed(issuer, `the issuer's key set could not be fetched (${failureReason(error)})`);
     }
     try {
       return createLocalJWKSet(body as Parameters<typeof createLocalJWKSet>[0]);
@@ -176,10 +161,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     try {
       document = (await fetchJson(`${issuer.replace(/\/+$/, "")}/.well-known/openid-configuration`)) as typeof document;
     } catch (error) {
-      throw fetchFailed(
-        issuer,
-        `the issuer's OpenID configuration could not be fetched (${(error as Error).name}: ${(error as Error).message})`,
-      );
+      throw fetchFailed(issuer, `the issuer's OpenID configuration could not be fetched (${failureReason(error)})`);
     }
     if (document?.issuer !== issuer) throw fetchFailed(issuer, "the issuer's OpenID configuration names another issuer");
     if (typeof document.jwks_uri !== "string" || !isAllowedKeySetUrl(document.jwks_uri, issuer)) {

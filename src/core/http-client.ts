@@ -1,7 +1,9 @@
-// The CLI's HTTP client. node:http and node:https rather than fetch: fetch's first call loads
-// undici, 50–75 ms of every command (a loopback GET took 70–95 ms through fetch and 17–21 ms
-// through http.get in a fresh process), for nothing the CLI uses. What the commands relied on
-// from fetch stays: a whole-request timeout, no redirect followed, errors named by their code.
+// The HTTP client of the CLI and of the server's workload-identity fetches. node:http and
+// node:https rather than fetch: fetch's first call loads undici, 50–75 ms of every CLI command
+// (a loopback GET took 70–95 ms through fetch and 17–21 ms through http.get in a fresh
+// process), for nothing either user needs. What they relied on from fetch stays: a
+// whole-request timeout, no redirect followed, errors named by their code; and an answer is
+// never read past its size limit, announced or counted as it arrives.
 import http from "node:http";
 import https from "node:https";
 
@@ -64,14 +66,14 @@ export function httpRequest(
       }
       const declared = Number(response.headers["content-length"]);
       if (declared > maxBytes) {
-        fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatMiB(maxBytes)}`));
+        fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatSize(maxBytes)}`));
         return;
       }
       const chunks: Buffer[] = [];
       let received = 0;
       response.on("data", (chunk: Buffer) => {
         received += chunk.length;
-        if (received > maxBytes) fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatMiB(maxBytes)}`));
+        if (received > maxBytes) fail(new HttpFailure("TOO_LARGE", `the answer is larger than ${formatSize(maxBytes)}`));
         else chunks.push(chunk);
       });
       response.on("error", (error) => fail(error));
@@ -103,8 +105,9 @@ export function httpRequest(
   });
 }
 
-function formatMiB(bytes: number): string {
-  return bytes >= 1024 * 1024 ? `${Math.round(bytes / 1024 / 1024)} MiB` : `${bytes} bytes`;
+function formatSize(bytes: number): string {
+  if (bytes >= 1024 * 1024) return `${Math.round(bytes / 1024 / 1024)} MiB`;
+  return bytes % 1024 === 0 ? `${bytes / 1024} KiB` : `${bytes} bytes`;
 }
 
 /** The short reason a request failed, for a message: the system's code (ECONNREFUSED) or ours in words. */
