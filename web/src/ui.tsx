@@ -431,10 +431,33 @@ export async function copyText(read: string | (() => Promise<string> | string)):
   await navigator.clipboard.writeText(await value);
 }
 
+export type CopyState = "idle" | "copying" | "copied" | "failed";
+
 /**
- * `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied
- * DATABASE_URL"); `onStart` runs as the copy begins (to clear an earlier action's message).
+ * A copy button's state and its click: "copying" while the text is read and written (the
+ * button is disabled then, so a double click is one reveal), then "copied" or "failed" for
+ * 2 s. `onStart` runs as the copy begins (to clear an earlier action's message).
  */
+export function useCopy(text: string | (() => Promise<string> | string), onStart?: () => void): [CopyState, () => Promise<void>] {
+  const [state, setState] = useState<CopyState>("idle");
+  const timer = useRef<ReturnType<typeof setTimeout>>(undefined);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  const copy = async () => {
+    onStart?.();
+    clearTimeout(timer.current);
+    setState("copying");
+    try {
+      await copyText(text);
+      setState("copied");
+    } catch {
+      setState("failed");
+    }
+    timer.current = setTimeout(() => setState("idle"), 2000);
+  };
+  return [state, copy];
+}
+
+/** `what` names the copied thing for screen readers ("Copy DATABASE_URL", then "Copied DATABASE_URL"). */
 export function CopyButton({
   text,
   label = "Copy",
@@ -446,22 +469,9 @@ export function CopyButton({
   what?: string;
   onStart?(): void;
 }) {
-  const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
+  const [state, copy] = useCopy(text, onStart);
   return (
-    <button
-      type="button"
-      onClick={async () => {
-        onStart?.();
-        setState("copying");
-        try {
-          await copyText(text);
-          setState("copied");
-        } catch {
-          setState("failed");
-        }
-        setTimeout(() => setState("idle"), 2000);
-      }}
-    >
+    <button type="button" disabled={state === "copying"} onClick={copy}>
       {state === "copying" ? "Copying…" : state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : label}
       {what && <span class="sr-only"> {what}</span>}
     </button>

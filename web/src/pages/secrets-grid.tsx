@@ -1,8 +1,8 @@
 // The secrets of one environment as a compact grid: one line per secret, sortable columns,
 // a checkbox per row for bulk actions, reveal and copy as icon buttons, the rest in a row menu.
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useRef } from "preact/hooks";
 import type { SecretMeta } from "../api.ts";
-import { copyText, Time } from "../ui.tsx";
+import { Time, useCopy } from "../ui.tsx";
 import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
 import { type MenuItem, RowMenu } from "./secrets-row-menu.tsx";
 import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
@@ -58,7 +58,7 @@ function SortHeader({
 
 /** Copies a value (read on demand, which is a reveal) and says so in its accessible name. */
 function CopyValueButton({ name, read, onStart }: { name: string; read(): Promise<string>; onStart(): void }) {
-  const [state, setState] = useState<"idle" | "copying" | "copied" | "failed">("idle");
+  const [state, copy] = useCopy(read, onStart);
   const label = state === "copied" ? `Copied ${name}` : state === "failed" ? `Copy of ${name} failed` : `Copy ${name}`;
   return (
     <button
@@ -67,17 +67,7 @@ function CopyValueButton({ name, read, onStart }: { name: string; read(): Promis
       aria-label={label}
       title={`Copy the value. ${REVEAL_NOTE}`}
       disabled={state === "copying"}
-      onClick={async () => {
-        onStart();
-        setState("copying");
-        try {
-          await copyText(read);
-          setState("copied");
-        } catch {
-          setState("failed");
-        }
-        setTimeout(() => setState("idle"), 2000);
-      }}
+      onClick={copy}
     >
       {state === "copied" ? <CheckIcon /> : <CopyIcon />}
     </button>
