@@ -360,6 +360,29 @@ test("Vercel: a sync under way when the connector is demoted stops before its ne
   assert.equal(view.pending, 3, "what was not sent waits for the reconnect");
 });
 
+test("Vercel: a sync paused while it lists the vars claims and creates nothing", async (t) => {
+  const team = await connectedByAlice(t, { SYNC_DEBOUNCE_MS: "600000" });
+  const secrets = `/api/projects/${team.projectId}/environments/production/secrets`;
+  assert.equal((await team.owner.json("POST", secrets, { key: "NEW_ONE", value: "new-value" })).status, 201);
+
+  const held = team.fake.hold((r) => r.method === "GET" && r.path.includes("/env"));
+  const run = team.owner.json("POST", `${team.base}/sync`);
+  await held.reached;
+  const demoted = await team.owner.json("PATCH", `/api/projects/${team.projectId}/members/${team.alice.user!.id}`, { role: "member" });
+  assert.equal(demoted.status, 200);
+  held.release();
+
+  const answer = await run;
+  assert.deepEqual([answer.status, answer.body], [400, PAUSED]);
+  assert.deepEqual(
+    team.fake.requests.filter((r) => r.method === "POST").map((r) => r.path),
+    [],
+    "no create reached Vercel with Alice's token",
+  );
+  const view = (await team.owner.json("GET", team.base)).body;
+  assert.deepEqual([view.paused, view.syncing, view.pending], [true, false, 1]);
+});
+
 test("Vercel: removing or losing the connector pauses only their connection; one without a recorded connector keeps running", async (t) => {
   const team = await connectedByAlice(t);
   // Another admin changing roles is not Alice: nothing pauses.

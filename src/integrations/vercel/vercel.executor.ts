@@ -629,7 +629,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       async function flushCreates(): Promise<void> {
         while (creates.length > 0) {
           const batch = creates.splice(0, CREATE_BATCH);
-          await holdsLease();
+          // claimCreates reads the connection's row in its transaction, paused or not: only the lease here.
+          if (!(await lease.holds())) throw new SyncFailure("lease-lost");
           const claims = await claimCreates(row, lease, target, batch);
           let result: Awaited<ReturnType<typeof client.createEnvVars>>;
           try {
@@ -689,6 +690,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         current.createdAt === row.createdAt;
       if (!isStillOurs) throw new SyncFailure("lease-lost");
       if (current.hostProjectId !== row.hostProjectId) throw new SyncFailure("relinked");
+      if (current.pausedAt != null) throw new SyncFailure("paused");
       const claims = new Map<string, string>();
       const createdAt = clock.now().toISOString();
       for (const { key, value } of batch) {
