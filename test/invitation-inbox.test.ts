@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { type TestContext, test } from "node:test";
 import { SMTPServer } from "smtp-server";
 import { auditEvents, type Client, cliClient, freePort, runMain, startServer, type TestServer } from "./helpers.ts";
-import { storedRows } from "./storage.ts";
+import { failWritesTo, storedRows } from "./storage.ts";
 
 const PASSWORD = "a long enough password";
 
@@ -178,6 +178,21 @@ test("with SMTP_URL, an invitation is e-mailed with its accept link, and the lin
   const erin = await addUser(server, "erin@example.com");
   const accepted = await erin.json("POST", "/api/invitations/accept", { token });
   assert.deepEqual([accepted.status, accepted.body], [200, { projectId: project.id, role: "admin" }]);
+});
+
+test("an e-mail's outcome that cannot be recorded still answers the invitation it sent, and says so in the log", async (t) => {
+  const smtp = await startSmtp(t);
+  const { server, owner } = await productionServer(t, { SMTP_URL: smtp.url });
+  const project = await owner.createProject({ name: "ops", environments: ["staging"] });
+  const undo = failWritesTo(server, "invitations", { on: "UPDATE" });
+  const res = await owner.json("POST", `/api/projects/${project.id}/invitations`, { email: "gina@example.com", role: "viewer" });
+  undo();
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  assert.equal(res.body.invitation.delivery, "sent");
+  assert.equal(smtp.received.length, 1);
+  assert.ok(server.logs.some((l) => l.includes("outcome could not be recorded") && l.includes(res.body.invitation.id)));
+  const [stored] = storedRows(server, "invitations");
+  assert.equal(stored!.delivery_status, "not_configured", "the status that could not be written");
 });
 
 test("a failed invitation e-mail is logged and shown on the invitation as not delivered", async (t) => {

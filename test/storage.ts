@@ -151,11 +151,17 @@ export function setPasswordHash(store: Store, email: string, passwordHash: strin
 let failures = 0;
 
 /**
- * Makes every insert into `table` (only those of `action`, for audit_events) fail as a full
- * disk would, to prove a request's writes are one transaction: no endpoint can make the
- * storage refuse a write. Returns the undo. A trigger on SQLite, a trigger function on PostgreSQL.
+ * Makes every insert into `table` (only those of `action`, for audit_events; updates with
+ * `on: "UPDATE"`) fail as a full disk would, to prove a request's writes are one transaction:
+ * no endpoint can make the storage refuse a write. Returns the undo. A trigger on SQLite, a
+ * trigger function on PostgreSQL.
  */
-export function failWritesTo(store: TestServer, table: string, options: { action?: string; message?: string } = {}): () => void {
+export function failWritesTo(
+  store: TestServer,
+  table: string,
+  options: { action?: string; message?: string; on?: "INSERT" | "UPDATE" } = {},
+): () => void {
+  const on = options.on ?? "INSERT";
   const name = `test_fail_writes_${++failures}`;
   const quote = (text: string) => `'${text.replaceAll("'", "''")}'`;
   const message = quote(options.message ?? "disk full");
@@ -164,14 +170,14 @@ export function failWritesTo(store: TestServer, table: string, options: { action
     query(
       store,
       `CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF ${when} THEN RAISE EXCEPTION ${message}; END IF; RETURN NEW; END $$;
-       CREATE TRIGGER ${name} BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION ${name}()`,
+       CREATE TRIGGER ${name} BEFORE ${on} ON ${table} FOR EACH ROW EXECUTE FUNCTION ${name}()`,
     );
     return () => {
       query(store, `DROP TRIGGER ${name} ON ${table}; DROP FUNCTION ${name}()`);
     };
   }
   const when = options.action === undefined ? "" : ` WHEN NEW.action = ${quote(options.action)}`;
-  withDb(store, (db) => db.exec(`CREATE TRIGGER ${name} BEFORE INSERT ON ${table}${when} BEGIN SELECT RAISE(ABORT, ${message}); END`));
+  withDb(store, (db) => db.exec(`CREATE TRIGGER ${name} BEFORE ${on} ON ${table}${when} BEGIN SELECT RAISE(ABORT, ${message}); END`));
   return () => withDb(store, (db) => db.exec(`DROP TRIGGER ${name}`));
 }
 

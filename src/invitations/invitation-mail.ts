@@ -43,41 +43,53 @@ export function createInvitationMailer(
     ));
   const from = config.smtp.from;
 
-  return {
-    async deliver(invitation, acceptUrl) {
+  async function send(invitation: Parameters<InvitationMailer["deliver"]>[0], acceptUrl: string): Promise<DeliveryStatus> {
+    try {
       const found = await context(invitation.projectId, invitation.invitedBy);
       const projectName = found.projectName ?? "a project";
       const inviter = found.inviter?.name || found.inviter?.email || "Someone";
       const role = ROLE_WORDS[invitation.role] ?? invitation.role;
-      let status: DeliveryStatus;
+      await (await transportOf()).sendMail({
+        from,
+        to: invitation.email,
+        subject: `${inviter} invited you to ${projectName}`,
+        text: [
+          `${inviter} invited you to the project "${projectName}" as ${role}.`,
+          "",
+          "To accept, open this link and sign in with this e-mail address:",
+          "",
+          `  ${acceptUrl}`,
+          "",
+          `The link works once and until ${invitation.expiresAt}. You can also accept the invitation`,
+          "from the list shown after you sign in. If you did not expect it, ignore this e-mail.",
+        ].join("\n"),
+      });
+      log.info({ invitationId: invitation.id }, "invitation e-mail sent");
+      return "sent";
+    } catch (error) {
+      const e = error as NodeJS.ErrnoException & { responseCode?: number; command?: string };
+      // The code and the server's reply, never the message body (it holds the link).
+      log.warn(
+        { invitationId: invitation.id, code: e.code, responseCode: e.responseCode, command: e.command },
+        `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
+      );
+      return "failed";
+    }
+  }
+
+  return {
+    async deliver(invitation, acceptUrl) {
+      const status = await send(invitation, acceptUrl);
+      // The invitation is committed and the mail sent (or not) by now: a status that cannot
+      // be recorded must not fail the request, whose retry would meet "already pending".
       try {
-        await (await transportOf()).sendMail({
-          from,
-          to: invitation.email,
-          subject: `${inviter} invited you to ${projectName}`,
-          text: [
-            `${inviter} invited you to the project "${projectName}" as ${role}.`,
-            "",
-            "To accept, open this link and sign in with this e-mail address:",
-            "",
-            `  ${acceptUrl}`,
-            "",
-            `The link works once and until ${invitation.expiresAt}. You can also accept the invitation`,
-            "from the list shown after you sign in. If you did not expect it, ignore this e-mail.",
-          ].join("\n"),
-        });
-        status = "sent";
-        log.info({ invitationId: invitation.id }, "invitation e-mail sent");
+        await repo.setDeliveryStatus(invitation.id, status);
       } catch (error) {
-        status = "failed";
-        const e = error as NodeJS.ErrnoException & { responseCode?: number; command?: string };
-        // The code and the server's reply, never the message body (it holds the link).
         log.warn(
-          { invitationId: invitation.id, code: e.code, responseCode: e.responseCode, command: e.command },
-          `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
+          { invitationId: invitation.id, error: error instanceof Error ? error.message : "unknown" },
+          "the invitation e-mail's outcome could not be recorded",
         );
       }
-      await repo.setDeliveryStatus(invitation.id, status);
       return status;
     },
   };
