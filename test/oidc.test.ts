@@ -254,6 +254,13 @@ test("OIDC: a cancelled sign-in at the provider says so", async (t) => {
   provider.deny = true;
   assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=access_denied`);
   assert.equal(sessions(server), 0);
+
+  // The same error from a link elsewhere, without the sign-in's state, is not the provider's.
+  provider.deny = false;
+  const browser = new Browser();
+  const callback = await untilCallback(server, browser);
+  const forged = new URL("/api/auth/oidc/callback?error=access_denied", callback);
+  assert.equal((await browser.get(forged.href)).headers.get("location"), "/sign-in?error=state_mismatch");
 });
 
 test("OIDC: a disabled account cannot sign in", async (t) => {

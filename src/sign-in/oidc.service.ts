@@ -139,9 +139,11 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
      */
     async finish(query: Record<string, string>, pending: PendingSignIn | undefined): Promise<UserRow> {
       if (!pending || Date.parse(pending.expiresAt) <= clock.now().getTime()) throw new SignInFailure("sign_in_expired");
-      if (query.error === "access_denied") throw new SignInFailure("access_denied");
-      // Checked here as well as by openid-client, to answer with its own reason.
+      // Checked here as well as by openid-client, to answer with its own reason; and before
+      // the provider's error, which carries the state too: a link from elsewhere with
+      // ?error=access_denied must not tell someone signing in that they cancelled.
       if (typeof query.state !== "string" || !safeEqual(query.state, pending.state)) throw new SignInFailure("state_mismatch");
+      if (query.error === "access_denied") throw new SignInFailure("access_denied");
       const oidc = await ready();
 
       const current = new URL(redirectUri());
