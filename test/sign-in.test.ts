@@ -72,6 +72,17 @@ test("sign-out ends the session on the server, not only in the browser", async (
   assert.equal(rowCount(server, "browser_sessions"), 0);
 });
 
+test("signing in again, as anyone, ends the session the browser held before", async (t) => {
+  const server = await startServer(t);
+  const client = await server.signIn("alice@example.test");
+  const before = [...client.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const again = await client.json("POST", "/api/auth/dev/sign-in", { email: "bob@example.test" });
+  assert.equal(again.status, 200);
+  assert.equal((await client.json("GET", "/api/auth/me")).body.user.email, "bob@example.test");
+  assert.equal((await server.client().get("/api/auth/me", { cookie: before })).status, 401, "Alice's session is over");
+  assert.equal(rowCount(server, "browser_sessions"), 1);
+});
+
 test("a forged or expired cookie is 401", async (t) => {
   const server = await startServer(t);
   const client = await server.signIn("alice@example.test");

@@ -315,11 +315,18 @@ export function createAuth(
 
     /**
      * Starts a browser session for the user and sets its cookie (only the hash is stored);
-     * false (and no cookie) when the user
-     * was disabled meanwhile, or, with `checked`, when the password changed since the sign-in
-     * verified it: a reset or a disable that lands while the sign-in waited for its hash wins.
+     * false (and no cookie) when the user was disabled meanwhile, or, with `checked`, when
+     * the password changed since the sign-in verified it: a reset or a disable that lands
+     * while the sign-in waited for its hash wins. The session the browser held before (a
+     * sign-in as someone else, or again) ends: its cookie is replaced, and nobody could sign
+     * it out any more.
      */
-    async startBrowserSession(reply: FastifyReply, userId: string, checked?: { passwordHash: string | null }): Promise<boolean> {
+    async startBrowserSession(
+      req: FastifyRequest,
+      reply: FastifyReply,
+      userId: string,
+      checked?: { passwordHash: string | null },
+    ): Promise<boolean> {
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
@@ -328,6 +335,8 @@ export function createAuth(
         checked,
       );
       if (!started) return false;
+      const replaced = req.cookies[cookieName];
+      if (replaced) await browserSessions.delete(hashToken(replaced));
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,

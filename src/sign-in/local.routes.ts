@@ -59,7 +59,8 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     async (req, reply) => {
       const user = await local.signIn(req.body.email, req.body.password, req.clientNetwork);
       // The password was reset (or the account disabled) while its hash was checked: the old one is wrong now.
-      if (!(await auth.startBrowserSession(reply, user.id, { passwordHash: user.passwordHash }))) throw new HttpError(401, SIGN_IN_FAILED);
+      if (!(await auth.startBrowserSession(req, reply, user.id, { passwordHash: user.passwordHash })))
+        throw new HttpError(401, SIGN_IN_FAILED);
       return { user: toPublicUser(user) };
     },
   );
@@ -99,7 +100,8 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
     async (req, reply) => {
       const user = await local.setPassword(req.body);
       // Reset again or disabled in the moment since: the password set here no longer opens the account.
-      if (!(await auth.startBrowserSession(reply, user.id, { passwordHash: user.passwordHash }))) throw new HttpError(410, LINK_UNUSABLE);
+      if (!(await auth.startBrowserSession(req, reply, user.id, { passwordHash: user.passwordHash })))
+        throw new HttpError(410, LINK_UNUSABLE);
       return { user: toPublicUser(user) };
     },
   );

@@ -128,7 +128,7 @@ export function registerOidcRoutes(app: FastifyInstance, { auth, config, keyring
       try {
         const user = await oidc.finish(query, pending);
         // Disabled while the sign-in was under way.
-        if (!(await auth.startBrowserSession(reply, user.id))) throw new SignInFailure("account_disabled");
+        if (!(await auth.startBrowserSession(req, reply, user.id))) throw new SignInFailure("account_disabled");
         return reply.redirect(pending!.returnTo, 302);
       } catch (error) {
         if (!(error instanceof SignInFailure)) throw error;

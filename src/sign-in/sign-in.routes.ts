@@ -109,7 +109,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
           { issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null },
           clock.now(),
         );
-        if (!(await auth.startBrowserSession(reply, user.id))) throw new HttpError(403, SIGN_IN_ERRORS.account_disabled);
+        if (!(await auth.startBrowserSession(req, reply, user.id))) throw new HttpError(403, SIGN_IN_ERRORS.account_disabled);
         return { user: toPublicUser(user) };
       },
     );
