@@ -7,10 +7,10 @@ import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli, startProxy } from "./cli-helpers.ts";
-import { auditEvents, startServer, type TestServer } from "./helpers.ts";
+import { auditEvents, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
-import { writeLegacyNames } from "./storage.ts";
+import { rowCount, writeLegacyNames } from "./storage.ts";
 
 const MINUTE = 60_000;
 
@@ -99,6 +99,59 @@ test("a denied login saves nothing and fails with a clear message", async (t) =>
   assert.equal(result.code, 3);
   assert.match(result.stderr, /denied/);
   assert.ok(!fs.existsSync(home.credentialsFile));
+});
+
+test("a damaged credentials file fails login before the device flow, and a file that cannot be saved ends the new session", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const home = cliHome(t);
+  fs.mkdirSync(path.dirname(home.credentialsFile), { recursive: true, mode: 0o700 });
+  fs.writeFileSync(home.credentialsFile, "{not json", { mode: 0o600 });
+  const damaged = await cli(home, ["login", "--server", server.url, "--no-browser"]);
+  assert.equal(damaged.code, 1, damaged.stderr);
+  assert.match(damaged.stderr, /is damaged\. Delete it/);
+  assert.doesNotMatch(damaged.stderr, /open this page/, "no login code was asked for");
+  assert.equal(rowCount(server, "cli_device_requests"), 0);
+
+  // The file becomes unreadable while the login waits (a folder in its place): approved, not saved.
+  fs.rmSync(home.credentialsFile);
+  const proc = startCli(["login", "--server", server.url, "--no-browser"], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  fs.mkdirSync(home.credentialsFile);
+  assert.equal((await alice.json("POST", "/api/cli/auth/approve", { userCode, approve: true })).status, 200);
+  const result = await proc.done;
+  assert.equal(result.code, 1, result.stderr);
+  assert.match(result.stderr, /Cannot read/);
+  assert.equal(rowCount(server, "cli_device_requests"), 1, "the login was approved and its tokens fetched");
+  assert.deepEqual((await alice.json("GET", "/api/cli/sessions")).body.sessions, [], "the session nobody holds is over");
+});
+
+test("login keeps asking through a proxy's 502 and a dropped connection while the approval waits", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const home = cliHome(t);
+  const polls: string[] = [];
+  const url = await startProxy(t, server.url, (req, res) => {
+    if (req.url !== "/api/cli/auth/token") return false;
+    polls.push("poll");
+    if (polls.length === 1) {
+      res.writeHead(502, { "content-type": "text/html" }).end("<h1>Bad Gateway</h1>");
+      return true;
+    }
+    if (polls.length === 2) {
+      req.socket.destroy();
+      return true;
+    }
+    return false;
+  });
+  const proc = startCli(["login", "--server", url, "--no-browser"], home.env);
+  const [, userCode] = await proc.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  await waitFor("two failed polls", async () => polls.length >= 2);
+  assert.equal((await alice.json("POST", "/api/cli/auth/approve", { userCode })).status, 200);
+  const result = await proc.done;
+  assert.equal(result.code, 0, result.output);
+  assert.match(result.stdout, /Signed in to .* as alice@example\.test/);
+  assert.equal(polls.length, 3);
 });
 
 test("clear failures: not signed in, server unreachable, bad usage", async (t) => {

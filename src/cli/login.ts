@@ -4,7 +4,7 @@ import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { CONNECTION_OPTIONS, connect, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
-import { CliError, EXIT } from "./errors.ts";
+import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { hasFallbacks, removeFallbacks } from "./fallback.ts";
 
 export const LOGIN_USAGE = `Usage: secrets-server login [--server URL] [--device-name NAME] [--no-browser] [--json]
@@ -67,6 +67,9 @@ export async function login(args: string[]): Promise<number> {
   // Never from a link file: see resolveServer.
   const server = resolveServer(values.server, { link: undefined });
   const deviceName = values["device-name"] ?? defaultDeviceName();
+  // Before the device flow: a damaged or unreadable file fails now, not once the approval
+  // is used up and its session could be neither saved nor signed out.
+  readCredentials();
 
   const start = await post(server, "/api/cli/auth/device", { deviceName });
   if (start.status !== 200) throw errorFor(start, server);
@@ -108,14 +111,22 @@ export async function login(args: string[]): Promise<number> {
     accessExpiresAt: tokens.accessExpiresAt,
     refreshExpiresAt: tokens.refreshExpiresAt,
   };
-  const previous = await withCredentialsLock(async () => {
-    const data = readCredentials();
-    const old = data.servers[server];
-    data.servers[server] = credentials;
-    data.defaultServer = server;
-    writeCredentials(data);
-    return old;
-  });
+  let previous: ServerCredentials | undefined;
+  try {
+    previous = await withCredentialsLock(async () => {
+      const data = readCredentials();
+      const old = data.servers[server];
+      data.servers[server] = credentials;
+      data.defaultServer = server;
+      writeCredentials(data);
+      return old;
+    });
+  } catch (error) {
+    // Not saved (a folder that refuses the file): the session just made would stay live for
+    // 30 days with nobody holding it, so it ends here.
+    await post(server, "/api/cli/auth/logout", undefined, credentials.accessToken).catch(() => undefined);
+    throw error;
+  }
   // A second login on the same machine replaces the first; end the old session rather than leave it live.
   if (previous && previous.accessToken !== credentials.accessToken) await endReplacedSession(server, previous).catch(() => undefined);
 
@@ -147,7 +158,15 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
   const deadline = Date.now() + expiresInSeconds * 1000;
   for (;;) {
     await sleep(waitMs);
-    const res = await post(server, "/api/cli/auth/token", { deviceCode });
+    let res: Awaited<ReturnType<typeof post>>;
+    try {
+      res = await post(server, "/api/cli/auth/token", { deviceCode });
+    } catch (error) {
+      // A blip (the server restarting, a proxy's 502) while someone approves in the browser:
+      // the request is kept on the server, so it is asked again until it expires.
+      if (error instanceof UnreachableError && Date.now() < deadline) continue;
+      throw error;
+    }
     if (res.status === 200) return res.body;
     if (res.status === 202) {
       if (Date.now() > deadline) break;
@@ -155,6 +174,7 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
     }
     if (res.status === 429) {
       // Too fast for the server: slow down rather than give up.
+      if (Date.now() > deadline) break;
       waitMs += 1000;
       continue;
     }
