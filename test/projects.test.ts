@@ -112,7 +112,7 @@ test("names are 1 to 60 characters after trimming, descriptions up to 280", asyn
   assert.deepEqual([tooLong.status, tooLong.body], [400, { error: "invalid fields" }]);
 });
 
-test("names are unique among the caller's projects, ignoring case", async (t) => {
+test("names are unique among the caller's projects, ignoring case, how accents were typed and invisible characters", async (t) => {
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const bob = await server.signIn("bob@example.test");
@@ -143,6 +143,20 @@ test("names are unique among the caller's projects, ignoring case", async (t) =>
   assert.deepEqual(unicode.body, { error: "A project with this name already exists." });
   const unicodeRename = await alice.json("PATCH", `/api/projects/${other.id}`, { name: "ÄRGER ÜBER" });
   assert.equal(unicodeRename.status, 409);
+
+  // An accent typed decomposed, a fullwidth letter, or characters that show nothing make no
+  // other name: two projects must not look the same in a list.
+  for (const name of ["A\u0308rger U\u0308ber", "Ｂilling", "Bill\u200bing", "Bil\u00adling", "Billing\ufe0f"]) {
+    const same = await alice.json("POST", "/api/projects", { name, environments: ["production"] });
+    assert.deepEqual([same.status, same.body], [409, { error: "A project with this name already exists." }], JSON.stringify(name));
+  }
+  // Stored composed, whichever way it was typed.
+  assert.equal((await alice.createProject({ name: "Cafe\u0301", environments: ["production"] })).name, "Caf\u00e9");
+  // A name that shows nothing is no name.
+  for (const name of ["\u200b", "\u00ad \u2060", "\u3164"]) {
+    const blank = await alice.json("POST", "/api/projects", { name, environments: ["production"] });
+    assert.deepEqual([blank.status, blank.body], [400, { error: "invalid fields" }], JSON.stringify(name));
+  }
 });
 
 test("the list holds only the caller's projects, most recently updated first", async (t) => {

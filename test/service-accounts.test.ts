@@ -226,6 +226,7 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
     { name: "🔑".repeat(31), role: "viewer", environments: ["development"] },
     { name: "ok", role: "viewer", environments: ["development"], description: `${"🔑".repeat(140)}d` },
     { name: "two\nlines", role: "viewer", environments: ["development"] },
+    { name: "\u200b\u00ad", role: "viewer", environments: ["development"] },
     { name: "ok", role: "admin", environments: ["development"] },
     { name: "ok", role: "owner", environments: ["development"] },
     { name: "ok", role: "viewer", environments: [] },
@@ -247,6 +248,11 @@ test("validation: 400 invalid fields, PATCH nothing, duplicate names 409 without
     [409, NAME_TAKEN],
   );
   assert.deepEqual(await owner.json("PATCH", `${p}/${account.id}`, { name: "OTHER" }).then((r) => [r.status, r.body]), [409, NAME_TAKEN]);
+  // An invisible character or a fullwidth letter makes no other name.
+  for (const name of ["de\u200bploy", "Ｄeploy"]) {
+    const res = await owner.json("POST", p, { name, role: "viewer", environments: ["development"] });
+    assert.deepEqual([res.status, res.body], [409, NAME_TAKEN], JSON.stringify(name));
+  }
   // Renaming to its own name in another case is not a clash.
   assert.equal((await owner.json("PATCH", `${p}/${account.id}`, { name: "DEPLOY" })).status, 200);
 

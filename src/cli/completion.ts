@@ -6,7 +6,7 @@ import { httpRequest } from "../core/http-client.ts";
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
-import { ENVIRONMENTS, findLink, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
+import { ENVIRONMENTS, findLink, findProject, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -168,7 +168,7 @@ async function projectOf(words: string[]): Promise<ProjectSummary | undefined> {
   const named = flagValue(words, "--project", "-p") ?? process.env.SECRETS_SERVER_PROJECT ?? findLink()?.link.projectId;
   if (!named) return undefined;
   const projects = await projectsOf(words);
-  return projects.find((p) => p.id === named) ?? projects.find((p) => p.name.toLowerCase() === named.toLowerCase());
+  return findProject(projects, named);
 }
 
 async function environmentsOf(words: string[]): Promise<string[]> {

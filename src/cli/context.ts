@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { type ParseArgsConfig, parseArgs } from "node:util";
-import { printable, UUID } from "../core/text.ts";
+import { nameKey, printable, UUID } from "../core/text.ts";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { checkedSecrets, type SecretPair } from "./dotenv.ts";
@@ -247,11 +247,17 @@ export interface ProjectSummary {
   environments: string[];
 }
 
+/** The project of this id, else of this name as the server compares names (case, accents, invisible characters). */
+export function findProject<T extends { id: string; name: string }>(projects: T[], named: string): T | undefined {
+  const key = nameKey(named);
+  return projects.find((p) => p.id === named) ?? projects.find((p) => nameKey(p.name) === key);
+}
+
 /** An id is used as it is (the server answers 404 when wrong); a name is looked up among the caller's projects. */
 export async function resolveProject(api: Api, project: string): Promise<{ id: string; name?: string }> {
   if (UUID.test(project)) return { id: project };
   const { projects } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
-  const found = projects.find((p) => p.id === project) ?? projects.find((p) => p.name.toLowerCase() === project.toLowerCase());
+  const found = findProject(projects, project);
   if (!found) throw new CliError(`Project "${printable(project)}" not found among your projects.`, EXIT.denied);
   return { id: found.id, name: found.name };
 }

@@ -8,6 +8,7 @@ import {
   CONNECTION_OPTIONS,
   connect,
   environmentPath,
+  findProject,
   JSON_OPTION,
   LINK_FILE,
   type LinkFile,
@@ -417,8 +418,8 @@ async function pickTarget(
   const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   let project: ProjectSummary | undefined;
   if (projectFlag) {
-    project = list.find((p) => p.id === projectFlag) ?? list.find((p) => p.name.toLowerCase() === projectFlag.toLowerCase());
-    if (!project) throw new CliError(`Project "${projectFlag}" not found among your projects.`, EXIT.denied);
+    project = findProject(list, projectFlag);
+    if (!project) throw new CliError(`Project "${printable(projectFlag)}" not found among your projects.`, EXIT.denied);
   } else {
     if (list.length === 0)
       throw new CliError("You are not a member of any project yet. Create one in the web UI, or ask to be invited.", EXIT.denied);

@@ -37,6 +37,24 @@ export function printable(text: string): string {
   return text.replace(UNSAFE_ALL, "\ufffd");
 }
 
+/**
+ * A name as compared for uniqueness and looked up by: NFKC (an accent typed composed or
+ * not, a fullwidth letter and its plain one are one character), without the characters
+ * that show nothing (zero-width space, soft hyphen, joiners, variation selectors, Hangul
+ * fillers), ignoring case. "Billing", "Ｂilling" and "Bill\u00adiNG" are one name.
+ */
+export function nameKey(name: string): string {
+  return name
+    .normalize("NFKC")
+    .replace(/\p{Default_Ignorable_Code_Point}/gu, "")
+    .toLowerCase();
+}
+
+/** True when a name shows something: not only spaces and characters that show nothing. */
+export function isVisibleName(name: string): boolean {
+  return nameKey(name).trim().length > 0;
+}
+
 /** "1 record", "2 records". */
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;

@@ -1,6 +1,7 @@
 import { eq } from "drizzle-orm";
 import { type PgStore, pgRow, pgRows, pgRun } from "../core/postgres.ts";
 import { projectEnvironments, projects } from "../core/schema.pg.ts";
+import { nameKey } from "../core/text.ts";
 import type { ListedProjectRow, ProjectRow, ProjectsRepo } from "./projects.repo.ts";
 
 const PROJECT_COLUMNS = `id, name, description, created_by AS "createdBy", created_at AS "createdAt", updated_at AS "updatedAt"`;
@@ -23,10 +24,10 @@ export function createProjectsRepoPg(store: PgStore): ProjectsRepo {
       ),
 
     async isNameTakenAmong(ids, name) {
-      // Compared here, as on SQLite, so that non-ASCII letters fold the same ("Ärger" vs "ärger").
-      const wanted = name.toLowerCase();
+      // Compared here, as on SQLite, so that names fold the same ("Ärger" vs "ärger").
+      const wanted = nameKey(name);
       const rows = await pgRows<{ name: string }>(store, "SELECT name FROM projects WHERE id = ANY($1::text[])", [ids]);
-      return rows.some((row) => row.name.toLowerCase() === wanted);
+      return rows.some((row) => nameKey(row.name) === wanted);
     },
 
     async insert(row, environments) {

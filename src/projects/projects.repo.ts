@@ -3,6 +3,7 @@ import type { Environment } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { projectEnvironments, projects } from "../core/schema.ts";
 import { isPostgres, type Store } from "../core/store.ts";
+import { nameKey } from "../core/text.ts";
 import { createProjectsRepoPg } from "./projects.repo.pg.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
@@ -56,11 +57,11 @@ function createProjectsRepoSqlite(db: Db) {
       }));
     },
 
-    /** Whether one of these projects has this name, ignoring case. */
+    /** Whether one of these projects has this name, as nameKey compares names. */
     isNameTakenAmong(ids: string[], name: string): boolean {
       // Compared here, not with SQLite's lower(), which folds only ASCII ("Ärger" vs "ärger").
-      const wanted = name.toLowerCase();
-      return (listNames.all(JSON.stringify(ids)) as { name: string }[]).some((row) => row.name.toLowerCase() === wanted);
+      const wanted = nameKey(name);
+      return (listNames.all(JSON.stringify(ids)) as { name: string }[]).some((row) => nameKey(row.name) === wanted);
     },
 
     insert(row: typeof projects.$inferInsert, environments: Environment[]): void {

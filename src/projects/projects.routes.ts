@@ -5,19 +5,22 @@ import type { AccessGuard } from "../core/access.ts";
 import { ENVIRONMENTS } from "../core/access.ts";
 import { Environment, Ok, Permission, ProjectParams, Role, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
-import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine, isVisibleName, looksLikeToken } from "../core/text.ts";
 import type { ProjectsService } from "./projects.service.ts";
 
 // The name goes into audit metadata, whose writer refuses token-shaped text: 400, not 500.
 const Name = z
   .string()
+  // Stored composed (NFC): an accent typed either way is stored one way.
+  .normalize("NFC")
   .trim()
   .min(1)
+  .refine(isVisibleName)
   // UTF-16 units like the UI's check (zod's .max would count code points).
   .refine(fitsUnits(60))
   .refine((name) => !looksLikeToken(name))
   .refine(isSingleLine)
-  .describe("1 to 60 characters, one line, unique among the caller's projects ignoring case");
+  .describe("1 to 60 characters, one line, unique among the caller's projects as it reads (ignoring case and invisible characters)");
 const Description = z.string().refine(fitsUnits(280)).refine(isPlainText).describe("Up to 280 characters");
 
 const NewProject = z.strictObject({

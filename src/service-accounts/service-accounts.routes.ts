@@ -6,7 +6,7 @@ import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api
 import { type Auth, WORKLOAD_EXCHANGE_ROUTE } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
 import { HttpError } from "../core/errors.ts";
-import { fitsUnits, isPlainText, isSingleLine, looksLikeToken } from "../core/text.ts";
+import { fitsUnits, isPlainText, isSingleLine, isVisibleName, looksLikeToken } from "../core/text.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
 import { IDENTITY_TOKEN_REFUSED, isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
 
@@ -15,8 +15,11 @@ const WORKLOAD_EXCHANGES_PER_MINUTE = 30;
 // Names go into audit metadata, whose writer refuses token-shaped text: 400, not 500.
 const Name = z
   .string()
+  // Stored composed (NFC): an accent typed either way is stored one way.
+  .normalize("NFC")
   .trim()
   .min(1)
+  .refine(isVisibleName)
   // UTF-16 units, like project names (zod's .max would count code points).
   .refine(fitsUnits(60))
   .refine((name) => !looksLikeToken(name))

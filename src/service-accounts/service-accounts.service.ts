@@ -10,6 +10,7 @@ import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError, INVALID_FIELDS } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
+import { nameKey } from "../core/text.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
 const ACCOUNT_NOT_FOUND = "Service account not found.";
@@ -219,8 +220,8 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
 
   async function isNameTaken(projectId: string, name: string, exceptId?: string): Promise<boolean> {
     // Compared here, not with SQLite's lower(), which folds only ASCII.
-    const wanted = name.toLowerCase();
-    return (await repo.listAccounts(projectId)).some((row) => row.id !== exceptId && row.name.toLowerCase() === wanted);
+    const wanted = nameKey(name);
+    return (await repo.listAccounts(projectId)).some((row) => row.id !== exceptId && nameKey(row.name) === wanted);
   }
 
   /** Each environment must be one of the project's; order is canonical. */
