@@ -4,9 +4,12 @@
 // recovers from once PostgreSQL is back.
 import assert from "node:assert/strict";
 import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { sql } from "drizzle-orm";
+import pino from "pino";
 import { ConfigError } from "../src/core/config.ts";
 import {
   inPgTransaction,
@@ -18,7 +21,7 @@ import {
   pgReadTransaction,
   pgWriteTransaction,
 } from "../src/core/postgres.ts";
-import { storageCondition } from "../src/core/storage.ts";
+import { createStorageMonitor, storageCondition } from "../src/core/storage.ts";
 import { ROOT, waitFor } from "./helpers.ts";
 import { createDatabase, freezeCluster, startCluster, stopCluster, usePostgres } from "./postgres.ts";
 
@@ -366,6 +369,43 @@ test("a connection the server terminates inside a transaction fails it as databa
   assert.equal(rollbacks, before + 1);
   await pgWriteTransaction(a, () => a.client().query("INSERT INTO counters (id, n) VALUES ('terminated', 1)"));
   assert.equal(await counter(b, "terminated"), 1);
+});
+
+test("a connection that breaks while the health probe holds it answers unreachable, and the process goes on", {
+  timeout: 20_000,
+}, async (t) => {
+  // A TCP proxy in front of the cluster: it stops passing the client's bytes on when held
+  // (a statement sent, no answer), and cuts every connection on demand.
+  // The cluster listens on a Unix socket: postgres://user@/db?host=<its folder>.
+  const target = new URL((await createDatabase()).replace("@/", "@localhost/"));
+  const socketFile = path.join(target.searchParams.get("host")!, `.s.PGSQL.${target.port || 5432}`);
+  const sockets = new Set<net.Socket>();
+  let held = false;
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(socketFile);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("error", () => {});
+    }
+    client.on("data", (chunk) => {
+      if (!held) upstream.write(chunk);
+    });
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  t.after(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+  const store = await open(`postgres://${target.username}@127.0.0.1:${(proxy.address() as net.AddressInfo).port}${target.pathname}`);
+  // One idle connection in the pool, which the probe takes.
+  await store.client().query("SELECT 1");
+
+  const monitor = createStorageMonitor(store, fs.mkdtempSync(path.join(os.tmpdir(), "probe-")), pino({ level: "silent" }));
+  held = true;
+  const health = monitor.health();
+  await waitFor("the probe's statement on its way", async () => store.pool.idleCount === 0);
+  for (const socket of sockets) socket.destroy();
+  const answer = await health;
+  assert.equal(answer.ok, false);
+  assert.match(String(answer.reason), /cannot reach its database/);
 });
 
 test("a request that waits past the connection timeout for one of a full pool's connections is busy, not unreachable", async () => {

@@ -271,6 +271,27 @@ async function connect(store: PgStore): Promise<pg.PoolClient> {
   }
 }
 
+/**
+ * Watches a connection checked out of the pool: one that breaks while held emits "error",
+ * which with no listener ends the process (the pool listens only to its idle ones). Given
+ * back with `release`; destroyed rather than reused when it broke, or when `failed` says it
+ * is in no state to be reused.
+ */
+export function holdConnection(client: pg.PoolClient): { release(failed?: unknown): void } {
+  let broken: unknown;
+  const onError = (error: unknown) => {
+    broken ??= error;
+  };
+  client.on("error", onError);
+  return {
+    release(failed) {
+      client.off("error", onError);
+      const reason = broken ?? failed;
+      client.release(reason === undefined ? undefined : reason instanceof Error ? reason : true);
+    },
+  };
+}
+
 async function nestedTransaction<T>(outer: OpenTransaction, write: boolean, fn: () => T | Promise<T>): Promise<T> {
   // A read transaction is READ ONLY: a write inside it would fail at its first statement.
   if (write && !outer.write) throw new Error("a write transaction cannot run inside a read transaction");
@@ -331,13 +352,9 @@ const writeQueues = new WeakMap<PgStore, Promise<void>>();
 
 async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>): Promise<T> {
   const client = await connect(store);
-  // A connection that breaks while checked out reports here (no listener would end the
-  // process); it is then destroyed rather than given back to the pool.
+  const connection = holdConnection(client);
+  // A failed rollback leaves the connection in no state to be reused.
   let broken: unknown;
-  const onError = (error: unknown) => {
-    broken ??= error;
-  };
-  client.on("error", onError);
   const current: OpenTransaction = { store, client, write, open: true, nested: false, depth: 0 };
   try {
     if (write) {
@@ -374,8 +391,7 @@ async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => 
     throw error;
   } finally {
     current.open = false;
-    client.off("error", onError);
-    client.release(broken === undefined ? undefined : broken instanceof Error ? broken : true);
+    connection.release(broken);
   }
 }
 
@@ -432,6 +448,7 @@ function loadPostgresMigrations(): MigrationMeta[] {
 export async function migratePostgres(store: PgStore): Promise<void> {
   const migrations = loadPostgresMigrations();
   const client = await connect(store);
+  const connection = holdConnection(client);
   const parameters = (client as unknown as { connectionParameters: { query_timeout?: number } }).connectionParameters;
   const queryTimeout = parameters.query_timeout;
   let unlocked = false;
@@ -457,7 +474,7 @@ export async function migratePostgres(store: PgStore): Promise<void> {
     parameters.query_timeout = queryTimeout;
     // Reused, the connection saves the next statement a new session (tens of milliseconds
     // of the database's CPU, once per server start).
-    client.release(unlocked ? undefined : true);
+    connection.release(unlocked ? undefined : true);
   }
 }
 

@@ -4,7 +4,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { isConnectionBusy, probeDatabaseWrite, sqliteWritesDurable } from "./db.ts";
 import { WAL_SYNC_FAILED } from "./group-commit.ts";
-import { DatabaseUnavailableError, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
+import { DatabaseUnavailableError, holdConnection, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
 import { isPostgres, type Store } from "./store.ts";
 
 /**
@@ -326,6 +326,7 @@ async function probePostgresWrite(store: PgStore): Promise<boolean> {
     } catch (error) {
       throw isDatabaseUnavailable(error) ? new DatabaseUnavailableError(error) : error;
     }
+    const connection = holdConnection(client);
     try {
       // One round trip (the simple protocol runs them in order); query_timeout ends a wait on a hung server.
       await client.query({
@@ -333,10 +334,10 @@ async function probePostgresWrite(store: PgStore): Promise<boolean> {
                UPDATE key_checks SET check_value = check_value WHERE version = (SELECT min(version) FROM key_checks); COMMIT`,
         query_timeout: PROBE_TIMEOUT_MS,
       } as pg.QueryConfig);
-      client.release();
+      connection.release();
     } catch (error) {
       // Left in a failed transaction or waiting on a hung server: not given back to the pool.
-      client.release(true);
+      connection.release(error ?? true);
       throw error;
     }
   })();
