@@ -385,6 +385,22 @@ test("the removal of a member and of their grants is one transaction", async (t)
   assert.deepEqual(grantRows(server, projectId, mia.user!.id), []);
 });
 
+test("a failed write is logged with its database's reason and without the values of its row", async (t) => {
+  const server = await startServer(t);
+  const owner = await server.signIn("owner@example.test");
+  const project = await owner.createProject({ name: "api", environments: ["development"] });
+  const undo = failWritesTo(server, "invitations", { message: "refused by a trigger" });
+  const res = await owner.json("POST", `/api/projects/${project.id}/invitations`, { email: "leaky@example.test", role: "viewer" });
+  undo();
+  assert.equal(res.status, 500);
+  const failed = server.logs.filter((line) => line.includes("request failed"));
+  assert.equal(failed.length, 1);
+  assert.match(failed[0]!, /refused by a trigger/);
+  // drizzle on PostgreSQL puts the statement's values in its error: the invited address,
+  // the token's hash. None of it is written.
+  assert.ok(!server.logs.some((line) => line.includes("leaky@example.test") || line.includes("params")), failed[0]);
+});
+
 test("leaving: any member but the owner, membership only, audited as member.left", async (t) => {
   const { server, projectId, owner, admins, members, viewers } = await startTeamOfTwoPerRole(t);
   const path = (c: Client) => `/api/projects/${projectId}/members/${c.user!.id}`;

@@ -51,6 +51,40 @@ function prettyStream(): Writable {
   });
 }
 
+/** A database error's message up to the values it was given (drizzle's "params: …"). */
+function withoutParams(message: string): string {
+  const at = message.indexOf("\nparams: ");
+  return at === -1 ? message : message.slice(0, at);
+}
+
+/**
+ * An error as logged: its type, code, message and stack, and its causes' (pino's own
+ * serializer would copy every field). What a database error carries about the row is left
+ * out: drizzle's `params` and `query` fields and the values it puts in its message,
+ * PostgreSQL's `detail` ("Key (email)=(…)"). Ciphertexts, token hashes and e-mail addresses
+ * have no place in a log line.
+ */
+export function serializeError(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { message: String(error) };
+  const messages: string[] = [];
+  const stacks: string[] = [];
+  let code: unknown;
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
+    const message = withoutParams(current.message);
+    messages.push(message);
+    stacks.push((current.stack ?? message).replace(current.message, message));
+    code ??= (current as { code?: unknown }).code;
+    current = current.cause;
+  }
+  return { type: error.name, code, message: messages.join(": "), stack: stacks.join("\ncaused by: ") };
+}
+
+/** An error's message for a log field, with its causes', and without a database error's values. */
+export function loggedMessage(error: unknown): string {
+  return String(serializeError(error).message);
+}
+
 export function createLogger(config: Pick<Config, "logLevel" | "isProduction">, stream?: Writable): Logger {
   const destination = stream ?? (chooseLogFormat(config, Boolean(process.stdout.isTTY)) === "pretty" ? prettyStream() : process.stdout);
   return pino(
@@ -58,6 +92,7 @@ export function createLogger(config: Pick<Config, "logLevel" | "isProduction">, 
       level: config.logLevel,
       redact: { paths: LOG_REDACTIONS, censor: "[redacted]" },
       serializers: {
+        err: serializeError,
         // The path only: query strings can carry codes (the CLI approval page's ?code=).
         req: (req: FastifyRequest) => ({ method: req.method, url: req.url.split("?")[0], remoteAddress: req.ip }),
       },

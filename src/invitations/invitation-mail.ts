@@ -1,6 +1,7 @@
 import type { Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import type { Config } from "../core/config.ts";
+import { loggedMessage } from "../core/logging.ts";
 import type { DeliveryStatus, InvitationsRepo } from "./invitations.repo.ts";
 import type { InvitationContext } from "./invitations.service.ts";
 
@@ -85,10 +86,7 @@ export function createInvitationMailer(
       try {
         await repo.setDeliveryStatus(invitation.id, status);
       } catch (error) {
-        log.warn(
-          { invitationId: invitation.id, error: error instanceof Error ? error.message : "unknown" },
-          "the invitation e-mail's outcome could not be recorded",
-        );
+        log.warn({ invitationId: invitation.id, error: loggedMessage(error) }, "the invitation e-mail's outcome could not be recorded");
       }
       return status;
     },

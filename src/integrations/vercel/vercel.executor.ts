@@ -3,6 +3,7 @@ import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
 import { safeEqual } from "../../core/crypto.ts";
+import { loggedMessage } from "../../core/logging.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
@@ -251,7 +252,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         renewedAtMs = performance.now();
       } catch (error) {
         // Busy or failing storage: the next beat tries again; the lease lasts several beats.
-        log.warn({ projectId, error: error instanceof Error ? error.message : "unknown" }, "could not renew a Vercel sync lease");
+        log.warn({ projectId, error: loggedMessage(error) }, "could not renew a Vercel sync lease");
       }
     }
     return {
@@ -351,7 +352,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         );
       }
       if (failure === "unexpected") {
-        log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "Vercel sync failed unexpectedly");
+        log.error({ projectId, error: loggedMessage(error) }, "Vercel sync failed unexpectedly");
       }
       if (failure === "refused" && error instanceof VercelError) {
         // Status and Vercel's error code only: its text may repeat what was sent.
@@ -725,7 +726,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     } catch (error) {
       const missing = error instanceof VercelError && error.failure === "not_found";
       if (!(error instanceof VercelError) && !(error instanceof DecryptError)) {
-        log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, "deploy hook call failed");
+        log.error({ projectId, error: loggedMessage(error) }, "deploy hook call failed");
       }
       deployment = {
         at: clock.now().toISOString(),

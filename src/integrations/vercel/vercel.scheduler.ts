@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import type { Lease } from "../../core/leases.ts";
+import { loggedMessage } from "../../core/logging.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import type { RunOutcome, SyncFailureKind, VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
@@ -60,7 +61,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
   }
 
   function logFailure(projectId: string, error: unknown, message: string): void {
-    log.error({ projectId, error: error instanceof Error ? error.message : "unknown" }, message);
+    log.error({ projectId, error: loggedMessage(error) }, message);
   }
 
   /** An automatic run after the debounce delay; a newer change restarts the wait. Only the leader runs them. */
