@@ -68,6 +68,32 @@ test("calls and transactions reach the connection in arrival order", async (t) =
   assert.deepEqual(order, ["first transaction", "repo call", "second transaction"]);
 });
 
+test("a savepoint SQLite rolled back with its whole transaction fails that transaction with the error that did it", async (t) => {
+  const server = await startServer(t);
+  const db = server.app.db as Db;
+  const counter = guard(db, scratchCounter(server));
+  const full = Object.assign(new Error("database or disk is full"), { code: "SQLITE_FULL" });
+  await assert.rejects(
+    writeTransaction(db, async () => {
+      await counter.write(1);
+      await assert.rejects(
+        writeTransaction(db, async () => {
+          await counter.write(2);
+          // What SQLite does on a full disk or an I/O error: the whole transaction ends.
+          db.$client.exec("ROLLBACK");
+          throw full;
+        }),
+        (error) => error === full,
+        "the caller sees the disk's error, not the savepoint's",
+      );
+      // Caught and went on: what is left must not be committed as if whole.
+    }),
+    (error) => error === full,
+  );
+  assert.equal(await counter.read(), 0);
+  assert.equal(inTransaction(db), false);
+});
+
 test("nested transactions are savepoints: an inner failure undoes only the inner part; overlapping ones are refused", async (t) => {
   const server = await startServer(t);
   const db = server.app.db as Db;

@@ -338,6 +338,10 @@ interface OpenTransaction {
   nested: boolean;
   /** 0 for the transaction itself, 1 for a savepoint in it, and so on. */
   depth: number;
+  /** The transaction itself, for a savepoint. */
+  root?: OpenTransaction;
+  /** Why a savepoint could not be rolled back: SQLite ended the whole transaction, which must not report a commit. */
+  failed?: unknown;
 }
 const insideTransaction = new AsyncLocalStorage<OpenTransaction>();
 
@@ -388,7 +392,8 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     // Nested: a savepoint, so a failure caught by the outer code undoes only the inner part.
     if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
     outer.nested = true;
-    const inner: OpenTransaction = { sqlite, open: true, write: outer.write, nested: false, depth: outer.depth + 1 };
+    const root = outer.root ?? outer;
+    const inner: OpenTransaction = { sqlite, open: true, write: outer.write, nested: false, depth: outer.depth + 1, root };
     const name = `nested_${inner.depth}`;
     sqlite.exec(`SAVEPOINT ${name}`);
     try {
@@ -399,6 +404,11 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
       try {
         sqlite.exec(`ROLLBACK TO ${name}`);
         sqlite.exec(`RELEASE ${name}`);
+      } catch {
+        // SQLite rolled the whole transaction back itself (a full disk, an I/O error): the
+        // savepoint is gone. The error that did it says what happened, and the transaction
+        // must fail with it rather than commit what is left.
+        root.failed ??= error;
       } finally {
         rolledBack(sqlite);
       }
@@ -419,6 +429,7 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     sqlite.exec(begin);
     try {
       result = await insideTransaction.run(current, fn);
+      if (current.failed !== undefined) throw current.failed;
       sqlite.exec("COMMIT");
       wrote = wroteSince(commits, writesBefore);
       if (wrote) commits?.noteCommit();
