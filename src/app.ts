@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Writable } from "node:stream";
 import cookie from "@fastify/cookie";
 import rateLimit from "@fastify/rate-limit";
@@ -22,7 +23,7 @@ import { ErrorBody } from "./core/api-schemas.ts";
 import { createAuth, rateLimitKey } from "./core/auth.ts";
 import { type Clock, systemClock } from "./core/clock.ts";
 import { boundTo, type Config } from "./core/config.ts";
-import { answerClientError, closeServer, createGracefulStop, serverTimeouts } from "./core/connections.ts";
+import { answerClientError, answerExpectation, closeServer, createGracefulStop, serverTimeouts } from "./core/connections.ts";
 import { type Keyring, loadKeyring } from "./core/crypto.ts";
 import { HttpError, registerErrorHandling } from "./core/errors.ts";
 import { createIdleGc } from "./core/idle-gc.ts";
@@ -203,6 +204,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
           error: status === 414 ? "The address is too long." : "The address could not be understood.",
         });
     },
+  });
+  app.server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => {
+    securityHeaders(req, res, () => undefined);
+    answerExpectation(res);
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);

@@ -90,7 +90,11 @@ async function serve(_args: string[], startup: Startup): Promise<number> {
       })
       .then(
         () => process.exit(0),
-        () => process.exit(1),
+        (error: unknown) => {
+          // The exit code alone would leave an operator nothing to go on.
+          server.log.error({ err: error }, "the server could not stop cleanly");
+          process.exit(1);
+        },
       );
   };
   process.on("SIGTERM", () => stop("SIGTERM"));

@@ -99,6 +99,7 @@ test("production requires MASTER_KEY, a real sign-in provider and https", () => 
 
 test("TRUST_PROXY takes a hop count or a list of addresses", () => {
   assert.equal(loadConfig({ TRUST_PROXY: "2" }).trustProxy, 2);
+  assert.equal(loadConfig({ TRUST_PROXY: " 2 " }).trustProxy, 2, "spaces around a hop count, as around a list's entries");
   assert.deepEqual(loadConfig({ TRUST_PROXY: "10.0.0.1, 10.0.0.2" }).trustProxy, ["10.0.0.1", "10.0.0.2"]);
   assert.deepEqual(loadConfig({ TRUST_PROXY: "loopback,10.0.0.0/8,fd00::/8" }).trustProxy, ["loopback", "10.0.0.0/8", "fd00::/8"]);
   assert.equal(loadConfig({ TRUST_PROXY: "false" }).trustProxy, false);

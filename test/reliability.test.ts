@@ -252,6 +252,12 @@ test("a request Node's parser refuses gets the { error } body and Connection: cl
   assert.match(tooLarge, /\r\nContent-Type: application\/json; charset=utf-8\r\n/);
   assert.ok(tooLarge.endsWith('\r\n\r\n{"error":"The request\'s headers are too large."}'), tooLarge);
 
+  // An expectation Node would answer with a bare 417 of its own.
+  const expecting = await rawExchange(server, "POST /api/projects HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n");
+  assert.match(expecting, /^HTTP\/1\.1 417 Expectation Failed\r\n/);
+  assert.match(expecting, /\r\ncontent-security-policy: /i);
+  assert.ok(expecting.endsWith('\r\n\r\n{"error":"Only Expect: 100-continue is supported."}'), expecting);
+
   const garbled = await rawExchange(server, "GARBAGE\r\n\r\n");
   assert.match(garbled, /^HTTP\/1\.1 400 Bad Request\r\n/);
   assert.match(garbled, /\r\nConnection: close\r\n/);

@@ -265,6 +265,8 @@ test("addressNetwork: IPv4 as it is, IPv6 by its prefix whatever the spelling, a
   ];
   for (const [address, network] of cases) assert.equal(addressNetwork(address), network, address);
   assert.equal(addressNetwork("2001:db8:1:2:3:4:5:6", 128), "2001:db8:1:2:3:4:5:6/128");
+  // A socket destroyed while its request waited has no address left: counted, not a TypeError.
+  assert.equal(addressNetwork(undefined), "unknown");
   assert.equal(addressNetwork("2001:db8:1:2:3:4:5:6", 56), "2001:db8:1:0:0:0:0:0/56");
   assert.equal(addressNetwork("2001:db8:1:2ff:3:4:5:6", 56), "2001:db8:1:200:0:0:0:0/56");
   assert.equal(addressNetwork("192.0.2.1", 128), "192.0.2.1");

@@ -55,9 +55,11 @@ export function normalizeAddress(address: string): string {
  * cluster's pod network), RATE_LIMIT_IPV6_PREFIX=128 counts each address. An IPv4-mapped
  * address, and a NAT64 address (64:ff9b::/96, an IPv4 client seen through a translator),
  * is its IPv4 address; a zone id is left out. Anything that is not an address is
- * returned as it is.
+ * returned as it is. No address at all (the client went away, and its socket with it,
+ * while the request waited): "unknown", counted as one network.
  */
-export function addressNetwork(address: string, ipv6Prefix = DEFAULT_IPV6_PREFIX): string {
+export function addressNetwork(address: string | undefined, ipv6Prefix = DEFAULT_IPV6_PREFIX): string {
+  if (address === undefined) return "unknown";
   if (net.isIPv4(address)) return address;
   const groups = ipv6Groups(address.split("%")[0]!);
   if (!groups) return address;

@@ -291,13 +291,14 @@ function isProxyAddress(entry: string): boolean {
 const TRUST_PROXY_MAX_HOPS = 10;
 const TRUST_PROXY_FORMS = `the number of proxies in front of the server (a hop count from 1 to ${TRUST_PROXY_MAX_HOPS}) or a comma-separated list of their addresses (IP, IP/prefix, loopback, linklocal, uniquelocal)`;
 
-function parseTrustProxy(value: string | undefined): Config["trustProxy"] {
+function parseTrustProxy(raw: string | undefined): Config["trustProxy"] {
+  const value = raw?.trim();
   if (value === undefined || value === "false") return false;
   // `true` would take the left-most X-Forwarded-For entry, which the client writes itself:
   // anyone could pick their address and so escape every per-address limit.
-  if (/^(true|yes|on|\*)$/i.test(value.trim()) || (/^\d+$/.test(value) && Number(value) > TRUST_PROXY_MAX_HOPS)) {
+  if (/^(true|yes|on|\*)$/i.test(value) || (/^\d+$/.test(value) && Number(value) > TRUST_PROXY_MAX_HOPS)) {
     throw new ConfigError(
-      `TRUST_PROXY=${value.trim()} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`,
+      `TRUST_PROXY=${value} would let any client choose its address through X-Forwarded-For: set it to ${TRUST_PROXY_FORMS}.`,
     );
   }
   if (/^\d+$/.test(value)) {

@@ -1,4 +1,4 @@
-import { type ServerOptions, STATUS_CODES } from "node:http";
+import { type ServerOptions, type ServerResponse, STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { Config } from "./config.ts";
@@ -75,6 +75,25 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
     );
   }
   socket.destroy(error);
+}
+
+export const EXPECTATION_REFUSED = "Only Expect: 100-continue is supported.";
+
+/**
+ * A request whose Expect header is not 100-continue: Node answers it a bare 417 by itself
+ * unless someone listens; here it gets the { error } body every answer has, and the
+ * connection closes (the body it announced may follow).
+ */
+export function answerExpectation(res: ServerResponse): void {
+  const body = JSON.stringify({ error: EXPECTATION_REFUSED });
+  res.writeHead(417, {
+    connection: "close",
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+  });
+  res.end(body);
 }
 
 /**
