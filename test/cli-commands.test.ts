@@ -7,7 +7,7 @@ import path from "node:path";
 import { type TestContext, test } from "node:test";
 import { sourceShellCommand } from "../src/dev/source-command.ts";
 import { type CliHome, cli, cliHome, login, type Running, start, startCli, startProxy } from "./cli-helpers.ts";
-import { type Client, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
+import { type Client, makeTempDir, ROOT, runMain, startServer, waitForAnswer } from "./helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 
 /** The CLI on a pseudo-terminal (util-linux `script`): stdin, stdout and stderr are a TTY. */
@@ -118,6 +118,17 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   assert.equal(confirmed.code, 0, confirmed.stderr);
   const silent = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod, "-y", "--silent"], { input: "prod-only-1\n" });
   assert.deepEqual([silent.code, silent.stdout, silent.stderr], [0, "", ""]);
+  // Bytes that are not UTF-8 (a Latin-1 é, a binary file) are refused, not stored with U+FFFD.
+  const latin1 = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod, "-y"], {
+    input: Buffer.from("caf\xe9", "latin1"),
+  });
+  assert.equal(latin1.code, 2, latin1.stderr);
+  assert.match(latin1.stderr, /not UTF-8 text/);
+  const latin1File = path.join(makeTempDir(), "latin1.env");
+  fs.writeFileSync(latin1File, Buffer.from("NEW_KEY=caf\xe9\n", "latin1"));
+  const latin1Import = await cli(home, ["secrets", "import", latin1File, ...prod, "-y"]);
+  assert.equal(latin1Import.code, 1, latin1Import.stderr);
+  assert.match(latin1Import.stderr, /latin1\.env is not UTF-8 text; nothing was written/);
   assert.deepEqual(await exported(alice, project.id, "production"), {
     DIFF_TOKEN: "prod-token-0815",
     PROD_ONLY: "prod-only-1",

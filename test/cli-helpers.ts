@@ -111,7 +111,7 @@ export function startCli(
 }
 
 /** The CLI run to its end with the home's configuration folder. */
-export function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string; env?: Record<string, string> } = {}) {
+export function cli(home: CliHome, args: string[], options: { cwd?: string; input?: string | Buffer; env?: Record<string, string> } = {}) {
   return runMain(args, { ...home.env, ...options.env }, { timeoutMs: 60_000, cwd: options.cwd, input: options.input });
 }
 

@@ -135,6 +135,9 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
   // The project by name or id, and the environment by alias, as with login.
   const named = await run(["secrets", "get", "DATABASE_URL", "--project", "API", "--env", "prod"]);
   assert.equal(named.stdout, "postgres://prod-db/app-4711\n", named.stderr);
+  // Compared as the server compares names: a fullwidth letter or an invisible character is no other project.
+  const lookalike = await run(["secrets", "get", "DATABASE_URL", "--project", "Ａp\u200bi", "--env", "prod"]);
+  assert.equal(lookalike.stdout, "postgres://prod-db/app-4711\n", lookalike.stderr);
   const byId = await run(["secrets", "get", "DATABASE_URL", "--project", project.id]);
   assert.equal(byId.stdout, "postgres://prod-db/app-4711\n", byId.stderr);
   // Another environment than the account's: a clear refusal before the server is asked.
@@ -146,6 +149,14 @@ test("SECRETS_SERVER_TOKEN: list, get, set, export, run and projects with the to
   assert.match(
     otherProject.stderr,
     /^secrets-server: The service account deploy-bot belongs to project api \([0-9a-f-]{36}\), not "web" \(from --project\)\.\n$/,
+  );
+
+  // A URL where the server is not (the web UI answers every other path with its page).
+  const wrongUrl = await cli(home, ["secrets", "list"], { ...env, SECRETS_SERVER_URL: `${server.url}/secrets` });
+  assert.equal(wrongUrl.code, 1, wrongUrl.stderr);
+  assert.equal(
+    wrongUrl.stderr,
+    `secrets-server: ${server.url}/secrets answered /api/service-accounts/me with text/html, not the API's JSON: is ${server.url}/secrets the secrets server's address?\n`,
   );
 
   const projects = await run(["projects"]);

@@ -690,6 +690,7 @@ test("export --format shell, docker and yaml: the server's writers, 0600 files, 
     "export API_KEY='it'\\''s $HOME'\n# LD_PRELOAD is left out: not named like an application setting, and a variable like it can choose which code runs in the shell that sources this file. Use the JSON export for it, or the CLI's export --format shell --allow-env LD_PRELOAD.\n",
   );
   assert.match(shell.stderr, /Warning: left out LD_PRELOAD: not named like application settings, .* add --allow-env LD_PRELOAD\.\n/);
+  assert.match(shell.stderr, /\nWrote 1 secret to /, "what the file holds, not what the server sent");
   const allowed = await cli(home, ["export", ...target, "--format", "shell", "--allow-env", "LD_PRELOAD"]);
   assert.equal(allowed.code, 0, allowed.stderr);
   assert.equal(allowed.stdout, "export API_KEY='it'\\''s $HOME'\nexport LD_PRELOAD='/tmp/evil.so'\n");

@@ -595,7 +595,7 @@ export class Client {
 export function runMain(
   args: string[],
   env: Record<string, string | undefined>,
-  options: { timeoutMs?: number; cwd?: string; input?: string; stdoutReadAfterMs?: number } = {},
+  options: { timeoutMs?: number; cwd?: string; input?: string | Buffer; stdoutReadAfterMs?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(...sourceCommand(...args), {

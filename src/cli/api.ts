@@ -131,6 +131,21 @@ async function send(
   return { status: res.status, body: parsed, header: res.header };
 }
 
+/**
+ * The body of an answer that must be the API's JSON object. Anything else is a page at the
+ * wrong address (the UI answers every path outside /api/ with its page, so a server URL
+ * with a path in it gets HTML), or a proxy's: said so, rather than failing later on a
+ * field that is not there.
+ */
+export function apiBody(res: ApiResponse, server: string, path: string): Record<string, unknown> {
+  if (typeof res.body === "object" && res.body !== null && !Array.isArray(res.body)) return res.body as Record<string, unknown>;
+  const type = res.header("content-type")?.split(";")[0]?.trim() || "no content type";
+  throw new CliError(
+    `${server} answered ${path.split("?")[0]} with ${printable(type).slice(0, 60)}, not the API's JSON: is ${server} the secrets server's address?`,
+    EXIT.failed,
+  );
+}
+
 function serverSentence(text: string): string | undefined {
   try {
     const error = (JSON.parse(text) as { error?: unknown }).error;
@@ -237,11 +252,11 @@ export class Api {
     return res;
   }
 
-  /** Like request, but any answer other than `expected` becomes a CliError. */
+  /** Like request, but any answer other than `expected`, with the API's JSON, becomes a CliError. */
   // biome-ignore lint/suspicious/noExplicitAny: as ApiResponse
   async expect<T = any>(expected: number, method: string, path: string, body?: unknown): Promise<T> {
     const res = await this.request(method, path, body);
     if (res.status !== expected) throw errorFor(res, this.server);
-    return res.body as T;
+    return apiBody(res, this.server, path) as T;
   }
 }

@@ -213,7 +213,7 @@ export async function locate(target: Target): Promise<{ projectId: string; proje
   }
   const { serviceAccount: account } = await target.machine.me((method, path) => target.api.request(method, path), target.server);
   const project = target.project;
-  if (project !== undefined && project !== account.projectId && project.toLowerCase() !== account.projectName.toLowerCase()) {
+  if (project !== undefined && !findProject([{ id: account.projectId, name: account.projectName }], project)) {
     throw new CliError(
       printable(
         `The service account ${account.name} belongs to project ${account.projectName} (${account.projectId}), not "${project}" (from ${target.from.project}).`,

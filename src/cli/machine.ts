@@ -7,7 +7,7 @@ import path from "node:path";
 import { failureReason, type HttpAnswer, httpRequest } from "../core/http-client.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
 import { printable, UUID } from "../core/text.ts";
-import { type ApiResponse, type BearerSource, post } from "./api.ts";
+import { type ApiResponse, apiBody, type BearerSource, post } from "./api.ts";
 import { CliError, EXIT } from "./errors.ts";
 
 const SERVICE_TOKEN = /^svc_(st|wt)_[A-Za-z0-9_-]{20,}$/;
@@ -106,7 +106,7 @@ export class MachineAuth implements BearerSource {
           `${server} answered ${res.status} to /api/service-accounts/me. Is it a secrets-server with service accounts?`,
           EXIT.failed,
         );
-      return res.body as ServiceAccountMe;
+      return apiBody(res, server, "/api/service-accounts/me") as unknown as ServiceAccountMe;
     }));
   }
 }

@@ -40,10 +40,29 @@ function list(keys: string[]): string {
   return keys.map(printable).join(", ");
 }
 
+/**
+ * Bytes as UTF-8 text, or undefined when they are not: decoded leniently, a binary file or a
+ * Latin-1 `é` would be stored with U+FFFD in its place and reported as written.
+ */
+function utf8(bytes: Buffer): string | undefined {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
+  const text = utf8(Buffer.concat(chunks));
+  if (text === undefined) {
+    throw new CliError(
+      "The value on standard input is not UTF-8 text, and a secret is text: encode a binary value first (base64).",
+      EXIT.usage,
+    );
+  }
+  return text;
 }
 
 export async function listSecrets(api: Api, base: string): Promise<SecretMeta[]> {
@@ -107,11 +126,15 @@ function refuseInvalid(problems: string[], what: string, exitCode: number): void
 
 /** Reads a .env file as the `dotenv` package does: the same reader the web UI's import uses. */
 function readDotenvFile(file: string): { key: string; value: string }[] {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = fs.readFileSync(file, "utf8");
+    bytes = fs.readFileSync(file);
   } catch (error) {
     throw new CliError(`Cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
+  }
+  const text = utf8(bytes);
+  if (text === undefined) {
+    throw new CliError(`${file} is not UTF-8 text; nothing was written. Save it as UTF-8 and import it again.`, EXIT.failed);
   }
   const parsed = parseDotenv(text);
   if (parsed.problems.length > 0) {
@@ -205,14 +228,16 @@ export async function writeSecrets(
       const saved = before
         ? (await api.expect<{ secret: SecretMeta }>(200, "PATCH", `${base}/secrets/${encodeURIComponent(before.id)}`, { value })).secret
         : (await api.expect<{ secret: SecretMeta }>(201, "POST", `${base}/secrets`, { key, value })).secret;
+      if (typeof saved?.version !== "number") throw new CliError(`${api.server} answered the write without the secret's version.`);
       // The server answers an equal value with the current version and writes nothing.
       lastSaved = saved;
       const status: Status = !before ? "created" : saved.version === before.version ? "unchanged" : "updated";
-      results.push({ key: saved.key, status, version: saved.version });
-      if (action === "import") say(`${status.padEnd(10)} ${saved.key} (version ${saved.version})\n`);
+      // The key as sent (checked here), not as echoed.
+      results.push({ key, status, version: saved.version });
+      if (action === "import") say(`${status.padEnd(10)} ${key} (version ${saved.version})\n`);
       else if (status === "unchanged")
-        say(`${saved.key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
-      else say(`${status === "created" ? "Created" : "Updated"} ${saved.key} in ${environment} (version ${saved.version}).\n`);
+        say(`${key} in ${environment} already has this value (version ${saved.version}): nothing changed.\n`);
+      else say(`${status === "created" ? "Created" : "Updated"} ${key} in ${environment} (version ${saved.version}).\n`);
     } catch (error) {
       if (!(error instanceof CliError) || results.length === 0) throw error;
       const done = results.filter((r) => r.status !== "skipped").map((r) => r.key);

@@ -311,6 +311,8 @@ export async function exportSecrets(args: string[]): Promise<number> {
   const target = resolveTarget(values);
   const list = await fetchAll(target, fallbackSettings(values));
   let text: string;
+  // What the file holds: the format may leave some out (each named in a warning).
+  let written = list.length;
   if (format === "json") {
     text = formatJson(list);
   } else {
@@ -349,11 +351,12 @@ export async function exportSecrets(args: string[]): Promise<number> {
       }
     }
     text = file.text;
+    written -= file.leftOut.length;
   }
   if (values.output) {
     // Secrets on disk: readable by the owner only, written in one step.
     writeFileAtomically(path.resolve(values.output), text, 0o600);
-    process.stderr.write(`Wrote ${list.length} secret${list.length === 1 ? "" : "s"} to ${values.output}.\n`);
+    process.stderr.write(`Wrote ${written} secret${written === 1 ? "" : "s"} to ${values.output}.\n`);
   } else {
     process.stdout.write(text);
   }
