@@ -78,6 +78,19 @@ test("PostgreSQL stopped under load: requests answer 503 with Retry-After (never
   assert.ok(!server.logs.some((line) => /"statusCode":500/.test(line)), "no 500 was logged");
 });
 
+test("a start whose TLS does not fit the database stops with one line, not a stack", async () => {
+  const result = await runMain(["migrate"], {
+    DATABASE_URL: `${await createDatabase()}&sslmode=verify-full`,
+    MASTER_KEY: randomMasterKey(),
+    DATA_DIR: makeTempDir(),
+  });
+  assert.equal(result.code, 1, result.stderr);
+  assert.equal(
+    result.stderr,
+    "secrets-server: configuration error: The database at DATABASE_URL does not offer TLS, which the sslmode in DATABASE_URL asks for: enable ssl on the database server, or (on a network you trust) remove sslmode.\n",
+  );
+});
+
 test("copy-database moves a SQLite DATA_DIR with every kind of record to PostgreSQL; the server serves it from there and the chain verifies", {
   timeout: 180_000,
 }, async (t) => {

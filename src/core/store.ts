@@ -134,9 +134,49 @@ export async function openStore(
     if (code === "28P01" || code === "28000" || code === "3D000" || code === "42501") {
       throw new ConfigError(`The database at DATABASE_URL refused this server: ${(error as Error).message}.`);
     }
-    throw error;
+    throw postgresStartError(error);
   }
   return store;
+}
+
+/** Node's names for a certificate it does not trust, or that names another host. */
+const UNTRUSTED_CERTIFICATE = new Set([
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED",
+  "CERT_NOT_YET_VALID",
+  "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+/**
+ * Anything else that stops a start on PostgreSQL, as the one line every configuration
+ * problem gets rather than a stack: TLS that does not fit (the URL's sslmode, the server's
+ * certificate), a password the server asks for and the URL does not give, or a migration
+ * the database refuses. pg's sentences name no password.
+ */
+function postgresStartError(error: unknown): ConfigError {
+  if (error instanceof ConfigError) return error;
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown }).code;
+  if (message.includes("does not support SSL connections")) {
+    return new ConfigError(
+      "The database at DATABASE_URL does not offer TLS, which the sslmode in DATABASE_URL asks for: enable ssl on the database server, or (on a network you trust) remove sslmode.",
+    );
+  }
+  if (typeof code === "string" && UNTRUSTED_CERTIFICATE.has(code)) {
+    return new ConfigError(
+      `The database at DATABASE_URL presented a certificate this server does not accept (${code}): set DATABASE_CA_FILE to the CA that signed it, and name in DATABASE_URL the host the certificate is for.`,
+    );
+  }
+  if (message.includes("client password must be a string")) {
+    return new ConfigError(
+      "The database at DATABASE_URL asks for a password, and none is given: put it in DATABASE_URL (percent-encoded) or in PGPASSWORD.",
+    );
+  }
+  return new ConfigError(`The database at DATABASE_URL could not be used: ${message}${typeof code === "string" ? ` (${code})` : ""}.`);
 }
 
 /** Closes the store's connection (SQLite) or every connection of its pool (PostgreSQL). */
