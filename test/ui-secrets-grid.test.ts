@@ -50,6 +50,55 @@ describe("secrets grid", () => {
     await tab.context.close();
   });
 
+  test("changed or deleted elsewhere: an older revealed value is neither shown nor copied, a deleted secret's row goes, and each action says what it did", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const project = await alice.createProject({ name: "elsewhere", environments: ["development"] });
+    const base = `/api/projects/${project.id}/environments/development/secrets`;
+    const alpha = await put(alice, project.id, "development", "ALPHA", "alpha-v1");
+    const beta = await put(alice, project.id, "development", "BETA", "beta-v1");
+    const tab = await openAt(server, alice, SIZES[0], `/projects/${project.id}/development`);
+    const { page } = tab;
+    await page.getByRole("button", { name: "Reveal ALPHA" }).click();
+    await page.getByText("alpha-v1").waitFor();
+
+    // Saved elsewhere at version 2; this tab reads the list again when it creates a secret.
+    assert.equal((await alice.json("PATCH", `${base}/${alpha}`, { value: "alpha-v2" })).status, 200);
+    await page.getByRole("button", { name: "New secret" }).click();
+    const create = page.getByRole("dialog", { name: "New secret in development" });
+    await create.getByLabel("Key").fill("GAMMA");
+    await create.getByLabel("Value", { exact: true }).fill("gamma-v1");
+    await create.getByRole("button", { name: "Create secret" }).click();
+    await page.getByRole("status").filter({ hasText: "Created GAMMA." }).waitFor();
+    await page.getByRole("row", { name: /ALPHA/ }).getByText("v2").waitFor();
+    await page.getByRole("button", { name: "Reveal ALPHA" }).waitFor();
+    assert.equal(await page.getByText("alpha-v1").count(), 0, "version 1's value is not shown beside version 2");
+    await page.getByRole("button", { name: "Copy ALPHA" }).click();
+    await page.getByRole("button", { name: "Copied ALPHA" }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "alpha-v2");
+
+    // Deleted elsewhere: a reveal says so and the row goes.
+    assert.equal((await alice.json("DELETE", `${base}/${beta}`)).status, 200);
+    await page.getByRole("button", { name: "Reveal BETA" }).click();
+    await page.getByText("BETA: it was deleted meanwhile").waitFor();
+    await page.getByRole("row", { name: /BETA/ }).waitFor({ state: "detached" });
+    // Deleting one that is gone already is done, not an error that keeps the dialog open.
+    const gamma = (await alice.json("GET", base)).body.secrets.find((s: { key: string }) => s.key === "GAMMA").id;
+    assert.equal((await alice.json("DELETE", `${base}/${gamma}`)).status, 200);
+    await page.getByRole("button", { name: "More actions for GAMMA" }).click();
+    await page.getByRole("menuitem", { name: "Delete" }).click();
+    await page.getByRole("dialog", { name: "Delete GAMMA?" }).getByRole("button", { name: "Delete secret" }).click();
+    await page.getByRole("status").filter({ hasText: "GAMMA was already deleted" }).waitFor();
+    await page.getByRole("row", { name: /GAMMA/ }).waitFor({ state: "detached" });
+    await page.getByRole("dialog").waitFor({ state: "detached" });
+    // A delete that goes through says so too.
+    await page.getByRole("button", { name: "More actions for ALPHA" }).click();
+    await page.getByRole("menuitem", { name: "Delete" }).click();
+    await page.getByRole("dialog", { name: "Delete ALPHA?" }).getByRole("button", { name: "Delete secret" }).click();
+    await page.getByRole("status").filter({ hasText: "Deleted ALPHA." }).waitFor();
+    await tab.context.close();
+  });
+
   test("phone: a 128-character key with no underscore to break at stays inside the page", async (t) => {
     const server = await startServer(t);
     const alice = await server.signIn("alice@example.test");

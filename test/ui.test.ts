@@ -21,6 +21,7 @@ import {
 } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { makeTempDir, ROOT, startServer, type TestServer } from "./helpers.ts";
+import { setStoredCiphertext, storedCiphertext } from "./storage.ts";
 
 useBrowser();
 
@@ -311,13 +312,16 @@ describe("secrets in Chromium", () => {
     const project = await alice.createProject({ name: "gone", environments: ["production"] });
     const base = `/api/projects/${project.id}/environments/production`;
     const gone = await alice.json("POST", `${base}/secrets`, { key: "GONE", value: "g" });
-    assert.equal((await alice.json("POST", `${base}/secrets`, { key: "STAYS", value: "s" })).status, 201);
+    const stays = await alice.json("POST", `${base}/secrets`, { key: "STAYS", value: "s" });
+    assert.equal(stays.status, 201);
     const tab = await openTab(server);
     await useSession(tab, server, alice);
     const { page } = tab;
     await page.goto(`/projects/${project.id}/production`);
     await page.getByRole("row", { name: /GONE/ }).waitFor();
-    assert.equal((await alice.json("DELETE", `${base}/secrets/${gone.body.secret.id}`)).status, 200);
+    // A value that no longer opens (another record's ciphertext): every reveal of it fails,
+    // and its row stays (a deleted one would go).
+    setStoredCiphertext(server, gone.body.secret.id, 1, storedCiphertext(server, stays.body.secret.id, 1));
 
     const failed = page.getByRole("alert").filter({ hasText: /^GONE: / });
     const revealGone = async () => {
@@ -449,6 +453,24 @@ describe("secrets in Chromium", () => {
       .getByLabel("Or choose a file")
       .setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
     await page.getByText("1 key: 0 new, 1 existing.").waitFor();
+
+    // A value over several lines without quotes: its other lines are not KEY=VALUE, and an
+    // import would save it cut to its first line. Nothing can be sent until they are fixed.
+    const paste = page.getByLabel("Paste the contents of a .env file");
+    await paste.fill(["PEM=-----BEGIN KEY-----", "MIIEvQ", "-----END KEY-----", ""].join("\n"));
+    await page.getByRole("note").filter({ hasText: "Fix or remove them before importing" }).waitFor();
+    assert.equal(await page.getByRole("button", { name: "Import 1 key" }).isDisabled(), true);
+    // A key the server refuses (token-shaped) is shown as invalid, not sent to fail the rest.
+    await paste.fill(['PEM="-----BEGIN KEY-----', "MIIEvQ", '-----END KEY-----"', "svc_at_abcdefghijklmnopqrstuvwxyz=x", ""].join("\n"));
+    await page.getByText("A key may not look like one of this server's tokens").waitFor();
+    await page.getByRole("button", { name: "Import 1 key" }).click();
+    await page.getByText("1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed.").waitFor();
+    const pem = (await alice.json("GET", `${base}/export`)).body.secrets.find((x: { key: string }) => x.key === "PEM");
+    assert.equal(pem.value, "-----BEGIN KEY-----\nMIIEvQ\n-----END KEY-----");
+    await alice.json(
+      "DELETE",
+      `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "PEM").id}`,
+    );
     await alice.json(
       "DELETE",
       `${base}/secrets/${(await alice.json("GET", `${base}/secrets`)).body.secrets.find((x: { key: string }) => x.key === "FROM_FILE").id}`,
@@ -868,6 +890,8 @@ describe("audit, security and Vercel in Chromium", () => {
     assert.equal(await list.getByRole("listitem").count(), 50);
     await page.getByRole("button", { name: "Load more" }).click();
     await list.getByText("You created the project").waitFor();
+    // The reader goes on at the first event the click brought, not at the top of the page.
+    await assertFocus(page, "the 51st event", () => document.activeElement === document.querySelectorAll("ol.audit-list > li")[50]);
     // project.created, secret.created, 55 reveals, invitation created and accepted, secret.updated.
     assert.equal(await list.getByRole("listitem").count(), 60);
     assert.equal(await page.getByRole("button", { name: "Load more" }).count(), 0);

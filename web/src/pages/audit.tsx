@@ -290,6 +290,11 @@ export function AuditPage({ project }: { project: Project }) {
     navigate(`${location.pathname}${q ? `?${q}` : ""}`, { replace: true, keepScroll: true });
   }
 
+  const [focusEvent, setFocusEvent] = useState<string | undefined>(undefined);
+  useEffect(() => {
+    if (focusEvent) document.getElementById(`audit-event-${focusEvent}`)?.focus();
+  }, [focusEvent]);
+
   async function load(f: Filters, after: string | null) {
     const request = ++latest.current;
     if (!after) {
@@ -306,6 +311,8 @@ export function AuditPage({ project }: { project: Project }) {
       if (request !== latest.current) return;
       setEvents((old) => (after ? [...old, ...page.events] : page.events));
       setCursor(page.nextCursor);
+      // "Load more" was clicked: the reader goes on at the first event it brought.
+      if (after) setFocusEvent(page.events[0]?.id);
     } catch (e) {
       if (request === latest.current) setError(messageOf(e));
     } finally {
@@ -460,7 +467,7 @@ export function AuditPage({ project }: { project: Project }) {
       {events.length > 0 && (
         <ol class="audit-list" aria-label="Audit events, newest first">
           {events.map((event) => (
-            <li key={event.id}>
+            <li key={event.id} id={`audit-event-${event.id}`} tabIndex={event.id === focusEvent ? -1 : undefined}>
               <Time iso={event.at} seconds />
               <span class="audit-line">
                 <strong>{actorLabel(event)}</strong> {describe(event)}
@@ -478,9 +485,16 @@ export function AuditPage({ project }: { project: Project }) {
           Loading…
         </p>
       )}
-      {cursor && !loading && (
-        <button type="button" onClick={() => void load(filters, cursor)}>
-          Load more
+      {/* Kept while the next page loads: a button that vanished under the focus would drop it to the page's top. */}
+      {cursor && (events.length > 0 || !loading) && (
+        <button
+          type="button"
+          aria-disabled={loading}
+          onClick={() => {
+            if (!loading) void load(filters, cursor);
+          }}
+        >
+          {loading ? "Loading more…" : "Load more"}
         </button>
       )}
     </div>

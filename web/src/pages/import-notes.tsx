@@ -8,7 +8,10 @@ export function ImportNotes({ parsed, empty }: { parsed: ParseResult; empty: str
     <>
       {parsed.problems.length > 0 && (
         <div class="notice" role="note">
-          <p>These lines are not KEY=VALUE and will be ignored:</p>
+          <p>
+            These lines are not KEY=VALUE. Fix or remove them before importing: such a line is often the rest of a value over several lines,
+            which needs quotes (<code>KEY="…"</code>), and the value would be saved cut.
+          </p>
           <ul>
             {parsed.problems.map((p) => (
               <li key={p.line}>

@@ -2,7 +2,7 @@
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
 import { type Action, DataTable, ErrorText } from "../ui.tsx";
-import { hasKeyShape, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { hasKeyShape, isSecretKey, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
 const MAX_ENTRIES = 500;
@@ -26,12 +26,19 @@ export function previewRows(
   return entries.map((entry) => {
     let status: PreviewStatus;
     let reason = "";
+    // The server's rules, all of them: one entry it refuses fails the whole import.
     if (!hasKeyShape(entry.key)) {
       status = "invalid";
       reason = "Keys use letters, digits and underscores and do not start with a digit.";
+    } else if (!isSecretKey(entry.key)) {
+      status = "invalid";
+      reason = "A key may not look like one of this server's tokens (svc_…).";
     } else if (entry.value.length > MAX_VALUE_LENGTH) {
       status = "invalid";
       reason = "Values can be at most 10,000 characters.";
+    } else if (!entry.value.isWellFormed()) {
+      status = "invalid";
+      reason = "The value holds half of a character (a lone surrogate).";
     } else if (!existingKeys.has(entry.key)) status = "new";
     else if (!current) status = "existing";
     else status = current.get(entry.key) === entry.value ? "unchanged" : "changed";
@@ -51,6 +58,8 @@ interface PreviewProps {
   onCompare(): void;
   submit: Action;
   onSubmit(): void;
+  /** Lines that are not KEY=VALUE: often the rest of an unquoted value over several lines, which would be saved cut. */
+  blocked: boolean;
 }
 
 export function ImportPreview(props: PreviewProps) {
@@ -114,7 +123,7 @@ export function ImportPreview(props: PreviewProps) {
         <button
           type="button"
           class="primary"
-          disabled={props.submit.busy || importable.length === 0 || importable.length > MAX_ENTRIES}
+          disabled={props.blocked || props.submit.busy || importable.length === 0 || importable.length > MAX_ENTRIES}
           onClick={props.onSubmit}
         >
           {props.submit.busy ? "Importing…" : `Import ${importable.length} ${importable.length === 1 ? "key" : "keys"}`}

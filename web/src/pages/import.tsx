@@ -94,6 +94,7 @@ export function ImportPage({ project, env }: { project: Project; env: Environmen
               }
               submit={submit}
               onSubmit={() => void runImport()}
+              blocked={parsed.problems.length > 0}
             />
           )}
         </LoadState>

@@ -43,7 +43,9 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
   const list = useLoad(() => get<{ secrets: SecretMeta[] }>(`${base}/secrets`).then((r) => r.secrets), [base]);
   const [query, setQuery] = useState("");
   const [sort, setSort] = useState<Sort>({ column: "key", descending: false });
-  const [revealed, setRevealed] = useState<Record<string, string>>({});
+  // With the version read: a value the list shows at another version (saved elsewhere since)
+  // is not shown or copied as if it were the current one.
+  const [revealedAt, setRevealed] = useState<Record<string, { value: string; version: number }>>({});
   const [revealing, setRevealing] = useState<string | undefined>(undefined);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [rowError, setRowError] = useState<string | undefined>(undefined);
@@ -70,9 +72,27 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
     setConfirmBulkDelete(true);
   }, [deleteRequest, list.data]);
 
+  async function readSecret(secret: SecretMeta): Promise<SecretValue> {
+    try {
+      return (await get<{ secret: SecretValue }>(`${base}/secrets/${secret.id}`)).secret;
+    } catch (e) {
+      throw await goneElsewhere(secret, e);
+    }
+  }
+
   async function readValue(secret: SecretMeta): Promise<string> {
-    const { secret: full } = await get<{ secret: SecretValue }>(`${base}/secrets/${secret.id}`);
-    return full.value;
+    return (await readSecret(secret)).value;
+  }
+
+  /**
+   * A secret deleted elsewhere (another tab, a teammate, the CLI) answers 404 to everything:
+   * the list is read again so its row goes, and the message says what happened.
+   */
+  async function goneElsewhere(secret: SecretMeta, e: unknown): Promise<unknown> {
+    if (!(e instanceof ApiError && e.status === 404)) return e;
+    hide(secret.id);
+    await list.reload();
+    return new Error(`it was deleted meanwhile (by someone else, or in another tab).`);
   }
 
   // A failed action's message is about that click: the next action takes it away.
@@ -85,8 +105,8 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
     startAction();
     setRevealing(secret.id);
     try {
-      const value = await readValue(secret);
-      setRevealed((r) => ({ ...r, [secret.id]: value }));
+      const { value, version } = await readSecret(secret);
+      setRevealed((r) => ({ ...r, [secret.id]: { value, version } }));
     } catch (e) {
       setRowError(`${secret.key}: ${messageOf(e)}`);
     } finally {
@@ -141,6 +161,11 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
   }
 
   const needle = query.trim().toLowerCase();
+  const revealed: Record<string, string> = {};
+  for (const secret of list.data ?? []) {
+    const read = revealedAt[secret.id];
+    if (read?.version === secret.version) revealed[secret.id] = read.value;
+  }
   return (
     <div class="stack">
       <div class="toolbar">
@@ -278,6 +303,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
           onClose={() => setEditing(undefined)}
           onSaved={async () => {
             hide(editing.id);
+            setNotice(`Saved ${editing.key}.`);
             await changed();
           }}
         />
@@ -289,7 +315,15 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
           danger
           onClose={() => setDeleting(undefined)}
           onConfirm={async () => {
-            await del(`${base}/secrets/${deleting.id}`);
+            let gone = false;
+            try {
+              await del(`${base}/secrets/${deleting.id}`);
+            } catch (e) {
+              // Deleted elsewhere meanwhile: what was asked is done.
+              if (!(e instanceof ApiError && e.status === 404)) throw e;
+              gone = true;
+            }
+            setNotice(gone ? `${deleting.key} was already deleted (by someone else, or in another tab).` : `Deleted ${deleting.key}.`);
             hide(deleting.id);
             setSelected((before) => {
               const next = new Set(before);
