@@ -86,7 +86,9 @@ test("a savepoint SQLite rolled back with its whole transaction fails that trans
         (error) => error === full,
         "the caller sees the disk's error, not the savepoint's",
       );
-      // Caught and went on: what is left must not be committed as if whole.
+      // Caught and went on: what it writes now must not be committed, statement by statement
+      // or as if the transaction were whole.
+      await counter.write(5);
     }),
     (error) => error === full,
   );

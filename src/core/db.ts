@@ -393,6 +393,7 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
     if (outer.nested) throw new Error("nested transactions of one transaction must run one after the other");
     outer.nested = true;
     const root = outer.root ?? outer;
+    if (root.failed !== undefined) throw root.failed;
     const inner: OpenTransaction = { sqlite, open: true, write: outer.write, nested: false, depth: outer.depth + 1, root };
     const name = `nested_${inner.depth}`;
     sqlite.exec(`SAVEPOINT ${name}`);
@@ -407,8 +408,11 @@ async function transaction<T>(db: Db, begin: string, fn: () => T | Promise<T>): 
       } catch {
         // SQLite rolled the whole transaction back itself (a full disk, an I/O error): the
         // savepoint is gone. The error that did it says what happened, and the transaction
-        // must fail with it rather than commit what is left.
+        // must fail with it rather than commit what is left. A transaction is begun again in
+        // its place, so that what the caller still writes before it ends is rolled back with
+        // it, not committed statement by statement.
         root.failed ??= error;
+        if (!sqlite.inTransaction) sqlite.exec("BEGIN");
       } finally {
         rolledBack(sqlite);
       }
