@@ -71,13 +71,17 @@ export function serializeError(error: unknown): Record<string, unknown> {
   let code: unknown;
   let current: unknown = error;
   for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
-    const message = withoutParams(current.message);
+    let message = withoutParams(current.message);
+    // Several attempts (a host with several addresses): the message alone is often empty.
+    if (current instanceof AggregateError) {
+      message = [message, ...current.errors.map((e) => withoutParams(String(e?.message ?? e)))].filter(Boolean).join("; ");
+    }
     messages.push(message);
-    stacks.push((current.stack ?? message).replace(current.message, message));
+    stacks.push((current.stack ?? message).replace(current.message, () => message));
     code ??= (current as { code?: unknown }).code;
     current = current.cause;
   }
-  return { type: error.name, code, message: messages.join(": "), stack: stacks.join("\ncaused by: ") };
+  return { type: error.constructor?.name ?? error.name, code, message: messages.join(": "), stack: stacks.join("\ncaused by: ") };
 }
 
 /** An error's message for a log field, with its causes', and without a database error's values. */

@@ -36,6 +36,7 @@ import {
   pgRun,
   pgWriteTransaction,
 } from "./postgres.ts";
+import { errorCode, rootMessage } from "./storage.ts";
 
 export type Store = Db | PgStore;
 
@@ -157,18 +158,13 @@ const UNTRUSTED_CERTIFICATE = new Set([
  * certificate), a password the server asks for and the URL does not give, or a migration
  * the database refuses. pg's sentences name no password.
  */
-function postgresStartError(error: unknown): ConfigError {
+function postgresStartError(error: unknown): unknown {
   if (error instanceof ConfigError) return error;
-  const message = error instanceof Error ? error.message : String(error);
-  const code = (error as { code?: unknown }).code;
+  // The database's own sentence, not drizzle's wrapper around it (the whole statement).
+  const message = rootMessage(error);
   if (message.includes("does not support SSL connections")) {
     return new ConfigError(
       "The database at DATABASE_URL does not offer TLS, which the sslmode in DATABASE_URL asks for: enable ssl on the database server, or (on a network you trust) remove sslmode.",
-    );
-  }
-  if (typeof code === "string" && UNTRUSTED_CERTIFICATE.has(code)) {
-    return new ConfigError(
-      `The database at DATABASE_URL presented a certificate this server does not accept (${code}): set DATABASE_CA_FILE to the CA that signed it, and name in DATABASE_URL the host the certificate is for.`,
     );
   }
   if (message.includes("client password must be a string")) {
@@ -176,7 +172,15 @@ function postgresStartError(error: unknown): ConfigError {
       "The database at DATABASE_URL asks for a password, and none is given: put it in DATABASE_URL (percent-encoded) or in PGPASSWORD.",
     );
   }
-  return new ConfigError(`The database at DATABASE_URL could not be used: ${message}${typeof code === "string" ? ` (${code})` : ""}.`);
+  const code = errorCode(error);
+  // A mistake of the code (no code of a driver, TLS or the database) keeps its stack.
+  if (code === undefined) return error;
+  if (UNTRUSTED_CERTIFICATE.has(code)) {
+    return new ConfigError(
+      `The database at DATABASE_URL presented a certificate this server does not accept (${code}): set DATABASE_CA_FILE to the CA that signed it, and name in DATABASE_URL the host the certificate is for.`,
+    );
+  }
+  return new ConfigError(`The database at DATABASE_URL could not be used: ${message} (${code}).`);
 }
 
 /** Closes the store's connection (SQLite) or every connection of its pool (PostgreSQL). */

@@ -72,7 +72,7 @@ export function createInvitationMailer(
       // The code and the server's reply, never the message body (it holds the link).
       log.warn(
         { invitationId: invitation.id, code: e.code, responseCode: e.responseCode, command: e.command },
-        `invitation e-mail could not be sent: ${String(e.message).slice(0, 200)}`,
+        `invitation e-mail could not be sent: ${loggedMessage(e).slice(0, 200)}`,
       );
       return "failed";
     }
