@@ -146,10 +146,13 @@ test("names are unique among the caller's projects, ignoring case, how accents w
 
   // An accent typed decomposed, a fullwidth letter, or characters that show nothing make no
   // other name: two projects must not look the same in a list.
-  for (const name of ["A\u0308rger U\u0308ber", "Ｂilling", "Bill\u200bing", "Bil\u00adling", "Billing\ufe0f"]) {
+  for (const name of ["A\u0308rger U\u0308ber", "A\u200b\u0308rger Über", "Ｂilling", "Bill\u200bing", "Bil\u00adling", "Billing\ufe0f"]) {
     const same = await alice.json("POST", "/api/projects", { name, environments: ["production"] });
     assert.deepEqual([same.status, same.body], [409, { error: "A project with this name already exists." }], JSON.stringify(name));
   }
+  // ß folds as SS.
+  await alice.createProject({ name: "Straße", environments: ["production"] });
+  assert.equal((await alice.json("POST", "/api/projects", { name: "STRASSE", environments: ["production"] })).status, 409);
   // Stored composed, whichever way it was typed.
   assert.equal((await alice.createProject({ name: "Cafe\u0301", environments: ["production"] })).name, "Caf\u00e9");
   // A name that shows nothing is no name.

@@ -124,7 +124,11 @@ export async function login(args: string[]): Promise<number> {
   } catch (error) {
     // Not saved (a folder that refuses the file): the session just made would stay live for
     // 30 days with nobody holding it, so it ends here.
-    await post(server, "/api/cli/auth/logout", undefined, credentials.accessToken).catch(() => undefined);
+    const ended = await post(server, "/api/cli/auth/logout", undefined, credentials.accessToken).then(
+      (res) => res.status === 200,
+      () => false,
+    );
+    if (!ended) process.stderr.write(`Warning: the new session could not be ended: revoke it on ${server}/cli-sessions.\n`);
     throw error;
   }
   // A second login on the same machine replaces the first; end the old session rather than leave it live.
@@ -156,6 +160,8 @@ async function endReplacedSession(server: string, old: ServerCredentials): Promi
 async function pollForTokens(server: string, deviceCode: string, intervalSeconds: number, expiresInSeconds: number) {
   let waitMs = Math.max(1, intervalSeconds) * 1000;
   const deadline = Date.now() + expiresInSeconds * 1000;
+  // A poll whose answer was lost may have been the one that took the tokens.
+  let lostAnswer = false;
   for (;;) {
     await sleep(waitMs);
     let res: Awaited<ReturnType<typeof post>>;
@@ -164,7 +170,10 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
     } catch (error) {
       // A blip (the server restarting, a proxy's 502) while someone approves in the browser:
       // the request is kept on the server, so it is asked again until it expires.
-      if (error instanceof UnreachableError && Date.now() < deadline) continue;
+      if (error instanceof UnreachableError && Date.now() < deadline) {
+        lostAnswer = true;
+        continue;
+      }
       throw error;
     }
     if (res.status === 200) return res.body;
@@ -184,7 +193,10 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
     if (res.status === 400 && res.body?.status === "expired") break;
     throw errorFor(res, server);
   }
-  throw new CliError(`The login code expired before it was approved. Run "secrets-server login" again.`, EXIT.auth);
+  const lost = lostAnswer
+    ? ` A poll failed on the way: if you approved it, its session may have been made; revoke it on ${server}/cli-sessions.`
+    : "";
+  throw new CliError(`The login code expired before it was approved.${lost} Run "secrets-server login" again.`, EXIT.auth);
 }
 
 export const LOGOUT_USAGE = `Usage: secrets-server logout [--server URL]

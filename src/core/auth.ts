@@ -327,6 +327,9 @@ export function createAuth(
       userId: string,
       checked?: { passwordHash: string | null },
     ): Promise<boolean> {
+      // First: a failure after the insert would leave a session whose cookie was never sent.
+      const replaced = req.cookies[cookieName];
+      if (replaced) await browserSessions.delete(hashToken(replaced));
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
@@ -335,8 +338,6 @@ export function createAuth(
         checked,
       );
       if (!started) return false;
-      const replaced = req.cookies[cookieName];
-      if (replaced) await browserSessions.delete(hashToken(replaced));
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,

@@ -44,9 +44,13 @@ export function printable(text: string): string {
  * fillers), ignoring case. "Billing", "Ｂilling" and "Bill\u00adiNG" are one name.
  */
 export function nameKey(name: string): string {
+  // Normalized again once the invisible characters are out (one between a letter and its
+  // accent kept them apart); upper then lower case folds ß as SS.
   return name
     .normalize("NFKC")
     .replace(/\p{Default_Ignorable_Code_Point}/gu, "")
+    .normalize("NFKC")
+    .toUpperCase()
     .toLowerCase();
 }
 
