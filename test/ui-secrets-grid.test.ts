@@ -76,6 +76,12 @@ describe("secrets grid", () => {
     await page.getByRole("button", { name: "Copy ALPHA" }).click();
     await page.getByRole("button", { name: "Copied ALPHA" }).waitFor();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), "alpha-v2");
+    // Saved again elsewhere, and revealed while the list still says version 2: the list
+    // catches up, and the value shows beside its own version.
+    assert.equal((await alice.json("PATCH", `${base}/${alpha}`, { value: "alpha-v3" })).status, 200);
+    await page.getByRole("button", { name: "Reveal ALPHA" }).click();
+    await page.getByText("alpha-v3").waitFor();
+    await page.getByRole("row", { name: /ALPHA/ }).getByRole("cell", { name: "v3", exact: true }).waitFor();
 
     // Deleted elsewhere: a reveal says so and the row goes.
     assert.equal((await alice.json("DELETE", `${base}/${beta}`)).status, 200);

@@ -18,3 +18,12 @@ export function hasKeyShape(key: unknown): key is string {
 export function isSecretKey(key: string): boolean {
   return hasKeyShape(key) && !looksLikeToken(key);
 }
+
+/**
+ * Whether text holds no lone surrogate, which would be stored as U+FFFD and read back
+ * different. String.prototype.isWellFormed would say it, but the web UI supports browsers
+ * without it (Firefox 115, Safari 16.0): \p{Cs} matches only an unpaired half under the u flag.
+ */
+export function isWellFormedText(text: string): boolean {
+  return !/\p{Cs}/u.test(text);
+}

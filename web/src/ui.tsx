@@ -434,24 +434,37 @@ export async function copyText(read: string | (() => Promise<string> | string)):
 export type CopyState = "idle" | "copying" | "copied" | "failed";
 
 /**
- * A copy button's state and its click: "copying" while the text is read and written (the
- * button is disabled then, so a double click is one reveal), then "copied" or "failed" for
- * 2 s. `onStart` runs as the copy begins (to clear an earlier action's message).
+ * A copy button's state and its click: "copying" while the text is read and written (a
+ * click meanwhile does nothing, so a double click is one reveal), then "copied" or "failed"
+ * for 2 s. `onStart` runs as the copy begins (to clear an earlier action's message).
  */
 export function useCopy(text: string | (() => Promise<string> | string), onStart?: () => void): [CopyState, () => Promise<void>] {
   const [state, setState] = useState<CopyState>("idle");
   const timer = useRef<ReturnType<typeof setTimeout>>(undefined);
-  useEffect(() => () => clearTimeout(timer.current), []);
+  const busy = useRef(false);
+  const mounted = useRef(true);
+  useEffect(
+    () => () => {
+      mounted.current = false;
+      clearTimeout(timer.current);
+    },
+    [],
+  );
   const copy = async () => {
+    if (busy.current) return;
+    busy.current = true;
     onStart?.();
     clearTimeout(timer.current);
     setState("copying");
+    let done: CopyState = "copied";
     try {
       await copyText(text);
-      setState("copied");
     } catch {
-      setState("failed");
+      done = "failed";
     }
+    busy.current = false;
+    if (!mounted.current) return;
+    setState(done);
     timer.current = setTimeout(() => setState("idle"), 2000);
   };
   return [state, copy];
@@ -471,7 +484,7 @@ export function CopyButton({
 }) {
   const [state, copy] = useCopy(text, onStart);
   return (
-    <button type="button" disabled={state === "copying"} onClick={copy}>
+    <button type="button" onClick={copy}>
       {state === "copying" ? "Copying…" : state === "copied" ? "Copied" : state === "failed" ? "Copy failed" : label}
       {what && <span class="sr-only"> {what}</span>}
     </button>

@@ -2,7 +2,7 @@
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
 import { type Action, DataTable, ErrorText } from "../ui.tsx";
-import { hasKeyShape, isSecretKey, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { hasKeyShape, isSecretKey, isWellFormedText, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
 const MAX_ENTRIES = 500;
@@ -36,7 +36,7 @@ export function previewRows(
     } else if (entry.value.length > MAX_VALUE_LENGTH) {
       status = "invalid";
       reason = "Values can be at most 10,000 characters.";
-    } else if (!entry.value.isWellFormed()) {
+    } else if (!isWellFormedText(entry.value)) {
       status = "invalid";
       reason = "The value holds half of a character (a lone surrogate).";
     } else if (!existingKeys.has(entry.key)) status = "new";

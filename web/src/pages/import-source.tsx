@@ -34,7 +34,15 @@ export function ImportSource(props: { text: string; onText(text: string): void; 
               setFileError("That file is larger than 2 MB, the most one import takes.");
               return;
             }
-            props.onText(await file.text());
+            // Decoded strictly: a Latin-1 é or a binary file would otherwise be imported with U+FFFD in its place.
+            let text: string;
+            try {
+              text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(await file.arrayBuffer());
+            } catch {
+              setFileError("That file is not UTF-8 text. Save it as UTF-8 and choose it again.");
+              return;
+            }
+            props.onText(text);
           }}
         />
       </label>

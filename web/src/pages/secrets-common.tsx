@@ -2,7 +2,13 @@
 // its underscores, and the grid's icons.
 import { type ComponentChildren, Fragment } from "preact";
 
-export { hasKeyShape, isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../../../src/core/secret-rules.ts";
+export {
+  hasKeyShape,
+  isSecretKey,
+  isWellFormedText,
+  MAX_KEY_LENGTH,
+  MAX_VALUE_UNITS as MAX_VALUE_LENGTH,
+} from "../../../src/core/secret-rules.ts";
 export const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";
 
 /**

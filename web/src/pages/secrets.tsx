@@ -27,6 +27,11 @@ import { SecretsGrid, type Sort, sortSecrets } from "./secrets-grid.tsx";
 import { HistoryDrawer } from "./secrets-history.tsx";
 import type { MenuItem } from "./secrets-row-menu.tsx";
 
+/** The secret itself is gone (a 404 for the project, when the caller was removed, is not this). */
+function isSecretGone(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 404 && e.message === "Secret not found.";
+}
+
 interface CopyAsk {
   secret: SecretMeta;
   to: Environment;
@@ -89,7 +94,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
    * the list is read again so its row goes, and the message says what happened.
    */
   async function goneElsewhere(secret: SecretMeta, e: unknown): Promise<unknown> {
-    if (!(e instanceof ApiError && e.status === 404)) return e;
+    if (!isSecretGone(e)) return e;
     hide(secret.id);
     await list.reload();
     return new Error(`it was deleted meanwhile (by someone else, or in another tab).`);
@@ -107,6 +112,9 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
     try {
       const { value, version } = await readSecret(secret);
       setRevealed((r) => ({ ...r, [secret.id]: { value, version } }));
+      // Saved elsewhere since the list was read: the list catches up, so the value shows
+      // beside its own version rather than not at all.
+      if (version !== secret.version) await list.reload();
     } catch (e) {
       setRowError(`${secret.key}: ${messageOf(e)}`);
     } finally {
@@ -320,7 +328,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
               await del(`${base}/secrets/${deleting.id}`);
             } catch (e) {
               // Deleted elsewhere meanwhile: what was asked is done.
-              if (!(e instanceof ApiError && e.status === 404)) throw e;
+              if (!isSecretGone(e)) throw e;
               gone = true;
             }
             setNotice(gone ? `${deleting.key} was already deleted (by someone else, or in another tab).` : `Deleted ${deleting.key}.`);
