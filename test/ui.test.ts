@@ -454,6 +454,12 @@ describe("secrets in Chromium", () => {
       .setInputFiles({ name: ".env", mimeType: "text/plain", buffer: Buffer.from("FROM_FILE=yes\n") });
     await page.getByText("1 key: 0 new, 1 existing.").waitFor();
 
+    // A file that is not UTF-8 (a Latin-1 é) is refused, not imported with U+FFFD in its place.
+    await page
+      .getByLabel("Or choose a file")
+      .setInputFiles({ name: "latin1.env", mimeType: "text/plain", buffer: Buffer.from("CAFE=caf\xe9\n", "latin1") });
+    await page.getByText("That file is not UTF-8 text.").waitFor();
+
     // A value over several lines without quotes: its other lines are not KEY=VALUE, and an
     // import would save it cut to its first line. Nothing can be sent until they are fixed.
     const paste = page.getByLabel("Paste the contents of a .env file");
@@ -1076,6 +1082,27 @@ describe("audit, security and Vercel in Chromium", () => {
       "You downloaded 1 audit event as CSV, filtered by environment production, key API_KEY",
     ]);
     assert.deepEqual(Object.fromEntries(new URL(page.url()).searchParams), { action: "audit.exported" });
+
+    // A hand-edited link: the selects show what filters the list. The action's own category
+    // (the API lets the action win), no category that is none, and an actor no longer in the project.
+    await page.goto(`/projects/${project.id}/audit?category=access&action=secret.created`);
+    await auditListShows(page, [
+      "You created secret DB_URL in production",
+      "You created secret API_KEY in production",
+      "You created secret API_KEY in development",
+    ]);
+    assert.deepEqual(
+      [await page.getByLabel("Category").inputValue(), await page.getByLabel("Action").inputValue()],
+      ["secrets", "secret.created"],
+    );
+    const formerId = "00000000-0000-4000-8000-000000000000";
+    await page.goto(`/projects/${project.id}/audit?category=bogus&actor=${formerId}`);
+    await page.getByText("No events match.").waitFor();
+    assert.equal(await page.getByLabel("Category").inputValue(), "");
+    assert.equal(await page.getByRole("alert").count(), 0, "no refusal of a category the page could not show");
+    assert.equal(await page.getByLabel("Actor").inputValue(), formerId);
+    await page.getByRole("option", { name: `no longer in the project (${formerId})` }).waitFor({ state: "attached" });
+    await page.goto(`/projects/${project.id}/audit?action=audit.exported`);
 
     // A refused download says why on the page (a link would only leave a failed download):
     // the export's limit is 10 a minute, two of them used above.

@@ -28,7 +28,7 @@ const FLAGS: Record<string, string[]> = {
   whoami: [...COMMON, "--token-file", "--json"],
   projects: [...COMMON, "--token-file", "--json"],
   secrets: [...COMMON, ...TARGET, "--json", "--from-stdin", "--overwrite", "--show-values", "--yes", "--silent"],
-  export: [...COMMON, ...TARGET, "--format", "--output", "--fallback", "--fallback-max-age"],
+  export: [...COMMON, ...TARGET, "--format", "--output", "--allow-env", "--fallback", "--fallback-max-age"],
   run: [...COMMON, ...TARGET, "--allow-env", "--fallback", "--fallback-max-age", "--watch", "--watch-interval", "--silent"],
   link: [...COMMON, ...TARGET, "--json", "--silent"],
   setup: [...COMMON, ...TARGET, "--json", "--silent"],

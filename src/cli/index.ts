@@ -42,10 +42,23 @@ type Command = (args: string[]) => Promise<number>;
  * a terminal would act on becomes U+FFFD here, once for every message: text from a server,
  * a link file or the command line can end up in one without each place remembering it.
  */
+/**
+ * Whether the arguments ask for the usage: -h or --help before `--`, unless words other than
+ * an action and flag values come before it, where it is a value: `secrets set FLAG -h` is
+ * refused as the unknown flag it is, rather than answered with the usage and exit 0 (a
+ * script would take that for a write).
+ */
+function asksForHelp(args: string[]): boolean {
+  const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
+  const at = own.findIndex((arg) => arg === "--help" || arg === "-h");
+  if (at === -1) return false;
+  const words = own.slice(0, at).filter((arg, i, all) => !arg.startsWith("-") && !(i > 0 && /^--?[A-Za-z][\w-]*$/.test(all[i - 1]!)));
+  return words.length <= 1;
+}
+
 function guarded(command: Command, usage: string): Command {
   return async (args) => {
-    const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
-    if (own.includes("--help") || own.includes("-h")) {
+    if (asksForHelp(args)) {
       process.stdout.write(`${usage}\n`);
       return EXIT.ok;
     }

@@ -237,7 +237,14 @@ export async function fetchAll(target: Target, fallback: { enabled: boolean; max
     return secrets;
   } catch (error) {
     if (!fallback.enabled || !(error instanceof UnreachableError)) throw error;
-    const copy = loadFallback(place, fallback.maxAgeMs);
+    let copy: ReturnType<typeof loadFallback>;
+    try {
+      copy = loadFallback(place, fallback.maxAgeMs);
+    } catch (unusable) {
+      // Both reasons: why the server was not asked, and why no copy stands in for it.
+      if (unusable instanceof CliError) throw new CliError(`${error.message}\n${unusable.message}`, unusable.exitCode);
+      throw unusable;
+    }
     const of = describePlace(
       { ...place, projectName: place.projectName ?? copy.projectName, environment: place.environment || (copy.environment ?? "") },
       false,

@@ -226,6 +226,12 @@ function filtersOf(search: URLSearchParams): Filters {
   // A hand-edited link's day that is not one (05/01/2024, x) is left out, as the date
   // field would show it: made into a bound it would stop the page.
   for (const field of ["from", "to"] as const) if (!isDay(filters[field])) filters[field] = "";
+  // A hand-edited link's category that is none is left out (the select could not show it,
+  // and the API would refuse it). An action shows its own category: the API lets the action
+  // win, and the selects then say what the list holds.
+  if (!Object.hasOwn(CATEGORIES, filters.category)) filters.category = "";
+  const category = Object.keys(CATEGORIES).find((c) => CATEGORIES[c]!.includes(filters.action));
+  if (category) filters.category = category;
   return filters;
 }
 
@@ -352,6 +358,13 @@ export function AuditPage({ project }: { project: Project }) {
     </option>
   ));
   const serviceAccounts = accounts.data ?? [];
+  // An actor the lists do not hold (a former member, a deleted service account) still filters
+  // the list, and the select says so rather than "Anyone".
+  const unlistedActor =
+    filters.actor !== "" &&
+    members.data !== undefined &&
+    !members.data.some((m) => m.userId === filters.actor) &&
+    !serviceAccounts.some((a) => a.id === filters.actor);
   const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) =>
     apply({ ...filters, [field]: e.currentTarget.value });
   const exportQuery = apiQuery(filters);
@@ -394,6 +407,7 @@ export function AuditPage({ project }: { project: Project }) {
           <span>Actor</span>
           <select value={filters.actor} onChange={set("actor")}>
             <option value="">Anyone</option>
+            {unlistedActor && <option value={filters.actor}>{`no longer in the project (${filters.actor})`}</option>}
             {serviceAccounts.length > 0 ? (
               <>
                 <optgroup label="People">{people}</optgroup>
