@@ -57,6 +57,7 @@ describe("secrets grid", () => {
     const base = `/api/projects/${project.id}/environments/development/secrets`;
     const alpha = await put(alice, project.id, "development", "ALPHA", "alpha-v1");
     const beta = await put(alice, project.id, "development", "BETA", "beta-v1");
+    const delta = await put(alice, project.id, "development", "DELTA", "delta-v1");
     const tab = await openAt(server, alice, SIZES[0], `/projects/${project.id}/development`);
     const { page } = tab;
     await page.getByRole("button", { name: "Reveal ALPHA" }).click();
@@ -97,6 +98,14 @@ describe("secrets grid", () => {
     await page.getByRole("status").filter({ hasText: "GAMMA was already deleted" }).waitFor();
     await page.getByRole("row", { name: /GAMMA/ }).waitFor({ state: "detached" });
     await page.getByRole("dialog").waitFor({ state: "detached" });
+    // Editing one deleted elsewhere: the dialog says so, and the row behind it goes.
+    assert.equal((await alice.json("DELETE", `${base}/${delta}`)).status, 200);
+    await page.getByRole("button", { name: "More actions for DELTA" }).click();
+    await page.getByRole("menuitem", { name: "Edit" }).click();
+    const edit = page.getByRole("dialog", { name: "Edit DELTA" });
+    await edit.getByText("Secret not found.").waitFor();
+    await page.getByRole("row", { name: /DELTA/ }).waitFor({ state: "detached" });
+    await edit.getByRole("button", { name: "Close" }).click();
     // A delete that goes through says so too.
     await page.getByRole("button", { name: "More actions for ALPHA" }).click();
     await page.getByRole("menuitem", { name: "Delete" }).click();

@@ -428,6 +428,8 @@ describe("secrets in Chromium", () => {
     await page.getByRole("button", { name: "Import 5 keys" }).click();
     // KEEP is not overwritten, so the server counts it as skipped like LEAVE_ME.
     await page.getByText("2 created, 1 updated, 0 unchanged, 2 skipped, 0 failed.").waitFor();
+    // The Import button went with the preview: focus is on the outcome, not the page's top.
+    await assertFocus(page, "the import's result", () => document.activeElement?.textContent === "Import finished");
     await check(tab, "import-result");
 
     const exported = await alice.json("GET", `${base}/export`);

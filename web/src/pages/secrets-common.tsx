@@ -1,6 +1,7 @@
 // Pieces the secrets pages share: the key rule, the audit note, a key that wraps only at
 // its underscores, and the grid's icons.
 import { type ComponentChildren, Fragment } from "preact";
+import { ApiError } from "../api.ts";
 
 export {
   hasKeyShape,
@@ -9,6 +10,11 @@ export {
   MAX_KEY_LENGTH,
   MAX_VALUE_UNITS as MAX_VALUE_LENGTH,
 } from "../../../src/core/secret-rules.ts";
+/** The secret itself is gone, deleted elsewhere (a 404 for the project, when the caller was removed, is not this). */
+export function isSecretGone(e: unknown): boolean {
+  return e instanceof ApiError && e.status === 404 && e.message === "Secret not found.";
+}
+
 export const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";
 
 /**

@@ -5,7 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
 import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
-import { hasKeyShape, MAX_KEY_LENGTH } from "./secrets-common.tsx";
+import { hasKeyShape, isSecretGone, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 /** The 409 of a stale expectedVersion; a key clash is a 409 too, with its own message. */
@@ -25,7 +25,14 @@ interface Reapplied extends Base {
   clashes: Field[];
 }
 
-export function EditSecret(props: { base: string; secret: SecretMeta; onClose(): void; onSaved(): Promise<void> }) {
+export function EditSecret(props: {
+  base: string;
+  secret: SecretMeta;
+  onClose(): void;
+  onSaved(): Promise<void>;
+  /** The secret was deleted elsewhere: the list behind the dialog drops its row. */
+  onGone(): void;
+}) {
   const { secret } = props;
   const path = `${props.base}/secrets/${secret.id}`;
   const [loaded, setLoaded] = useState<Base | undefined>(undefined);
@@ -49,7 +56,10 @@ export function EditSecret(props: { base: string; secret: SecretMeta; onClose():
         setValue(base.value);
         setMultiline(shapeOf(base.value) !== "line");
       })
-      .catch((e) => setLoadError(messageOf(e)));
+      .catch((e) => {
+        setLoadError(messageOf(e));
+        if (isSecretGone(e)) props.onGone();
+      });
   }, [path]);
 
   const keyValid = hasKeyShape(key);

@@ -18,7 +18,7 @@ import {
 import { navigate, useLocation } from "../router.ts";
 import { Confirm, ErrorText, envLabel, Link, LoadState, messageOf, useLoad } from "../ui.tsx";
 import { BulkBar } from "./secrets-bulk.tsx";
-import { hasKeyShape, REVEAL_NOTE } from "./secrets-common.tsx";
+import { hasKeyShape, isSecretGone, REVEAL_NOTE } from "./secrets-common.tsx";
 import { CompareView } from "./secrets-compare.tsx";
 import { CreateSecret } from "./secrets-create.tsx";
 import { EditSecret } from "./secrets-edit.tsx";
@@ -26,11 +26,6 @@ import { ExportButtons } from "./secrets-export.tsx";
 import { SecretsGrid, type Sort, sortSecrets } from "./secrets-grid.tsx";
 import { HistoryDrawer } from "./secrets-history.tsx";
 import type { MenuItem } from "./secrets-row-menu.tsx";
-
-/** The secret itself is gone (a 404 for the project, when the caller was removed, is not this). */
-function isSecretGone(e: unknown): boolean {
-  return e instanceof ApiError && e.status === 404 && e.message === "Secret not found.";
-}
 
 interface CopyAsk {
   secret: SecretMeta;
@@ -309,6 +304,10 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
           base={base}
           secret={editing}
           onClose={() => setEditing(undefined)}
+          onGone={() => {
+            hide(editing.id);
+            void list.reload();
+          }}
           onSaved={async () => {
             hide(editing.id);
             setNotice(`Saved ${editing.key}.`);
