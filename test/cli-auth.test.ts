@@ -256,7 +256,7 @@ test("approve validates its input and needs a browser session", async (t) => {
     .json("POST", "/api/cli/auth/approve", {
       userCode: device.userCode,
     });
-  assert.equal(byBadToken.status, 401);
+  assert.deepEqual([byBadToken.status, byBadToken.body], [401, { error: "not signed in" }]);
   server.clock.advance(3000);
   assert.equal((await poll(server, device.deviceCode)).status, 202);
 });

@@ -180,7 +180,8 @@ export function createAuth(
   function requireBrowser(req: FastifyRequest): Principal {
     // A service account gets the CLI token's answer: neither is a browser.
     if (req.caller && req.caller.via !== "browser") throw new HttpError(403, BROWSER_ONLY);
-    if (req.badBearer) throw new HttpError(401, CLI_SESSION_ENDED);
+    // A dead CLI token where only a browser session counts is no sign-in either: api.md
+    // answers approve's 401 "not signed in" (its CLI-session sentence is refresh's).
     if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
     return req.caller;
   }
