@@ -51,6 +51,22 @@ function prettyStream(): Writable {
   });
 }
 
+/** The first code along an error's causes: the system's, the driver's or the database's (ECONNREFUSED, 28P01, SQLITE_FULL). */
+export function errorCode(error: unknown): string | undefined {
+  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === "string") return code;
+  }
+  return undefined;
+}
+
+/** The message of the error at the end of the causes: the database's own sentence, not drizzle's wrapper (the whole statement). */
+export function rootMessage(error: unknown): string {
+  let current = error;
+  for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
+  return current instanceof Error ? current.message : String(current);
+}
+
 /** A database error's message up to the values it was given (drizzle's "params: …"). */
 function withoutParams(message: string): string {
   const at = message.indexOf("\nparams: ");
@@ -68,7 +84,6 @@ export function serializeError(error: unknown): Record<string, unknown> {
   if (!(error instanceof Error)) return { message: String(error) };
   const messages: string[] = [];
   const stacks: string[] = [];
-  let code: unknown;
   let current: unknown = error;
   for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
     let message = withoutParams(current.message);
@@ -78,10 +93,14 @@ export function serializeError(error: unknown): Record<string, unknown> {
     }
     messages.push(message);
     stacks.push((current.stack ?? message).replace(current.message, () => message));
-    code ??= (current as { code?: unknown }).code;
     current = current.cause;
   }
-  return { type: error.constructor?.name ?? error.name, code, message: messages.join(": "), stack: stacks.join("\ncaused by: ") };
+  return {
+    type: error.constructor?.name ?? error.name,
+    code: errorCode(error),
+    message: messages.join(": "),
+    stack: stacks.join("\ncaused by: "),
+  };
 }
 
 /** An error's message for a log field, with its causes', and without a database error's values. */

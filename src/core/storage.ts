@@ -4,6 +4,7 @@ import type pg from "pg";
 import type { Logger } from "pino";
 import { isConnectionBusy, probeDatabaseWrite, sqliteWritesDurable } from "./db.ts";
 import { WAL_SYNC_FAILED } from "./group-commit.ts";
+import { errorCode, rootMessage } from "./logging.ts";
 import { DatabaseUnavailableError, holdConnection, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
 import { isPostgres, type Store } from "./store.ts";
 
@@ -290,20 +291,6 @@ export function createStorageMonitor(store: Store, dataDir: string, log: Logger)
 
 function degraded(condition: StorageCondition): Health {
   return { ok: false, reason: CONDITIONS[condition].message, retryAfterSeconds: CONDITIONS[condition].retryAfterSeconds };
-}
-
-export function errorCode(error: unknown): string | undefined {
-  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") return code;
-  }
-  return undefined;
-}
-
-export function rootMessage(error: unknown): string {
-  let current = error;
-  for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
-  return current instanceof Error ? current.message : String(current);
 }
 
 /**

@@ -23,6 +23,7 @@ import {
 export { requireDatabaseFile } from "./db.ts";
 
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
+import { errorCode, rootMessage } from "./logging.ts";
 import {
   DatabaseUnavailableError,
   inPgTransaction,
@@ -36,7 +37,6 @@ import {
   pgRun,
   pgWriteTransaction,
 } from "./postgres.ts";
-import { errorCode, rootMessage } from "./storage.ts";
 
 export type Store = Db | PgStore;
 
@@ -118,23 +118,6 @@ export async function openStore(
     await migratePostgres(store);
   } catch (error) {
     await store.close();
-    if (error instanceof DatabaseUnavailableError) {
-      // pg's sentence names the address and the errno, never the password.
-      throw new ConfigError(
-        `The database at DATABASE_URL cannot be reached: ${(error.cause as Error | undefined)?.message ?? error.message}`,
-      );
-    }
-    const code = (error as { code?: unknown }).code;
-    // pg parses the URL only when it first connects (and never repeats it in the error).
-    if (code === "ERR_INVALID_URL") {
-      throw new ConfigError(
-        "DATABASE_URL is not a valid URL: percent-encode the user name and password (/ as %2F, ? as %3F, # as %23, @ as %40, : as %3A) and check the port.",
-      );
-    }
-    // 28P01/28000: wrong password or no such role; 3D000: no such database; 42501: no right to create the tables.
-    if (code === "28P01" || code === "28000" || code === "3D000" || code === "42501") {
-      throw new ConfigError(`The database at DATABASE_URL refused this server: ${(error as Error).message}.`);
-    }
     throw postgresStartError(error);
   }
   return store;
@@ -160,8 +143,10 @@ const UNTRUSTED_CERTIFICATE = new Set([
  */
 function postgresStartError(error: unknown): unknown {
   if (error instanceof ConfigError) return error;
-  // The database's own sentence, not drizzle's wrapper around it (the whole statement).
+  // The database's own sentence, not drizzle's wrapper around it (the whole statement). pg's
+  // sentences name the address and the errno, never the password.
   const message = rootMessage(error);
+  if (error instanceof DatabaseUnavailableError) return new ConfigError(`The database at DATABASE_URL cannot be reached: ${message}`);
   if (message.includes("does not support SSL connections")) {
     return new ConfigError(
       "The database at DATABASE_URL does not offer TLS, which the sslmode in DATABASE_URL asks for: enable ssl on the database server, or (on a network you trust) remove sslmode.",
@@ -175,6 +160,16 @@ function postgresStartError(error: unknown): unknown {
   const code = errorCode(error);
   // A mistake of the code (no code of a driver, TLS or the database) keeps its stack.
   if (code === undefined) return error;
+  // pg parses the URL only when it first connects (and never repeats it in the error).
+  if (code === "ERR_INVALID_URL") {
+    return new ConfigError(
+      "DATABASE_URL is not a valid URL: percent-encode the user name and password (/ as %2F, ? as %3F, # as %23, @ as %40, : as %3A) and check the port.",
+    );
+  }
+  // 28P01/28000: wrong password or no such role; 3D000: no such database; 42501: no right to create the tables.
+  if (code === "28P01" || code === "28000" || code === "3D000" || code === "42501") {
+    return new ConfigError(`The database at DATABASE_URL refused this server: ${message}.`);
+  }
   if (UNTRUSTED_CERTIFICATE.has(code)) {
     return new ConfigError(
       `The database at DATABASE_URL presented a certificate this server does not accept (${code}): set DATABASE_CA_FILE to the CA that signed it, and name in DATABASE_URL the host the certificate is for.`,
