@@ -69,10 +69,10 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
   const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
   if (socket.writable && !inFlight?.headersSent) {
     const body = JSON.stringify({ error: message });
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nConnection: close\r\nContent-Type: application/json; charset=utf-8\r\n` +
-        `Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n${body}`,
-    );
+    const head = Object.entries(closingErrorHeaders(body))
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("");
+    socket.write(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${body}`);
   }
   socket.destroy(error);
 }
@@ -86,14 +86,19 @@ export const EXPECTATION_REFUSED = "Only Expect: 100-continue is supported.";
  */
 export function answerExpectation(res: ServerResponse): void {
   const body = JSON.stringify({ error: EXPECTATION_REFUSED });
-  res.writeHead(417, {
-    connection: "close",
-    "content-type": "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(body),
-    "cache-control": "no-store",
-    "x-content-type-options": "nosniff",
-  });
+  res.writeHead(417, closingErrorHeaders(body));
   res.end(body);
+}
+
+/** The headers of an { error } answer written outside Fastify, after which the connection closes. */
+function closingErrorHeaders(body: string): Record<string, string> {
+  return {
+    Connection: "close",
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": String(Buffer.byteLength(body)),
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+  };
 }
 
 /**
