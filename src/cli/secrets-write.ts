@@ -3,7 +3,7 @@
 import fs from "node:fs";
 import { parseDotenv } from "../../web/src/dotenv.ts";
 import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
-import { looksLikeToken, printable } from "../core/text.ts";
+import { looksLikeToken, printable, strictUtf8 } from "../core/text.ts";
 import { type Api, errorFor } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { environmentPath, locate, resolveTarget, type Target } from "./context.ts";
@@ -40,22 +40,10 @@ function list(keys: string[]): string {
   return keys.map(printable).join(", ");
 }
 
-/**
- * Bytes as UTF-8 text, or undefined when they are not: decoded leniently, a binary file or a
- * Latin-1 `é` would be stored with U+FFFD in its place and reported as written.
- */
-function utf8(bytes: Buffer): string | undefined {
-  try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
-  } catch {
-    return undefined;
-  }
-}
-
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  const text = utf8(Buffer.concat(chunks));
+  const text = strictUtf8(Buffer.concat(chunks));
   if (text === undefined) {
     throw new CliError(
       "The value on standard input is not UTF-8 text, and a secret is text: encode a binary value first (base64).",
@@ -132,7 +120,7 @@ function readDotenvFile(file: string): { key: string; value: string }[] {
   } catch (error) {
     throw new CliError(`Cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
   }
-  const text = utf8(bytes);
+  const text = strictUtf8(bytes);
   if (text === undefined) {
     throw new CliError(`${file} is not UTF-8 text; nothing was written. Save it as UTF-8 and import it again.`, EXIT.failed);
   }

@@ -59,6 +59,20 @@ export function isVisibleName(name: string): boolean {
   return nameKey(name).trim().length > 0;
 }
 
+/**
+ * Bytes as UTF-8 text, or undefined when they are not. Decoded leniently, a binary file or a
+ * Latin-1 `é` would be stored with U+FFFD in its place and reported as written: the CLI's
+ * import and set --from-stdin and the web UI's file import refuse such bytes instead. A
+ * byte-order mark stays, as the dotenv reader expects.
+ */
+export function strictUtf8(bytes: ArrayBuffer | Uint8Array): string | undefined {
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return undefined;
+  }
+}
+
 /** "1 record", "2 records". */
 export function plural(count: number, noun: string): string {
   return `${count} ${noun}${count === 1 ? "" : "s"}`;

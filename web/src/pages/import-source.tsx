@@ -1,6 +1,7 @@
 // Where an import's text comes from: pasted, or read from a chosen file in this browser.
 import type { Ref } from "preact";
 import { useState } from "preact/hooks";
+import { strictUtf8 } from "../../../src/core/text.ts";
 import { ErrorText } from "../ui.tsx";
 
 const MAX_FILE_BYTES = 2_000_000;
@@ -34,11 +35,8 @@ export function ImportSource(props: { text: string; onText(text: string): void; 
               setFileError("That file is larger than 2 MB, the most one import takes.");
               return;
             }
-            // Decoded strictly: a Latin-1 é or a binary file would otherwise be imported with U+FFFD in its place.
-            let text: string;
-            try {
-              text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(await file.arrayBuffer());
-            } catch {
+            const text = strictUtf8(await file.arrayBuffer());
+            if (text === undefined) {
               setFileError("That file is not UTF-8 text. Save it as UTF-8 and choose it again.");
               return;
             }
