@@ -6,6 +6,8 @@ import { looksLikeToken } from "./text.ts";
 /** Letters, digits and underscores, not starting with a digit. */
 export const SECRET_KEY_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
 export const MAX_KEY_LENGTH = 128;
+/** The 404 of a secret that is not there (deleted, or never was): the web UI tells it from a project's 404 by it. */
+export const SECRET_NOT_FOUND = "Secret not found.";
 /** Counted in UTF-16 code units, as the UI's maxlength counts (see fitsUnits). */
 export const MAX_VALUE_UNITS = 10_000;
 

@@ -5,7 +5,7 @@ import type { AccessGuard } from "../core/access.ts";
 import { checkAlways, EnvironmentParams, isPlainObject, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
-import { MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
+import { isWellFormedText, MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
 import { fitsUnits, looksLikeToken } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
@@ -30,7 +30,7 @@ const Value = z
   .min(1)
   .refine(fitsUnits(MAX_VALUE_UNITS))
   // Well-formed: a lone surrogate would be stored as U+FFFD and read back different.
-  .refine((v) => v.isWellFormed())
+  .refine(isWellFormedText)
   .describe("1 to 10,000 characters");
 const ExpectedVersion = z
   .number()

@@ -2,7 +2,7 @@
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
 import { type Action, DataTable, ErrorText } from "../ui.tsx";
-import { hasKeyShape, isSecretKey, isWellFormedText, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { entryProblem } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
 const MAX_ENTRIES = 500;
@@ -25,21 +25,10 @@ export function previewRows(
 ): PreviewRow[] {
   return entries.map((entry) => {
     let status: PreviewStatus;
-    let reason = "";
     // The server's rules, all of them: one entry it refuses fails the whole import.
-    if (!hasKeyShape(entry.key)) {
-      status = "invalid";
-      reason = "Keys use letters, digits and underscores and do not start with a digit.";
-    } else if (!isSecretKey(entry.key)) {
-      status = "invalid";
-      reason = "A key may not look like one of this server's tokens (svc_…).";
-    } else if (entry.value.length > MAX_VALUE_LENGTH) {
-      status = "invalid";
-      reason = "Values can be at most 10,000 characters.";
-    } else if (!isWellFormedText(entry.value)) {
-      status = "invalid";
-      reason = "The value holds half of a character (a lone surrogate).";
-    } else if (!existingKeys.has(entry.key)) status = "new";
+    const reason = entryProblem(entry) ?? "";
+    if (reason) status = "invalid";
+    else if (!existingKeys.has(entry.key)) status = "new";
     else if (!current) status = "existing";
     else status = current.get(entry.key) === entry.value ? "unchanged" : "changed";
     const overwrite = (status === "existing" || status === "changed") && overwriteOf(entry.key);

@@ -1,6 +1,7 @@
 // Pieces the secrets pages share: the key rule, the audit note, a key that wraps only at
 // its underscores, and the grid's icons.
 import { type ComponentChildren, Fragment } from "preact";
+import { hasKeyShape, isSecretKey, isWellFormedText, MAX_VALUE_UNITS, SECRET_NOT_FOUND } from "../../../src/core/secret-rules.ts";
 import { ApiError } from "../api.ts";
 
 export {
@@ -10,9 +11,18 @@ export {
   MAX_KEY_LENGTH,
   MAX_VALUE_UNITS as MAX_VALUE_LENGTH,
 } from "../../../src/core/secret-rules.ts";
+/** Why the server would refuse a key and value (a non-empty one), or undefined: what the import preview and the paste view mark invalid. */
+export function entryProblem({ key, value }: { key: string; value: string }): string | undefined {
+  if (!hasKeyShape(key)) return "Keys use letters, digits and underscores and do not start with a digit.";
+  if (!isSecretKey(key)) return "A key may not look like one of this server's tokens (svc_…).";
+  if (value.length > MAX_VALUE_UNITS) return "Values can be at most 10,000 characters.";
+  if (!isWellFormedText(value)) return "The value holds half of a character (a lone surrogate).";
+  return undefined;
+}
+
 /** The secret itself is gone, deleted elsewhere (a 404 for the project, when the caller was removed, is not this). */
 export function isSecretGone(e: unknown): boolean {
-  return e instanceof ApiError && e.status === 404 && e.message === "Secret not found.";
+  return e instanceof ApiError && e.status === 404 && e.message === SECRET_NOT_FOUND;
 }
 
 export const REVEAL_NOTE = "Reading a value is recorded in the project's audit log under your name.";

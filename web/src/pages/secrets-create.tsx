@@ -5,7 +5,7 @@ import { useState } from "preact/hooks";
 import { type ImportResult, post } from "../api.ts";
 import { type ParsedLine, parseDotenv } from "../dotenv.ts";
 import { Dialog, ErrorText, FormActions, useAction } from "../ui.tsx";
-import { hasKeyShape, isSecretKey, isWellFormedText, KeyName, MAX_KEY_LENGTH, MAX_VALUE_LENGTH } from "./secrets-common.tsx";
+import { entryProblem, hasKeyShape, KeyName, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 const MAX_ENTRIES = 500;
@@ -27,7 +27,7 @@ function classify(entries: ParsedLine[], existing: Set<string>): PastedRow[] {
   return entries.map((entry) => {
     let status: PastedStatus = "new";
     if (entry.value.length === 0) status = "empty";
-    else if (!isSecretKey(entry.key) || entry.value.length > MAX_VALUE_LENGTH || !isWellFormedText(entry.value)) status = "invalid";
+    else if (entryProblem(entry)) status = "invalid";
     else if (existing.has(entry.key)) status = "exists";
     return { ...entry, status };
   });

@@ -61,14 +61,7 @@ function CopyValueButton({ name, read, onStart }: { name: string; read(): Promis
   const [state, copy] = useCopy(read, onStart);
   const label = state === "copied" ? `Copied ${name}` : state === "failed" ? `Copy of ${name} failed` : `Copy ${name}`;
   return (
-    <button
-      type="button"
-      class="icon-button"
-      aria-label={label}
-      title={`Copy the value. ${REVEAL_NOTE}`}
-      disabled={state === "copying"}
-      onClick={copy}
-    >
+    <button type="button" class="icon-button" aria-label={label} title={`Copy the value. ${REVEAL_NOTE}`} onClick={copy}>
       {state === "copied" ? <CheckIcon /> : <CopyIcon />}
     </button>
   );
