@@ -328,9 +328,6 @@ export function createAuth(
       userId: string,
       checked?: { passwordHash: string | null },
     ): Promise<boolean> {
-      // First: a failure after the insert would leave a session whose cookie was never sent.
-      const replaced = req.cookies[cookieName];
-      if (replaced) await browserSessions.delete(hashToken(replaced));
       const token = randomToken(32);
       const now = clock.now();
       const expiresAt = new Date(now.getTime() + SESSION_IDLE_DAYS * DAY_MS);
@@ -339,6 +336,10 @@ export function createAuth(
         checked,
       );
       if (!started) return false;
+      // Only once the new one is made: a refused sign-in leaves the browser as it was. Should
+      // this delete fail, the new session's token was never sent, so nobody can use it.
+      const replaced = req.cookies[cookieName];
+      if (replaced) await browserSessions.delete(hashToken(replaced));
       void reply.setCookie(cookieName, token, {
         path: "/",
         httpOnly: true,
