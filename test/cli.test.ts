@@ -151,7 +151,8 @@ test("login keeps asking through a proxy's 502 and a dropped connection while th
   const result = await proc.done;
   assert.equal(result.code, 0, result.output);
   assert.match(result.stdout, /Signed in to .* as alice@example\.test/);
-  assert.equal(polls.length, 3);
+  // The two failed polls came first; a slow approval may add a pending one before the tokens.
+  assert.ok(polls.length >= 3, String(polls.length));
 });
 
 test("clear failures: not signed in, server unreachable, bad usage", async (t) => {

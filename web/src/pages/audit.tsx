@@ -351,7 +351,7 @@ export function AuditPage({ project }: { project: Project }) {
     return () => clearTimeout(timer);
   }, [typedKey, filters]);
 
-  const actions = filters.category ? (CATEGORIES[filters.category] ?? []) : Object.values(CATEGORIES).flat();
+  const actions = filters.category ? CATEGORIES[filters.category]! : Object.values(CATEGORIES).flat();
   const people = (members.data ?? []).map((m) => (
     <option key={m.userId} value={m.userId}>
       {m.isYou ? `you (${m.email ?? m.userId})` : (m.email ?? m.userId)}
@@ -363,6 +363,7 @@ export function AuditPage({ project }: { project: Project }) {
   const unlistedActor =
     filters.actor !== "" &&
     members.data !== undefined &&
+    accounts.data !== undefined &&
     !members.data.some((m) => m.userId === filters.actor) &&
     !serviceAccounts.some((a) => a.id === filters.actor);
   const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) =>
@@ -499,8 +500,8 @@ export function AuditPage({ project }: { project: Project }) {
           Loading…
         </p>
       )}
-      {/* Kept while the next page loads: a button that vanished under the focus would drop it to the page's top. */}
-      {cursor && (events.length > 0 || !loading) && (
+      {/* Kept while the next page loads (a new filter clears the cursor first): a button that vanished under the focus would drop it to the page's top. */}
+      {cursor && (
         <button
           type="button"
           aria-disabled={loading}
