@@ -58,15 +58,25 @@ test("--help prints the usage, unless it comes after a key or value, where it is
     ["run", "--project", "web", "-h"],
     ["export", "--help"],
     ["secrets", "--help"],
+    ["run", "-h"],
+    ["completion", "--help"],
+    ["secrets", "--env", "dev", "-h", "list"],
   ]) {
     const result = await cli(home, args, { cwd: folder });
     assert.equal(result.code, 0, `${args.join(" ")}: ${result.stderr}`);
     assert.match(result.stdout, /^Usage:\s+secrets-server /, args.join(" "));
   }
   // `secrets set FLAG "$VALUE"` with VALUE=-h in a script: not a write, and not a success either.
-  const value = await cli(home, ["secrets", "set", "FLAG", "-h"], { cwd: folder });
-  assert.equal(value.code, 2, value.stderr);
-  assert.equal(value.stdout, "");
+  // Whether a word is a flag's value is the flag's to say: --from-stdin takes none, so FLAG is the key.
+  for (const args of [
+    ["secrets", "set", "FLAG", "-h"],
+    ["secrets", "set", "--from-stdin", "FLAG", "-h"],
+    ["secrets", "set", "--project", "-h"],
+  ]) {
+    const value = await cli(home, args, { cwd: folder, input: "" });
+    assert.equal(value.code, 2, `${args.join(" ")}: ${value.stderr}`);
+    assert.equal(value.stdout, "", args.join(" "));
+  }
 });
 
 test("secrets set checks key and value before any request; get offers the key meant", async (t) => {

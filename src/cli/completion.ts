@@ -6,7 +6,7 @@ import { httpRequest } from "../core/http-client.ts";
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
-import { ENVIRONMENTS, findLink, findProject, normalizeEnvironment, type ProjectSummary, resolveServer } from "./context.ts";
+import { ENVIRONMENTS, findLink, findProject, normalizeEnvironment, type ProjectSummary, parseFlags, resolveServer } from "./context.ts";
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -52,7 +52,7 @@ const TIMEOUT_MS = 1500;
 let deadline = Number.POSITIVE_INFINITY;
 
 export async function completion(args: string[]): Promise<number> {
-  const [shell, ...rest] = args;
+  const [shell, ...rest] = parseFlags(args, {}, COMPLETION_USAGE).positionals;
   if (rest.length > 0 || !shell || !(shell in SCRIPTS)) throw new CliError(COMPLETION_USAGE, EXIT.usage);
   process.stdout.write(SCRIPTS[shell as keyof typeof SCRIPTS]);
   return EXIT.ok;

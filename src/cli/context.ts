@@ -5,7 +5,7 @@ import { nameKey, printable, UUID } from "../core/text.ts";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { checkedSecrets, type SecretPair } from "./dotenv.ts";
-import { CliError, EXIT } from "./errors.ts";
+import { CliError, EXIT, UsageRequested } from "./errors.ts";
 import { type MachineAuth, machineAuth, TOKEN_FILE_OPTION } from "./machine.ts";
 
 export const LINK_FILE = ".secrets-server.json";
@@ -26,8 +26,29 @@ export const CONNECTION_OPTIONS = { ...SERVER_OPTION, ...TOKEN_FILE_OPTION } as 
 export const JSON_OPTION = { json: { type: "boolean", default: false } } as const;
 export const TARGET_OPTIONS = { project: { type: "string", short: "p" }, env: { type: "string", short: "e" } } as const;
 
-/** util.parseArgs, with its errors turned into a usage message. */
+const HELP_OPTION = { help: { type: "boolean", short: "h" } } as const;
+
+/**
+ * Whether -h or --help asks for the usage: it does as an option of its own (not a flag's value,
+ * not after `--`) with at most an action before it. After a key or value it is that value,
+ * refused as a value starting with -: `secrets set FLAG "$VALUE"` with VALUE=-h must not
+ * answer with the usage and exit 0, which a script would take for a write. Read with the
+ * command's own options, so `secrets set --from-stdin KEY -h` knows KEY is no flag's value.
+ */
+function asksForHelp(args: string[], options: NonNullable<ParseArgsConfig["options"]>): boolean {
+  const { tokens } = parseArgs({ args, options: { ...options, ...HELP_OPTION }, allowPositionals: true, strict: false, tokens: true });
+  let words = 0;
+  for (const token of tokens) {
+    if (token.kind === "option-terminator") return false;
+    if (token.kind === "positional") words++;
+    else if (token.kind === "option" && token.name === "help") return words <= 1;
+  }
+  return false;
+}
+
+/** util.parseArgs, with its errors turned into a usage message, and -h or --help into the usage. */
 export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T, usage: string) {
+  if (asksForHelp(args, options)) throw new UsageRequested(usage);
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {

@@ -21,6 +21,16 @@ export class CliError extends Error {
   }
 }
 
+/** -h or --help where the command takes it as that: the usage goes to stdout, and the exit code is 0. */
+export class UsageRequested extends Error {
+  readonly usage: string;
+
+  constructor(usage: string) {
+    super("usage requested");
+    this.usage = usage;
+  }
+}
+
 /** The server could not be reached or answered 5xx: the case a fallback copy exists for. */
 export class UnreachableError extends CliError {
   constructor(message: string) {

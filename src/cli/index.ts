@@ -1,11 +1,11 @@
 // The CLI commands of the executable. They talk to a server only over HTTP (fetch), like
 // any other client, with the credentials kept in $XDG_CONFIG_HOME/secrets-server.
 import { printable, printableLines } from "../core/text.ts";
-import { COMPLETION_USAGE, complete, completion } from "./completion.ts";
-import { CliError, EXIT } from "./errors.ts";
-import { LOGIN_USAGE, LOGOUT_USAGE, login, logout, WHOAMI_USAGE, whoami } from "./login.ts";
-import { RUN_USAGE, run } from "./run.ts";
-import { EXPORT_USAGE, exportSecrets, LINK_USAGE, link, PROJECTS_USAGE, projects, SECRETS_USAGE, secrets } from "./secrets.ts";
+import { complete, completion } from "./completion.ts";
+import { CliError, EXIT, UsageRequested } from "./errors.ts";
+import { login, logout, whoami } from "./login.ts";
+import { run } from "./run.ts";
+import { exportSecrets, link, projects, secrets } from "./secrets.ts";
 
 export const CLI_HELP = `CLI commands (talk to a server over HTTP; --server URL or SECRETS_SERVER_URL picks it):
   login            Sign this machine in through the browser (device flow)
@@ -42,29 +42,15 @@ type Command = (args: string[]) => Promise<number>;
  * a terminal would act on becomes U+FFFD here, once for every message: text from a server,
  * a link file or the command line can end up in one without each place remembering it.
  */
-/**
- * Whether the arguments ask for the usage: -h or --help before `--`, unless words other than
- * an action and flag values come before it, where it is a value: `secrets set FLAG -h` is
- * refused as the unknown flag it is, rather than answered with the usage and exit 0 (a
- * script would take that for a write).
- */
-function asksForHelp(args: string[]): boolean {
-  const own = args.includes("--") ? args.slice(0, args.indexOf("--")) : args;
-  const at = own.findIndex((arg) => arg === "--help" || arg === "-h");
-  if (at === -1) return false;
-  const words = own.slice(0, at).filter((arg, i, all) => !arg.startsWith("-") && !(i > 0 && /^--?[A-Za-z][\w-]*$/.test(all[i - 1]!)));
-  return words.length <= 1;
-}
-
-function guarded(command: Command, usage: string): Command {
+function guarded(command: Command): Command {
   return async (args) => {
-    if (asksForHelp(args)) {
-      process.stdout.write(`${usage}\n`);
-      return EXIT.ok;
-    }
     try {
       return await command(args);
     } catch (error) {
+      if (error instanceof UsageRequested) {
+        process.stdout.write(`${error.usage}\n`);
+        return EXIT.ok;
+      }
       if (error instanceof CliError) {
         process.stderr.write(`secrets-server: ${printableLines(error.message)}\n`);
         return error.exitCode;
@@ -76,16 +62,16 @@ function guarded(command: Command, usage: string): Command {
 }
 
 export const cliCommands: Record<string, Command> = {
-  login: guarded(login, LOGIN_USAGE),
-  logout: guarded(logout, LOGOUT_USAGE),
-  whoami: guarded(whoami, WHOAMI_USAGE),
-  projects: guarded(projects, PROJECTS_USAGE),
-  secrets: guarded(secrets, SECRETS_USAGE),
-  export: guarded(exportSecrets, EXPORT_USAGE),
-  run: guarded(run, RUN_USAGE),
-  link: guarded(link, LINK_USAGE),
-  setup: guarded(link, LINK_USAGE),
-  completion: guarded(completion, COMPLETION_USAGE),
+  login: guarded(login),
+  logout: guarded(logout),
+  whoami: guarded(whoami),
+  projects: guarded(projects),
+  secrets: guarded(secrets),
+  export: guarded(exportSecrets),
+  run: guarded(run),
+  link: guarded(link),
+  setup: guarded(link),
+  completion: guarded(completion),
   // Hidden: what the completion scripts call while the user types. Not guarded: it prints
   // no usage and no error, whatever the words are.
   __complete: complete,

@@ -46,9 +46,8 @@ const FORWARDED: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "
 
 export async function run(args: string[]): Promise<number> {
   const separator = args.indexOf("--");
-  if (separator < 0 || separator === args.length - 1) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const { values, positionals } = parseFlags(
-    args.slice(0, separator),
+    separator < 0 ? args : args.slice(0, separator),
     {
       ...CONNECTION_OPTIONS,
       ...TARGET_OPTIONS,
@@ -60,7 +59,8 @@ export async function run(args: string[]): Promise<number> {
     },
     RUN_USAGE,
   );
-  if (positionals.length > 0) throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
+  if (separator < 0 || separator === args.length - 1 || positionals.length > 0)
+    throw new CliError(`Put the command after --.\n\n${RUN_USAGE}`, EXIT.usage);
   const [command, ...commandArgs] = args.slice(separator + 1) as [string, ...string[]];
   if (!values.watch && values["watch-interval"] !== undefined)
     throw new CliError(`--watch-interval goes with --watch.\n\n${RUN_USAGE}`, EXIT.usage);
