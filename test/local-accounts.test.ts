@@ -115,7 +115,7 @@ test("local: the first start logs a one-time setup link that creates the first, 
   assert.ok(user);
   assert.equal(user.email_verified, 1);
   assert.equal(user.auth_issuer, "local");
-  assert.match(user.password_hash, /^scrypt\$15\$8\$1\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+  assert.match(user.password_hash, /^scrypt\$15\$8\$3\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
   assert.ok(!user.password_hash.includes(GOOD_PASSWORD));
 
   // The link works once; the first account exists, so no other setup is possible.

@@ -6,9 +6,10 @@ import { type TestContext, test } from "node:test";
 import { addressNetwork } from "../src/core/client-address.ts";
 import { ConfigError, loadConfig } from "../src/core/config.ts";
 import { HttpError } from "../src/core/errors.ts";
-import { hashPassword, PASSWORDS_BUSY, withPasswordCapacity } from "../src/sign-in/passwords.ts";
+import { hashPassword, isCurrentHash, MAX_PASSWORD_WORK, PASSWORDS_BUSY, withPasswordCapacity } from "../src/sign-in/passwords.ts";
+import { createUsersRepo } from "../src/users/users.repo.ts";
 import { makeTempDir, runMain, startServer, type TestServer } from "./helpers.ts";
-import { rowCount, setPasswordHash } from "./storage.ts";
+import { rowCount, setPasswordHash, storedRows } from "./storage.ts";
 
 const PASSWORD = "correct horse battery staple";
 const EMAIL = "owner@example.com";
@@ -103,6 +104,37 @@ test("a right password clears the failures of its own address", async (t) => {
   assert.deepEqual(tally(answers), { "401 Incorrect e-mail or password.": 10 });
 });
 
+test("a hash made with weaker scrypt parameters is made again at the next sign-in; no session ends, and a reset meanwhile stands", async (t) => {
+  const server = await ownerAccount(t);
+  const storedHash = () => storedRows(server, "users", { email: EMAIL })[0]!.password_hash as string;
+  const weak = storedHash();
+  assert.match(weak, /^scrypt\$10\$8\$3\$/);
+  assert.equal(isCurrentHash(weak), false);
+  // The parameters of earlier versions (p = 1) are weaker too; stronger ones are kept.
+  assert.equal(isCurrentHash("scrypt$15$8$1$c2FsdA$aGFzaA"), false);
+  assert.equal(isCurrentHash("scrypt$16$8$3$c2FsdA$aGFzaA"), true);
+
+  const first = await server.client().request("POST", "/api/auth/local/sign-in", { email: EMAIL, password: PASSWORD });
+  assert.equal(first.status, 200);
+  const cookie = first.headers.get("set-cookie")!.split(";")[0]!;
+  const strong = storedHash();
+  assert.match(strong, /^scrypt\$15\$8\$3\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+  assert.equal(isCurrentHash(strong), true);
+  // The session the sign-in began lives on: hashing again is no password change.
+  const me = await fetch(`${server.url}/api/auth/me`, { headers: { cookie } });
+  assert.equal(me.status, 200, await me.text());
+
+  assert.deepEqual((await signIn(server, "not the password at all")).body, INCORRECT);
+  assert.equal((await signIn(server, PASSWORD)).status, 200);
+  assert.equal(storedHash(), strong, "a current hash is left as it is");
+
+  // A reset between the sign-in's check and its write: the write finds another hash and leaves it.
+  const users = createUsersRepo(server.app.db);
+  const owner = storedRows(server, "users", { email: EMAIL })[0]!;
+  assert.equal(await users.replacePasswordHash(owner.id as string, weak, await hashPassword(PASSWORD), new Date()), false);
+  assert.equal(storedHash(), strong);
+});
+
 test("the account's ceiling (100 failures an hour) holds across many addresses, and refused tries do not count", async (t) => {
   const server = await ownerAccount(t, { TRUST_PROXY: "1" });
   const addresses = Array.from({ length: 10 }, (_, i) => `198.51.100.${i + 1}`);
@@ -124,24 +156,25 @@ test("the account's ceiling (100 failures an hour) holds across many addresses, 
   assert.equal((await signIn(server, PASSWORD, "203.0.113.20")).status, 200);
 });
 
-test("past 128 sign-ins and password changes under way, a new one answers 503 with Retry-After at once, with nothing recorded; room comes back as they end", async (t) => {
+test("past MAX_PASSWORD_WORK (128) sign-ins and password changes under way, a new one answers 503 with Retry-After at once, with nothing recorded; room comes back as they end", async (t) => {
   const server = await ownerAccount(t, { TRUST_PROXY: "1" });
   const link = await runMain(["users", "reset-password", EMAIL], server.env);
   assert.equal(link.code, 0, link.stderr);
   const resetToken = link.stdout.match(/\/set-password#([A-Za-z0-9_-]+)/)?.[1];
   assert.ok(resetToken, link.stdout);
-  // A flood from many addresses (each within its own limit) outruns scrypt's ~26 hashes a
+  // A flood from many addresses (each within its own limit) outruns scrypt's ~10 hashes a
   // second only when it lasts many seconds, too long for a test: the server runs in this
-  // process, so the test holds the 128 places itself, as such a flood would.
+  // process, so the test holds the places itself, as such a flood would.
   const releases: (() => void)[] = [];
   let started = 0;
-  const held = Array.from({ length: 128 }, () =>
+  assert.equal(MAX_PASSWORD_WORK, 128);
+  const held = Array.from({ length: MAX_PASSWORD_WORK }, () =>
     withPasswordCapacity(() => {
       started += 1;
       return new Promise<void>((resolve) => releases.push(resolve));
     }),
   );
-  assert.equal(started, 128);
+  assert.equal(started, MAX_PASSWORD_WORK);
   assert.equal(PASSWORDS_BUSY, "Too many sign-ins at once. Try again in a few seconds.");
   let ranRefused = false;
   const refused = await withPasswordCapacity(async () => {

@@ -61,6 +61,11 @@ export function registerLocalRoutes(app: FastifyInstance, { auth, local }: Deps)
       // The password was reset (or the account disabled) while its hash was checked: the old one is wrong now.
       if (!(await auth.startBrowserSession(req, reply, user.id, { passwordHash: user.passwordHash })))
         throw new HttpError(401, SIGN_IN_FAILED);
+      // The sign-in stands either way; a hash left as it was is made again next time.
+      await local.upgradePasswordHash(user, req.body.password).catch((error: unknown) => {
+        if (!(error instanceof HttpError && error.statusCode === 503))
+          req.log.warn({ err: error }, "the password's hash could not be made again");
+      });
       return { user: toPublicUser(user) };
     },
   );

@@ -7,7 +7,7 @@ import { type Store, writeTransaction } from "../core/store.ts";
 import { isSingleLine } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
-import { hashPassword, verifyPassword, withPasswordCapacity } from "./passwords.ts";
+import { hashPassword, isCurrentHash, verifyPassword, withPasswordCapacity } from "./passwords.ts";
 
 /** The `auth_issuer` of local accounts; their subject is the lower-case e-mail. */
 export const LOCAL_ISSUER = "local";
@@ -254,6 +254,20 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     signIn(email: string, password: string, network: string): Promise<UserRow> {
       // The room is taken before the attempt is counted: a sign-in refused for the server's load is no guess.
       return withPasswordCapacity(() => checkSignIn(email, password, network));
+    },
+
+    /**
+     * After a sign-in: the password, just checked, hashed again with today's parameters when
+     * its stored hash was made with weaker ones (isCurrentHash). Written only over that same
+     * hash, so a reset that came meanwhile stands. Not counted as a password change: no
+     * session ends. A second sign-in of the account checked against the old hash at this
+     * very moment is refused as a reset's would be, once; the next one succeeds.
+     */
+    async upgradePasswordHash(user: UserRow, password: string): Promise<void> {
+      const from = user.passwordHash;
+      if (!from || isCurrentHash(from)) return;
+      const to = await withPasswordCapacity(() => hashPassword(password));
+      await writeTransaction(db, () => users.replacePasswordHash(user.id, from, to, clock.now()));
     },
   };
 }

@@ -79,6 +79,15 @@ export function createUsersRepoPg(store: PgStore): UsersRepo {
         .where(eq(users.id, userId));
     },
 
+    async replacePasswordHash(userId, from, to, now) {
+      const updated = await db
+        .update(users)
+        .set({ passwordHash: to, updatedAt: now.toISOString() })
+        .where(and(eq(users.id, userId), eq(users.passwordHash, from)))
+        .returning({ id: users.id });
+      return updated.length === 1;
+    },
+
     async setDisabled(userId, disabledAt, now) {
       await db
         .update(users)

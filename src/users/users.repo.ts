@@ -85,6 +85,17 @@ function createUsersRepoSqlite(db: Db) {
         .run();
     },
 
+    /** The same password hashed again: written only if the hash is still `from` (no reset came between). */
+    replacePasswordHash(userId: string, from: string, to: string, now: Date): boolean {
+      return (
+        db
+          .update(users)
+          .set({ passwordHash: to, updatedAt: now.toISOString() })
+          .where(and(eq(users.id, userId), eq(users.passwordHash, from)))
+          .run().changes === 1
+      );
+    },
+
     setDisabled(userId: string, disabledAt: Date | null, now: Date): void {
       db.update(users)
         .set({ disabledAt: disabledAt?.toISOString() ?? null, updatedAt: now.toISOString() })

@@ -71,6 +71,10 @@ export function createUsersService({ db, users, browserSessions, cliSessions, ac
       await users.setPassword(userId, passwordHash, name, now);
     },
 
+    replacePasswordHash(userId: string, from: string, to: string, now: Date): Promise<boolean> {
+      return users.replacePasswordHash(userId, from, to, now);
+    },
+
     /** Ends every browser session and revokes every CLI session of the user (a password reset). */
     async endSessions(userId: string, now: Date): Promise<void> {
       await browserSessions.deleteAllSessionsOf(userId);
