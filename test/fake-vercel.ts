@@ -12,6 +12,8 @@ export interface FakeEnvVar {
   type: "encrypted" | "plain" | "sensitive" | "system" | "secret";
   target: string[];
   gitBranch?: string;
+  /** Set by a test for a var moved to a custom environment: listed without `target`. */
+  customEnvironmentIds?: string[];
   createdAt: number;
   updatedAt: number;
 }
@@ -363,7 +365,8 @@ export class FakeVercel {
       key: e.key,
       value: readable ? e.value : `eyJ${crypto.randomBytes(12).toString("base64url")}`,
       type: e.type,
-      target: [...e.target],
+      // A var moved to a custom environment lists `customEnvironmentIds` and no `target`.
+      ...(e.customEnvironmentIds ? { customEnvironmentIds: [...e.customEnvironmentIds] } : { target: [...e.target] }),
       ...(e.gitBranch ? { gitBranch: e.gitBranch } : {}),
       createdAt: e.createdAt,
       updatedAt: e.updatedAt,

@@ -327,6 +327,7 @@ const createCases: CreateCase[] = [
         { key: "B", hostEnvId: "env_b" },
       ],
       refused: [],
+      unanswered: [],
     },
   },
   {
@@ -343,6 +344,7 @@ const createCases: CreateCase[] = [
         { key: "TZ", result: "failed", reason: "rejected" },
         { key: "_LEADING", result: "failed", reason: "rejected" },
       ],
+      unanswered: [],
     },
   },
   {
@@ -359,14 +361,22 @@ const createCases: CreateCase[] = [
         { key: "A", result: "skipped", reason: "conflict" },
         { key: "B", result: "skipped", reason: "conflict" },
       ],
+      unanswered: [],
     },
   },
   {
-    name: "a failure naming no key still counts once per key neither created nor named",
+    name: "a key neither created nor named is unanswered (its claim stays), even beside a failure naming no key",
     sent: ["A", "B"],
     created: [{ id: "env_a", key: "A" }],
     failed: [{ code: "bad_request" }],
-    expected: { created: [{ key: "A", hostEnvId: "env_a" }], refused: [{ key: "B", result: "failed", reason: "rejected" }] },
+    expected: { created: [{ key: "A", hostEnvId: "env_a" }], refused: [], unanswered: ["B"] },
+  },
+  {
+    name: "a 2xx whose body could not be read: every key sent is unanswered",
+    sent: ["A", "B"],
+    created: [],
+    failed: [],
+    expected: { created: [], refused: [], unanswered: ["A", "B"] },
   },
   {
     name: "a key named twice, or named though created, counts once",
@@ -377,14 +387,18 @@ const createCases: CreateCase[] = [
       { key: "B", code: "bad_request" },
       { key: "B", code: "ENV_CONFLICT" },
     ],
-    expected: { created: [{ key: "A", hostEnvId: "env_a" }], refused: [{ key: "B", result: "failed", reason: "rejected" }] },
+    expected: {
+      created: [{ key: "A", hostEnvId: "env_a" }],
+      refused: [{ key: "B", result: "failed", reason: "rejected" }],
+      unanswered: [],
+    },
   },
   {
-    name: "a created entry without an id is not trusted: the key counts as rejected",
+    name: "a created entry without an id is not trusted as an id, but not as a refusal either: unanswered",
     sent: ["A"],
     created: [{ key: "A" }],
     failed: [],
-    expected: { created: [], refused: [{ key: "A", result: "failed", reason: "rejected" }] },
+    expected: { created: [], refused: [], unanswered: ["A"] },
   },
 ];
 

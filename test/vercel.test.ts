@@ -1272,6 +1272,48 @@ test("a create whose answer was lost: the var Vercel made anyway is taken as our
   assert.equal(s.fake.envs("prj_web").filter((e) => e.key === "LOST_ANSWER").length, 1, "never created twice");
 });
 
+test("a var of ours moved to a custom environment (listed without `target`), its secret then deleted: forgotten, left at Vercel, no 500", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const id = await addSecret(s, "development", "MOVED_AWAY", "moved-value");
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  const made = s.fake.envFor("prj_web", "MOVED_AWAY", "development")!;
+  made.target = [];
+  made.customEnvironmentIds = ["env_custom_qa"];
+  assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${id}`)).status, 200);
+
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 0 });
+  assert.ok(
+    s.fake.envs("prj_web").some((e) => e.id === made.id),
+    "a var that covers none of our targets is not ours to delete",
+  );
+  assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), []);
+});
+
+test("a create answered 2xx with a body that names none of the vars: failed as unanswered, its claim kept, and the var taken as ours next time", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "CUT_ANSWER", "cut-value");
+  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
+  // Vercel writes the var; the answer that reaches us is a 201 without `created` (cut by a proxy, say).
+  s.fake.inject(201, { match: isCreate, afterDoing: true });
+  const cut = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(cut.status, 200, JSON.stringify(cut.body));
+  assert.deepEqual(counts(cut.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 1 });
+  assert.deepEqual(cut.body.summary.results, [
+    { environment: "development", target: "development", key: "CUT_ANSWER", result: "failed", reason: "unanswered" },
+  ]);
+  const made = s.fake.envFor("prj_web", "CUT_ANSWER", "development")!;
+  assert.match(String(storedRows(s.server, "integration_vars", { key: "CUT_ANSWER" })[0]!.host_env_id), /^unanswered:1:/);
+
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual(counts(next.body.summary), { created: 0, updated: 0, unchanged: 1, skipped: 0, deleted: 0, failed: 0 });
+  assert.deepEqual(
+    storedRows(s.server, "integration_vars", { project_id: s.projectId }).map((r) => [r.key, r.host_env_id]),
+    [["CUT_ANSWER", made.id]],
+  );
+});
+
 test("a create whose answer was lost, then its secret changed or deleted before the next run: the var Vercel made is still known as ours", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   const changedId = await addSecret(s, "development", "LOST_CHANGED", "sent-value");

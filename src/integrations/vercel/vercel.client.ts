@@ -285,7 +285,7 @@ export function createVercelClient(options: VercelClientOptions) {
 
     /** Every env var of the project, `encrypted` ones decrypted where Vercel allows. */
     async listEnvVars(token: string, teamId: string | null, projectId: string): Promise<VercelEnvVar[]> {
-      return paged<VercelEnvVar>(
+      const vars = await paged<VercelEnvVar>(
         `/v10${projectPath(projectId, "/env")}`,
         "envs",
         "until",
@@ -294,6 +294,9 @@ export function createVercelClient(options: VercelClientOptions) {
         "GET /v10/projects/:id/env",
         { maxPages: MAX_ENV_PAGES, whole: true },
       );
+      // A var of a custom environment carries no `target` array: it covers none of the
+      // three targets a sync writes, and the plan must not read a length from nothing.
+      return vars.filter((v) => typeof v.key === "string").map((v) => (Array.isArray(v.target) ? v : { ...v, target: [] }));
     },
 
     /** One var's readable value, or undefined when Vercel will not return it (sensitive). */

@@ -663,6 +663,11 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
             note(environment, target, refused.key, refused.result, refused.reason);
             varChanges.push({ op: "delete", target, key: refused.key, claim: claims.get(refused.key) });
           }
+          for (const key of outcome.unanswered) {
+            note(environment, target, key, "failed", "unanswered");
+            const claim = claims.get(key)!;
+            varChanges.push({ op: "save", target, key, hostEnvId: claim, claim });
+          }
         }
       }
     }

@@ -11,6 +11,7 @@ export type KeyResultReason =
   | "unreadable" // a sensitive or system var whose value Vercel never returns
   | "conflict" // Vercel answered ENV_CONFLICT
   | "rejected" // Vercel refused the var (reserved name, bad value)
+  | "unanswered" // Vercel's answer to the create did not say what became of it: the next run finds out
   | "decrypt"; // the secrets of this environment could not be decrypted here
 
 /** A var as Vercel listed it. */
@@ -170,17 +171,23 @@ export function planSync(platformVars: readonly PlatformVar[], ours: Ours, polic
 export interface CreateOutcome {
   created: { key: string; hostEnvId: string }[];
   refused: { key: string; result: "skipped" | "failed"; reason: "conflict" | "rejected" }[];
+  /**
+   * Keys the answer neither lists as created (with an id) nor names as refused: a 2xx whose
+   * body was cut or unreadable. Vercel may have written them, so their claims stay, as for a
+   * create that got no answer at all.
+   */
+  unanswered: string[];
 }
 
 /**
  * What a batch create did, key by key. Vercel may write part of a batch; every key sent is
- * either created or refused exactly once, even when a failure entry names no key or a key twice.
+ * created, refused or unanswered exactly once, even when a failure entry names no key or a key twice.
  */
 export function createOutcome(
   sentKeys: readonly string[],
   result: { created: readonly ({ id?: unknown; key?: unknown } | null | undefined)[]; failed: readonly { key?: string; code?: string }[] },
 ): CreateOutcome {
-  const outcome: CreateOutcome = { created: [], refused: [] };
+  const outcome: CreateOutcome = { created: [], refused: [], unanswered: [] };
   const createdKeys = new Set<string>();
   for (const created of result.created) {
     if (typeof created?.id !== "string" || typeof created.key !== "string") continue;
@@ -197,7 +204,7 @@ export function createOutcome(
     );
   }
   for (const key of sentKeys) {
-    if (!createdKeys.has(key) && !refusedKeys.has(key)) outcome.refused.push({ key, result: "failed", reason: "rejected" });
+    if (!createdKeys.has(key) && !refusedKeys.has(key)) outcome.unanswered.push(key);
   }
   return outcome;
 }

@@ -286,6 +286,7 @@ const REASONS: Record<SyncSummary["results"][number]["reason"], string> = {
   unreadable: "Vercel never returns this variable's value (sensitive or system)",
   conflict: "Vercel answered that the variable conflicts with another",
   rejected: "Vercel refused it (a reserved name or an unaccepted value)",
+  unanswered: "Vercel's answer did not say whether it was created; the next sync finds out",
   decrypt: "the secrets of this environment could not be decrypted",
 };
 
