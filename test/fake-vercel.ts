@@ -41,6 +41,7 @@ interface Injection {
   status: number;
   times: number;
   retryAfterSeconds?: number;
+  resetOnly?: boolean;
   match: (req: RecordedRequest) => boolean;
   /** Carry the request out, then answer `status` anyway: a write whose answer is lost. */
   afterDoing?: boolean;
@@ -160,12 +161,20 @@ export class FakeVercel {
   /** The next `times` requests that match answer `status` (a 429 carries Retry-After). */
   inject(
     status: number,
-    options: { times?: number; retryAfterSeconds?: number; match?: (req: RecordedRequest) => boolean; afterDoing?: boolean } = {},
+    options: {
+      times?: number;
+      retryAfterSeconds?: number;
+      /** A 429 that gives its wait only as X-RateLimit-Reset and `error.limit.reset`, without Retry-After. */
+      resetOnly?: boolean;
+      match?: (req: RecordedRequest) => boolean;
+      afterDoing?: boolean;
+    } = {},
   ): void {
     this.injections.push({
       status,
       times: options.times ?? 1,
       retryAfterSeconds: options.retryAfterSeconds,
+      resetOnly: options.resetOnly,
       match: options.match ?? (() => true),
       afterDoing: options.afterDoing,
     });
@@ -230,16 +239,22 @@ export class FakeVercel {
       injection.times -= 1;
       if (injection.status === 429) {
         const seconds = injection.retryAfterSeconds ?? 1;
+        const reset = Math.ceil((Date.now() + seconds * 1000) / 1000);
         return send(
           429,
           {
             error: {
               code: "rate_limited",
               message: "Rate limit exceeded",
-              limit: { remaining: 0, reset: Math.ceil(Date.now() / 1000) + seconds, resetMs: Date.now() + seconds * 1000, total: 100 },
+              limit: { remaining: 0, reset, resetMs: reset * 1000, total: 100 },
             },
           },
-          { "retry-after": String(seconds), "x-ratelimit-limit": "100", "x-ratelimit-remaining": "0" },
+          {
+            ...(injection.resetOnly ? {} : { "retry-after": String(seconds) }),
+            "x-ratelimit-limit": "100",
+            "x-ratelimit-remaining": "0",
+            "x-ratelimit-reset": String(reset),
+          },
         );
       }
       if (injection.afterDoing) this.route(recorded);

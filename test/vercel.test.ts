@@ -1120,6 +1120,14 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
   assert.equal(lists.length, 2);
   assert.ok(lists[1]!.at - lists[0]!.at >= 950, `waited ${lists[1]!.at - lists[0]!.at} ms for Retry-After: 1`);
 
+  // Without Retry-After the window's end (X-RateLimit-Reset) says how long: not the backoff's few milliseconds.
+  s.fake.inject(429, { retryAfterSeconds: 1, resetOnly: true, match: isList });
+  const resetStart = s.fake.requests.length;
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  const resetLists = s.fake.requests.slice(resetStart).filter(isList);
+  assert.equal(resetLists.length, 2);
+  assert.ok(resetLists[1]!.at - resetLists[0]!.at >= 950, `waited ${resetLists[1]!.at - resetLists[0]!.at} ms for the reset`);
+
   s.fake.inject(503, { times: 2, match: isList });
   const flaky = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(flaky.status, 200);

@@ -122,6 +122,26 @@ export function createVercelClient(options: VercelClientOptions) {
     });
   }
 
+  /**
+   * How long a 429 asks us to wait: `Retry-After` (seconds, or an HTTP date), else the
+   * window's end, `X-RateLimit-Reset` or the body's `error.limit.reset` (epoch seconds).
+   * Without any of them the backoff alone would spend every attempt within seconds.
+   */
+  function rateLimitWaitMs(headers: Headers, body: unknown): number | undefined {
+    const retryAfter = headers.get("retry-after")?.trim();
+    if (retryAfter) {
+      const seconds = Number(retryAfter);
+      if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+      const date = Date.parse(retryAfter);
+      if (!Number.isNaN(date)) return Math.max(0, date - Date.now());
+    }
+    const reset = Number(
+      headers.get("x-ratelimit-reset")?.trim() || (body as { error?: { limit?: { reset?: unknown } } } | null)?.error?.limit?.reset,
+    );
+    if (Number.isFinite(reset) && reset > 0) return Math.max(0, reset * 1000 - Date.now());
+    return undefined;
+  }
+
   function backoffMs(attempt: number): number {
     const step = options.retryBaseMs * 2 ** (attempt - 1);
     return step + Math.floor(Math.random() * (options.retryBaseMs + 1));
@@ -169,11 +189,8 @@ export function createVercelClient(options: VercelClientOptions) {
         }
         if (status >= 200 && status < 300) return { status, body };
         if (status === 429) {
-          const retryAfter = Number(res.headers.get("retry-after"));
-          if (Number.isFinite(retryAfter) && retryAfter >= 0) {
-            if (retryAfter > MAX_RETRY_AFTER_SECONDS) throw new VercelError("unavailable", status, "rate_limited");
-            waitMs = retryAfter * 1000;
-          }
+          waitMs = rateLimitWaitMs(res.headers, body);
+          if (waitMs !== undefined && waitMs > MAX_RETRY_AFTER_SECONDS * 1000) throw new VercelError("unavailable", status, "rate_limited");
         } else if (status < 500 || !call.idempotent) {
           throw status >= 300 && status < 400 ? new VercelError("unavailable", status) : classify(status, body);
         }
