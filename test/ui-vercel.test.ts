@@ -12,9 +12,10 @@ useBrowser();
 test("a paused connection offers reconnecting, not its settings; a saved deploy hook can be removed", async (t) => {
   const fake = await startFakeVercel();
   t.after(() => fake.stop());
-  fake.addToken("vcp_bob_token_123456", []);
-  fake.addToken("vcp_alice_token_123456", []);
-  fake.addProject("prj_web", "web");
+  fake.addToken("vcp_bob_token_123456", ["team_acme1234"]);
+  fake.addToken("vcp_alice_token_123456", ["team_acme1234"]);
+  fake.addTeam("team_acme1234", "Acme");
+  fake.addProject("prj_web", "web", "team_acme1234");
   const hook = fake.addHook("prj_web");
   const server = await startServer(t, { env: { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "40", VERCEL_RETRY_BASE_MS: "5" } });
   const alice = await server.signIn("alice@example.test");
@@ -22,7 +23,7 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   const project = await alice.createProject({ name: "site", environments: ["production"] });
   await addMember(alice, bob, project.id, "admin");
   const base = `/api/projects/${project.id}/integrations/hosting`;
-  assert.equal((await bob.json("POST", base, { token: "vcp_bob_token_123456" })).status, 201);
+  assert.equal((await bob.json("POST", base, { token: "vcp_bob_token_123456", teamId: "team_acme1234" })).status, 201);
   const linked = await bob.json("PUT", base, {
     hostProjectId: "prj_web",
     mappings: { production: "production" },
@@ -46,8 +47,10 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   assert.equal(await page.getByRole("heading", { name: "Link and settings" }).count(), 0, "a paused connection's settings are not offered");
   await check(tab, "vercel-paused");
 
-  // Alice reconnects with her own token: the settings come back, the link kept.
+  // Alice reconnects with her own token: the settings come back, the link kept. The team is
+  // filled in: without it the linked project would be looked for in her personal account.
   await page.getByRole("heading", { name: "Reconnect Vercel", exact: true }).waitFor();
+  assert.equal(await page.getByLabel("Team ID (optional)").inputValue(), "team_acme1234");
   await page.getByLabel("Vercel access token").fill("vcp_alice_token_123456");
   await page.getByRole("button", { name: "Reconnect" }).click();
   await page.getByRole("heading", { name: "Link and settings" }).waitFor();
@@ -55,6 +58,7 @@ test("a paused connection offers reconnecting, not its settings; a saved deploy 
   const reconnected = await alice.json("GET", base);
   assert.equal(reconnected.body.paused, false);
   assert.equal(reconnected.body.connectedBy.email, "alice@example.test");
+  assert.deepEqual([reconnected.body.teamId, reconnected.body.hostProjectId], ["team_acme1234", "prj_web"]);
 
   // Removing the saved hook: the address field is off meanwhile, and redeploys need a hook.
   await page.getByLabel("Vercel project").selectOption({ label: "web" });

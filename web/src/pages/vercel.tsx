@@ -39,9 +39,15 @@ export function VercelPage({ project }: { project: Project }) {
   );
 }
 
-function ConnectForm({ base, onConnected, reconnect }: { base: string; onConnected(c: Connection): void; reconnect?: boolean }) {
+/**
+ * Connecting, or reconnecting a saved connection (`saved`): its team is filled in, since a
+ * new token sent without it looks for the linked project in the personal account, misses
+ * it, and the link, the settings and the record of our vars would go.
+ */
+function ConnectForm({ base, onConnected, saved }: { base: string; onConnected(c: Connection): void; saved?: ConnectedState }) {
+  const reconnect = saved !== undefined;
   const [token, setToken] = useState("");
-  const [teamId, setTeamId] = useState("");
+  const [teamId, setTeamId] = useState(saved?.teamId ?? "");
   const action = useAction();
   return (
     <form
@@ -97,7 +103,7 @@ function Connected({
   return (
     <>
       <StatusCard base={base} connection={c} reload={reload} />
-      {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} reconnect />}
+      {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} saved={c} />}
       {/* A rejected token can list and link nothing: the settings come back, fresh, with the new token. */}
       {!c.paused && c.status !== "attention" && (
         <SettingsForm base={base} connection={c} onSaved={onChange} onConnectionChanged={() => void reload()} />
