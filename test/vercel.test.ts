@@ -747,6 +747,38 @@ test("automatic redeploy: a key Vercel refuses to create does not stop it; a key
   assert.equal(Boolean(integrationRow(s)!.deploy_due), true, "NEW_TOO waits for the next redeploy");
 });
 
+test("a run stops before its next call once the connection is reconnected with a new token, or disconnected: the old token is used for nothing more", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  const ids = [await addSecret(s, "development", "FIRST_KEY", "one"), await addSecret(s, "development", "SECOND_KEY", "two")];
+  assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
+  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
+  const changeBoth = async (suffix: string) => {
+    for (const id of ids) {
+      const res = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: suffix });
+      assert.equal(res.status, 200);
+    }
+  };
+  s.fake.addToken("vcp_new_token_123456", []);
+
+  for (const step of ["reconnect", "disconnect"] as const) {
+    await changeBoth(`value-before-${step}`);
+    const held = s.fake.hold(isUpdate);
+    const before = s.fake.requests.length;
+    const sync = s.owner.json("POST", `${s.base}/sync`);
+    await held.reached;
+    if (step === "reconnect") assert.equal((await s.owner.json("POST", s.base, { token: "vcp_new_token_123456" })).status, 201);
+    else assert.equal((await s.owner.json("DELETE", s.base)).status, 200);
+    held.release();
+    const answer = await sync;
+    assert.deepEqual([answer.status, answer.body], [409, { error: "A sync is already running. It will pick up your changes." }]);
+    // The run's token: the first one, then (for the disconnect) the one the reconnect saved.
+    const runToken = `Bearer ${step === "reconnect" ? s.token : "vcp_new_token_123456"}`;
+    const runCalls = s.fake.requests.slice(before).filter((r) => r.authorization === runToken);
+    assert.equal(runCalls.filter(isUpdate).length, 1, `${step}: the held update only, not the second`);
+    assert.equal(runCalls.at(-1)!.method, "PATCH", `${step}: nothing after the held update`);
+  }
+});
+
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
   const s = await linked(t);
   const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");

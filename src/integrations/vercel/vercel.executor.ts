@@ -107,7 +107,9 @@ export type SyncFailureKind =
   /** Paused while the run was under way (its connector lost the right): it stops before its next call. */
   | "paused"
   /** Linked to another Vercel project while the run was under way: it stops before it creates anything in the old one. */
-  | "relinked";
+  | "relinked"
+  /** Reconnected with a new token while the run was under way: the old one is used for nothing more. */
+  | "reconnected";
 
 export const SYNC_ERRORS: Record<
   Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed" | "stale-key",
@@ -123,6 +125,7 @@ export const SYNC_ERRORS: Record<
     "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   interrupted: "The server stopped while a sync was running. Run the sync again.",
   relinked: "The linked Vercel project changed while the sync ran. The sync that follows sends the changes to the project linked now.",
+  reconnected: "Vercel was reconnected while the sync ran. The sync that follows uses the new token.",
   "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
   "hook-failed": "The deploy hook call failed. Try the redeploy again.",
   "stale-key": "Not redeployed: a key failed to update or delete at Vercel, and its old value would be deployed. See the keys that failed.",
@@ -504,12 +507,14 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const hostProjectId = row.hostProjectId!;
     const teamId = row.teamId;
     /**
-     * Before every call: a process whose lease was taken over stops talking to Vercel, and
-     * so does a run whose connection was paused meanwhile (its token is then used for nothing).
+     * Before every call: a process whose lease was taken over stops talking to Vercel, and so
+     * does a run whose connection was disconnected, reconnected, relinked or paused meanwhile:
+     * a token its owner replaced or removed (perhaps because it leaked) is used for nothing more.
      */
     const holdsLease = async () => {
       if (!(await lease.holds())) throw new SyncFailure("lease-lost");
-      if (await repo.isPaused(projectId)) throw new SyncFailure("paused");
+      const stop = stopReason(await repo.find(projectId), row, lease);
+      if (stop) throw new SyncFailure(stop);
     };
     await holdsLease();
     let listed: VercelEnvVar[];
@@ -688,15 +693,8 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   ): Promise<Map<string, string>> {
     const projectId = row.projectId;
     return writeTransaction(db, async () => {
-      const current = await repo.find(projectId);
-      const isStillOurs =
-        current !== undefined &&
-        current.syncStartedAt === lease.startedAt &&
-        current.syncOwner === owner &&
-        current.createdAt === row.createdAt;
-      if (!isStillOurs) throw new SyncFailure("lease-lost");
-      if (current.hostProjectId !== row.hostProjectId) throw new SyncFailure("relinked");
-      if (current.pausedAt != null) throw new SyncFailure("paused");
+      const stop = stopReason(await repo.find(projectId), row, lease);
+      if (stop) throw new SyncFailure(stop);
       const claims = new Map<string, string>();
       const createdAt = clock.now().toISOString();
       for (const { key, value } of batch) {
@@ -706,6 +704,24 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       }
       return claims;
     });
+  }
+
+  /**
+   * Why a run must stop, judged from the connection as stored now (`current`) against the row
+   * it started from: its lease taken over or the connection gone (lease-lost), another
+   * project linked, a new token saved, or syncing paused.
+   */
+  function stopReason(current: IntegrationRow | undefined, row: IntegrationRow, lease: RunLease): SyncFailureKind | undefined {
+    const isStillOurs =
+      current !== undefined &&
+      current.syncStartedAt === lease.startedAt &&
+      current.syncOwner === owner &&
+      current.createdAt === row.createdAt;
+    if (!isStillOurs) return "lease-lost";
+    if (current.hostProjectId !== row.hostProjectId) return "relinked";
+    if (!current.tokenCiphertext.equals(row.tokenCiphertext)) return "reconnected";
+    if (current.pausedAt != null) return "paused";
+    return undefined;
   }
 
   /** An encrypted var's plain value, or undefined when Vercel no longer has or returns it. */

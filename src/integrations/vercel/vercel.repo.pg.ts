@@ -12,15 +12,6 @@ export function createVercelRepoPg(store: PgStore): VercelRepo {
       return row;
     },
 
-    async isPaused(projectId) {
-      const [row] = await db
-        .select({ pausedAt: integrations.pausedAt })
-        .from(integrations)
-        .where(eq(integrations.projectId, projectId))
-        .limit(1);
-      return row?.pausedAt != null;
-    },
-
     async findHosting(projectId) {
       const [row] = await db
         .select({

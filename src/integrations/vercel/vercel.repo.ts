@@ -24,12 +24,6 @@ function createVercelRepoSqlite(db: Db) {
       return db.select().from(integrations).where(eq(integrations.projectId, projectId)).get();
     },
 
-    /** Whether the connection is paused now (a run asks before each call to Vercel). */
-    isPaused(projectId: string): boolean {
-      const row = db.select({ pausedAt: integrations.pausedAt }).from(integrations).where(eq(integrations.projectId, projectId)).get();
-      return row?.pausedAt != null;
-    },
-
     /** What the security overview shows of the connection, with the e-mail of whoever connected. */
     findHosting(projectId: string): Hosting | undefined {
       return db

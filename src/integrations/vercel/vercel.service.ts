@@ -405,8 +405,9 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
           throw new HttpError(400, MESSAGES.paused);
         case "failed":
           // Another server process took the run over after this one stopped renewing its lease,
-          // or the link changed under it: either way a run that follows picks the changes up.
-          if (outcome.failure === "lease-lost" || outcome.failure === "relinked") throw new HttpError(409, MESSAGES.busy);
+          // or the link or the token changed under it: either way a run that follows picks the changes up.
+          if (outcome.failure === "lease-lost" || outcome.failure === "relinked" || outcome.failure === "reconnected")
+            throw new HttpError(409, MESSAGES.busy);
           if (outcome.failure === "unavailable" || outcome.failure === "refused") throw new HttpError(502, SYNC_ERRORS[outcome.failure]);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
           throw new HttpError(400, SYNC_ERRORS[outcome.failure]);
