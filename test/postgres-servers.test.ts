@@ -9,6 +9,7 @@ import fs from "node:fs";
 import { test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { makeTempDir, randomMasterKey, runMain, startServer } from "./helpers.ts";
+import { queryPostgresSync } from "./pg-sync.ts";
 import { createDatabase, startCluster, stopCluster, usePostgres } from "./postgres.ts";
 import { addMember, createSecret } from "./secrets-helpers.ts";
 import { auditRows, tamperAuditRow } from "./storage.ts";
@@ -204,4 +205,33 @@ test("copy-database refuses a DATA_DIR whose audit chain does not verify before 
   tamperAuditRow(dataDir, first!.seq, { target_id: first!.target_id });
   const copied = await runMain(["copy-database", "--to", url], { DATA_DIR: dataDir, ...env }, { timeoutMs: 120_000 });
   assert.equal(copied.code, 0, copied.stderr + copied.stdout);
+});
+
+test("copy-database refuses a target that holds rows before it migrates it: a live database of an older version is left as it was", {
+  timeout: 120_000,
+}, async (t) => {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  const env = { MASTER_KEY: randomMasterKey() };
+  const migrated = await runMain(["migrate"], { DATA_DIR: dataDir, ...env });
+  assert.equal(migrated.code, 0, migrated.stderr);
+
+  const url = await createDatabase();
+  const live = await startServer(t, { dataDir: makeTempDir(), env: { ...env, DATABASE_URL: url } });
+  await live.signIn("owner@example.test");
+  await live.stop();
+  // As a server of the version before the newest migration left it.
+  const newest = "SELECT max(created_at) FROM drizzle.__drizzle_migrations";
+  queryPostgresSync(url, `DELETE FROM drizzle.__drizzle_migrations WHERE created_at = (${newest})`);
+  const applied = () =>
+    queryPostgresSync(url, "SELECT count(*)::int AS n, max(created_at)::text AS newest FROM drizzle.__drizzle_migrations").rows[0];
+  const before = applied();
+
+  const refused = await runMain(["copy-database", "--to", url], { DATA_DIR: dataDir, ...env }, { timeoutMs: 120_000 });
+  assert.equal(refused.code, 1, refused.stderr + refused.stdout);
+  assert.match(
+    refused.stderr,
+    /^secrets-server: configuration error: The database at --to is not empty \(\w+ has rows\): copy into a new, empty database\.\n$/,
+  );
+  assert.deepEqual(applied(), before, "no migration was applied to the target");
 });

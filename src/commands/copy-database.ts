@@ -82,12 +82,17 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
       );
       return 1;
     }
+    const plan = tablesInCopyOrder();
+    let full: string | undefined;
     try {
-      await migratePostgres(target);
+      // Before the migrations: a live database of an older version would otherwise be
+      // upgraded and only then refused, and its servers would no longer start on it.
+      full = await tableWithRows(target, plan);
+      if (full === undefined) await migratePostgres(target);
     } catch (error) {
       throw new ConfigError(`The database at --to cannot be used: ${(error as Error).message}`);
     }
-    const plan = tablesInCopyOrder();
+    if (full !== undefined) throw notEmpty(full);
     const counts = await copyRows(source.$client, target, plan);
     // The copy as the server will read it: the master key matches and the chain is whole.
     await checkMasterKeys(target, keyring, new Date());
@@ -116,15 +121,26 @@ export async function copyDatabaseCommand(args: string[]): Promise<number> {
   }
 }
 
+/** The first of our tables that exists in the target and holds a row (a database of an older version may lack some). */
+async function tableWithRows(target: PgStore, plan: TablePlan[]): Promise<string | undefined> {
+  for (const table of plan) {
+    const [found] = await pgRows<{ t: string | null }>(target, "SELECT to_regclass($1)::text AS t", [table.name]);
+    if (found?.t == null) continue;
+    const [row] = await pgRows<{ has_rows: boolean }>(target, `SELECT EXISTS (SELECT 1 FROM ${table.name}) AS has_rows`);
+    if (row?.has_rows) return table.name;
+  }
+  return undefined;
+}
+
+function notEmpty(table: string): ConfigError {
+  return new ConfigError(`The database at --to is not empty (${table} has rows): copy into a new, empty database.`);
+}
+
 /** Copies every table in one transaction on the target; refuses a target that holds any row. */
 async function copyRows(sqlite: Database.Database, target: PgStore, plan: TablePlan[]): Promise<Map<string, number>> {
   return pgWriteTransaction(target, async () => {
-    for (const table of plan) {
-      const [row] = await pgRows<{ n: number }>(target, `SELECT count(*) AS n FROM ${table.name}`);
-      if ((row?.n ?? 0) > 0) {
-        throw new ConfigError(`The database at --to is not empty (${table.name} has rows): copy into a new, empty database.`);
-      }
-    }
+    const full = await tableWithRows(target, plan);
+    if (full !== undefined) throw notEmpty(full);
     const counts = new Map<string, number>();
     // One snapshot of the source for every table.
     sqlite.exec("BEGIN");
