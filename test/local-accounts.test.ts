@@ -344,6 +344,61 @@ test("users commands: add, list, set the password through the link, reset, disab
   assert.equal((await cli(server, "users", "frobnicate")).code, 2);
 });
 
+test("users commands take exactly the arguments their usage names, and an address that could never sign in is refused", async (t) => {
+  const { server } = await firstAccount(t);
+  assert.equal((await cli(server, "users", "add", "bob@example.com")).code, 0);
+  assert.equal((await cli(server, "users", "add", "carol@example.com")).code, 0);
+  const statuses = async () => {
+    const list = await cli(server, "users", "list");
+    assert.equal(list.code, 0, list.stderr);
+    return list.stdout
+      .trim()
+      .split("\n")
+      .slice(1)
+      .map((line) => line.split("\t").slice(0, 4).join(" "));
+  };
+  const before = await statuses();
+
+  // A second address is refused, not dropped: neither is disabled.
+  const two = await cli(server, "users", "disable", "bob@example.com", "carol@example.com");
+  assert.equal(two.code, 2);
+  assert.equal(
+    two.stderr,
+    "secrets-server: One e-mail address at a time: run the command once for each.\nUsage: secrets-server users disable EMAIL\n",
+  );
+  assert.equal(two.stdout, "");
+  for (const args of [
+    ["enable", "bob@example.com", "carol@example.com"],
+    ["reset-password", "bob@example.com", "--force"],
+    ["list", "everyone"],
+    ["add", "dave@example.com", "--name"],
+    ["add", "dave@example.com", "--name", "Dave", "extra"],
+    ["add", "dave@example.com", "--nmae", "Dave"],
+  ]) {
+    const refused = await cli(server, "users", ...args);
+    assert.equal(refused.code, 2, `${args.join(" ")}: ${refused.stdout}${refused.stderr}`);
+    assert.match(refused.stderr, /^secrets-server: .*\nUsage: secrets-server users /, args.join(" "));
+  }
+  assert.deepEqual(await statuses(), before, "nothing changed");
+
+  // --name=VALUE is the same option as --name VALUE.
+  const named = await cli(server, "users", "add", "dave@example.com", "--name=Dave Davis");
+  assert.equal(named.code, 0, named.stderr);
+  assert.ok((await statuses()).includes("dave@example.com Dave Davis local invited"));
+
+  // Control characters, a line break or a bidirectional override: one line each, and no account.
+  for (const email of ["e\u0007ve@example.com", "eve@example.com\r", "eve@exa\nmple.com", "\u202eeve@example.com"]) {
+    const refused = await cli(server, "users", "add", email);
+    assert.equal(refused.code, 2, JSON.stringify(email));
+    assert.match(
+      refused.stderr,
+      /^secrets-server: ".*" is not an e-mail address: one line with one @, no spaces or control characters\.\n/,
+    );
+    assert.doesNotMatch(refused.stderr.split("\n")[0]!, /[\u0000-\u001f\u202e]/);
+  }
+  assert.ok(!(await statuses()).some((line) => line.includes("eve")), "no account for eve");
+});
+
 test("users disable cuts off an active CLI token at once", async (t) => {
   const { server } = await firstAccount(t);
   const added = await cli(server, "users", "add", "carol@example.com");

@@ -1,3 +1,4 @@
+import { parseArgs } from "node:util";
 import { createAuditWriter } from "../audit/audit.writer.ts";
 import { createCliAuthRepo } from "../cli-auth/cli-auth.repo.ts";
 import { createAccessGuard } from "../core/access.ts";
@@ -6,6 +7,7 @@ import { type Config, loadConfig } from "../core/config.ts";
 import { loadKeyring } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { checkMasterKeys, closeStore, openStore, requireDatabaseFile, type Store } from "../core/store.ts";
+import { displayName, isSingleLine, printable } from "../core/text.ts";
 import { createMembersForCommand } from "../lost-rights.ts";
 import { createAccessRepo } from "../members/access.repo.ts";
 import { createMembersRepo } from "../members/members.repo.ts";
@@ -96,13 +98,53 @@ function requireLocal(config: Config, command: string): void {
   }
 }
 
-function emailArgument(args: string[], usage: string): string | undefined {
-  const email = args[0];
-  if (!email || !/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254) {
-    process.stderr.write(`Usage: secrets-server ${usage}\n`);
-    return undefined;
+/** Prints why a command's arguments were refused, then its usage; the command exits 2. */
+function refuseArguments(usage: string, reason?: string): undefined {
+  process.stderr.write(`${reason ? `secrets-server: ${reason}\n` : ""}Usage: secrets-server ${usage}\n`);
+  return undefined;
+}
+
+/**
+ * Exactly the arguments the usage names (`count` of them, and --name where it is taken), or
+ * undefined once the usage is printed (exit 2): anything dropped in silence would report
+ * success for what was not done (`users disable alice bob` disabled alice only, and
+ * `--name=Bob` gave no name).
+ */
+function exactArguments(
+  args: string[],
+  usage: string,
+  count: 0 | 1,
+  takesName = false,
+): { positionals: string[]; name?: string } | undefined {
+  let parsed: { values: { name?: string }; positionals: string[] };
+  try {
+    parsed = parseArgs({ args, options: takesName ? { name: { type: "string" } } : {}, allowPositionals: true, strict: true });
+  } catch (error) {
+    return refuseArguments(usage, printable((error as Error).message));
   }
-  return email;
+  if (parsed.positionals.length > count) {
+    return refuseArguments(
+      usage,
+      count === 0 ? "This command takes no arguments." : "One e-mail address at a time: run the command once for each.",
+    );
+  }
+  if (parsed.positionals.length < count) return refuseArguments(usage);
+  return { positionals: parsed.positionals, name: parsed.values.name };
+}
+
+function emailArguments(args: string[], usage: string, takesName = false): { email: string; name?: string } | undefined {
+  const parsed = exactArguments(args, usage, 1, takesName);
+  if (!parsed) return undefined;
+  const email = parsed.positionals[0]!;
+  // Nobody types a control character, a bidirectional mark or a line break at sign-in: an
+  // account under such an address could never be signed in to.
+  if (!/^[^\s@]+@[^\s@]+$/.test(email) || email.length > 254 || !isSingleLine(email)) {
+    return refuseArguments(
+      usage,
+      `${printable(JSON.stringify(email))} is not an e-mail address: one line with one @, no spaces or control characters.`,
+    );
+  }
+  return { email, name: parsed.name };
 }
 
 export const setupLinkCommand: Command = async () =>
@@ -120,6 +162,7 @@ export const setupLinkCommand: Command = async () =>
 export const usersCommand: Command = async ([sub, ...args]) => {
   switch (sub) {
     case "list":
+      if (!exactArguments(args, "users list", 0)) return 2;
       return run(() =>
         withDatabase(async (db) => {
           const rows = await usersService(db).list();
@@ -135,10 +178,11 @@ export const usersCommand: Command = async ([sub, ...args]) => {
         }),
       );
     case "add": {
-      const email = emailArgument(args, "users add EMAIL [--name NAME]");
-      if (!email) return 2;
-      const nameAt = args.indexOf("--name");
-      const name = nameAt > 0 ? (args[nameAt + 1] ?? "").trim().slice(0, 100) || null : null;
+      const parsed = emailArguments(args, "users add EMAIL [--name NAME]", true);
+      if (!parsed) return 2;
+      const { email } = parsed;
+      // As a name the identity provider sends: unsafe characters become spaces, 100 at most.
+      const name = parsed.name === undefined ? null : displayName(parsed.name);
       return run(() =>
         withDatabase(async (db, config) => {
           requireLocal(config, "users add");
@@ -149,7 +193,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       );
     }
     case "reset-password": {
-      const email = emailArgument(args, "users reset-password EMAIL");
+      const email = emailArguments(args, "users reset-password EMAIL")?.email;
       if (!email) return 2;
       return run(() =>
         withDatabase(async (db, config) => {
@@ -161,7 +205,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       );
     }
     case "disable": {
-      const email = emailArgument(args, "users disable EMAIL");
+      const email = emailArguments(args, "users disable EMAIL")?.email;
       if (!email) return 2;
       return run(() =>
         withDatabase(async (db, config) => {
@@ -188,7 +232,7 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       );
     }
     case "enable": {
-      const email = emailArgument(args, "users enable EMAIL");
+      const email = emailArguments(args, "users enable EMAIL")?.email;
       if (!email) return 2;
       return run(() =>
         withDatabase(async (db) => {
