@@ -353,6 +353,26 @@ test("backup writes a consistent copy that a server can start from", async (t) =
   );
 });
 
+test("backup refuses a file name that begins or ends with white space, and creates nothing under it or the trimmed name", async (t) => {
+  const server = await startServer(t);
+  const dir = makeTempDir();
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  // A name from a script with Windows line ends: better-sqlite3 would write to the trimmed name.
+  const carriageReturn = await runMain(["backup", path.join(dir, "copy.db\r")], server.env);
+  assert.equal(carriageReturn.code, 1);
+  assert.equal(
+    carriageReturn.stderr,
+    `secrets-server: configuration error: The file name ${JSON.stringify(path.join(dir, "copy.db\r"))} begins or ends with white space, which the backup would drop and write another file: give FILE without it.\n`,
+  );
+  for (const name of ["copy.db ", "copy.db\n", "copy.db\u00a0", "copy.db\u2028"]) {
+    const result = await runMain(["backup", path.join(dir, name)], server.env);
+    assert.equal(result.code, 1, JSON.stringify(name));
+    assert.match(result.stderr, /^secrets-server: configuration error: The file name ".*" begins or ends with white space/);
+    assert.equal(result.stderr.split("\n").length, 2, "one line");
+  }
+  assert.deepEqual(fs.readdirSync(dir), []);
+});
+
 test("backup finishes while another connection commits between its steps", async (t) => {
   const dataDir = makeTempDir();
   t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));

@@ -8,6 +8,7 @@ import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { type Config, ConfigError, unusableDataDir } from "./config.ts";
 import { type GroupCommit, type GroupCommitOptions, startGroupCommit } from "./group-commit.ts";
 import * as schema from "./schema.ts";
+import { printable } from "./text.ts";
 
 export type Db = BetterSQLite3Database<typeof schema> & { $client: Database.Database };
 
@@ -215,6 +216,13 @@ const ALL_PAGES = 0x7fffffff;
  * writing meanwhile). The copy holds only ciphertext; the master key is not in it.
  */
 export async function backupDatabase(config: Pick<Config, "dataDir">, destination: string): Promise<void> {
+  // better-sqlite3's backup() trims the name it writes to: the file made below would be
+  // another one, left empty, and the copy would go to (even over) the trimmed name.
+  if (destination !== destination.trim()) {
+    throw new ConfigError(
+      `The file name ${printable(JSON.stringify(destination))} begins or ends with white space, which the backup would drop and write another file: give FILE without it.`,
+    );
+  }
   requireDatabaseFile(config);
   const source = path.join(config.dataDir, DATABASE_FILE);
   // Opened before the copy's file is made: a database that cannot be opened must not leave
