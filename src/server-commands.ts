@@ -2,6 +2,7 @@
 // only when one of them runs (src/main.ts): the CLI never loads Fastify, SQLite, drizzle,
 // pino or the UI. In the executable this is a bundle of its own (build.mjs).
 import { ConfigError, loadConfig } from "./core/config.ts";
+import { printable, TOKEN_SHAPES } from "./core/text.ts";
 
 /** What main.ts knows of the start: whether V8 took the executable's code cache. */
 export interface Startup {
@@ -47,7 +48,9 @@ export const SERVER_COMMANDS = Object.keys(commands);
 
 /**
  * Runs a server command: its exit code, or -1 while it keeps running (serve). A
- * configuration problem is one clear line naming the variable, no stack trace.
+ * configuration problem is one clear line naming the variable, and any other failure (a
+ * full disk, a lock not granted in time, a damaged database file) one line with its own
+ * sentence: never a stack trace, exit 1.
  */
 export async function runServerCommand(name: string, args: string[], startup: Startup = {}): Promise<number> {
   const command = commands[name];
@@ -59,8 +62,32 @@ export async function runServerCommand(name: string, args: string[], startup: St
       process.stderr.write(`secrets-server: configuration error: ${error.message}\n`);
       return 1;
     }
-    throw error;
+    process.stderr.write(`secrets-server: ${failureMessage(error)}\n`);
+    return 1;
   }
+}
+
+/**
+ * A failure's own sentence as one printable line. The driver's or the system's, not
+ * drizzle's wrapper, whose message holds the statement and its values (ciphertexts, token
+ * hashes, e-mail addresses); a password in a URL and anything shaped like one of our tokens
+ * are taken out, should a driver ever quote them.
+ */
+function failureMessage(error: unknown): string {
+  let current = error;
+  // drizzle's DrizzleQueryError carries the statement's params; the driver's error is its cause.
+  while (current instanceof Error && "params" in current && current.cause !== undefined) current = current.cause;
+  let text = current instanceof Error ? current.message : String(current);
+  // A connection tried at several addresses: the reasons are in the parts, the message is often empty.
+  if (current instanceof AggregateError) {
+    text = [text, ...current.errors.map((part) => (part instanceof Error ? part.message : String(part)))].filter(Boolean).join("; ");
+  }
+  const params = text.indexOf("\nparams: ");
+  if (params !== -1) text = text.slice(0, params);
+  const line = printable(text.replace(/\s+/g, " ").trim())
+    .replace(TOKEN_SHAPES, "[redacted]")
+    .replace(/(\/\/[^\s/@:]*:)[^\s/]*@/g, "$1[redacted]@");
+  return line || (current instanceof Error ? current.name : "unexpected failure");
 }
 
 async function serve(_args: string[], startup: Startup): Promise<number> {

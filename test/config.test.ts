@@ -470,6 +470,20 @@ test("a DATA_DIR that cannot be used and a backup into a missing folder stop wit
   assert.equal(fs.existsSync(copy), false, "no empty copy left");
 });
 
+test("an unexpected failure of a server command (a damaged database file) is one line and exit 1, not a stack trace", async (t) => {
+  const dataDir = makeTempDir();
+  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
+  fs.writeFileSync(path.join(dataDir, "secrets.db"), Buffer.alloc(8192, "damaged "), { mode: 0o600 });
+  const copy = path.join(dataDir, "copy.db");
+  for (const args of [["migrate"], ["rotate-key"], ["audit", "verify"], ["backup", copy]]) {
+    const result = await runMain(args, { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() });
+    assert.equal(result.code, 1, `${args.join(" ")}: ${result.stdout}${result.stderr}`);
+    assert.equal(result.stderr, "secrets-server: file is not a database\n", args.join(" "));
+    assert.doesNotMatch(result.stderr, /^ {4}at /m);
+  }
+  assert.equal(fs.existsSync(copy), false, "no partial copy left");
+});
+
 test("commands on an existing database refuse a DATA_DIR that holds none, and create nothing there", async (t) => {
   const dir = makeTempDir();
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
