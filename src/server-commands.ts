@@ -2,6 +2,7 @@
 // only when one of them runs (src/main.ts): the CLI never loads Fastify, SQLite, drizzle,
 // pino or the UI. In the executable this is a bundle of its own (build.mjs).
 import { ConfigError, loadConfig } from "./core/config.ts";
+import { rootMessage, withoutParams } from "./core/error-text.ts";
 import { printable, TOKEN_SHAPES } from "./core/text.ts";
 
 /** What main.ts knows of the start: whether V8 took the executable's code cache. */
@@ -68,26 +69,16 @@ export async function runServerCommand(name: string, args: string[], startup: St
 }
 
 /**
- * A failure's own sentence as one printable line. The driver's or the system's, not
- * drizzle's wrapper, whose message holds the statement and its values (ciphertexts, token
- * hashes, e-mail addresses); a password in a URL and anything shaped like one of our tokens
- * are taken out, should a driver ever quote them.
+ * A failure's own sentence as one printable line: the driver's or the system's, at the end of
+ * the causes, not drizzle's wrapper (the statement), and without the values it was given;
+ * a password in a URL and anything shaped like one of our tokens are taken out, should a
+ * driver ever quote them.
  */
 function failureMessage(error: unknown): string {
-  let current = error;
-  // drizzle's DrizzleQueryError carries the statement's params; the driver's error is its cause.
-  while (current instanceof Error && "params" in current && current.cause !== undefined) current = current.cause;
-  let text = current instanceof Error ? current.message : String(current);
-  // A connection tried at several addresses: the reasons are in the parts, the message is often empty.
-  if (current instanceof AggregateError) {
-    text = [text, ...current.errors.map((part) => (part instanceof Error ? part.message : String(part)))].filter(Boolean).join("; ");
-  }
-  const params = text.indexOf("\nparams: ");
-  if (params !== -1) text = text.slice(0, params);
-  const line = printable(text.replace(/\s+/g, " ").trim())
+  const line = printable(withoutParams(rootMessage(error)).replace(/\s+/g, " ").trim())
     .replace(TOKEN_SHAPES, "[redacted]")
     .replace(/(\/\/[^\s/@:]*:)[^\s/]*@/g, "$1[redacted]@");
-  return line || (current instanceof Error ? current.name : "unexpected failure");
+  return line || (error instanceof Error ? error.name : "unexpected failure");
 }
 
 async function serve(_args: string[], startup: Startup): Promise<number> {

@@ -3,6 +3,7 @@ import { type FastifyReply, type FastifyRequest, LogController } from "fastify";
 import pino, { type Logger } from "pino";
 import pinoPretty from "pino-pretty";
 import type { Config } from "./config.ts";
+import { serializeError } from "./error-text.ts";
 
 /** Fields that must never reach a log line, wherever they appear in a logged object. */
 const LOG_REDACTIONS = [
@@ -49,63 +50,6 @@ function prettyStream(): Writable {
       return `${message} ${req.method} ${req.url}${res?.statusCode ? ` ${res.statusCode}` : ""}${time}`;
     },
   });
-}
-
-/** The first code along an error's causes: the system's, the driver's or the database's (ECONNREFUSED, 28P01, SQLITE_FULL). */
-export function errorCode(error: unknown): string | undefined {
-  for (let current = error, depth = 0; current && depth < 5; current = (current as { cause?: unknown }).cause, depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === "string") return code;
-  }
-  return undefined;
-}
-
-/** The message of the error at the end of the causes: the database's own sentence, not drizzle's wrapper (the whole statement). */
-export function rootMessage(error: unknown): string {
-  let current = error;
-  for (let depth = 0; depth < 5 && (current as { cause?: unknown })?.cause; depth++) current = (current as { cause: unknown }).cause;
-  return current instanceof Error ? current.message : String(current);
-}
-
-/** A database error's message up to the values it was given (drizzle's "params: …"). */
-function withoutParams(message: string): string {
-  const at = message.indexOf("\nparams: ");
-  return at === -1 ? message : message.slice(0, at);
-}
-
-/**
- * An error as logged: its type, code, message and stack, and its causes' (pino's own
- * serializer would copy every field). What a database error carries about the row is left
- * out: drizzle's `params` and `query` fields and the values it puts in its message,
- * PostgreSQL's `detail` ("Key (email)=(…)"). Ciphertexts, token hashes and e-mail addresses
- * have no place in a log line.
- */
-export function serializeError(error: unknown): Record<string, unknown> {
-  if (!(error instanceof Error)) return { message: String(error) };
-  const messages: string[] = [];
-  const stacks: string[] = [];
-  let current: unknown = error;
-  for (let depth = 0; depth < 5 && current instanceof Error; depth++) {
-    let message = withoutParams(current.message);
-    // Several attempts (a host with several addresses): the message alone is often empty.
-    if (current instanceof AggregateError) {
-      message = [message, ...current.errors.map((e) => withoutParams(String(e?.message ?? e)))].filter(Boolean).join("; ");
-    }
-    messages.push(message);
-    stacks.push((current.stack ?? message).replace(current.message, () => message));
-    current = current.cause;
-  }
-  return {
-    type: error.constructor?.name ?? error.name,
-    code: errorCode(error),
-    message: messages.join(": "),
-    stack: stacks.join("\ncaused by: "),
-  };
-}
-
-/** An error's message for a log field, with its causes', and without a database error's values. */
-export function loggedMessage(error: unknown): string {
-  return String(serializeError(error).message);
 }
 
 export function createLogger(config: Pick<Config, "logLevel" | "isProduction">, stream?: Writable): Logger {

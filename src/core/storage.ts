@@ -3,8 +3,8 @@ import path from "node:path";
 import type pg from "pg";
 import type { Logger } from "pino";
 import { isConnectionBusy, probeDatabaseWrite, sqliteWritesDurable } from "./db.ts";
+import { errorCode, rootMessage } from "./error-text.ts";
 import { WAL_SYNC_FAILED } from "./group-commit.ts";
-import { errorCode, rootMessage } from "./logging.ts";
 import { DatabaseUnavailableError, holdConnection, isDatabaseUnavailable, type PgStore } from "./postgres.ts";
 import { isPostgres, type Store } from "./store.ts";
 

@@ -23,7 +23,7 @@ import {
 export { requireDatabaseFile } from "./db.ts";
 
 import { createEncryptedRecordCounter } from "./encrypted-columns.ts";
-import { errorCode, rootMessage } from "./logging.ts";
+import { errorCode, rootMessage } from "./error-text.ts";
 import {
   DatabaseUnavailableError,
   inPgTransaction,

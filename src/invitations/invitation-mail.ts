@@ -1,7 +1,7 @@
 import type { Transporter } from "nodemailer";
 import type { Logger } from "pino";
 import type { Config } from "../core/config.ts";
-import { loggedMessage } from "../core/logging.ts";
+import { loggedMessage } from "../core/error-text.ts";
 import type { DeliveryStatus, InvitationsRepo } from "./invitations.repo.ts";
 import type { InvitationContext } from "./invitations.service.ts";
 

@@ -3,7 +3,7 @@ import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
 import { safeEqual } from "../../core/crypto.ts";
-import { loggedMessage } from "../../core/logging.ts";
+import { loggedMessage } from "../../core/error-text.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";

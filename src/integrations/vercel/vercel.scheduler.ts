@@ -1,6 +1,6 @@
 import type { Logger } from "pino";
+import { loggedMessage } from "../../core/error-text.ts";
 import type { Lease } from "../../core/leases.ts";
-import { loggedMessage } from "../../core/logging.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import type { RunOutcome, SyncFailureKind, VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
