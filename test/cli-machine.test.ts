@@ -520,6 +520,37 @@ test("run --watch with an identity token exchanges it again when the 15-minute a
   await watching.done;
 });
 
+test("run --watch waits as long as a 429 asks before it polls again, and reads an answer that is not the API's as such", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const account = await createServiceAccount(owner, project.id, { name: "watch-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  // The export's limit is the account's: the first poll is refused for 13 s, as when other
+  // watchers of the account have used the minute up; then a page that is not the API's.
+  const polls: number[] = [];
+  const proxy = await startProxy(t, server.url, (req, res) => {
+    if (!req.url?.endsWith("/export") || !req.headers["if-none-match"]) return false;
+    polls.push(Date.now());
+    if (polls.length === 1) {
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "13" }).end(JSON.stringify({ error: "Too many requests." }));
+    } else {
+      res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>Sign in</title>");
+    }
+    return true;
+  });
+  const env = { ...home.env, SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: proxy };
+  const child = "console.log('started');const p=process.ppid;setInterval(()=>{if(process.ppid!==p)process.exit()},500)";
+  const watching = startCli(["run", "--watch", "--", process.execPath, "-e", child], env, { cwd: home.work });
+  t.after(() => watching.child.kill("SIGKILL"));
+  await watching.waitFor(/started/);
+  await watching.waitFor(/could not check for changes: Too many requests/);
+  const [second] = await watching.waitFor(/could not check for changes: .*not the API's JSON.*/);
+  assert.match(second, new RegExp(`${proxy} answered /api/projects/[^ ]+/export with text/html, not the API's JSON`));
+  assert.ok(polls[1]! - polls[0]! >= 12_500, `polled again ${polls[1]! - polls[0]!} ms after a 429 that asked for 13 s`);
+  watching.child.kill("SIGTERM");
+  await watching.done;
+});
+
 test("GitHub Actions: the CLI asks the job's token endpoint for an identity token for the server's URL, then exchanges it", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);

@@ -4,7 +4,7 @@
 import type { ChildProcess } from "node:child_process";
 import os from "node:os";
 import { printable } from "../core/text.ts";
-import { errorFor } from "./api.ts";
+import { apiBody, errorFor } from "./api.ts";
 import { isRunning, startCommand } from "./child.ts";
 import { environmentPath, locate, type Target } from "./context.ts";
 import { checkedSecrets, type SecretPair } from "./dotenv.ts";
@@ -62,13 +62,20 @@ export async function runWatching(options: WatchOptions): Promise<number> {
   const at = await locate(target);
   const exportPath = `${environmentPath(at.projectId, at.environment)}/export`;
   let etag: string | undefined;
+  /**
+   * How long the last answer asked us to wait (a 429's Retry-After): the export's limit is
+   * the account's, shared with every other watcher, `run` and export of it, and a poll that
+   * kept its pace would keep them all refused.
+   */
+  let waitAskedMs = 0;
   /** The secrets when they changed since the last answer, undefined on 304. */
   const fetchChanged = async (): Promise<SecretPair[] | undefined> => {
     const res = await api.request("GET", exportPath, undefined, etag ? { "if-none-match": etag } : undefined);
+    waitAskedMs = res.status === 429 ? Math.min(Number(res.header("retry-after")) * 1000 || 0, MAX_WATCH_INTERVAL_HOURS * 3_600_000) : 0;
     if (res.status === 304) return undefined;
     if (res.status !== 200) throw errorFor(res, server);
     etag = res.header("etag") ?? undefined;
-    return checkedSecrets((res.body as { secrets: SecretPair[] }).secrets, server);
+    return checkedSecrets(apiBody(res, server, exportPath).secrets as SecretPair[], server);
   };
   let env = options.environmentFor((await fetchChanged()) ?? []);
   const note = (text: string) => {
@@ -163,7 +170,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
           lastProblem = message;
         }
       }
-      if (!finished) pollTimer = setTimeout(poll, options.intervalMs);
+      if (!finished) pollTimer = setTimeout(poll, Math.max(options.intervalMs, waitAskedMs));
     };
 
     start();
