@@ -95,14 +95,22 @@ export async function verifyPassword(password: string, stored: string | null | u
   const usable = parts.length === 6 && parts[0] === "scrypt";
   const [, logN, r, p, salt, hash] = usable ? parts : (await dummyHash).split("$");
   const expected = Buffer.from(hash!, "base64url");
-  const actual = await queueHash(() =>
-    scrypt(password.normalize("NFC"), Buffer.from(salt!, "base64url"), expected.length, {
-      N: 2 ** Number(logN),
-      r: Number(r),
-      p: Number(p),
-      maxmem: MAX_MEMORY,
-    }),
-  );
+  const options = (logN: number, p: number) => ({ N: 2 ** logN, r: Number(r), p, maxmem: MAX_MEMORY });
+  const actual = await queueHash(async () => {
+    const computed = await scrypt(
+      password.normalize("NFC"),
+      Buffer.from(salt!, "base64url"),
+      expected.length,
+      options(Number(logN), Number(p)),
+    );
+    // A hash of an earlier version (p = 1 where today's is 3) is quicker to check than the
+    // dummy an unknown account is checked against: the rest of today's work is done too, so
+    // that until its next sign-in the account cannot be told from an unknown one by time.
+    if (usable && Number(logN) === SCRYPT_LOG_N && Number(r) === SCRYPT_R && Number(p) < SCRYPT_P) {
+      await scrypt(password, crypto.randomBytes(SALT_BYTES), KEY_BYTES, options(SCRYPT_LOG_N, SCRYPT_P - Number(p)));
+    }
+    return computed;
+  });
   // timingSafeEqual: === on the bytes would leak how much of the hash matched.
   return crypto.timingSafeEqual(actual, expected) && usable;
 }
