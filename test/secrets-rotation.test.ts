@@ -445,3 +445,37 @@ test("rotate-key interrupted with Ctrl-C stops between batches; running it again
   assert.deepEqual(after.body, exported.body);
   assert.equal(after.body.secrets.find((s: any) => s.key === "BULK_7").value, "bulk-value-7-on-key-1");
 });
+
+test("rotate-key under a running Vercel sync: the token encrypted again is the same token, and the sync goes on", async (t) => {
+  const key1 = randomMasterKey();
+  const key2 = randomMasterKey();
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const team = await startTeam(t, { env: { MASTER_KEY: key1, VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "600000" } });
+  const ids: string[] = [];
+  for (const key of ["FIRST_KEY", "SECOND_KEY"]) ids.push((await createSecret(team.owner, team.projectId, "development", key, "one")).id);
+  await connectVercel(team.owner, team.projectId, fake);
+  const rotatedEnv = { MASTER_KEY: key2, MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  await team.server.stop();
+  const server = await team.server.restart(rotatedEnv);
+  t.after(() => server.stop());
+  const owner = await server.signIn("olivia@example.test");
+  const sync = `/api/projects/${team.projectId}/integrations/hosting/sync`;
+  assert.equal((await owner.json("POST", sync)).status, 200);
+  for (const id of ids) {
+    assert.equal((await owner.json("PATCH", `${envPath(team.projectId, "development")}/secrets/${id}`, { value: "two" })).status, 200);
+  }
+
+  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
+  const held = fake.hold(isUpdate);
+  const running = owner.json("POST", sync);
+  await held.reached;
+  const rotated = await runMain(["rotate-key"], server.env);
+  assert.equal(rotated.code, 0, rotated.stderr + rotated.stdout);
+  assert.deepEqual(keyVersionsInUse(server).integrations, [2], "the token was encrypted again");
+  held.release();
+  const answer = await running;
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  assert.equal(answer.body.summary.updated, 2);
+  assert.equal(fake.envFor("prj_web", "SECOND_KEY", "development")!.value, "two");
+});

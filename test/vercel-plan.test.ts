@@ -309,6 +309,7 @@ interface CreateCase {
   sent: string[];
   created: { id?: unknown; key?: unknown }[];
   failed: { key?: string; code?: string }[];
+  nothingWritten?: boolean;
   expected: ReturnType<typeof createOutcome>;
 }
 
@@ -372,6 +373,21 @@ const createCases: CreateCase[] = [
     expected: { created: [{ key: "A", hostEnvId: "env_a" }], refused: [], unanswered: ["B"] },
   },
   {
+    name: "a 400 wrote nothing: a key its failures do not name is rejected, not unanswered",
+    sent: ["A", "B"],
+    created: [],
+    failed: [{ key: "A", code: "bad_request" }, { code: "bad_request" }],
+    nothingWritten: true,
+    expected: {
+      created: [],
+      refused: [
+        { key: "A", result: "failed", reason: "rejected" },
+        { key: "B", result: "failed", reason: "rejected" },
+      ],
+      unanswered: [],
+    },
+  },
+  {
     name: "a 2xx whose body could not be read: every key sent is unanswered",
     sent: ["A", "B"],
     created: [],
@@ -404,7 +420,7 @@ const createCases: CreateCase[] = [
 
 for (const c of createCases) {
   test(`createOutcome: ${c.name}`, () => {
-    assert.deepEqual(createOutcome(c.sent, { created: c.created, failed: c.failed }), c.expected);
+    assert.deepEqual(createOutcome(c.sent, { created: c.created, failed: c.failed, nothingWritten: c.nothingWritten }), c.expected);
   });
 }
 

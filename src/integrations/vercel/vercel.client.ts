@@ -52,6 +52,8 @@ export interface NewEnvVar {
 export interface CreateResult {
   created: VercelEnvVar[];
   failed: { key?: string; code?: string }[];
+  /** A 400: Vercel wrote none of the batch, whether or not its failures name every key. */
+  nothingWritten: boolean;
 }
 
 export interface NamedItem {
@@ -345,19 +347,19 @@ export function createVercelClient(options: VercelClientOptions) {
       } catch (error) {
         // Nothing written: a 400 carries the per-item reasons in `failed`.
         if (error instanceof VercelError && error.failure === "invalid" && Array.isArray((error.body as { failed?: unknown })?.failed)) {
-          body = { created: [], failed: (error.body as { failed: unknown[] }).failed };
+          body = { created: [], failed: (error.body as { failed: unknown[] }).failed, nothingWritten: true };
         } else {
           throw error;
         }
       }
-      const raw = body as { created?: unknown; failed?: unknown } | null;
+      const raw = body as { created?: unknown; failed?: unknown; nothingWritten?: true } | null;
       const created = Array.isArray(raw?.created) ? (raw.created as VercelEnvVar[]) : raw?.created ? [raw.created as VercelEnvVar] : [];
       const failed = (Array.isArray(raw?.failed) ? raw.failed : []).map((f) => {
         const error = (f as { error?: { code?: unknown; key?: unknown; envVarKey?: unknown } })?.error;
         const key = typeof error?.key === "string" ? error.key : typeof error?.envVarKey === "string" ? error.envVarKey : undefined;
         return { key, code: typeof error?.code === "string" ? error.code : undefined };
       });
-      return { created, failed };
+      return { created, failed, nothingWritten: raw?.nothingWritten === true };
     },
 
     /** `encrypt`: the var becomes `encrypted` too (it was `plain`). */

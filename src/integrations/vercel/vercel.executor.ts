@@ -513,7 +513,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
      */
     const holdsLease = async () => {
       if (!(await lease.holds())) throw new SyncFailure("lease-lost");
-      const stop = stopReason(await repo.find(projectId), row, lease);
+      const stop = await stopReason(await repo.find(projectId), row, lease, token);
       if (stop) throw new SyncFailure(stop);
     };
     await holdsLease();
@@ -637,7 +637,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
           const batch = creates.splice(0, CREATE_BATCH);
           // claimCreates reads the connection's row in its transaction, paused or not: only the lease here.
           if (!(await lease.holds())) throw new SyncFailure("lease-lost");
-          const claims = await claimCreates(row, lease, target, batch);
+          const claims = await claimCreates(row, lease, token, target, batch);
           let result: Awaited<ReturnType<typeof client.createEnvVars>>;
           try {
             result = await client.createEnvVars(
@@ -688,12 +688,13 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   async function claimCreates(
     row: IntegrationRow,
     lease: RunLease,
+    token: string,
     target: string,
     batch: readonly { key: string; value: string }[],
   ): Promise<Map<string, string>> {
     const projectId = row.projectId;
     return writeTransaction(db, async () => {
-      const stop = stopReason(await repo.find(projectId), row, lease);
+      const stop = await stopReason(await repo.find(projectId), row, lease, token);
       if (stop) throw new SyncFailure(stop);
       const claims = new Map<string, string>();
       const createdAt = clock.now().toISOString();
@@ -708,10 +709,16 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
   /**
    * Why a run must stop, judged from the connection as stored now (`current`) against the row
-   * it started from: its lease taken over or the connection gone (lease-lost), another
-   * project linked, a new token saved, or syncing paused.
+   * it started from and the token it uses: its lease taken over or the connection gone
+   * (lease-lost), another project linked, syncing paused, or another token saved. A token
+   * only encrypted again (rotate-key does that under running servers) is the same token.
    */
-  function stopReason(current: IntegrationRow | undefined, row: IntegrationRow, lease: RunLease): SyncFailureKind | undefined {
+  async function stopReason(
+    current: IntegrationRow | undefined,
+    row: IntegrationRow,
+    lease: RunLease,
+    token: string,
+  ): Promise<SyncFailureKind | undefined> {
     const isStillOurs =
       current !== undefined &&
       current.syncStartedAt === lease.startedAt &&
@@ -719,9 +726,18 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       current.createdAt === row.createdAt;
     if (!isStillOurs) return "lease-lost";
     if (current.hostProjectId !== row.hostProjectId) return "relinked";
-    if (!current.tokenCiphertext.equals(row.tokenCiphertext)) return "reconnected";
     if (current.pausedAt != null) return "paused";
+    if (!current.tokenCiphertext.equals(row.tokenCiphertext) && !(await holdsToken(current, token))) return "reconnected";
     return undefined;
+  }
+
+  async function holdsToken(current: IntegrationRow, token: string): Promise<boolean> {
+    try {
+      return safeEqual(await openToken(vault, current), token);
+    } catch (error) {
+      if (error instanceof DecryptError) return false;
+      throw error;
+    }
   }
 
   /** An encrypted var's plain value, or undefined when Vercel no longer has or returns it. */

@@ -182,10 +182,15 @@ export interface CreateOutcome {
 /**
  * What a batch create did, key by key. Vercel may write part of a batch; every key sent is
  * created, refused or unanswered exactly once, even when a failure entry names no key or a key twice.
+ * A key the answer names nowhere is unanswered, unless the answer was a 400 (`nothingWritten`).
  */
 export function createOutcome(
   sentKeys: readonly string[],
-  result: { created: readonly ({ id?: unknown; key?: unknown } | null | undefined)[]; failed: readonly { key?: string; code?: string }[] },
+  result: {
+    created: readonly ({ id?: unknown; key?: unknown } | null | undefined)[];
+    failed: readonly { key?: string; code?: string }[];
+    nothingWritten?: boolean;
+  },
 ): CreateOutcome {
   const outcome: CreateOutcome = { created: [], refused: [], unanswered: [] };
   const createdKeys = new Set<string>();
@@ -204,7 +209,10 @@ export function createOutcome(
     );
   }
   for (const key of sentKeys) {
-    if (!createdKeys.has(key) && !refusedKeys.has(key)) outcome.unanswered.push(key);
+    if (createdKeys.has(key) || refusedKeys.has(key)) continue;
+    // A 400 wrote nothing: a key its failures do not name was refused all the same.
+    if (result.nothingWritten) outcome.refused.push({ key, result: "failed", reason: "rejected" });
+    else outcome.unanswered.push(key);
   }
   return outcome;
 }
