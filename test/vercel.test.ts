@@ -779,6 +779,32 @@ test("a run stops before its next call once the connection is reconnected with a
   }
 });
 
+test("an automatic run stopped by a reconnect leaves its changes to a run with the new token", async (t) => {
+  const s = await linked(t);
+  await addSecret(s, "development", "RECONNECTED_ONE", "one");
+  await addSecret(s, "development", "RECONNECTED_TWO", "one");
+  await settled(s);
+  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
+  const held = s.fake.hold(isUpdate);
+  // One import: both changes are one run's, which the reconnect stops after its first update.
+  const imported = await s.owner.json("POST", `/api/projects/${s.projectId}/environments/development/import`, {
+    entries: [
+      { key: "RECONNECTED_ONE", value: "two", overwrite: true },
+      { key: "RECONNECTED_TWO", value: "two", overwrite: true },
+    ],
+  });
+  assert.equal(imported.status, 200);
+  await held.reached;
+  s.fake.addToken("vcp_new_token_123456", []);
+  assert.equal((await s.owner.json("POST", s.base, { token: "vcp_new_token_123456" })).status, 201);
+  held.release();
+  const done = await settled(s);
+  assert.equal(done.lastRun.status, "ok", JSON.stringify(done.lastRun));
+  for (const key of ["RECONNECTED_ONE", "RECONNECTED_TWO"]) assert.equal(s.fake.envFor("prj_web", key, "development")!.value, "two", key);
+  const updates = s.fake.requests.filter(isUpdate);
+  assert.equal(updates.at(-1)!.authorization, "Bearer vcp_new_token_123456", "the second update was the new token's run");
+});
+
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
   const s = await linked(t);
   const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");

@@ -111,7 +111,10 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
         retryInMs = afterRun(projectId, isRetried(outcome));
         // A change another process counted after the run's last commit: no follow-up was
         // asked for it, and the ticks will not see it as new, since it is what is seen now.
-        if (outcome.kind === "done" && after && after.pending > 0 && isRunnable(after)) runAgain.add(projectId);
+        // Likewise a run stopped by a new link or token saved through another process: what
+        // it left in pending is for the connection as it is now.
+        const stoppedForChange = outcome.kind === "failed" && (outcome.failure === "relinked" || outcome.failure === "reconnected");
+        if ((outcome.kind === "done" || stoppedForChange) && after && after.pending > 0 && isRunnable(after)) runAgain.add(projectId);
       }
     } catch (error) {
       // The database failing around the run (busy past its timeout, say) passes like Vercel's outages.
