@@ -2,7 +2,7 @@
 // only when one of them runs (src/main.ts): the CLI never loads Fastify, SQLite, drizzle,
 // pino or the UI. In the executable this is a bundle of its own (build.mjs).
 import { ConfigError, loadConfig } from "./core/config.ts";
-import { rootMessage, withoutParams } from "./core/error-text.ts";
+import { shownMessage } from "./core/error-text.ts";
 import { printable, TOKEN_SHAPES } from "./core/text.ts";
 
 /** What main.ts knows of the start: whether V8 took the executable's code cache. */
@@ -69,13 +69,13 @@ export async function runServerCommand(name: string, args: string[], startup: St
 }
 
 /**
- * A failure's own sentence as one printable line: the driver's or the system's, at the end of
- * the causes, not drizzle's wrapper (the statement), and without the values it was given;
+ * A failure's own sentence as one printable line (shownMessage: not drizzle's statement, and
+ * not the values it was given);
  * a password in a URL and anything shaped like one of our tokens are taken out, should a
  * driver ever quote them.
  */
 function failureMessage(error: unknown): string {
-  const line = printable(withoutParams(rootMessage(error)).replace(/\s+/g, " ").trim())
+  const line = printable(shownMessage(error).replace(/\s+/g, " ").trim())
     .replace(TOKEN_SHAPES, "[redacted]")
     .replace(/(\/\/[^\s/@:]*:)[^\s/]*@/g, "$1[redacted]@");
   return line || (error instanceof Error ? error.name : "unexpected failure");

@@ -445,9 +445,10 @@ test("an export whose key is not a key (a line break from whatever answered) is 
   const account = await createServiceAccount(owner, project.id, { name: "deploy-bot", role: "viewer", environments: ["production"] });
   const { token } = await createServiceToken(owner, project.id, account.id);
   const forged = "X\ntouch /tmp/secrets-cli-forged\n#";
+  let answer: unknown = { secrets: [{ key: forged, value: "v" }] };
   const proxy = await startProxy(t, server.url, (req, res) => {
     if (!req.url?.endsWith("/export")) return false;
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ secrets: [{ key: forged, value: "v" }] }));
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(answer));
     return true;
   });
   const env = { SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: proxy };
@@ -461,6 +462,13 @@ test("an export whose key is not a key (a line break from whatever answered) is 
     const result = await cli(home, args, env);
     assert.deepEqual([result.code, result.stdout, result.stderr], [1, "", refusal], args.join(" "));
   }
+  // JSON, but no list at all.
+  answer = {};
+  const noList = await cli(home, ["run", "--", "true"], env);
+  assert.deepEqual(
+    [noList.code, noList.stdout, noList.stderr],
+    [1, "", `secrets-server: ${proxy} sent an export without its list of secrets: nothing was used.\n`],
+  );
   assert.equal(fs.existsSync(file), false);
 });
 

@@ -14,6 +14,7 @@ export interface SecretPair {
  * reach them.
  */
 export function checkedSecrets(secrets: SecretPair[], server: string): SecretPair[] {
+  if (!Array.isArray(secrets)) throw new CliError(`${server} sent an export without its list of secrets: nothing was used.`, EXIT.failed);
   for (const { key, value } of secrets) {
     if (!hasKeyShape(key) || typeof value !== "string") {
       throw new CliError(

@@ -70,6 +70,7 @@ export async function runWatching(options: WatchOptions): Promise<number> {
   let waitAskedMs = 0;
   /** The secrets when they changed since the last answer, undefined on 304. */
   const fetchChanged = async (): Promise<SecretPair[] | undefined> => {
+    waitAskedMs = 0;
     const res = await api.request("GET", exportPath, undefined, etag ? { "if-none-match": etag } : undefined);
     waitAskedMs = res.status === 429 ? Math.min(Number(res.header("retry-after")) * 1000 || 0, MAX_WATCH_INTERVAL_HOURS * 3_600_000) : 0;
     if (res.status === 304) return undefined;

@@ -18,6 +18,19 @@ export function rootMessage(error: unknown): string {
   return current instanceof Error ? messageOf(current) : String(current);
 }
 
+/**
+ * The sentence to show a person: the error's own, except drizzle's wrapper (whose message
+ * is the statement, and whose `params` are the values), for which its cause's. Our own
+ * errors keep their wording ("The database cannot be reached: …").
+ */
+export function shownMessage(error: unknown): string {
+  let current = error;
+  for (let depth = 0; depth < 5 && current instanceof Error && "params" in current && current.cause !== undefined; depth++) {
+    current = current.cause;
+  }
+  return withoutParams(current instanceof Error ? messageOf(current) : String(current));
+}
+
 /** An error's own message; for several attempts (a host with several addresses), whose message alone is often empty, theirs too. */
 function messageOf(error: Error): string {
   if (!(error instanceof AggregateError)) return error.message;
