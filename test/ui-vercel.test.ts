@@ -2,7 +2,7 @@
 // reconnecting instead of the settings, no sync), and removing a saved deploy hook.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { assertEventually, check, openTab, useBrowser } from "./browser.ts";
+import { assertEventually, assertFocus, check, openTab, useBrowser } from "./browser.ts";
 import { startFakeVercel } from "./fake-vercel.ts";
 import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
@@ -91,18 +91,40 @@ test("connected with a team, the team picker offers the token's teams but no per
   const project = await alice.createProject({ name: "site", environments: ["production"] });
   const base = `/api/projects/${project.id}/integrations/hosting`;
   assert.equal((await alice.json("POST", base, { token: "vcp_alice_token_123456", teamId: "team_acme1234" })).status, 201);
+  assert.equal((await alice.json("PUT", base, { hostProjectId: "prj_acme", mappings: { production: "production" } })).status, 200);
 
   const tab = await openTab(server, { client: alice });
   const { page } = tab;
   await page.goto(`/projects/${project.id}/vercel`);
-  const team = page.getByLabel("Team");
+  const team = page.getByRole("combobox", { name: /^Team/ });
   await team.waitFor();
   assert.equal(await team.inputValue(), "team_acme1234");
   assert.deepEqual((await team.locator("option").allTextContents()).sort(), ["Acme", "Other"]);
-  await page.getByText("Connected with a team: to link a project of your personal account, connect again without a team ID.").waitFor();
+  await page
+    .getByText("Connected with a team: to link a project of your personal account, use another token or team (below) with no team ID.")
+    .waitFor();
   await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "acme-site"]);
+  await team.focus();
   await team.selectOption({ label: "Other" });
   await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "other-site"]);
+  // The team select stayed while the other team's projects loaded: the focus is still on it.
+  await assertFocus(
+    page,
+    "the team select",
+    () => document.activeElement?.tagName === "SELECT" && document.activeElement.closest("label")?.textContent?.startsWith("Team") === true,
+  );
+
+  // As the help says: the same token again, with the team ID cleared, reaches the personal account.
+  await page.locator("summary", { hasText: "Use another token or team" }).click();
+  const teamField = page.getByLabel("Team ID (optional)");
+  assert.equal(await teamField.inputValue(), "team_acme1234");
+  assert.equal(await page.getByText(/Another team unlinks/).count(), 0, "no warning while the team is the saved one");
+  await teamField.fill("");
+  await page.getByText(/^Another team unlinks acme-site: its environment mappings, the deploy hook/).waitFor();
+  await page.getByLabel("Vercel access token").fill("vcp_alice_token_123456");
+  await page.getByRole("button", { name: "Reconnect and unlink" }).click();
+  await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "my-site"]);
+  assert.equal((await alice.json("GET", base)).body.teamId, null);
 });
 
 test("the page lists the keys a sync skipped, follows a background sync to its end, and turns to reconnecting when Vercel rejects the token", async (t) => {

@@ -25,7 +25,12 @@ export interface Loaded<T> {
 }
 
 /** Loads data when deps change; reload() fetches again. Stale answers are dropped. */
-export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
+/**
+ * `keepWhileLoading`: when the deps change, what was loaded stays shown (and mounted, so the
+ * control that changed them keeps the focus) until the new answer replaces it; `loading`
+ * says it is stale meanwhile.
+ */
+export function useLoad<T>(load: () => Promise<T>, deps: unknown[], { keepWhileLoading = false } = {}): Loaded<T> {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
   const [loading, setLoading] = useState(true);
@@ -47,7 +52,7 @@ export function useLoad<T>(load: () => Promise<T>, deps: unknown[]): Loaded<T> {
     // The caller names what the loader depends on, like useEffect's list.
   }, deps);
   useEffect(() => {
-    setData(undefined);
+    if (!keepWhileLoading) setData(undefined);
     void reload();
   }, [reload]);
   // Data set by an action (a PUT's answer, a disconnect) is newer than any load still in

@@ -101,7 +101,12 @@ function ProjectPicker(props: {
         ? Promise.resolve({ teams: [], projects: [] })
         : get<HostingOptions>(`${base}/options${teamId ? `?teamId=${encodeURIComponent(teamId)}` : ""}`),
     [base, teamId, paused],
+    // Another team chosen: the team select stays (with the focus, and a way back should the
+    // team's list fail) while its projects load.
+    { keepWhileLoading: true },
   );
+  // The projects shown are another team's while the chosen team's load, or failed to.
+  const stale = options.loading || options.error !== undefined;
   // A 400 here is the connection's state, not the list's: the saved token was rejected (the
   // server now says attention) or the connection is gone. The page shows what to do then.
   useEffect(() => {
@@ -131,12 +136,18 @@ function ProjectPicker(props: {
           )}
           {o.teams.length > 0 && props.connectedTeamId && (
             <p class="muted small" id="vercel-team-help">
-              Connected with a team: to link a project of your personal account, connect again without a team ID.
+              Connected with a team: to link a project of your personal account, use another token or team (below) with no team ID.
             </p>
           )}
           <label class="field">
             <span>Vercel project</span>
-            <select required value={props.hostProjectId} onChange={(e) => props.onProject(e.currentTarget.value)}>
+            <select
+              required
+              value={props.hostProjectId}
+              disabled={stale}
+              aria-busy={options.loading}
+              onChange={(e) => props.onProject(e.currentTarget.value)}
+            >
               <option value="">Choose a project…</option>
               {o.projects.map((p) => (
                 <option key={p.id} value={p.id}>

@@ -49,6 +49,9 @@ function ConnectForm({ base, onConnected, saved }: { base: string; onConnected(c
   const [token, setToken] = useState("");
   const [teamId, setTeamId] = useState(saved?.teamId ?? "");
   const action = useAction();
+  // The server keeps a link only where the new token reaches the linked project: in another
+  // team it cannot, and the settings go. Said before, not found out after.
+  const unlinks = saved?.hostProjectId != null && teamId.trim() !== (saved.teamId ?? "");
   return (
     <form
       class="card stack"
@@ -81,8 +84,18 @@ function ConnectForm({ base, onConnected, saved }: { base: string; onConnected(c
           spellcheck={false}
         />
       </label>
+      {unlinks && (
+        <p class="notice" id="vercel-unlink-warning">
+          Another team unlinks {saved.hostProjectName ?? "the linked project"}: its environment mappings, the deploy hook and the record of
+          the variables this connection created go with it.
+        </p>
+      )}
       <ErrorText error={action.error} />
-      <FormActions label={reconnect ? "Reconnect" : "Connect"} busyLabel="Connecting…" busy={action.busy} />
+      <FormActions
+        label={unlinks ? "Reconnect and unlink" : reconnect ? "Reconnect" : "Connect"}
+        busyLabel="Connecting…"
+        busy={action.busy}
+      />
     </form>
   );
 }
@@ -100,13 +113,29 @@ function Connected({
   onChange(c: Connection): void;
 }) {
   useSyncPolling(c, reload);
+  const [reconnects, setReconnects] = useState(0);
   return (
     <>
       <StatusCard base={base} connection={c} reload={reload} />
       {(c.status === "attention" || c.paused) && <ConnectForm base={base} onConnected={onChange} saved={c} />}
       {/* A rejected token can list and link nothing: the settings come back, fresh, with the new token. */}
       {!c.paused && c.status !== "attention" && (
-        <SettingsForm base={base} connection={c} onSaved={onChange} onConnectionChanged={() => void reload()} />
+        <>
+          {/* Keyed by reconnects: what was chosen for the old token or team does not carry over. */}
+          <SettingsForm key={reconnects} base={base} connection={c} onSaved={onChange} onConnectionChanged={() => void reload()} />
+          {/* Another token (one about to expire, a colleague's), or another team, or none: the personal account. */}
+          <details class="reconnect">
+            <summary>Use another token or team</summary>
+            <ConnectForm
+              base={base}
+              onConnected={(next) => {
+                setReconnects((n) => n + 1);
+                onChange(next);
+              }}
+              saved={c}
+            />
+          </details>
+        </>
       )}
       <Disconnect base={base} onDisconnected={onChange} />
     </>
