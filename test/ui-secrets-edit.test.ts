@@ -77,6 +77,13 @@ describe("editing secrets in place", () => {
       await dialog.getByRole("button", { name: "Discard changes" }).click();
       await assertEventually(() => field.inputValue(), "postgres://db.internal:5432/app");
       assert.deepEqual(patches, []);
+      // A key shaped like one of our tokens: said here, and nothing is sent.
+      await dialog.getByLabel("Key").fill(`svc_at_${"b".repeat(30)}`);
+      await dialog.getByText("A key may not look like one of this server's tokens (svc_…).").waitFor();
+      assert.equal(await dialog.getByRole("button", { name: "Save" }).isDisabled(), true);
+      await dialog.getByRole("button", { name: "Discard changes" }).click();
+      await assertEventually(() => dialog.getByLabel("Key").inputValue(), "DATABASE_URL");
+      assert.deepEqual(patches, []);
       // Changing one character is one keystroke, not pasting the whole value again.
       await field.press("End");
       await field.press("Backspace");
@@ -268,6 +275,13 @@ describe("editing secrets in place", () => {
       await editor.getByLabel("Value", { exact: true }).fill("v".repeat(10_001));
       await editor.getByRole("alert").filter({ hasText: "This value has 10,001 characters: a value has at most 10,000." }).waitFor();
       assert.equal((await editor.getByLabel("Value", { exact: true }).inputValue()).length, 10_001);
+      // A key shaped like one of our tokens is refused here, as the server would refuse it.
+      const tokenKey = `svc_st_${"a".repeat(24)}`;
+      await editor.getByLabel("Key").fill(tokenKey);
+      await editor.getByLabel("Value", { exact: true }).fill("short");
+      await editor.getByText("A key may not look like one of this server's tokens (svc_…).").waitFor();
+      assert.equal(await editor.getByLabel("Key").getAttribute("aria-invalid"), "true");
+      assert.equal(await editor.getByRole("button", { name: "Create secret" }).isDisabled(), true);
       await editor.getByRole("button", { name: "Cancel" }).click();
       assert.equal(imports.length, 1);
       await assertNoSidewaysScroll(page, size.name);

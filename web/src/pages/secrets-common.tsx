@@ -11,10 +11,20 @@ export {
   MAX_KEY_LENGTH,
   MAX_VALUE_UNITS as MAX_VALUE_LENGTH,
 } from "../../../src/core/secret-rules.ts";
+export const KEY_RULE = "Keys use letters, digits and underscores and do not start with a digit.";
+export const KEY_LOOKS_LIKE_TOKEN = "A key may not look like one of this server's tokens (svc_…).";
+
+/** Why the server would refuse a key, or undefined: what every form that takes a key marks invalid before sending. */
+export function keyProblem(key: string): string | undefined {
+  if (!hasKeyShape(key)) return KEY_RULE;
+  if (!isSecretKey(key)) return KEY_LOOKS_LIKE_TOKEN;
+  return undefined;
+}
+
 /** Why the server would refuse a key and value (a non-empty one), or undefined: what the import preview and the paste view mark invalid. */
 export function entryProblem({ key, value }: { key: string; value: string }): string | undefined {
-  if (!hasKeyShape(key)) return "Keys use letters, digits and underscores and do not start with a digit.";
-  if (!isSecretKey(key)) return "A key may not look like one of this server's tokens (svc_…).";
+  const problem = keyProblem(key);
+  if (problem) return problem;
   if (value.length > MAX_VALUE_UNITS) return "Values can be at most 10,000 characters.";
   if (!isWellFormedText(value)) return "The value holds half of a character (a lone surrogate).";
   return undefined;

@@ -5,7 +5,7 @@ import { useState } from "preact/hooks";
 import { type ImportResult, post } from "../api.ts";
 import { type ParsedLine, parseDotenv } from "../dotenv.ts";
 import { Dialog, ErrorText, FormActions, useAction } from "../ui.tsx";
-import { entryProblem, hasKeyShape, KeyName, MAX_KEY_LENGTH } from "./secrets-common.tsx";
+import { entryProblem, KEY_LOOKS_LIKE_TOKEN, KeyName, keyProblem, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 const MAX_ENTRIES = 500;
@@ -47,7 +47,8 @@ export function CreateSecret(props: {
   // value over several lines (a PEM key), whose first line alone would be saved.
   const [pasteNotes, setPasteNotes] = useState<{ lines: number[]; duplicates: string[] }>({ lines: [], duplicates: [] });
   const action = useAction();
-  const keyValid = key === "" || hasKeyShape(key);
+  const keyRefused = key === "" ? undefined : keyProblem(key);
+  const keyValid = keyRefused === undefined;
 
   function onPaste(e: ClipboardEvent) {
     const text = e.clipboardData?.getData("text/plain") ?? "";
@@ -154,7 +155,9 @@ export function CreateSecret(props: {
           />
         </label>
         <p id="key-hint" class={`small ${keyValid ? "muted" : "error-text"}`}>
-          Letters, digits and underscores; not starting with a digit. Paste several KEY=VALUE lines here to create them all at once.
+          {keyRefused === KEY_LOOKS_LIKE_TOKEN
+            ? KEY_LOOKS_LIKE_TOKEN
+            : "Letters, digits and underscores; not starting with a digit. Paste several KEY=VALUE lines here to create them all at once."}
         </p>
         <div class="field">
           <label for="new-value">Value</label>

@@ -5,7 +5,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
 import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
-import { hasKeyShape, isSecretGone, MAX_KEY_LENGTH } from "./secrets-common.tsx";
+import { isSecretGone, keyProblem, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
 /** The 409 of a stale expectedVersion; a key clash is a 409 too, with its own message. */
@@ -62,7 +62,8 @@ export function EditSecret(props: {
       });
   }, [path]);
 
-  const keyValid = hasKeyShape(key);
+  const keyRefused = keyProblem(key);
+  const keyValid = keyRefused === undefined;
   const changes: { key?: string; value?: string } = {};
   if (loaded && key !== loaded.key) changes.key = key;
   if (loaded && value !== loaded.value) changes.value = value;
@@ -150,8 +151,14 @@ export function EditSecret(props: {
               autoComplete="off"
               spellcheck={false}
               aria-invalid={!keyValid}
+              aria-describedby={keyValid ? undefined : "edit-key-problem"}
             />
           </label>
+          {!keyValid && key !== "" && (
+            <p id="edit-key-problem" class="small error-text">
+              {keyRefused}
+            </p>
+          )}
           <div class="field">
             <label for="edit-value">Value</label>
             <ValueEditor id="edit-value" value={value} multiline={multiline} onInput={setValue} />
