@@ -5,8 +5,8 @@
 // Pages are checked with axe-core in light and dark, as in test/ui.test.ts.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { assertEventually, check, openTab, useBrowser } from "./browser.ts";
-import { startServer } from "./helpers.ts";
+import { assertEventually, assertFocus, check, openTab, useBrowser } from "./browser.ts";
+import { freePort, startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
 useBrowser();
@@ -142,6 +142,30 @@ describe("invitations in Chromium", () => {
     const helpId = await bobRole.getAttribute("aria-describedby");
     assert.equal(await page.locator(`[id="${helpId}"]`).innerText(), "Reads and changes secrets in the environments granted to them.");
     await check(owner, "members-role-help");
+    // Cancel goes with the change it cancels: the focus returns to the select, not to the page.
+    await bobRole.selectOption("viewer");
+    await page.getByRole("button", { name: "Cancel role change of bob@example.test" }).click();
+    await assertFocus(page, "the role select", () => document.activeElement?.getAttribute("aria-label") === "Role of bob@example.test");
+    assert.equal(await bobRole.inputValue(), "member");
+  });
+
+  test("outside production with SMTP_URL, the link box says the e-mail failed instead of that none is sent, and the list marks it", async (t) => {
+    // A mail server that is not there: the send fails at once.
+    const server = await startServer(t, { env: { SMTP_URL: `smtp://127.0.0.1:${await freePort()}` } });
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const project = await alice.createProject({ name: "mailer", environments: ["production"] });
+    const owner = await openTab(server, { client: alice });
+    const { page } = owner;
+    await page.goto(`/projects/${project.id}/members`);
+    await page.getByLabel("E-mail address").fill("gina@example.test");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    const box = page.getByRole("status").filter({ hasText: "Invitation created for gina@example.test." });
+    await box.getByText("The e-mail could not be sent: give them this link.").waitFor();
+    assert.equal(await box.getByText(/sends no e-mail/).count(), 0);
+    await page
+      .getByRole("row", { name: /gina@example\.test/ })
+      .getByText("e-mail not delivered")
+      .waitFor();
   });
 
   test("the invitations list follows what a role change voids, and a revoked invitation's link box goes with it", async (t) => {
@@ -173,6 +197,29 @@ describe("invitations in Chromium", () => {
     await dialog.waitFor({ state: "detached" });
     await page.getByRole("button", { name: "Revoke the invitation of dave@example.test" }).waitFor({ state: "detached" });
     assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0, "no box offers the dead link");
+
+    // Revoked elsewhere meanwhile (another admin's tab): the 404 is said, and the row and the box go all the same.
+    await page.getByLabel("E-mail address").fill("erin@example.test");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    await page.getByRole("status").filter({ hasText: "Invitation created for erin@example.test." }).getByLabel("Invitation link").waitFor();
+    // Another admin revokes it just before this page's request reaches the server.
+    await page.route(
+      `**/api/projects/${project.id}/invitations/*`,
+      async (route) => {
+        if (route.request().method() === "DELETE") {
+          assert.equal((await alice.json("DELETE", new URL(route.request().url()).pathname)).status, 200);
+        }
+        await route.continue();
+      },
+      { times: 1 },
+    );
+    await page.getByRole("button", { name: "Revoke the invitation of erin@example.test" }).click();
+    const gone = page.getByRole("dialog", { name: "Revoke the invitation of erin@example.test?" });
+    await gone.getByRole("button", { name: "Revoke", exact: true }).click();
+    await gone.getByRole("alert").filter({ hasText: "Invitation not found." }).waitFor();
+    await page.getByRole("button", { name: "Revoke the invitation of erin@example.test" }).waitFor({ state: "detached" });
+    assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0, "no box offers the dead link");
+    await gone.getByRole("button", { name: "Cancel" }).click();
 
     await page.getByLabel("Role of bob@example.test").selectOption("member");
     await page.getByRole("button", { name: "Change role of bob@example.test to member" }).click();

@@ -60,14 +60,19 @@ export function CliSessionsPage() {
           danger
           onClose={() => setRevoking(undefined)}
           onConfirm={async () => {
-            if (revoking === "all") {
-              const { revoked } = await del<{ revoked: number }>("/api/cli/sessions");
-              setStatus(`${revoked} ${revoked === 1 ? "session" : "sessions"} revoked.`);
-            } else {
-              await del(`/api/cli/sessions/${revoking.id}`);
-              setStatus("Session revoked.");
+            // Gone already (a logout on that device, revoked in another tab): the list is
+            // refreshed whatever the answer, so the row does not stay to be revoked again.
+            try {
+              if (revoking === "all") {
+                const { revoked } = await del<{ revoked: number }>("/api/cli/sessions");
+                setStatus(`${revoked} ${revoked === 1 ? "session" : "sessions"} revoked.`);
+              } else {
+                await del(`/api/cli/sessions/${revoking.id}`);
+                setStatus("Session revoked.");
+              }
+            } finally {
+              await sessions.reload();
             }
-            await sessions.reload();
           }}
         >
           <p>The command-line tool on {revoking === "all" ? "every device" : "that device"} will have to sign in again.</p>

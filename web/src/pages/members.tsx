@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import {
   type AccessMatrix,
+  ApiError,
   del,
   type Environment,
   get,
@@ -161,9 +162,15 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
           danger
           onClose={() => setRemoving(undefined)}
           onConfirm={async () => {
-            await del(`${base}/members/${removing.userId}`);
-            if (removing.isYou) navigate("/");
-            else {
+            if (removing.isYou) {
+              await del(`${base}/members/${removing.userId}`);
+              navigate("/");
+              return;
+            }
+            // Removed already by another admin: the lists are refreshed whatever the answer.
+            try {
+              await del(`${base}/members/${removing.userId}`);
+            } finally {
               await reloadAll();
               await onChanged();
             }
@@ -235,7 +242,15 @@ function RoleChoice(props: { label: string; member: Member; busy: boolean; onCha
           <button type="button" class="primary" aria-label={`Change role of ${label} to ${chosen}`} aria-disabled={busy} onClick={save}>
             Change role
           </button>
-          <button type="button" onClick={() => setChosen(member.role)} aria-label={`Cancel role change of ${label}`}>
+          <button
+            type="button"
+            onClick={() => {
+              setChosen(member.role);
+              // This button goes with the change it cancels: the focus returns to the select.
+              select.current?.focus();
+            }}
+            aria-label={`Cancel role change of ${label}`}
+          >
             Cancel
           </button>
         </span>
@@ -256,7 +271,7 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
   const [email, setEmail] = useState("");
   const [role, setRole] = useState<Role>("member");
   const [environments, setEnvironments] = useState<Environment[]>([]);
-  const [acceptUrl, setAcceptUrl] = useState<{ email: string; url: string } | undefined>(undefined);
+  const [acceptUrl, setAcceptUrl] = useState<{ email: string; url: string; sentence: string } | undefined>(undefined);
   const [created, setCreated] = useState<InvitationCreated | undefined>(undefined);
   const [renewed, setRenewed] = useState<InvitationRenewed | undefined>(undefined);
   const [renewing, setRenewing] = useState<Invitation | undefined>(undefined);
@@ -279,7 +294,8 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
             if (canGrant && environments.length > 0) body.environments = environments;
             const result = await invite.run(() => post<InvitationCreated>(`${base}/invitations`, body));
             if (result) {
-              if (result.devAcceptUrl) setAcceptUrl({ email: result.invitation.email, url: result.devAcceptUrl });
+              if (result.devAcceptUrl)
+                setAcceptUrl({ email: result.invitation.email, url: result.devAcceptUrl, sentence: devLinkSentence(result) });
               else setCreated(result);
               setEmail("");
               setEnvironments([]);
@@ -334,7 +350,9 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           )}
           {acceptUrl && (
             <div class="notice" role="status">
-              <p>Invitation created for {acceptUrl.email}. This server is in development mode and sends no e-mail: give them this link.</p>
+              <p>
+                Invitation created for {acceptUrl.email}. {acceptUrl.sentence}
+              </p>
               <div class="copy-row">
                 <input readOnly aria-label="Invitation link" value={acceptUrl.url} class="mono" onFocus={(e) => e.currentTarget.select()} />
                 <CopyButton text={acceptUrl.url} label="Copy link" />
@@ -351,7 +369,10 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
             <DataTable columns={["E-mail", "Role", "Environments", "Expires"]} actions>
               {list.map((inv) => (
                 <tr key={inv.id}>
-                  <th scope="row">{inv.email}</th>
+                  <th scope="row">
+                    {inv.email}
+                    {inv.delivery === "failed" && <span class="badge status-invalid">e-mail not delivered</span>}
+                  </th>
                   <td>{inv.role}</td>
                   <td>{inv.role === "admin" ? "all" : inv.environments.length ? inv.environments.join(", ") : "none"}</td>
                   <td>
@@ -380,9 +401,7 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           <p>
             New link for {renewed.invitation.email}: the previous link no longer works, and this one works until{" "}
             <Time iso={renewed.invitation.expiresAt} />.{" "}
-            {renewed.devAcceptUrl
-              ? "This server is in development mode and sends no e-mail: give them this link. It is shown only now."
-              : noLinkSentence(renewed)}
+            {renewed.devAcceptUrl ? `${devLinkSentence(renewed)} It is shown only now.` : noLinkSentence(renewed)}
           </p>
           {renewed.devAcceptUrl && (
             <div class="copy-row">
@@ -404,13 +423,17 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           confirmLabel="Make a new link"
           onClose={() => setRenewing(undefined)}
           onConfirm={async () => {
-            const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
-            // A link shown for this invitation before is dead now: no box may still offer it.
-            // Another invitation's link, shown once, stays.
-            if (acceptUrl?.email === renewing.email) setAcceptUrl(undefined);
-            if (created?.invitation.id === renewing.id) setCreated(undefined);
-            setRenewed(result);
-            await invitations.reload();
+            // Accepted or revoked meanwhile: the list is refreshed whatever the answer.
+            try {
+              const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
+              // A link shown for this invitation before is dead now: no box may still offer it.
+              // Another invitation's link, shown once, stays.
+              if (acceptUrl?.email === renewing.email) setAcceptUrl(undefined);
+              if (created?.invitation.id === renewing.id) setCreated(undefined);
+              setRenewed(result);
+            } finally {
+              await invitations.reload();
+            }
           }}
         >
           <p>
@@ -426,12 +449,22 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           danger
           onClose={() => setRevoking(undefined)}
           onConfirm={async () => {
-            await del(`${base}/invitations/${revoking.id}`);
-            // Its link is dead now: no box may still offer it.
-            if (acceptUrl?.email === revoking.email) setAcceptUrl(undefined);
-            if (created?.invitation.id === revoking.id) setCreated(undefined);
-            if (renewed?.invitation.id === revoking.id) setRenewed(undefined);
-            await invitations.reload();
+            // Its link is dead now, whether this revoked it or it was gone already (accepted,
+            // revoked elsewhere): no box may still offer it.
+            const forgetLink = () => {
+              if (acceptUrl?.email === revoking.email) setAcceptUrl(undefined);
+              if (created?.invitation.id === revoking.id) setCreated(undefined);
+              if (renewed?.invitation.id === revoking.id) setRenewed(undefined);
+            };
+            try {
+              await del(`${base}/invitations/${revoking.id}`);
+              forgetLink();
+            } catch (e) {
+              if (e instanceof ApiError && e.status === 404) forgetLink();
+              throw e;
+            } finally {
+              await invitations.reload();
+            }
           }}
         >
           <p>The link they received stops working.</p>
@@ -439,6 +472,14 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
       )}
     </>
   );
+}
+
+/** What the link shown outside production is for, and whether an e-mail carried it too (SMTP_URL). */
+function devLinkSentence(answer: InvitationCreated | InvitationRenewed): string {
+  const email = answer.invitation.email;
+  if (answer.invitation.delivery === "sent") return `The link was e-mailed to ${email}; this development server shows it here too.`;
+  if (answer.invitation.delivery === "failed") return "The e-mail could not be sent: give them this link.";
+  return "This server is in development mode and sends no e-mail: give them this link.";
 }
 
 /** What an invitation answer without a link means (production mode answers no devAcceptUrl). */
