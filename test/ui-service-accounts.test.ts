@@ -163,6 +163,10 @@ describe("service accounts in Chromium", () => {
     await dialog.getByLabel("Allowed networks (optional)").fill("10.0.0.0/8\n10.1.0.0/33");
     await dialog.getByRole("button", { name: "Create token" }).click();
     await dialog.getByRole("alert").filter({ hasText: "“10.1.0.0/33” is not a network" }).waitFor();
+    // The field it is about is marked and focused, not another.
+    assert.equal(await dialog.getByLabel("Allowed networks (optional)").getAttribute("aria-invalid"), "true");
+    assert.equal(await dialog.getByLabel("Name").getAttribute("aria-invalid"), "false");
+    await assertFocus(page, "the networks field", () => document.activeElement?.tagName === "TEXTAREA");
     // What the API refuses, the form names before sending: leading zeros, a mapped network under /96.
     for (const wrong of ["10.0.0.01/32", "10.0.0.0/08", "::ffff:10.0.0.0/64"]) {
       await dialog.getByLabel("Allowed networks (optional)").fill(wrong);
@@ -318,6 +322,14 @@ describe("service accounts in Chromium", () => {
     await page.getByRole("alert").filter({ hasText: "Could not refresh" }).getByRole("button", { name: "Try again" }).click();
     await page.getByRole("row", { name: /\bci\b/ }).waitFor();
     assert.equal(await page.getByRole("alert").filter({ hasText: "Could not refresh" }).count(), 0);
+
+    // The project itself (your role, your permissions) read again on a visit, and failing: said, not left stale in silence.
+    await page.route(`**/api/projects/${project.id}`, (route) => route.abort("connectionreset"), { times: 1 });
+    await page.getByRole("navigation").getByRole("link", { name: "Service accounts" }).first().click();
+    const stale = page.getByRole("alert").filter({ hasText: "Could not refresh the project, so your role and access may have changed" });
+    await stale.waitFor();
+    await stale.getByRole("button", { name: "Try again" }).click();
+    await stale.waitFor({ state: "detached" });
   });
 
   test("members and viewers do not see the tab; the page tells them who manages accounts", async (t) => {

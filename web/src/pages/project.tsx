@@ -6,7 +6,19 @@ import type { ComponentChildren } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, del, ENVIRONMENTS, type Environment, get, type Permission, type Project, patch, projectPath } from "../api.ts";
 import { navigate } from "../router.ts";
-import { DangerZone, ErrorText, envLabel, Link, LoadState, Main, SubmitButton, setNextPageNotice, useAction, useLoad } from "../ui.tsx";
+import {
+  DangerZone,
+  ErrorText,
+  envLabel,
+  Link,
+  LoadState,
+  Main,
+  messageOf,
+  SubmitButton,
+  setNextPageNotice,
+  useAction,
+  useLoad,
+} from "../ui.tsx";
 import { AskForAccess } from "./access.tsx";
 import { AuditPage } from "./audit.tsx";
 import { ImportPage } from "./import.tsx";
@@ -64,7 +76,16 @@ export function ProjectPage({ projectId, section, sub, visit }: { projectId: str
       </Main>
     );
   }
-  return <ProjectView project={project.data} section={section} sub={sub} visit={visit} reload={project.reload} />;
+  return (
+    <ProjectView
+      project={project.data}
+      section={section}
+      sub={sub}
+      visit={visit}
+      reload={project.reload}
+      refreshError={project.error === undefined ? undefined : messageOf(project.error)}
+    />
+  );
 }
 
 /** The tab's title: the page, then the project ("Production secrets · ledger"). */
@@ -76,7 +97,15 @@ function projectTitle(project: Project, section: string | undefined, sub: string
   return page ? `${page} · ${project.name}` : project.name;
 }
 
-function ProjectView(props: { project: Project; section?: string; sub?: string; visit: number; reload(): Promise<void> }) {
+function ProjectView(props: {
+  project: Project;
+  section?: string;
+  sub?: string;
+  visit: number;
+  reload(): Promise<void>;
+  /** The project (and so your role and permissions) could not be read again: what is shown may be stale. */
+  refreshError?: string;
+}) {
   const { project, section: asked, sub, visit, reload } = props;
   const can = (permission: Permission) => project.permissions.includes(permission);
   const base = `/projects/${project.id}`;
@@ -148,6 +177,13 @@ function ProjectView(props: { project: Project; section?: string; sub?: string; 
             {project.role}
           </span>
         </div>
+        {props.refreshError !== undefined && (
+          <ErrorText error={`Could not refresh the project, so your role and access may have changed: ${props.refreshError}`}>
+            <button type="button" class="link" onClick={() => void reload()}>
+              Try again
+            </button>
+          </ErrorText>
+        )}
         {env && sub !== "import" && project.environments.includes(env) && (
           <EnvironmentSwitcher base={base} environments={project.environments} current={env} />
         )}

@@ -541,6 +541,15 @@ function NewToken({
   const [days, setDays] = useState("");
   const [networks, setNetworks] = useState("");
   const [problem, setProblem] = useState<string | undefined>(undefined);
+  // The field the problem is about: marked invalid, and given the focus.
+  const [problemAt, setProblemAt] = useState<"name" | "networks" | undefined>(undefined);
+  const nameField = useRef<HTMLInputElement>(null);
+  const networksField = useRef<HTMLTextAreaElement>(null);
+  const refuse = (at: "name" | "networks", text: string) => {
+    setProblem(text);
+    setProblemAt(at);
+    (at === "name" ? nameField : networksField).current?.focus();
+  };
   // The token itself: only here, gone with this dialog.
   const [created, setCreated] = useState<ServiceTokenCreated | undefined>(undefined);
   const action = useAction();
@@ -559,22 +568,23 @@ function NewToken({
         onSubmit={async (e) => {
           e.preventDefault();
           setProblem(undefined);
+          setProblemAt(undefined);
           action.clear();
           const cidrs = networks
             .split("\n")
             .map((line) => line.trim())
             .filter(Boolean);
           if (!name.trim()) {
-            setProblem("Give the token a name.");
+            refuse("name", "Give the token a name.");
             return;
           }
           const wrong = cidrs.find((line) => !isNetwork(line));
           if (wrong) {
-            setProblem(`“${wrong}” is not a network: write one per line like 203.0.113.0/24, 2001:db8::/32 or a single address.`);
+            refuse("networks", `“${wrong}” is not a network: write one per line like 203.0.113.0/24, 2001:db8::/32 or a single address.`);
             return;
           }
           if (cidrs.length > MAX_NETWORKS) {
-            setProblem(`At most ${MAX_NETWORKS} networks: ${cidrs.length} are listed.`);
+            refuse("networks", `At most ${MAX_NETWORKS} networks: ${cidrs.length} are listed.`);
             return;
           }
           const expiresInDays = expiry === "never" ? null : Number(expiry === "custom" ? days : expiry);
@@ -594,6 +604,7 @@ function NewToken({
         <label class="field">
           <span>Name</span>
           <input
+            ref={nameField}
             required
             maxLength={60}
             value={name}
@@ -601,6 +612,7 @@ function NewToken({
             autoComplete="off"
             spellcheck={false}
             aria-describedby="token-name-hint"
+            aria-invalid={problemAt === "name"}
           />
         </label>
         <p id="token-name-hint" class="muted small">
@@ -639,6 +651,7 @@ function NewToken({
         <label class="field">
           <span>Allowed networks (optional)</span>
           <textarea
+            ref={networksField}
             rows={3}
             class="mono"
             value={networks}
@@ -646,7 +659,7 @@ function NewToken({
             autoComplete="off"
             spellcheck={false}
             aria-describedby="token-networks-hint"
-            aria-invalid={problem !== undefined}
+            aria-invalid={problemAt === "networks"}
           />
         </label>
         <p id="token-networks-hint" class="muted small">
