@@ -83,39 +83,42 @@ function writeIndex(index: Record<string, string[]>): void {
 }
 
 export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]): Promise<void> {
-  const key = place.serviceToken ? tokenKey(place.serviceToken) : await personKey(place);
   const content: FallbackContent = {
     savedAt: new Date().toISOString(),
     projectName: place.projectName,
     environment: place.resolvedEnvironment,
     secrets,
   };
-  const nonce = crypto.randomBytes(12);
-  const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
-  cipher.setAAD(Buffer.from(aad(place), "utf8"));
-  const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
-  const sealed = Buffer.concat([nonce, body, cipher.getAuthTag()]);
-  fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
-  writeFileAtomically(fallbackFile(place), sealed, 0o600);
+  const seal = (key: Buffer) => {
+    const nonce = crypto.randomBytes(12);
+    const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
+    cipher.setAAD(Buffer.from(aad(place), "utf8"));
+    const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
+    fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
+    writeFileAtomically(fallbackFile(place), Buffer.concat([nonce, body, cipher.getAuthTag()]), 0o600);
+  };
+  if (place.serviceToken) return seal(tokenKey(place.serviceToken));
+  // Entered in the index and written under the same lock as logout's clearing: a logout in
+  // between would otherwise clear the index first and leave this copy behind, readable again
+  // after the next login (the key stays in the credentials file).
+  await withCredentialsLock(async () => seal(personKey(place)));
 }
 
 function tokenKey(token: string): Buffer {
   return fromToken(token, "key", 32);
 }
 
-/** login's random key, created on first use, and the copy entered in the index for logout. */
-async function personKey(place: FallbackPlace): Promise<Buffer> {
-  return withCredentialsLock(async () => {
-    const data = readCredentials();
-    const { key, created } = ensureFallbackKey(data);
-    if (created) writeCredentials(data);
-    const index = readIndex();
-    const file = path.basename(fallbackFile(place));
-    index[place.server] = [...new Set([...(index[place.server] ?? []), file])];
-    fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
-    writeIndex(index);
-    return key;
-  });
+/** login's random key, created on first use, and the copy entered in the index for logout (under the credentials lock). */
+function personKey(place: FallbackPlace): Buffer {
+  const data = readCredentials();
+  const { key, created } = ensureFallbackKey(data);
+  if (created) writeCredentials(data);
+  const index = readIndex();
+  const file = path.basename(fallbackFile(place));
+  index[place.server] = [...new Set([...(index[place.server] ?? []), file])];
+  fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
+  writeIndex(index);
+  return key;
 }
 
 /** The saved copy, or a CliError saying why there is none to use. */
