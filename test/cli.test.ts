@@ -155,6 +155,54 @@ test("login keeps asking through a proxy's 502 and a dropped connection while th
   assert.ok(polls.length >= 3, String(polls.length));
 });
 
+test("login and refresh refuse answers that are not the API's: nothing is saved that works nowhere", async (t) => {
+  const server = await startServer(t);
+  const alice = await server.signIn("alice@example.test");
+  const home = cliHome(t);
+  let answer: "page" | "no tokens" | "through" = "page";
+  const url = await startProxy(t, server.url, (req, res) => {
+    if (answer === "page" && req.url === "/api/cli/auth/device") {
+      // A server URL with a path, or a proxy's sign-in page: 200 with HTML.
+      res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>Sign in</title>");
+      return true;
+    }
+    if (answer === "no tokens" && (req.url === "/api/cli/auth/token" || req.url === "/api/cli/auth/refresh")) {
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
+      return true;
+    }
+    return false;
+  });
+  const page = await cli(home, ["login", "--server", url, "--no-browser"]);
+  assert.deepEqual(
+    [page.code, page.stdout, page.stderr],
+    [
+      1,
+      "",
+      `secrets-server: ${url} answered /api/cli/auth/device with text/html, not the API's JSON: is ${url} the secrets server's address?\n`,
+    ],
+  );
+
+  answer = "no tokens";
+  const noTokens = startCli(["login", "--server", url, "--no-browser"], home.env);
+  const [, userCode] = await noTokens.waitFor(/\b([BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4})\b/);
+  assert.equal((await alice.json("POST", "/api/cli/auth/approve", { userCode })).status, 200);
+  const refused = await noTokens.done;
+  assert.equal(refused.code, 1, refused.output);
+  assert.match(refused.stderr, /answered \/api\/cli\/auth\/token without the tokens the API sends/);
+  assert.equal(fs.existsSync(home.credentialsFile), false, "nothing saved");
+
+  // Signed in for real; then a refresh answered without tokens leaves the saved pair as it was.
+  answer = "through";
+  await login(server, home, alice, ["--server", url, "--no-browser"]);
+  const saved = fs.readFileSync(home.credentialsFile, "utf8");
+  server.clock.advance(61 * 60 * 1000);
+  answer = "no tokens";
+  const refresh = await cli(home, ["projects", "--server", url]);
+  assert.equal(refresh.code, 1, refresh.stderr);
+  assert.match(refresh.stderr, /answered \/api\/cli\/auth\/refresh without the tokens the API sends/);
+  assert.equal(fs.readFileSync(home.credentialsFile, "utf8"), saved);
+});
+
 test("clear failures: not signed in, server unreachable, bad usage", async (t) => {
   const server = await startServer(t);
   const home = cliHome(t);

@@ -146,6 +146,29 @@ export function apiBody(res: ApiResponse, server: string, path: string): Record<
   );
 }
 
+/**
+ * The tokens of a sign-in or a refresh, checked: an answer without them (a page at the wrong
+ * address that says 200) would otherwise be saved as credentials that work nowhere. `email`
+ * is "" when the answer has none (refresh keeps the one it had).
+ */
+export function tokensFrom(res: ApiResponse, server: string, path: string): ServerCredentials {
+  const body = apiBody(res, server, path);
+  const { email, accessToken, refreshToken, accessExpiresAt, refreshExpiresAt } = body;
+  if (![accessToken, refreshToken, accessExpiresAt, refreshExpiresAt].every((field) => typeof field === "string" && field !== "")) {
+    throw new CliError(
+      `${server} answered ${path} without the tokens the API sends: is ${server} the secrets server's address?`,
+      EXIT.failed,
+    );
+  }
+  return {
+    email: typeof email === "string" ? email : "",
+    accessToken: accessToken as string,
+    refreshToken: refreshToken as string,
+    accessExpiresAt: accessExpiresAt as string,
+    refreshExpiresAt: refreshExpiresAt as string,
+  };
+}
+
 function serverSentence(text: string): string | undefined {
   try {
     const error = (JSON.parse(text) as { error?: unknown }).error;
@@ -182,13 +205,8 @@ export async function refreshCredentials(server: string, stale: string | undefin
       throw sessionEndedError(server);
     }
     if (res.status !== 200) throw errorFor(res, server);
-    const next: ServerCredentials = {
-      email: res.body.email || current.email,
-      accessToken: res.body.accessToken,
-      refreshToken: res.body.refreshToken,
-      accessExpiresAt: res.body.accessExpiresAt,
-      refreshExpiresAt: res.body.refreshExpiresAt,
-    };
+    const tokens = tokensFrom(res, server, "/api/cli/auth/refresh");
+    const next: ServerCredentials = { ...tokens, email: tokens.email || current.email };
     data.servers[server] = next;
     writeCredentials(data);
     return next;

@@ -1,6 +1,6 @@
 import os from "node:os";
 import { printable } from "../core/text.ts";
-import { errorFor, isExpired, post, refreshCredentials } from "./api.ts";
+import { apiBody, errorFor, isExpired, post, refreshCredentials, tokensFrom } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { CONNECTION_OPTIONS, connect, JSON_OPTION, parseFlags, resolveServer, SERVER_OPTION } from "./context.ts";
 import { forgetServer, readCredentials, type ServerCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
@@ -73,13 +73,19 @@ export async function login(args: string[]): Promise<number> {
 
   const start = await post(server, "/api/cli/auth/device", { deviceName });
   if (start.status !== 200) throw errorFor(start, server);
-  const { deviceCode, userCode, verificationUrl, expiresIn, interval } = start.body as {
+  const { deviceCode, userCode, verificationUrl, expiresIn, interval } = apiBody(start, server, "/api/cli/auth/device") as {
     deviceCode: string;
     userCode: string;
     verificationUrl: string;
     expiresIn: number;
     interval: number;
   };
+  if (typeof deviceCode !== "string" || typeof userCode !== "string") {
+    throw new CliError(
+      `${server} answered /api/cli/auth/device without a device code: is ${server} the secrets server's address?`,
+      EXIT.failed,
+    );
+  }
 
   // What the server sent is shown, never obeyed: printable text, and a page opened only
   // when it is a web address.
@@ -97,20 +103,13 @@ export async function login(args: string[]): Promise<number> {
 
   const spinner = new Spinner("Waiting for approval in the browser…");
   spinner.start();
-  let tokens: ServerCredentials & { status: string };
+  let credentials: ServerCredentials;
   try {
-    tokens = await pollForTokens(server, deviceCode, interval, expiresIn);
+    credentials = await pollForTokens(server, deviceCode, interval, expiresIn);
   } finally {
     spinner.stop();
   }
 
-  const credentials: ServerCredentials = {
-    email: tokens.email,
-    accessToken: tokens.accessToken,
-    refreshToken: tokens.refreshToken,
-    accessExpiresAt: tokens.accessExpiresAt,
-    refreshExpiresAt: tokens.refreshExpiresAt,
-  };
   let previous: ServerCredentials | undefined;
   try {
     previous = await withCredentialsLock(async () => {
@@ -176,7 +175,7 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
       }
       throw error;
     }
-    if (res.status === 200) return res.body;
+    if (res.status === 200) return tokensFrom(res, server, "/api/cli/auth/token");
     if (res.status === 202) {
       if (Date.now() > deadline) break;
       continue;
