@@ -806,6 +806,8 @@ describe("CLI sign-in in Chromium", () => {
       .filter({ hasText: "Waiting for your terminal… “slow box” is signed in as soon as it picks up the approval" })
       .waitFor();
     await page.getByRole("heading", { name: "Approved", exact: true }).waitFor();
+    // The Approve button went with the form: the outcome's heading has the focus.
+    await assertFocus(page, "the Approved heading", () => document.activeElement?.textContent === "Approved");
     await check(tab, "cli-approved-waiting");
     const tokens = await server.client().json("POST", "/api/cli/auth/token", { deviceCode: device.body.deviceCode });
     assert.equal(tokens.status, 200, JSON.stringify(tokens.body));

@@ -563,3 +563,18 @@ export function useFocusOnNavigation(visit: number): void {
     };
   }, [visit]);
 }
+
+/**
+ * The heading of a view that replaces the form whose button had the focus (an accepted
+ * invitation, an approved sign-in): it takes the focus, so the keyboard and a screen reader
+ * go on from the outcome instead of from the top of the page.
+ */
+export function OutcomeHeading({ children }: { children: ComponentChildren }) {
+  const heading = useRef<HTMLHeadingElement>(null);
+  useEffect(() => heading.current?.focus(), []);
+  return (
+    <h1 ref={heading} tabIndex={-1}>
+      {children}
+    </h1>
+  );
+}

@@ -2,7 +2,7 @@
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, type CliSession, type DeviceApproval, del, get, type PendingDeviceRequest, post } from "../api.ts";
-import { Confirm, DataTable, ErrorText, Link, LoadState, RowButton, Time, useAction, useLoad } from "../ui.tsx";
+import { Confirm, DataTable, ErrorText, Link, LoadState, OutcomeHeading, RowButton, Time, useAction, useLoad } from "../ui.tsx";
 
 export function CliSessionsPage() {
   const sessions = useLoad(() => get<{ sessions: CliSession[] }>("/api/cli/sessions").then((r) => r.sessions), []);
@@ -135,7 +135,7 @@ function ApprovedPage({ deviceName, knownIds, approvedAt }: { deviceName: string
   if (session) {
     return (
       <section class="narrow stack">
-        <h1>CLI signed in</h1>
+        <OutcomeHeading>CLI signed in</OutcomeHeading>
         <p role="status">{`${name} is now signed in as you. You can close this page and return to your terminal.`}</p>
         <dl class="card kv">
           <dt>Device</dt>
@@ -157,7 +157,7 @@ function ApprovedPage({ deviceName, knownIds, approvedAt }: { deviceName: string
   }
   return (
     <section class="narrow stack">
-      <h1>Approved</h1>
+      <OutcomeHeading>Approved</OutcomeHeading>
       {timedOut ? (
         <p role="status">
           {`Your terminal has not picked up the approval in ${SESSION_WAIT_SECONDS} seconds. If it is still waiting, it will finish on its own and the session will be listed under your CLI sessions. If it was closed, no session was created and the approval lapses with the code.`}
@@ -217,7 +217,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
   if (done) {
     return (
       <section class="narrow stack">
-        <h1>Sign-in denied</h1>
+        <OutcomeHeading>Sign-in denied</OutcomeHeading>
         <p role="status">{`The request from “${done.deviceName}” was denied. The terminal will say so.`}</p>
         <p>
           <Link href="/cli-sessions">See your CLI sessions</Link>

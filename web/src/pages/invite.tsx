@@ -15,7 +15,7 @@ import {
 } from "../api.ts";
 import { ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, messageOf, Time, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Link, messageOf, OutcomeHeading, Time, useAction, useLoad } from "../ui.tsx";
 
 /**
  * Who invited the link's holder to which project, as what: POST /api/invitations/preview
@@ -84,7 +84,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
   if (joined) {
     return (
       <section class="narrow stack">
-        <h1>Welcome{joined.name ? ` to ${joined.name}` : ""}</h1>
+        <OutcomeHeading>Welcome{joined.name ? ` to ${joined.name}` : ""}</OutcomeHeading>
         <p role="status">You joined the project as {joined.role}.</p>
         <p>
           <Link class="button primary" href={`/projects/${joined.projectId}`}>
