@@ -159,11 +159,16 @@ test("login and refresh refuse answers that are not the API's: nothing is saved 
   const server = await startServer(t);
   const alice = await server.signIn("alice@example.test");
   const home = cliHome(t);
-  let answer: "page" | "no tokens" | "through" = "page";
+  let answer: "page" | "no interval" | "no tokens" | "through" = "page";
   const url = await startProxy(t, server.url, (req, res) => {
     if (answer === "page" && req.url === "/api/cli/auth/device") {
       // A server URL with a path, or a proxy's sign-in page: 200 with HTML.
       res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>Sign in</title>");
+      return true;
+    }
+    if (answer === "no interval" && req.url === "/api/cli/auth/device") {
+      // Without an interval and a lifetime the CLI would poll without pause, and forever.
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ deviceCode: "d", userCode: "BCDF-GHJK" }));
       return true;
     }
     if (answer === "no tokens" && (req.url === "/api/cli/auth/token" || req.url === "/api/cli/auth/refresh")) {
@@ -181,6 +186,11 @@ test("login and refresh refuse answers that are not the API's: nothing is saved 
       `secrets-server: ${url} answered /api/cli/auth/device with text/html, not the API's JSON: is ${url} the secrets server's address?\n`,
     ],
   );
+
+  answer = "no interval";
+  const noInterval = await cli(home, ["login", "--server", url, "--no-browser"]);
+  assert.equal(noInterval.code, 1, noInterval.stderr);
+  assert.match(noInterval.stderr, /answered \/api\/cli\/auth\/device without what the API sends/);
 
   answer = "no tokens";
   const noTokens = startCli(["login", "--server", url, "--no-browser"], home.env);

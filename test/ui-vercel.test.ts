@@ -114,13 +114,18 @@ test("connected with a team, the team picker offers the token's teams but no per
     () => document.activeElement?.tagName === "SELECT" && document.activeElement.closest("label")?.textContent?.startsWith("Team") === true,
   );
 
+  // Linked in the other team and saved: the form below offers that team, not the one connected with.
+  await page.getByLabel("Vercel project").selectOption({ label: "other-site" });
+  await page.getByRole("button", { name: "Save" }).click();
+  await page.getByText("Saved.").waitFor();
+
   // As the help says: the same token again, with the team ID cleared, reaches the personal account.
   await page.locator("summary", { hasText: "Use another token or team" }).click();
   const teamField = page.getByLabel("Team ID (optional)");
-  assert.equal(await teamField.inputValue(), "team_acme1234");
+  assert.equal(await teamField.inputValue(), "team_other999");
   assert.equal(await page.getByText(/Another team unlinks/).count(), 0, "no warning while the team is the saved one");
   await teamField.fill("");
-  await page.getByText(/^Another team unlinks acme-site: its environment mappings, the deploy hook/).waitFor();
+  await page.getByText(/^Another team unlinks other-site: its environment mappings, the deploy hook/).waitFor();
   await page.getByLabel("Vercel access token").fill("vcp_alice_token_123456");
   await page.getByRole("button", { name: "Reconnect and unlink" }).click();
   await assertEventually(() => page.getByLabel("Vercel project").locator("option").allTextContents(), ["Choose a project…", "my-site"]);

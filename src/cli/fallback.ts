@@ -101,7 +101,11 @@ export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]):
   // Entered in the index and written under the same lock as logout's clearing: a logout in
   // between would otherwise clear the index first and leave this copy behind, readable again
   // after the next login (the key stays in the credentials file).
-  await withCredentialsLock(async () => seal(personKey(place)));
+  await withCredentialsLock(async () => {
+    // Logged out while the secrets were fetched: no copy outlives the sign-in it was made under.
+    if (!readCredentials().servers[place.server]) return;
+    seal(personKey(place));
+  });
 }
 
 function tokenKey(token: string): Buffer {

@@ -80,9 +80,10 @@ export async function login(args: string[]): Promise<number> {
     expiresIn: number;
     interval: number;
   };
-  if (typeof deviceCode !== "string" || typeof userCode !== "string") {
+  // A poll with no interval or deadline would ask without pause, and forever.
+  if (typeof deviceCode !== "string" || typeof userCode !== "string" || !Number.isFinite(interval) || !Number.isFinite(expiresIn)) {
     throw new CliError(
-      `${server} answered /api/cli/auth/device without a device code: is ${server} the secrets server's address?`,
+      `${server} answered /api/cli/auth/device without what the API sends (a device code, its interval and lifetime): is ${server} the secrets server's address?`,
       EXIT.failed,
     );
   }

@@ -423,14 +423,20 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           confirmLabel="Make a new link"
           onClose={() => setRenewing(undefined)}
           onConfirm={async () => {
-            // Accepted or revoked meanwhile: the list is refreshed whatever the answer.
-            try {
-              const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
-              // A link shown for this invitation before is dead now: no box may still offer it.
-              // Another invitation's link, shown once, stays.
+            // A link shown for this invitation before is dead now, renewed or gone (accepted,
+            // revoked elsewhere: a 404): no box may still offer it. Another invitation's link,
+            // shown once, stays. The list is refreshed whatever the answer.
+            const forgetLink = () => {
               if (acceptUrl?.email === renewing.email) setAcceptUrl(undefined);
               if (created?.invitation.id === renewing.id) setCreated(undefined);
+            };
+            try {
+              const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
+              forgetLink();
               setRenewed(result);
+            } catch (e) {
+              if (e instanceof ApiError && e.status === 404) forgetLink();
+              throw e;
             } finally {
               await invitations.reload();
             }

@@ -151,7 +151,7 @@ export function EditSecret(props: {
               autoComplete="off"
               spellcheck={false}
               aria-invalid={!keyValid}
-              aria-describedby={keyValid ? undefined : "edit-key-problem"}
+              aria-describedby={keyValid || key === "" ? undefined : "edit-key-problem"}
             />
           </label>
           {!keyValid && key !== "" && (

@@ -127,6 +127,8 @@ function Connected({
           <details class="reconnect">
             <summary>Use another token or team</summary>
             <ConnectForm
+              // The team saved with the settings since (or in another tab) is the one to fill in.
+              key={c.teamId ?? ""}
               base={base}
               onConnected={(next) => {
                 setReconnects((n) => n + 1);
