@@ -38,7 +38,7 @@ function messageOf(error: Error): string {
 }
 
 /** A database error's message up to the values it was given (drizzle's "params: …"). */
-export function withoutParams(message: string): string {
+function withoutParams(message: string): string {
   const at = message.indexOf("\nparams: ");
   return at === -1 ? message : message.slice(0, at);
 }

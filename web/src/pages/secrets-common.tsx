@@ -11,7 +11,8 @@ export {
   MAX_KEY_LENGTH,
   MAX_VALUE_UNITS as MAX_VALUE_LENGTH,
 } from "../../../src/core/secret-rules.ts";
-export const KEY_RULE = "Keys use letters, digits and underscores and do not start with a digit.";
+
+const KEY_RULE = "Keys use letters, digits and underscores and do not start with a digit.";
 export const KEY_LOOKS_LIKE_TOKEN = "A key may not look like one of this server's tokens (svc_…).";
 
 /** Why the server would refuse a key, or undefined: what every form that takes a key marks invalid before sending. */
