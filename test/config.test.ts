@@ -479,7 +479,6 @@ test("an unexpected failure of a server command (a damaged database file) is one
     const result = await runMain(args, { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() });
     assert.equal(result.code, 1, `${args.join(" ")}: ${result.stdout}${result.stderr}`);
     assert.equal(result.stderr, "secrets-server: file is not a database\n", args.join(" "));
-    assert.doesNotMatch(result.stderr, /^ {4}at /m);
   }
   assert.equal(fs.existsSync(copy), false, "no partial copy left");
 });

@@ -9,7 +9,7 @@ import { ENCRYPTED_COLUMNS } from "../src/core/encrypted-columns.ts";
 import { readTransaction, writeTransaction } from "../src/core/store.ts";
 import { createVault, DecryptError } from "../src/core/vault.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
-import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type FakeVercel, isEnvUpdate, startFakeVercel } from "./fake-vercel.ts";
 import { type Client, ROOT, randomMasterKey, runMain, startServer } from "./helpers.ts";
 import { createSecret, envPath, startTeam } from "./secrets-helpers.ts";
 import { copyWrappedKey, keyVersionsInUse, rowCount, schemaColumns } from "./storage.ts";
@@ -466,8 +466,7 @@ test("rotate-key under a running Vercel sync: the token encrypted again is the s
     assert.equal((await owner.json("PATCH", `${envPath(team.projectId, "development")}/secrets/${id}`, { value: "two" })).status, 200);
   }
 
-  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
-  const held = fake.hold(isUpdate);
+  const held = fake.hold(isEnvUpdate);
   const running = owner.json("POST", sync);
   await held.reached;
   const rotated = await runMain(["rotate-key"], server.env);

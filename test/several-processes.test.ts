@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { type TestContext, test } from "node:test";
-import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type FakeVercel, isEnvCreate, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess, waitFor } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { auditRows, storedRows, writeLockIsFree } from "./storage.ts";
@@ -229,8 +229,7 @@ test("a process that stalls past its lease stops its sync when it wakes: only th
   }
   await waitFor("the stalled process to stop its sync", async () => a.output().includes("stopped a Vercel sync"));
 
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
-  assert.equal(s.fake.requests.filter(isCreate).length, 1, "the stalled process created nothing");
+  assert.equal(s.fake.requests.filter(isEnvCreate).length, 1, "the stalled process created nothing");
   assert.equal(s.fake.envFor("prj_web", "STALLED", "development")!.value, "stalled-value");
   const events = (await integrationEvents(onA, projectId)).filter((e) => e.action.startsWith("integration.sync"));
   assert.deepEqual(

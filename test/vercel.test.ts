@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
-import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
+import { type FakeVercel, isEnvCreate, isEnvUpdate, startFakeVercel } from "./fake-vercel.ts";
 import {
   type AuditRow,
   auditEvents,
@@ -751,7 +751,6 @@ test("a run stops before its next call once the connection is reconnected with a
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   const ids = [await addSecret(s, "development", "FIRST_KEY", "one"), await addSecret(s, "development", "SECOND_KEY", "two")];
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
-  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
   const changeBoth = async (suffix: string) => {
     for (const id of ids) {
       const res = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${id}`, { value: suffix });
@@ -762,7 +761,7 @@ test("a run stops before its next call once the connection is reconnected with a
 
   for (const step of ["reconnect", "disconnect"] as const) {
     await changeBoth(`value-before-${step}`);
-    const held = s.fake.hold(isUpdate);
+    const held = s.fake.hold(isEnvUpdate);
     const before = s.fake.requests.length;
     const sync = s.owner.json("POST", `${s.base}/sync`);
     await held.reached;
@@ -774,7 +773,7 @@ test("a run stops before its next call once the connection is reconnected with a
     // The run's token: the first one, then (for the disconnect) the one the reconnect saved.
     const runToken = `Bearer ${step === "reconnect" ? s.token : "vcp_new_token_123456"}`;
     const runCalls = s.fake.requests.slice(before).filter((r) => r.authorization === runToken);
-    assert.equal(runCalls.filter(isUpdate).length, 1, `${step}: the held update only, not the second`);
+    assert.equal(runCalls.filter(isEnvUpdate).length, 1, `${step}: the held update only, not the second`);
     assert.equal(runCalls.at(-1)!.method, "PATCH", `${step}: nothing after the held update`);
   }
 });
@@ -784,8 +783,7 @@ test("an automatic run stopped by a reconnect leaves its changes to a run with t
   await addSecret(s, "development", "RECONNECTED_ONE", "one");
   await addSecret(s, "development", "RECONNECTED_TWO", "one");
   await settled(s);
-  const isUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
-  const held = s.fake.hold(isUpdate);
+  const held = s.fake.hold(isEnvUpdate);
   // One import: both changes are one run's, which the reconnect stops after its first update.
   const imported = await s.owner.json("POST", `/api/projects/${s.projectId}/environments/development/import`, {
     entries: [
@@ -801,7 +799,7 @@ test("an automatic run stopped by a reconnect leaves its changes to a run with t
   const done = await settled(s);
   assert.equal(done.lastRun.status, "ok", JSON.stringify(done.lastRun));
   for (const key of ["RECONNECTED_ONE", "RECONNECTED_TWO"]) assert.equal(s.fake.envFor("prj_web", key, "development")!.value, "two", key);
-  const updates = s.fake.requests.filter(isUpdate);
+  const updates = s.fake.requests.filter(isEnvUpdate);
   assert.equal(updates.at(-1)!.authorization, "Bearer vcp_new_token_123456", "the second update was the new token's run");
 });
 
@@ -1199,15 +1197,14 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
   s.fake.clearInjections();
 
   // A create (POST without upsert) is not repeated on a 5xx, and the change stays pending.
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
-  const createsBefore = s.fake.requests.filter(isCreate).length;
-  s.fake.inject(500, { times: 1, match: isCreate });
+  const createsBefore = s.fake.requests.filter(isEnvCreate).length;
+  s.fake.inject(500, { times: 1, match: isEnvCreate });
   await addSecret(s, "development", "NEW_AFTER_FAULT", "created-later");
   await waitFor("the failed automatic run", async () => {
     const res = await s.owner.json("GET", s.base);
     return res.body.lastRun?.status === "failed" && res.body.lastRun.trigger === "automatic" ? true : undefined;
   });
-  assert.equal(s.fake.requests.filter(isCreate).length, createsBefore + 1);
+  assert.equal(s.fake.requests.filter(isEnvCreate).length, createsBefore + 1);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
   const retried = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(retried.status, 200);
@@ -1219,11 +1216,10 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
 test("a create rate limited until the retries run out wrote nothing: no claim is kept for it, and nothing waits for a deployment", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   await addSecret(s, "development", "LIMITED_KEY", "limited-value");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
-  s.fake.inject(429, { times: 10, retryAfterSeconds: 0, match: isCreate });
+  s.fake.inject(429, { times: 10, retryAfterSeconds: 0, match: isEnvCreate });
   const res = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([res.status, res.body], [502, M.syncUnavailable]);
-  assert.ok(s.fake.requests.filter(isCreate).length > 1, "a 429 is tried again");
+  assert.ok(s.fake.requests.filter(isEnvCreate).length > 1, "a 429 is tried again");
   assert.equal(s.fake.envFor("prj_web", "LIMITED_KEY", "development"), undefined);
   assert.deepEqual(storedRows(s.server, "integration_vars", { project_id: s.projectId }), []);
   assert.equal(Boolean(integrationRow(s)!.deploy_due), false);
@@ -1305,9 +1301,8 @@ test("retries: a manual sync Vercel fails leaves its pending changes to a retry;
 test("a create whose answer was lost: the var Vercel made anyway is taken as ours and follows the secret under skip", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   const id = await addSecret(s, "development", "LOST_ANSWER", "first-value");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
   // Vercel writes the var, but its answer never arrives (a 502 from its edge).
-  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  s.fake.inject(502, { match: isEnvCreate, afterDoing: true });
   const lost = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([lost.status, lost.body], [502, M.syncUnavailable]);
   const made = s.fake.envFor("prj_web", "LOST_ANSWER", "development")!;
@@ -1360,9 +1355,8 @@ test("a var of ours moved to a custom environment (listed without `target`), its
 test("a create answered 2xx with a body that names none of the vars: failed as unanswered, its claim kept, and the var taken as ours next time", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   await addSecret(s, "development", "CUT_ANSWER", "cut-value");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
   // Vercel writes the var; the answer that reaches us is a 201 without `created` (cut by a proxy, say).
-  s.fake.inject(201, { match: isCreate, afterDoing: true });
+  s.fake.inject(201, { match: isEnvCreate, afterDoing: true });
   const cut = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(cut.status, 200, JSON.stringify(cut.body));
   assert.deepEqual(counts(cut.body.summary), { created: 0, updated: 0, unchanged: 0, skipped: 0, deleted: 0, failed: 1 });
@@ -1384,8 +1378,7 @@ test("a create whose answer was lost, then its secret changed or deleted before 
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   const changedId = await addSecret(s, "development", "LOST_CHANGED", "sent-value");
   const deletedId = await addSecret(s, "development", "LOST_DELETED", "sent-value-2");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
-  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  s.fake.inject(502, { match: isEnvCreate, afterDoing: true });
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
   assert.equal(s.fake.envFor("prj_web", "LOST_CHANGED", "development")!.value, "sent-value");
   assert.equal(s.fake.envFor("prj_web", "LOST_DELETED", "development")!.value, "sent-value-2");
@@ -1410,8 +1403,7 @@ test("a claim made under a master key version rotated away since is judged by th
   const [key1, key2] = [randomMasterKey(), randomMasterKey()];
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000", MASTER_KEY: key1 } });
   await addSecret(s, "development", "ROTATED_CLAIM", "claimed-value");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
-  s.fake.inject(502, { match: isCreate, afterDoing: true });
+  s.fake.inject(502, { match: isEnvCreate, afterDoing: true });
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
   assert.match(String(storedRows(s.server, "integration_vars", { key: "ROTATED_CLAIM" })[0]!.host_env_id), /^unanswered:1:/);
 
@@ -1442,9 +1434,8 @@ test("a claim made under a master key version rotated away since is judged by th
 test("a claim is not proof against a var someone else made under the key with another value: it is left alone", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   const id = await addSecret(s, "development", "CLAIMED_KEY", "our-value");
-  const isCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
   // No answer, and nothing written: then someone creates the key at Vercel with a value of theirs.
-  s.fake.inject(502, { match: isCreate });
+  s.fake.inject(502, { match: isEnvCreate });
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
   s.fake.addEnv("prj_web", { key: "CLAIMED_KEY", value: "their-value", type: "encrypted", target: ["development"] });
   assert.equal((await s.owner.json("DELETE", `/api/projects/${s.projectId}/environments/development/secrets/${id}`)).status, 200);

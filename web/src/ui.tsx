@@ -569,12 +569,13 @@ export function useFocusOnNavigation(visit: number): void {
  * invitation, an approved sign-in): it takes the focus, so the keyboard and a screen reader
  * go on from the outcome instead of from the top of the page.
  */
-export function OutcomeHeading({ children }: { children: ComponentChildren }) {
+export function OutcomeHeading({ children, level = 1 }: { children: ComponentChildren; level?: 1 | 3 }) {
   const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => heading.current?.focus(), []);
+  const Tag = level === 1 ? "h1" : "h3";
   return (
-    <h1 ref={heading} tabIndex={-1}>
+    <Tag ref={heading} tabIndex={-1}>
       {children}
-    </h1>
+    </Tag>
   );
 }

@@ -279,6 +279,16 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
   const invite = useAction();
   const canInvite = project.permissions.includes("members:invite");
   const canGrant = project.permissions.includes("environments:manage") && role !== "admin";
+  /**
+   * An invitation's link shown before is dead once it is renewed, revoked or found gone
+   * (accepted, revoked elsewhere: a 404): no box may still offer it. Another invitation's
+   * link, shown once, stays. A renewal sets its new link after this.
+   */
+  const forgetLinkOf = (inv: Invitation) => {
+    if (acceptUrl?.email === inv.email) setAcceptUrl(undefined);
+    if (created?.invitation.id === inv.id) setCreated(undefined);
+    if (renewed?.invitation.id === inv.id) setRenewed(undefined);
+  };
 
   return (
     <>
@@ -423,19 +433,12 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           confirmLabel="Make a new link"
           onClose={() => setRenewing(undefined)}
           onConfirm={async () => {
-            // A link shown for this invitation before is dead now, renewed or gone (accepted,
-            // revoked elsewhere: a 404): no box may still offer it. Another invitation's link,
-            // shown once, stays. The list is refreshed whatever the answer.
-            const forgetLink = () => {
-              if (acceptUrl?.email === renewing.email) setAcceptUrl(undefined);
-              if (created?.invitation.id === renewing.id) setCreated(undefined);
-            };
             try {
               const result = await post<InvitationRenewed>(`${base}/invitations/${renewing.id}/renew`);
-              forgetLink();
+              forgetLinkOf(renewing);
               setRenewed(result);
             } catch (e) {
-              if (e instanceof ApiError && e.status === 404) forgetLink();
+              if (e instanceof ApiError && e.status === 404) forgetLinkOf(renewing);
               throw e;
             } finally {
               await invitations.reload();
@@ -455,18 +458,11 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           danger
           onClose={() => setRevoking(undefined)}
           onConfirm={async () => {
-            // Its link is dead now, whether this revoked it or it was gone already (accepted,
-            // revoked elsewhere): no box may still offer it.
-            const forgetLink = () => {
-              if (acceptUrl?.email === revoking.email) setAcceptUrl(undefined);
-              if (created?.invitation.id === revoking.id) setCreated(undefined);
-              if (renewed?.invitation.id === revoking.id) setRenewed(undefined);
-            };
             try {
               await del(`${base}/invitations/${revoking.id}`);
-              forgetLink();
+              forgetLinkOf(revoking);
             } catch (e) {
-              if (e instanceof ApiError && e.status === 404) forgetLink();
+              if (e instanceof ApiError && e.status === 404) forgetLinkOf(revoking);
               throw e;
             } finally {
               await invitations.reload();

@@ -62,8 +62,9 @@ export function EditSecret(props: {
       });
   }, [path]);
 
-  const keyRefused = keyProblem(key);
-  const keyValid = keyRefused === undefined;
+  // Empty is refused too (the field is required), but says nothing until something is typed.
+  const keyRefused = key === "" ? undefined : keyProblem(key);
+  const keyValid = key !== "" && keyRefused === undefined;
   const changes: { key?: string; value?: string } = {};
   if (loaded && key !== loaded.key) changes.key = key;
   if (loaded && value !== loaded.value) changes.value = value;
@@ -151,10 +152,10 @@ export function EditSecret(props: {
               autoComplete="off"
               spellcheck={false}
               aria-invalid={!keyValid}
-              aria-describedby={keyValid || key === "" ? undefined : "edit-key-problem"}
+              aria-describedby={keyRefused === undefined ? undefined : "edit-key-problem"}
             />
           </label>
-          {!keyValid && key !== "" && (
+          {keyRefused !== undefined && (
             <p id="edit-key-problem" class="small error-text">
               {keyRefused}
             </p>
