@@ -10,7 +10,7 @@ import { ENVIRONMENTS, findLink, findProject, normalizeEnvironment, type Project
 import { readCredentials } from "./credentials.ts";
 import { CliError, EXIT } from "./errors.ts";
 
-export const COMPLETION_USAGE = `Usage: secrets-server completion bash|zsh|fish
+const COMPLETION_USAGE = `Usage: secrets-server completion bash|zsh|fish
 
 Prints a completion script for the shell: commands, flags, and the project names,
 environments and secret keys of your server (asked with your login's token while you

@@ -2,7 +2,14 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { printable } from "../core/text.ts";
-import { configDir, ensureFallbackKey, readCredentials, withCredentialsLock, writeCredentials } from "./credentials.ts";
+import {
+  type CredentialsFile,
+  configDir,
+  ensureFallbackKey,
+  readCredentials,
+  withCredentialsLock,
+  writeCredentials,
+} from "./credentials.ts";
 import type { SecretPair } from "./dotenv.ts";
 import { CliError, EXIT } from "./errors.ts";
 import { writeFileAtomically } from "./files.ts";
@@ -94,17 +101,18 @@ export async function saveFallback(place: FallbackPlace, secrets: SecretPair[]):
     const cipher = crypto.createCipheriv("aes-256-gcm", key, nonce);
     cipher.setAAD(Buffer.from(aad(place), "utf8"));
     const body = Buffer.concat([cipher.update(JSON.stringify(content), "utf8"), cipher.final()]);
-    fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
     writeFileAtomically(fallbackFile(place), Buffer.concat([nonce, body, cipher.getAuthTag()]), 0o600);
   };
+  fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
   if (place.serviceToken) return seal(tokenKey(place.serviceToken));
   // Entered in the index and written under the same lock as logout's clearing: a logout in
   // between would otherwise clear the index first and leave this copy behind, readable again
   // after the next login (the key stays in the credentials file).
   await withCredentialsLock(async () => {
     // Logged out while the secrets were fetched: no copy outlives the sign-in it was made under.
-    if (!readCredentials().servers[place.server]) return;
-    seal(personKey(place));
+    const data = readCredentials();
+    if (!data.servers[place.server]) return;
+    seal(personKey(place, data));
   });
 }
 
@@ -113,14 +121,12 @@ function tokenKey(token: string): Buffer {
 }
 
 /** login's random key, created on first use, and the copy entered in the index for logout (under the credentials lock). */
-function personKey(place: FallbackPlace): Buffer {
-  const data = readCredentials();
+function personKey(place: FallbackPlace, data: CredentialsFile): Buffer {
   const { key, created } = ensureFallbackKey(data);
   if (created) writeCredentials(data);
   const index = readIndex();
   const file = path.basename(fallbackFile(place));
   index[place.server] = [...new Set([...(index[place.server] ?? []), file])];
-  fs.mkdirSync(fallbackDir(), { recursive: true, mode: 0o700 });
   writeIndex(index);
   return key;
 }

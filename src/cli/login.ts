@@ -7,7 +7,7 @@ import { forgetServer, readCredentials, type ServerCredentials, withCredentialsL
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { hasFallbacks, removeFallbacks } from "./fallback.ts";
 
-export const LOGIN_USAGE = `Usage: secrets-server login [--server URL] [--device-name NAME] [--no-browser] [--json]
+const LOGIN_USAGE = `Usage: secrets-server login [--server URL] [--device-name NAME] [--no-browser] [--json]
 
 Signs this machine in with the device flow: open the printed URL in a browser where you
 are signed in, check that the code matches, and approve.`;
@@ -199,7 +199,7 @@ async function pollForTokens(server: string, deviceCode: string, intervalSeconds
   throw new CliError(`The login code expired before it was approved.${lost} Run "secrets-server login" again.`, EXIT.auth);
 }
 
-export const LOGOUT_USAGE = `Usage: secrets-server logout [--server URL]
+const LOGOUT_USAGE = `Usage: secrets-server logout [--server URL]
 
 Ends this machine's CLI session on the server and deletes its credentials and fallback copies.`;
 
@@ -243,7 +243,7 @@ export async function logout(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const WHOAMI_USAGE = `Usage: secrets-server whoami [--server URL] [--token-file FILE] [--json]
+const WHOAMI_USAGE = `Usage: secrets-server whoami [--server URL] [--token-file FILE] [--json]
 
 Shows the person signed in, or with a service token or an identity token the service
 account: its project, role, environments and when the token expires.`;

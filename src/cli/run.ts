@@ -8,7 +8,7 @@ import { CliError, EXIT } from "./errors.ts";
 import { FALLBACK_OPTIONS, fallbackSettings, fetchAll } from "./secrets.ts";
 import { parseWatchInterval, runWatching } from "./watch.ts";
 
-export const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]...
+const RUN_USAGE = `Usage: secrets-server run [--project P] [--env E] [--fallback [--fallback-max-age 24h]] [--allow-env KEY]...
                           [--watch [--watch-interval 10s]] [--silent] [--server URL] [--token-file FILE] -- COMMAND [ARGS...]
 
 Runs COMMAND with the environment's secrets added to its environment variables (they win

@@ -38,7 +38,7 @@ function table(cells: string[][]): string {
   return `${rows.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join("  ")).join("\n")}\n`;
 }
 
-export const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--token-file FILE] [--json]";
+const PROJECTS_USAGE = "Usage: secrets-server projects [--server URL] [--token-file FILE] [--json]";
 
 export async function projects(args: string[]): Promise<number> {
   const { values } = parseFlags(args, { ...CONNECTION_OPTIONS, ...JSON_OPTION }, PROJECTS_USAGE);
@@ -56,7 +56,7 @@ export async function projects(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const SECRETS_USAGE = `Usage:
+const SECRETS_USAGE = `Usage:
   secrets-server secrets list [--project P] [--env E] [--json]
   secrets-server secrets get KEY [--project P] [--env E] [--json]
   secrets-server secrets set KEY VALUE [--project P] [--env E] [--json]
@@ -272,7 +272,7 @@ const DOTENV_ONLY_WARNINGS: [DotenvOnlyReason, (count: number) => string][] = [
   ],
 ];
 
-export const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|shell|docker|json|yaml] [--output FILE]
+const EXPORT_USAGE = `Usage: secrets-server export [--project P] [--env E] [--format dotenv|shell|docker|json|yaml] [--output FILE]
                              [--allow-env KEY]... [--fallback [--fallback-max-age 24h]] [--server URL] [--token-file FILE]
 
 Formats (README, "Export as .env" and "Other export formats"):
@@ -370,7 +370,7 @@ export async function exportSecrets(args: string[]): Promise<number> {
   return EXIT.ok;
 }
 
-export const LINK_USAGE = `Usage: secrets-server link [--project P] [--env E] [--server URL] [--token-file FILE] [--json] [--silent]
+const LINK_USAGE = `Usage: secrets-server link [--project P] [--env E] [--server URL] [--token-file FILE] [--json] [--silent]
        secrets-server setup   (the same command)
 
 Writes ${LINK_FILE} in the current folder so later commands here need no flags.

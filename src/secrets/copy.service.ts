@@ -2,10 +2,11 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { AccessGuard, Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
+import { SECRET_NOT_FOUND } from "../core/secret-rules.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
 import { DecryptError, secretValueAad, type Vault } from "../core/vault.ts";
 import type { SecretsRepo } from "./secrets.repo.ts";
-import { KEY_TAKEN, NOT_DECRYPTED_ONE, SECRET_NOT_FOUND, type SecretMeta, type SecretsService } from "./secrets.service.ts";
+import { KEY_TAKEN, NOT_DECRYPTED_ONE, type SecretMeta, type SecretsService } from "./secrets.service.ts";
 
 const SAME_ENVIRONMENT = "Choose another environment to copy to: the secret is already in this one.";
 

@@ -8,7 +8,6 @@ import { HttpError } from "../core/errors.ts";
 import { DecryptError, type ProjectKeys, secretValueAad, type Vault } from "../core/vault.ts";
 import type { NewVersion, SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
-export { SECRET_NOT_FOUND } from "../core/secret-rules.ts";
 export const CHANGED_BY_SOMEONE_ELSE = "This secret was changed by someone else. Reload and try again.";
 export const NOT_DECRYPTED_ONE = "This secret could not be decrypted. Nothing partial is returned.";
 

@@ -4,6 +4,7 @@ import type { AccessGuard, Environment } from "../core/access.ts";
 import { isServiceAccount, type Principal } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
+import { SECRET_NOT_FOUND } from "../core/secret-rules.ts";
 import { inTransaction, inWriteTransaction, readTransaction, type Store, writeTransaction } from "../core/store.ts";
 import type { Vault } from "../core/vault.ts";
 import type { ExportMemo } from "./export-memo.ts";
@@ -13,13 +14,12 @@ import {
   formatCount,
   MAX_SECRETS_PER_ENVIRONMENT,
   MAX_VERSIONS_PER_SECRET,
-  SECRET_NOT_FOUND,
 } from "./secret-values.ts";
 import { createSecretsExport } from "./secrets.export.ts";
 import { createSecretsImport, type ImportEntry, type ImportSummary } from "./secrets.import.ts";
 import type { SecretRow, SecretsRepo, SecretWithCiphertext } from "./secrets.repo.ts";
 
-export { NOT_DECRYPTED_ONE, SECRET_NOT_FOUND } from "./secret-values.ts";
+export { NOT_DECRYPTED_ONE } from "./secret-values.ts";
 export type { ImportSummary } from "./secrets.import.ts";
 
 export const VERSION_NOT_FOUND = "Version not found.";

@@ -337,6 +337,7 @@ export function createVercelClient(options: VercelClientOptions) {
      */
     async createEnvVars(token: string, teamId: string | null, projectId: string, vars: NewEnvVar[]): Promise<CreateResult> {
       let body: unknown;
+      let nothingWritten = false;
       try {
         ({ body } = await call("POST", apiUrl(`/v10${projectPath(projectId, "/env")}`, { teamId: teamId ?? undefined }), {
           token,
@@ -347,19 +348,20 @@ export function createVercelClient(options: VercelClientOptions) {
       } catch (error) {
         // Nothing written: a 400 carries the per-item reasons in `failed`.
         if (error instanceof VercelError && error.failure === "invalid" && Array.isArray((error.body as { failed?: unknown })?.failed)) {
-          body = { created: [], failed: (error.body as { failed: unknown[] }).failed, nothingWritten: true };
+          body = { created: [], failed: (error.body as { failed: unknown[] }).failed };
+          nothingWritten = true;
         } else {
           throw error;
         }
       }
-      const raw = body as { created?: unknown; failed?: unknown; nothingWritten?: true } | null;
+      const raw = body as { created?: unknown; failed?: unknown } | null;
       const created = Array.isArray(raw?.created) ? (raw.created as VercelEnvVar[]) : raw?.created ? [raw.created as VercelEnvVar] : [];
       const failed = (Array.isArray(raw?.failed) ? raw.failed : []).map((f) => {
         const error = (f as { error?: { code?: unknown; key?: unknown; envVarKey?: unknown } })?.error;
         const key = typeof error?.key === "string" ? error.key : typeof error?.envVarKey === "string" ? error.envVarKey : undefined;
         return { key, code: typeof error?.code === "string" ? error.code : undefined };
       });
-      return { created, failed, nothingWritten: raw?.nothingWritten === true };
+      return { created, failed, nothingWritten };
     },
 
     /** `encrypt`: the var becomes `encrypted` too (it was `plain`). */
