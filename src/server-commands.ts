@@ -3,7 +3,7 @@
 // pino or the UI. In the executable this is a bundle of its own (build.mjs).
 import { ConfigError, loadConfig } from "./core/config.ts";
 import { shownMessage } from "./core/error-text.ts";
-import { printable, TOKEN_SHAPES } from "./core/text.ts";
+import { printable, redactTokens } from "./core/text.ts";
 
 /** What main.ts knows of the start: whether V8 took the executable's code cache. */
 export interface Startup {
@@ -75,9 +75,10 @@ export async function runServerCommand(name: string, args: string[], startup: St
  * driver ever quote them.
  */
 function failureMessage(error: unknown): string {
-  const line = printable(shownMessage(error).replace(/\s+/g, " ").trim())
-    .replace(TOKEN_SHAPES, "[redacted]")
-    .replace(/(\/\/[^\s/@:]*:)[^\s/]*@/g, "$1[redacted]@");
+  const line = redactTokens(printable(shownMessage(error).replace(/\s+/g, " ").trim())).replace(
+    /(\/\/[^\s/@:]*:)[^\s/]*@/g,
+    "$1[redacted]@",
+  );
   return line || (error instanceof Error ? error.name : "unexpected failure");
 }
 

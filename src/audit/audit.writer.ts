@@ -5,7 +5,7 @@ import type { Keyring } from "../core/crypto.ts";
 import type { Db } from "../core/db.ts";
 import type { PgStore } from "../core/postgres.ts";
 import { atNextCommit, inTransaction, isPostgres, type Store, writeTransaction } from "../core/store.ts";
-import { TOKEN_SHAPES } from "../core/text.ts";
+import { redactTokens } from "../core/text.ts";
 import { AUDIT_ACTIONS, type AuditAction } from "./audit.actions.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
@@ -72,7 +72,7 @@ function cleanText(text: string): string {
   // A NUL or a lone surrogate (in a name, or a verified token's subject; or made by cutting
   // a pair in two) would be stored as a \u escape in the JSON, which PostgreSQL's ->>
   // refuses to decode: U+FFFD instead, as a text column would store it anyway.
-  const redacted = text.replace(TOKEN_SHAPES, "[redacted]").replaceAll("\u0000", "\ufffd");
+  const redacted = redactTokens(text).replaceAll("\u0000", "\ufffd");
   return (redacted.length > MAX_METADATA_TEXT ? `${redacted.slice(0, MAX_METADATA_TEXT)}…` : redacted).toWellFormed();
 }
 

@@ -100,6 +100,11 @@ export function fitsUnits(max: number): (text: string) => boolean {
  */
 export const TOKEN_SHAPES = /svc_(at|rt|st|wt)_[A-Za-z0-9_-]{20,}/g;
 
+/** `text` with anything shaped like one of our tokens replaced by "[redacted]". */
+export function redactTokens(text: string): string {
+  return text.replace(TOKEN_SHAPES, "[redacted]");
+}
+
 /**
  * Text that would look like one of our tokens. Inputs that end up in audit metadata (secret
  * keys, project names) are refused with this up front, so their owner gets a clear 400, and
