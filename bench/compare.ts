@@ -52,13 +52,16 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       }),
     });
   }
+  // One pool per server: the import and the export scenarios share it.
+  let pool: Promise<string[]> | undefined;
+  const admins = () => (pool ??= adminPool(server, project.id));
   if (process.env.COMPARE_IMPORT) {
     // Import is limited to 10 a minute per user: a pool of admins added straight to the file.
     const keys = Array.from({ length: 500 }, (_, i) => `IMPORT_${i}`);
     await post(`/api/projects/${project.id}/environments/production/import`, {
       entries: keys.map((key) => ({ key, value: "initial", overwrite: false })),
     });
-    const pool = await adminPool(server, project.id);
+    const importers = await admins();
     let round = 0;
     scenarios.push({
       name: `${name}: import 500 updates`,
@@ -71,7 +74,7 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
         return {
           method: "POST",
           path: `/api/projects/${project.id}/environments/production/import`,
-          headers: { cookie: pool[r % pool.length]!, "content-type": "application/json" },
+          headers: { cookie: importers[r % importers.length]!, "content-type": "application/json" },
           body: JSON.stringify({ entries: keys.map((key) => ({ key, value: `imported-${r}-${key}`, overwrite: true })) }),
         };
       },
@@ -97,8 +100,8 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
     });
   }
   if (process.env.COMPARE_EXPORT) {
-    // Export is limited to 30 a minute per user: the pool of admins again.
-    const pool = await adminPool(server, project.id);
+    // Export is limited to 30 a minute per user: the pool of admins again (60 of them, so 1,800 a minute).
+    const exporters = await admins();
     let round = 0;
     scenarios.push({
       name: `${name}: export 1,000 as dotenv`,
@@ -109,7 +112,7 @@ async function start(root: string): Promise<{ server: ServerProcess; scenarios: 
       next: () => ({
         method: "GET",
         path: `/api/projects/${project.id}/environments/staging/export?format=dotenv`,
-        headers: { cookie: pool[round++ % pool.length]! },
+        headers: { cookie: exporters[round++ % exporters.length]! },
       }),
     });
   }
