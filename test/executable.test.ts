@@ -135,7 +135,19 @@ test("the built executable starts from another working directory with no node on
   const page = await alice.get("/");
   assert.equal(page.status, 200);
   assert.match(page.headers.get("content-type") ?? "", /^text\/html/);
-  assert.match(await page.text(), /<html/i, "the web UI is served from inside the executable");
+  const html = await page.text();
+  assert.match(html, /<html/i, "the web UI is served from inside the executable");
+  // The gzip build.mjs made of each file is what a browser that accepts gzip gets.
+  const script = html.match(/src="(\/assets\/app-[A-Z0-9]+\.js)"/)?.[1];
+  assert.ok(script, html);
+  for (const name of ["/", script]) {
+    const plain = await fetch(url + name, { headers: { "accept-encoding": "identity" } });
+    assert.equal(plain.headers.get("content-encoding"), null);
+    const gzipped = await fetch(url + name, { headers: { "accept-encoding": "gzip" } });
+    assert.equal(gzipped.headers.get("content-encoding"), "gzip", name);
+    assert.ok(Number(gzipped.headers.get("content-length")) < Number(plain.headers.get("content-length")), name);
+    assert.equal(await gzipped.text(), await plain.text(), `${name}: the gzip holds the file`);
+  }
   const openapi = await alice.get("/api/openapi.json");
   assert.equal(openapi.status, 200);
   assert.equal(((await openapi.json()) as { openapi: string }).openapi, "3.1.0", "the OpenAPI document is built inside the executable");

@@ -1,5 +1,3 @@
-import { spawn } from "node:child_process";
-
 /**
  * Opens `url` in the desktop's browser, only when a person is at a terminal of a desktop
  * session; on a headless machine (a server, CI) nothing is started and the printed URL is
@@ -17,7 +15,8 @@ export function maybeOpenBrowser(url: string): void {
           : undefined;
   if (!opener) return;
   try {
-    const child = spawn(opener, [url], { stdio: "ignore", detached: true });
+    // Loaded here, not with the CLI: every command would pay for it (see core/http-client.ts).
+    const child = process.getBuiltinModule("node:child_process").spawn(opener, [url], { stdio: "ignore", detached: true });
     child.on("error", () => {});
     child.unref();
   } catch {

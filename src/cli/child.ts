@@ -1,5 +1,5 @@
 // The command `run` starts, with or without --watch.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 
 /** Whether the command has neither exited nor been ended by a signal: one that has gets no more signals. */
 export function isRunning(child: ChildProcess): boolean {
@@ -25,7 +25,8 @@ export function startCommand(
   };
   let child: ChildProcess;
   try {
-    child = spawn(command, args, { stdio: "inherit", env });
+    // Loaded here, not with the CLI: every command would pay for it (see core/http-client.ts).
+    child = process.getBuiltinModule("node:child_process").spawn(command, args, { stdio: "inherit", env });
   } catch (error) {
     report(error as NodeJS.ErrnoException);
     return undefined;

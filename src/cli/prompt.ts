@@ -1,6 +1,5 @@
 // Questions on a terminal: the production confirmation and the pickers of `link`/`setup`.
 // Asked on stderr, so stdout stays the command's output.
-import readline from "node:readline";
 import { printable } from "../core/text.ts";
 import { CliError, EXIT } from "./errors.ts";
 
@@ -12,7 +11,7 @@ export function isInteractive(): boolean {
 /** One line typed on the terminal; Ctrl-D (end of input) is a refusal, not an empty answer. */
 function ask(question: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: true });
+    const rl = process.getBuiltinModule("node:readline").createInterface({ input: process.stdin, output: process.stderr, terminal: true });
     let answered = false;
     rl.once("line", (line) => {
       answered = true;
