@@ -519,6 +519,10 @@ test("--help on a server command prints its usage and does nothing else", async 
   const extra = await runMain(["serve", "now"], env, { cwd });
   assert.equal(extra.code, 2);
   assert.match(extra.stderr, /^Usage: secrets-server serve/);
+  const verifyExtra = await runMain(["audit", "verify", "now"], env, { cwd });
+  assert.deepEqual([verifyExtra.code, verifyExtra.stdout], [2, ""]);
+  assert.match(verifyExtra.stderr, /^Usage: secrets-server audit verify/);
+  assert.deepEqual(fs.readdirSync(cwd), [], "nothing opened or created for a usage error");
 });
 
 test("with no command the executable prints its help and exits 2, and starts nothing", async (t) => {

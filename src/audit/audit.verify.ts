@@ -357,6 +357,11 @@ export async function auditCommand(args: string[]): Promise<number> {
     process.stderr.write(subcommand === undefined || subcommand === "help" ? USAGE : `Unknown audit command "${subcommand}".\n\n${USAGE}`);
     return subcommand === "help" ? 0 : 2;
   }
+  // `audit verify extra` used to verify as if nothing more were given (main.ts turns --help into "help").
+  if (args.length > 1) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
   const config = loadConfig();
   // Before the keyring: in development it would write a new key file into the wrong folder.
   requireDatabaseFile(config);
