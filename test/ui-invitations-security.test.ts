@@ -151,6 +151,41 @@ describe("invitations in Chromium", () => {
     assert.equal(await bobRole.inputValue(), "member");
   });
 
+  test("a form sent with Enter keeps the focus on its button while it is busy and after, and a second Enter sends nothing", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test", "Alice");
+    const project = await alice.createProject({ name: "focus", environments: ["production"] });
+    const { page } = await openTab(server, { client: alice });
+    await page.goto(`/projects/${project.id}/members`);
+    let posts = 0;
+    let release = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    await page.route(`**/api/projects/${project.id}/invitations`, async (route) => {
+      if (route.request().method() !== "POST") return route.continue();
+      posts++;
+      await held;
+      await route.continue();
+    });
+    await page.getByLabel("E-mail address").fill("hana@example.test");
+    const send = page.getByRole("button", { name: "Send invitation" });
+    await send.focus();
+    await page.keyboard.press("Enter");
+    const busy = page.getByRole("button", { name: "Inviting…" });
+    await busy.waitFor();
+    assert.equal(await busy.getAttribute("aria-disabled"), "true");
+    const onTheButton = () => document.activeElement?.textContent === "Inviting…";
+    await assertFocus(page, "the busy button", onTheButton);
+    // A disabled button would have dropped the focus to the page; this one refuses the press.
+    await page.keyboard.press("Enter");
+    release();
+    await page.getByRole("status").filter({ hasText: "Invitation created for hana@example.test." }).waitFor();
+    await assertFocus(page, "the button again", () => document.activeElement?.textContent === "Send invitation");
+    assert.equal(posts, 1, "one invitation sent");
+    assert.equal((await alice.json("GET", `/api/projects/${project.id}/invitations`)).body.invitations.length, 1);
+  });
+
   test("outside production with SMTP_URL, the link box says the e-mail failed instead of that none is sent, and the list marks it", async (t) => {
     // A mail server that is not there: the send fails at once.
     const server = await startServer(t, { env: { SMTP_URL: `smtp://127.0.0.1:${await freePort()}` } });

@@ -228,16 +228,21 @@ interface SubmitProps {
   danger?: boolean;
 }
 
-/** A form's submit button: no second click while the first one's request runs. */
+/**
+ * A form's submit button: no second click while the first one's request runs. Busy, it is
+ * aria-disabled like `unavailable`, not disabled: a disabled button drops the keyboard focus
+ * to the page's start, and whoever pressed it would have to find the form again.
+ */
 export function SubmitButton({ label, busyLabel, busy, disabled, unavailable, danger }: SubmitProps) {
+  const inert = busy || unavailable;
   return (
     <button
       type="submit"
       class={danger ? "danger" : "primary"}
-      disabled={busy || Boolean(disabled)}
-      aria-disabled={unavailable ? "true" : undefined}
+      disabled={Boolean(disabled)}
+      aria-disabled={inert ? "true" : undefined}
       // Enter in a field submits through a click on this button too, so this stops both.
-      onClick={unavailable ? (e) => e.preventDefault() : undefined}
+      onClick={inert ? (e) => e.preventDefault() : undefined}
     >
       {busy ? busyLabel : label}
     </button>
