@@ -49,6 +49,8 @@ interface Injection {
   match: (req: RecordedRequest) => boolean;
   /** Carry the request out, then answer `status` anyway: a write whose answer is lost. */
   afterDoing?: boolean;
+  /** Answer `status` with valid JSON this many bytes long, streamed without Content-Length. */
+  padToBytes?: number;
 }
 
 interface Hold {
@@ -172,6 +174,7 @@ export class FakeVercel {
       resetOnly?: boolean;
       match?: (req: RecordedRequest) => boolean;
       afterDoing?: boolean;
+      padToBytes?: number;
     } = {},
   ): void {
     this.injections.push({
@@ -181,6 +184,7 @@ export class FakeVercel {
       resetOnly: options.resetOnly,
       match: options.match ?? (() => true),
       afterDoing: options.afterDoing,
+      padToBytes: options.padToBytes,
     });
   }
 
@@ -262,11 +266,28 @@ export class FakeVercel {
         );
       }
       if (injection.afterDoing) this.route(recorded);
+      if (injection.padToBytes !== undefined) return this.sendPadded(res, injection.status, recorded, injection.padToBytes);
       return send(injection.status, { error: { code: "internal_server_error", message: "An unexpected error happened." } });
     }
 
     const answer = this.route(recorded);
     send(answer.status, answer.body);
+  }
+
+  /** The route's answer with a padding field that makes it `bytes` long, in 1 MiB chunks; stops when the client goes. */
+  private async sendPadded(res: http.ServerResponse, status: number, req: RecordedRequest, bytes: number): Promise<void> {
+    const answer = JSON.stringify(this.route(req).body);
+    res.writeHead(status, { "content-type": "application/json" });
+    res.on("error", () => {});
+    const chunk = " ".repeat(1024 * 1024);
+    let left = Math.max(0, bytes - answer.length);
+    while (left > 0 && !res.destroyed) {
+      const piece = left >= chunk.length ? chunk : chunk.slice(0, left);
+      left -= piece.length;
+      if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
+    }
+    // White space before the JSON is still the same JSON.
+    if (!res.destroyed) res.end(answer);
   }
 
   private route(req: RecordedRequest): { status: number; body: unknown } {

@@ -1162,6 +1162,25 @@ test("an env list that never ends fails the run before it writes anything, rathe
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
 });
 
+test("an answer larger than 64 MiB fails the run as unavailable, writes nothing, and is not read to its end", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "HUGE_KEY", "huge-value");
+  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
+  // Valid JSON, the real list after 80 MiB of white space: read whole, it would sync.
+  s.fake.inject(200, { match: isList, padToBytes: 80 * 1024 * 1024 });
+  const start = s.fake.requests.length;
+  const run = await s.owner.json("POST", `${s.base}/sync`);
+  assert.deepEqual([run.status, run.body], [502, M.syncUnavailable]);
+  const sent = s.fake.requests.slice(start);
+  assert.deepEqual(
+    sent.map((r) => `${r.method} ${r.path}`),
+    ["GET /v10/projects/prj_web/env"],
+    "one list, not retried, and nothing written",
+  );
+  assert.equal(s.fake.envFor("prj_web", "HUGE_KEY", "development"), undefined);
+  assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+});
+
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {
   const s = await linked(t);
   await addSecret(s, "development", "RETRY_KEY", "retry-value-1");

@@ -83,6 +83,12 @@ const MAX_PAGES = 20;
  */
 const MAX_ENV_PAGES = 1000;
 const PAGE_LIMIT = 100;
+/**
+ * The largest answer read: a project's whole env list at Vercel's own limits (values read
+ * back decrypted) is well below it. A VERCEL_API_URL that answers more, or never stops,
+ * fails the call instead of filling the server's memory.
+ */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024;
 const DEPLOY_HOOK_PATH = "/v1/integrations/deploy/";
 
 export type VercelClient = ReturnType<typeof createVercelClient>;
@@ -183,7 +189,7 @@ export function createVercelClient(options: VercelClientOptions) {
           signal: AbortSignal.any([options.shutdown, AbortSignal.timeout(timeoutMs)]),
         });
         status = res.status;
-        const text = await res.text();
+        const text = await answerText(res);
         try {
           body = text ? JSON.parse(text) : null;
         } catch {
@@ -211,6 +217,26 @@ export function createVercelClient(options: VercelClientOptions) {
       log.warn({ vercel: call.label, status, attempt, retryInMs: delay }, "Vercel request failed; retrying");
       await sleep(delay);
     }
+  }
+
+  /** The answer's text, read no further than MAX_ANSWER_BYTES, announced or counted as it arrives. */
+  async function answerText(res: Response): Promise<string> {
+    const tooLarge = () => new VercelError("unavailable", res.status, "too_large");
+    if (Number(res.headers.get("content-length")) > MAX_ANSWER_BYTES) {
+      await res.body?.cancel();
+      throw tooLarge();
+    }
+    if (!res.body) return "";
+    const decoder = new TextDecoder();
+    let text = "";
+    let received = 0;
+    // Leaving the loop by a throw cancels the stream, and with it the connection.
+    for await (const chunk of res.body) {
+      received += chunk.byteLength;
+      if (received > MAX_ANSWER_BYTES) throw tooLarge();
+      text += decoder.decode(chunk, { stream: true });
+    }
+    return text + decoder.decode();
   }
 
   function list<T>(body: unknown, field: string): T[] {
