@@ -417,6 +417,20 @@ test("a write whose body arrives after its service token was revoked, its accoun
   );
   const listed = await team.owner.json("GET", secrets);
   assert.deepEqual(listed.body.secrets, []);
+
+  // An import checks access before its body (preParsing): the service must still see the change.
+  assert.equal((await runMain(["users", "enable", "mia@example.test"], team.server.env)).code, 0);
+  const miaAgain = await team.server.signIn("mia@example.test");
+  const importCookie = [...miaAgain.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const importRequest = await sendInTwoHalves(
+    team.server,
+    `POST ${secrets.replace(/\/secrets$/, "/import")} HTTP/1.1\r\nHost: x\r\nCookie: ${importCookie}\r\nOrigin: ${team.server.origin}\r\n`,
+    JSON.stringify({ entries: [{ key: "SLOW_IMPORT", value: "written-after-the-change" }] }),
+  );
+  assert.equal((await runMain(["users", "disable", "mia@example.test"], team.server.env)).code, 0);
+  const imported = await importRequest.finish();
+  assert.deepEqual([imported.status, imported.body], [401, { error: "not signed in" }]);
+  assert.deepEqual((await team.owner.json("GET", secrets)).body.secrets, []);
 });
 
 test("every credential's last use is written once however many requests arrive together: a second write of the same minute changes nothing", async (t) => {

@@ -131,7 +131,11 @@ export interface AccessRows {
  * inside the transaction). Otherwise it reads them again.
  */
 export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) {
-  /** The guard's answer for this request; `fresh`: whether it read the credential again (a body had come in). */
+  /**
+   * The guard's answer for this request; `fresh`: whether a body came in before the guard
+   * ran or comes in after it (a guard in preParsing), and so whether the service's check,
+   * when it cannot reuse these rows, reads the credential again.
+   */
   const checked = new WeakMap<Principal, { projectId: string; access: ProjectAccess; dataVersion: string; fresh: boolean }>();
 
   /**
@@ -221,7 +225,7 @@ export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) 
      * even whether the body was valid (malformed JSON is refused earlier, by Fastify's
      * parser, which says nothing about the project). Reads :projectId and :env.
      */
-    route(permission?: Permission, options: { environment?: boolean } = {}) {
+    route(permission?: Permission, options: { environment?: boolean; beforeBody?: boolean } = {}) {
       return async (req: FastifyRequest): Promise<void> => {
         const params = req.params as Record<string, string | undefined>;
         if (!req.caller) throw new HttpError(401, NOT_SIGNED_IN);
@@ -230,7 +234,10 @@ export function createAccessGuard(repo: AccessRows, clock: Clock = systemClock) 
         const fresh = req.body !== undefined;
         const { access, version } = await read(req.caller, projectId, fresh);
         decide(access, permission, options.environment ? (params.env ?? "") : undefined);
-        checked.set(req.caller, { projectId, access: access!, dataVersion: version, fresh });
+        // A guard run before the body (preParsing, `beforeBody`) leaves the body's arrival, which
+        // can take the request timeout, between itself and the service: a person disabled or a
+        // token revoked meanwhile must count there.
+        checked.set(req.caller, { projectId, access: access!, dataVersion: version, fresh: fresh || options.beforeBody === true });
       };
     },
   };

@@ -329,7 +329,7 @@ export function registerSecretRoutes(
   // The rate limit runs first (onRequest, like every limit: see app.ts), then credential and
   // access before the body is read (preParsing), so a caller who may not import learns
   // nothing and costs nothing; the size limit is checked next, on Content-Length when sent.
-  const guardImport = [auth.browser, access.route("secrets:create", { environment: true })];
+  const guardImport = [auth.browser, access.route("secrets:create", { environment: true, beforeBody: true })];
   routes.post(
     `${BASE}/import`,
     {
