@@ -29,7 +29,8 @@ export interface DotenvFile {
   /**
    * Keys whose value no dotenv syntax can carry, named in a comment instead: ', a backtick
    * and " (or the text `\n`/`\r`, which double quotes unescape) plus something that needs
-   * quoting; a CR plus a " or the text `\n`/`\r`; or a NUL character.
+   * quoting; a CR plus a " or the text `\n`/`\r`; or a NUL character. And `__proto__`,
+   * a name the dotenv package cannot read.
    */
   omitted: string[];
   /**
@@ -97,6 +98,16 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
   const omitted: string[] = [];
   const dotenvOnly: DotenvFile["dotenvOnly"] = [];
   for (const { key, value } of entries) {
+    if (key === "__proto__") {
+      // A valid key, but the dotenv package reads the file into a plain object, where this
+      // name sets the object's prototype (a string is ignored): the value would vanish unsaid.
+      omitted.push(key);
+      blocks.push({
+        shared: true,
+        lines: [`# ${key} is left out: the dotenv package cannot read a variable of this name. Use the JSON export for it.`],
+      });
+      continue;
+    }
     if (value.includes("\0")) {
       // No environment can hold it (they are C strings), and bash stops reading a file at NULs.
       omitted.push(key);
