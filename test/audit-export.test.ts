@@ -163,7 +163,7 @@ test("CSV cells are quoted and cells a spreadsheet would run as formulas are kep
   const writer = createAuditWriter(server.app.db, server.clock, server.app.keyring);
   const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
   // Written directly: the API never accepts such keys, but metadata text comes from many places.
-  for (const key of ["=HYPERLINK(1)", "+1", "-1", "@SUM(1)", 'A,"B"\nC', "ci;=1+1;x", "ci; =2+2", " =3+3"]) {
+  for (const key of ["=HYPERLINK(1)", "+1", "-1", "@SUM(1)", 'A,"B"\nC', "ci;=1+1;x", "ci; =2+2", " =3+3", "a\n=4+4\r-5"]) {
     await writer.record(null, { ...entry, metadata: { key, environment: "development", version: 1 } });
   }
   const res = await alice.get(`/api/projects/${project.id}/audit/export?format=csv&category=secrets`);
@@ -175,7 +175,18 @@ test("CSV cells are quoted and cells a spreadsheet would run as formulas are kep
     .map((line) => line.split(",secret,")[0]!.split(",development,")[1]);
   // A spreadsheet that splits at ; (Excel in de-DE) would start a cell at the =: a ' there too.
   // Past leading spaces too, which a spreadsheet may drop before it reads the cell.
-  assert.deepEqual(keyCells, ["' =3+3", "ci;' =2+2", "ci;'=1+1;x", '"A,""B""\nC"', "'@SUM(1)", "'-1", "'+1", "'=HYPERLINK(1)"]);
+  // A line break starts a row there: a ' after it too.
+  assert.deepEqual(keyCells, [
+    "\"a\n'=4+4\r'-5\"",
+    "' =3+3",
+    "ci;' =2+2",
+    "ci;'=1+1;x",
+    '"A,""B""\nC"',
+    "'@SUM(1)",
+    "'-1",
+    "'+1",
+    "'=HYPERLINK(1)",
+  ]);
 
   // One transaction, as the writer would in a request: 10,000 requests would take minutes.
   await writeTransaction(server.app.db, async () => {

@@ -16,15 +16,16 @@ const COLUMNS = [
   "metadata",
 ];
 
-// Where a cell starts (the text's start, or a `;`), followed by a formula's first character.
-const FORMULA_START = /(^|;)(?=[\s"]*[=+\-@\t\r])/g;
+// Where a cell starts (the text's start, a `;`, or a line break), followed by a formula's first character.
+const FORMULA_START = /(^|;|\r\n?|\n)(?=[\s"]*[=+\-@\t\r])/g;
 
 /**
  * One cell. A spreadsheet runs text starting with = + - @ (or a tab or carriage return) as a
  * formula, also past spaces or a quote, which it may drop first; and an e-mail address or a
  * service account name is chosen by users: such a cell gets a leading ' so it stays text.
  * Excel in many locales (de-DE, fr-FR) splits a .csv at `;` instead, where a name `ci;=1+1`
- * would start a cell of its own: a ' goes after such a `;` too. Then quoted when it holds a
+ * would start a cell of its own: a ' goes after such a `;` too, and after a line break, where
+ * such a spreadsheet, which knows no quoted cells, starts a row. Then quoted when it holds a
  * quote, comma or line break.
  */
 function csvCell(value: string): string {
