@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
-import { auditCheckpoint, auditRows, removeAuditCheckpoint, removeAuditRow, tamperAuditCheckpoint, tamperAuditRow } from "./storage.ts";
+import {
+  auditCheckpoint,
+  auditRows,
+  removeAuditCheckpoint,
+  removeAuditRow,
+  storedRows,
+  tamperAuditCheckpoint,
+  tamperAuditRow,
+} from "./storage.ts";
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 
@@ -259,4 +267,31 @@ test("an edited checkpoint stops retention too: nothing is pruned and the checkp
   assert.deepEqual(auditCheckpoint(server.dataDir), edited, "the edited checkpoint was not signed over");
   await server.stop();
   assert.equal((await runMain(["audit", "verify"], server.env)).code, 1);
+});
+
+test("audit verify records no key: a key version tried with it stays free for the key the servers will have", async (t) => {
+  const key1 = randomMasterKey();
+  const server = await startServer(t, { env: { MASTER_KEY: key1 } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  await revealOne(alice, project.id, "ONE");
+  await server.stop();
+
+  const tried = { ...server.env, MASTER_KEY: randomMasterKey(), MASTER_KEY_VERSION: "2", MASTER_KEYS_PREVIOUS: `1:${key1}` };
+  const verified = await runMain(["audit", "verify"], tried);
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(verified.stdout, /^Audit log intact: \d+ events verified\./);
+  // A wrong key for a version already recorded is still refused, and named.
+  const wrong = await runMain(["audit", "verify"], { ...server.env, MASTER_KEY: randomMasterKey() });
+  assert.equal(wrong.code, 1);
+  assert.match(wrong.stderr, /MASTER_KEY does not match the key version 1 this database was encrypted with/);
+  // Servers then given another version 2 start: verify bound no key to it.
+  const restarted = await server.restart({ ...tried, MASTER_KEY: randomMasterKey() });
+  assert.deepEqual(
+    storedRows(restarted, "key_checks")
+      .map((row) => Number(row.version))
+      .sort(),
+    [1, 2],
+  );
+  await restarted.stop();
 });

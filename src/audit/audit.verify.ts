@@ -369,7 +369,7 @@ export async function auditCommand(args: string[]): Promise<number> {
   const db = await openStore(config);
   try {
     // A wrong key is a configuration error, not "every keyed event was edited".
-    await checkMasterKeys(db, keyring, new Date());
+    await checkMasterKeys(db, keyring, new Date(), { readOnly: true });
     const result = await verifyAuditChain(db, keyring);
     if (result.ok) {
       const lines = [`Audit log intact: ${events(result.events)} verified.`];
