@@ -205,9 +205,12 @@ test("an event that does not verify is never pruned: retention stops there and k
   const project = await alice.createProject({ name: "api", environments: ["development"] });
   await revealOne(alice, project.id, "OLD_ONE");
   tamperAuditRow(server.dataDir, 2, { metadata: JSON.stringify({ key: "OTHER", environment: "development" }) });
+  const firstAt = auditRows(server.dataDir)[0]!.at;
   server.clock.advance(8 * DAY_MS);
   const result = await server.app.maintenance.pruneAuditLog();
   assert.equal(result.pruned, 1);
+  // Event #2 stays, though older than the cutoff: the checkpoint says only what went.
+  assert.equal(auditCheckpoint(server.dataDir)!.pruned_before, firstAt);
   assert.match(result.problem!, /^event #2 .*: its content does not match its hash: the event was edited$/);
   assert.deepEqual(
     chain(server).map((e) => e.seq),

@@ -59,14 +59,21 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
       let count = 0;
       let problem: ChainBreak | undefined;
       let heldHashOnly: true | undefined;
+      // Whether every event before the cutoff is gone once this batch is: only then may the
+      // checkpoint say so (audit verify prints "Events before <pruned_before> were pruned").
+      let reachedCutoff = rows.length < PRUNE_BATCH;
       for (const row of rows) {
         // Oldest first by seq: the first event inside the retention period ends the prefix.
-        if (row.at >= cutoff) break;
+        if (row.at >= cutoff) {
+          reachedCutoff = true;
+          break;
+        }
         // Deleting an event that does not verify would destroy the evidence and sign over
         // it: the verified events before it go, it and everything after stay.
         const reason = walker.check(row);
         if (reason) {
           problem = { events: count, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...reason };
+          reachedCutoff = false;
           break;
         }
         // A hash-only event holds whenever its hashes line up, which anyone who can write the
@@ -75,6 +82,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
         // that warning.
         if (row.mac_key_version === null) {
           heldHashOnly = true;
+          reachedCutoff = false;
           break;
         }
         last = row;
@@ -89,7 +97,9 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
             hash: last.hash,
             at: last.at,
             is_keyed: walker.isKeyed() ? 1 : 0,
-            pruned_before: cutoff,
+            // Short of the cutoff (stopped at an event that does not verify, or more batches to
+            // go), what an earlier run reached, else up to the last event pruned.
+            pruned_before: reachedCutoff ? cutoff : (checkpoint?.pruned_before ?? last.at),
             pruned_events: (checkpoint?.pruned_events ?? 0) + count,
           },
           keyring,
