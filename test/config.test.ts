@@ -525,6 +525,19 @@ test("--help on a server command prints its usage and does nothing else", async 
   assert.deepEqual(fs.readdirSync(cwd), [], "nothing opened or created for a usage error");
 });
 
+test("audit verify on a log with no events says so: a used server's whole log may have been removed", async (t) => {
+  const cwd = makeTempDir();
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const env = { DATA_DIR: path.join(cwd, "data"), MASTER_KEY: randomMasterKey() };
+  assert.equal((await runMain(["migrate"], env, { cwd })).code, 0);
+  const verified = await runMain(["audit", "verify"], env, { cwd });
+  assert.equal(verified.code, 0, verified.stderr);
+  assert.match(
+    verified.stdout,
+    /^Audit log intact: 0 events verified\.\nThe log holds no events at all\. A server that has been used has some \(every sign-in is one\): if this one has, its whole log was removed\.\nHead hash: 0{64}\n/,
+  );
+});
+
 test("with no command the executable prints its help and exits 2, and starts nothing", async (t) => {
   const cwd = makeTempDir();
   t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));

@@ -387,6 +387,11 @@ export async function auditCommand(args: string[]): Promise<number> {
             "nobody without the master key can edit, remove, insert or reorder them and rebuild the chain to match.",
         );
       }
+      if (result.events === 0 && !result.checkpoint) {
+        lines.push(
+          "The log holds no events at all. A server that has been used has some (every sign-in is one): if this one has, its whole log was removed.",
+        );
+      }
       lines.push(
         `Head hash: ${result.headHash}`,
         "Record the head hash somewhere else to detect later removal of the newest events: a chain cut short still verifies.",
