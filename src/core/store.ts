@@ -189,7 +189,7 @@ export async function closeStore(store: Store): Promise<void> {
  * to start when a key does not match the verifier stored for its version: a wrong key
  * would otherwise only show up later as every read failing. On PostgreSQL every server runs
  * this at start, so a server given another key than its peers refuses to start.
- * `readOnly` (audit verify, which only reads): a key is compared with the verifier stored
+ * `readOnly` (audit verify, which checks and configures nothing): a key is compared with the verifier stored
  * for its version, if any; nothing is recorded, so a key tried out with verify does not
  * become the one its version must have, and records under a version not configured are
  * the caller's to report.
