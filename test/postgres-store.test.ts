@@ -149,6 +149,24 @@ test("a writer that waits for the write lock past its timeout fails as SQLite's 
   assert.equal(await pgWriteTransaction(impatient, () => "written"), "written");
 });
 
+test("writes queued behind one another while another server holds the lock each fail busy within the one timeout, not one after another", async () => {
+  const impatient = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 400 });
+  const started = Date.now();
+  let failures: unknown[] = [];
+  await pgWriteTransaction(a, async () => {
+    // Eight writes of one server in its queue, the lock held elsewhere until all have given up.
+    failures = await Promise.all(Array.from({ length: 8 }, () => rejectionOf(pgWriteTransaction(impatient, () => "written"))));
+  });
+  const elapsed = Date.now() - started;
+  assert.deepEqual(
+    failures.map((failure) => storageCondition(failure)),
+    Array(8).fill("busy"),
+  );
+  // One after another, the last would have failed after 8 x 400 ms.
+  assert.ok(elapsed < 2000, `all eight failed within ${elapsed} ms`);
+  assert.equal(await pgWriteTransaction(impatient, () => "written"), "written");
+});
+
 test("a process that stalls while holding the write lock is cut off after the lock timeout: other writers go on, its work is rolled back", async () => {
   const stalling = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 300 });
   const other = await open(a.pool.options.connectionString as string, { writeLockTimeoutMs: 3000 });

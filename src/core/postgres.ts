@@ -333,24 +333,56 @@ async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Prom
   // time waits for the cluster-wide lock, and the rest of the pool stays free for reads and
   // credential lookups. Else a burst of writes behind another server's long transaction
   // would park every pooled connection on the lock, and reads would time out waiting for one.
+  // One wait for the queue and the lock together: a write behind k others waiting on the lock
+  // used to fail only after k times the lock timeout.
+  const deadline = Date.now() + (writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS);
   const previous = writeQueues.get(store) ?? Promise.resolve();
   let done!: () => void;
   const mine = new Promise<void>((resolve) => {
     done = resolve;
   });
   writeQueues.set(store, mine);
-  await previous;
-  try {
-    return await topLevelTransaction(store, true, fn);
-  } finally {
+  const leave = () => {
     if (writeQueues.get(store) === mine) writeQueues.delete(store);
     done();
+  };
+  if (!(await settlesBefore(previous, deadline))) {
+    // Those behind still wait for the one ahead, as they would have waited for this one.
+    void previous.then(leave);
+    throw new WriteQueueBusyError();
+  }
+  try {
+    return await topLevelTransaction(store, true, fn, deadline);
+  } finally {
+    leave();
+  }
+}
+
+/** Whether `promise` (which never rejects) settles before `deadline`. */
+async function settlesBefore(promise: Promise<void>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([promise.then(() => true as const), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A write that waited behind this server's other writes for the whole write lock timeout: 503 busy, as 55P03. */
+export class WriteQueueBusyError extends Error {
+  readonly code = "DATABASE_WRITE_QUEUE_BUSY";
+  constructor() {
+    super("A write waited behind this server's other writes for the write lock timeout");
+    this.name = "WriteQueueBusyError";
   }
 }
 
 const writeQueues = new WeakMap<PgStore, Promise<void>>();
 
-async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>): Promise<T> {
+async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>, deadline = 0): Promise<T> {
   const client = await connect(store);
   const connection = holdConnection(client);
   // A failed rollback leaves the connection in no state to be reused.
@@ -365,9 +397,12 @@ async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => 
       // while holding the lock (paused VM, SIGSTOP, a frozen event loop) would block every
       // writer of every server until it woke; the server ends its session after the same
       // wait instead, which lets the lock go and rolls its work back.
+      // The lock is waited for only what is left of the write's time (a turn in the queue and
+      // the connection took the rest); at least a millisecond, as 0 would mean no limit.
       const timeout = writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS;
+      const left = Math.max(1, Math.ceil(deadline - Date.now()));
       await client.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${timeout}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
       );
     } else {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");

@@ -105,7 +105,7 @@ export function storageCondition(error: unknown): StorageCondition | undefined {
     // 57014: PostgreSQL cancelled the statement (statement_timeout), as a busy timeout ends a wait.
     // DATABASE_POOL_BUSY: every connection of this server's pool stayed taken (core/postgres.ts).
     if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03" || code === "57014") return "busy";
-    if (code === "DATABASE_POOL_BUSY") return "busy";
+    if (code === "DATABASE_POOL_BUSY" || code === "DATABASE_WRITE_QUEUE_BUSY") return "busy";
     // core/postgres.ts's DatabaseUnavailableError, by its code like the others (drizzle may wrap it).
     // 53300 too_many_connections: every connection PostgreSQL allows is taken (by all servers together).
     if (code === "DATABASE_UNAVAILABLE" || code === "53300") return "unreachable";
