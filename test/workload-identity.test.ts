@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
-import { ISSUER_DOCUMENT_MAX_BYTES, isAllowedKeySetUrl } from "../src/service-accounts/workload-identity.service.ts";
+import { ISSUER_DOCUMENT_MAX_BYTES, isAllowedKeySetUrl, makeRoom } from "../src/service-accounts/workload-identity.service.ts";
 import { auditEvents, type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { rowCount } from "./storage.ts";
@@ -152,6 +152,8 @@ test("every refusal is one 401, with the reason only in the log and never the to
     ["wrong claim", account.id, await issuer.sign(rsa, { repository: "acme/other" })],
     ["missing claim", account.id, await issuer.sign(rsa, { repository: null })],
     ["expired", account.id, await issuer.sign(rsa, {}, { expiresInSeconds: -120 })],
+    // Inside jose's leeway, but nothing is left of it to give the access token.
+    ["expired within the leeway", account.id, await issuer.sign(rsa, {}, { expiresInSeconds: -30 })],
     ["no exp", account.id, await issuer.sign(rsa, { exp: null })],
     ["not yet valid", account.id, await issuer.sign(rsa, { nbf: Math.floor(Date.now() / 1000) + 600 })],
     ["issued an hour from now", account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 3600 })],
@@ -212,6 +214,10 @@ test("an issuer that is down or redirects is refused", async (t) => {
   const { server, issuer, rsa, owner, project, account } = await setUp(t);
   issuer.redirectDiscovery = true;
   assert.deepEqual(await exchange(server, account.id, await issuer.sign(rsa)).then((r) => [r.status, r.body]), [401, REFUSED]);
+  assert.ok(
+    server.logs.some((line) => line.includes("the issuer's OpenID configuration could not be fetched (a redirect to")),
+    "refused for the redirect",
+  );
   issuer.redirectDiscovery = false;
 
   // A trusted issuer nobody answers for.
@@ -249,6 +255,20 @@ test("an issuer's key set must be https, unless the issuer itself is http on a l
   assert.equal(isAllowedKeySetUrl("http://127.0.0.1:8200/jwks", "https://issuer.example"), false);
   assert.equal(isAllowedKeySetUrl("http://localhost/jwks", "https://issuer.example"), false);
   assert.equal(isAllowedKeySetUrl("http://keys.example/jwks", "http://127.0.0.1:9000"), false);
+});
+
+test("the issuers held are bounded: expired ones go first, then the oldest", () => {
+  const held = new Map([
+    ["https://a.example", 1],
+    ["https://b.example", 100],
+    ["https://c.example", 2],
+  ]);
+  makeRoom(held, 3, (at) => at < 10);
+  assert.deepEqual([...held.keys()], ["https://b.example"]);
+  held.set("https://d.example", 200);
+  held.set("https://e.example", 300);
+  makeRoom(held, 3, () => false);
+  assert.deepEqual([...held.keys()], ["https://d.example", "https://e.example"]);
 });
 
 test("iat within the 60 s leeway is accepted", async (t) => {

@@ -36,9 +36,11 @@ export async function startIssuer(t: TestContext) {
     if (req.url === "/.well-known/openid-configuration") {
       discoveryFetches += 1;
       if (failing === "discovery") return send(503, {});
-      if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/elsewhere` });
+      // To a copy of the real configuration: a client that followed it would be served.
+      if (redirectDiscovery) return send(302, {}, { location: `${issuer.url}/moved/openid-configuration` });
       return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
     }
+    if (req.url === "/moved/openid-configuration") return send(200, { issuer: issuer.url, jwks_uri: `${issuer.url}/jwks` });
     if (req.url === "/jwks") {
       jwksFetches += 1;
       if (failing === "jwks") return send(503, {});

@@ -22,6 +22,12 @@ const FETCH_TIMEOUT_MS = 5000;
 // a load generator against the issuer.
 const JWKS_COOLDOWN_MS = 30_000;
 const JWKS_MAX_AGE_MS = 10 * 60 * 1000;
+/**
+ * Issuers whose key sets (and failures) are held at most. Any signed-in person can name
+ * issuers, as the owner of a project of their own, and each key set may weigh up to
+ * ISSUER_DOCUMENT_MAX_BYTES: without a bound, made-up issuers would fill the memory.
+ */
+const MAX_ISSUERS_HELD = 256;
 const CLOCK_TOLERANCE_SECONDS = 60;
 const AUDIT_INTERVAL_MS = 60 * 1000;
 // Asymmetric only: "none" is never accepted by jwtVerify, and an HMAC key would be a
@@ -124,6 +130,18 @@ async function fetchJson(url: string): Promise<unknown> {
   return JSON.parse(answer.text);
 }
 
+/**
+ * Makes room in `map` for one more entry: what `isStale` says has expired goes, then, while
+ * it is still full, the oldest entries (a Map keeps the order entries were set in).
+ */
+export function makeRoom<V>(map: Map<string, V>, max: number, isStale: (value: V) => boolean): void {
+  for (const [key, value] of map) if (isStale(value)) map.delete(key);
+  for (const key of map.keys()) {
+    if (map.size < max) break;
+    map.delete(key);
+  }
+}
+
 export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
   // Per issuer: its discovered key set. The times are the injected clock's, so the cache
   // age and the cooldown follow the same time as every other rule of the server.
@@ -138,6 +156,8 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
   }
 
   function fetchFailed(issuer: string, reason: string): Refused {
+    failedAt.delete(issuer);
+    makeRoom(failedAt, MAX_ISSUERS_HELD, (at) => now() - at >= JWKS_COOLDOWN_MS);
     failedAt.set(issuer, now());
     return new Refused(reason);
   }
@@ -170,6 +190,8 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     const keys = await fetchKeys(issuer, document.jwks_uri);
     failedAt.delete(issuer);
     const keySet = { jwksUri: document.jwks_uri, keys, discoveredAt: now(), fetchedAt: now() };
+    keySets.delete(issuer);
+    makeRoom(keySets, MAX_ISSUERS_HELD, (held) => now() - held.discoveredAt >= JWKS_MAX_AGE_MS);
     keySets.set(issuer, keySet);
     return keySet;
   }
