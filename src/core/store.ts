@@ -217,7 +217,14 @@ export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date,
         const [winner] = await pgRows<{ check_value: string }>(store, "SELECT check_value FROM key_checks WHERE version = $1", [version]);
         if (winner && !safeEqual(winner.check_value, actual)) throw new ConfigError(keyMismatch(name, version));
       } else {
-        store.$client.prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?)").run(version, actual, createdAt);
+        // The same on one SQLite file: a CLI command and the server starting together.
+        store.$client
+          .prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING")
+          .run(version, actual, createdAt);
+        const winner = store.$client.prepare("SELECT check_value FROM key_checks WHERE version = ?").pluck().get(version) as
+          | string
+          | undefined;
+        if (winner !== undefined && !safeEqual(winner, actual)) throw new ConfigError(keyMismatch(name, version));
       }
     } else if (!safeEqual(expected, actual)) {
       throw new ConfigError(keyMismatch(name, version));

@@ -263,6 +263,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       renew,
       async holds(): Promise<boolean> {
         if (!lost && performance.now() - renewedAtMs > heartbeatMs * 2) await renew();
+        // Renewals that keep failing (busy or unreachable storage) do not keep the lease: past
+        // half its stale time without one, another process may soon take it over, so this
+        // run stops before it writes at Vercel again (6 beats make the stale time).
+        if (!lost && performance.now() - renewedAtMs > heartbeatMs * 3) lost = true;
         return !lost;
       },
     };
