@@ -4,7 +4,12 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
-import { ISSUER_DOCUMENT_MAX_BYTES, isAllowedKeySetUrl, makeRoom } from "../src/service-accounts/workload-identity.service.ts";
+import {
+  ISSUER_DOCUMENT_MAX_BYTES,
+  isAllowedIssuerUrl,
+  isAllowedKeySetUrl,
+  makeRoom,
+} from "../src/service-accounts/workload-identity.service.ts";
 import { auditEvents, type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { rowCount } from "./storage.ts";
@@ -255,6 +260,12 @@ test("an issuer's key set must be https, unless the issuer itself is http on a l
   assert.equal(isAllowedKeySetUrl("http://127.0.0.1:8200/jwks", "https://issuer.example"), false);
   assert.equal(isAllowedKeySetUrl("http://localhost/jwks", "https://issuer.example"), false);
   assert.equal(isAllowedKeySetUrl("http://keys.example/jwks", "http://127.0.0.1:9000"), false);
+  // A key set named with a query (Okta's), but no credentials or fragment; an issuer takes no query.
+  assert.equal(isAllowedKeySetUrl("https://acme.okta.com/oauth2/v1/keys?client_id=0oa1", "https://acme.okta.com"), true);
+  assert.equal(isAllowedKeySetUrl("https://user:pw@keys.example/jwks", "https://issuer.example"), false);
+  assert.equal(isAllowedKeySetUrl("https://keys.example/jwks#x", "https://issuer.example"), false);
+  assert.equal(isAllowedIssuerUrl("https://issuer.example?tenant=1"), false);
+  assert.equal(isAllowedIssuerUrl("https://issuer.example/tenant"), true);
 });
 
 test("the issuers held are bounded: expired ones go first, then the oldest", () => {
