@@ -525,6 +525,28 @@ test("--help on a server command prints its usage and does nothing else", async 
   assert.deepEqual(fs.readdirSync(cwd), [], "nothing opened or created for a usage error");
 });
 
+test("processes migrating one new DATA_DIR together apply each migration once, and all succeed", async (t) => {
+  const cwd = makeTempDir();
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const env = { DATA_DIR: path.join(cwd, "data"), MASTER_KEY: randomMasterKey() };
+  fs.mkdirSync(env.DATA_DIR, { mode: 0o700 });
+  // Four at once: those that read "nothing applied" before the first committed used to apply it all again.
+  const results = await Promise.all(Array.from({ length: 4 }, () => runMain(["migrate"], env, { cwd })));
+  assert.deepEqual(
+    results.map((r) => [r.code, r.stderr]),
+    Array(4).fill([0, ""]),
+  );
+  const db = new Database(path.join(env.DATA_DIR, "secrets.db"), { readonly: true });
+  try {
+    const applied = db.prepare("SELECT hash FROM __drizzle_migrations").pluck().all() as string[];
+    const journal = JSON.parse(fs.readFileSync(path.join(import.meta.dirname, "..", "migrations", "meta", "_journal.json"), "utf8"));
+    assert.equal(applied.length, journal.entries.length);
+    assert.equal(new Set(applied).size, applied.length);
+  } finally {
+    db.close();
+  }
+});
+
 test("audit verify on a log with no events says so: a used server's whole log may have been removed", async (t) => {
   const cwd = makeTempDir();
   t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));

@@ -264,12 +264,31 @@ function loadMigrations(): MigrationMeta[] {
   return readMigrationFiles({ migrationsFolder: path.join(sourceRoot(), "migrations") });
 }
 
+/**
+ * drizzle's migrator, its steps and its table as they are, in one BEGIN IMMEDIATE. drizzle
+ * reads the newest migration applied before its BEGIN: two processes starting together on
+ * one file after an upgrade (serve and a server command) both applied it, and the second
+ * failed on a table that exists. Now the second waits for the first (busy_timeout) and then
+ * finds nothing to do. (drizzle's own migrator reads a folder, which the executable lacks.)
+ */
 export function migrate(db: Db): void {
   const migrations = loadMigrations();
-  refuseNewerDatabase(db, migrations);
-  // drizzle's own migrator reads a folder; the executable has none, so feed it the list.
-  const internals = db as unknown as { dialect: { migrate(m: MigrationMeta[], s: unknown, c: object): void }; session: unknown };
-  internals.dialect.migrate(migrations, internals.session, {});
+  const sqlite = db.$client;
+  sqlite
+    .transaction(() => {
+      sqlite.exec("CREATE TABLE IF NOT EXISTS __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)");
+      refuseNewerDatabase(db, migrations);
+      const newestApplied = Number(
+        sqlite.prepare("SELECT created_at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1").pluck().get() ?? 0,
+      );
+      const record = sqlite.prepare('INSERT INTO __drizzle_migrations ("hash", "created_at") VALUES (?, ?)');
+      for (const migration of migrations) {
+        if (newestApplied >= migration.folderMillis) continue;
+        for (const statement of migration.sql) sqlite.exec(statement);
+        record.run(migration.hash, migration.folderMillis);
+      }
+    })
+    .immediate();
 }
 
 /**
