@@ -547,6 +547,23 @@ test("processes migrating one new DATA_DIR together apply each migration once, a
   }
 });
 
+test("with no migration pending, a command does not wait for another process's write lock", async (t) => {
+  const cwd = makeTempDir();
+  t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));
+  const env = { DATA_DIR: path.join(cwd, "data"), MASTER_KEY: randomMasterKey() };
+  assert.equal((await runMain(["migrate"], env, { cwd })).code, 0);
+  // A server's write under way, as long as the command runs.
+  const writer = new Database(path.join(env.DATA_DIR, "secrets.db"));
+  t.after(() => writer.close());
+  writer.exec("BEGIN IMMEDIATE");
+  try {
+    const verified = await runMain(["audit", "verify"], env, { cwd });
+    assert.equal(verified.code, 0, verified.stderr);
+  } finally {
+    writer.exec("ROLLBACK");
+  }
+});
+
 test("audit verify on a log with no events says so: a used server's whole log may have been removed", async (t) => {
   const cwd = makeTempDir();
   t.after(() => fs.rmSync(cwd, { recursive: true, force: true }));

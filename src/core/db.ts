@@ -265,46 +265,47 @@ function loadMigrations(): MigrationMeta[] {
 }
 
 /**
- * drizzle's migrator, its steps and its table as they are, in one BEGIN IMMEDIATE. drizzle
- * reads the newest migration applied before its BEGIN: two processes starting together on
- * one file after an upgrade (serve and a server command) both applied it, and the second
- * failed on a table that exists. Now the second waits for the first (busy_timeout) and then
- * finds nothing to do. (drizzle's own migrator reads a folder, which the executable lacks.)
+ * drizzle's migrator, its steps and its table as they are, with the write lock taken
+ * before it decides what to apply. drizzle reads the newest migration applied before its
+ * BEGIN: two processes starting together on one file after an upgrade (serve and a server
+ * command) both applied it, and the second failed on a table that exists. Now, when one is
+ * pending, the newest applied is read again inside BEGIN IMMEDIATE: the second waits for the
+ * first (busy_timeout) and finds nothing to do. With nothing pending no lock is taken, so a
+ * command does not wait for a busy server's writes. (drizzle's own migrator reads a folder,
+ * which the executable lacks.)
  */
 export function migrate(db: Db): void {
   const migrations = loadMigrations();
   const sqlite = db.$client;
+  const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
+  const hasTable = () =>
+    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'").get() !== undefined;
+  const newestApplied = () =>
+    hasTable() ? Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0) : 0;
+  /**
+   * drizzle applies the migrations newer than the newest one recorded, and says nothing when
+   * the database is ahead of the code: an older executable started on a database a newer one
+   * migrated would run against tables it does not know. Refuse instead.
+   */
+  const refuseNewer = (applied: number) => {
+    if (applied > newestKnown) throw new ConfigError(newerDatabaseMessage("in DATA_DIR"));
+  };
+  const before = newestApplied();
+  refuseNewer(before);
+  if (hasTable() && before >= newestKnown) return;
   sqlite
     .transaction(() => {
       sqlite.exec("CREATE TABLE IF NOT EXISTS __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)");
-      refuseNewerDatabase(db, migrations);
-      const newestApplied = Number(
-        sqlite.prepare("SELECT created_at FROM __drizzle_migrations ORDER BY created_at DESC LIMIT 1").pluck().get() ?? 0,
-      );
+      const applied = newestApplied();
+      refuseNewer(applied);
       const record = sqlite.prepare('INSERT INTO __drizzle_migrations ("hash", "created_at") VALUES (?, ?)');
       for (const migration of migrations) {
-        if (newestApplied >= migration.folderMillis) continue;
+        if (applied >= migration.folderMillis) continue;
         for (const statement of migration.sql) sqlite.exec(statement);
         record.run(migration.hash, migration.folderMillis);
       }
     })
     .immediate();
-}
-
-/**
- * drizzle applies the migrations newer than the newest one recorded, and says nothing when
- * the database is ahead of the code: an older executable started on a database a newer one
- * migrated would run against tables it does not know. Refuse instead.
- */
-function refuseNewerDatabase(db: Db, migrations: MigrationMeta[]): void {
-  const sqlite = db.$client;
-  const recorded = sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'").get();
-  if (!recorded) return;
-  const newestApplied = Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0);
-  const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
-  if (newestApplied > newestKnown) {
-    throw new ConfigError(newerDatabaseMessage("in DATA_DIR"));
-  }
 }
 
 /** The refusal of a database a newer version migrated, one sentence for both stores (core/postgres.ts too). */

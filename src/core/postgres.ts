@@ -382,7 +382,8 @@ export class WriteQueueBusyError extends Error {
 
 const writeQueues = new WeakMap<PgStore, Promise<void>>();
 
-async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>, deadline = 0): Promise<T> {
+/** `deadline` (a write's): when its wait for the write lock must end, in Date.now() time. */
+async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => T | Promise<T>, deadline?: number): Promise<T> {
   const client = await connect(store);
   const connection = holdConnection(client);
   // A failed rollback leaves the connection in no state to be reused.
@@ -390,19 +391,20 @@ async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => 
   const current: OpenTransaction = { store, client, write, open: true, nested: false, depth: 0 };
   try {
     if (write) {
-      // One round trip (the simple protocol runs the four in order), as the lock is what
+      // One round trip (the simple protocol runs them in order), as the lock is what
       // every other writer waits for. lock_timeout plays SQLite's busy_timeout: a writer
       // that waits longer fails with 55P03, which core/storage.ts answers 503 "busy".
       // idle_in_transaction_session_timeout is what SQLite cannot do: a process that stalls
       // while holding the lock (paused VM, SIGSTOP, a frozen event loop) would block every
       // writer of every server until it woke; the server ends its session after the same
       // wait instead, which lets the lock go and rolls its work back.
-      // The lock is waited for only what is left of the write's time (a turn in the queue and
-      // the connection took the rest); at least a millisecond, as 0 would mean no limit.
+      // The write lock is waited for only what is left of the write's time (its turn in the
+      // queue and the connection took the rest; at least a millisecond, as 0 would mean no
+      // limit); the row locks after it get the whole timeout again.
       const timeout = writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS;
-      const left = Math.max(1, Math.ceil(deadline - Date.now()));
+      const left = Math.max(1, Math.ceil((deadline ?? Date.now() + timeout) - Date.now()));
       await client.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK})`,
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK}); SET LOCAL lock_timeout = ${timeout}`,
       );
     } else {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
@@ -526,7 +528,7 @@ async function refuseNonUnicode(client: pg.PoolClient): Promise<void> {
   );
 }
 
-/** As db.ts's refuseNewerDatabase: drizzle says nothing when the database is ahead of the code. */
+/** As db.ts's migrate: drizzle says nothing when the database is ahead of the code. */
 async function refuseNewerPostgres(client: pg.PoolClient, migrations: MigrationMeta[]): Promise<void> {
   const table = await client.query<{ t: string | null }>("SELECT to_regclass('drizzle.__drizzle_migrations')::text AS t");
   if (table.rows[0]?.t == null) return;
