@@ -2,6 +2,8 @@
 // the rest from a checkpoint signed under the audit key (README, "Audit log").
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { createAuditWriter } from "../src/audit/audit.writer.ts";
+import { writeTransaction } from "../src/core/store.ts";
 import { type Client, randomMasterKey, runMain, startServer, type TestServer } from "./helpers.ts";
 import {
   auditCheckpoint,
@@ -297,4 +299,23 @@ test("audit verify records no key: a key version tried with it stays free for th
     [1, 2],
   );
   await restarted.stop();
+});
+
+test("a prune whose old events fill its batches exactly still ends with a checkpoint that names the cutoff", async (t) => {
+  const server = await startServer(t, { env: { AUDIT_RETENTION_DAYS: "7" } });
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "api", environments: ["development"] });
+  // 200 old events in all: two whole batches of 100, and nothing old left for a third.
+  const writer = createAuditWriter(server.app.db, server.clock, server.app.keyring);
+  const entry = { projectId: project.id, action: "secret.created", targetType: "secret", targetId: "s1" } as const;
+  await writeTransaction(server.app.db, async () => {
+    for (let i = chain(server).length; i < 200; i++)
+      await writer.record(null, { ...entry, metadata: { key: `K${i}`, environment: "development", version: 1 } });
+  });
+  assert.equal(chain(server).length, 200);
+  const fresh = await later(server, 8);
+  await revealOne(fresh, project.id, "KEPT");
+  const cutoff = new Date(server.clock.now().getTime() - 7 * DAY_MS).toISOString();
+  assert.equal((await server.app.maintenance.pruneAuditLog()).pruned, 200);
+  assert.equal(auditCheckpoint(server.dataDir)!.pruned_before, cutoff);
 });

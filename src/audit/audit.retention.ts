@@ -54,26 +54,20 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
       const chain = await startChain(repo, keyring);
       if ("broken" in chain) return { pruned: 0, isDone: true, problem: chain.broken };
       const { checkpoint, walker } = chain;
-      const rows = await repo.chainPage(0, PRUNE_BATCH);
+      // One more than a batch: the event after it says whether the batch reaches the cutoff.
+      const rows = await repo.chainPage(0, PRUNE_BATCH + 1);
       let last: (typeof rows)[number] | undefined;
       let count = 0;
       let problem: ChainBreak | undefined;
       let heldHashOnly: true | undefined;
-      // Whether every event before the cutoff is gone once this batch is: only then may the
-      // checkpoint say so (audit verify prints "Events before <pruned_before> were pruned").
-      let reachedCutoff = rows.length < PRUNE_BATCH;
-      for (const row of rows) {
+      for (const row of rows.slice(0, PRUNE_BATCH)) {
         // Oldest first by seq: the first event inside the retention period ends the prefix.
-        if (row.at >= cutoff) {
-          reachedCutoff = true;
-          break;
-        }
+        if (row.at >= cutoff) break;
         // Deleting an event that does not verify would destroy the evidence and sign over
         // it: the verified events before it go, it and everything after stay.
         const reason = walker.check(row);
         if (reason) {
           problem = { events: count, brokenAt: { seq: row.seq, id: row.id, at: row.at }, ...reason };
-          reachedCutoff = false;
           break;
         }
         // A hash-only event holds whenever its hashes line up, which anyone who can write the
@@ -82,12 +76,16 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
         // that warning.
         if (row.mac_key_version === null) {
           heldHashOnly = true;
-          reachedCutoff = false;
           break;
         }
         last = row;
         count += 1;
       }
+      // Whether every event before the cutoff is gone once this batch is (the first one kept
+      // is inside the retention period, or there is none): only then may the checkpoint say
+      // so, as audit verify prints "Events before <pruned_before> were pruned".
+      const firstKept = rows[count];
+      const reachedCutoff = problem === undefined && !heldHashOnly && (firstKept === undefined || firstKept.at >= cutoff);
       if (!last) return { pruned: 0, isDone: true, problem, heldHashOnly };
       await repo.deleteThrough(last.seq);
       await repo.saveCheckpoint(
@@ -105,7 +103,7 @@ export function createAuditRetention({ db, keyring, clock, log, retentionDays, a
           keyring,
         ),
       );
-      return { pruned: count, isDone: problem !== undefined || count < PRUNE_BATCH, problem, heldHashOnly };
+      return { pruned: count, isDone: problem !== undefined || reachedCutoff, problem, heldHashOnly };
     });
   }
 

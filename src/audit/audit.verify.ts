@@ -357,7 +357,8 @@ export async function auditCommand(args: string[]): Promise<number> {
     process.stderr.write(subcommand === undefined || subcommand === "help" ? USAGE : `Unknown audit command "${subcommand}".\n\n${USAGE}`);
     return subcommand === "help" ? 0 : 2;
   }
-  // `audit verify extra` used to verify as if nothing more were given (main.ts turns --help into "help").
+  // An argument verify does not take is most likely a mistyped option: say so rather than verify
+  // as if it were not there (main.ts turns --help into "help").
   if (args.length > 1) {
     process.stderr.write(USAGE);
     return 2;
@@ -369,7 +370,7 @@ export async function auditCommand(args: string[]): Promise<number> {
   const db = await openStore(config);
   try {
     // A wrong key is a configuration error, not "every keyed event was edited".
-    await checkMasterKeys(db, keyring, new Date(), { readOnly: true });
+    await checkMasterKeys(db, keyring, new Date(), { recordNew: false });
     const result = await verifyAuditChain(db, keyring);
     if (result.ok) {
       const lines = [`Audit log intact: ${events(result.events)} verified.`];

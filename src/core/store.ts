@@ -189,12 +189,12 @@ export async function closeStore(store: Store): Promise<void> {
  * to start when a key does not match the verifier stored for its version: a wrong key
  * would otherwise only show up later as every read failing. On PostgreSQL every server runs
  * this at start, so a server given another key than its peers refuses to start.
- * `readOnly` (audit verify, which checks and configures nothing): a key is compared with the verifier stored
+ * `recordNew: false` (audit verify, which checks keys but must not bind one): a key is compared with the verifier stored
  * for its version, if any; nothing is recorded, so a key tried out with verify does not
  * become the one its version must have, and records under a version not configured are
  * the caller's to report.
  */
-export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date, options: { readOnly?: boolean } = {}): Promise<void> {
+export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date, options: { recordNew?: boolean } = {}): Promise<void> {
   const rows = isPostgres(store)
     ? await pgRows<{ version: number; check_value: string }>(store, "SELECT version, check_value FROM key_checks")
     : (store.$client.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]);
@@ -204,7 +204,7 @@ export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date,
     const actual = keyring.checkValue(version);
     const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
     if (expected === undefined) {
-      if (options.readOnly) continue;
+      if (options.recordNew === false) continue;
       const createdAt = now.toISOString();
       // Two servers starting together may both find the version new: the first insert wins,
       // and the second server compares its key with what the first stored.
@@ -230,7 +230,7 @@ export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date,
       throw new ConfigError(keyMismatch(name, version));
     }
   }
-  if (options.readOnly) return;
+  if (options.recordNew === false) return;
   const missing = (await createEncryptedRecordCounter(store).keyVersionsInUse()).filter((v) => !keyring.has(v));
   if (missing.length > 0) {
     throw new ConfigError(
