@@ -280,6 +280,13 @@ test("the issuers held are bounded: expired ones go first, then the oldest", () 
   held.set("https://e.example", 300);
   makeRoom(held, 3, () => false);
   assert.deepEqual([...held.keys()], ["https://d.example", "https://e.example"]);
+  // Without eviction, nothing live goes: no room.
+  held.set("https://f.example", 400);
+  assert.equal(
+    makeRoom(held, 3, () => false, false),
+    false,
+  );
+  assert.deepEqual([...held.keys()], ["https://d.example", "https://e.example", "https://f.example"]);
 });
 
 test("iat within the 60 s leeway is accepted", async (t) => {

@@ -140,14 +140,16 @@ async function fetchJson(url: string): Promise<unknown> {
 
 /**
  * Makes room in `map` for one more entry: what `isStale` says has expired goes, then, while
- * it is still full, the oldest entries (a Map keeps the order entries were set in).
+ * it is still full and `evict` allows, the oldest entries (a Map keeps the order entries
+ * were set in). Whether there is room now.
  */
-export function makeRoom<V>(map: Map<string, V>, max: number, isStale: (value: V) => boolean): void {
+export function makeRoom<V>(map: Map<string, V>, max: number, isStale: (value: V) => boolean, evict = true): boolean {
   for (const [key, value] of map) if (isStale(value)) map.delete(key);
   for (const key of map.keys()) {
-    if (map.size < max) break;
+    if (map.size < max || !evict) break;
     map.delete(key);
   }
+  return map.size < max;
 }
 
 export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
@@ -165,8 +167,9 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
 
   function fetchFailed(issuer: string, reason: string): Refused {
     failedAt.delete(issuer);
-    makeRoom(failedAt, MAX_ISSUERS_HELD, (at) => now() - at >= JWKS_COOLDOWN_MS);
-    failedAt.set(issuer, now());
+    // A cooldown under way is never evicted: made-up issuers failing in turn would otherwise
+    // end a real one's early. Full of them, a new failure is not remembered.
+    if (makeRoom(failedAt, MAX_ISSUERS_HELD, (at) => now() - at >= JWKS_COOLDOWN_MS, false)) failedAt.set(issuer, now());
     return new Refused(reason);
   }
 
