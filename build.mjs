@@ -263,8 +263,8 @@ function writeAssets(webFiles) {
 
   for (const file of webFiles) assets[`web/${file}`] = path.join(WEB_OUT, ...file.split("/"));
   // The gzip the server sends to browsers that accept it, made here instead of at every
-  // start (6 ms of level-9 gzip): for the types src/ui/ui.routes.ts compresses (gzipOf),
-  // when it is smaller.
+  // start (6 ms of level-9 gzip), when it is smaller: for the extensions whose types
+  // src/ui/ui.routes.ts compresses from source (TYPES and gzipOf there; keep them alike).
   const gzipped = [];
   const gzipDir = path.join(WORK, "web-gzip");
   fs.rmSync(gzipDir, { recursive: true, force: true });

@@ -98,6 +98,8 @@ export class FakeVercel {
    */
   envPageSize: number | undefined;
   envPagesNeverEnd = false;
+  /** Bytes of padding sent by `padToBytes` answers: less than asked when the client stopped reading. */
+  paddingSent = 0;
   private injections: Injection[] = [];
   private holds: Hold[] = [];
   private clockMs = 1_700_000_000_000;
@@ -284,6 +286,7 @@ export class FakeVercel {
     while (left > 0 && !res.destroyed) {
       const piece = left >= chunk.length ? chunk : chunk.slice(0, left);
       left -= piece.length;
+      this.paddingSent += piece.length;
       if (!res.write(piece)) await new Promise((resolve) => res.once("drain", resolve).once("close", resolve));
     }
     // White space before the JSON is still the same JSON.

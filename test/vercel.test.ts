@@ -1179,6 +1179,8 @@ test("an answer larger than 64 MiB fails the run as unavailable, writes nothing,
   );
   assert.equal(s.fake.envFor("prj_web", "HUGE_KEY", "development"), undefined);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
+  // The server stopped reading past 64 MiB: the fake, waiting for it to drain, could not send all 80.
+  assert.ok(s.fake.paddingSent < 79 * 1024 * 1024, `sent ${s.fake.paddingSent} bytes`);
 });
 
 test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is not repeated, and failures keep pending", async (t) => {

@@ -2,7 +2,19 @@
 // an explicit click: the page never approves on load.
 import { useEffect, useState } from "preact/hooks";
 import { ApiError, type CliSession, type DeviceApproval, del, get, type PendingDeviceRequest, post } from "../api.ts";
-import { Confirm, DataTable, ErrorText, Link, LoadState, OutcomeHeading, RowButton, Time, useAction, useLoad } from "../ui.tsx";
+import {
+  Confirm,
+  DataTable,
+  ErrorText,
+  Link,
+  LoadState,
+  OutcomeHeading,
+  RowButton,
+  SubmitButton,
+  Time,
+  useAction,
+  useLoad,
+} from "../ui.tsx";
 
 export function CliSessionsPage() {
   const sessions = useLoad(() => get<{ sessions: CliSession[] }>("/api/cli/sessions").then((r) => r.sessions), []);
@@ -238,7 +250,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         class="card stack"
         onSubmit={(e) => {
           e.preventDefault();
-          if (!isRefused) void answer(true);
+          if (!isRefused && !action.busy) void answer(true);
         }}
       >
         <label class="field">
@@ -266,10 +278,17 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         <ErrorText error={action.error} />
         {isRefused && <p class="muted small">Check the code against your terminal, or run login again there for a new one.</p>}
         <div class="actions">
-          <button type="submit" class="primary" disabled={action.busy || isRefused}>
-            {action.busy && choice === true ? "Approving…" : "Approve"}
-          </button>
-          <button type="button" class="danger" disabled={action.busy || isRefused} onClick={() => void answer(false)}>
+          <SubmitButton label="Approve" busyLabel={choice === true ? "Approving…" : "Approve"} busy={action.busy} disabled={isRefused} />
+          {/* aria-disabled while busy, as SubmitButton: disabled would drop the focus of whoever pressed it. */}
+          <button
+            type="button"
+            class="danger"
+            disabled={isRefused}
+            aria-disabled={action.busy ? "true" : undefined}
+            onClick={() => {
+              if (!action.busy) void answer(false);
+            }}
+          >
             {action.busy && choice === false ? "Denying…" : "Deny"}
           </button>
         </div>

@@ -4,7 +4,7 @@
 // while keeping this edit in the editor.
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
-import { Dialog, ErrorText, messageOf, useAction } from "../ui.tsx";
+import { Dialog, ErrorText, messageOf, SubmitButton, useAction } from "../ui.tsx";
 import { isSecretGone, keyProblem, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
@@ -113,7 +113,7 @@ export function EditSecret(props: {
         <form
           onSubmit={async (e) => {
             e.preventDefault();
-            if (!hasChanges || !keyValid) return;
+            if (!hasChanges || !keyValid || action.busy) return;
             const result = await action.run(() => patch(path, { ...changes, expectedVersion: loaded.version }));
             if (result) {
               props.onClose();
@@ -183,9 +183,7 @@ export function EditSecret(props: {
             )}
           </ErrorText>
           <div class="actions">
-            <button type="submit" class="primary" disabled={action.busy || !keyValid} aria-disabled={hasChanges ? undefined : "true"}>
-              {action.busy ? "Saving…" : "Save"}
-            </button>
+            <SubmitButton label="Save" busyLabel="Saving…" busy={action.busy} disabled={!keyValid} unavailable={!hasChanges} />
             <button
               type="button"
               disabled={!hasChanges}
