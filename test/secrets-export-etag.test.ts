@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { type Client, startServer } from "./helpers.ts";
+import { addMember } from "./secrets-helpers.ts";
 
 async function exportEvents(owner: Client, projectId: string): Promise<number> {
   const res = await owner.json("GET", `/api/projects/${projectId}/audit?action=secrets.exported&limit=100`);
@@ -81,6 +82,17 @@ test("export: a matching tag does not get past the access checks", async (t) => 
   assert.deepEqual(await guessed.json(), { error: "Project not found." });
   const star = await mallory.get(`${base}/export`, { "if-none-match": "*" });
   assert.equal(star.status, 404);
+
+  // A member who held the tag and lost the environment since: 403, not 304.
+  const bob = await server.signIn("bob@example.test");
+  await addMember(alice, bob, project.id, "member", ["production"]);
+  const bobsTag = (await bob.get(`${base}/export`)).headers.get("etag")!;
+  assert.equal((await bob.get(`${base}/export`, { "if-none-match": bobsTag })).status, 304);
+  const revoked = await alice.json("DELETE", `/api/projects/${project.id}/environments/production/access/${bob.user!.id}`);
+  assert.equal(revoked.status, 200, JSON.stringify(revoked.body));
+  const stale = await bob.get(`${base}/export`, { "if-none-match": bobsTag });
+  assert.equal(stale.status, 403);
+  assert.deepEqual(await stale.json(), { error: "You do not have access to the production environment of this project." });
 });
 
 test("export: a second export of the same rows answers the same values, and any change shows in the very next one", async (t) => {

@@ -234,6 +234,10 @@ test("import permissions: browser only, secrets:create; a non-member gets 404 be
   // Access is checked before the size: a non-member learns nothing from a huge body either.
   const huge = { entries: Array.from({ length: 600 }, (_, i) => ({ key: `K${i}`, value: "v", overwrite: true })) };
   assert.equal((await outsider.json("POST", url, huge)).status, 404);
+  // Past the byte limit too: 404 for the outsider, where a member gets 413.
+  const heavy = { entries: Array.from({ length: 3 }, (_, i) => ({ key: `HEAVY_${i}`, value: "x".repeat(800_000), overwrite: true })) };
+  assert.equal((await outsider.json("POST", url, heavy)).status, 404);
+  assert.deepEqual(await member.json("POST", url, heavy).then((r) => [r.status, r.body]), [413, { error: "The import is too large." }]);
   assert.equal(await secretCount(owner, projectId), 0);
   assert.equal((await member.json("POST", url, body)).status, 200);
 });

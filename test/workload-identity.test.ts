@@ -289,10 +289,12 @@ test("the issuers held are bounded: expired ones go first, then the oldest", () 
   assert.deepEqual([...held.keys()], ["https://d.example", "https://e.example", "https://f.example"]);
 });
 
-test("iat within the 60 s leeway is accepted", async (t) => {
+test("iat and nbf within the 60 s leeway are accepted", async (t) => {
   const { server, issuer, rsa, account } = await setUp(t);
   const res = await exchange(server, account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 30 }));
   assert.equal(res.status, 200, JSON.stringify(res.body));
+  const early = await exchange(server, account.id, await issuer.sign(rsa, { nbf: Math.floor(Date.now() / 1000) + 30 }));
+  assert.equal(early.status, 200, JSON.stringify(early.body));
 });
 
 test("an issuer whose configuration or key set fails is not asked again within the cooldown", async (t) => {
