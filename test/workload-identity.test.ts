@@ -289,6 +289,34 @@ test("the issuers held are bounded: expired ones go first, then the oldest", () 
   assert.deepEqual([...held.keys()], ["https://d.example", "https://e.example", "https://f.example"]);
 });
 
+test("subjects match case-sensitively, each * any run of characters (none included); an issuer with another trailing slash is another issuer", async (t) => {
+  const { server, issuer, rsa, owner, project, account } = await setUp(t);
+  const status = async (id: string, claims: Record<string, unknown>) => (await exchange(server, id, await issuer.sign(rsa, claims))).status;
+  // The set-up trust: repo:acme/api:* with repository acme/api.
+  assert.equal(await status(account.id, { sub: "REPO:acme/api:ref:refs/heads/main" }), 401);
+  assert.equal(await status(account.id, { sub: "repo:acme/api:" }), 200);
+  const accountWith = async (name: string, trustIssuer: string, subject: string) => {
+    const created = await owner.json("POST", `/api/projects/${project.id}/service-accounts`, {
+      name,
+      role: "viewer",
+      environments: ["production"],
+    });
+    const trust = await owner.json("POST", `/api/projects/${project.id}/service-accounts/${created.body.serviceAccount.id}/trusts`, {
+      issuer: trustIssuer,
+      audience: AUDIENCE,
+      subject,
+    });
+    assert.equal(trust.status, 201, JSON.stringify(trust.body));
+    return created.body.serviceAccount.id as string;
+  };
+  const starred = await accountWith("starred", issuer.url, "repo:*/api:ref:refs/*");
+  assert.equal(await status(starred, { sub: "repo:acme/api:ref:refs/heads/main" }), 200);
+  assert.equal(await status(starred, { sub: "repo:acme/web:ref:refs/heads/main" }), 401);
+  const slashed = await accountWith("slashed", `${issuer.url}/`, "*");
+  assert.equal(await status(slashed, {}), 401);
+  assert.ok(server.logs.some((line) => line.includes("no trust of the account names the token's issuer")));
+});
+
 test("iat and nbf within the 60 s leeway are accepted", async (t) => {
   const { server, issuer, rsa, account } = await setUp(t);
   const res = await exchange(server, account.id, await issuer.sign(rsa, { iat: Math.floor(Date.now() / 1000) + 30 }));
