@@ -278,25 +278,27 @@ export function migrate(db: Db): void {
   const migrations = loadMigrations();
   const sqlite = db.$client;
   const newestKnown = Math.max(0, ...migrations.map((m) => m.folderMillis));
-  const hasTable = () =>
-    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'").get() !== undefined;
-  const newestApplied = () =>
-    hasTable() ? Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0) : 0;
+  /** The newest migration recorded (0 for none), or undefined before drizzle's table exists. */
+  const newestApplied = (): number | undefined =>
+    sqlite.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '__drizzle_migrations'").get() === undefined
+      ? undefined
+      : Number(sqlite.prepare("SELECT max(created_at) FROM __drizzle_migrations").pluck().get() ?? 0);
   /**
    * drizzle applies the migrations newer than the newest one recorded, and says nothing when
    * the database is ahead of the code: an older executable started on a database a newer one
    * migrated would run against tables it does not know. Refuse instead.
    */
-  const refuseNewer = (applied: number) => {
-    if (applied > newestKnown) throw new ConfigError(newerDatabaseMessage("in DATA_DIR"));
+  const refuseNewer = (applied: number | undefined) => {
+    if (applied !== undefined && applied > newestKnown) throw new ConfigError(newerDatabaseMessage("in DATA_DIR"));
   };
   const before = newestApplied();
   refuseNewer(before);
-  if (hasTable() && before >= newestKnown) return;
+  if (before !== undefined && before >= newestKnown) return;
   sqlite
     .transaction(() => {
       sqlite.exec("CREATE TABLE IF NOT EXISTS __drizzle_migrations (id SERIAL PRIMARY KEY, hash text NOT NULL, created_at numeric)");
-      const applied = newestApplied();
+      // The table exists now: created just above, if not by a process that went first.
+      const applied = newestApplied() ?? 0;
       refuseNewer(applied);
       const record = sqlite.prepare('INSERT INTO __drizzle_migrations ("hash", "created_at") VALUES (?, ?)');
       for (const migration of migrations) {

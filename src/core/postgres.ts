@@ -336,7 +336,7 @@ async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Prom
   // One wait for the queue and the lock together: a write behind k others waiting on the lock
   // used to fail only after k times the lock timeout.
   const deadline = Date.now() + (writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS);
-  const previous = writeQueues.get(store) ?? Promise.resolve();
+  const previous = writeQueues.get(store);
   let done!: () => void;
   const mine = new Promise<void>((resolve) => {
     done = resolve;
@@ -346,7 +346,8 @@ async function transaction<T>(store: PgStore, write: boolean, fn: () => T | Prom
     if (writeQueues.get(store) === mine) writeQueues.delete(store);
     done();
   };
-  if (!(await settlesBefore(previous, deadline))) {
+  // Alone in the queue (the usual case), no timer: the lock's own timeout is the whole wait.
+  if (previous && !(await settlesBefore(previous, deadline))) {
     // Those behind still wait for the one ahead, as they would have waited for this one.
     void previous.then(leave);
     throw new WriteQueueBusyError();

@@ -200,33 +200,17 @@ export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date,
     : (store.$client.prepare("SELECT version, check_value FROM key_checks").all() as { version: number; check_value: string }[]);
   const stored = new Map(rows.map((r) => [r.version, r.check_value]));
   for (const version of keyring.versions()) {
-    const expected = stored.get(version);
     const actual = keyring.checkValue(version);
-    const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
+    let expected = stored.get(version);
     if (expected === undefined) {
       if (options.recordNew === false) continue;
-      const createdAt = now.toISOString();
-      // Two servers starting together may both find the version new: the first insert wins,
-      // and the second server compares its key with what the first stored.
-      if (isPostgres(store)) {
-        await pgRun(
-          store,
-          "INSERT INTO key_checks (version, check_value, created_at) VALUES ($1, $2, $3) ON CONFLICT (version) DO NOTHING",
-          [version, actual, createdAt],
-        );
-        const [winner] = await pgRows<{ check_value: string }>(store, "SELECT check_value FROM key_checks WHERE version = $1", [version]);
-        if (winner && !safeEqual(winner.check_value, actual)) throw new ConfigError(keyMismatch(name, version));
-      } else {
-        // The same on one SQLite file: a CLI command and the server starting together.
-        store.$client
-          .prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING")
-          .run(version, actual, createdAt);
-        const winner = store.$client.prepare("SELECT check_value FROM key_checks WHERE version = ?").pluck().get(version) as
-          | string
-          | undefined;
-        if (winner !== undefined && !safeEqual(winner, actual)) throw new ConfigError(keyMismatch(name, version));
-      }
-    } else if (!safeEqual(expected, actual)) {
+      // Two processes starting together may both find the version new (servers on one
+      // PostgreSQL, or a command and the server on one SQLite file): the first insert wins,
+      // and the second compares its key with what the first stored.
+      expected = await recordKeyCheck(store, version, actual, now.toISOString());
+    }
+    if (!safeEqual(expected, actual)) {
+      const name = version === keyring.currentVersion ? "MASTER_KEY" : `MASTER_KEYS_PREVIOUS (version ${version})`;
       throw new ConfigError(keyMismatch(name, version));
     }
   }
@@ -237,6 +221,24 @@ export async function checkMasterKeys(store: Store, keyring: Keyring, now: Date,
       `Records are encrypted with master key version ${missing.join(", ")}, which is not configured. Add it to MASTER_KEYS_PREVIOUS as <version>:<base64>.`,
     );
   }
+}
+
+/** Records a key version's verifier unless one is there already; the one stored after. */
+async function recordKeyCheck(store: Store, version: number, checkValue: string, createdAt: string): Promise<string> {
+  if (isPostgres(store)) {
+    await pgRun(store, "INSERT INTO key_checks (version, check_value, created_at) VALUES ($1, $2, $3) ON CONFLICT (version) DO NOTHING", [
+      version,
+      checkValue,
+      createdAt,
+    ]);
+    return (await pgRows<{ check_value: string }>(store, "SELECT check_value FROM key_checks WHERE version = $1", [version]))[0]!
+      .check_value;
+  }
+  const sqlite = store.$client;
+  sqlite
+    .prepare("INSERT INTO key_checks (version, check_value, created_at) VALUES (?, ?, ?) ON CONFLICT (version) DO NOTHING")
+    .run(version, checkValue, createdAt);
+  return sqlite.prepare("SELECT check_value FROM key_checks WHERE version = ?").pluck().get(version) as string;
 }
 
 function keyMismatch(name: string, version: number): string {

@@ -97,24 +97,21 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
   const blocks: Block[] = [];
   const omitted: string[] = [];
   const dotenvOnly: DotenvFile["dotenvOnly"] = [];
+  /** A comment at the key's place instead of its line. */
+  const omit = (key: string, reason: string) => {
+    omitted.push(key);
+    blocks.push({ shared: true, lines: [`# ${key} is left out: ${reason}. Use the JSON export for it.`] });
+  };
   for (const { key, value } of entries) {
     if (key === "__proto__") {
       // A valid key, but the dotenv package reads the file into a plain object, where this
       // name sets the object's prototype (a string is ignored): the value would vanish unsaid.
-      omitted.push(key);
-      blocks.push({
-        shared: true,
-        lines: [`# ${key} is left out: the dotenv package cannot read a variable of this name. Use the JSON export for it.`],
-      });
+      omit(key, "the dotenv package cannot read a variable of this name");
       continue;
     }
     if (value.includes("\0")) {
       // No environment can hold it (they are C strings), and bash stops reading a file at NULs.
-      omitted.push(key);
-      blocks.push({
-        shared: true,
-        lines: [`# ${key} is left out: its value holds a NUL character, which no environment variable can. Use the JSON export for it.`],
-      });
+      omit(key, "its value holds a NUL character, which no environment variable can");
       continue;
     }
     // A name that is not an application setting (PATH, LD_PRELOAD, PROMPT_COMMAND, PS1,
@@ -132,11 +129,12 @@ export function formatDotenv(entries: DotenvEntry[]): DotenvFile {
       blocks.push({ shared: false, lines: lines(key, own) });
       dotenvOnly.push({ key, why });
     } else {
-      omitted.push(key);
-      const reason = value.includes("\r")
-        ? 'its value holds a carriage return, which only double quotes carry, and also a " or the text \\n or \\r'
-        : "its value holds ', a backtick and \" (or the text \\n or \\r) as well as a character that needs quoting";
-      blocks.push({ shared: true, lines: [`# ${key} is left out: ${reason}. Use the JSON export for it.`] });
+      omit(
+        key,
+        value.includes("\r")
+          ? 'its value holds a carriage return, which only double quotes carry, and also a " or the text \\n or \\r'
+          : "its value holds ', a backtick and \" (or the text \\n or \\r) as well as a character that needs quoting",
+      );
     }
   }
 
