@@ -12,6 +12,7 @@
 //   process then adds what it counted and takes back the total of all of them. Across
 //   processes a caller may overshoot it by what the others let through since their last
 //   merge (README, "Several server processes on one data folder").
+import { makeRoom } from "./bounded-map.ts";
 import type { Clock } from "./clock.ts";
 import { type Db, guard } from "./db.ts";
 import { type PgStore, pgRow, pgRows, pgRun } from "./postgres.ts";
@@ -251,17 +252,6 @@ export function createRateLimitStore(store: Store, clock: Clock, options: RateLi
     });
   }
 
-  function makeRoom(nowMs: number): void {
-    for (const [key, window] of windows) {
-      if (window.startedAtMs + window.windowMs <= nowMs) windows.delete(key);
-    }
-    // Still full of live windows (a flood of distinct keys): the oldest inserted go first.
-    for (const key of windows.keys()) {
-      if (windows.size < MAX_WINDOWS) break;
-      windows.delete(key);
-    }
-  }
-
   /** The global limit: counted in memory, merged every few seconds. */
   class GlobalStore {
     incr(key: string, callback: Callback, windowMs: number): void {
@@ -273,7 +263,8 @@ export function createRateLimitStore(store: Store, clock: Clock, options: RateLi
       const id = `global\n${key}`;
       let window = windows.get(id);
       if (!window || window.startedAtMs + windowMs <= nowMs) {
-        if (!window && windows.size >= MAX_WINDOWS) makeRoom(nowMs);
+        // Still full of live windows after the expired ones go (a flood of distinct keys): the oldest go first.
+        if (!window && windows.size >= MAX_WINDOWS) makeRoom(windows, MAX_WINDOWS, (w) => w.startedAtMs + w.windowMs <= nowMs);
         window = { current: 1, unsaved: 1, startedAtMs: nowMs, windowMs };
         windows.set(id, window);
       } else {
@@ -335,10 +326,7 @@ export function createRateLimitStore(store: Store, clock: Clock, options: RateLi
     private counted(id: string, total: { count: number; expires_at: string }, now: Date, callback: Callback, max?: number): void {
       const expiresAtMs = Date.parse(total.expires_at);
       if (typeof max === "number" && total.count > max) {
-        if (exceeded.size >= MAX_WINDOWS) {
-          for (const [other, entry] of exceeded)
-            if (entry.expiresAtMs <= now.getTime() || exceeded.size >= MAX_WINDOWS) exceeded.delete(other);
-        }
+        if (exceeded.size >= MAX_WINDOWS) makeRoom(exceeded, MAX_WINDOWS, (entry) => entry.expiresAtMs <= now.getTime());
         exceeded.set(id, { count: total.count, expiresAtMs });
       }
       callback(null, { current: total.count, ttl: expiresAtMs - now.getTime() });

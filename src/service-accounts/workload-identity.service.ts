@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
+import { dropStale, makeRoom } from "../core/bounded-map.ts";
 import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
@@ -138,20 +139,6 @@ async function fetchJson(url: string): Promise<unknown> {
   return JSON.parse(answer.text);
 }
 
-/**
- * Makes room in `map` for one more entry: what `isStale` says has expired goes, then, while
- * it is still full and `evict` allows, the oldest entries (a Map keeps the order entries
- * were set in). Whether there is room now.
- */
-export function makeRoom<V>(map: Map<string, V>, max: number, isStale: (value: V) => boolean, evict = true): boolean {
-  for (const [key, value] of map) if (isStale(value)) map.delete(key);
-  for (const key of map.keys()) {
-    if (map.size < max || !evict) break;
-    map.delete(key);
-  }
-  return map.size < max;
-}
-
 export function createWorkloadIdentityService({ db, repo, audit, clock, log }: Deps) {
   // Per issuer: its discovered key set. The times are the injected clock's, so the cache
   // age and the cooldown follow the same time as every other rule of the server.
@@ -169,7 +156,8 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     failedAt.delete(issuer);
     // A cooldown under way is never evicted: made-up issuers failing in turn would otherwise
     // end a real one's early. Full of them, a new failure is not remembered.
-    if (makeRoom(failedAt, MAX_ISSUERS_HELD, (at) => now() - at >= JWKS_COOLDOWN_MS, false)) failedAt.set(issuer, now());
+    dropStale(failedAt, (at) => now() - at >= JWKS_COOLDOWN_MS);
+    if (failedAt.size < MAX_ISSUERS_HELD) failedAt.set(issuer, now());
     return new Refused(reason);
   }
 

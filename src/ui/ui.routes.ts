@@ -37,12 +37,15 @@ function gzipOf(type: string, body: Buffer): Buffer | undefined {
   return gzipped.length < body.length ? gzipped : undefined;
 }
 
-function toWebFile(name: string, body: Buffer, gzip: (type: string) => Buffer | undefined): WebFile {
-  const type = TYPES[path.extname(name)] ?? "application/octet-stream";
+function typeOf(name: string): string {
+  return TYPES[path.extname(name)] ?? "application/octet-stream";
+}
+
+function toWebFile(name: string, body: Buffer, gzip: Buffer | undefined): WebFile {
   return {
     body,
-    gzip: gzip(type),
-    type,
+    gzip,
+    type: typeOf(name),
     etag: `"${crypto.createHash("sha256").update(body).digest("base64url").slice(0, 27)}"`,
     immutable: name.startsWith("assets/"),
   };
@@ -59,7 +62,7 @@ function loadFromExecutable(): WebFiles {
   return new Map(
     manifest.files.map((name) => [
       name,
-      toWebFile(name, readAsset(`web/${name}`), () => (gzipped.has(name) ? readAsset(`web-gzip/${name}`) : undefined)),
+      toWebFile(name, readAsset(`web/${name}`), gzipped.has(name) ? readAsset(`web-gzip/${name}`) : undefined),
     ]),
   );
 }
@@ -67,7 +70,7 @@ function loadFromExecutable(): WebFiles {
 async function buildFromSource(): Promise<{ files: WebFiles; gzipBytes: number }> {
   const built = await buildWebFromSource();
   return {
-    files: new Map([...built.files].map(([name, body]) => [name, toWebFile(name, body, (type) => gzipOf(type, body))])),
+    files: new Map([...built.files].map(([name, body]) => [name, toWebFile(name, body, gzipOf(typeOf(name), body))])),
     gzipBytes: built.gzipBytes,
   };
 }
