@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
 /** The requests a sync makes to create vars in, and to update a var of, the tests' usual project prj_web. */
 export const isEnvCreate = (r: { method: string; path: string }) => r.method === "POST" && r.path === "/v10/projects/prj_web/env";
 export const isEnvUpdate = (r: { method: string; path: string }) => r.method === "PATCH" && r.path.startsWith("/v9/projects/prj_web/env/");
+export const isEnvList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
 
 export interface FakeEnvVar {
   id: string;

@@ -521,14 +521,17 @@ export class Client {
     return client;
   }
 
+  /** The Cookie header this client sends: for requests a test writes by hand. */
+  cookieHeader(): string {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  }
+
   async request(method: string, urlPath: string, body?: unknown, headers: Record<string, string> = {}): Promise<Response> {
     const h: Record<string, string> = { ...headers };
     if (body !== undefined && typeof body !== "string") h["content-type"] ??= "application/json";
     if (this.bearer) h.authorization ??= `Bearer ${this.bearer}`;
     else if (method !== "GET" && method !== "HEAD" && !("origin" in h)) h.origin = this.origin;
-    if (this.cookies.size > 0 && !("cookie" in h)) {
-      h.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
-    }
+    if (this.cookies.size > 0 && !("cookie" in h)) h.cookie = this.cookieHeader();
     const watch = leakWatchesByUrl.get(this.baseUrl);
     if (watch && body !== undefined) {
       collectSensitive(

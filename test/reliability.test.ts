@@ -195,7 +195,7 @@ test("a body shorter than its Content-Length is answered 408 within REQUEST_TIME
     socket.on("data", (d) => (received += d));
     socket.on("close", () => resolve(received));
     socket.on("error", reject);
-    const cookie = [...alice.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+    const cookie = alice.cookieHeader();
     socket.write(
       `POST /api/projects/${project.id}/environments/development/secrets HTTP/1.1\r\nHost: x\r\nCookie: ${cookie}\r\nOrigin: ${server.origin}\r\n` +
         `Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"key":"HALF_SENT",`,

@@ -210,7 +210,7 @@ test("import limits: more than 500 entries or 2,000,000 bytes is 413 The import 
     headers: {
       "content-type": "application/json",
       origin: owner.origin,
-      cookie: [...owner.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+      cookie: owner.cookieHeader(),
     },
     body: stream,
     duplex: "half",

@@ -40,7 +40,7 @@ function postHeadersOnly(
         "content-type": "application/json",
         "content-length": String(contentLength),
         origin: client.origin,
-        cookie: [...client.cookies].map(([k, v]) => `${k}=${v}`).join("; "),
+        cookie: client.cookieHeader(),
       },
     });
     const timer = setTimeout(() => {

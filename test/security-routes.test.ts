@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import http from "node:http";
 import { test } from "node:test";
-import { auditEvents, type Client, startServer } from "./helpers.ts";
+import { auditEvents, startServer } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 
 interface RawAnswer {
@@ -26,10 +26,6 @@ function rawGet(baseUrl: string, rawPath: string, headers: Record<string, string
     req.on("error", reject);
     req.end();
   });
-}
-
-function cookieHeader(client: Client): string {
-  return [...client.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
 }
 
 /** Spellings of one API path that a router or a proxy may take for it. */
@@ -62,7 +58,7 @@ test("no spelling of an API path gets past the cross-site guard: encoded, double
   const audited = async () =>
     (await auditEvents(alice, project.id)).filter((e) => e.action === "secret.revealed" || e.action === "secrets.exported").length;
 
-  const cookie = cookieHeader(alice);
+  const cookie = alice.cookieHeader();
   for (const apiPath of [`${base}/export?format=dotenv`, `${base}/export`, `${base}/secrets/${secret.id}`]) {
     const [pathOnly, query] = apiPath.split("?");
     for (const spelled of spellings(pathOnly!)) {
@@ -86,7 +82,7 @@ test("every answer of an API route is no-store, however its path was spelled", a
   const project = await alice.createProject({ name: "shop", environments: ["production"] });
   const base = `/api/projects/${project.id}/environments/production`;
   const secret = await createSecret(alice, project.id, "production", "API_KEY", "route-guard-value-2");
-  const cookie = cookieHeader(alice);
+  const cookie = alice.cookieHeader();
 
   let reachedHandler = 0;
   for (const apiPath of [`${base}/export`, `${base}/secrets/${secret.id}`, `/api/projects/${project.id}`]) {

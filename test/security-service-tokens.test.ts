@@ -391,7 +391,7 @@ test("a write whose body arrives after its service token was revoked, its accoun
   }
 
   // A person disabled (by the server command) while their write's body was on its way.
-  const cookie = [...team.member.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const cookie = team.member.cookieHeader();
   const request = await sendInTwoHalves(
     team.server,
     `POST ${secrets} HTTP/1.1\r\nHost: x\r\nCookie: ${cookie}\r\nOrigin: ${team.server.origin}\r\n`,
@@ -421,7 +421,7 @@ test("a write whose body arrives after its service token was revoked, its accoun
   // An import checks access before its body (preParsing): the service must still see the change.
   assert.equal((await runMain(["users", "enable", "mia@example.test"], team.server.env)).code, 0);
   const miaAgain = await team.server.signIn("mia@example.test");
-  const importCookie = [...miaAgain.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
+  const importCookie = miaAgain.cookieHeader();
   const importRequest = await sendInTwoHalves(
     team.server,
     `POST ${secrets.replace(/\/secrets$/, "/import")} HTTP/1.1\r\nHost: x\r\nCookie: ${importCookie}\r\nOrigin: ${team.server.origin}\r\n`,

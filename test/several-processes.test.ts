@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import { type TestContext, test } from "node:test";
-import { type FakeVercel, isEnvCreate, startFakeVercel } from "./fake-vercel.ts";
+import { type FakeVercel, isEnvCreate, isEnvList, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess, waitFor } from "./helpers.ts";
 import { createSecret } from "./secrets-helpers.ts";
 import { auditRows, storedRows, writeLockIsFree } from "./storage.ts";
@@ -99,8 +99,6 @@ async function integrationEvents(client: Client, projectId: string): Promise<{ a
   assert.equal(res.status, 200, JSON.stringify(res.body));
   return (res.body.events as { action: string; metadata: Record<string, unknown> }[]).reverse();
 }
-
-const isEnvList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
 
 test("a rate limit counts once for both processes: device starts alternate between them and the 11th of the minute is refused", async (t) => {
   const s = await setup(t);

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { assertEventually, assertFocus, check, openTab, useBrowser } from "./browser.ts";
-import { startFakeVercel } from "./fake-vercel.ts";
+import { isEnvList, startFakeVercel } from "./fake-vercel.ts";
 import { startServer } from "./helpers.ts";
 import { addMember } from "./secrets-helpers.ts";
 
@@ -162,7 +162,7 @@ test("the page lists the keys a sync skipped, follows a background sync to its e
   assert.equal(await finished.getByText("OWN_KEY").count(), 0, "only the keys that were skipped or failed");
 
   // A sync that runs longer than one look: the page keeps looking until it has ended.
-  const held = fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = fake.hold(isEnvList);
   const background = alice.json("POST", `${base}/sync`);
   await held.reached;
   await page.getByRole("button", { name: "Refresh status" }).click();

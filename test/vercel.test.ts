@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
-import { type FakeVercel, isEnvCreate, isEnvUpdate, startFakeVercel } from "./fake-vercel.ts";
+import { type FakeVercel, isEnvCreate, isEnvList, isEnvUpdate, startFakeVercel } from "./fake-vercel.ts";
 import {
   type AuditRow,
   auditEvents,
@@ -538,11 +538,7 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   );
   assert.equal(s.fake.envs("prj_web").length, 6);
   // Values were read decrypted, never compared with ciphertext.
-  assert.ok(
-    s.fake.requests
-      .filter((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env")
-      .every((r) => r.query.get("decrypt") === "true"),
-  );
+  assert.ok(s.fake.requests.filter(isEnvList).every((r) => r.query.get("decrypt") === "true"));
 
   // A second run finds everything in place: unchanged, not updated.
   const again = await s.owner.json("POST", `${s.base}/sync`);
@@ -697,7 +693,7 @@ test("automatic redeploy: only when a run changed something at Vercel that no de
 
   // A run that changes something but has a follow-up waits; the follow-up, which changes
   // nothing itself, redeploys what the first one changed.
-  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = s.fake.hold(isEnvList);
   await addSecret(s, "development", "HELD_KEY", "held-value");
   await held.reached;
   const patched = await s.owner.json("PATCH", `/api/projects/${s.projectId}/environments/development/secrets/${theirs}`, {
@@ -805,7 +801,7 @@ test("an automatic run stopped by a reconnect leaves its changes to a run with t
 
 test("automatic sync: changes that land during a run are picked up by a follow-up run", async (t) => {
   const s = await linked(t);
-  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = s.fake.hold(isEnvList);
   await addSecret(s, "development", "DURING_ONE", "value-before-run");
   await held.reached;
   await addSecret(s, "development", "DURING_TWO", "value-during-run");
@@ -928,7 +924,7 @@ test("attention: a token Vercel rejects during a sync moves the connection to at
 
 test("one sync at a time: a second sync answers 409 while one runs, and a sync a dead process left is marked failed at start", async (t) => {
   const s = await linked(t);
-  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = s.fake.hold(isEnvList);
   const first = s.owner.json("POST", `${s.base}/sync`);
   await held.reached;
   const second = await s.owner.json("POST", `${s.base}/sync`);
@@ -973,7 +969,7 @@ test("a reconnect while a sync runs: the old token's rejection does not put the 
   const s = await linked(t);
   await addSecret(s, "development", "RACE_KEY", "race-value-1");
   await settled(s);
-  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = s.fake.hold(isEnvList);
   const run = s.owner.json("POST", `${s.base}/sync`);
   await held.reached;
   // The old token is revoked at Vercel and a new one connected while the run waits.
@@ -1034,7 +1030,7 @@ test("a value changed while a sync runs is sent to Vercel only once the change i
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
   // The next sync finds development unchanged (nothing to write) and reads production after
   // its list at Vercel, which is held until production's value has changed.
-  const listing = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const listing = s.fake.hold(isEnvList);
   const run = s.owner.json("POST", `${s.base}/sync`);
   await listing.reached;
   gate.hold();
@@ -1075,7 +1071,7 @@ test("faults: another 4xx from Vercel for the run itself answers 502 with a sent
   const s = await linked(t);
   await addSecret(s, "development", "REFUSED_KEY", "refused-value");
   await settled(s);
-  s.fake.inject(422, { match: (r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env" });
+  s.fake.inject(422, { match: isEnvList });
   const refused = await s.owner.json("POST", `${s.base}/sync`);
   const sentence = "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.";
   assert.deepEqual([refused.status, refused.body], [502, { error: sentence }]);
@@ -1165,9 +1161,8 @@ test("an env list that never ends fails the run before it writes anything, rathe
 test("an answer larger than 64 MiB fails the run as unavailable, writes nothing, and is not read to its end", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   await addSecret(s, "development", "HUGE_KEY", "huge-value");
-  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
   // Valid JSON, the real list after 80 MiB of white space: read whole, it would sync.
-  s.fake.inject(200, { match: isList, padToBytes: 80 * 1024 * 1024 });
+  s.fake.inject(200, { match: isEnvList, padToBytes: 80 * 1024 * 1024 });
   const start = s.fake.requests.length;
   const run = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([run.status, run.body], [502, M.syncUnavailable]);
@@ -1187,30 +1182,29 @@ test("faults: 429 honours Retry-After, 5xx is retried with backoff, a create is 
   const s = await linked(t);
   await addSecret(s, "development", "RETRY_KEY", "retry-value-1");
   await settled(s);
-  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
 
-  s.fake.inject(429, { retryAfterSeconds: 1, match: isList });
+  s.fake.inject(429, { retryAfterSeconds: 1, match: isEnvList });
   const start = s.fake.requests.length;
   const limited = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(limited.status, 200, JSON.stringify(limited.body));
-  const lists = s.fake.requests.slice(start).filter(isList);
+  const lists = s.fake.requests.slice(start).filter(isEnvList);
   assert.equal(lists.length, 2);
   assert.ok(lists[1]!.at - lists[0]!.at >= 950, `waited ${lists[1]!.at - lists[0]!.at} ms for Retry-After: 1`);
 
   // Without Retry-After the window's end (X-RateLimit-Reset) says how long: not the backoff's few milliseconds.
-  s.fake.inject(429, { retryAfterSeconds: 1, resetOnly: true, match: isList });
+  s.fake.inject(429, { retryAfterSeconds: 1, resetOnly: true, match: isEnvList });
   const resetStart = s.fake.requests.length;
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 200);
-  const resetLists = s.fake.requests.slice(resetStart).filter(isList);
+  const resetLists = s.fake.requests.slice(resetStart).filter(isEnvList);
   assert.equal(resetLists.length, 2);
   assert.ok(resetLists[1]!.at - resetLists[0]!.at >= 950, `waited ${resetLists[1]!.at - resetLists[0]!.at} ms for the reset`);
 
-  s.fake.inject(503, { times: 2, match: isList });
+  s.fake.inject(503, { times: 2, match: isEnvList });
   const flaky = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(flaky.status, 200);
   assert.deepEqual(counts(flaky.body.summary), { created: 0, updated: 0, unchanged: 1, skipped: 0, deleted: 0, failed: 0 });
 
-  s.fake.inject(500, { times: 50, match: isList });
+  s.fake.inject(500, { times: 50, match: isEnvList });
   const down = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([down.status, down.body], [502, M.syncUnavailable]);
   const view = (await s.owner.json("GET", s.base)).body;
@@ -1249,10 +1243,9 @@ test("a create rate limited until the retries run out wrote nothing: no claim is
 
 test("retries: a run Vercel fails is tried again, later each time, until it goes through; a refused run is not", async (t) => {
   const s = await linked(t, {}, { env: { SYNC_RETRY_MS: "250" } });
-  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
   // The first two runs fail: each one asks for the list four times (the client's own retries).
-  s.fake.inject(503, { times: 8, match: isList });
-  const listsBefore = s.fake.requests.filter(isList).length;
+  s.fake.inject(503, { times: 8, match: isEnvList });
+  const listsBefore = s.fake.requests.filter(isEnvList).length;
   await addSecret(s, "development", "RETRIED_KEY", "retried-value");
   const done = await settled(s);
   assert.deepEqual([done.lastRun.status, done.lastRun.trigger, done.lastRun.created], ["ok", "automatic", 1]);
@@ -1268,7 +1261,7 @@ test("retries: a run Vercel fails is tried again, later each time, until it goes
   );
   assert.equal(runs[0]!.metadata.error, M.syncUnavailable.error);
   // Waits of the first retry (250 ms, give or take a tenth) and the second (twice that).
-  const lists = s.fake.requests.filter(isList).slice(listsBefore);
+  const lists = s.fake.requests.filter(isEnvList).slice(listsBefore);
   assert.equal(lists.length, 9);
   const firstWait = lists[4]!.at - lists[3]!.at;
   const secondWait = lists[8]!.at - lists[7]!.at;
@@ -1277,24 +1270,23 @@ test("retries: a run Vercel fails is tried again, later each time, until it goes
   assert.equal(s.server.logs.filter((l) => l.includes("runs again later")).length, 2);
 
   // Vercel refusing the run (another 4xx) needs a person: no retry.
-  s.fake.inject(422, { times: 1, match: isList });
+  s.fake.inject(422, { times: 1, match: isEnvList });
   await addSecret(s, "development", "REFUSED_ONCE", "refused-value");
   await waitFor("the refused automatic run", async () => {
     const res = await s.owner.json("GET", s.base);
     return res.body.lastRun?.status === "failed" ? true : undefined;
   });
-  const listsAfterRefusal = s.fake.requests.filter(isList).length;
+  const listsAfterRefusal = s.fake.requests.filter(isEnvList).length;
   await new Promise((resolve) => setTimeout(resolve, 1000));
-  assert.equal(s.fake.requests.filter(isList).length, listsAfterRefusal, "nothing reached Vercel after the refusal");
+  assert.equal(s.fake.requests.filter(isEnvList).length, listsAfterRefusal, "nothing reached Vercel after the refusal");
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1, "the change waits for the next one or a manual sync");
 });
 
 test("retries: a manual sync Vercel fails leaves its pending changes to a retry; retries end after eight", async (t) => {
   // Changes never start an automatic run here: whatever runs on its own is a retry.
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000", SYNC_RETRY_MS: "10" } });
-  const isList = (r: { method: string; path: string }) => r.method === "GET" && r.path === "/v10/projects/prj_web/env";
   await addSecret(s, "development", "MANUAL_KEY", "manual-value");
-  s.fake.inject(500, { times: 4, match: isList });
+  s.fake.inject(500, { times: 4, match: isEnvList });
   const failed = await s.owner.json("POST", `${s.base}/sync`);
   assert.deepEqual([failed.status, failed.body], [502, M.syncUnavailable]);
   const done = await settled(s);
@@ -1303,17 +1295,17 @@ test("retries: a manual sync Vercel fails leaves its pending changes to a retry;
 
   // Vercel down for good: the manual run, then eight retries, then nothing until a person acts.
   const failedBefore = (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed").length;
-  s.fake.inject(500, { times: 100_000, match: isList });
+  s.fake.inject(500, { times: 100_000, match: isEnvList });
   await addSecret(s, "development", "NEVER_SENT", "never-sent-value");
   assert.equal((await s.owner.json("POST", `${s.base}/sync`)).status, 502);
   await waitFor("the last retry", async () => s.server.logs.some((l) => l.includes("no more automatic retries")) || undefined);
   const failedRuns = async () => (await integrationEvents(s)).filter((e) => e.action === "integration.sync_failed").slice(failedBefore);
   const triggers = (await failedRuns()).map((e) => e.metadata.trigger);
   assert.deepEqual(triggers, ["manual", ...Array(8).fill("automatic")]);
-  const listsAtTheEnd = s.fake.requests.filter(isList).length;
+  const listsAtTheEnd = s.fake.requests.filter(isEnvList).length;
   // A ninth retry would come 2.3 to 2.8 s after the eighth failed.
   await new Promise((resolve) => setTimeout(resolve, 3000));
-  assert.equal(s.fake.requests.filter(isList).length, listsAtTheEnd, "no ninth retry");
+  assert.equal(s.fake.requests.filter(isEnvList).length, listsAtTheEnd, "no ninth retry");
   assert.equal((await failedRuns()).length, 9);
   assert.equal((await s.owner.json("GET", s.base)).body.pending, 1);
   assert.equal(s.fake.envFor("prj_web", "NEVER_SENT", "development"), undefined);
@@ -1534,7 +1526,7 @@ test("a sync whose link changes while it runs creates nothing in the old project
   const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   await addSecret(s, "development", "MOVING_KEY", "moving-value");
   s.fake.addProject("prj_new", "new");
-  const held = s.fake.hold((r) => r.method === "GET" && r.path === "/v10/projects/prj_web/env");
+  const held = s.fake.hold(isEnvList);
   const run = s.owner.json("POST", `${s.base}/sync`);
   await held.reached;
   const relinked = await s.owner.json("PUT", s.base, { hostProjectId: "prj_new", mappings: { development: "development" } });
