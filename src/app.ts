@@ -406,8 +406,10 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }),
     serviceTokens: serviceAccounts,
   });
+  // Before the server waits for the requests under way: a manual sync among them ends
+  // now (503, interrupted) instead of holding the close for Vercel's timeouts and retries.
+  app.addHook("preClose", async () => vercelShutdown.abort());
   app.addHook("onClose", async () => {
-    vercelShutdown.abort();
     // Without the release another server takes the lease over once it is stale (SYNC_LEASE_SECONDS).
     await vercelSync.stop().catch((error) => backgroundError(error, "could not hand the Vercel scheduler lease on"));
   });

@@ -52,6 +52,8 @@ interface Injection {
   afterDoing?: boolean;
   /** Answer `status` with valid JSON this many bytes long, streamed without Content-Length. */
   padToBytes?: number;
+  /** Answer `status` with this body instead of an error. */
+  body?: unknown;
 }
 
 interface Hold {
@@ -178,6 +180,7 @@ export class FakeVercel {
       match?: (req: RecordedRequest) => boolean;
       afterDoing?: boolean;
       padToBytes?: number;
+      body?: unknown;
     } = {},
   ): void {
     this.injections.push({
@@ -188,6 +191,7 @@ export class FakeVercel {
       match: options.match ?? (() => true),
       afterDoing: options.afterDoing,
       padToBytes: options.padToBytes,
+      body: options.body,
     });
   }
 
@@ -270,6 +274,7 @@ export class FakeVercel {
       }
       if (injection.afterDoing) this.route(recorded);
       if (injection.padToBytes !== undefined) return this.sendPadded(res, injection.status, recorded, injection.padToBytes);
+      if (injection.body !== undefined) return send(injection.status, injection.body);
       return send(injection.status, { error: { code: "internal_server_error", message: "An unexpected error happened." } });
     }
 

@@ -554,7 +554,7 @@ test("sync: creates missing vars, skips others' vars, counts unchanged ones, nev
   assert.equal(synced[0]!.actor, s.owner.user!.id);
 });
 
-test("sync: overwrite updates others' vars in place; vars shared with other targets and sensitive ones are left", async (t) => {
+test("sync: overwrite updates others' vars in place, sensitive ones too; vars shared with other targets are left", async (t) => {
   const s = await linked(t, { conflictPolicy: "overwrite" }, { env: { SYNC_DEBOUNCE_MS: "600000" } });
   await addSecret(s, "production", "DB_URL", "postgres://new-value");
   await addSecret(s, "production", "MULTI", "multi-new-value");
@@ -765,7 +765,9 @@ test("a run stops before its next call once the connection is reconnected with a
     else assert.equal((await s.owner.json("DELETE", s.base)).status, 200);
     held.release();
     const answer = await sync;
-    assert.deepEqual([answer.status, answer.body], [409, { error: "A sync is already running. It will pick up your changes." }]);
+    // Disconnected: no sync follows, so the answer promises none.
+    const expected = step === "reconnect" ? [409, M.busy] : [400, M.linkFirst];
+    assert.deepEqual([answer.status, answer.body], expected);
     // The run's token: the first one, then (for the disconnect) the one the reconnect saved.
     const runToken = `Bearer ${step === "reconnect" ? s.token : "vcp_new_token_123456"}`;
     const runCalls = s.fake.requests.slice(before).filter((r) => r.authorization === runToken);
@@ -981,9 +983,11 @@ test("a reconnect while a sync runs: the old token's rejection does not put the 
   assert.equal(reconnected.body.status, "active");
   held.release();
   const res = await run;
-  assert.deepEqual([res.status, res.body], [400, M.savedTokenRejected]);
+  // The reconnect stopped the run, not a rejected token: the one saved now is fine.
+  assert.deepEqual([res.status, res.body], [409, M.busy]);
   const view = (await s.owner.json("GET", s.base)).body;
   assert.equal(view.status, "active", "the new token was never rejected");
+  assert.equal(view.lastError, "Vercel was reconnected while the sync ran. The sync that follows uses the new token.");
   assert.equal(view.syncing, false);
   const again = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(again.status, 200, JSON.stringify(again.body));
@@ -1536,15 +1540,103 @@ test("a sync whose link changes while it runs creates nothing in the old project
   assert.deepEqual([res.status, res.body], [409, M.busy]);
   assert.equal(s.fake.envFor("prj_web", "MOVING_KEY", "development"), undefined, "nothing created in the old project");
   const view = (await s.owner.json("GET", s.base)).body;
-  assert.equal(
-    view.lastError,
-    "The linked Vercel project changed while the sync ran. The sync that follows sends the changes to the project linked now.",
-  );
+  assert.equal(view.lastError, "The Vercel link changed while the sync ran. The sync that follows sends the changes as the link is now.");
   assert.equal(view.pending, 1);
   assert.ok(!s.server.logs.some((line) => line.includes("another server process took it over")));
   const next = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(next.status, 200, JSON.stringify(next.body));
   assert.equal(s.fake.envFor("prj_new", "MOVING_KEY", "development")!.value, "moving-value");
+});
+
+test("a sync whose mappings or conflict policy change while it runs writes nothing under the old ones, and the next run follows the new", async (t) => {
+  const s = await linked(t, { conflictPolicy: "overwrite" }, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "REMAPPED_KEY", "remapped-value");
+  await addSecret(s, "production", "THEIR_KEY", "our-value");
+  const theirs = s.fake.addEnv("prj_web", { key: "THEIR_KEY", value: "their-value", type: "encrypted", target: ["production"] });
+  const changes = [
+    { mappings: { development: "preview", production: "production" }, conflictPolicy: "overwrite" },
+    { mappings: { development: "preview", production: "production" }, conflictPolicy: "skip" },
+  ];
+  for (const change of changes) {
+    const held = s.fake.hold(isEnvList);
+    const run = s.owner.json("POST", `${s.base}/sync`);
+    await held.reached;
+    const put = await s.owner.json("PUT", s.base, { hostProjectId: "prj_web", ...change });
+    assert.equal(put.status, 200, JSON.stringify(put.body));
+    held.release();
+    const res = await run;
+    assert.deepEqual([res.status, res.body], [409, M.busy], JSON.stringify(change));
+    const view = (await s.owner.json("GET", s.base)).body;
+    assert.equal(view.lastError, "The Vercel link changed while the sync ran. The sync that follows sends the changes as the link is now.");
+    assert.equal(view.pending, 2, "what was pending still is");
+  }
+  assert.equal(s.fake.envFor("prj_web", "REMAPPED_KEY", "development"), undefined, "nothing written for the old mapping");
+  assert.equal(theirs.value, "their-value", "not overwritten once the policy is skip");
+
+  const next = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(next.status, 200, JSON.stringify(next.body));
+  assert.equal(s.fake.envFor("prj_web", "REMAPPED_KEY", "preview")!.value, "remapped-value");
+  assert.equal(theirs.value, "their-value");
+  assert.deepEqual(next.body.summary.results, [
+    { environment: "production", target: "production", key: "THEIR_KEY", result: "skipped", reason: "exists" },
+  ]);
+});
+
+test("lists from Vercel with items that are not objects, and project ids that are no path segment, never answer 500", async (t) => {
+  const s = await setup(t);
+  const teams = { teams: [null, 7, { id: "team_acme1234", name: "Acme" }], pagination: { next: null } };
+  s.fake.inject(200, { match: (r) => r.path === "/v2/teams", body: teams, times: 2 });
+  const connected = await s.owner.json("POST", s.base, { token: s.token, teamId: "team_acme1234" });
+  assert.equal(connected.status, 201, JSON.stringify(connected.body));
+  s.fake.inject(200, { match: (r) => r.path === "/v10/projects", body: { projects: [null, { id: "prj_team", name: "team-site" }] } });
+  const options = await s.owner.json("GET", `${s.base}/options?teamId=team_acme1234`);
+  assert.equal(options.status, 200, JSON.stringify(options.body));
+  assert.deepEqual(
+    options.body.projects.map((p: { id: string }) => p.id),
+    ["prj_team"],
+  );
+
+  const before = s.fake.requests.length;
+  for (const hostProjectId of ["\ud800", "..", "."]) {
+    const put = await s.owner.json("PUT", s.base, { hostProjectId, mappings: { development: "development" } });
+    assert.deepEqual([put.status, put.body], [400, { error: "Choose a Vercel project (hostProjectId)." }], JSON.stringify(hostProjectId));
+  }
+  assert.equal(s.fake.requests.length, before, "nothing asked of Vercel for them");
+
+  const put = await s.owner.json("PUT", s.base, { hostProjectId: "prj_team", mappings: { development: "development" } });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  await addSecret(s, "development", "LISTED_KEY", "listed-value");
+  s.fake.inject(200, { match: (r) => r.method === "GET" && r.path === "/v10/projects/prj_team/env", body: { envs: [null, "x"] } });
+  const synced = await s.owner.json("POST", `${s.base}/sync`);
+  assert.equal(synced.status, 200, JSON.stringify(synced.body));
+  assert.equal(s.fake.envFor("prj_team", "LISTED_KEY", "development")!.value, "listed-value");
+});
+
+test("a server that closes during a sync ends it at once as interrupted, and says so after the restart", async (t) => {
+  const s = await linked(t, {}, { env: { SYNC_DEBOUNCE_MS: "600000" } });
+  await addSecret(s, "development", "CLOSING_KEY", "closing-value");
+  const held = s.fake.hold(isEnvList);
+  t.after(() => held.release());
+  const run = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  // Held at Vercel for good: the close ends the run instead of waiting for its timeouts and retries.
+  await s.server.stop();
+  const res = await run;
+  assert.deepEqual([res.status, res.body], [503, { error: "The server stopped while a sync was running. Run the sync again." }]);
+
+  const restarted = await s.server.restart();
+  t.after(() => restarted.stop());
+  const owner = await restarted.signIn("owner@example.test");
+  const view = (await owner.json("GET", s.base)).body;
+  assert.equal(view.syncing, false);
+  assert.equal(view.lastError, "The server stopped while a sync was running. Run the sync again.");
+  assert.equal(view.pending, 1, "still to go out");
+  const failed = (await auditEvents(owner, s.projectId, "integration.")).filter((e) => e.action === "integration.sync_failed");
+  assert.deepEqual(
+    failed.map((e) => e.metadata),
+    [{ trigger: "manual", error: "The server stopped while a sync was running. Run the sync again." }],
+  );
+  assert.equal(s.fake.envFor("prj_web", "CLOSING_KEY", "development"), undefined);
 });
 
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {

@@ -16,6 +16,18 @@ export type VercelFailure =
   /** Network error, timeout, 5xx or 429 after the bounded retries, or a malformed answer. */
   | "unavailable";
 
+/** The `code` of a call cut because the server is closing. */
+export const SHUTDOWN = "shutdown";
+
+/**
+ * One path segment: an id Vercel sent (or one checked at the route) that would not encode
+ * (a lone surrogate) or would move up the path (`.`, `..`) is a malformed answer, not a crash.
+ */
+function segment(id: string): string {
+  if (!id.isWellFormed() || id === "." || id === "..") throw new VercelError("unavailable", 200, "malformed");
+  return encodeURIComponent(id);
+}
+
 export class VercelError extends Error {
   readonly failure: VercelFailure;
   readonly status: number;
@@ -115,16 +127,19 @@ export function createVercelClient(options: VercelClientOptions) {
     return url;
   }
 
+  /** The server is closing: the call was cut, not failed by Vercel (a run ends interrupted). */
+  const stopping = () => new VercelError("unavailable", 0, SHUTDOWN);
+
   function sleep(ms: number): Promise<void> {
     return new Promise((resolve, reject) => {
-      if (options.shutdown.aborted) return reject(new VercelError("unavailable", 0));
+      if (options.shutdown.aborted) return reject(stopping());
       const timer = setTimeout(() => {
         options.shutdown.removeEventListener("abort", onAbort);
         resolve();
       }, ms);
       const onAbort = () => {
         clearTimeout(timer);
-        reject(new VercelError("unavailable", 0));
+        reject(stopping());
       };
       options.shutdown.addEventListener("abort", onAbort, { once: true });
     });
@@ -204,7 +219,8 @@ export function createVercelClient(options: VercelClientOptions) {
         }
       } catch (error) {
         if (error instanceof VercelError) throw error;
-        if (options.shutdown.aborted || !call.idempotent) throw new VercelError("unavailable", 0);
+        if (options.shutdown.aborted) throw stopping();
+        if (!call.idempotent) throw new VercelError("unavailable", 0);
         // Network error or timeout: retried below like a 5xx.
       }
       if (attempt >= maxAttempts) {
@@ -268,7 +284,8 @@ export function createVercelClient(options: VercelClientOptions) {
     let cursor: string | undefined;
     for (let page = 0; page < maxPages; page++) {
       const { body } = await call("GET", apiUrl(path, { ...query, [cursorParam]: cursor }), { token, idempotent: true, label });
-      for (const item of list<T>(body, field)) if (typeof item.id === "string") items.set(item.id, item);
+      // An item that is not an object (a null among them) is malformed: left out, as one without an id.
+      for (const item of list<T | null>(body, field)) if (typeof item?.id === "string") items.set(item.id, item);
       cursor = nextCursor(body);
       if (cursor === undefined) return [...items.values()];
     }
@@ -277,7 +294,11 @@ export function createVercelClient(options: VercelClientOptions) {
   }
 
   function projectPath(projectId: string, rest = ""): string {
-    return `/projects/${encodeURIComponent(projectId)}${rest}`;
+    return `/projects/${segment(projectId)}${rest}`;
+  }
+
+  function envPath(projectId: string, envId: string): string {
+    return projectPath(projectId, `/env/${segment(envId)}`);
   }
 
   return {
@@ -346,11 +367,11 @@ export function createVercelClient(options: VercelClientOptions) {
 
     /** One var's readable value, or undefined when Vercel will not return it (sensitive). */
     async readEnvValue(token: string, teamId: string | null, projectId: string, envId: string): Promise<string | undefined> {
-      const { body } = await call(
-        "GET",
-        apiUrl(`/v1${projectPath(projectId, `/env/${encodeURIComponent(envId)}`)}`, { teamId: teamId ?? undefined }),
-        { token, idempotent: true, label: "GET /v1/projects/:id/env/:envId" },
-      );
+      const { body } = await call("GET", apiUrl(`/v1${envPath(projectId, envId)}`, { teamId: teamId ?? undefined }), {
+        token,
+        idempotent: true,
+        label: "GET /v1/projects/:id/env/:envId",
+      });
       const envVar = body as VercelEnvVar | null;
       return envVar && (envVar.decrypted === true || envVar.type === "plain") && typeof envVar.value === "string"
         ? envVar.value
@@ -399,7 +420,7 @@ export function createVercelClient(options: VercelClientOptions) {
       value: string,
       encrypt = false,
     ): Promise<void> {
-      await call("PATCH", apiUrl(`/v9${projectPath(projectId, `/env/${encodeURIComponent(envId)}`)}`, { teamId: teamId ?? undefined }), {
+      await call("PATCH", apiUrl(`/v9${envPath(projectId, envId)}`, { teamId: teamId ?? undefined }), {
         token,
         body: encrypt ? { value, type: "encrypted" } : { value },
         idempotent: true,
@@ -409,7 +430,7 @@ export function createVercelClient(options: VercelClientOptions) {
 
     async deleteEnvVar(token: string, teamId: string | null, projectId: string, envId: string): Promise<void> {
       try {
-        await call("DELETE", apiUrl(`/v9${projectPath(projectId, `/env/${encodeURIComponent(envId)}`)}`, { teamId: teamId ?? undefined }), {
+        await call("DELETE", apiUrl(`/v9${envPath(projectId, envId)}`, { teamId: teamId ?? undefined }), {
           token,
           idempotent: true,
           label: "DELETE /v9/projects/:id/env/:envId",

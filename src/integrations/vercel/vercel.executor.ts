@@ -6,7 +6,7 @@ import { safeEqual } from "../../core/crypto.ts";
 import { loggedMessage } from "../../core/error-text.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
-import { type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
+import { SHUTDOWN, type VercelClient, type VercelEnvVar, VercelError } from "./vercel.client.ts";
 import {
   CLAIM_PREFIX,
   CREATE_UNANSWERED,
@@ -109,12 +109,11 @@ export type SyncFailureKind =
   /** Linked to another Vercel project while the run was under way: it stops before it creates anything in the old one. */
   | "relinked"
   /** Reconnected with a new token while the run was under way: the old one is used for nothing more. */
-  | "reconnected";
+  | "reconnected"
+  /** The server began to close while the run was under way: its calls to Vercel were cut. */
+  | "interrupted";
 
-export const SYNC_ERRORS: Record<
-  Exclude<SyncFailureKind, "lease-lost"> | "interrupted" | "hook-missing" | "hook-failed" | "stale-key",
-  string
-> = {
+export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "hook-missing" | "hook-failed" | "stale-key", string> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
   unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",
   refused: "Vercel refused a request of the sync. Check the linked project at Vercel, then try the sync again.",
@@ -124,7 +123,7 @@ export const SYNC_ERRORS: Record<
   paused:
     "Vercel syncing is paused: the person who connected it no longer manages this project's integrations. An admin or the owner must reconnect Vercel with their own access token.",
   interrupted: "The server stopped while a sync was running. Run the sync again.",
-  relinked: "The linked Vercel project changed while the sync ran. The sync that follows sends the changes to the project linked now.",
+  relinked: "The Vercel link changed while the sync ran. The sync that follows sends the changes as the link is now.",
   reconnected: "Vercel was reconnected while the sync ran. The sync that follows uses the new token.",
   "hook-missing": "Vercel did not find the deploy hook. Add a new deploy hook URL.",
   "hook-failed": "The deploy hook call failed. Try the redeploy again.",
@@ -499,8 +498,6 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
 
   /** One run's calls to Vercel; true when a key failed in a way that leaves a stale value there (or was never read). */
   async function syncAll(row: IntegrationRow, summary: SyncSummary, varChanges: VarChange[], lease: RunLease): Promise<boolean> {
-    const projectId = row.projectId;
-    let leftStale = false;
     let token: string;
     try {
       token = await openToken(vault, row);
@@ -508,6 +505,28 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       if (error instanceof DecryptError) throw new SyncFailure("token-unreadable");
       throw error;
     }
+    try {
+      return await syncAllWith(token, row, summary, varChanges, lease);
+    } catch (error) {
+      // Vercel refusing the old token or project after a reconnect or a new link: the
+      // change is what stopped the run, not the refusal (the new token may be fine).
+      if (error instanceof VercelError) {
+        const stop = await stopReason(await repo.find(row.projectId), row, lease, token);
+        if (stop) throw new SyncFailure(stop);
+      }
+      throw error;
+    }
+  }
+
+  async function syncAllWith(
+    token: string,
+    row: IntegrationRow,
+    summary: SyncSummary,
+    varChanges: VarChange[],
+    lease: RunLease,
+  ): Promise<boolean> {
+    const projectId = row.projectId;
+    let leftStale = false;
     const hostProjectId = row.hostProjectId!;
     const teamId = row.teamId;
     /**
@@ -714,8 +733,10 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
   /**
    * Why a run must stop, judged from the connection as stored now (`current`) against the row
    * it started from and the token it uses: its lease taken over or the connection gone
-   * (lease-lost), another project linked, syncing paused, or another token saved. A token
-   * only encrypted again (rotate-key does that under running servers) is the same token.
+   * (lease-lost), the link changed (another project or team, other mappings or conflict
+   * policy: the run would write what nobody asks for any more), syncing paused, or another
+   * token saved. A token only encrypted again (rotate-key does that under running servers)
+   * is the same token.
    */
   async function stopReason(
     current: IntegrationRow | undefined,
@@ -729,7 +750,12 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       current.syncOwner === owner &&
       current.createdAt === row.createdAt;
     if (!isStillOurs) return "lease-lost";
-    if (current.hostProjectId !== row.hostProjectId) return "relinked";
+    const isSameLink =
+      current.hostProjectId === row.hostProjectId &&
+      current.teamId === row.teamId &&
+      current.mappings === row.mappings &&
+      current.conflictPolicy === row.conflictPolicy;
+    if (!isSameLink) return "relinked";
     if (current.pausedAt != null) return "paused";
     if (!current.tokenCiphertext.equals(row.tokenCiphertext) && !(await holdsToken(current, token))) return "reconnected";
     return undefined;
@@ -848,7 +874,7 @@ function failureOf(error: unknown): SyncFailureKind {
   if (error instanceof VercelError) {
     if (error.failure === "rejected") return "rejected";
     if (error.failure === "scope" || error.failure === "not_found") return "project-gone";
-    if (error.failure === "unavailable") return "unavailable";
+    if (error.failure === "unavailable") return error.code === SHUTDOWN ? "interrupted" : "unavailable";
     // Another 4xx (400, 402, 409, 413, 422) for the run itself, not for one key: Vercel's
     // answer, not a fault of this server.
     if (error.failure === "invalid") return "refused";

@@ -32,7 +32,13 @@ const Connect = z.strictObject({
 });
 
 const Link = z.strictObject({
-  hostProjectId: z.string().trim().min(1).max(200),
+  hostProjectId: z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    // It becomes a path segment at Vercel: one that cannot be encoded or moves up the path names no project.
+    .refine((id) => id.isWellFormed() && id !== "." && id !== ".."),
   teamId: TeamId.optional(),
   mappings: z
     .record(z.string(), z.enum(TARGETS))

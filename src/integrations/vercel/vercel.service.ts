@@ -404,10 +404,14 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         case "paused":
           throw new HttpError(400, MESSAGES.paused);
         case "failed":
+          // Disconnected during the run: no sync follows, there is nothing linked to sync to.
+          if (outcome.failure === "lease-lost" && !(await repo.find(projectId))?.hostProjectId)
+            throw new HttpError(400, MESSAGES.linkFirst);
           // Another server process took the run over after this one stopped renewing its lease,
           // or the link or the token changed under it: either way a run that follows picks the changes up.
           if (outcome.failure === "lease-lost" || outcome.failure === "relinked" || outcome.failure === "reconnected")
             throw new HttpError(409, MESSAGES.busy);
+          if (outcome.failure === "interrupted") throw new HttpError(503, SYNC_ERRORS.interrupted);
           if (outcome.failure === "unavailable" || outcome.failure === "refused") throw new HttpError(502, SYNC_ERRORS[outcome.failure]);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
           throw new HttpError(400, SYNC_ERRORS[outcome.failure]);
