@@ -90,12 +90,25 @@ export async function startProvider(t: TestContext, redirectUri: string, account
   return fixture;
 }
 
+/**
+ * What a browser says of a navigation from `from` to `url`: the provider's redirect back to
+ * the callback is same-site here (another port of 127.0.0.1) and cross-site in real life;
+ * the server refuses both on the API, except on the OpenID Connect routes.
+ */
+function fetchSite(url: string, from: string | undefined): string {
+  if (from === undefined) return "none";
+  const [to, at] = [new URL(url), new URL(from)];
+  if (to.origin === at.origin) return "same-origin";
+  return to.hostname === at.hostname ? "same-site" : "cross-site";
+}
+
 /** One cookie jar for every origin (as a browser does on one host name), redirects by hand. */
 export class Browser {
   cookies = new Map<string, string>();
 
-  async get(url: string): Promise<Response> {
-    const headers: Record<string, string> = {};
+  /** `from`: the page that redirected here, which decides Sec-Fetch-Site as a browser would; none is a typed URL. */
+  async get(url: string, from?: string): Promise<Response> {
+    const headers: Record<string, string> = { "sec-fetch-site": fetchSite(url, from), "sec-fetch-mode": "navigate" };
     if (this.cookies.size > 0) headers.cookie = [...this.cookies].map(([k, v]) => `${k}=${v}`).join("; ");
     const res = await fetch(url, { headers, redirect: "manual" });
     storeCookies(this.cookies, res);
@@ -108,13 +121,15 @@ export class Browser {
    */
   async follow(url: string, stopAt?: (next: URL) => boolean): Promise<{ url: string; res: Response; location?: string }> {
     let current = url;
+    let from: string | undefined;
     for (let hops = 0; hops < 20; hops++) {
-      const res = await this.get(current);
+      const res = await this.get(current, from);
       const location = res.headers.get("location");
       if (res.status < 300 || res.status >= 400 || !location) return { url: current, res };
       const next = new URL(location, current);
       if (stopAt?.(next)) return { url: current, res, location: next.href };
       await res.arrayBuffer();
+      from = current;
       current = next.href;
     }
     throw new Error("too many redirects");

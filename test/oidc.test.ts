@@ -249,6 +249,30 @@ test("OIDC_ALLOWED_DOMAINS: other domains and unverified addresses are refused, 
   assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
 });
 
+test("OIDC: an address that only lower-cases to another person's (with the Kelvin sign) is kept as sent and matches none of their invitations", async (t) => {
+  const kelvin = { email: "\u212Aate@Example.com", email_verified: true, name: "Not Kate" };
+  const { provider, server } = await setup(t, {}, { ...ACCOUNTS, "kelvin-sub": kelvin });
+  const ownerBrowser = new Browser();
+  assert.equal(await signIn(server, ownerBrowser), `${server.origin}/projects`);
+  const owner = apiClient(server, ownerBrowser);
+  const project = await owner.createProject({ name: "kelvin", environments: ["development"] });
+  const invited = await owner.json("POST", `/api/projects/${project.id}/invitations`, { email: "kate@example.com", role: "member" });
+  assert.equal(invited.status, 201, JSON.stringify(invited.body));
+  // Nor can anyone invite the look-alike: it is not an address the invitation form takes.
+  const lookAlike = await owner.json("POST", `/api/projects/${project.id}/invitations`, { email: kelvin.email, role: "member" });
+  assert.equal(lookAlike.status, 400);
+
+  provider.loginAs = "kelvin-sub";
+  const browser = new Browser();
+  assert.equal(await signIn(server, browser), `${server.origin}/projects`);
+  const other = apiClient(server, browser);
+  assert.equal((await other.json("GET", "/api/auth/me")).body.user.email, "\u212Aate@example.com");
+  assert.deepEqual((await other.json("GET", "/api/invitations")).body, { emailVerified: true, invitations: [] });
+  const accept = await other.json("POST", `/api/invitations/${invited.body.invitation.id}/accept`);
+  assert.equal(accept.status, 404);
+  assert.equal((await other.json("GET", `/api/projects/${project.id}`)).status, 404);
+});
+
 test("OIDC: a cancelled sign-in at the provider says so", async (t) => {
   const { provider, server } = await setup(t);
   provider.deny = true;

@@ -54,6 +54,16 @@ export function nameKey(name: string): string {
     .toLowerCase();
 }
 
+/**
+ * An e-mail address as compared: trimmed, ASCII letters in lower case and nothing else
+ * folded. JavaScript's toLowerCase maps some other letters onto ASCII ones (the Kelvin sign
+ * to k), so an address a provider verified as someone's own would match another person's
+ * invitation. SQLite's lower() and PostgreSQL's on our "C" columns fold the same way.
+ */
+export function foldEmail(email: string): string {
+  return email.trim().replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+}
+
 /** True when a name shows something: not only spaces and characters that show nothing. */
 export function isVisibleName(name: string): boolean {
   return nameKey(name).trim().length > 0;

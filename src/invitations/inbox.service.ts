@@ -1,6 +1,7 @@
 import type { Caller } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
+import { foldEmail } from "../core/text.ts";
 import type { InvitationsRepo } from "./invitations.repo.ts";
 import { INVITATION_NOT_FOUND, type InvitationsService, type Memberships } from "./invitations.service.ts";
 
@@ -30,7 +31,7 @@ export type InboxService = ReturnType<typeof createInboxService>;
  */
 export function createInboxService({ repo, memberships, invitations, clock }: Deps) {
   function verifiedEmail(caller: Caller): string | undefined {
-    const email = caller.email?.trim().toLowerCase();
+    const email = caller.email ? foldEmail(caller.email) : undefined;
     return caller.emailVerified && email ? email : undefined;
   }
 
@@ -59,7 +60,7 @@ export function createInboxService({ repo, memberships, invitations, clock }: De
       const row = await invitations.findInvitation(invitationId);
       const email = verifiedEmail(caller);
       // Someone else's invitation looks like no invitation: ids cannot be probed.
-      if (!row || !email || row.email.toLowerCase() !== email) throw new HttpError(404, INVITATION_NOT_FOUND);
+      if (!row || !email || foldEmail(row.email) !== email) throw new HttpError(404, INVITATION_NOT_FOUND);
       return invitations.acceptInvitation(caller, row);
     },
   };

@@ -5,12 +5,13 @@ import { type AccessGuard, ASSIGNABLE_ROLES, ENVIRONMENTS } from "../core/access
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
+import { foldEmail } from "../core/text.ts";
 import type { InvitationsService } from "./invitations.service.ts";
 
 const AssignableRole = z.enum(ASSIGNABLE_ROLES);
 
 const NewInvitation = z.strictObject({
-  email: z.string().trim().toLowerCase().max(254).pipe(z.email()).describe("Up to 254 characters"),
+  email: z.string().max(254).transform(foldEmail).pipe(z.email()).describe("Up to 254 characters"),
   role: AssignableRole,
   environments: z
     .array(z.enum(ENVIRONMENTS))

@@ -8,6 +8,7 @@ import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
+import { foldEmail } from "../core/text.ts";
 import type { InvitationMailer } from "./invitation-mail.ts";
 import type { InvitationRow, InvitationsRepo } from "./invitations.repo.ts";
 
@@ -141,8 +142,8 @@ export function createInvitationsService({ db, repo, memberships, context, acces
   ): Promise<{ projectId: string; role: AssignableRole }> {
     return writeTransaction(db, async () => {
       // The e-mail check comes first: someone else learns nothing about the invitation's state.
-      const callerEmail = caller.email?.trim().toLowerCase();
-      if (!caller.emailVerified || !callerEmail || callerEmail !== invitation.email.toLowerCase()) {
+      const callerEmail = caller.email ? foldEmail(caller.email) : undefined;
+      if (!caller.emailVerified || !callerEmail || callerEmail !== foldEmail(invitation.email)) {
         throw new HttpError(403, INVITATION_OTHER_EMAIL);
       }
       // Read again inside the write lock: a concurrent accept or a revoke may have won.

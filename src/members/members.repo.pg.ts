@@ -1,5 +1,6 @@
 import type { Environment, Role } from "../core/access.ts";
 import { type PgStore, pgRow, pgRows, pgRun } from "../core/postgres.ts";
+import { foldEmail } from "../core/text.ts";
 import type { EnvironmentGrantCount, MemberRow, MembersRepo } from "./members.repo.ts";
 
 const MEMBER_COLUMNS = `m.user_id AS "userId", u.email, u.name, m.role, m.created_at AS "createdAt"`;
@@ -87,7 +88,7 @@ export function createMembersRepoPg(store: PgStore): MembersRepo {
       const row = await pgRow(
         store,
         "SELECT 1 FROM memberships m JOIN users u ON u.id = m.user_id WHERE m.project_id = $1 AND lower(u.email) = $2 LIMIT 1",
-        [projectId, email.toLowerCase()],
+        [projectId, foldEmail(email)],
       );
       return row !== undefined;
     },

@@ -3,6 +3,7 @@ import type { Environment, Role } from "../core/access.ts";
 import { type Db, guard } from "../core/db.ts";
 import { environmentGrants, memberships, users } from "../core/schema.ts";
 import { isPostgres, type Store } from "../core/store.ts";
+import { foldEmail } from "../core/text.ts";
 import { createMembersRepoPg } from "./members.repo.pg.ts";
 
 export interface MemberRow {
@@ -132,7 +133,7 @@ function createMembersRepoSqlite(db: Db) {
         .select({ userId: memberships.userId })
         .from(memberships)
         .innerJoin(users, eq(users.id, memberships.userId))
-        .where(and(eq(memberships.projectId, projectId), sql`lower(${users.email}) = ${email.toLowerCase()}`))
+        .where(and(eq(memberships.projectId, projectId), sql`lower(${users.email}) = ${foldEmail(email)}`))
         .get();
       return row !== undefined;
     },

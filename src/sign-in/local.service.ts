@@ -4,7 +4,7 @@ import type { Config } from "../core/config.ts";
 import { hashToken, type Keyring, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
-import { isSingleLine } from "../core/text.ts";
+import { foldEmail, isSingleLine, plural } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
 import { hashPassword, isCurrentHash, verifyPassword, withPasswordCapacity } from "./passwords.ts";
@@ -133,18 +133,18 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     // No account's address holds a control character (accounts are made from checked
     // addresses), and PostgreSQL refuses a NUL as a parameter: a 500 instead of the 401.
     if (!isSingleLine(email)) return Promise.resolve(undefined);
-    return users.findByIdentity(LOCAL_ISSUER, email.toLowerCase());
+    return users.findByIdentity(LOCAL_ISSUER, foldEmail(email));
   }
 
   async function checkSignIn(email: string, password: string, network: string): Promise<UserRow> {
-    const normalized = email.trim().toLowerCase();
+    const normalized = foldEmail(email);
     const account = keyring.pseudonym(`sign-in account ${normalized}`);
     const pair = keyring.pseudonym(`sign-in network ${network}`);
     const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
     if (retryInSeconds > 0) {
       throw new HttpError(
         429,
-        `Too many failed sign-ins for this account. Try again in ${Math.ceil(retryInSeconds / 60)} minutes.`,
+        `Too many failed sign-ins for this account. Try again in ${plural(Math.ceil(retryInSeconds / 60), "minute")}.`,
         undefined,
         { "retry-after": String(retryInSeconds) },
       );
@@ -176,7 +176,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
 
     /** Creates an account without a password and returns the link to set one. */
     addUser(email: string, name: string | null): Promise<{ user: UserRow; link: IssuedLink }> {
-      const normalized = email.trim().toLowerCase();
+      const normalized = foldEmail(email);
       return writeTransaction(db, async () => {
         if (await findLocalUser(normalized)) {
           throw new HttpError(
@@ -193,7 +193,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     },
 
     resetPassword(email: string): Promise<{ user: UserRow; link: IssuedLink }> {
-      const normalized = email.trim().toLowerCase();
+      const normalized = foldEmail(email);
       return writeTransaction(db, async () => {
         const user = await findLocalUser(normalized);
         if (!user) throw new HttpError(404, `No local account has the e-mail ${normalized}.`);
@@ -222,7 +222,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
         if (link.purpose === "setup") {
           // Two setup links, or a `users add` in between, must not yield a second first account.
           if ((await users.countByIssuer(LOCAL_ISSUER)) > 0) throw new HttpError(410, SETUP_DONE);
-          const email = input.email!.trim().toLowerCase();
+          const email = foldEmail(input.email!);
           userId = (
             await users.upsertIdentity({ issuer: LOCAL_ISSUER, subject: email, email, emailVerified: true, name: input.name ?? null }, now)
           ).id;

@@ -4,7 +4,7 @@ import type { Clock } from "../core/clock.ts";
 import { type Config, ConfigError } from "../core/config.ts";
 import { safeEqual } from "../core/crypto.ts";
 import { isLoopbackHost } from "../core/loopback.ts";
-import { displayName, isSingleLine } from "../core/text.ts";
+import { displayName, foldEmail, isSingleLine } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { SignInErrorCode } from "./sign-in-errors.ts";
 
@@ -179,7 +179,7 @@ export async function createOidcService({ config, clock, users, log }: Deps) {
       }
       const email =
         typeof profile.email === "string" && profile.email.includes("@") && profile.email.length <= 254 && isSingleLine(profile.email)
-          ? profile.email.toLowerCase()
+          ? foldEmail(profile.email)
           : null;
       // Some providers send the claim as the string "true".
       const emailVerified = email !== null && (profile.email_verified === true || profile.email_verified === "true");

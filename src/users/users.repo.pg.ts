@@ -2,6 +2,7 @@ import crypto from "node:crypto";
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { PgStore } from "../core/postgres.ts";
 import { users } from "../core/schema.pg.ts";
+import { foldEmail } from "../core/text.ts";
 import type { UsersRepo } from "./users.repo.ts";
 
 /** users.repo.ts on PostgreSQL: the same statements through drizzle, the same rows. */
@@ -62,7 +63,7 @@ export function createUsersRepoPg(store: PgStore): UsersRepo {
       return db
         .select()
         .from(users)
-        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
+        .where(sql`lower(${users.email}) = ${foldEmail(email)}`)
         .orderBy(asc(users.createdAt), asc(users.id));
     },
 

@@ -3,6 +3,7 @@ import { and, asc, eq, sql } from "drizzle-orm";
 import { type Db, guard } from "../core/db.ts";
 import { users } from "../core/schema.ts";
 import { isPostgres, type Store } from "../core/store.ts";
+import { foldEmail } from "../core/text.ts";
 import { createUsersRepoPg } from "./users.repo.pg.ts";
 
 export type UserRow = typeof users.$inferSelect;
@@ -69,7 +70,7 @@ function createUsersRepoSqlite(db: Db) {
       return db
         .select()
         .from(users)
-        .where(sql`lower(${users.email}) = ${email.toLowerCase()}`)
+        .where(sql`lower(${users.email}) = ${foldEmail(email)}`)
         .orderBy(asc(users.createdAt), asc(users.id))
         .all();
     },

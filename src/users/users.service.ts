@@ -1,6 +1,7 @@
 import type { Clock } from "../core/clock.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
+import { foldEmail } from "../core/text.ts";
 import type { Identity, UserRow, UsersRepo } from "./users.repo.ts";
 
 export type { UserRow } from "./users.repo.ts";
@@ -45,7 +46,7 @@ export type UsersService = ReturnType<typeof createUsersService>;
 export function createUsersService({ db, users, browserSessions, cliSessions, accountLinks, clock, onDisabled }: Deps) {
   async function matching(email: string): Promise<UserRow[]> {
     const rows = await users.listByEmail(email.trim());
-    if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${email.trim().toLowerCase()}.`);
+    if (rows.length === 0) throw new HttpError(404, `No user has the e-mail ${foldEmail(email)}.`);
     return rows;
   }
 
