@@ -414,6 +414,28 @@ test("logout ends the session and is idempotent", async (t) => {
   // A browser session calling logout keeps its own session.
   assert.deepEqual((await alice.json("POST", "/api/cli/auth/logout")).body, { ok: true });
   assert.equal((await alice.json("GET", "/api/cli/sessions")).status, 200);
+
+  // The ended session stays on record for 30 days, its tokens do not; then a device start deletes it.
+  const live = await cliLogin(server, alice, "desktop");
+  await startDevice(server);
+  assert.deepEqual(
+    storedRows(server, "cli_sessions").map((r) => [r.device_name, r.revoked_at !== null]),
+    [
+      ["laptop", true],
+      ["desktop", false],
+    ],
+  );
+  assert.equal(rowCount(server, "cli_tokens"), 2, "the live session's pair only");
+  server.clock.advance(29 * 24 * 60 * MINUTE);
+  assert.equal((await refresh(server, live.refreshToken)).status, 200, "the live one is kept alive");
+  await startDevice(server);
+  assert.equal(rowCount(server, "cli_sessions"), 2);
+  server.clock.advance(2 * 24 * 60 * MINUTE);
+  await startDevice(server);
+  assert.deepEqual(
+    storedRows(server, "cli_sessions").map((r) => r.device_name),
+    ["desktop"],
+  );
 });
 
 test("sessions: list without token material, revoke one, revoke all, never another user's", async (t) => {

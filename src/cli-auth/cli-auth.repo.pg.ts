@@ -121,7 +121,8 @@ export function createCliAuthRepoPg(store: PgStore): CliAuthRepo {
       return result.rowCount ?? 0;
     },
 
-    async deleteDeadTokens(nowIso) {
+    async deleteDeadTokens(nowIso, keptUntilIso) {
+      await db.delete(cliSessions).where(sql`${cliSessions.revokedAt} <= ${keptUntilIso} OR ${cliSessions.expiresAt} <= ${keptUntilIso}`);
       await db
         .delete(cliTokens)
         .where(

@@ -156,9 +156,12 @@ function createCliAuthRepoSqlite(db: Db) {
      * Token rows of ended sessions, and expired tokens of live ones (a session refreshed every
      * hour for a year would keep 17,000), are dead weight: presented, either answers 401 as an
      * unknown one does. Not a used refresh token of a live session: presented again, it must
-     * still end the session, however old. The session row itself stays for the record.
+     * still end the session, however old. The session row itself stays for the record
+     * (device name, when it began and ended) until `keptUntilIso`: then it goes, or every
+     * device start would scan all the sessions there ever were.
      */
-    deleteDeadTokens(nowIso: string): void {
+    deleteDeadTokens(nowIso: string, keptUntilIso: string): void {
+      db.delete(cliSessions).where(sql`${cliSessions.revokedAt} <= ${keptUntilIso} OR ${cliSessions.expiresAt} <= ${keptUntilIso}`).run();
       db.delete(cliTokens)
         .where(
           sql`${cliTokens.sessionId} IN (SELECT ${cliSessions.id} FROM ${cliSessions} WHERE ${cliSessions.revokedAt} IS NOT NULL OR ${cliSessions.expiresAt} <= ${nowIso}) OR (${cliTokens.expiresAt} <= ${nowIso} AND (${cliTokens.kind} = 'access' OR ${cliTokens.usedAt} IS NULL))`,

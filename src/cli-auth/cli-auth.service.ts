@@ -22,6 +22,8 @@ const USER_CODE_ATTEMPTS = 10;
 // A poll that arrives this much early still counts as on time: timers and networks jitter.
 const POLL_TOLERANCE_MS = 500;
 const DAY_MS = 24 * 60 * 60 * 1000;
+/** How long a revoked or expired CLI session stays on record before a device start deletes it. */
+const ENDED_SESSIONS_KEPT_MS = 30 * DAY_MS;
 
 export const INVALID_DEVICE_CODE = "Invalid device code.";
 const INVALID_USER_CODE = "That code is invalid or has expired.";
@@ -142,7 +144,7 @@ export function createCliAuthService({ db, repo, users, clock, config, log }: De
         const now = clock.now();
         const nowIso = now.toISOString();
         await repo.deleteDeviceRequestsExpiredBefore(new Date(now.getTime() - DAY_MS).toISOString());
-        await repo.deleteDeadTokens(nowIso);
+        await repo.deleteDeadTokens(nowIso, new Date(now.getTime() - ENDED_SESSIONS_KEPT_MS).toISOString());
         // Two pending requests must never share a code, or one approval could sign in the wrong terminal.
         for (let attempt = 0; attempt < USER_CODE_ATTEMPTS; attempt++) {
           const candidate = newUserCode();
