@@ -1,4 +1,4 @@
-// The HTTP client of the CLI and of the server's workload-identity fetches. node:http and
+// The HTTP client of the CLI and of the server's outside calls (workload identity, Vercel). node:http and
 // node:https rather than fetch: fetch's first call loads undici, 50–75 ms of every CLI command
 // (a loopback GET took 70–95 ms through fetch and 17–21 ms through http.get in a fresh
 // process), for nothing either user needs. What they relied on from fetch stays: a
@@ -35,10 +35,23 @@ export const MAX_ANSWER_BYTES = 128 * 1024 * 1024;
 
 export function httpRequest(
   url: string,
-  options: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs: number; maxBytes?: number },
+  options: {
+    method?: string;
+    headers?: Record<string, string>;
+    body?: string;
+    timeoutMs: number;
+    maxBytes?: number;
+    /** Cuts the request (HttpFailure ABORTED), where it is: a server that is closing. */
+    signal?: AbortSignal;
+  },
 ): Promise<HttpAnswer> {
   const maxBytes = options.maxBytes ?? MAX_ANSWER_BYTES;
+  const { signal } = options;
   return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(aborted());
+      return;
+    }
     let target: URL;
     try {
       target = new URL(url);
@@ -85,7 +98,7 @@ export function httpRequest(
       });
       response.on("error", (error) => fail(error));
       response.on("end", () => {
-        clearTimeout(timer);
+        settle();
         const text = Buffer.concat(chunks).toString("utf8");
         resolve({
           status,
@@ -97,11 +110,17 @@ export function httpRequest(
         });
       });
     });
-    const fail = (error: Error) => {
+    const onAbort = () => fail(aborted());
+    const settle = () => {
       clearTimeout(timer);
+      signal?.removeEventListener("abort", onAbort);
+    };
+    const fail = (error: Error) => {
+      settle();
       request.destroy();
       reject(error);
     };
+    signal?.addEventListener("abort", onAbort, { once: true });
     // The whole exchange, not only the connection: a server that stalls mid-answer fails too.
     timer = setTimeout(
       () => fail(new HttpFailure("TIMEOUT", `no answer within ${Math.round(options.timeoutMs / 1000)} s`)),
@@ -110,6 +129,10 @@ export function httpRequest(
     request.on("error", (error) => fail(error));
     request.end(options.body);
   });
+}
+
+function aborted(): HttpFailure {
+  return new HttpFailure("ABORTED", "the request was cut short");
 }
 
 function formatSize(bytes: number): string {

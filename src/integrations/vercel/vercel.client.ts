@@ -1,4 +1,5 @@
 import type { Logger } from "pino";
+import { type HttpAnswer, HttpFailure, httpRequest } from "../../core/http-client.ts";
 
 // A small client of the Vercel REST API (the parts the sync needs). Every URL is built
 // from VERCEL_API_URL; deploy hooks are checked against that same host before they are
@@ -150,8 +151,8 @@ export function createVercelClient(options: VercelClientOptions) {
    * window's end, `X-RateLimit-Reset` or the body's `error.limit.reset` (epoch seconds).
    * Without any of them the backoff alone would spend every attempt within seconds.
    */
-  function rateLimitWaitMs(headers: Headers, body: unknown): number | undefined {
-    const retryAfter = headers.get("retry-after")?.trim();
+  function rateLimitWaitMs(answer: HttpAnswer, body: unknown): number | undefined {
+    const retryAfter = answer.header("retry-after")?.trim();
     if (retryAfter) {
       const seconds = Number(retryAfter);
       if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
@@ -159,7 +160,7 @@ export function createVercelClient(options: VercelClientOptions) {
       if (!Number.isNaN(date)) return Math.max(0, date - Date.now());
     }
     const reset = Number(
-      headers.get("x-ratelimit-reset")?.trim() || (body as { error?: { limit?: { reset?: unknown } } } | null)?.error?.limit?.reset,
+      answer.header("x-ratelimit-reset")?.trim() || (body as { error?: { limit?: { reset?: unknown } } } | null)?.error?.limit?.reset,
     );
     if (Number.isFinite(reset) && reset > 0) return Math.max(0, reset * 1000 - Date.now());
     return undefined;
@@ -195,24 +196,25 @@ export function createVercelClient(options: VercelClientOptions) {
         const headers: Record<string, string> = {};
         if (call.token !== undefined) headers.authorization = `Bearer ${call.token}`;
         if (call.body !== undefined) headers["content-type"] = "application/json";
-        const res = await fetch(url, {
+        // A redirect could point anywhere: httpRequest follows none. An answer is read no
+        // further than MAX_ANSWER_BYTES, announced or counted as it arrives.
+        const res = await httpRequest(url.href, {
           method,
           headers,
           body: call.body === undefined ? undefined : JSON.stringify(call.body),
-          // A redirect could point anywhere: follow none.
-          redirect: "manual",
-          signal: AbortSignal.any([options.shutdown, AbortSignal.timeout(timeoutMs)]),
+          timeoutMs,
+          maxBytes: MAX_ANSWER_BYTES,
+          signal: options.shutdown,
         });
         status = res.status;
-        const text = await answerText(res);
         try {
-          body = text ? JSON.parse(text) : null;
+          body = res.text ? JSON.parse(res.text) : null;
         } catch {
           body = null;
         }
         if (status >= 200 && status < 300) return { status, body };
         if (status === 429) {
-          waitMs = rateLimitWaitMs(res.headers, body);
+          waitMs = rateLimitWaitMs(res, body);
           if (waitMs !== undefined && waitMs > MAX_RETRY_AFTER_SECONDS * 1000) throw new VercelError("unavailable", status, "rate_limited");
         } else if (status < 500 || !call.idempotent) {
           throw status >= 300 && status < 400 ? new VercelError("unavailable", status) : classify(status, body);
@@ -220,6 +222,9 @@ export function createVercelClient(options: VercelClientOptions) {
       } catch (error) {
         if (error instanceof VercelError) throw error;
         if (options.shutdown.aborted) throw stopping();
+        // Neither is a passing fault: asking again would get the same.
+        if (error instanceof HttpFailure && error.code === "TOO_LARGE") throw new VercelError("unavailable", 0, "too_large");
+        if (error instanceof HttpFailure && error.code === "REDIRECT") throw new VercelError("unavailable", 0, "redirect");
         if (!call.idempotent) throw new VercelError("unavailable", 0);
         // Network error or timeout: retried below like a 5xx.
       }
@@ -233,26 +238,6 @@ export function createVercelClient(options: VercelClientOptions) {
       log.warn({ vercel: call.label, status, attempt, retryInMs: delay }, "Vercel request failed; retrying");
       await sleep(delay);
     }
-  }
-
-  /** The answer's text, read no further than MAX_ANSWER_BYTES, announced or counted as it arrives. */
-  async function answerText(res: Response): Promise<string> {
-    const tooLarge = () => new VercelError("unavailable", res.status, "too_large");
-    if (Number(res.headers.get("content-length")) > MAX_ANSWER_BYTES) {
-      await res.body?.cancel();
-      throw tooLarge();
-    }
-    if (!res.body) return "";
-    const decoder = new TextDecoder();
-    let text = "";
-    let received = 0;
-    // Leaving the loop by a throw cancels the stream, and with it the connection.
-    for await (const chunk of res.body) {
-      received += chunk.byteLength;
-      if (received > MAX_ANSWER_BYTES) throw tooLarge();
-      text += decoder.decode(chunk, { stream: true });
-    }
-    return text + decoder.decode();
   }
 
   function list<T>(body: unknown, field: string): T[] {
