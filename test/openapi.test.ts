@@ -198,6 +198,16 @@ test("/api/docs is the reference as one server-rendered page: every operation, n
   const css = await fetch(`${server.url}/api/docs/style.css`);
   assert.equal(css.status, 200);
   assert.equal(css.headers.get("content-type"), "text/css; charset=utf-8");
+  // Public: a link from another site (a wiki) opens them, as any page of the API refuses.
+  const client = server.client();
+  for (const path of ["/api/docs", "/api/docs/style.css", "/api/openapi.json"]) {
+    for (const site of ["cross-site", "same-site"]) {
+      const res = await client.request("GET", path, undefined, { "sec-fetch-site": site, "sec-fetch-mode": "navigate" });
+      assert.equal(res.status, 200, `${site} ${path}`);
+    }
+  }
+  const refused = await client.request("GET", "/api/projects", undefined, { "sec-fetch-site": "cross-site" });
+  assert.equal(refused.status, 403);
   assert.match(await css.text(), /\.operation/);
 });
 

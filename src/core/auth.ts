@@ -91,6 +91,18 @@ export function isApiRoute(req: FastifyRequest): boolean {
   return matchedRoute(req).startsWith("/api/");
 }
 
+/**
+ * API routes a page on another site may send a browser to: the OpenID provider's redirect
+ * back to the callback (by design), and the API reference, public and read by no one's
+ * credentials (a link to it from a wiki must open it).
+ */
+const CROSS_SITE_ROUTES = ["/api/auth/oidc/", "/api/docs", "/api/openapi.json"];
+
+function isCrossSiteRoute(req: FastifyRequest): boolean {
+  const route = matchedRoute(req);
+  return CROSS_SITE_ROUTES.some((prefix) => route.startsWith(prefix));
+}
+
 export function sessionCookieName(config: Pick<Config, "isProduction">): string {
   // __Host- binds the cookie to this exact origin over https, with no Domain attribute.
   return config.isProduction ? "__Host-secrets_session" : "secrets_session";
@@ -238,14 +250,10 @@ export function createAuth(
         // Origin guards writes; reads that reveal or export values are audited, so a link
         // on another site must not make a signed-in browser fetch them either. Browsers say
         // where a request comes from in Sec-Fetch-Site; the API is called by our own pages
-        // only ("same-origin"), or typed in the address bar ("none"). The OpenID provider's
-        // redirect back to the callback is the one cross-site arrival by design.
+        // only ("same-origin"), or typed in the address bar ("none"). The exceptions are
+        // CROSS_SITE_ROUTES.
         const fetchSite = req.headers["sec-fetch-site"];
-        if (
-          (fetchSite === "cross-site" || fetchSite === "same-site") &&
-          isApiRoute(req) &&
-          !matchedRoute(req).startsWith("/api/auth/oidc/")
-        ) {
+        if ((fetchSite === "cross-site" || fetchSite === "same-site") && isApiRoute(req) && !isCrossSiteRoute(req)) {
           throw new HttpError(403, "Cross-origin request refused.");
         }
         const token = req.cookies[cookieName];
