@@ -43,8 +43,8 @@ const SERVER_USAGE: Record<string, string> = {
 };
 
 function usageCheck(name: string, args: string[]): number | undefined {
-  const usage = SERVER_USAGE[name];
-  if (usage === undefined) return undefined;
+  if (!Object.hasOwn(SERVER_USAGE, name)) return undefined;
+  const usage = SERVER_USAGE[name]!;
   if (args.some(isHelpFlag)) {
     process.stdout.write(usage);
     return 0;
@@ -145,7 +145,9 @@ async function main(argv: string[]): Promise<void> {
     process.stderr.write(HELP);
     process.exit(2);
   }
-  const command = commands[name === "--help" || name === "-h" ? "help" : name === "--version" ? "version" : name];
+  const commandName = name === "--help" || name === "-h" ? "help" : name === "--version" ? "version" : name;
+  // Own keys only: "constructor" or "__proto__" is no command.
+  const command = Object.hasOwn(commands, commandName) ? commands[commandName] : undefined;
   if (!command) {
     process.stderr.write(`Unknown command "${name}". Run "secrets-server help" for the list.\n`);
     process.exit(2);
@@ -154,7 +156,7 @@ async function main(argv: string[]): Promise<void> {
   if (usage !== undefined) process.exit(usage);
   // Server commands create the database, its -wal/-shm, the key file, backups and the
   // addon cache: nothing they create is for other users. The CLI sets each file's mode itself.
-  if (!(name in cliCommands)) process.umask(0o077);
+  if (!Object.hasOwn(cliCommands, name)) process.umask(0o077);
   // `audit verify --help` would verify: every help flag asks for audit's usage.
   const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
   if (code < 0) return;

@@ -88,11 +88,25 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   });
   // The server refuses a token-shaped key too: checked before A_KEY is written.
   const tokenShaped = ["A_KEY=1", "OLD_svc_at_AAAAAAAAAAAAAAAAAAAAAAAA=2"];
-  for (const bad of [["A_KEY=1", "A_KEY=2"], ["A_KEY=1", "B_KEY"], ["9_KEY=1"], ["A_KEY=1", "--from-stdin"], tokenShaped]) {
+  // A value typed where a key goes, or with its key left out, is never repeated on stderr (a CI log).
+  const valueAsKey = ["A_KEY=1", "s3cret value here"];
+  const keyLeftOut = ["A_KEY=1", "=s3cret-value-here"];
+  for (const bad of [
+    ["A_KEY=1", "A_KEY=2"],
+    ["A_KEY=1", "B_KEY"],
+    ["9_KEY=1"],
+    ["A_KEY=1", "--from-stdin"],
+    tokenShaped,
+    valueAsKey,
+    keyLeftOut,
+  ]) {
     const refused = await cli(home, ["secrets", "set", ...bad, ...dev]);
     assert.equal(refused.code, 2, bad.join(" "));
-    if (bad === tokenShaped) assert.match(refused.stderr, /is not a valid key: it looks like a secrets-server token/);
+    assert.doesNotMatch(refused.stderr, /s3cret|svc_at_/, bad.join(" "));
+    if (bad === tokenShaped) assert.match(refused.stderr, /A key looks like a secrets-server token/);
+    if (bad === valueAsKey || bad === keyLeftOut) assert.match(refused.stderr, /^secrets-server: Argument 2 is not KEY=VALUE\./);
   }
+  assert.match((await cli(home, ["secrets", "set", "A_KEY=1", "B_KEY", ...dev])).stderr, /"B_KEY" is not KEY=VALUE/);
   assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), [
     "DEV_ONLY",
     "DIFF_TOKEN",

@@ -51,6 +51,36 @@ test("usage errors print our own usage with its line breaks, never U+FFFD", asyn
   }
 });
 
+test("a usage error is said before the link file, the sign-in or the server; no command name is a property of an object", async (t) => {
+  // Not signed in, and the server named cannot be reached: only the usage can answer.
+  const home = cliHome(t);
+  const target = ["--project", "web", "--env", "staging", "--server", "http://127.0.0.1:9"];
+  for (const args of [
+    ["secrets", "get", ...target],
+    ["secrets", "frobnicate", "K", ...target],
+    ["secrets", "list", "EXTRA", ...target],
+    ["secrets", "get", "K", "V", ...target],
+  ]) {
+    const result = await cli(home, args);
+    assert.equal(result.code, 2, `${args.join(" ")}: ${result.stderr}`);
+    assert.match(result.stderr, /Usage:\s+secrets-server secrets/, args.join(" "));
+  }
+  for (const name of ["__proto__", "constructor", "toString", "hasOwnProperty"]) {
+    const result = await cli(home, [name]);
+    assert.deepEqual([result.code, result.stderr], [2, `Unknown command "${name}". Run "secrets-server help" for the list.\n`], name);
+  }
+  for (const args of [
+    ["completion", "toString"],
+    ["completion", "__proto__"],
+    ["secrets", "list", "--env", "__proto__", "--project", "web"],
+    ["secrets", "list", "--env", "constructor", "--project", "web"],
+  ]) {
+    const result = await cli(home, args);
+    assert.equal(result.code, 2, `${args.join(" ")}: ${result.stderr}`);
+    assert.doesNotMatch(result.stderr, /unexpected error|at .*\.ts:\d+/, args.join(" "));
+  }
+});
+
 test("--help prints the usage, unless it comes after a key or value, where it is refused as a value starting with -", async (t) => {
   const { home, folder } = await linkedFolder(t);
   for (const args of [

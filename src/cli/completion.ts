@@ -53,7 +53,7 @@ let deadline = Number.POSITIVE_INFINITY;
 
 export async function completion(args: string[]): Promise<number> {
   const [shell, ...rest] = parseFlags(args, {}, COMPLETION_USAGE).positionals;
-  if (rest.length > 0 || !shell || !(shell in SCRIPTS)) throw new CliError(COMPLETION_USAGE, EXIT.usage);
+  if (rest.length > 0 || !shell || !Object.hasOwn(SCRIPTS, shell)) throw new CliError(COMPLETION_USAGE, EXIT.usage);
   process.stdout.write(SCRIPTS[shell as keyof typeof SCRIPTS]);
   return EXIT.ok;
 }
@@ -110,7 +110,7 @@ async function candidates(before: string[], current: string): Promise<string[]> 
   if (previous === "--env" || previous === "-e") return environmentsOf(before);
   if (previous === "--format") return [...CLI_EXPORT_FORMATS];
   if (FREE_VALUE.has(previous)) return [];
-  if (current.startsWith("-")) return FLAGS[command] ?? [];
+  if (current.startsWith("-")) return Object.hasOwn(FLAGS, command) ? FLAGS[command]! : [];
   // Positionals: the words that are neither flags nor a flag's value.
   const positionals = before.slice(1).filter((word, i, all) => !word.startsWith("-") && !(i > 0 && isValueFlag(all[i - 1]!)));
   if (command === "completion") return positionals.length === 0 ? ["bash", "zsh", "fish"] : [];

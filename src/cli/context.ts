@@ -165,7 +165,8 @@ function linkIsFor(link: LinkFile, server: string): boolean {
 }
 
 export function normalizeEnvironment(input: string): string {
-  const name = ENVIRONMENT_ALIASES[input.toLowerCase()] ?? input.toLowerCase();
+  const lower = input.toLowerCase();
+  const name = Object.hasOwn(ENVIRONMENT_ALIASES, lower) ? ENVIRONMENT_ALIASES[lower]! : lower;
   if (!(ENVIRONMENTS as readonly string[]).includes(name)) {
     throw new CliError(`Unknown environment "${printable(input)}". Use development, staging or production.`, EXIT.usage);
   }

@@ -64,13 +64,13 @@ async function secretsByKey(api: Api, base: string): Promise<Map<string, SecretM
 
 /** KEY=VALUE arguments, split at the first `=` (a key has none); a key given twice is refused. */
 function parseAssignments(args: string[], usage: string): { key: string; value: string }[] {
-  const entries = args.map((arg) => {
+  const entries = args.map((arg, i) => {
     const eq = arg.indexOf("=");
-    if (eq <= 0)
-      throw new CliError(
-        `"${printable(arg)}" is not KEY=VALUE. Give every secret as KEY=VALUE, or one as KEY VALUE.\n\n${usage}`,
-        EXIT.usage,
-      );
+    if (eq <= 0) {
+      // Quoted only when it is a key: anything else may be a value, which stays off the screen and out of CI logs.
+      const which = isSecretKey(arg) ? `"${arg}"` : `Argument ${i + 1}`;
+      throw new CliError(`${which} is not KEY=VALUE. Give every secret as KEY=VALUE, or one as KEY VALUE.\n\n${usage}`, EXIT.usage);
+    }
     return { key: arg.slice(0, eq), value: arg.slice(eq + 1) };
   });
   const seen = new Set<string>();
@@ -91,7 +91,7 @@ function invalidEntries(entries: { key: string; value?: string }[]): string[] {
     if (!isSecretKey(key)) {
       problems.push(
         looksLikeToken(key)
-          ? `"${printable(key)}" is not a valid key: it looks like a secrets-server token (svc_…_), which the server refuses in keys`
+          ? "A key looks like a secrets-server token (svc_…_), which the server refuses in keys (key and value swapped?); it is not shown"
           : `"${printable(key)}" is not a valid key: use letters, digits and _, not starting with a digit ([A-Za-z_][A-Za-z0-9_]*), at most ${MAX_KEY_LENGTH} characters`,
       );
     } else if (value !== undefined && value.length === 0) {

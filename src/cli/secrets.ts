@@ -147,12 +147,16 @@ export async function secrets(args: string[]): Promise<number> {
   if (action === "diff") return diffEnvironments(values, positionals.slice(1), SECRETS_USAGE);
   if (action === "set" || action === "import" || action === "delete")
     return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
+  // A wrong action or a missing key is said at once, before the link file, the sign-in and the server.
+  const isList = action === "list" && key === undefined;
+  const isGet = action === "get" && key !== undefined && value === undefined;
+  if (!isList && !isGet) throw new CliError(SECRETS_USAGE, EXIT.usage);
   const target = resolveTarget(values);
   const { api } = target;
   const { projectId, projectName, environment } = await locate(target);
   const base = environmentPath(projectId, environment);
 
-  if (action === "list" && !key) {
+  if (isList) {
     // By key, as `env | sort` would: the API lists the most recently changed first.
     const list = (await listSecrets(api, base)).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
     if (values.json) process.stdout.write(`${JSON.stringify(list, null, 2)}\n`);
@@ -174,7 +178,7 @@ export async function secrets(args: string[]): Promise<number> {
     return EXIT.ok;
   }
 
-  if (action === "get" && key && value === undefined) {
+  if (isGet) {
     const list = await listSecrets(api, base);
     const meta = list.find((s) => s.key === key);
     if (!meta) {
@@ -190,11 +194,12 @@ export async function secrets(args: string[]): Promise<number> {
       "GET",
       `${base}/secrets/${encodeURIComponent(meta.id)}`,
     );
+    // A script takes what is printed for the value: never "null" or "undefined".
+    if (typeof secret?.value !== "string")
+      throw new CliError(`${target.server} sent no value for ${printable(key!)}: nothing was printed.`, EXIT.failed);
     process.stdout.write(values.json ? `${JSON.stringify(secret)}\n` : `${secret.value}\n`);
-    return EXIT.ok;
   }
-
-  throw new CliError(SECRETS_USAGE, EXIT.usage);
+  return EXIT.ok;
 }
 
 /**
