@@ -728,6 +728,12 @@ test("export --output writes a new 0600 file in one step: a planted file or syml
   assert.equal(fs.statSync(target).mode & 0o777, 0o600);
   assert.match(fs.readFileSync(target, "utf8"), /^TOKEN=/m);
   assert.deepEqual(fs.readdirSync(folder), [".env"], "no temporary file left behind");
+
+  // A folder that is not there: one clear line and exit 1, not an unexpected error.
+  const missing = path.join(folder, "no-such-folder", ".env");
+  const refused = await cli(home, ["export", "--project", "api", "--env", "development", "--output", missing]);
+  assert.equal(refused.code, 1, refused.stderr);
+  assert.equal(refused.stderr.split("\n").at(-2), `secrets-server: Cannot write ${missing}: ENOENT. Nothing was written.`);
 });
 
 test("export --format shell, docker and yaml: the server's writers, 0600 files, run's rule for names with --allow-env, docker refusals naming keys", async (t) => {

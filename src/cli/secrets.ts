@@ -367,7 +367,12 @@ export async function exportSecrets(args: string[]): Promise<number> {
   }
   if (values.output) {
     // Secrets on disk: readable by the owner only, written in one step.
-    writeFileAtomically(path.resolve(values.output), text, 0o600);
+    try {
+      writeFileAtomically(path.resolve(values.output), text, 0o600);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      throw new CliError(`Cannot write ${printable(values.output)}: ${code}. Nothing was written.`, EXIT.failed);
+    }
     process.stderr.write(`Wrote ${written} secret${written === 1 ? "" : "s"} to ${values.output}.\n`);
   } else {
     process.stdout.write(text);
