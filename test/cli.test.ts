@@ -432,6 +432,29 @@ test("link remembers project and environment for the folder", async (t) => {
   });
   assert.equal(ran.code, 0, ran.stderr);
   assert.equal(ran.stdout, "hello");
+
+  // A damaged link file above the folder is reported, unless everything is named anyway.
+  const outside = path.join(home.dir, "outside");
+  fs.mkdirSync(path.join(outside, "work"), { recursive: true });
+  fs.writeFileSync(path.join(outside, ".secrets-server.json"), "{ not json");
+  const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT)"];
+  const damaged = await cli(home, ["run", ...print], { cwd: path.join(outside, "work") });
+  assert.equal(damaged.code, 2, damaged.stderr);
+  assert.match(damaged.stderr, /is not a valid link file/);
+  const named = ["--project", "web", "--env", "staging", "--server", server.url];
+  const allNamed = await cli(home, ["run", ...named, ...print], { cwd: path.join(outside, "work") });
+  assert.deepEqual([allNamed.code, allNamed.stdout], [0, "hello"], allNamed.stderr);
+
+  // Another user's link file (planted in a shared folder above this one) is not followed.
+  if (process.getuid?.() !== 0) return t.diagnostic("handing a file to another user needs root: not checked");
+  fs.copyFileSync(path.join(folder, ".secrets-server.json"), path.join(outside, ".secrets-server.json"));
+  fs.chownSync(path.join(outside, ".secrets-server.json"), 4242, 4242);
+  const planted = await cli(home, ["run", ...print], { cwd: path.join(outside, "work") });
+  assert.equal(planted.code, 2, planted.stderr);
+  assert.match(planted.stderr, /\.secrets-server\.json belongs to another user \(uid 4242\): it is not used\./);
+  assert.equal(planted.stdout, "");
+  const own = await cli(home, ["run", ...print], { cwd: path.join(folder, "sub") });
+  assert.deepEqual([own.code, own.stdout], [0, "hello"], "a link file of one's own is followed");
 });
 
 test("run --fallback uses the encrypted last copy when the server is down, within --fallback-max-age", async (t) => {

@@ -61,12 +61,24 @@ export interface FoundLink {
   link: LinkFile;
 }
 
-/** The nearest link file from the current folder upwards. */
+/**
+ * The nearest link file from the current folder upwards. One another user owns (planted in
+ * /tmp, say, above the folder you work in) is refused, as git refuses a repository of
+ * another owner: it would choose the project and environment your secrets go to or come from.
+ */
 export function findLink(from = process.cwd()): FoundLink | undefined {
   let dir = path.resolve(from);
   for (;;) {
     const file = path.join(dir, LINK_FILE);
     if (fs.existsSync(file)) {
+      const owner = fs.statSync(file).uid;
+      const me = process.getuid?.();
+      if (me !== undefined && owner !== me && owner !== 0) {
+        throw new CliError(
+          `${file} belongs to another user (uid ${owner}): it is not used. Name the project with --project and --env, or run "secrets-server link" in a folder of your own.`,
+          EXIT.usage,
+        );
+      }
       try {
         const link = JSON.parse(fs.readFileSync(file, "utf8")) as LinkFile;
         if (typeof link.projectId === "string" && typeof link.environment === "string") return { file, link };
@@ -190,10 +202,12 @@ export interface Target extends Connection {
  */
 export function resolveTarget(values: { server?: string; "token-file"?: string; project?: string; env?: string }): Target {
   const machine = machineAuth(values["token-file"]);
-  const found = findLink();
   const fromEnv = (name: string) => process.env[name] || undefined;
   let project = values.project ?? fromEnv("SECRETS_SERVER_PROJECT");
   let environment = values.env ?? fromEnv("SECRETS_SERVER_ENV");
+  // Everything named already: no link file is read, so none (damaged, another user's) can stand in the way.
+  const isAllNamed = project !== undefined && environment !== undefined && (values.server || process.env.SECRETS_SERVER_URL);
+  const found = isAllNamed ? undefined : findLink();
   const from = {
     project: values.project !== undefined ? "--project" : project !== undefined ? "SECRETS_SERVER_PROJECT" : undefined,
     environment: values.env !== undefined ? "--env" : environment !== undefined ? "SECRETS_SERVER_ENV" : undefined,
