@@ -8,7 +8,7 @@ import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli, startProxy } from "./cli-helpers.ts";
 import { auditEvents, startServer, type TestServer, waitFor } from "./helpers.ts";
-import { createSecret } from "./secrets-helpers.ts";
+import { addMember, createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 import { rowCount, writeLegacyNames } from "./storage.ts";
 
@@ -433,6 +433,17 @@ test("link remembers project and environment for the folder", async (t) => {
   assert.equal(ran.code, 0, ran.stderr);
   assert.equal(ran.stdout, "hello");
 
+  // Joining someone's project of the same name gives alice two "web"s: a name no longer says which.
+  const bob = await server.signIn("bob@example.test");
+  const bobs = await bob.createProject({ name: "Web", environments: ["staging"] });
+  await addMember(bob, alice, bobs.id, "member", ["staging"]);
+  const ambiguous = await cli(home, ["secrets", "list", "--project", "web", "--env", "staging"]);
+  assert.equal(ambiguous.code, 2, ambiguous.stderr);
+  assert.match(ambiguous.stderr, /2 of your projects are named "web": name one by its id with --project/);
+  assert.ok(ambiguous.stderr.includes(project.id) && ambiguous.stderr.includes(bobs.id), ambiguous.stderr);
+  const byId = await cli(home, ["secrets", "list", "--project", project.id, "--env", "staging"]);
+  assert.equal(byId.code, 0, byId.stderr);
+
   // A damaged link file above the folder is reported, unless everything is named anyway.
   const outside = path.join(home.dir, "outside");
   fs.mkdirSync(path.join(outside, "work"), { recursive: true });
@@ -441,7 +452,7 @@ test("link remembers project and environment for the folder", async (t) => {
   const damaged = await cli(home, ["run", ...print], { cwd: path.join(outside, "work") });
   assert.equal(damaged.code, 2, damaged.stderr);
   assert.match(damaged.stderr, /is not a valid link file/);
-  const named = ["--project", "web", "--env", "staging", "--server", server.url];
+  const named = ["--project", project.id, "--env", "staging", "--server", server.url];
   const allNamed = await cli(home, ["run", ...named, ...print], { cwd: path.join(outside, "work") });
   assert.deepEqual([allNamed.code, allNamed.stdout], [0, "hello"], allNamed.stderr);
 

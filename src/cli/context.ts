@@ -293,6 +293,18 @@ export function findProject<T extends { id: string; name: string }>(projects: T[
 export async function resolveProject(api: Api, project: string): Promise<{ id: string; name?: string }> {
   if (UUID.test(project)) return { id: project };
   const { projects } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
+  // Names are unique among the projects one creates or renames, but joining one can bring a
+  // second of the same name: never pick one of them at random.
+  const key = nameKey(project);
+  const same = projects.filter((p) => nameKey(p.name) === key);
+  if (same.length > 1) {
+    throw new CliError(
+      printable(
+        `${same.length} of your projects are named "${project}": name one by its id with --project (${same.map((p) => p.id).join(", ")}).`,
+      ),
+      EXIT.usage,
+    );
+  }
   const found = findProject(projects, project);
   if (!found) throw new CliError(`Project "${printable(project)}" not found among your projects.`, EXIT.denied);
   return { id: found.id, name: found.name };
