@@ -559,6 +559,36 @@ test("run --watch waits as long as a 429 asks before it polls again, and reads a
   await watching.done;
 });
 
+test("run --watch refused at its start by a 429 waits as asked (an HTTP date too), then starts the command", async (t) => {
+  const { server, owner, project } = await setUp(t);
+  const home = emptyHome(t);
+  const account = await createServiceAccount(owner, project.id, { name: "late-bot", role: "viewer", environments: ["production"] });
+  const { token } = await createServiceToken(owner, project.id, account.id);
+  const firsts: number[] = [];
+  const proxy = await startProxy(t, server.url, (req, res) => {
+    if (!req.url?.endsWith("/export") || req.headers["if-none-match"] || firsts.length >= 2) return false;
+    firsts.push(Date.now());
+    // Seconds the first time, an HTTP date (a whole second, 2 to 3 s ahead) the second.
+    const retryAfter = firsts.length === 1 ? "1" : new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000).toUTCString();
+    res
+      .writeHead(429, { "content-type": "application/json", "retry-after": retryAfter })
+      .end(JSON.stringify({ error: "Too many requests." }));
+    return true;
+  });
+  const env = { ...home.env, SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: proxy };
+  const child = "console.log('started with', process.env.DATABASE_URL);setInterval(()=>{},1000)";
+  const watching = startCli(["run", "--watch", "--", process.execPath, "-e", child], env, { cwd: home.work });
+  t.after(() => watching.child.kill("SIGKILL"));
+  await watching.waitFor(/started with postgres:\/\/prod-db\/app-4711/);
+  assert.equal(firsts.length, 2);
+  assert.match(
+    watching.stderr(),
+    /the export is rate limited; trying again in 1 s\.\n.*the export is rate limited; trying again in [23] s\./s,
+  );
+  watching.child.kill("SIGTERM");
+  await watching.done;
+});
+
 test("GitHub Actions: the CLI asks the job's token endpoint for an identity token for the server's URL, then exchanges it", async (t) => {
   const { server, owner, project } = await setUp(t);
   const home = emptyHome(t);

@@ -3,6 +3,7 @@
 // from the server, project names, environments and secret keys (names only, never values).
 
 import { httpRequest } from "../core/http-client.ts";
+import { hasKeyShape } from "../core/secret-rules.ts";
 import { printable } from "../core/text.ts";
 import { CLI_EXPORT_FORMATS } from "../secrets/export-formats.ts";
 import { isExpired } from "./api.ts";
@@ -184,7 +185,11 @@ async function keysOf(words: string[]): Promise<string[]> {
   const environment = normalizeEnvironment(named);
   const path = `/api/projects/${encodeURIComponent(project.id)}/environments/${environment}/secrets`;
   const { secrets } = await get<{ secrets: { key: string }[] }>(at, path);
-  return secrets.map((s) => s.key).sort();
+  // Offered to the shell as words: only what a key can be.
+  return secrets
+    .map((s) => s.key)
+    .filter(hasKeyShape)
+    .sort();
 }
 
 const SCRIPTS = {

@@ -264,7 +264,7 @@ export async function whoami(args: string[]): Promise<number> {
           printable(
             `  project ${account.projectName} (${account.projectId}), role ${account.role}, environments ${account.environments.join(", ") || "none"}`,
           ) +
-          `\n  ${expiry}\n`,
+          `\n  ${printable(expiry)}\n`,
       );
     }
     return EXIT.ok;

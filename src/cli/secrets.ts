@@ -412,7 +412,9 @@ export async function link(args: string[]): Promise<number> {
     if (!project.environments.includes(environment)) {
       throw new CliError(
         printable(
-          `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`,
+          printable(
+            `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`,
+          ),
         ),
         EXIT.denied,
       );
@@ -457,12 +459,12 @@ async function pickTarget(
     const environment = normalizeEnvironment(envFlag);
     if (!project.environments.includes(environment)) {
       throw new CliError(
-        `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ")}).`,
+        printable(`Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ")}).`),
         EXIT.denied,
       );
     }
     return { project, environment };
   }
-  const environment = project.environments[await pick(`Which environment of ${project.name}?`, project.environments)]!;
+  const environment = project.environments[await pick(printable(`Which environment of ${project.name}?`), project.environments)]!;
   return { project, environment };
 }

@@ -3,6 +3,7 @@
 // server neither decrypts nor audits), and restarts the command with the new secrets.
 import type { ChildProcess } from "node:child_process";
 import os from "node:os";
+import { retryAfterMs } from "../core/http-client.ts";
 import { printable } from "../core/text.ts";
 import { apiBody, errorFor } from "./api.ts";
 import { isRunning, startCommand } from "./child.ts";
@@ -14,6 +15,8 @@ import { CliError, EXIT } from "./errors.ts";
 const MIN_WATCH_INTERVAL_SECONDS = 10;
 /** And at least once a day: a timer past 2^31 - 1 ms fires after 1 ms, which would ask without pause. */
 const MAX_WATCH_INTERVAL_HOURS = 24;
+/** At the start, how long in all a rate-limited export is waited for before the run fails. */
+const MAX_START_WAIT_MS = 10 * 60_000;
 /** After SIGTERM, the time a command gets to stop before SIGKILL (docker stop's default). */
 const STOP_GRACE_MS = 10_000;
 
@@ -72,16 +75,30 @@ export async function runWatching(options: WatchOptions): Promise<number> {
   const fetchChanged = async (): Promise<SecretPair[] | undefined> => {
     waitAskedMs = 0;
     const res = await api.request("GET", exportPath, undefined, etag ? { "if-none-match": etag } : undefined);
-    waitAskedMs = res.status === 429 ? Math.min(Number(res.header("retry-after")) * 1000 || 0, MAX_WATCH_INTERVAL_HOURS * 3_600_000) : 0;
+    waitAskedMs = res.status === 429 ? Math.min(retryAfterMs(res.header("retry-after")) ?? 0, MAX_WATCH_INTERVAL_HOURS * 3_600_000) : 0;
     if (res.status === 304) return undefined;
     if (res.status !== 200) throw errorFor(res, server);
     etag = res.header("etag") ?? undefined;
     return checkedSecrets(apiBody(res, server, exportPath).secrets as SecretPair[], server);
   };
-  let env = options.environmentFor((await fetchChanged()) ?? []);
   const note = (text: string) => {
     if (!options.silent) process.stderr.write(`secrets-server: ${text}\n`);
   };
+  // A supervisor restarting a watcher refused at start would spend more of the limit it
+  // shares with the account's other watchers: wait as asked instead, for a while.
+  const fetchFirst = async (): Promise<SecretPair[] | undefined> => {
+    for (let waited = 0; ; ) {
+      try {
+        return await fetchChanged();
+      } catch (error) {
+        if (waitAskedMs === 0 || waited + waitAskedMs > MAX_START_WAIT_MS) throw error;
+        note(`the export is rate limited; trying again in ${Math.ceil(waitAskedMs / 1000)} s.`);
+        await new Promise((resolve) => setTimeout(resolve, waitAskedMs));
+        waited += waitAskedMs;
+      }
+    }
+  };
+  let env = options.environmentFor((await fetchFirst()) ?? []);
 
   return new Promise<number>((resolve) => {
     let child: ChildProcess | undefined;

@@ -131,6 +131,16 @@ export function httpRequest(
   });
 }
 
+/** How long a Retry-After header asks to wait, in seconds or as an HTTP date; undefined when it says neither. */
+export function retryAfterMs(value: string | null | undefined, now = Date.now()): number | undefined {
+  const text = value?.trim();
+  if (!text) return undefined;
+  const seconds = Number(text);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
 function aborted(): HttpFailure {
   return new HttpFailure("ABORTED", "the request was cut short");
 }

@@ -1,5 +1,5 @@
 import type { Logger } from "pino";
-import { type HttpAnswer, HttpFailure, httpRequest } from "../../core/http-client.ts";
+import { type HttpAnswer, HttpFailure, httpRequest, retryAfterMs } from "../../core/http-client.ts";
 
 // A small client of the Vercel REST API (the parts the sync needs). Every URL is built
 // from VERCEL_API_URL; deploy hooks are checked against that same host before they are
@@ -152,13 +152,8 @@ export function createVercelClient(options: VercelClientOptions) {
    * Without any of them the backoff alone would spend every attempt within seconds.
    */
   function rateLimitWaitMs(answer: HttpAnswer, body: unknown): number | undefined {
-    const retryAfter = answer.header("retry-after")?.trim();
-    if (retryAfter) {
-      const seconds = Number(retryAfter);
-      if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
-      const date = Date.parse(retryAfter);
-      if (!Number.isNaN(date)) return Math.max(0, date - Date.now());
-    }
+    const retryAfter = retryAfterMs(answer.header("retry-after"));
+    if (retryAfter !== undefined) return retryAfter;
     const reset = Number(
       answer.header("x-ratelimit-reset")?.trim() || (body as { error?: { limit?: { reset?: unknown } } } | null)?.error?.limit?.reset,
     );
