@@ -113,6 +113,11 @@ export type SyncFailureKind =
   /** The server began to close while the run was under way: its calls to Vercel were cut. */
   | "interrupted";
 
+/** A run stopped because the connection changed under it: what is pending is for the connection as it is now. */
+export function isStoppedForChange(failure: SyncFailureKind): boolean {
+  return failure === "relinked" || failure === "reconnected";
+}
+
 export const SYNC_ERRORS: Record<Exclude<SyncFailureKind, "lease-lost"> | "hook-missing" | "hook-failed" | "stale-key", string> = {
   rejected: "Vercel rejected the saved access token. Reconnect Vercel with a new token.",
   unavailable: "Vercel could not be reached or kept failing. Try the sync again in a few minutes.",

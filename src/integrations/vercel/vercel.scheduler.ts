@@ -2,7 +2,7 @@ import type { Logger } from "pino";
 import { loggedMessage } from "../../core/error-text.ts";
 import type { Lease } from "../../core/leases.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
-import type { RunOutcome, SyncFailureKind, VercelExecutor } from "./vercel.executor.ts";
+import { isStoppedForChange, type RunOutcome, type SyncFailureKind, type VercelExecutor } from "./vercel.executor.ts";
 import { parseMappings } from "./vercel.plan.ts";
 import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
 
@@ -113,7 +113,7 @@ export function createVercelScheduler({ db, repo, log, executor, leader, debounc
         // asked for it, and the ticks will not see it as new, since it is what is seen now.
         // Likewise a run stopped by a new link or token saved through another process: what
         // it left in pending is for the connection as it is now.
-        const stoppedForChange = outcome.kind === "failed" && (outcome.failure === "relinked" || outcome.failure === "reconnected");
+        const stoppedForChange = outcome.kind === "failed" && isStoppedForChange(outcome.failure);
         if ((outcome.kind === "done" || stoppedForChange) && after && after.pending > 0 && isRunnable(after)) runAgain.add(projectId);
       }
     } catch (error) {

@@ -7,7 +7,7 @@ import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import type { UsersService } from "../../users/users.service.ts";
 import { deployHookProblem, deployHookProjectId, type NamedItem, type VercelClient, VercelError } from "./vercel.client.ts";
-import { type Deployment, openToken, SYNC_ERRORS, type SyncSummary } from "./vercel.executor.ts";
+import { type Deployment, isStoppedForChange, openToken, SYNC_ERRORS, type SyncSummary } from "./vercel.executor.ts";
 import type { PauseReason } from "./vercel.pause.ts";
 import { parseMappings } from "./vercel.plan.ts";
 import type { IntegrationRow, VercelRepo } from "./vercel.repo.ts";
@@ -409,8 +409,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
             throw new HttpError(400, MESSAGES.linkFirst);
           // Another server process took the run over after this one stopped renewing its lease,
           // or the link or the token changed under it: either way a run that follows picks the changes up.
-          if (outcome.failure === "lease-lost" || outcome.failure === "relinked" || outcome.failure === "reconnected")
-            throw new HttpError(409, MESSAGES.busy);
+          if (outcome.failure === "lease-lost" || isStoppedForChange(outcome.failure)) throw new HttpError(409, MESSAGES.busy);
           if (outcome.failure === "interrupted") throw new HttpError(503, SYNC_ERRORS.interrupted);
           if (outcome.failure === "unavailable" || outcome.failure === "refused") throw new HttpError(502, SYNC_ERRORS[outcome.failure]);
           if (outcome.failure === "unexpected") throw new HttpError(500, SYNC_ERRORS.unexpected);
