@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { hashToken } from "../src/core/crypto.ts";
 import { auditEvents, cliLogin, startServer, type TestServer } from "./helpers.ts";
 import { markUserDisabled, rowCount, storedRows } from "./storage.ts";
 
@@ -122,6 +123,7 @@ test("the whole device flow: pending, approve, tokens exactly once, then expired
   // Tokens are stored only as SHA-256 hashes.
   const stored = dump(server, "cli_tokens");
   assert.ok(!stored.includes(body.accessToken.slice(7)) && !stored.includes(body.refreshToken.slice(7)));
+  assert.ok(stored.includes(hashToken(body.accessToken)) && stored.includes(hashToken(body.refreshToken)), "their SHA-256s are");
 
   assert.equal(await projectsStatus(server, body.accessToken), 200);
   const me = await server.client().withBearer(body.accessToken).json("GET", "/api/auth/me");

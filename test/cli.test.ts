@@ -455,17 +455,30 @@ test("link remembers project and environment for the folder", async (t) => {
   const named = ["--project", project.id, "--env", "staging", "--server", server.url];
   const allNamed = await cli(home, ["run", ...named, ...print], { cwd: path.join(outside, "work") });
   assert.deepEqual([allNamed.code, allNamed.stdout], [0, "hello"], allNamed.stderr);
+});
 
-  // Another user's link file (planted in a shared folder above this one) is not followed.
-  if (process.getuid?.() !== 0) return t.diagnostic("handing a file to another user needs root: not checked");
-  fs.copyFileSync(path.join(folder, ".secrets-server.json"), path.join(outside, ".secrets-server.json"));
-  fs.chownSync(path.join(outside, ".secrets-server.json"), 4242, 4242);
-  const planted = await cli(home, ["run", ...print], { cwd: path.join(outside, "work") });
+test("a link file another user owns (planted in a shared folder above) is not followed", {
+  skip: process.getuid?.() !== 0 && "handing a file to another user needs root",
+}, async (t) => {
+  const server = await startServer(t);
+  const home = cliHome(t);
+  const alice = await server.signIn("alice@example.test");
+  const project = await alice.createProject({ name: "web", environments: ["staging"] });
+  await createSecret(alice, project.id, "staging", "GREETING_TEXT", "hello");
+  await login(server, home, alice);
+  const shared = path.join(home.dir, "shared");
+  fs.mkdirSync(path.join(shared, "work"), { recursive: true });
+  const linked = await cli(home, ["link", "--project", "web", "--env", "staging"], { cwd: shared });
+  assert.equal(linked.code, 0, linked.stderr);
+  const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT)"];
+  const own = await cli(home, ["run", ...print], { cwd: path.join(shared, "work") });
+  assert.deepEqual([own.code, own.stdout], [0, "hello"], "a link file of one's own is followed");
+
+  fs.chownSync(path.join(shared, ".secrets-server.json"), 4242, 4242);
+  const planted = await cli(home, ["run", ...print], { cwd: path.join(shared, "work") });
   assert.equal(planted.code, 2, planted.stderr);
   assert.match(planted.stderr, /\.secrets-server\.json belongs to another user \(uid 4242\): it is not used\./);
   assert.equal(planted.stdout, "");
-  const own = await cli(home, ["run", ...print], { cwd: path.join(folder, "sub") });
-  assert.deepEqual([own.code, own.stdout], [0, "hello"], "a link file of one's own is followed");
 });
 
 test("run --fallback uses the encrypted last copy when the server is down, within --fallback-max-age", async (t) => {

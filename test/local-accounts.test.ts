@@ -179,6 +179,17 @@ test("local: sign-in answers the same generic message for a wrong password and a
   assert.equal(extra.status, 400);
 });
 
+test("local: an address no account has is limited like one that has (the answer tells neither apart)", async (t) => {
+  const { server } = await firstAccount(t);
+  const answers: string[] = [];
+  for (let i = 0; i < 11; i++) {
+    const res = await signIn(server, "nobody@example.com", `wrong password ${i}`);
+    answers.push(`${res.status} ${res.body.error}`);
+  }
+  assert.deepEqual(answers.slice(0, 10), Array(10).fill("401 Incorrect e-mail or password."));
+  assert.equal(answers[10], "429 Too many failed sign-ins for this account. Try again in 15 minutes.");
+});
+
 test("local: failed sign-ins are limited per account and address (10 per 15 minutes), whether or not the account exists", async (t) => {
   const { server } = await firstAccount(t);
   for (let i = 0; i < 10; i++) assert.equal((await signIn(server, "admin@example.com", `wrong password ${i}`)).status, 401);

@@ -25,7 +25,6 @@ test("PostgreSQL stopped under load: requests answer 503 with Retry-After (never
   const base = `/api/projects/${project.id}/environments/production/secrets`;
   const secret = await createSecret(alice, project.id, "production", "API_KEY", "kept-through-the-outage");
 
-  let stopped = false;
   const load = async (until: () => boolean) => {
     const statuses: number[] = [];
     while (!until()) {
@@ -46,7 +45,6 @@ test("PostgreSQL stopped under load: requests answer 503 with Retry-After (never
   let outageDone = false;
   const during = load(() => outageDone);
   await stopCluster();
-  stopped = true;
   try {
     // Requests made while it is down: each answers, 503.
     const down = await Promise.all([
@@ -64,14 +62,14 @@ test("PostgreSQL stopped under load: requests answer 503 with Retry-After (never
   } finally {
     outageDone = true;
     await startCluster();
-    stopped = false;
   }
   const statuses = await during;
   assert.ok(
     statuses.every((s) => s === 200 || s === 201 || s === 503),
     `only successes and 503s during the outage: ${[...new Set(statuses)].join(", ")}`,
   );
-  assert.equal(stopped, false);
+  // The load did overlap the outage: some of it was refused while the database was down.
+  assert.ok(statuses.includes(503), `the load met the outage: ${[...new Set(statuses)].join(", ")}`);
   const back = await alice.json("GET", `${base}/${secret.id}`);
   assert.equal(back.status, 200, JSON.stringify(back.body));
   assert.equal(back.body.secret.value, "kept-through-the-outage", "the value written before the outage, not the refused PATCH");

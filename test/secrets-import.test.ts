@@ -1,6 +1,7 @@
 // The import rules over HTTP: validation of the whole request first, all or nothing,
 // overwrite semantics, size limits and the rate limit.
 import assert from "node:assert/strict";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { test } from "node:test";
@@ -95,7 +96,18 @@ test("import compares values by the digest stored beside each version; versions 
   // A keyed digest, not the value or a plain hash of it.
   const keptDigest = storedDigest(server, kept.id, 1);
   assert.match(keptDigest ?? "", /^[A-Za-z0-9_-]{43}$/);
-  assert.ok(!keptDigest!.includes("kept-value"));
+  // Members read digests (/secrets/compare): a plain hash of a guessable value could be tried offline.
+  for (const algorithm of ["sha256", "sha512-256", "sha3-256"]) {
+    for (const encoding of ["base64url", "hex"] as const) {
+      const plain = crypto.createHash(algorithm).update("kept-value-001").digest(encoding);
+      assert.ok(!plain.startsWith(keptDigest!.slice(0, 20)) && !keptDigest!.startsWith(plain.slice(0, 20)), `not a plain ${algorithm}`);
+    }
+  }
+  // Keyed per project (compare matches values across its environments): another project's differs.
+  const other = await owner.createProject({ name: "other", environments: ["development"] });
+  const elsewhere = await createSecret(owner, other.id, "development", "KEPT", "kept-value-001");
+  assert.match(storedDigest(server, elsewhere.id, 1) ?? "", /^[A-Za-z0-9_-]{43}$/);
+  assert.notEqual(storedDigest(server, elsewhere.id, 1), keptDigest);
   // As a version written before digests existed.
   clearDigests(server, old.id);
 

@@ -2,6 +2,7 @@
 // the access guard's third kind of caller.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { hashToken } from "../src/core/crypto.ts";
 import { auditEvents, type Client, runMain } from "./helpers.ts";
 import { cliFor, createSecret, envPath, ISO_MS, startTeam, type Team, UUID } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";
@@ -123,6 +124,7 @@ test("owner and admin manage accounts; the shapes are the document's and the tok
   assert.ok(!text.includes(minted.body.token) && !text.includes("svc_st_"));
   const stored = storedRows(team.server, "service_tokens").map((row) => row.token_hash as string);
   assert.ok(stored.length > 0 && stored.every((hash) => /^[0-9a-f]{64}$/.test(hash)));
+  assert.ok(stored.includes(hashToken(minted.body.token)), "the token's SHA-256 is what is stored");
   assert.equal(rowCount(team.server, "service_tokens", { token_hash: minted.body.token }), 0);
 
   // PATCH: any field, description null clears; takes effect at once.
