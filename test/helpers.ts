@@ -429,7 +429,6 @@ export async function startServerProcess(
   options: { dataDir?: string; timeoutMs?: number } = {},
 ): Promise<ServerProcess> {
   const dataDir = options.dataDir ?? makeTempDir();
-  if (!options.dataDir) t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   if (TEST_DATABASE === "postgres" && !("DATABASE_URL" in env)) {
     // Several processes on one folder share its database, as they share its SQLite file.
     const url = databaseUrlOf.get(dataDir) ?? (await createServerDatabase());
@@ -453,8 +452,18 @@ export async function startServerProcess(
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; atMs: number }>((resolve) =>
     child.on("close", (code, signal) => resolve({ code, signal, atMs: Date.now() })),
   );
-  t.after(() => {
+  // The leak scan covers this server as it covers those in the test's process: its whole
+  // output once it has gone, before its folder does.
+  const watch = leakWatchFor(dataDir);
+  t.after(async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    await exited;
+    watch.logs.push(...output.split("\n").filter(Boolean));
+    try {
+      assertNoLeaks(dataDir);
+    } finally {
+      if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    }
   });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
@@ -477,6 +486,7 @@ export async function startServerProcess(
       reject(new Error(`the server exited before it was ready:\n${output}`));
     });
   });
+  leakWatchesByUrl.set(url, watch);
   return { url, dataDir, child, output: () => output, exited };
 }
 
