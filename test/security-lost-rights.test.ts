@@ -4,7 +4,7 @@ import { type TestContext, test } from "node:test";
 import { type FakeVercel, startFakeVercel } from "./fake-vercel.ts";
 import { automaticRunElsewhere, type Client, runMain, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { addMember, createInvitation } from "./secrets-helpers.ts";
-import { legacy as olderServer } from "./storage.ts";
+import { legacy as olderServer, storedRows } from "./storage.ts";
 
 // A person who loses a right must not keep acting through what they
 // created with it. Pending invitations die with their inviter's right to invite (and are
@@ -410,9 +410,23 @@ test("Vercel: removing or losing the connector pauses only their connection; one
 test("disabling a user (users disable) voids their invitations and pauses the Vercel connection they made, in every project", async (t) => {
   const team = await connectedByAlice(t);
   const { byAlice, byOwner } = await inviteAround(team);
+  // A project of her own too, where she invited someone and connected Vercel.
+  const own = await team.alice.createProject({ name: "alices-own", environments: ["production"] });
+  const ownInvitation = await createInvitation(team.alice, own.id, "her-invitee@example.test", "member", ["production"]);
+  const ownBase = `/api/projects/${own.id}/integrations/hosting`;
+  const ownToken = newToken();
+  team.fake.addToken(ownToken);
+  assert.equal((await team.alice.json("POST", ownBase, { token: ownToken })).status, 201);
+  assert.equal((await team.alice.json("PUT", ownBase, { hostProjectId: "prj_web", mappings: { production: "preview" } })).status, 200);
 
   const disabled = await runMain(["users", "disable", "alice@example.test"], team.server.env);
   assert.equal(disabled.code, 0, disabled.stderr);
+  assert.deepEqual(storedRows(team.server, "invitations", { project_id: own.id }), [], "her own project's invitation is void too");
+  const ownAccept = await (await team.server.signIn("her-invitee@example.test")).json("POST", "/api/invitations/accept", {
+    token: ownInvitation.token,
+  });
+  assert.equal(ownAccept.status, 410);
+  assert.notEqual(storedRows(team.server, "integrations", { project_id: own.id })[0]?.paused_at ?? null, null, "and its connection paused");
 
   assert.deepEqual(await listedInvitations(team), [byOwner.email]);
   const revoked = await auditOf(team, "invitation.revoked");
