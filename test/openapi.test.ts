@@ -92,6 +92,9 @@ test("the OpenAPI document is valid OpenAPI 3.1 and lists every route of a devel
     { bearer: [] },
   ]);
   assert.deepEqual(document.paths["/api/cli/auth/device"]!.post!.security, []);
+  // Sign-out needs no session (without one it answers the same): an empty requirement says so.
+  assert.deepEqual(document.paths["/api/auth/sign-out"]!.post!.security, [{}, { session: [] }]);
+  assert.equal((await server.client().json("POST", "/api/auth/sign-out")).status, 200);
   // What a request that does not fit is told, in the route's own words.
   const patchSecret = document.paths["/api/projects/{projectId}/environments/{env}/secrets/{secretId}"]!.patch!.responses!;
   assert.equal(
@@ -193,6 +196,7 @@ test("/api/docs is the reference as one server-rendered page: every operation, n
   assert.doesNotMatch(html, /(src|href)="(https?:)?\/\//, "nothing from another host: it works air-gapped");
   for (const path of Object.keys(document.paths)) assert.ok(html.includes(`<code>${path}</code>`), `${path} is on the page`);
   assert.match(html, /Browser session or bearer token/);
+  assert.match(html, /No credential needed; a browser session is used when sent/);
   assert.match(html, /<a href="\/api\/openapi.json">/);
 
   const css = await fetch(`${server.url}/api/docs/style.css`);

@@ -73,11 +73,14 @@ const CREDENTIAL_NAMES: Record<string, string> = { session: "browser session", b
 
 function credentialText(security: Operation["security"]): string {
   if (!security || security.length === 0) return "No credential";
-  return security
+  // An empty requirement among them: the others are taken when sent, not needed.
+  const optional = security.some((requirement) => Object.keys(requirement).length === 0);
+  const named = security
     .flatMap((requirement) => Object.keys(requirement))
     .map((name) => CREDENTIAL_NAMES[name] ?? name)
-    .join(" or ")
-    .replace(/^./, (c) => c.toUpperCase());
+    .join(" or ");
+  const text = optional ? `no credential needed; a ${named} is used when sent` : named;
+  return text.replace(/^./, (c) => c.toUpperCase());
 }
 
 function schemaBlock(schema: Json | undefined): string {

@@ -28,6 +28,8 @@ export const SECURITY = {
   token: [{ bearer: [] }],
   /** No credential. */
   none: [],
+  /** A browser session if there is one; none is needed. */
+  sessionIfAny: [{}, { session: [] }],
 } as const;
 
 /**

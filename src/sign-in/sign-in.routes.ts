@@ -77,8 +77,9 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
       schema: {
         tags,
         summary: "End the browser session",
-        description: "Clears the cookie and ends the session on the server.",
-        security: SECURITY.browser,
+        description:
+          "Clears the cookie and ends the session on the server; without a session there is nothing to end, and the answer is the same.",
+        security: SECURITY.sessionIfAny,
         response: { 200: Ok },
       },
     },
