@@ -158,4 +158,39 @@ describe("secrets across environments", () => {
     await check(viewer, "secrets-across-viewer-phone");
     await viewer.context.close();
   });
+
+  test("a replace or a copy that fails says why: the confirmation stays open on its error, the grid names the key", async (t) => {
+    const server = await startServer(t);
+    const alice = await server.signIn("alice@example.test");
+    const mia = await server.signIn("mia@example.test");
+    const project = await alice.createProject({ name: "refused", environments: ["development", "staging"] });
+    await addMember(alice, mia, project.id, "member", ["development", "staging"]);
+    await put(alice, project.id, "development", "DIFFERS", "development-value");
+    await put(alice, project.id, "staging", "DIFFERS", "staging-value");
+    const access = (env: string) => `/api/projects/${project.id}/environments/${env}/access/${mia.user!.id}`;
+
+    const tab = await openAt(server, mia, SIZES[0], `/projects/${project.id}/development?view=compare`);
+    const { page } = tab;
+    await page.getByRole("button", { name: "Replace DIFFERS in staging with the value from development" }).click();
+    const confirm = page.getByRole("dialog", { name: "Replace DIFFERS in staging?" });
+    await confirm.waitFor();
+    // Her access to staging goes while she reads the question.
+    assert.equal((await alice.json("DELETE", access("staging"))).status, 200);
+    await confirm.getByRole("button", { name: "Replace in staging" }).click();
+    await confirm.getByRole("alert").filter({ hasText: "You do not have access to the staging environment of this project." }).waitFor();
+    assert.ok(await confirm.isVisible(), "the dialog stays open on its error");
+    assert.equal((await exported(alice, project.id, "staging")).DIFFERS, "staging-value");
+    await confirm.getByRole("button", { name: "Cancel" }).click();
+
+    // The grid: a copy is a reveal, refused once her access to development goes too.
+    await page.goto(`/projects/${project.id}/development`);
+    await page.getByRole("button", { name: "Copy DIFFERS" }).waitFor();
+    assert.equal((await alice.json("DELETE", access("development"))).status, 200);
+    await page.getByRole("button", { name: "Copy DIFFERS" }).click();
+    await page
+      .getByRole("alert")
+      .filter({ hasText: "Could not copy DIFFERS: You do not have access to the development environment of this project." })
+      .waitFor();
+    await tab.context.close();
+  });
 });

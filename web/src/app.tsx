@@ -162,7 +162,9 @@ function Route({
 }) {
   const parts = pathname.split("/").filter(Boolean).map(decodedSegment);
   // A project lays out its own navigation beside its <main>; every other page is all main.
-  if (parts[0] === "projects" && parts[1]) return <ProjectPage projectId={parts[1]} section={parts[2]} sub={parts[3]} visit={visit} />;
+  // Keyed by the project: going from one project to another (Back, Forward) starts with nothing of the first.
+  if (parts[0] === "projects" && parts[1])
+    return <ProjectPage key={parts[1]} projectId={parts[1]} section={parts[2]} sub={parts[3]} visit={visit} />;
   if (parts.length === 0) {
     return (
       <Main>

@@ -448,7 +448,12 @@ export type CopyState = "idle" | "copying" | "copied" | "failed";
  * click meanwhile does nothing, so a double click is one reveal), then "copied" or "failed"
  * for 2 s. `onStart` runs as the copy begins (to clear an earlier action's message).
  */
-export function useCopy(text: string | (() => Promise<string> | string), onStart?: () => void): [CopyState, () => Promise<void>] {
+export function useCopy(
+  text: string | (() => Promise<string> | string),
+  onStart?: () => void,
+  /** Why it failed (the API's message, or the clipboard's refusal), for a message the page shows. */
+  onFailed?: (message: string) => void,
+): [CopyState, () => Promise<void>] {
   const [state, setState] = useState<CopyState>("idle");
   const timer = useRef<ReturnType<typeof setTimeout>>(undefined);
   const busy = useRef(false);
@@ -469,8 +474,9 @@ export function useCopy(text: string | (() => Promise<string> | string), onStart
     let done: CopyState = "copied";
     try {
       await copyText(text);
-    } catch {
+    } catch (e) {
       done = "failed";
+      if (mounted.current) onFailed?.(messageOf(e));
     }
     busy.current = false;
     if (!mounted.current) return;

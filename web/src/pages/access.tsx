@@ -5,8 +5,8 @@ import { del, get, type Member, type Project, projectPath, put, type Role } from
 import { envLabel, useLoad } from "../ui.tsx";
 
 export interface Grants {
-  /** The switch whose request runs, with the state it asks for (shown meanwhile). */
-  pending: { key: string; grant: boolean } | undefined;
+  /** The switches whose requests run ("<userId>:<env>"), with the state each asks for (shown meanwhile). */
+  pending: ReadonlyMap<string, boolean>;
   toggle(userId: string, who: string, env: string, grant: boolean): Promise<void>;
 }
 
@@ -17,11 +17,13 @@ export function useGrants(
   setStatus: (s: string) => void,
   setError: (e: string | undefined) => void,
 ): Grants {
-  const [pending, setPending] = useState<{ key: string; grant: boolean } | undefined>(undefined);
+  // One entry per switch under way: two switched quickly each keep theirs until their own answer.
+  const [pending, setPending] = useState<ReadonlyMap<string, boolean>>(new Map());
   async function toggle(userId: string, who: string, env: string, grant: boolean) {
+    const key = `${userId}:${env}`;
     setError(undefined);
     setStatus("");
-    setPending({ key: `${userId}:${env}`, grant });
+    setPending((now) => new Map(now).set(key, grant));
     try {
       const path = `${base}/environments/${env}/access/${userId}`;
       if (grant) await put(path);
@@ -31,7 +33,11 @@ export function useGrants(
     } catch (e) {
       setError((e as Error).message);
     } finally {
-      setPending(undefined);
+      setPending((now) => {
+        const next = new Map(now);
+        next.delete(key);
+        return next;
+      });
     }
   }
   return { pending, toggle };
@@ -57,8 +63,8 @@ export function EnvironmentGrants(props: {
   return (
     <div class="grants">
       {environments.map((env) => {
-        const mine = grants.pending?.key === `${userId}:${env}` ? grants.pending : undefined;
-        const on = mine ? mine.grant : access[env] === "granted";
+        const mine = grants.pending.get(`${userId}:${env}`);
+        const on = mine ?? access[env] === "granted";
         return (
           <label key={env} class="switch">
             {/* aria-disabled, not disabled: a disabled control loses keyboard focus. */}
@@ -68,7 +74,7 @@ export function EnvironmentGrants(props: {
               aria-disabled={mine !== undefined}
               aria-label={`${who} can use ${env}`}
               onChange={(e) => {
-                if (mine) e.currentTarget.checked = on;
+                if (mine !== undefined) e.currentTarget.checked = on;
                 else void grants.toggle(userId, who, env, e.currentTarget.checked);
               }}
             />

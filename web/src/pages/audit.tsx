@@ -3,7 +3,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, request, type ServiceAccount } from "../api.ts";
 import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
-import { ErrorText, messageOf, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
+import { ErrorText, type Loaded, messageOf, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
 import { hasKeyShape } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
 
@@ -358,14 +358,12 @@ export function AuditPage({ project }: { project: Project }) {
     </option>
   ));
   const serviceAccounts = accounts.data ?? [];
-  // An actor the lists do not hold (a former member, a deleted service account) still filters
-  // the list, and the select says so rather than "Anyone".
-  const unlistedActor =
-    filters.actor !== "" &&
-    members.data !== undefined &&
-    accounts.data !== undefined &&
-    !members.data.some((m) => m.userId === filters.actor) &&
-    !serviceAccounts.some((a) => a.id === filters.actor);
+  // An actor the lists do not hold (a former member, a deleted service account, or a list that
+  // could not be loaded) still filters the list, and the select says so rather than "Anyone".
+  const settled = (list: Loaded<unknown>) => list.data !== undefined || list.error !== undefined;
+  const isListed = (members.data ?? []).some((m) => m.userId === filters.actor) || serviceAccounts.some((a) => a.id === filters.actor);
+  const unlistedActor = filters.actor !== "" && settled(members) && settled(accounts) && !isListed;
+  const listsFailed = members.error !== undefined || accounts.error !== undefined;
   const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) =>
     apply({ ...filters, [field]: e.currentTarget.value });
   const exportQuery = apiQuery(filters);
@@ -408,7 +406,11 @@ export function AuditPage({ project }: { project: Project }) {
           <span>Actor</span>
           <select value={filters.actor} onChange={set("actor")}>
             <option value="">Anyone</option>
-            {unlistedActor && <option value={filters.actor}>{`no longer in the project (${filters.actor})`}</option>}
+            {unlistedActor && (
+              <option value={filters.actor}>
+                {listsFailed ? `the actor ${filters.actor}` : `no longer in the project (${filters.actor})`}
+              </option>
+            )}
             {serviceAccounts.length > 0 ? (
               <>
                 <optgroup label="People">{people}</optgroup>
@@ -425,6 +427,21 @@ export function AuditPage({ project }: { project: Project }) {
             )}
           </select>
         </label>
+        {listsFailed && (
+          <ErrorText
+            error={`The people and service accounts to choose from could not be loaded: ${messageOf(members.error ?? accounts.error)}`}
+          >
+            <button
+              type="button"
+              class="link"
+              onClick={() =>
+                void Promise.all([members.error !== undefined && members.reload(), accounts.error !== undefined && accounts.reload()])
+              }
+            >
+              Try again
+            </button>
+          </ErrorText>
+        )}
         <label class="field">
           <span>Environment</span>
           <select value={filters.environment} onChange={set("environment")}>

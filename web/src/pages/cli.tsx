@@ -1,6 +1,6 @@
 // CLI sessions (list, revoke one or all) and the device approval page. Approval is always
 // an explicit click: the page never approves on load.
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, type CliSession, type DeviceApproval, del, get, type PendingDeviceRequest, post } from "../api.ts";
 import {
   Confirm,
@@ -8,6 +8,7 @@ import {
   ErrorText,
   Link,
   LoadState,
+  messageOf,
   OutcomeHeading,
   RowButton,
   SubmitButton,
@@ -192,17 +193,26 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
   // The code the server gave a final answer for (invalid or expired): sending it again cannot help.
   const [refused, setRefused] = useState<string | undefined>(undefined);
   const action = useAction();
-  const lookup = useAction();
-  const [looked, setLooked] = useState("");
+  // The lookup of the code asked about last; answers for earlier codes (they may arrive later) change nothing.
+  const [lookup, setLookup] = useState<{ code: string; busy: boolean; error?: string } | undefined>(undefined);
+  const looked = lookup?.code ?? "";
+  const latestLookup = useRef("");
 
   // Only describes the request (device name, expiry); approving always takes a click.
   async function describe(raw: string) {
     const clean = normalized(raw);
     if (clean.length !== 8 || clean === looked) return;
-    setLooked(clean);
+    latestLookup.current = clean;
+    setLookup({ code: clean, busy: true });
     setPending(undefined);
-    const result = await lookup.run(() => post<{ request: PendingDeviceRequest }>("/api/cli/auth/pending", { userCode: raw.trim() }));
-    if (result) setPending(result.request);
+    try {
+      const result = await post<{ request: PendingDeviceRequest }>("/api/cli/auth/pending", { userCode: raw.trim() });
+      if (latestLookup.current !== clean) return;
+      setLookup({ code: clean, busy: false });
+      setPending(result.request);
+    } catch (e) {
+      if (latestLookup.current === clean) setLookup({ code: clean, busy: false, error: messageOf(e) });
+    }
   }
 
   useEffect(() => {
@@ -272,8 +282,8 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
             Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
           </p>
         )}
-        {lookup.busy && <p class="muted small">Looking up the request…</p>}
-        <ErrorText error={lookup.error && !action.error ? lookup.error : undefined} />
+        {lookup?.busy && <p class="muted small">Looking up the request…</p>}
+        <ErrorText error={lookup?.error && lookup.code === normalized(code) && !action.error ? lookup.error : undefined} />
         <p class="muted small">Nothing happens until you press Approve or Deny.</p>
         <ErrorText error={action.error} />
         {isRefused && <p class="muted small">Check the code against your terminal, or run login again there for a new one.</p>}

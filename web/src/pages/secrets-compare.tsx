@@ -51,20 +51,22 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
   const canCopy = project.permissions.includes("secrets:create");
   const canOverwrite = canCopy && project.permissions.includes("secrets:update");
 
-  async function runCopy(request: CopyRequest) {
+  /** Throws when the copy fails: a confirmation dialog stays open on its error. */
+  async function copyValue(request: CopyRequest): Promise<void> {
     setNotice("");
-    const done = await copy.run(() =>
-      post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, {
-        to: request.to,
-        overwrite: request.overwrite,
-      }),
-    );
-    if (done) {
-      // Announced once the grid shows the copy, not before.
-      await comparison.reload();
-      setNotice(`Copied ${request.key} from ${request.from} to ${request.to}.`);
-      await onChanged();
-    }
+    await post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, {
+      to: request.to,
+      overwrite: request.overwrite,
+    });
+    // Announced once the grid shows the copy, not before.
+    await comparison.reload();
+    setNotice(`Copied ${request.key} from ${request.from} to ${request.to}.`);
+    await onChanged();
+  }
+
+  /** A copy started from the grid: its error is shown above the grid. */
+  function runCopy(request: CopyRequest) {
+    void copy.run(() => copyValue(request));
   }
 
   return (
@@ -150,7 +152,7 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                                       type="button"
                                       class="small"
                                       disabled={copy.busy}
-                                      onClick={() => void runCopy({ key: row.key, from, to: e, entry: source, overwrite: false })}
+                                      onClick={() => runCopy({ key: row.key, from, to: e, entry: source, overwrite: false })}
                                     >
                                       Copy<span class="sr-only"> {row.key}</span> from {from}
                                       <span class="sr-only"> to {e}</span>
@@ -208,7 +210,7 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
           title={`Replace ${confirming.key} in ${confirming.to}?`}
           confirmLabel={`Replace in ${confirming.to}`}
           onClose={() => setConfirming(undefined)}
-          onConfirm={() => runCopy(confirming)}
+          onConfirm={() => copyValue(confirming)}
         >
           <p>
             The value of <code>{confirming.key}</code> in {confirming.to} becomes the one in {confirming.from}, as a new version (the old

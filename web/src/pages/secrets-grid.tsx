@@ -57,8 +57,18 @@ function SortHeader({
 }
 
 /** Copies a value (read on demand, which is a reveal) and says so in its accessible name. */
-function CopyValueButton({ name, read, onStart }: { name: string; read(): Promise<string>; onStart(): void }) {
-  const [state, copy] = useCopy(read, onStart);
+function CopyValueButton({
+  name,
+  read,
+  onStart,
+  onFailed,
+}: {
+  name: string;
+  read(): Promise<string>;
+  onStart(): void;
+  onFailed(message: string): void;
+}) {
+  const [state, copy] = useCopy(read, onStart, onFailed);
   const label = state === "copied" ? `Copied ${name}` : state === "failed" ? `Copy of ${name} failed` : `Copy ${name}`;
   return (
     <button type="button" class="icon-button" aria-label={label} title={`Copy the value. ${REVEAL_NOTE}`} onClick={copy}>
@@ -80,6 +90,10 @@ interface GridProps {
   onHide(secret: SecretMeta): void;
   readValue(secret: SecretMeta): Promise<string>;
   onStart(): void;
+  /** A copy failed: the page shows why. */
+  onCopyFailed(secret: SecretMeta, message: string): void;
+  /** A copy failed: the page shows why. */
+  onCopyFailed(secret: SecretMeta, message: string): void;
   menuFor(secret: SecretMeta): MenuItem[];
 }
 
@@ -170,6 +184,7 @@ export function SecretsGrid(props: GridProps) {
                       name={secret.key}
                       read={() => (value !== undefined ? Promise.resolve(value) : props.readValue(secret))}
                       onStart={props.onStart}
+                      onFailed={(message) => props.onCopyFailed(secret, message)}
                     />
                     <RowMenu label={`More actions for ${secret.key}`} items={props.menuFor(secret)} />
                   </div>

@@ -278,6 +278,7 @@ export function SecretsPage({ project, env, onChanged }: { project: Project; env
                       }}
                       readValue={readValue}
                       onStart={startAction}
+                      onCopyFailed={(secret, message) => setRowError(`Could not copy ${secret.key}: ${message}`)}
                       menuFor={menuFor}
                     />
                   )}
