@@ -205,7 +205,7 @@ export function Dialog(props: {
     >
       <header class="dialog-head">
         <h2 id={titleId}>{props.title}</h2>
-        <button type="button" class="icon" aria-label="Close" disabled={props.busy} onClick={props.onClose}>
+        <button type="button" class="icon" aria-label="Close" {...whileBusy(props.busy, props.onClose)}>
           ×
         </button>
       </header>
@@ -229,21 +229,23 @@ interface SubmitProps {
 }
 
 /**
- * A form's submit button: no second click while the first one's request runs. Busy, it is
- * aria-disabled like `unavailable`, not disabled: a disabled button drops the keyboard focus
- * to the page's start, and whoever pressed it would have to find the form again.
+ * A button's props while its action may run: busy, it is aria-disabled and a press does
+ * nothing. Not `disabled`, which drops the keyboard focus of whoever pressed it to the page's
+ * start, where they would have to find their place again. `disabled` stays for a button that
+ * cannot apply at all.
  */
+export function whileBusy(busy: boolean | undefined, onClick?: (event: MouseEvent) => void) {
+  return {
+    "aria-disabled": busy ? ("true" as const) : undefined,
+    onClick: busy ? (event: MouseEvent) => event.preventDefault() : onClick,
+  };
+}
+
+/** A form's submit button: no second click while the first one's request runs (see whileBusy). */
 export function SubmitButton({ label, busyLabel, busy, disabled, unavailable, danger }: SubmitProps) {
-  const inert = busy || unavailable;
   return (
-    <button
-      type="submit"
-      class={danger ? "danger" : "primary"}
-      disabled={Boolean(disabled)}
-      aria-disabled={inert ? "true" : undefined}
-      // Enter in a field submits through a click on this button too, so this stops both.
-      onClick={inert ? (e) => e.preventDefault() : undefined}
-    >
+    // Enter in a field submits through a click on this button too, so whileBusy stops both.
+    <button type="submit" class={danger ? "danger" : "primary"} disabled={Boolean(disabled)} {...whileBusy(busy || unavailable)}>
       {busy ? busyLabel : label}
     </button>
   );
@@ -256,7 +258,7 @@ export function FormActions({ onCancel, ...submit }: SubmitProps & { onCancel?()
       <SubmitButton {...submit} />
       {onCancel && (
         // Not while the request runs: cancelling would not stop it (see Dialog).
-        <button type="button" disabled={submit.busy} onClick={onCancel}>
+        <button type="button" {...whileBusy(submit.busy, onCancel)}>
           Cancel
         </button>
       )}

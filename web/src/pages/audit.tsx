@@ -3,7 +3,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, request, type ServiceAccount } from "../api.ts";
 import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
-import { ErrorText, type Loaded, messageOf, Time, useAction, useLoad, whoLabel } from "../ui.tsx";
+import { ErrorText, type Loaded, messageOf, Time, useAction, useLoad, whileBusy, whoLabel } from "../ui.tsx";
 import { hasKeyShape } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
 
@@ -550,10 +550,10 @@ function AuditDownloads({ url, query }: { url: string; query: URLSearchParams })
   return (
     <>
       <div class="audit-downloads">
-        <button type="button" disabled={action.busy} onClick={() => void download("csv")}>
+        <button type="button" {...whileBusy(action.busy, () => void download("csv"))}>
           Download CSV
         </button>
-        <button type="button" disabled={action.busy} onClick={() => void download("json")}>
+        <button type="button" {...whileBusy(action.busy, () => void download("json"))}>
           Download JSON
         </button>
         <span class="muted small">The events matching these filters, newest 10,000 at most. Each download is recorded in this log.</span>

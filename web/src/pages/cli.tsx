@@ -15,6 +15,7 @@ import {
   Time,
   useAction,
   useLoad,
+  whileBusy,
 } from "../ui.tsx";
 
 export function CliSessionsPage() {
@@ -289,16 +290,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
         {isRefused && <p class="muted small">Check the code against your terminal, or run login again there for a new one.</p>}
         <div class="actions">
           <SubmitButton label="Approve" busyLabel={choice === true ? "Approving…" : "Approve"} busy={action.busy} disabled={isRefused} />
-          {/* aria-disabled while busy, as SubmitButton: disabled would drop the focus of whoever pressed it. */}
-          <button
-            type="button"
-            class="danger"
-            disabled={isRefused}
-            aria-disabled={action.busy ? "true" : undefined}
-            onClick={() => {
-              if (!action.busy) void answer(false);
-            }}
-          >
+          <button type="button" class="danger" disabled={isRefused} {...whileBusy(action.busy, () => void answer(false))}>
             {action.busy && choice === false ? "Denying…" : "Deny"}
           </button>
         </div>

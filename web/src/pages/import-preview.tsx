@@ -1,7 +1,7 @@
 // The import preview: each parsed key against the environment's keys (new, existing,
 // changed, unchanged, invalid), per-key overwrite, and the Import button.
 import type { ParsedLine } from "../dotenv.ts";
-import { type Action, DataTable, ErrorText } from "../ui.tsx";
+import { type Action, DataTable, ErrorText, whileBusy } from "../ui.tsx";
 import { entryProblem } from "./secrets-common.tsx";
 
 type PreviewStatus = "new" | "existing" | "changed" | "unchanged" | "invalid";
@@ -67,7 +67,7 @@ export function ImportPreview(props: PreviewProps) {
       {rows.length > MAX_ENTRIES && <p class="error">One import takes at most {MAX_ENTRIES} keys. Split the file.</p>}
       {!compared && (counts.existing ?? 0) > 0 && (
         <div class="row-actions">
-          <button type="button" disabled={props.compare.busy} onClick={props.onCompare}>
+          <button type="button" {...whileBusy(props.compare.busy, props.onCompare)}>
             {props.compare.busy ? "Comparing…" : "Compare values with the current ones"}
           </button>
           <span class="muted small">
@@ -112,8 +112,8 @@ export function ImportPreview(props: PreviewProps) {
         <button
           type="button"
           class="primary"
-          disabled={props.blocked || props.submit.busy || importable.length === 0 || importable.length > MAX_ENTRIES}
-          onClick={props.onSubmit}
+          disabled={props.blocked || importable.length === 0 || importable.length > MAX_ENTRIES}
+          {...whileBusy(props.submit.busy, props.onSubmit)}
         >
           {props.submit.busy ? "Importing…" : `Import ${importable.length} ${importable.length === 1 ? "key" : "keys"}`}
         </button>

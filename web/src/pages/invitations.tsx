@@ -2,7 +2,7 @@
 // project list: invitations reach people even when no e-mail could be sent.
 import { get, type InboxAccepted, type InboxList, post } from "../api.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Time, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Time, useAction, useLoad, whileBusy } from "../ui.tsx";
 
 export function PendingInvitations() {
   const loaded = useLoad(() => get<InboxList>("/api/invitations"), []);
@@ -29,12 +29,11 @@ export function PendingInvitations() {
               <button
                 type="button"
                 class="primary"
-                disabled={action.busy}
-                onClick={async () => {
+                {...whileBusy(action.busy, async () => {
                   const result = await action.run(() => post<InboxAccepted>(`/api/invitations/${invitation.id}/accept`));
                   if (result) navigate(`/projects/${result.projectId}`);
                   else void loaded.reload();
-                }}
+                })}
               >
                 Accept and open {invitation.project.name}
               </button>

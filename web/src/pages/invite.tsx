@@ -15,7 +15,7 @@ import {
 } from "../api.ts";
 import { ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
-import { ErrorText, Link, messageOf, OutcomeHeading, Time, useAction, useLoad } from "../ui.tsx";
+import { ErrorText, Link, messageOf, OutcomeHeading, Time, useAction, useLoad, whileBusy } from "../ui.tsx";
 
 /**
  * Who invited the link's holder to which project, as what: POST /api/invitations/preview
@@ -145,8 +145,8 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
         <button
           type="button"
           class="primary"
-          disabled={action.busy || status === 410}
-          onClick={async () => {
+          disabled={status === 410}
+          {...whileBusy(action.busy, async () => {
             setStatus(undefined);
             const result = await action.run(async () => {
               try {
@@ -165,7 +165,7 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
               () => undefined,
             );
             setJoined({ ...result, name });
-          }}
+          })}
         >
           {action.busy ? "Accepting…" : "Accept invitation"}
         </button>

@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { formatDotenv } from "../../../src/secrets/dotenv.ts";
 import { del, get, type SecretMeta, type SecretValue } from "../api.ts";
-import { Confirm, messageOf, useAction } from "../ui.tsx";
+import { Confirm, messageOf, useAction, whileBusy } from "../ui.tsx";
 import { KeyName } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
 
@@ -57,17 +57,15 @@ export function BulkBar(props: {
       <strong>{count} selected</strong>
       <button
         type="button"
-        disabled={exporting.busy}
         title="Each value is read and recorded in the audit log as a reveal"
-        onClick={() => void exportSelected("dotenv")}
+        {...whileBusy(exporting.busy, () => void exportSelected("dotenv"))}
       >
         Download selected as .env
       </button>
       <button
         type="button"
-        disabled={exporting.busy}
         title="Each value is read and recorded in the audit log as a reveal"
-        onClick={() => void exportSelected("json")}
+        {...whileBusy(exporting.busy, () => void exportSelected("json"))}
       >
         Download selected as JSON
       </button>

@@ -13,7 +13,7 @@ import {
   post,
   projectPath,
 } from "../api.ts";
-import { Confirm, ErrorText, envLabel, LoadState, useAction, useLoad } from "../ui.tsx";
+import { Confirm, ErrorText, envLabel, LoadState, useAction, useLoad, whileBusy } from "../ui.tsx";
 import { KeyName } from "./secrets-common.tsx";
 
 type Row = Comparison["keys"][number];
@@ -151,8 +151,9 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                                     <button
                                       type="button"
                                       class="small"
-                                      disabled={copy.busy}
-                                      onClick={() => runCopy({ key: row.key, from, to: e, entry: source, overwrite: false })}
+                                      {...whileBusy(copy.busy, () =>
+                                        runCopy({ key: row.key, from, to: e, entry: source, overwrite: false }),
+                                      )}
                                     >
                                       Copy<span class="sr-only"> {row.key}</span> from {from}
                                       <span class="sr-only"> to {e}</span>
@@ -180,8 +181,9 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
                                   <button
                                     type="button"
                                     class="small"
-                                    disabled={copy.busy}
-                                    onClick={() => setConfirming({ key: row.key, from, to: e, entry: source, overwrite: true })}
+                                    {...whileBusy(copy.busy, () =>
+                                      setConfirming({ key: row.key, from, to: e, entry: source, overwrite: true }),
+                                    )}
                                   >
                                     Replace
                                     <span class="sr-only">

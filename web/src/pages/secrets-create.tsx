@@ -4,7 +4,7 @@
 import { useState } from "preact/hooks";
 import { type ImportResult, post } from "../api.ts";
 import { type ParsedLine, parseDotenv } from "../dotenv.ts";
-import { Dialog, ErrorText, FormActions, useAction } from "../ui.tsx";
+import { Dialog, ErrorText, FormActions, useAction, whileBusy } from "../ui.tsx";
 import { entryProblem, KEY_LOOKS_LIKE_TOKEN, KeyName, keyProblem, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
@@ -98,8 +98,8 @@ export function CreateSecret(props: {
           <button
             type="button"
             class="primary"
-            disabled={action.busy || creatable.length === 0 || tooMany || unread.length > 0}
-            onClick={async () => {
+            disabled={creatable.length === 0 || tooMany || unread.length > 0}
+            {...whileBusy(action.busy, async () => {
               const result = await action.run(() =>
                 post<ImportResult>(`${props.base}/import`, {
                   entries: creatable.map((row) => ({ key: row.key, value: row.value, overwrite: false })),
@@ -112,14 +112,14 @@ export function CreateSecret(props: {
                   `Created ${result.summary.created} ${result.summary.created === 1 ? "secret" : "secrets"}${skipped ? `; ${skipped} already existed and were left as they are` : ""}.`,
                 );
               }
-            }}
+            })}
           >
             {action.busy ? "Creating…" : `Create ${creatable.length} ${creatable.length === 1 ? "secret" : "secrets"}`}
           </button>
           <button type="button" onClick={() => setPasted(undefined)}>
             Back to one secret
           </button>
-          <button type="button" disabled={action.busy} onClick={props.onClose}>
+          <button type="button" {...whileBusy(action.busy, props.onClose)}>
             Cancel
           </button>
         </div>

@@ -4,7 +4,7 @@
 // while keeping this edit in the editor.
 import { useEffect, useState } from "preact/hooks";
 import { get, patch, type SecretMeta, type SecretValue } from "../api.ts";
-import { Dialog, ErrorText, messageOf, SubmitButton, useAction } from "../ui.tsx";
+import { Dialog, ErrorText, messageOf, SubmitButton, useAction, whileBusy } from "../ui.tsx";
 import { isSecretGone, keyProblem, MAX_KEY_LENGTH } from "./secrets-common.tsx";
 import { shapeOf, ValueEditor } from "./secrets-value.tsx";
 
@@ -184,18 +184,18 @@ export function EditSecret(props: {
           </ErrorText>
           <div class="actions">
             <SubmitButton label="Save" busyLabel="Saving…" busy={action.busy} disabled={!keyValid} unavailable={!hasChanges} />
+            {/* Nothing to discard: aria-disabled, as it becomes once pressed, so the focus stays on it. */}
             <button
               type="button"
-              disabled={!hasChanges}
-              onClick={() => {
+              {...whileBusy(!hasChanges || action.busy, () => {
                 setKey(loaded.key);
                 setValue(loaded.value);
                 action.clear();
-              }}
+              })}
             >
               Discard changes
             </button>
-            <button type="button" onClick={props.onClose}>
+            <button type="button" {...whileBusy(action.busy, props.onClose)}>
               Cancel
             </button>
           </div>

@@ -1,7 +1,7 @@
 // Downloads of the whole environment through the export endpoint (audited as secrets.exported).
 import { useEffect, useRef, useState } from "preact/hooks";
 import { type Environment, envPath, type Project, request } from "../api.ts";
-import { useAction } from "../ui.tsx";
+import { useAction, whileBusy } from "../ui.tsx";
 
 /** Saves text as a file through a temporary object URL. */
 export function saveFile(name: string, text: string, type: string): void {
@@ -97,10 +97,9 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
           type="button"
           ref={toggle}
           title={note}
-          disabled={action.busy}
           aria-expanded={open ? "true" : "false"}
           aria-controls={menuId}
-          onClick={() => setOpen(!open)}
+          {...whileBusy(action.busy, () => setOpen(!open))}
           onKeyDown={(e) => {
             if (e.key === "ArrowDown" && !open) {
               e.preventDefault();

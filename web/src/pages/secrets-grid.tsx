@@ -2,7 +2,7 @@
 // a checkbox per row for bulk actions, reveal and copy as icon buttons, the rest in a row menu.
 import { useEffect, useRef } from "preact/hooks";
 import type { SecretMeta } from "../api.ts";
-import { Time, useCopy } from "../ui.tsx";
+import { Time, useCopy, whileBusy } from "../ui.tsx";
 import { CheckIcon, CopyIcon, EyeIcon, EyeOffIcon, KeyName, REVEAL_NOTE } from "./secrets-common.tsx";
 import { type MenuItem, RowMenu } from "./secrets-row-menu.tsx";
 import { MaskedValue, RevealedValue } from "./secrets-value.tsx";
@@ -170,8 +170,7 @@ export function SecretsGrid(props: GridProps) {
                         aria-label={props.revealing === secret.id ? `Revealing ${secret.key}` : `Reveal ${secret.key}`}
                         title={REVEAL_NOTE}
                         aria-describedby="reveal-note"
-                        disabled={props.revealing === secret.id}
-                        onClick={() => props.onReveal(secret)}
+                        {...whileBusy(props.revealing === secret.id, () => props.onReveal(secret))}
                       >
                         <EyeIcon />
                       </button>

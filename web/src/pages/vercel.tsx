@@ -3,7 +3,7 @@
 // once and never shown again (the API never returns it).
 import { useEffect, useState } from "preact/hooks";
 import { del, get, type Project, post, projectPath, type SyncSummary } from "../api.ts";
-import { DangerZone, ErrorText, envLabel, FormActions, LoadState, Time, useAction, useLoad } from "../ui.tsx";
+import { DangerZone, ErrorText, envLabel, FormActions, LoadState, Time, useAction, useLoad, whileBusy } from "../ui.tsx";
 import { type Connected as ConnectedState, type Connection, SettingsForm } from "./vercel-settings.tsx";
 
 /** Why syncing paused (pausedReason), ending "…and no longer manages this project's integrations". */
@@ -272,13 +272,13 @@ function SyncControls({ base, connection: c, reload }: { base: string; connectio
   return (
     <>
       <div class="actions">
-        <button type="button" class="primary" disabled={sync.busy || !linked || c.paused} onClick={() => void runSync(false)}>
+        <button type="button" class="primary" disabled={!linked || c.paused} {...whileBusy(sync.busy, () => void runSync(false))}>
           {sync.busy ? "Syncing…" : "Sync now"}
         </button>
         <button
           type="button"
-          disabled={sync.busy || !linked || c.paused || !c.hookConfigured}
-          onClick={() => void runSync(true)}
+          disabled={!linked || c.paused || !c.hookConfigured}
+          {...whileBusy(sync.busy, () => void runSync(true))}
           title={c.hookConfigured ? undefined : "Add a deploy hook to redeploy"}
         >
           Sync and redeploy
