@@ -278,11 +278,14 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
           />
         </label>
         {/* Only for the code in the field (answers may arrive out of order): an edited code is another request. */}
-        {pending && normalized(pending.userCode) === normalized(code) && (
-          <p class="notice" role="status">
-            Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
-          </p>
-        )}
+        {/* The region stays in the page, empty until there is a device to name: one inserted with its text is often not announced. */}
+        <div role="status">
+          {pending && normalized(pending.userCode) === normalized(code) && (
+            <p class="notice">
+              Device: <strong>{pending.deviceName || "unnamed device"}</strong>. The request expires at <Time iso={pending.expiresAt} />.
+            </p>
+          )}
+        </div>
         {lookup?.busy && <p class="muted small">Looking up the request…</p>}
         <ErrorText error={lookup?.error && lookup.code === normalized(code) && !action.error ? lookup.error : undefined} />
         <p class="muted small">Nothing happens until you press Approve or Deny.</p>

@@ -119,11 +119,10 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
           ))}
         </ul>
       </span>
-      {notice && (
-        <span class="muted small" role="status">
-          {notice}
-        </span>
-      )}
+      {/* Always in the page: a status region inserted together with its text is often not announced. */}
+      <span class="muted small" role="status">
+        {notice}
+      </span>
       {action.error && (
         <span class="error-text" role="alert">
           {action.error}
