@@ -35,7 +35,15 @@ export function ImportSource(props: { text: string; onText(text: string): void; 
               setFileError("That file is larger than 2 MB, the most one import takes.");
               return;
             }
-            const text = strictUtf8(await file.arrayBuffer());
+            let bytes: ArrayBuffer;
+            try {
+              bytes = await file.arrayBuffer();
+            } catch {
+              // Moved, deleted or unreadable since it was chosen.
+              setFileError("That file could not be read. Choose it again.");
+              return;
+            }
+            const text = strictUtf8(bytes);
             if (text === undefined) {
               setFileError("That file is not UTF-8 text. Save it as UTF-8 and choose it again.");
               return;
