@@ -406,8 +406,9 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     vercel: createVercelPause({ repo: vercelRepo, access, audit, clock }),
     serviceTokens: serviceAccounts,
   });
-  // Before the server waits for the requests under way: a manual sync among them ends
-  // now (503, interrupted) instead of holding the close for Vercel's timeouts and retries.
+  // A close without a drain first (tests, a failed start): before the server waits for the
+  // requests under way, so a manual sync among them ends now (503, interrupted) instead of
+  // holding the close for Vercel's timeouts and retries. `drain` does the same earlier.
   app.addHook("preClose", async () => vercelShutdown.abort());
   app.addHook("onClose", async () => {
     // Without the release another server takes the lease over once it is stale (SYNC_LEASE_SECONDS).
@@ -529,7 +530,12 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
     keyring,
     log,
     announce: () => announceSetupLink(),
-    drain: (drainMs, cut) => gracefulStop.drain(drainMs, cut),
+    drain: (drainMs, cut) => {
+      // A running sync is cut as the stop begins, not when the drain ends: a manual one then
+      // answers its 503 while its connection is still open.
+      vercelShutdown.abort();
+      return gracefulStop.drain(drainMs, cut);
+    },
     maintenance: {
       pruneAuditLog: () => retention?.run() ?? Promise.resolve({ pruned: 0 }),
       truncateWal: () => wal.truncate(),

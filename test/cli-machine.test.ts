@@ -565,8 +565,13 @@ test("run --watch refused at its start by a 429 waits as asked (an HTTP date too
   const account = await createServiceAccount(owner, project.id, { name: "late-bot", role: "viewer", environments: ["production"] });
   const { token } = await createServiceToken(owner, project.id, account.id);
   const firsts: number[] = [];
+  let passedAt: number | undefined;
   const proxy = await startProxy(t, server.url, (req, res) => {
-    if (!req.url?.endsWith("/export") || req.headers["if-none-match"] || firsts.length >= 2) return false;
+    if (!req.url?.endsWith("/export") || req.headers["if-none-match"]) return false;
+    if (firsts.length >= 2) {
+      passedAt ??= Date.now();
+      return false;
+    }
     firsts.push(Date.now());
     // Seconds the first time, an HTTP date (a whole second, 2 to 3 s ahead) the second.
     const retryAfter = firsts.length === 1 ? "1" : new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000).toUTCString();
@@ -581,9 +586,12 @@ test("run --watch refused at its start by a 429 waits as asked (an HTTP date too
   t.after(() => watching.child.kill("SIGKILL"));
   await watching.waitFor(/started with postgres:\/\/prod-db\/app-4711/);
   assert.equal(firsts.length, 2);
+  // Each wait as long as asked (the date is read a moment after it was written: 1 to 3 s).
+  assert.ok(firsts[1]! - firsts[0]! >= 950, `asked again ${firsts[1]! - firsts[0]!} ms after "1"`);
+  assert.ok(passedAt! - firsts[1]! >= 950, `asked again ${passedAt! - firsts[1]!} ms after a date 2 to 3 s ahead`);
   assert.match(
     watching.stderr(),
-    /the export is rate limited; trying again in 1 s\.\n.*the export is rate limited; trying again in [23] s\./s,
+    /the export is rate limited; trying again in 1 s\.\n.*the export is rate limited; trying again in [123] s\./s,
   );
   watching.child.kill("SIGTERM");
   await watching.done;

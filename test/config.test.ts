@@ -373,9 +373,9 @@ test("backup refuses a file name that begins or ends with white space, and creat
   assert.deepEqual(fs.readdirSync(dir), []);
 });
 
-test("backup finishes while another connection commits between its steps", async (t) => {
+test("backup finishes while another connection commits between its steps", async () => {
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const db = openDatabase({ dataDir, sqliteSynchronous: "normal" });
   // Some 2 MB, hundreds of pages: more than one of SQLite's default backup steps.
   db.$client.exec("CREATE TABLE filler (n INTEGER PRIMARY KEY, text TEXT)");
@@ -470,9 +470,9 @@ test("a DATA_DIR that cannot be used and a backup into a missing folder stop wit
   assert.equal(fs.existsSync(copy), false, "no empty copy left");
 });
 
-test("an unexpected failure of a server command (a damaged database file) is one line and exit 1, not a stack trace", async (t) => {
+test("an unexpected failure of a server command (a damaged database file) is one line and exit 1, not a stack trace", async () => {
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   fs.writeFileSync(path.join(dataDir, "secrets.db"), Buffer.alloc(8192, "damaged "), { mode: 0o600 });
   const copy = path.join(dataDir, "copy.db");
   for (const args of [["migrate"], ["rotate-key"], ["audit", "verify"], ["backup", copy]]) {
@@ -595,8 +595,8 @@ test("logs: readable lines only in development on a terminal, JSON lines otherwi
   }
 
   // A development server whose output is a pipe: every line is a JSON object.
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const server = await startServerProcess(t, { DATA_DIR: dataDir }, { dataDir });
   server.child.kill("SIGTERM");
   await server.exited;
@@ -608,9 +608,9 @@ test("logs: readable lines only in development on a terminal, JSON lines otherwi
   for (const line of lines) assert.equal(typeof JSON.parse(line).msg, "string", line);
 });
 
-test("a database file the server's user may read but not write stops the start with one line", async (t) => {
+test("a database file the server's user may read but not write stops the start with one line", async () => {
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const env = { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() };
   const made = await runMain(["migrate"], env);
   assert.equal(made.code, 0, made.stderr);

@@ -460,6 +460,10 @@ export async function startServerProcess(
     await exited;
     watch.logs.push(...output.split("\n").filter(Boolean));
     try {
+      // A folder removed by an earlier `after` hook would skip the audit log without a word.
+      if (!databaseUrlOf.has(dataDir) && !fs.existsSync(dataDir)) {
+        throw new Error(`${dataDir} was removed before the leak scan of its server: leave it to makeTempDir`);
+      }
       assertNoLeaks(dataDir);
     } finally {
       if (!options.dataDir) fs.rmSync(dataDir, { recursive: true, force: true });

@@ -5,7 +5,6 @@
 // and the fake Vercel API.
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import fs from "node:fs";
 import { type TestContext, test } from "node:test";
 import { type FakeVercel, isEnvCreate, isEnvList, startFakeVercel } from "./fake-vercel.ts";
 import { Client, makeTempDir, randomMasterKey, type ServerProcess, startServerProcess, waitFor } from "./helpers.ts";
@@ -57,8 +56,8 @@ interface Setup {
 }
 
 async function setup(t: TestContext, env: Record<string, string> = {}): Promise<Setup> {
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const fake = await startFakeVercel();
   t.after(() => fake.stop());
   return {

@@ -6,7 +6,6 @@
 // syncs and the audit list order across processes are in test/several-processes.test.ts,
 // which runs on both stores too.
 import assert from "node:assert/strict";
-import fs from "node:fs";
 import { type TestContext, test } from "node:test";
 import {
   Client,
@@ -35,8 +34,8 @@ function clientOf(server: ServerProcess): Client {
 }
 
 async function twoServers(t: TestContext): Promise<Pair> {
+  // Removed when the test's process ends (makeTempDir), after the servers' leak scan.
   const dataDir = makeTempDir();
-  t.after(() => fs.rmSync(dataDir, { recursive: true, force: true }));
   const env: Record<string, string> = { DATA_DIR: dataDir, MASTER_KEY: randomMasterKey() };
   const a = await startServerProcess(t, env, { dataDir, timeoutMs: 60_000 });
   const b = await startServerProcess(t, env, { dataDir, timeoutMs: 60_000 });

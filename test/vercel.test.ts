@@ -6,11 +6,12 @@ import {
   type AuditRow,
   auditEvents,
   automaticRunElsewhere,
-  type Client,
+  Client,
   onPostgres,
   randomMasterKey,
   runMain,
   startServer,
+  startServerProcess,
   type TestServer,
   waitFor,
 } from "./helpers.ts";
@@ -1637,6 +1638,39 @@ test("a server that closes during a sync ends it at once as interrupted, and say
     [{ trigger: "manual", error: "The server stopped while a sync was running. Run the sync again." }],
   );
   assert.equal(s.fake.envFor("prj_web", "CLOSING_KEY", "development"), undefined);
+});
+
+test("SIGTERM during a manual sync: the sync is cut as the stop begins and answers 503 interrupted before the drain ends", async (t) => {
+  const fake = await startFakeVercel();
+  t.after(() => fake.stop());
+  const token = newToken();
+  fake.addToken(token);
+  fake.addProject("prj_web", "web");
+  // A drain long enough that a sync left to run would still hold its connection at the end of the test.
+  const server = await startServerProcess(t, { VERCEL_API_URL: fake.url, SYNC_DEBOUNCE_MS: "600000", SHUTDOWN_DRAIN_SECONDS: "60" });
+  // APP_URL follows the port the system gave (http://localhost:<port>): the Origin the server expects.
+  const owner = new Client(server.url, server.url.replace("127.0.0.1", "localhost"));
+  assert.equal((await owner.post("/api/auth/dev/sign-in", { email: "owner@example.test" })).status, 200);
+  const project = await owner.createProject({ name: "stopping", environments: ["development"] });
+  const base = `/api/projects/${project.id}/integrations/hosting`;
+  assert.equal((await owner.json("POST", base, { token })).status, 201);
+  assert.equal((await owner.json("PUT", base, { hostProjectId: "prj_web", mappings: { development: "development" } })).status, 200);
+  const created = await owner.json("POST", `/api/projects/${project.id}/environments/development/secrets`, {
+    key: "STOP_KEY",
+    value: "stop-value-1",
+  });
+  assert.equal(created.status, 201);
+
+  const held = fake.hold(isEnvList);
+  t.after(() => held.release());
+  const run = owner.json("POST", `${base}/sync`);
+  await held.reached;
+  server.child.kill("SIGTERM");
+  const res = await run;
+  assert.deepEqual([res.status, res.body], [503, { error: "The server stopped while a sync was running. Run the sync again." }]);
+  const exited = await server.exited;
+  assert.equal(exited.code, 0);
+  assert.equal(fake.envFor("prj_web", "STOP_KEY", "development"), undefined);
 });
 
 test("rate limits: connect 10, options 20, sync 6 per minute", async (t) => {

@@ -286,7 +286,7 @@ export function CliAuthorizePage({ code: initial }: { code: string }) {
             </p>
           )}
         </div>
-        {lookup?.busy && <p class="muted small">Looking up the request…</p>}
+        {lookup?.busy && lookup.code === normalized(code) && <p class="muted small">Looking up the request…</p>}
         <ErrorText error={lookup?.error && lookup.code === normalized(code) && !action.error ? lookup.error : undefined} />
         <p class="muted small">Nothing happens until you press Approve or Deny.</p>
         <ErrorText error={action.error} />

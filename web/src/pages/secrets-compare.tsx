@@ -54,6 +54,7 @@ export function CompareView({ project, env, onChanged }: { project: Project; env
   /** Throws when the copy fails: a confirmation dialog stays open on its error. */
   async function copyValue(request: CopyRequest): Promise<void> {
     setNotice("");
+    copy.clear();
     await post<CopyAnswer>(`${envPath(project.id, request.from)}/secrets/${request.entry.secretId}/copy`, {
       to: request.to,
       overwrite: request.overwrite,

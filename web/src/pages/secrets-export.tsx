@@ -101,7 +101,7 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
           aria-controls={menuId}
           {...whileBusy(action.busy, () => setOpen(!open))}
           onKeyDown={(e) => {
-            if (e.key === "ArrowDown" && !open) {
+            if (e.key === "ArrowDown" && !open && !action.busy) {
               e.preventDefault();
               setOpen(true);
             }
@@ -112,7 +112,7 @@ export function ExportButtons({ project, env, onStart }: { project: Project; env
         <ul id={menuId} ref={menu} class="menu" hidden={!open} onKeyDown={onMenuKey}>
           {EXPORT_CHOICES.map((choice) => (
             <li key={choice.format}>
-              <button type="button" title={note} onClick={() => void download(choice)}>
+              <button type="button" title={note} {...whileBusy(action.busy, () => void download(choice))}>
                 {choice.label}
               </button>
             </li>

@@ -92,8 +92,6 @@ interface GridProps {
   onStart(): void;
   /** A copy failed: the page shows why. */
   onCopyFailed(secret: SecretMeta, message: string): void;
-  /** A copy failed: the page shows why. */
-  onCopyFailed(secret: SecretMeta, message: string): void;
   menuFor(secret: SecretMeta): MenuItem[];
 }
 
