@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import fs from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Writable } from "node:stream";
@@ -368,6 +369,8 @@ export async function buildApp(config: Config, options: AppOptions = {}): Promis
   const cliAuth = createCliAuthService({ db, repo: cliAuthRepo, users, clock, config, log });
   // Vercel: every URL from VERCEL_API_URL; aborting on close makes a running sync end at once.
   const vercelShutdown = new AbortController();
+  // Every Vercel call under way listens to it: many projects syncing at once are not a leak.
+  setMaxListeners(0, vercelShutdown.signal);
   const vercelRepo = createVercelRepo(db);
   const vercelClient = createVercelClient({
     baseUrl: config.vercelApiUrl,

@@ -57,6 +57,7 @@ test("a usage error is said before the link file, the sign-in or the server; no 
   const target = ["--project", "web", "--env", "staging", "--server", "http://127.0.0.1:9"];
   for (const args of [
     ["secrets", "get", ...target],
+    ["secrets", "get", "", ...target],
     ["secrets", "frobnicate", "K", ...target],
     ["secrets", "list", "EXTRA", ...target],
     ["secrets", "get", "K", "V", ...target],

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import dotenv from "dotenv";
 import { withCredentialsLock } from "../src/cli/credentials.ts";
 import { type CliHome, cli, cliHome, login, startCli, startProxy } from "./cli-helpers.ts";
-import { auditEvents, startServer, type TestServer, waitFor } from "./helpers.ts";
+import { auditEvents, makeTempDir, runMain, startServer, type TestServer, waitFor } from "./helpers.ts";
 import { addMember, createSecret } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken } from "./service-account-helpers.ts";
 import { rowCount, writeLegacyNames } from "./storage.ts";
@@ -457,28 +457,46 @@ test("link remembers project and environment for the folder", async (t) => {
   assert.deepEqual([allNamed.code, allNamed.stdout], [0, "hello"], allNamed.stderr);
 });
 
-test("a link file another user owns (planted in a shared folder above) is not followed", {
-  skip: process.getuid?.() !== 0 && "handing a file to another user needs root",
+test("a link file another user owns (planted in a shared folder above) is not followed, unless by root", {
+  skip: process.getuid?.() !== 0 && "acting as other users needs root",
 }, async (t) => {
   const server = await startServer(t);
-  const home = cliHome(t);
   const alice = await server.signIn("alice@example.test");
-  const project = await alice.createProject({ name: "web", environments: ["staging"] });
+  const project = await alice.createProject({ name: "web", environments: ["development", "staging"] });
   await createSecret(alice, project.id, "staging", "GREETING_TEXT", "hello");
-  await login(server, home, alice);
-  const shared = path.join(home.dir, "shared");
-  fs.mkdirSync(path.join(shared, "work"), { recursive: true });
-  const linked = await cli(home, ["link", "--project", "web", "--env", "staging"], { cwd: shared });
-  assert.equal(linked.code, 0, linked.stderr);
-  const print = ["--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT)"];
-  const own = await cli(home, ["run", ...print], { cwd: path.join(shared, "work") });
-  assert.deepEqual([own.code, own.stdout], [0, "hello"], "a link file of one's own is followed");
+  // A service token for both environments: the link file says which one.
+  const account = await createServiceAccount(alice, project.id, { name: "ci", role: "viewer", environments: ["development", "staging"] });
+  const { token } = await createServiceToken(alice, project.id, account.id);
+  const me = 4243;
+  const shared = makeTempDir();
+  fs.mkdirSync(path.join(shared, "work", "home"), { recursive: true });
+  for (const dir of [shared, path.join(shared, "work")]) fs.chmodSync(dir, 0o755);
+  fs.chownSync(path.join(shared, "work", "home"), me, me);
+  const link = path.join(shared, ".secrets-server.json");
+  fs.writeFileSync(link, JSON.stringify({ server: server.url, projectId: project.id, projectName: "web", environment: "staging" }));
+  const env = { HOME: path.join(shared, "work", "home"), SECRETS_SERVER_TOKEN: token, SECRETS_SERVER_URL: server.url };
+  const print = ["run", "--", process.execPath, "-e", "process.stdout.write(process.env.GREETING_TEXT ?? 'unset')"];
+  const runAs = (uid?: number) => runMain(print, env, { cwd: path.join(shared, "work"), uid, timeoutMs: 60_000 });
 
-  fs.chownSync(path.join(shared, ".secrets-server.json"), 4242, 4242);
-  const planted = await cli(home, ["run", ...print], { cwd: path.join(shared, "work") });
+  fs.chownSync(link, me, me);
+  const own = await runAs(me);
+  assert.deepEqual([own.code, own.stdout], [0, "hello"], `a link file of one's own is followed: ${own.stderr}`);
+
+  fs.chownSync(link, 4242, 4242);
+  const planted = await runAs(me);
   assert.equal(planted.code, 2, planted.stderr);
   assert.match(planted.stderr, /\.secrets-server\.json belongs to another user \(uid 4242\): it is not used\./);
   assert.equal(planted.stdout, "");
+  // A symbolic link of another user's to a file of one's own counts with its own owner.
+  fs.chownSync(link, me, me);
+  fs.renameSync(link, path.join(shared, "work", "home", "mine.json"));
+  fs.symlinkSync(path.join(shared, "work", "home", "mine.json"), link);
+  fs.lchownSync(link, 4242, 4242);
+  assert.equal((await runAs(me)).code, 2);
+
+  // Root works in checkouts another uid owns (a container job): it follows them.
+  const asRoot = await runAs(undefined);
+  assert.deepEqual([asRoot.code, asRoot.stdout], [0, "hello"], asRoot.stderr);
 });
 
 test("run --fallback uses the encrypted last copy when the server is down, within --fallback-max-age", async (t) => {

@@ -612,13 +612,15 @@ export class Client {
 export function runMain(
   args: string[],
   env: Record<string, string | undefined>,
-  options: { timeoutMs?: number; cwd?: string; input?: string | Buffer; stdoutReadAfterMs?: number } = {},
+  options: { timeoutMs?: number; cwd?: string; input?: string | Buffer; stdoutReadAfterMs?: number; uid?: number } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(...sourceCommand(...args), {
       cwd: options.cwd ?? ROOT,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } as NodeJS.ProcessEnv,
       stdio: ["pipe", "pipe", "pipe"],
+      // Another user (the tests run as root to do so).
+      ...(options.uid !== undefined ? { uid: options.uid, gid: options.uid } : {}),
     });
     let stdout = "";
     let stderr = "";

@@ -273,6 +273,20 @@ test("OIDC: an address that only lower-cases to another person's (with the Kelvi
   assert.equal((await other.json("GET", `/api/projects/${project.id}`)).status, 404);
 });
 
+test("OIDC_ALLOWED_DOMAINS: a look-alike domain (the Kelvin sign) is another domain; ASCII capitals are not", async (t) => {
+  const accounts = {
+    ...ACCOUNTS,
+    "kelvin-sub": { email: "mallory@\u212Aexample.com", email_verified: true, name: "Mallory" },
+    "capital-sub": { email: "Dana@KEXAMPLE.com", email_verified: true, name: "Dana" },
+  };
+  const { provider, server } = await setup(t, { OIDC_ALLOWED_DOMAINS: "KExample.com" }, accounts);
+  provider.loginAs = "kelvin-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/sign-in?error=domain_not_allowed`);
+  assert.deepEqual(await listUsers(server), []);
+  provider.loginAs = "capital-sub";
+  assert.equal(await signIn(server, new Browser()), `${server.origin}/projects`);
+});
+
 test("OIDC: a cancelled sign-in at the provider says so", async (t) => {
   const { provider, server } = await setup(t);
   provider.deny = true;

@@ -1574,6 +1574,17 @@ test("a sync whose mappings or conflict policy change while it runs writes nothi
   assert.equal(s.fake.envFor("prj_web", "REMAPPED_KEY", "development"), undefined, "nothing written for the old mapping");
   assert.equal(theirs.value, "their-value", "not overwritten once the policy is skip");
 
+  // The same link sent again, its mappings in another order: nothing changed, the run goes on.
+  const held = s.fake.hold(isEnvList);
+  const unchanged = s.owner.json("POST", `${s.base}/sync`);
+  await held.reached;
+  const again = { hostProjectId: "prj_web", mappings: { production: "production", development: "preview" }, conflictPolicy: "skip" };
+  assert.equal((await s.owner.json("PUT", s.base, again)).status, 200);
+  held.release();
+  const ran = await unchanged;
+  assert.equal(ran.status, 200, JSON.stringify(ran.body));
+  assert.equal(s.fake.envFor("prj_web", "REMAPPED_KEY", "preview")!.value, "remapped-value");
+
   const next = await s.owner.json("POST", `${s.base}/sync`);
   assert.equal(next.status, 200, JSON.stringify(next.body));
   assert.equal(s.fake.envFor("prj_web", "REMAPPED_KEY", "preview")!.value, "remapped-value");

@@ -64,18 +64,20 @@ export interface FoundLink {
 /**
  * The nearest link file from the current folder upwards. One another user owns (planted in
  * /tmp, say, above the folder you work in) is refused, as git refuses a repository of
- * another owner: it would choose the project and environment your secrets go to or come from.
+ * another owner: it would choose the project and environment your secrets go to or come
+ * from, a project its owner may read. A symbolic link counts with its own owner too. Root
+ * follows any: in a container, root works in a checkout another uid owns.
  */
 export function findLink(from = process.cwd()): FoundLink | undefined {
   let dir = path.resolve(from);
   for (;;) {
     const file = path.join(dir, LINK_FILE);
     if (fs.existsSync(file)) {
-      const owner = fs.statSync(file).uid;
       const me = process.getuid?.();
-      if (me !== undefined && owner !== me && owner !== 0) {
+      const stranger = [fs.lstatSync(file).uid, fs.statSync(file).uid].find((owner) => owner !== me && owner !== 0);
+      if (me !== undefined && me !== 0 && stranger !== undefined) {
         throw new CliError(
-          `${file} belongs to another user (uid ${owner}): it is not used. Name the project with --project and --env, or run "secrets-server link" in a folder of your own.`,
+          `${file} belongs to another user (uid ${stranger}): it is not used. Name the project, the environment and the server (--project, --env, --server), or work in a folder of your own outside ${dir}.`,
           EXIT.usage,
         );
       }
@@ -293,21 +295,28 @@ export function findProject<T extends { id: string; name: string }>(projects: T[
 export async function resolveProject(api: Api, project: string): Promise<{ id: string; name?: string }> {
   if (UUID.test(project)) return { id: project };
   const { projects } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
-  // Names are unique among the projects one creates or renames, but joining one can bring a
-  // second of the same name: never pick one of them at random.
-  const key = nameKey(project);
-  const same = projects.filter((p) => nameKey(p.name) === key);
-  if (same.length > 1) {
+  const found = projectNamed(projects, project);
+  return { id: found.id, name: found.name };
+}
+
+/**
+ * One of the caller's projects by id or name. Names are unique among the projects one
+ * creates or renames, but joining one can bring a second of the same name: such a name is
+ * refused with both ids, never one of them picked at random.
+ */
+export function projectNamed<T extends { id: string; name: string }>(projects: T[], named: string): T {
+  const same = projects.filter((p) => nameKey(p.name) === nameKey(named));
+  if (same.length > 1 && !projects.some((p) => p.id === named)) {
     throw new CliError(
       printable(
-        `${same.length} of your projects are named "${project}": name one by its id with --project (${same.map((p) => p.id).join(", ")}).`,
+        `${same.length} of your projects are named "${named}": name one by its id with --project (${same.map((p) => p.id).join(", ")}).`,
       ),
       EXIT.usage,
     );
   }
-  const found = findProject(projects, project);
-  if (!found) throw new CliError(`Project "${printable(project)}" not found among your projects.`, EXIT.denied);
-  return { id: found.id, name: found.name };
+  const found = findProject(projects, named);
+  if (!found) throw new CliError(`Project "${printable(named)}" not found among your projects.`, EXIT.denied);
+  return found;
 }
 
 export function environmentPath(projectId: string, environment: string): string {

@@ -8,7 +8,6 @@ import {
   CONNECTION_OPTIONS,
   connect,
   environmentPath,
-  findProject,
   JSON_OPTION,
   LINK_FILE,
   type LinkFile,
@@ -16,6 +15,7 @@ import {
   normalizeEnvironment,
   type ProjectSummary,
   parseFlags,
+  projectNamed,
   readExport,
   resolveProject,
   resolveTarget,
@@ -148,8 +148,8 @@ export async function secrets(args: string[]): Promise<number> {
   if (action === "set" || action === "import" || action === "delete")
     return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
   // A wrong action or a missing key is said at once, before the link file, the sign-in and the server.
-  const isList = action === "list" && key === undefined;
-  const isGet = action === "get" && key !== undefined && value === undefined;
+  const isList = action === "list" && !key;
+  const isGet = action === "get" && !!key && value === undefined;
   if (!isList && !isGet) throw new CliError(SECRETS_USAGE, EXIT.usage);
   const target = resolveTarget(values);
   const { api } = target;
@@ -412,9 +412,7 @@ export async function link(args: string[]): Promise<number> {
     if (!project.environments.includes(environment)) {
       throw new CliError(
         printable(
-          printable(
-            `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`,
-          ),
+          `Project ${project.name} has no ${environment} environment you can use (it has: ${project.environments.join(", ") || "none"}).`,
         ),
         EXIT.denied,
       );
@@ -440,8 +438,7 @@ async function pickTarget(
   const { projects: list } = await api.expect<{ projects: ProjectSummary[] }>(200, "GET", "/api/projects");
   let project: ProjectSummary | undefined;
   if (projectFlag) {
-    project = findProject(list, projectFlag);
-    if (!project) throw new CliError(`Project "${printable(projectFlag)}" not found among your projects.`, EXIT.denied);
+    project = projectNamed(list, projectFlag);
   } else {
     if (list.length === 0)
       throw new CliError("You are not a member of any project yet. Create one in the web UI, or ask to be invited.", EXIT.denied);
@@ -465,6 +462,6 @@ async function pickTarget(
     }
     return { project, environment };
   }
-  const environment = project.environments[await pick(printable(`Which environment of ${project.name}?`), project.environments)]!;
+  const environment = project.environments[await pick(`Which environment of ${project.name}?`, project.environments)]!;
   return { project, environment };
 }

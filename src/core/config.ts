@@ -4,6 +4,7 @@ import path from "node:path";
 import { envSchema } from "env-schema";
 import { DEFAULT_IPV6_PREFIX } from "./client-address.ts";
 import { isLoopbackHost } from "./loopback.ts";
+import { foldAsciiCase } from "./text.ts";
 
 // Every variable of the README's "Configuration" section.
 const schema = {
@@ -209,7 +210,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       clientSecret: raw.OIDC_CLIENT_SECRET!,
       allowedDomains: (raw.OIDC_ALLOWED_DOMAINS ?? "")
         .split(",")
-        .map((d) => d.trim().toLowerCase())
+        // Folded as the addresses they are compared with (foldEmail): a domain's other
+        // letters are compared as written, or a look-alike domain would pass.
+        .map((d) => foldAsciiCase(d.trim()))
         .filter(Boolean),
     };
   }

@@ -11,6 +11,13 @@ const HEADERS_TIMEOUT_SECONDS = 15;
 const TIMEOUT_CHECK_INTERVAL_MS = 1_000;
 /** What a request arriving during a graceful stop is told: the next process is usually up by then. */
 const CLOSING_RETRY_AFTER_SECONDS = 5;
+
+/** What a request gets while the server stops: the same answer for every kind of request. */
+export function shuttingDown(): HttpError {
+  return new HttpError(503, "The server is shutting down. Try again in a few seconds.", undefined, {
+    "retry-after": String(CLOSING_RETRY_AFTER_SECONDS),
+  });
+}
 /** How long closing the server waits for connections still open before it cuts them. */
 const CLOSE_GRACE_MS = 1_000;
 
@@ -148,9 +155,7 @@ export function createGracefulStop(app: FastifyInstance): GracefulStop {
   return {
     checkOpen() {
       if (closing) {
-        throw new HttpError(503, "The server is shutting down. Try again in a few seconds.", undefined, {
-          "retry-after": String(CLOSING_RETRY_AFTER_SECONDS),
-        });
+        throw shuttingDown();
       }
     },
     // Node then closes the socket once this response is written: the client knows not to

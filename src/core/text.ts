@@ -61,7 +61,12 @@ export function nameKey(name: string): string {
  * invitation. SQLite's lower() and PostgreSQL's on our "C" columns fold the same way.
  */
 export function foldEmail(email: string): string {
-  return email.trim().replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
+  return foldAsciiCase(email.trim());
+}
+
+/** ASCII letters in lower case, every other character as it is (see foldEmail). */
+export function foldAsciiCase(text: string): string {
+  return text.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
 }
 
 /** True when a name shows something: not only spaces and characters that show nothing. */

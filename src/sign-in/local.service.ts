@@ -4,7 +4,7 @@ import type { Config } from "../core/config.ts";
 import { hashToken, type Keyring, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
-import { foldEmail, isSingleLine, plural } from "../core/text.ts";
+import { isSingleLine, plural } from "../core/text.ts";
 import type { UserRow, UsersService } from "../users/users.service.ts";
 import type { AccountLinkRow, LinkPurpose, LocalRepo } from "./local.repo.ts";
 import { hashPassword, isCurrentHash, verifyPassword, withPasswordCapacity } from "./passwords.ts";
@@ -57,6 +57,16 @@ export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
  * a link was vouched for by the operator who printed it, so setting a password through
  * one verifies the e-mail.
  */
+/**
+ * A local account's address as stored and looked up: lower case throughout, as accounts
+ * have always been stored. Unlike foldEmail (which invitations match by), any letter is
+ * folded: the operator vouches for the address, and a look-alike typed at sign-in still
+ * needs the account's password.
+ */
+function localAddress(email: string): string {
+  return email.trim().toLowerCase();
+}
+
 export function createLocalAccounts({ db, users, repo, config, clock, keyring }: Deps) {
   // Failed sign-ins per account, existing or not (so a 429 reveals nothing), in the
   // database so that a restart does not hand an attacker a fresh set of tries.
@@ -133,11 +143,11 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     // No account's address holds a control character (accounts are made from checked
     // addresses), and PostgreSQL refuses a NUL as a parameter: a 500 instead of the 401.
     if (!isSingleLine(email)) return Promise.resolve(undefined);
-    return users.findByIdentity(LOCAL_ISSUER, foldEmail(email));
+    return users.findByIdentity(LOCAL_ISSUER, localAddress(email));
   }
 
   async function checkSignIn(email: string, password: string, network: string): Promise<UserRow> {
-    const normalized = foldEmail(email);
+    const normalized = localAddress(email);
     const account = keyring.pseudonym(`sign-in account ${normalized}`);
     const pair = keyring.pseudonym(`sign-in network ${network}`);
     const retryInSeconds = await countAttempt(account, pair, clock.now().getTime());
@@ -176,7 +186,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
 
     /** Creates an account without a password and returns the link to set one. */
     addUser(email: string, name: string | null): Promise<{ user: UserRow; link: IssuedLink }> {
-      const normalized = foldEmail(email);
+      const normalized = localAddress(email);
       return writeTransaction(db, async () => {
         if (await findLocalUser(normalized)) {
           throw new HttpError(
@@ -193,7 +203,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
     },
 
     resetPassword(email: string): Promise<{ user: UserRow; link: IssuedLink }> {
-      const normalized = foldEmail(email);
+      const normalized = localAddress(email);
       return writeTransaction(db, async () => {
         const user = await findLocalUser(normalized);
         if (!user) throw new HttpError(404, `No local account has the e-mail ${normalized}.`);
@@ -222,7 +232,7 @@ export function createLocalAccounts({ db, users, repo, config, clock, keyring }:
         if (link.purpose === "setup") {
           // Two setup links, or a `users add` in between, must not yield a second first account.
           if ((await users.countByIssuer(LOCAL_ISSUER)) > 0) throw new HttpError(410, SETUP_DONE);
-          const email = foldEmail(input.email!);
+          const email = localAddress(input.email!);
           userId = (
             await users.upsertIdentity({ issuer: LOCAL_ISSUER, subject: email, email, emailVerified: true, name: input.name ?? null }, now)
           ).id;

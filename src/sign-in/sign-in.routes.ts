@@ -7,7 +7,7 @@ import { isServiceAccount, NOT_SIGNED_IN } from "../core/caller.ts";
 import type { Clock } from "../core/clock.ts";
 import type { AuthProvider, Config } from "../core/config.ts";
 import { HttpError } from "../core/errors.ts";
-import { DISPLAY_NAME_MAX, foldEmail, isSingleLine } from "../core/text.ts";
+import { DISPLAY_NAME_MAX, isSingleLine } from "../core/text.ts";
 import { toPublicUser, type UsersService } from "../users/users.service.ts";
 import { SIGN_IN_ERRORS } from "./sign-in-errors.ts";
 
@@ -105,7 +105,7 @@ export function registerSignInRoutes(app: FastifyInstance, { auth, config, clock
         },
       },
       async (req, reply) => {
-        const email = foldEmail(req.body.email);
+        const email = req.body.email.toLowerCase();
         const user = await users.upsertIdentity(
           { issuer: "dev", subject: email, email, emailVerified: true, name: req.body.name ?? null },
           clock.now(),

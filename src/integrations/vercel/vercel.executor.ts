@@ -515,7 +515,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     } catch (error) {
       // Vercel refusing the old token or project after a reconnect or a new link: the
       // change is what stopped the run, not the refusal (the new token may be fine).
-      if (error instanceof VercelError) {
+      if (error instanceof VercelError || (error instanceof SyncFailure && error.failure === "project-gone")) {
         const stop = await stopReason(await repo.find(row.projectId), row, lease, token);
         if (stop) throw new SyncFailure(stop);
       }
@@ -758,7 +758,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     const isSameLink =
       current.hostProjectId === row.hostProjectId &&
       current.teamId === row.teamId &&
-      current.mappings === row.mappings &&
+      sameMappings(parseMappings(current), parseMappings(row)) &&
       current.conflictPolicy === row.conflictPolicy;
     if (!isSameLink) return "relinked";
     if (current.pausedAt != null) return "paused";
@@ -797,6 +797,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
       deployment = { at: clock.now().toISOString(), trigger, ok: true, jobId: job.jobId, state: job.state };
     } catch (error) {
       const missing = error instanceof VercelError && error.failure === "not_found";
+      const cut = error instanceof VercelError && error.code === SHUTDOWN;
       if (!(error instanceof VercelError) && !(error instanceof DecryptError)) {
         log.error({ projectId, error: loggedMessage(error) }, "deploy hook call failed");
       }
@@ -806,7 +807,7 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
         ok: false,
         jobId: null,
         state: null,
-        error: SYNC_ERRORS[missing ? "hook-missing" : "hook-failed"],
+        error: SYNC_ERRORS[missing ? "hook-missing" : cut ? "interrupted" : "hook-failed"],
       };
     }
     await writeTransaction(db, async () => {
@@ -863,6 +864,12 @@ export function createVercelExecutor({ db, repo, vault, audit, clock, client, se
     /** How often a lease is renewed: the scheduler's tick too. */
     heartbeatMs,
   };
+}
+
+/** The same environment → target pairs, whatever order the JSON stored them in. */
+function sameMappings(a: Record<string, string>, b: Record<string, string>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
 }
 
 class SyncFailure extends Error {

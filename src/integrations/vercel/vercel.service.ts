@@ -2,11 +2,12 @@ import type { AuditWriter } from "../../audit/audit.writer.ts";
 import type { AccessGuard, Environment, ProjectAccess } from "../../core/access.ts";
 import type { Caller } from "../../core/caller.ts";
 import type { Clock } from "../../core/clock.ts";
+import { shuttingDown } from "../../core/connections.ts";
 import { HttpError } from "../../core/errors.ts";
 import { type Store, writeTransaction } from "../../core/store.ts";
 import { DecryptError, integrationAad, type Vault } from "../../core/vault.ts";
 import type { UsersService } from "../../users/users.service.ts";
-import { deployHookProblem, deployHookProjectId, type NamedItem, type VercelClient, VercelError } from "./vercel.client.ts";
+import { deployHookProblem, deployHookProjectId, type NamedItem, SHUTDOWN, type VercelClient, VercelError } from "./vercel.client.ts";
 import { type Deployment, isStoppedForChange, openToken, SYNC_ERRORS, type SyncSummary } from "./vercel.executor.ts";
 import type { PauseReason } from "./vercel.pause.ts";
 import { parseMappings } from "./vercel.plan.ts";
@@ -167,6 +168,11 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
   }
 
   /** Turns a failed call with the saved token into the answer; a rejection means attention. */
+  /** Vercel not reached: 502, unless the server is stopping and cut the call (503, as every request then). */
+  function unreachable(error: VercelError): HttpError {
+    return error.code === SHUTDOWN ? shuttingDown() : new HttpError(502, MESSAGES.unreachable);
+  }
+
   async function savedTokenFailure(used: IntegrationRow, error: unknown): Promise<never> {
     if (error instanceof VercelError) {
       if (error.failure === "rejected") {
@@ -174,7 +180,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         throw new HttpError(400, MESSAGES.savedTokenRejected);
       }
       if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
-      throw new HttpError(502, MESSAGES.unreachable);
+      throw unreachable(error);
     }
     throw error;
   }
@@ -212,7 +218,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
           throw new HttpError(400, MESSAGES.tokenRejected);
         }
         if (error.failure === "scope") throw new HttpError(400, MESSAGES.teamNotFound);
-        throw new HttpError(502, MESSAGES.unreachable);
+        throw unreachable(error);
       }
 
       // Reconnecting keeps the link only if the new token still reaches the linked project.
@@ -224,7 +230,7 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
         } catch (error) {
           if (!(error instanceof VercelError)) throw error;
           if (error.failure === "rejected") throw new HttpError(400, MESSAGES.tokenRejected);
-          if (error.failure !== "scope") throw new HttpError(502, MESSAGES.unreachable);
+          if (error.failure !== "scope") throw unreachable(error);
         }
       }
 
