@@ -143,6 +143,17 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
   const latin1Import = await cli(home, ["secrets", "import", latin1File, ...prod, "-y"]);
   assert.equal(latin1Import.code, 1, latin1Import.stderr);
   assert.match(latin1Import.stderr, /latin1\.env is not UTF-8 text; nothing was written/);
+  // Read no further than they can be: a device that never ends is refused, not read into memory.
+  const endless = await cli(home, ["secrets", "import", "/dev/zero", ...prod, "-y"]);
+  assert.deepEqual(
+    [endless.code, endless.stderr],
+    [1, "secrets-server: /dev/zero is larger than 2 MB, the most one import takes; nothing was written. Split it.\n"],
+  );
+  const tooLong = await cli(home, ["secrets", "set", "PROD_ONLY", "--from-stdin", ...prod, "-y"], { input: "x".repeat(50_000) });
+  assert.deepEqual(
+    [tooLong.code, tooLong.stderr],
+    [2, "secrets-server: The value on standard input is longer than a secret can be (10,000 characters).\n"],
+  );
   assert.deepEqual(await exported(alice, project.id, "production"), {
     DIFF_TOKEN: "prod-token-0815",
     PROD_ONLY: "prod-only-1",

@@ -40,9 +40,25 @@ function list(keys: string[]): string {
   return keys.map(printable).join(", ");
 }
 
+/** A value's longest UTF-8 (four bytes for each of its characters), and a line break. */
+const MAX_STDIN_BYTES = MAX_VALUE_LENGTH * 4 + 2;
+/** The most a .env file to import may hold, as in the web UI: one import's worth. */
+const MAX_IMPORT_FILE_BYTES = 2_000_000;
+
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  let received = 0;
+  // Read no further than a value can be: `< /dev/zero` must not fill the memory.
+  for await (const chunk of process.stdin) {
+    received += (chunk as Buffer).length;
+    if (received > MAX_STDIN_BYTES) {
+      throw new CliError(
+        `The value on standard input is longer than a secret can be (${MAX_VALUE_LENGTH.toLocaleString("en")} characters).`,
+        EXIT.usage,
+      );
+    }
+    chunks.push(chunk as Buffer);
+  }
   const text = strictUtf8(Buffer.concat(chunks));
   if (text === undefined) {
     throw new CliError(
@@ -112,13 +128,33 @@ function refuseInvalid(problems: string[], what: string, exitCode: number): void
   throw new CliError(`${what}; nothing was written:\n  ${problems.join("\n  ")}`, exitCode);
 }
 
+/** The first `max` bytes of a file, whatever it is (a device such as /dev/zero never ends). */
+function readAtMost(file: string, max: number): Buffer {
+  const fd = fs.openSync(file, "r");
+  try {
+    const buffer = Buffer.alloc(max);
+    let length = 0;
+    while (length < max) {
+      const read = fs.readSync(fd, buffer, length, max - length, null);
+      if (read === 0) break;
+      length += read;
+    }
+    return buffer.subarray(0, length);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
 /** Reads a .env file as the `dotenv` package does: the same reader the web UI's import uses. */
 function readDotenvFile(file: string): { key: string; value: string }[] {
   let bytes: Buffer;
   try {
-    bytes = fs.readFileSync(file);
+    bytes = readAtMost(file, MAX_IMPORT_FILE_BYTES + 1);
   } catch (error) {
     throw new CliError(`Cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
+  }
+  if (bytes.length > MAX_IMPORT_FILE_BYTES) {
+    throw new CliError(`${file} is larger than 2 MB, the most one import takes; nothing was written. Split it.`, EXIT.failed);
   }
   const text = strictUtf8(bytes);
   if (text === undefined) {
