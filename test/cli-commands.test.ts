@@ -327,6 +327,16 @@ test("link and setup on a terminal offer the projects and environments; a produc
   assert.equal(yes.code, 0, yes.output);
   assert.match(yes.output, /Created ASKED_KEY in production \(version 1\)\./);
   assert.deepEqual(await exported(alice, project.id, "production"), { ASKED_KEY: "asked-value-1" });
+
+  // --from-stdin at a terminal asks for the value and does not show it as it is typed.
+  const hidden = inTerminal(home, ["secrets", "set", "TYPED_KEY", "--from-stdin", "--yes"], folder);
+  await hidden.waitFor(/Value of TYPED_KEY \(not shown\): /);
+  // A typo taken back with Backspace, then Enter.
+  hidden.child.stdin!.write("typed-secret-9\u007f1\r");
+  const typed = await hidden.done;
+  assert.equal(typed.code, 0, typed.output);
+  assert.ok(!typed.output.includes("typed-secret"), `the value was shown: ${JSON.stringify(typed.output)}`);
+  assert.equal((await exported(alice, project.id, "production")).TYPED_KEY, "typed-secret-1");
 });
 
 test("completion: bash completes commands, flags, project names, environments and keys from the server", async (t) => {

@@ -32,6 +32,52 @@ function ask(question: string): Promise<string> {
   });
 }
 
+/**
+ * A value typed on the terminal without it showing: a secret must stay off the screen (a
+ * shared screen, a recording, the scrollback). Raw mode, so nothing is echoed; Enter ends
+ * it, Backspace takes back the last character, Ctrl-C cancels the command, Ctrl-D on
+ * nothing typed is no answer. Other control keys (arrows) are ignored.
+ */
+export function askHidden(question: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const stdin = process.stdin;
+    process.stderr.write(question);
+    let typed = "";
+    const finish = () => {
+      stdin.removeListener("data", onData);
+      stdin.setRawMode(false);
+      stdin.pause();
+      process.stderr.write("\n");
+    };
+    const onData = (chunk: string) => {
+      for (const char of chunk) {
+        if (char === "\r" || char === "\n" || (char === "\u0004" && typed !== "")) {
+          finish();
+          resolve(typed);
+          return;
+        }
+        if (char === "\u0004") {
+          finish();
+          reject(new CliError("No value given: nothing was written.", EXIT.failed));
+          return;
+        }
+        if (char === "\u0003") {
+          finish();
+          process.exit(130);
+        }
+        if (char === "\u007f" || char === "\b") typed = Array.from(typed).slice(0, -1).join("");
+        // An escape sequence (an arrow key) ends the chunk it starts.
+        else if (char === "\u001b") break;
+        else if (char >= " ") typed += char;
+      }
+    };
+    stdin.setEncoding("utf8");
+    stdin.setRawMode(true);
+    stdin.on("data", onData);
+    stdin.resume();
+  });
+}
+
 /** Asks until the answer is a number from 1 to `items.length`; returns its index. */
 export async function pick(title: string, items: string[]): Promise<number> {
   process.stderr.write(`${printable(title)}\n${items.map((item, i) => `  ${i + 1}) ${printable(item)}`).join("\n")}\n`);

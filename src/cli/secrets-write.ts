@@ -8,7 +8,7 @@ import { type Api, errorFor } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
 import { environmentPath, locate, resolveTarget, type Target } from "./context.ts";
 import { CliError, EXIT } from "./errors.ts";
-import { confirmProductionWrite, isInteractive } from "./prompt.ts";
+import { askHidden, confirmProductionWrite, isInteractive } from "./prompt.ts";
 
 /** A secret as the API lists it: metadata, never a value. */
 export interface SecretMeta {
@@ -234,7 +234,11 @@ export async function writeSecrets(
   await confirmProductionWrite(environment, values.yes, question);
   // One trailing newline is what `echo` and editors add; anything else is part of the value.
   if (fromStdinKey) {
-    entries = [{ key: fromStdinKey, value: (await readStdin()).replace(/\r?\n$/, "") }];
+    // At a terminal the value is typed, not shown; from a pipe, read as it comes.
+    const value = process.stdin.isTTY
+      ? await askHidden(`Value of ${fromStdinKey} (not shown): `)
+      : (await readStdin()).replace(/\r?\n$/, "");
+    entries = [{ key: fromStdinKey, value }];
     refuseInvalid(invalidEntries(entries), "Cannot set these", EXIT.usage);
   }
 
