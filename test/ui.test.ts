@@ -615,6 +615,13 @@ describe("members and access in Chromium", () => {
     await bob.page.getByText("You joined the project as member.").waitFor();
     await bob.page.getByRole("link", { name: "Open the project" }).click();
     await bob.page.getByText("You have no access to any environment of this project yet.").waitFor();
+    // Back to the invitation's page: it says it was accepted (its token is gone from the address).
+    await bob.page.goBack();
+    await bob.page.getByRole("heading", { name: "Invitation accepted" }).waitFor();
+    assert.equal(await bob.page.getByRole("alert").count(), 0, "no 'incomplete link'");
+    assert.equal(new URL(bob.page.url()).hash, "");
+    await bob.page.getByRole("link", { name: "Open the project" }).click();
+    await bob.page.getByText("You have no access to any environment of this project yet.").waitFor();
 
     // Dave's link opened by Bob: the API's message, and a way to switch accounts.
     await bob.page.goto(new URL(daveLink).pathname + new URL(daveLink).hash);

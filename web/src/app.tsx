@@ -190,7 +190,7 @@ function Route({
   if (parts[0] === "invite")
     return (
       <Main>
-        <InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} />
+        <InvitePage key={hash} token={hash.replace(/^#/, "")} user={user} joinedProject={search.get("joined") ?? undefined} />
       </Main>
     );
   return (

@@ -54,7 +54,8 @@ export function InvitationSummary({ token }: { token: string }) {
   return <p class="muted">Reading the invitation…</p>;
 }
 
-export function InvitePage({ token, user }: { token: string; user: User }) {
+/** `joinedProject`: the project of an invitation this tab accepted (Back to its page after joining). */
+export function InvitePage({ token, user, joinedProject }: { token: string; user: User; joinedProject?: string }) {
   const [joined, setJoined] = useState<{ projectId: string; role: string; name?: string } | undefined>(undefined);
   const [status, setStatus] = useState<number | undefined>(undefined);
   const action = useAction();
@@ -69,6 +70,20 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
       ),
     [user.id],
   );
+
+  if (!token && joinedProject) {
+    return (
+      <section class="narrow stack">
+        <h1>Invitation accepted</h1>
+        <p>You joined this project with this invitation; its link works only once.</p>
+        <p>
+          <Link class="button primary" href={`/projects/${encodeURIComponent(joinedProject)}`}>
+            Open the project
+          </Link>
+        </p>
+      </section>
+    );
+  }
 
   if (!token) {
     return (
@@ -157,8 +172,9 @@ export function InvitePage({ token, user }: { token: string; user: User }) {
               }
             });
             if (!result) return;
-            // The fragment holds a now-used token: drop it from the address bar and history.
-            history.replaceState(null, "", "/invite");
+            // The fragment holds a now-used token: drop it from the address bar and history. Back
+            // to this entry later says the invitation was accepted, not that a link is incomplete.
+            history.replaceState(null, "", `/invite?joined=${encodeURIComponent(result.projectId)}`);
             // The name is a nicety: the join already succeeded when this lookup fails.
             const name = await get<{ project: Project }>(projectPath(result.projectId)).then(
               (r) => r.project.name,
