@@ -41,6 +41,9 @@ function ask(question: string): Promise<string> {
 export function askHidden(question: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const stdin = process.stdin;
+    // Raw before the question shows: what is typed (or pasted) as soon as it does is not echoed.
+    stdin.setEncoding("utf8");
+    stdin.setRawMode(true);
     process.stderr.write(question);
     let typed = "";
     const finish = () => {
@@ -71,8 +74,6 @@ export function askHidden(question: string): Promise<string> {
         else if (char >= " ") typed += char;
       }
     };
-    stdin.setEncoding("utf8");
-    stdin.setRawMode(true);
     stdin.on("data", onData);
     stdin.resume();
   });
