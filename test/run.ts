@@ -91,6 +91,9 @@ if (storeArg !== "postgres") {
 const postgresFiles = chosen.filter((f) => !RUN_ONCE.has(f));
 if (storeArg !== "sqlite" && postgresFiles.length === 0) {
   console.log("\n# PostgreSQL: no test files (the files named run in the SQLite pass only)\n");
+} else if (storeArg !== "sqlite" && failed) {
+  // What failed is to be mended first; the second pass would only take its time.
+  console.log("\n# PostgreSQL: not run, the SQLite pass failed\n");
 } else if (storeArg !== "sqlite") {
   console.log(`\n# PostgreSQL: ${postgresFiles.length} test files\n`);
   let cluster: string;
@@ -101,7 +104,7 @@ if (storeArg !== "sqlite" && postgresFiles.length === 0) {
     process.exit(1);
   }
   try {
-    failed ||= (await runFiles(postgresFiles, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
+    failed = (await runFiles(postgresFiles, { ...process.env, TEST_DATABASE: "postgres", TEST_PG_CLUSTER: cluster })) !== 0;
   } finally {
     stopSharedCluster(cluster);
   }
