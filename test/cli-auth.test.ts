@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
 import { test } from "node:test";
-import { auditEvents, cliLogin, startServer, type TestServer } from "./helpers.ts";
+import { auditEvents, cliLogin, sha256Hex, startServer, type TestServer } from "./helpers.ts";
 import { markUserDisabled, rowCount, storedRows } from "./storage.ts";
-
-/** What the server must store for a token: its SHA-256, computed here, not by the code under test. */
-const sha256Hex = (text: string) => crypto.createHash("sha256").update(text).digest("hex");
 
 const SESSION_ENDED = { error: "Your CLI session has expired or was revoked. Run the CLI login command." };
 const MINUTE = 60_000;

@@ -106,6 +106,11 @@ export function makeTempDir(prefix = "secrets-test-"): string {
   return dir;
 }
 
+/** What the server must store for a token: its SHA-256 in hex, computed here, not by the code under test. */
+export function sha256Hex(text: string): string {
+  return crypto.createHash("sha256").update(text).digest("hex");
+}
+
 export function randomMasterKey(): string {
   return crypto.randomBytes(32).toString("base64");
 }

@@ -1,15 +1,11 @@
 // Machine access (README, "Machine access") over HTTP against a real server: service accounts, service tokens and
 // the access guard's third kind of caller.
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
 import { test } from "node:test";
-import { auditEvents, type Client, runMain } from "./helpers.ts";
+import { auditEvents, type Client, runMain, sha256Hex } from "./helpers.ts";
 import { cliFor, createSecret, envPath, ISO_MS, startTeam, type Team, UUID } from "./secrets-helpers.ts";
 import { createServiceAccount, createServiceToken, serviceAccountsPath } from "./service-account-helpers.ts";
 import { rowCount, storedRows } from "./storage.ts";
-
-/** What the server must store for a token: its SHA-256, computed here, not by the code under test. */
-const sha256Hex = (text: string) => crypto.createHash("sha256").update(text).digest("hex");
 
 const NOT_FOUND = { error: "Project not found." };
 const FORBIDDEN = { error: "You do not have permission to do this in this project." };

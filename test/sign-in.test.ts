@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
 import { test } from "node:test";
-import { auditEvents, listUsers, randomMasterKey, startServer } from "./helpers.ts";
+import { auditEvents, listUsers, randomMasterKey, sha256Hex, startServer } from "./helpers.ts";
 import { rowCount, storedRows } from "./storage.ts";
-
-/** What the server must store for a token: its SHA-256, computed here, not by the code under test. */
-const sha256Hex = (text: string) => crypto.createHash("sha256").update(text).digest("hex");
 
 test("dev sign-in sets an HttpOnly SameSite=Lax cookie and /me answers the user", async (t) => {
   const server = await startServer(t);

@@ -2,7 +2,7 @@
 // (the import endpoint takes a browser session only), each confirmed for production.
 import fs from "node:fs";
 import { parseDotenv } from "../../web/src/dotenv.ts";
-import { isSecretKey, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
+import { isSecretKey, MAX_IMPORT_BYTES, MAX_KEY_LENGTH, MAX_VALUE_UNITS as MAX_VALUE_LENGTH } from "../core/secret-rules.ts";
 import { looksLikeToken, printable, strictUtf8 } from "../core/text.ts";
 import { type Api, errorFor } from "./api.ts";
 import { maybeOpenBrowser } from "./browser.ts";
@@ -42,8 +42,6 @@ function list(keys: string[]): string {
 
 /** A value's longest UTF-8 (four bytes for each of its characters), and a line break. */
 const MAX_STDIN_BYTES = MAX_VALUE_LENGTH * 4 + 2;
-/** The most a .env file to import may hold, as in the web UI: one import's worth. */
-const MAX_IMPORT_FILE_BYTES = 2_000_000;
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -149,11 +147,11 @@ function readAtMost(file: string, max: number): Buffer {
 function readDotenvFile(file: string): { key: string; value: string }[] {
   let bytes: Buffer;
   try {
-    bytes = readAtMost(file, MAX_IMPORT_FILE_BYTES + 1);
+    bytes = readAtMost(file, MAX_IMPORT_BYTES + 1);
   } catch (error) {
     throw new CliError(`Cannot read ${file}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}.`, EXIT.usage);
   }
-  if (bytes.length > MAX_IMPORT_FILE_BYTES) {
+  if (bytes.length > MAX_IMPORT_BYTES) {
     throw new CliError(`${file} is larger than 2 MB, the most one import takes; nothing was written. Split it.`, EXIT.failed);
   }
   const text = strictUtf8(bytes);

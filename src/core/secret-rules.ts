@@ -10,6 +10,8 @@ export const MAX_KEY_LENGTH = 128;
 export const SECRET_NOT_FOUND = "Secret not found.";
 /** Counted in UTF-16 code units, as the UI's maxlength counts (see fitsUnits). */
 export const MAX_VALUE_UNITS = 10_000;
+/** The largest import: the request body the server takes, and the file the UI and the CLI read. */
+export const MAX_IMPORT_BYTES = 2_000_000;
 
 /** A key's shape: letters, digits and underscores, not starting with a digit, at most 128 characters. */
 export function hasKeyShape(key: unknown): key is string {

@@ -5,13 +5,12 @@ import type { AccessGuard } from "../core/access.ts";
 import { checkAlways, EnvironmentParams, isPlainObject, Ok, SECURITY, Timestamp } from "../core/api-schemas.ts";
 import type { Auth } from "../core/auth.ts";
 import { HttpError } from "../core/errors.ts";
-import { isWellFormedText, MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
+import { isWellFormedText, MAX_IMPORT_BYTES, MAX_KEY_LENGTH, MAX_VALUE_UNITS, SECRET_KEY_PATTERN } from "../core/secret-rules.ts";
 import { fitsUnits, looksLikeToken } from "../core/text.ts";
 import { DockerEnvRefusal, dockerRefusalMessage, EXPORT_FORMATS, exportFile } from "./export-formats.ts";
 import type { SecretsService } from "./secrets.service.ts";
 
 const MAX_IMPORT_ENTRIES = 500;
-const MAX_IMPORT_BYTES = 2_000_000;
 export const IMPORT_TOO_LARGE = "The import is too large.";
 export const UNKNOWN_EXPORT_FORMAT = "Unknown export format: use format=dotenv, shell, docker or yaml, or leave it out for JSON.";
 

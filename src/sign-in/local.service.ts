@@ -52,12 +52,6 @@ interface Deps {
 export type LocalAccounts = ReturnType<typeof createLocalAccounts>;
 
 /**
- * Accounts kept by the server itself (AUTH_PROVIDER=local): scrypt password hashes, and
- * one-time links (stored as hashes) through which a person sets a password. Whoever holds
- * a link was vouched for by the operator who printed it, so setting a password through
- * one verifies the e-mail.
- */
-/**
  * A local account's address as stored and looked up: lower case throughout, as accounts
  * have always been stored. Unlike foldEmail (which invitations match by), any letter is
  * folded: the operator vouches for the address, and a look-alike typed at sign-in still
@@ -67,6 +61,12 @@ function localAddress(email: string): string {
   return email.trim().toLowerCase();
 }
 
+/**
+ * Accounts kept by the server itself (AUTH_PROVIDER=local): scrypt password hashes, and
+ * one-time links (stored as hashes) through which a person sets a password. Whoever holds
+ * a link was vouched for by the operator who printed it, so setting a password through
+ * one verifies the e-mail.
+ */
 export function createLocalAccounts({ db, users, repo, config, clock, keyring }: Deps) {
   // Failed sign-ins per account, existing or not (so a 429 reveals nothing), in the
   // database so that a restart does not hand an attacker a fresh set of tries.

@@ -229,8 +229,8 @@ interface SubmitProps {
 }
 
 /**
- * A button's props while its action may run: busy, it is aria-disabled and a press does
- * nothing. Not `disabled`, which drops the keyboard focus of whoever pressed it to the page's
+ * A button's props while its action may run, or while it has nothing to act on yet (as
+ * SubmitButton's `unavailable`): then it is aria-disabled and a press does nothing. Not `disabled`, which drops the keyboard focus of whoever pressed it to the page's
  * start, where they would have to find their place again. `disabled` stays for a button that
  * cannot apply at all.
  */

@@ -1,5 +1,6 @@
 import type { Logger } from "pino";
 import { type HttpAnswer, HttpFailure, httpRequest, retryAfterMs } from "../../core/http-client.ts";
+import { isWellFormedText } from "../../core/secret-rules.ts";
 
 // A small client of the Vercel REST API (the parts the sync needs). Every URL is built
 // from VERCEL_API_URL; deploy hooks are checked against that same host before they are
@@ -25,8 +26,13 @@ export const SHUTDOWN = "shutdown";
  * (a lone surrogate) or would move up the path (`.`, `..`) is a malformed answer, not a crash.
  */
 function segment(id: string): string {
-  if (!id.isWellFormed() || id === "." || id === "..") throw new VercelError("unavailable", 200, "malformed");
+  if (!isPathSegment(id)) throw new VercelError("unavailable", 200, "malformed");
   return encodeURIComponent(id);
+}
+
+/** Whether an id can stand in a URL's path as one segment: it encodes, and it does not move up the path. */
+export function isPathSegment(id: string): boolean {
+  return isWellFormedText(id) && id !== "." && id !== "..";
 }
 
 export class VercelError extends Error {

@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { AccessGuard } from "../../core/access.ts";
 import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../../core/api-schemas.ts";
 import type { Auth } from "../../core/auth.ts";
+import { isPathSegment } from "./vercel.client.ts";
 import { TARGETS, type VercelService } from "./vercel.service.ts";
 
 // Browser only; every route runs the access guard (integrations:manage) before its body
@@ -38,7 +39,7 @@ const Link = z.strictObject({
     .min(1)
     .max(200)
     // It becomes a path segment at Vercel: one that cannot be encoded or moves up the path names no project.
-    .refine((id) => id.isWellFormed() && id !== "." && id !== ".."),
+    .refine(isPathSegment),
   teamId: TeamId.optional(),
   mappings: z
     .record(z.string(), z.enum(TARGETS))

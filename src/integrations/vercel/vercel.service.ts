@@ -167,12 +167,12 @@ export function createVercelService({ db, repo, users, access, audit, vault, clo
     });
   }
 
-  /** Turns a failed call with the saved token into the answer; a rejection means attention. */
   /** Vercel not reached: 502, unless the server is stopping and cut the call (503, as every request then). */
   function unreachable(error: VercelError): HttpError {
     return error.code === SHUTDOWN ? shuttingDown() : new HttpError(502, MESSAGES.unreachable);
   }
 
+  /** Turns a failed call with the saved token into the answer; a rejection means attention. */
   async function savedTokenFailure(used: IntegrationRow, error: unknown): Promise<never> {
     if (error instanceof VercelError) {
       if (error.failure === "rejected") {

@@ -3,7 +3,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { type AuditEvent, type AuditEventPage, get, type Member, type Project, projectPath, request, type ServiceAccount } from "../api.ts";
 import { localDayBound } from "../audit-dates.ts";
 import { navigate, useLocation } from "../router.ts";
-import { ErrorText, type Loaded, messageOf, Time, useAction, useLoad, whileBusy, whoLabel } from "../ui.tsx";
+import { ErrorText, messageOf, Time, useAction, useLoad, whileBusy, whoLabel } from "../ui.tsx";
 import { hasKeyShape } from "./secrets-common.tsx";
 import { saveFile } from "./secrets-export.tsx";
 
@@ -360,9 +360,8 @@ export function AuditPage({ project }: { project: Project }) {
   const serviceAccounts = accounts.data ?? [];
   // An actor the lists do not hold (a former member, a deleted service account, or a list that
   // could not be loaded) still filters the list, and the select says so rather than "Anyone".
-  const settled = (list: Loaded<unknown>) => list.data !== undefined || list.error !== undefined;
   const isListed = (members.data ?? []).some((m) => m.userId === filters.actor) || serviceAccounts.some((a) => a.id === filters.actor);
-  const unlistedActor = filters.actor !== "" && settled(members) && settled(accounts) && !isListed;
+  const unlistedActor = filters.actor !== "" && !members.loading && !accounts.loading && !isListed;
   const listsFailed = members.error !== undefined || accounts.error !== undefined;
   const set = (field: keyof Filters) => (e: { currentTarget: HTMLInputElement | HTMLSelectElement }) =>
     apply({ ...filters, [field]: e.currentTarget.value });

@@ -1,10 +1,9 @@
 // Where an import's text comes from: pasted, or read from a chosen file in this browser.
 import type { Ref } from "preact";
 import { useState } from "preact/hooks";
+import { MAX_IMPORT_BYTES } from "../../../src/core/secret-rules.ts";
 import { strictUtf8 } from "../../../src/core/text.ts";
 import { ErrorText } from "../ui.tsx";
-
-const MAX_FILE_BYTES = 2_000_000;
 
 export function ImportSource(props: { text: string; onText(text: string): void; fileInput: Ref<HTMLInputElement> }) {
   const [fileError, setFileError] = useState<string | undefined>(undefined);
@@ -31,7 +30,7 @@ export function ImportSource(props: { text: string; onText(text: string): void; 
             setFileError(undefined);
             const file = e.currentTarget.files?.[0];
             if (!file) return;
-            if (file.size > MAX_FILE_BYTES) {
+            if (file.size > MAX_IMPORT_BYTES) {
               setFileError("That file is larger than 2 MB, the most one import takes.");
               return;
             }
