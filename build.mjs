@@ -103,6 +103,25 @@ module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => 
   },
 };
 
+/**
+ * env-schema compiles JSON Schema's meta-schema as it loads and our schema at its first
+ * call (50-60 ms of every start, code made at run time that no code cache keeps). The
+ * server bundle gets it compiled here instead, for src/core/config.ts's schema: see
+ * src/dev/env-schema-precompiled.ts.
+ */
+const envSchemaPrecompiled = {
+  name: "env-schema-precompiled",
+  setup(build) {
+    build.onResolve({ filter: /^env-schema$/ }, () => ({ path: "env-schema", namespace: "precompiled" }));
+    build.onLoad({ filter: /.*/, namespace: "precompiled" }, async () => {
+      const { precompiledEnvSchema } = await import(pathToFileURL(path.join(ROOT, "src/dev/env-schema-precompiled.ts")).href);
+      const { ENV_SCHEMA } = await import(pathToFileURL(path.join(ROOT, "src/core/config.ts")).href);
+      // Its require of Ajv's runtime helpers resolves from env-schema's folder, as env-schema's own would.
+      return { contents: precompiledEnvSchema(ENV_SCHEMA), loader: "js", resolveDir: path.dirname(require.resolve("env-schema")) };
+    });
+  },
+};
+
 async function bundle() {
   const common = {
     bundle: true,
@@ -138,7 +157,7 @@ async function bundle() {
       ...common,
       entryPoints: [path.join(ROOT, "src/server-commands.ts")],
       outfile: SERVER_BUNDLE,
-      plugins: [fastifyProtocolsOnUse],
+      plugins: [fastifyProtocolsOnUse, envSchemaPrecompiled],
     }),
   ]);
   if (results.some((result) => result.errors.length > 0)) fail("esbuild failed.");

@@ -150,7 +150,7 @@ const LOOPBACK_LISTEN_HOSTS = new Set(["127.0.0.1", "localhost", "::1"]);
 /** Opens the database, wires every module by hand and returns the (not yet listening) server. */
 export async function buildApp(config: Config, options: AppOptions = {}): Promise<App> {
   const clock = options.clock ?? systemClock;
-  const log = createLogger(config, options.logStream);
+  const log = await createLogger(config, options.logStream);
   const keyring = loadKeyring(config, log);
   const db = await openStore(config, {
     warn: (message) => log.warn(message),

@@ -1,13 +1,17 @@
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
+import { createRequire } from "node:module";
 import net from "node:net";
 import path from "node:path";
 import { test } from "node:test";
+import vm from "node:vm";
 import Database from "better-sqlite3";
-import { ConfigError, loadConfig } from "../src/core/config.ts";
+import { envSchema } from "env-schema";
+import { ConfigError, ENV_SCHEMA, loadConfig } from "../src/core/config.ts";
 import { backupDatabase, openDatabase } from "../src/core/db.ts";
 import { chooseLogFormat } from "../src/core/logging.ts";
+import { precompiledEnvSchema } from "../src/dev/env-schema-precompiled.ts";
 import { sourceCommand } from "../src/dev/source-command.ts";
 import { Client, makeTempDir, randomMasterKey, runMain, startServer, startServerProcess } from "./helpers.ts";
 import { connectionSettings, migrateFromTheFuture, storedRows } from "./storage.ts";
@@ -413,6 +417,49 @@ test("backup finishes while another connection commits between its steps", async
 test("a variable with a fixed set of values names them", () => {
   assert.equal(configError({ LOG_LEVEL: "loud" }), "LOG_LEVEL must be one of: fatal, error, warn, info, debug, trace, silent.");
   assert.equal(configError({ NODE_ENV: "prod" }), "NODE_ENV must be one of: development, production, test.");
+});
+
+test("the executable's env-schema, compiled by the build, answers every input as env-schema does", () => {
+  // Loaded as build.mjs bundles it: a CommonJS module whose requires resolve from env-schema's folder.
+  const built: { exports: { envSchema?: typeof envSchema } } = { exports: {} };
+  const envSchemaFile = createRequire(import.meta.url).resolve("env-schema");
+  vm.compileFunction(precompiledEnvSchema(ENV_SCHEMA), ["module", "exports", "require"])(
+    built,
+    built.exports,
+    createRequire(envSchemaFile),
+  );
+  const builtEnvSchema = built.exports.envSchema;
+  assert.ok(builtEnvSchema);
+
+  const outcome = (check: typeof envSchema, data: Record<string, string>) => {
+    try {
+      return { value: check({ schema: ENV_SCHEMA, data: { ...data }, env: false, dotenv: false }) };
+    } catch (error) {
+      return { message: (error as Error).message, errors: (error as { errors?: unknown }).errors };
+    }
+  };
+  const inputs: Record<string, string>[] = [
+    {},
+    { PORT: "8081", HOST: "0.0.0.0", NODE_ENV: "production", AUTH_PROVIDER: "local", MASTER_KEY: "k" },
+    // Not ours: removed, as env-schema removes them.
+    { PATH: "/usr/bin", HOME: "/root", secrets_server_token: "x" },
+    ...["65536", "-1", "80.5", " 80", "0x50", "1e3", "true", "", "8e-1", "080"].map((PORT) => ({ PORT })),
+    { LOG_LEVEL: "loud", PORT: "port", NODE_ENV: "staging" },
+    { HOST: "" },
+    // minLength counts code points (Ajv's ucs2length), not UTF-16 units.
+    { SMTP_FROM: "ab" },
+    { SMTP_FROM: "\u{1F600}\u{1F600}" },
+    { SMTP_FROM: "\u{1F600}\u{1F600}\u{1F600}" },
+    { MASTER_KEY_VERSION: "0", AUDIT_RETENTION_DAYS: "36501", RATE_LIMIT_IPV6_PREFIX: "31", SYNC_LEASE_SECONDS: "1" },
+    { DATABASE_POOL_SIZE: "1000", SHUTDOWN_DRAIN_SECONDS: "0", SYNC_RETRY_MS: "3600000", TRUST_PROXY: "2" },
+    ...Object.keys(ENV_SCHEMA.properties).map((name) => ({ [name]: "x" })),
+  ];
+  for (const data of inputs) {
+    assert.deepEqual(outcome(builtEnvSchema, data), outcome(envSchema, data), JSON.stringify(data));
+  }
+  // Compiled for one schema: given another, it refuses rather than check the wrong thing.
+  const other = { ...ENV_SCHEMA, properties: { ...ENV_SCHEMA.properties, EXTRA: { type: "string" } } };
+  assert.throws(() => builtEnvSchema({ schema: other, data: {}, env: false, dotenv: false }), /compiled by the build for another schema/);
 });
 
 test("MASTER_KEYS_PREVIOUS naming the current version says what to do, and leaves no generated key file", async () => {

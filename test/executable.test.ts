@@ -83,6 +83,17 @@ test("the built executable starts from another working directory with no node on
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /Unknown command "no-such-command"/);
 
+  // The configuration is checked by the schema the build compiled (src/dev/env-schema-precompiled.ts).
+  for (const [variables, message] of [
+    [{ PORT: "70000" }, "PORT must be <= 65535."],
+    [{ LOG_LEVEL: "loud" }, "LOG_LEVEL must be one of: fatal, error, warn, info, debug, trace, silent."],
+    [{ SMTP_FROM: "ab" }, "SMTP_FROM must NOT have fewer than 3 characters."],
+  ] as const) {
+    const refused = await run(executable, ["migrate"], { ...options, env: { ...env, ...variables } });
+    assert.deepEqual([refused.code, refused.stderr], [1, `secrets-server: configuration error: ${message}\n`]);
+  }
+  assert.deepEqual(fs.readdirSync(workDir), ["bin"], "nothing written with a bad configuration");
+
   // `migrate` creates ./data (the default DATA_DIR) below the working directory.
   const migrate = await run(executable, ["migrate"], options);
   assert.equal(migrate.code, 0, migrate.stderr);

@@ -6,8 +6,9 @@ import { DEFAULT_IPV6_PREFIX } from "./client-address.ts";
 import { isLoopbackHost } from "./loopback.ts";
 import { foldAsciiCase } from "./text.ts";
 
-// Every variable of the README's "Configuration" section.
-const schema = {
+// Every variable of the README's "Configuration" section. The executable checks them with
+// this schema compiled by the build (src/dev/env-schema-precompiled.ts), not at each start.
+export const ENV_SCHEMA = {
   type: "object",
   required: [],
   properties: {
@@ -174,7 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // Unset and empty are the same thing for an operator editing an EnvironmentFile.
     const data = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
     // env: false, or env-schema merges process.env back over `data` (undoing the filter).
-    raw = envSchema<RawEnv>({ schema, data, env: false, dotenv: false });
+    raw = envSchema<RawEnv>({ schema: ENV_SCHEMA, data, env: false, dotenv: false });
   } catch (error) {
     throw new ConfigError(describeSchemaError(error));
   }
