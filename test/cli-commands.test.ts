@@ -107,6 +107,21 @@ test("secrets set KEY=VALUE..., import, delete and diff; production needs --yes 
     if (bad === valueAsKey || bad === keyLeftOut) assert.match(refused.stderr, /^secrets-server: Argument 2 is not KEY=VALUE\./);
   }
   assert.match((await cli(home, ["secrets", "set", "A_KEY=1", "B_KEY", ...dev])).stderr, /"B_KEY" is not KEY=VALUE/);
+  // A value that starts with - reads as an unknown option; Node's message would quote it.
+  for (const value of ["--s3cret-value-here", "-s3cret", "--s3cret=more"]) {
+    const refused = await cli(home, ["secrets", "set", "A_KEY", value, ...dev]);
+    assert.equal(refused.code, 2, value);
+    assert.match(
+      refused.stderr,
+      /^secrets-server: An argument starts with - but is no option of this command; it is not repeated here/,
+      value,
+    );
+    assert.doesNotMatch(refused.stderr, /s3cret/, value);
+  }
+  // A typo of an option is named, with the option meant.
+  const typo = await cli(home, ["secrets", "list", "--projcet", "web", ...dev]);
+  assert.equal(typo.code, 2);
+  assert.match(typo.stderr, /^secrets-server: Unknown option --projcet: did you mean --project\?/);
   assert.deepEqual(Object.keys(await exported(alice, project.id, "development")).sort(), [
     "DEV_ONLY",
     "DIFF_TOKEN",

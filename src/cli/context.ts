@@ -5,6 +5,7 @@ import { nameKey, printable, UUID } from "../core/text.ts";
 import { Api, DEFAULT_SERVER, normalizeServerUrl } from "./api.ts";
 import { readCredentials } from "./credentials.ts";
 import { checkedSecrets, type SecretPair } from "./dotenv.ts";
+import { editDistance } from "./edit-distance.ts";
 import { CliError, EXIT, UsageRequested } from "./errors.ts";
 import { type MachineAuth, machineAuth, TOKEN_FILE_OPTION } from "./machine.ts";
 
@@ -46,13 +47,34 @@ function asksForHelp(args: string[], options: NonNullable<ParseArgsConfig["optio
   return false;
 }
 
+/**
+ * What to say of an argument that starts with - and is no option of the command. Node's own
+ * message quotes it, and it may be a value (`secrets set API_KEY "$KEY"` with a key that
+ * starts with --), which must stay out of the terminal and CI logs: it is named only when
+ * it is one or two typos away from an option the command has.
+ */
+function unknownOption(args: string[], options: NonNullable<ParseArgsConfig["options"]>): string {
+  const { tokens } = parseArgs({ args, options, allowPositionals: true, strict: false, tokens: true });
+  const unknown = tokens.find((token) => token.kind === "option" && !Object.hasOwn(options, token.name));
+  const written = unknown?.kind === "option" ? unknown.rawName : "";
+  if (/^--[a-z][a-z-]{2,30}$/.test(written)) {
+    const name = written.slice(2);
+    const limit = Math.min(2, Math.floor(name.length / 3));
+    const meant = Object.keys(options).find((option) => option.length > 1 && editDistance(name, option) <= limit);
+    if (meant) return `Unknown option ${written}: did you mean --${meant}?`;
+  }
+  return "An argument starts with - but is no option of this command; it is not repeated here, as it may be a value. A value that starts with - goes at the end, after --.";
+}
+
 /** util.parseArgs, with its errors turned into a usage message, and -h or --help into the usage. */
 export function parseFlags<T extends NonNullable<ParseArgsConfig["options"]>>(args: string[], options: T, usage: string) {
   if (asksForHelp(args, options)) throw new UsageRequested(usage);
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new CliError(`${printable((error as Error).message)}\n\n${usage}`, EXIT.usage);
+    const message =
+      (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? unknownOption(args, options) : (error as Error).message;
+    throw new CliError(`${printable(message)}\n\n${usage}`, EXIT.usage);
   }
 }
 

@@ -24,6 +24,7 @@ import {
 } from "./context.ts";
 import { diffEnvironments } from "./diff.ts";
 import { formatJson, type SecretPair } from "./dotenv.ts";
+import { editDistance } from "./edit-distance.ts";
 import { CliError, EXIT, UnreachableError } from "./errors.ts";
 import { describePlace, type FallbackPlace, formatAge, loadFallback, parseDuration, saveFallback } from "./fallback.ts";
 import { writeFileAtomically } from "./files.ts";
@@ -112,18 +113,6 @@ function similarKeys(wanted: string, keys: string[]): string[] {
     .filter((s) => s.distance === best)
     .map((s) => s.key)
     .slice(0, 3);
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }
 
 /** "3 minutes ago" for the last week, then the local date and time. */
