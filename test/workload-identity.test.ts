@@ -419,6 +419,30 @@ test("a key rotated in at the issuer is picked up; an unknown kid refetches at m
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);
 });
 
+test("a token without a kid verifies with whichever published key of its algorithm signed it; its claims are still checked", async (t) => {
+  const { server, issuer, rsa, account } = await setUp(t);
+  // Alone for RS256 first, then beside a second RS256 key (an issuer in the middle of a rotation).
+  assert.equal((await exchange(server, account.id, await issuer.sign(rsa, {}, { kid: null }))).status, 200);
+  const rotated = await signingKey("rsa-2", "RS256");
+  issuer.publish(rotated);
+  server.clock.advance(10 * 60 * 1000 + 1);
+  for (const key of [rsa, rotated]) {
+    const res = await exchange(server, account.id, await issuer.sign(key, {}, { kid: null }));
+    assert.equal(res.status, 200, `${key.kid}: ${JSON.stringify(res.body)}`);
+  }
+  // Signed by no published key, or expired, or for another subject: refused all the same.
+  const stranger = await signingKey("rsa-x", "RS256");
+  const refused = [
+    await issuer.sign(stranger, {}, { kid: null }),
+    await issuer.sign(rotated, {}, { kid: null, expiresInSeconds: -120 }),
+    await issuer.sign(rotated, { sub: "repo:evil/api:ref:refs/heads/main" }, { kid: null }),
+  ];
+  for (const token of refused) {
+    const res = await exchange(server, account.id, token);
+    assert.deepEqual([res.status, res.body], [401, REFUSED]);
+  }
+});
+
 test("the issuer's configuration and key set are discovered again after 10 minutes", async (t) => {
   const { server, issuer, rsa, account } = await setUp(t);
   assert.equal((await exchange(server, account.id, await issuer.sign(rsa))).status, 200);

@@ -82,8 +82,8 @@ export async function startIssuer(t: TestContext) {
     set redirectDiscovery(value: boolean) {
       redirectDiscovery = value;
     },
-    /** A JWT from this issuer; `claims` override the defaults (null removes one). */
-    async sign(key: SigningKey, claims: Record<string, unknown> = {}, options: { expiresInSeconds?: number; kid?: string } = {}) {
+    /** A JWT from this issuer; `claims` override the defaults (null removes one); `kid: null` leaves the header without one. */
+    async sign(key: SigningKey, claims: Record<string, unknown> = {}, options: { expiresInSeconds?: number; kid?: string | null } = {}) {
       const now = Math.floor(Date.now() / 1000);
       const payload: Record<string, unknown> = {
         iss: issuer.url,
@@ -96,7 +96,8 @@ export async function startIssuer(t: TestContext) {
         ...claims,
       };
       for (const [name, value] of Object.entries(payload)) if (value === null) delete payload[name];
-      return new SignJWT(payload).setProtectedHeader({ alg: key.alg, kid: options.kid ?? key.kid }).sign(key.privateKey);
+      const kid = options.kid === null ? {} : { kid: options.kid ?? key.kid };
+      return new SignJWT(payload).setProtectedHeader({ alg: key.alg, ...kid }).sign(key.privateKey);
     },
   };
   return issuer;

@@ -1,5 +1,5 @@
 import crypto from "node:crypto";
-import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, jwtVerify } from "jose";
+import { createLocalJWKSet, decodeJwt, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions, jwtVerify } from "jose";
 import type { Logger } from "pino";
 import type { AuditWriter } from "../audit/audit.writer.ts";
 import { dropStale, makeRoom } from "../core/bounded-map.ts";
@@ -34,6 +34,9 @@ const AUDIT_INTERVAL_MS = 60 * 1000;
 // Asymmetric only: "none" is never accepted by jwtVerify, and an HMAC key would be a
 // secret shared with every holder of the public key set.
 const ALGORITHMS = ["RS256", "ES256", "EdDSA"];
+// A token without a kid, when several keys of the set fit its algorithm (an issuer in the
+// middle of a rotation), is tried with each of them, up to this many.
+const KEYS_TRIED_WITHOUT_KID = 8;
 
 /** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
 class Refused extends Error {}
@@ -231,6 +234,31 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     };
   }
 
+  /**
+   * jwtVerify against the issuer's keys. jose refuses a token without a kid that more than
+   * one key fits (ERR_JWKS_MULTIPLE_MATCHING_KEYS) and hands the candidates with the error,
+   * for the caller to try: the first whose signature verifies decides, claims included.
+   */
+  async function verifyWithKeySet(jwt: string, keys: JWTVerifyGetKey, options: JWTVerifyOptions) {
+    try {
+      return await jwtVerify(jwt, keys, options);
+    } catch (error) {
+      if ((error as { code?: string }).code !== "ERR_JWKS_MULTIPLE_MATCHING_KEYS") throw error;
+      let failure: unknown = error;
+      let tried = 0;
+      for await (const key of error as unknown as AsyncIterable<CryptoKey>) {
+        if (++tried > KEYS_TRIED_WITHOUT_KID) break;
+        try {
+          return await jwtVerify(jwt, key, options);
+        } catch (next) {
+          if ((next as { code?: string }).code !== "ERR_JWS_SIGNATURE_VERIFICATION_FAILED") throw next;
+          failure = next;
+        }
+      }
+      throw failure;
+    }
+  }
+
   async function verify(serviceAccountId: string, jwt: string): Promise<{ payload: JWTPayload; trust: TrustRow }> {
     const account = await repo.findAccountById(serviceAccountId);
     if (!account) throw new Refused("no such service account");
@@ -246,7 +274,7 @@ export function createWorkloadIdentityService({ db, repo, audit, clock, log }: D
     const issuer = trusts[0]!.issuer;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(jwt, await keySetOf(issuer), {
+      ({ payload } = await verifyWithKeySet(jwt, await keySetOf(issuer), {
         issuer,
         algorithms: ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
