@@ -157,6 +157,15 @@ test("local: setup-link prints a new link that replaces the old one; setup links
   });
   assert.equal(oidc.code, 1);
   assert.match(oidc.stderr, /setup-link is for local accounts, but AUTH_PROVIDER is oidc/);
+
+  // Refused before anything is made: no database in a new install's DATA_DIR.
+  const empty = makeTempDir();
+  for (const command of [["setup-link"], ["users", "add", "new@example.com"], ["users", "reset-password", "new@example.com"]]) {
+    const refused = await runMain(command, { DATA_DIR: empty });
+    assert.equal(refused.code, 1, command.join(" "));
+    assert.match(refused.stderr, /is for local accounts, but AUTH_PROVIDER is dev/, command.join(" "));
+    assert.deepEqual(fs.readdirSync(empty), [], command.join(" "));
+  }
 });
 
 test("local: sign-in answers the same generic message for a wrong password and an unknown account", async (t) => {

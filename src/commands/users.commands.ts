@@ -35,8 +35,17 @@ type Command = (args: string[]) => Promise<number>;
  * add before the first start); the others only read or change an existing one, and refuse
  * a DATA_DIR that holds none (a typo would otherwise list or change nothing, "successfully").
  */
-async function withDatabase<T>(fn: (db: Store, config: Config) => Promise<T>, creates = false): Promise<T> {
+/**
+ * Runs fn on the database. `creates`: the command may make the first database of a new
+ * install. `localCommand`: the command is for local accounts, and refuses another
+ * AUTH_PROVIDER before anything is opened, created or migrated.
+ */
+async function withDatabase<T>(
+  fn: (db: Store, config: Config) => Promise<T>,
+  { creates = false, localCommand }: { creates?: boolean; localCommand?: string } = {},
+): Promise<T> {
   const config = loadConfig();
+  if (localCommand) requireLocal(config, localCommand);
   if (!creates) requireDatabaseFile(config);
   const db = await openStore(config);
   try {
@@ -149,14 +158,16 @@ function emailArguments(args: string[], usage: string, takesName = false): { ema
 
 export const setupLinkCommand: Command = async () =>
   run(() =>
-    withDatabase(async (db, config) => {
-      requireLocal(config, "setup-link");
-      printLink(
-        "Open this link to create the first account (the e-mail you enter there counts as verified):",
-        await local(db, config).issueSetupLink(),
-      );
-      return 0;
-    }, true),
+    withDatabase(
+      async (db, config) => {
+        printLink(
+          "Open this link to create the first account (the e-mail you enter there counts as verified):",
+          await local(db, config).issueSetupLink(),
+        );
+        return 0;
+      },
+      { creates: true, localCommand: "setup-link" },
+    ),
   );
 
 export const usersCommand: Command = async ([sub, ...args]) => {
@@ -184,24 +195,28 @@ export const usersCommand: Command = async ([sub, ...args]) => {
       // As a name the identity provider sends: unsafe characters become spaces, 100 at most.
       const name = parsed.name === undefined ? null : displayName(parsed.name);
       return run(() =>
-        withDatabase(async (db, config) => {
-          requireLocal(config, "users add");
-          const { user, link } = await local(db, config).addUser(email, name);
-          printLink(`Created ${user.email}. Give them this link to set their password:`, link);
-          return 0;
-        }, true),
+        withDatabase(
+          async (db, config) => {
+            const { user, link } = await local(db, config).addUser(email, name);
+            printLink(`Created ${user.email}. Give them this link to set their password:`, link);
+            return 0;
+          },
+          { creates: true, localCommand: "users add" },
+        ),
       );
     }
     case "reset-password": {
       const email = emailArguments(args, "users reset-password EMAIL")?.email;
       if (!email) return 2;
       return run(() =>
-        withDatabase(async (db, config) => {
-          requireLocal(config, "users reset-password");
-          const { user, link } = await local(db, config).resetPassword(email);
-          printLink(`Give ${user.email} this link to choose a new password:`, link);
-          return 0;
-        }),
+        withDatabase(
+          async (db, config) => {
+            const { user, link } = await local(db, config).resetPassword(email);
+            printLink(`Give ${user.email} this link to choose a new password:`, link);
+            return 0;
+          },
+          { localCommand: "users reset-password" },
+        ),
       );
     }
     case "disable": {
@@ -245,7 +260,6 @@ export const usersCommand: Command = async ([sub, ...args]) => {
     }
     case undefined:
     case "help":
-    case "--help":
       process.stdout.write(USERS_HELP);
       return sub === undefined ? 2 : 0;
     default:
