@@ -61,6 +61,9 @@ function isHelpFlag(arg: string): boolean {
   return arg === "--help" || arg === "-h";
 }
 
+/** Server commands that read their own arguments, and answer ["help"] with their usage on stdout. */
+const OWN_USAGE = new Set(["audit", "rotate-key", "users", "copy-database"]);
+
 /** The server's commands, in their own module (see loadServerCommands). */
 const SERVER_COMMANDS = ["serve", "migrate", "backup", "copy-database", "audit", "rotate-key", "setup-link", "users"];
 
@@ -157,8 +160,9 @@ async function main(argv: string[]): Promise<void> {
   // Server commands create the database, its -wal/-shm, the key file, backups and the
   // addon cache: nothing they create is for other users. The CLI sets each file's mode itself.
   if (!Object.hasOwn(cliCommands, name)) process.umask(0o077);
-  // `audit verify --help` would verify: every help flag asks for audit's usage.
-  const code = await command(name === "audit" && args.some(isHelpFlag) ? ["help"] : args);
+  // Commands that read their own arguments: a help flag anywhere asks for their usage
+  // (`audit verify --help` would verify; `rotate-key -h` and `users add --help` were usage errors).
+  const code = await command(OWN_USAGE.has(name) && args.some(isHelpFlag) ? ["help"] : args);
   if (code < 0) return;
   await Promise.all([drained(process.stdout), drained(process.stderr)]);
   process.exit(code);

@@ -353,9 +353,13 @@ rewrote, which nothing in the database can tell apart. See the output for what t
 /** `secrets-server audit <subcommand>`. */
 export async function auditCommand(args: string[]): Promise<number> {
   const [subcommand] = args;
+  if (subcommand === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   if (subcommand !== "verify") {
-    process.stderr.write(subcommand === undefined || subcommand === "help" ? USAGE : `Unknown audit command "${subcommand}".\n\n${USAGE}`);
-    return subcommand === "help" ? 0 : 2;
+    process.stderr.write(subcommand === undefined ? USAGE : `Unknown audit command "${subcommand}".\n\n${USAGE}`);
+    return 2;
   }
   // An argument verify does not take is most likely a mistyped option: say so rather than verify
   // as if it were not there (main.ts turns --help into "help").

@@ -52,7 +52,8 @@ function tablesInCopyOrder(): TablePlan[] {
 }
 
 export async function copyDatabaseCommand(args: string[]): Promise<number> {
-  if (args[0] === "--help" || args[0] === "-h") {
+  // main.ts passes ["help"] for a help flag.
+  if (args.length === 1 && args[0] === "help") {
     process.stdout.write(USAGE);
     return 0;
   }

@@ -275,15 +275,21 @@ function parseBatchSize(args: string[]): number | undefined {
   return size;
 }
 
+const USAGE =
+  `Usage: secrets-server rotate-key [--batch-size N] [${KEY_HASH_ONLY_FLAG}]\n` +
+  "  --batch-size N                 records per transaction, 1 to 999999 (default 200)\n" +
+  `  ${KEY_HASH_ONLY_FLAG}  also key the audit events an older version chained by hash only,\n` +
+  "                                 vouching for them as they are (see audit verify's output first)\n";
+
 export async function rotateKeyCommand(args: string[]): Promise<number> {
+  // main.ts passes ["help"] for a help flag.
+  if (args.length === 1 && args[0] === "help") {
+    process.stdout.write(USAGE);
+    return 0;
+  }
   const batchSize = parseBatchSize(args);
   if (batchSize === undefined) {
-    process.stderr.write(
-      `Usage: secrets-server rotate-key [--batch-size N] [${KEY_HASH_ONLY_FLAG}]\n` +
-        "  --batch-size N                 records per transaction, 1 to 999999 (default 200)\n" +
-        `  ${KEY_HASH_ONLY_FLAG}  also key the audit events an older version chained by hash only,\n` +
-        "                                 vouching for them as they are (see audit verify's output first)\n",
-    );
+    process.stderr.write(USAGE);
     return 2;
   }
   const config = loadConfig();
