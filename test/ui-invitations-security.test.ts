@@ -262,7 +262,13 @@ describe("invitations in Chromium", () => {
     assert.equal(await page.getByLabel("Invitation link", { exact: true }).count(), 0, "no box offers the dead link");
     await gone.getByRole("button", { name: "Cancel" }).click();
 
-    await page.getByLabel("Role of bob@example.test").selectOption("member");
+    // What the demotion ends is said before it is made (src/lost-rights.ts).
+    const bobRole = page.getByLabel("Role of bob@example.test");
+    await bobRole.selectOption("member");
+    assert.match(
+      (await bobRole.getAttribute("aria-describedby").then((id) => page.locator(`#${id}`).textContent())) ?? "",
+      /Member: .* Service tokens they created are revoked, invitations they sent are voided, and a Vercel sync that uses their token is paused\.$/,
+    );
     await page.getByRole("button", { name: "Change role of bob@example.test to member" }).click();
     await page.getByRole("status").filter({ hasText: "bob@example.test is now a member." }).waitFor();
     await carolRevoke.waitFor({ state: "detached" });
@@ -280,6 +286,12 @@ describe("invitations in Chromium", () => {
     const owner = await openTab(server, { client: alice });
     const { page } = owner;
     await page.goto(`/projects/${project.id}/members`);
+    // The invitation's notices are filled into status regions already in the page, not inserted with their text.
+    const inviteStatus = page
+      .locator("form")
+      .filter({ has: page.getByRole("heading", { name: "Invite someone" }) })
+      .getByRole("status");
+    assert.equal(await inviteStatus.textContent(), "");
     await page.getByLabel("E-mail address").fill("dave@example.test");
     await page.getByRole("button", { name: "Send invitation" }).click();
     const daveBox = page.getByRole("status").filter({ hasText: "Invitation created for dave@example.test." });

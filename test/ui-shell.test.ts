@@ -242,6 +242,14 @@ describe("members and environment access on one page", () => {
     await page.getByRole("status").filter({ hasText: "carol@example.test is now an admin." }).waitFor();
     await carolRow.getByText("Implicit").waitFor();
     assert.equal(await carolRow.getByRole("checkbox").count(), 0);
+    // Removing an admin says what goes with them (src/lost-rights.ts); Cancel keeps her.
+    await carolRow.getByRole("button", { name: "Remove carol@example.test" }).click();
+    const removeCarol = page.getByRole("dialog", { name: "Remove carol@example.test?" });
+    assert.match(
+      (await removeCarol.textContent()) ?? "",
+      /Service tokens they created are revoked, invitations they sent are voided, and a Vercel sync that uses their token is paused\./,
+    );
+    await removeCarol.getByRole("button", { name: "Cancel" }).click();
 
     // Invite with grants from the same page; once accepted, the grants are in the new row.
     const inviteForm = page.locator("form").filter({ has: page.getByRole("heading", { name: "Invite someone" }) });

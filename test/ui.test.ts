@@ -685,6 +685,8 @@ describe("members and access in Chromium", () => {
       .waitFor();
 
     await owner.page.getByRole("button", { name: "Remove bob@example.test" }).click();
+    // A viewer created no service token: nothing is said of them.
+    assert.doesNotMatch((await owner.page.getByRole("dialog").textContent()) ?? "", /Service tokens/);
     await owner.page.getByRole("dialog").getByRole("button", { name: "Remove member" }).click();
     await owner.page.getByRole("row", { name: /bob@example\.test/ }).waitFor({ state: "detached" });
   });

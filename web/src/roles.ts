@@ -11,3 +11,12 @@ export const ROLE_HELP: Record<Role, string> = {
 
 /** "a member", "an admin". */
 export const withArticle = (role: string) => `${/^[aeiou]/.test(role) ? "an" : "a"} ${role}`;
+
+/**
+ * What an admin who becomes a member or viewer, is removed or leaves loses with the role
+ * (src/lost-rights.ts): said before it is done, as a CI job's token stops working.
+ */
+export function adminLosses(who: "they" | "you"): string {
+  const their = who === "you" ? "you" : "they";
+  return `Service tokens ${their} created are revoked, invitations ${their} sent are voided, and a Vercel sync that uses ${who === "you" ? "your" : "their"} token is paused.`;
+}

@@ -19,7 +19,7 @@ import {
   projectPath,
   type Role,
 } from "../api.ts";
-import { ROLE_HELP, withArticle } from "../roles.ts";
+import { adminLosses, ROLE_HELP, withArticle } from "../roles.ts";
 import { navigate } from "../router.ts";
 import {
   Confirm,
@@ -180,6 +180,7 @@ export function MembersPage({ project, onChanged }: { project: Project; onChange
             {removing.isYou
               ? "You lose access to every secret of this project until someone invites you again."
               : "They lose access to the project and their environment grants are removed."}
+            {removing.role === "admin" && ` ${adminLosses(removing.isYou ? "you" : "they")}`}
           </p>
         </Confirm>
       )}
@@ -257,6 +258,7 @@ function RoleChoice(props: { label: string; member: Member; busy: boolean; onCha
       )}
       <p class="muted small role-help" id={helpId}>
         {pending ? `${chosen.charAt(0).toUpperCase() + chosen.slice(1)}: ${ROLE_HELP[chosen]}` : ROLE_HELP[member.role]}
+        {pending && member.role === "admin" && ` ${adminLosses("they")}`}
       </p>
     </>
   );
@@ -353,22 +355,31 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           )}
           <ErrorText error={invite.error} />
           <FormActions label="Send invitation" busyLabel="Inviting…" busy={invite.busy} />
-          {created && (
-            <p class="notice" role="status">
-              Invitation created for {created.invitation.email}. {noLinkSentence(created)}
-            </p>
-          )}
-          {acceptUrl && (
-            <div class="notice" role="status">
-              <p>
-                Invitation created for {acceptUrl.email}. {acceptUrl.sentence}
+          {/* Mounted empty and filled in: a live region inserted with its text is often not announced. */}
+          <div role="status">
+            {created && (
+              <p class="notice">
+                Invitation created for {created.invitation.email}. {noLinkSentence(created)}
               </p>
-              <div class="copy-row">
-                <input readOnly aria-label="Invitation link" value={acceptUrl.url} class="mono" onFocus={(e) => e.currentTarget.select()} />
-                <CopyButton text={acceptUrl.url} label="Copy link" />
+            )}
+            {acceptUrl && (
+              <div class="notice">
+                <p>
+                  Invitation created for {acceptUrl.email}. {acceptUrl.sentence}
+                </p>
+                <div class="copy-row">
+                  <input
+                    readOnly
+                    aria-label="Invitation link"
+                    value={acceptUrl.url}
+                    class="mono"
+                    onFocus={(e) => e.currentTarget.select()}
+                  />
+                  <CopyButton text={acceptUrl.url} label="Copy link" />
+                </div>
               </div>
-            </div>
-          )}
+            )}
+          </div>
         </form>
       )}
       <LoadState loaded={invitations}>
@@ -406,27 +417,29 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
           )
         }
       </LoadState>
-      {renewed && (
-        <div class="notice" role="status">
-          <p>
-            New link for {renewed.invitation.email}: the previous link no longer works, and this one works until{" "}
-            <Time iso={renewed.invitation.expiresAt} />.{" "}
-            {renewed.devAcceptUrl ? `${devLinkSentence(renewed)} It is shown only now.` : noLinkSentence(renewed)}
-          </p>
-          {renewed.devAcceptUrl && (
-            <div class="copy-row">
-              <input
-                readOnly
-                aria-label="New invitation link"
-                value={renewed.devAcceptUrl}
-                class="mono"
-                onFocus={(e) => e.currentTarget.select()}
-              />
-              <CopyButton text={renewed.devAcceptUrl} label="Copy link" />
-            </div>
-          )}
-        </div>
-      )}
+      <div role="status">
+        {renewed && (
+          <div class="notice">
+            <p>
+              New link for {renewed.invitation.email}: the previous link no longer works, and this one works until{" "}
+              <Time iso={renewed.invitation.expiresAt} />.{" "}
+              {renewed.devAcceptUrl ? `${devLinkSentence(renewed)} It is shown only now.` : noLinkSentence(renewed)}
+            </p>
+            {renewed.devAcceptUrl && (
+              <div class="copy-row">
+                <input
+                  readOnly
+                  aria-label="New invitation link"
+                  value={renewed.devAcceptUrl}
+                  class="mono"
+                  onFocus={(e) => e.currentTarget.select()}
+                />
+                <CopyButton text={renewed.devAcceptUrl} label="Copy link" />
+              </div>
+            )}
+          </div>
+        )}
+      </div>
       {renewing && (
         <Confirm
           title={`A new link for ${renewing.email}?`}
