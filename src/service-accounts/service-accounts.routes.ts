@@ -7,8 +7,9 @@ import { type Auth, WORKLOAD_EXCHANGE_ROUTE } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
 import { HttpError } from "../core/errors.ts";
 import { fitsUnits, isPlainText, isSingleLine, isVisibleName, looksLikeToken } from "../core/text.ts";
+import { isAllowedIssuerUrl, TRUST_TEXT_MAX } from "../core/trust-rules.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
-import { IDENTITY_TOKEN_REFUSED, isAllowedIssuerUrl, type WorkloadIdentityService } from "./workload-identity.service.ts";
+import { IDENTITY_TOKEN_REFUSED, type WorkloadIdentityService } from "./workload-identity.service.ts";
 
 const WORKLOAD_EXCHANGES_PER_MINUTE = 30;
 
@@ -69,15 +70,15 @@ const NewToken = z.strictObject({
 const Text = z
   .string()
   .min(1)
-  .max(500)
+  .max(TRUST_TEXT_MAX)
   .refine(isSingleLine)
   .refine((text) => !looksLikeToken(text));
 const NewTrust = z.strictObject({
-  issuer: z.string().max(500).refine(isAllowedIssuerUrl),
+  issuer: z.string().max(TRUST_TEXT_MAX).refine(isAllowedIssuerUrl),
   audience: Text,
   subject: Text,
   claims: z
-    .record(z.string().min(1).max(100).refine(isSingleLine), z.string().max(500).refine(isSingleLine))
+    .record(z.string().min(1).max(100).refine(isSingleLine), z.string().max(TRUST_TEXT_MAX).refine(isSingleLine))
     .refine((claims) => Object.keys(claims).length <= 20)
     .optional(),
 });

@@ -7,9 +7,9 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { failureReason, httpRequest } from "../core/http-client.ts";
-import { isLoopbackHost } from "../core/loopback.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
-import { isSingleLine, UUID } from "../core/text.ts";
+import { UUID } from "../core/text.ts";
+import { isAllowedKeySetUrl } from "../core/trust-rules.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 
@@ -40,39 +40,6 @@ const KEYS_TRIED_WITHOUT_KID = 8;
 
 /** A failure whose reason goes to the log; the client only ever sees IDENTITY_TOKEN_REFUSED. */
 class Refused extends Error {}
-
-/** https, or plain http on a loopback host (a test issuer, a sidecar), without credentials or a fragment; nothing else. */
-function fetchableUrl(text: string): URL | undefined {
-  // The URL parser drops tabs, line breaks and surrounding spaces, and escapes a NUL: an
-  // issuer holding one would pass, and never equal a token's iss (PostgreSQL refuses NUL).
-  if (!isSingleLine(text) || /\s/.test(text)) return undefined;
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (url.username || url.password || url.hash) return undefined;
-  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHost(url.hostname)) ? url : undefined;
-}
-
-/** An issuer: a fetchable URL without a query (its configuration is found below its path). */
-export function isAllowedIssuerUrl(text: string): boolean {
-  const url = fetchableUrl(text);
-  return url !== undefined && !url.search;
-}
-
-/**
- * The key set an issuer's configuration names: https, or http on a loopback host only for
- * an issuer that is itself there (a test issuer). An https issuer naming a local http
- * address would make this server fetch from its own machine's services. A query is allowed:
- * some providers name their key set with one (Okta's `/v1/keys?client_id=…`).
- */
-export function isAllowedKeySetUrl(jwksUri: string, issuer: string): boolean {
-  const url = fetchableUrl(jwksUri);
-  if (!url) return false;
-  return url.protocol === "https:" || new URL(issuer).protocol === "http:";
-}
 
 /**
  * `*` matches any run of characters (none included); everything else literally. Matched

@@ -3,6 +3,7 @@
 // created it, and lives only in that dialog's state: closing the dialog or leaving the page
 // drops it, and nothing else (no list, no cache, no URL) ever holds it.
 import { useEffect, useRef, useState } from "preact/hooks";
+import { isAllowedIssuerUrl, TRUST_TEXT_MAX } from "../../../src/core/trust-rules.ts";
 import {
   ApiError,
   del,
@@ -223,7 +224,8 @@ function AccountForm({
 function AccountPage({ project, accountId }: { project: Project; accountId: string }) {
   const url = `${apiBase(project.id)}/${encodeURIComponent(accountId)}`;
   const account = useLoad(() => get<{ serviceAccount: ServiceAccount }>(url).then((r) => r.serviceAccount), [url]);
-  if (account.error instanceof ApiError && account.error.status === 404) {
+  // Only the account's own 404: a "Project not found." (removed from the project meanwhile) is said as such.
+  if (account.error instanceof ApiError && account.error.status === 404 && account.error.message === "Service account not found.") {
     return (
       <div class="stack">
         <h2>Service account not found</h2>
@@ -725,17 +727,6 @@ function ShownOnce({ created, onDone }: { created: ServiceTokenCreated; onDone()
 }
 
 /** Whether a trust's issuer can be accepted: https, or http on this machine only (as the server checks). */
-function isIssuerUrl(text: string): boolean {
-  let url: URL;
-  try {
-    url = new URL(text);
-  } catch {
-    return false;
-  }
-  if (url.username || url.password || url.search || url.hash) return false;
-  return url.protocol === "https:" || (url.protocol === "http:" && /^(localhost|127(\.\d{1,3}){3}|\[::1\])$/.test(url.hostname));
-}
-
 function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onAdded(trust: Trust): Promise<void> }) {
   const [issuer, setIssuer] = useState("");
   const [audience, setAudience] = useState("");
@@ -753,7 +744,7 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           e.preventDefault();
           setProblem(undefined);
           action.clear();
-          if (!isIssuerUrl(issuer.trim())) {
+          if (!isAllowedIssuerUrl(issuer.trim())) {
             setProblem("The issuer must be the identity provider's https address, such as https://token.actions.githubusercontent.com.");
             return;
           }
@@ -791,6 +782,19 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
             setProblem("The audience and the subject cannot be blank.");
             return;
           }
+          // Checked, not cut by maxLength: a pasted subject cut short would be saved, and every exchange refused.
+          const tooLong = (
+            [
+              ["issuer", issuer.trim()],
+              ["audience", audience.trim()],
+              ["subject", subject.trim()],
+              ...Object.entries(parsed).map(([claimName, value]) => [`value of the claim ${claimName}`, value]),
+            ] as const
+          ).find(([, text]) => text.length > TRUST_TEXT_MAX);
+          if (tooLong) {
+            setProblem(`The ${tooLong[0]} has at most ${TRUST_TEXT_MAX} characters: it has ${tooLong[1].length}.`);
+            return;
+          }
           const body = {
             issuer: issuer.trim(),
             audience: audience.trim(),
@@ -822,7 +826,6 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           <input
             required
             type="url"
-            maxLength={500}
             class="mono"
             value={issuer}
             onInput={(e) => setIssuer(e.currentTarget.value)}
@@ -838,7 +841,6 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           <span>Audience</span>
           <input
             required
-            maxLength={500}
             class="mono"
             value={audience}
             onInput={(e) => setAudience(e.currentTarget.value)}
@@ -855,7 +857,6 @@ function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onA
           <span>Subject</span>
           <input
             required
-            maxLength={500}
             class="mono"
             value={subject}
             onInput={(e) => setSubject(e.currentTarget.value)}
