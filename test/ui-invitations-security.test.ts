@@ -143,7 +143,7 @@ describe("invitations in Chromium", () => {
 
     // The role change select explains the current role in one line.
     await page.reload();
-    const bobRole = page.getByLabel("Role of bob@example.test");
+    const bobRole = page.getByLabel("Role of bob@example.test", { exact: true });
     await bobRole.waitFor();
     const helpId = await bobRole.getAttribute("aria-describedby");
     assert.equal(await page.locator(`[id="${helpId}"]`).innerText(), "Reads and changes secrets in the environments granted to them.");
@@ -263,7 +263,7 @@ describe("invitations in Chromium", () => {
     await gone.getByRole("button", { name: "Cancel" }).click();
 
     // What the demotion ends is said before it is made (src/lost-rights.ts).
-    const bobRole = page.getByLabel("Role of bob@example.test");
+    const bobRole = page.getByLabel("Role of bob@example.test", { exact: true });
     await bobRole.selectOption("member");
     assert.match(
       (await bobRole.getAttribute("aria-describedby").then((id) => page.locator(`#${id}`).textContent())) ?? "",
