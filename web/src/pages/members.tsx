@@ -367,16 +367,7 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
                 <p>
                   Invitation created for {acceptUrl.email}. {acceptUrl.sentence}
                 </p>
-                <div class="copy-row">
-                  <input
-                    readOnly
-                    aria-label="Invitation link"
-                    value={acceptUrl.url}
-                    class="mono"
-                    onFocus={(e) => e.currentTarget.select()}
-                  />
-                  <CopyButton text={acceptUrl.url} label="Copy link" />
-                </div>
+                <LinkBox label="Invitation link" url={acceptUrl.url} />
               </div>
             )}
           </div>
@@ -425,18 +416,7 @@ function Invitations({ project, refresh, onInvited }: { project: Project; refres
               <Time iso={renewed.invitation.expiresAt} />.{" "}
               {renewed.devAcceptUrl ? `${devLinkSentence(renewed)} It is shown only now.` : noLinkSentence(renewed)}
             </p>
-            {renewed.devAcceptUrl && (
-              <div class="copy-row">
-                <input
-                  readOnly
-                  aria-label="New invitation link"
-                  value={renewed.devAcceptUrl}
-                  class="mono"
-                  onFocus={(e) => e.currentTarget.select()}
-                />
-                <CopyButton text={renewed.devAcceptUrl} label="Copy link" />
-              </div>
-            )}
+            {renewed.devAcceptUrl && <LinkBox label="New invitation link" url={renewed.devAcceptUrl} />}
           </div>
         )}
       </div>
@@ -503,4 +483,14 @@ function noLinkSentence(answer: InvitationCreated | InvitationRenewed): string {
   if (answer.invitation.delivery === "sent") return `The link was e-mailed to ${email}.`;
   const failed = answer.invitation.delivery === "failed" ? "The e-mail could not be sent. " : "";
   return `${failed}A production server never shows invitation links: ${email} finds the invitation in their list after signing in with that address.`;
+}
+
+/** A link shown once, to select or copy. */
+function LinkBox({ label, url }: { label: string; url: string }) {
+  return (
+    <div class="copy-row">
+      <input readOnly aria-label={label} value={url} class="mono" onFocus={(e) => e.currentTarget.select()} />
+      <CopyButton text={url} label="Copy link" />
+    </div>
+  );
 }
