@@ -74,6 +74,20 @@ test("a write transaction commits through db() and client(); the statement timeo
   assert.equal(setting.rows[0]?.statement_timeout, "7s");
 });
 
+test("a write transaction commits with synchronous_commit on, whatever the database or role says", async () => {
+  const url = await createDatabase();
+  const relaxed = await open(url);
+  const database = (await relaxed.client().query<{ db: string }>("SELECT current_database() AS db")).rows[0]!.db;
+  await relaxed.client().query(`ALTER DATABASE "${database}" SET synchronous_commit = off`);
+  // A new pool, whose connections take the database's setting.
+  const store = await open(url);
+  assert.equal((await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit, "off");
+  const inside = await pgWriteTransaction(store, async () => {
+    return (await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit;
+  });
+  assert.equal(inside, "on");
+});
+
 test("a write transaction that throws rolls back, and the rollback listeners run", async () => {
   const before = rollbacks;
   await assert.rejects(
