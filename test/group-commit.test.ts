@@ -3,9 +3,13 @@
 // write made while the previous one ran. The syncs here are the real ones; the test only
 // holds each before it starts (buildApp's beforeWalSync), to see what waits for it.
 import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 import { type TestContext, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
-import { onPostgres, startServer, waitFor } from "./helpers.ts";
+import Database from "better-sqlite3";
+import { startGroupCommit } from "../src/core/group-commit.ts";
+import { makeTempDir, onPostgres, startServer, waitFor } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";
 import { committedVersion, SyncGate, settlesWithin } from "./sync-gate.ts";
 
@@ -202,3 +206,45 @@ test("SQLITE_SYNCHRONOUS=normal syncs nothing itself", SQLITE_ONLY, async (t) =>
   assert.equal((await owner.json("GET", `${envPath(project.id, "production")}/secrets/${secret.id}`)).status, 200);
   assert.equal(gate.started, 0);
 });
+
+test(
+  "another process's commit in the WAL: durableWithOthers syncs it, and a start syncs what a killed process left",
+  SQLITE_ONLY,
+  async (t) => {
+    const file = path.join(makeTempDir(), "shared.db");
+    const server = new Database(file);
+    server.pragma("journal_mode = WAL");
+    // A first read makes the WAL file, as the server's start does.
+    server.prepare("SELECT count(*) FROM sqlite_master").get();
+    // What the start syncs: the WAL as the previous process left it, before anything is served.
+    const realSync = fs.fdatasyncSync;
+    let syncedAtStart = 0;
+    fs.fdatasyncSync = (fd) => {
+      syncedAtStart += 1;
+      realSync(fd);
+    };
+    let syncs = 0;
+    let commits: ReturnType<typeof startGroupCommit>;
+    try {
+      commits = startGroupCommit(server, `${file}-wal`, { beforeSync: async () => void (syncs += 1) });
+    } finally {
+      fs.fdatasyncSync = realSync;
+    }
+    assert.equal(syncedAtStart, 1);
+    const other = new Database(file);
+    t.after(async () => {
+      await commits.close();
+      server.close();
+      other.close();
+    });
+    server.prepare("CREATE TABLE t (x)").run();
+    await commits.durable();
+    assert.equal(syncs, 1);
+    // Another server process on the same DATA_DIR commits; this one wrote nothing since its sync.
+    other.prepare("INSERT INTO t VALUES (1)").run();
+    await commits.durable();
+    assert.equal(syncs, 1, "durable() covers this process's writes only");
+    await commits.durableWithOthers();
+    assert.equal(syncs, 2, "a sync that began after the other process's commit");
+  },
+);

@@ -6,7 +6,7 @@ import { type BetterSQLite3Database, drizzle } from "drizzle-orm/better-sqlite3"
 import { type MigrationMeta, readMigrationFiles } from "drizzle-orm/migrator";
 import { isSingleExecutable, readAsset, sourceRoot } from "./assets.ts";
 import { type Config, ConfigError, unusableDataDir } from "./config.ts";
-import { type GroupCommit, type GroupCommitOptions, startGroupCommit } from "./group-commit.ts";
+import { type GroupCommit, type GroupCommitOptions, startGroupCommit, syncFolder } from "./group-commit.ts";
 import * as schema from "./schema.ts";
 import { printable } from "./text.ts";
 
@@ -136,6 +136,11 @@ export function sqliteWritesDurable(db: Db): Promise<void> {
   return groupCommits.get(db.$client)?.durable() ?? Promise.resolve();
 }
 
+/** As sqliteWritesDurable, for other processes' commits on the file too (GroupCommit.durableWithOthers). */
+export function sqliteAllWritesDurable(db: Db): Promise<void> {
+  return groupCommits.get(db.$client)?.durableWithOthers() ?? Promise.resolve();
+}
+
 /** Whether the caller wrote since `before` (the group commit's count, undefined without it). */
 function wroteSince(commits: GroupCommit | undefined, before: number | undefined): commits is GroupCommit {
   return commits !== undefined && commits.writes !== before;
@@ -251,6 +256,9 @@ export async function backupDatabase(config: Pick<Config, "dataDir">, destinatio
     // read snapshot, which does not block the server's writes.
     await sqlite.backup(destination, { progress: () => ALL_PAGES });
     fs.chmodSync(destination, 0o600);
+    // SQLite synced the copy's pages; its name must reach the disk too, or a power cut
+    // right after "backup written" could leave no file.
+    await syncFolder(path.dirname(path.resolve(destination)));
   } catch (error) {
     fs.rmSync(destination, { force: true });
     throw error;

@@ -40,6 +40,12 @@ export interface GroupCommit {
   whenSyncEnds(fn: () => void): void;
   /** Settles once every write made so far is on disk; rejects with the error of a failed sync. */
   durable(): Promise<void>;
+  /**
+   * Settles once everything in the WAL up to now is on disk, other processes' commits
+   * included (several servers may share a DATA_DIR): a sync that starts after this call,
+   * even when this process wrote nothing since its last one.
+   */
+  durableWithOthers(): Promise<void>;
   /** Waits for the sync under way, then closes the WAL's descriptor; durable() refuses after. */
   close(): Promise<void>;
 }
@@ -76,6 +82,10 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
   let closed = false;
   // The WAL may have been created by this open; its directory entry must reach the disk too.
   let directorySynced = false;
+  // What the WAL holds already may never have been synced: a process killed between its
+  // commit and its sync left it in the page cache, where this process reads it as committed.
+  // It is made durable before anything is served from it.
+  fs.fdatasyncSync(fd);
 
   countWrites(
     sqlite,
@@ -93,15 +103,7 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
     await new Promise<void>((resolve, reject) => fs.fdatasync(fd, (error) => (error ? reject(error) : resolve())));
     if (!directorySynced) {
       directorySynced = true;
-      // As SQLite does, a folder that cannot be opened or fsynced (FUSE, 9p, CIFS mounts; a
-      // folder without read permission) is not a failed sync: only the WAL's own counts.
-      await fs.promises
-        .open(path.dirname(walFile), "r")
-        .then(
-          (directory) => directory.sync().finally(() => directory.close()),
-          () => {},
-        )
-        .catch(() => {});
+      await syncFolder(path.dirname(walFile));
     }
   }
 
@@ -178,6 +180,11 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
         }
       });
     },
+    durableWithOthers() {
+      // One more mark than the last write: only a sync that starts from now on reaches it.
+      writes += 1;
+      return this.durable();
+    },
     async close() {
       closed = true;
       // Waiters of the writes made up to now are answered first; no sync starts after this.
@@ -189,6 +196,21 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       fs.closeSync(fd);
     },
   };
+}
+
+/**
+ * fsyncs a folder, so that a file created in it keeps its name after a power cut. As SQLite
+ * does, a folder that cannot be opened or fsynced (FUSE, 9p, CIFS mounts; a folder without
+ * read permission) is no failure: only the file's own sync counts.
+ */
+export async function syncFolder(folder: string): Promise<void> {
+  await fs.promises
+    .open(folder, "r")
+    .then(
+      (directory) => directory.sync().finally(() => directory.close()),
+      () => {},
+    )
+    .catch(() => {});
 }
 
 type Statement = Database.Statement<unknown[], unknown>;

@@ -12,11 +12,11 @@ import {
   type OpenOptions,
   onSqliteRollback,
   openDatabase,
+  sqliteAllWritesDurable,
   sqliteAtNextCommit,
   sqliteCurrentWriteTransaction,
   sqliteInTransaction,
   sqliteReadTransaction,
-  sqliteWritesDurable,
   sqliteWriteTransaction,
 } from "./db.ts";
 
@@ -69,13 +69,12 @@ export function atNextCommit(store: Store, fn: () => void): void {
 }
 
 /**
- * Settles once every write this process made on the store so far is on disk. On SQLite with
- * group commit a write's own caller waits for that; this is for work about to send out what
- * it read (another request's change may still be on its way to the disk). PostgreSQL's
- * commits are flushed when they return.
+ * Settles once every commit on the store so far is on disk, another server process's on
+ * the same DATA_DIR included: for values about to leave the server that this process may
+ * not have written itself.
  */
-export function writesDurable(store: Store): Promise<void> {
-  return isPostgres(store) ? Promise.resolve() : sqliteWritesDurable(store);
+export function allWritesDurable(store: Store): Promise<void> {
+  return isPostgres(store) ? Promise.resolve() : sqliteAllWritesDurable(store);
 }
 
 /** Whether the caller runs inside a transaction of this store. */

@@ -5,7 +5,7 @@ import type { AuditWriter } from "../audit/audit.writer.ts";
 import type { Environment } from "../core/access.ts";
 import type { Principal } from "../core/caller.ts";
 import { HttpError } from "../core/errors.ts";
-import { readTransaction, type Store, writesDurable } from "../core/store.ts";
+import { allWritesDurable, readTransaction, type Store } from "../core/store.ts";
 import { DecryptError } from "../core/vault.ts";
 import type { ExportFormat } from "./export-formats.ts";
 import type { ExportedValue, ExportMemo } from "./export-memo.ts";
@@ -102,9 +102,10 @@ export function createSecretsExport({ db, repo, audit, values, memo, log }: Expo
     async readAllValues(projectId: string, environment: Environment): Promise<ExportedValue[]> {
       const ticket = memo.ticket(projectId);
       const rows = await repo.listWithCiphertext(projectId, environment);
-      // The values leave for Vercel: a change committed a moment ago must be on disk first,
-      // or a power cut could leave Vercel holding a value (and no event) this server lost.
-      await writesDurable(db);
+      // The values leave for Vercel: a change committed a moment ago, by this process or
+      // another on the same DATA_DIR, must be on disk first, or a power cut could leave
+      // Vercel holding a value (and no event) the server lost.
+      await allWritesDurable(db);
       return openAll(projectId, environment, ticket, rows);
     },
   };
