@@ -57,8 +57,18 @@ function usageCheck(name: string, args: string[]): number | undefined {
   return undefined;
 }
 
-function isHelpFlag(arg: string): boolean {
+function isHelpFlag(arg: string | undefined): boolean {
   return arg === "--help" || arg === "-h";
+}
+
+/**
+ * For the commands that read their own arguments: a help flag of its own, first or after a
+ * subcommand (`rotate-key -h`, `users add --help`, `audit verify --help`, which would
+ * verify). Anywhere else it may be a value (`rotate-key --batch-size "$N"`, `users add a@b
+ * --name "$NAME"`), refused as such, never answered with the usage and exit 0.
+ */
+function asksForUsage(args: string[]): boolean {
+  return isHelpFlag(args[0]) || (args[0] !== undefined && !args[0].startsWith("-") && isHelpFlag(args[1]));
 }
 
 /** Server commands that read their own arguments, and answer ["help"] with their usage on stdout. */
@@ -160,9 +170,7 @@ async function main(argv: string[]): Promise<void> {
   // Server commands create the database, its -wal/-shm, the key file, backups and the
   // addon cache: nothing they create is for other users. The CLI sets each file's mode itself.
   if (!Object.hasOwn(cliCommands, name)) process.umask(0o077);
-  // Commands that read their own arguments: a help flag anywhere asks for their usage
-  // (`audit verify --help` would verify; `rotate-key -h` and `users add --help` were usage errors).
-  const code = await command(OWN_USAGE.has(name) && args.some(isHelpFlag) ? ["help"] : args);
+  const code = await command(OWN_USAGE.has(name) && asksForUsage(args) ? ["help"] : args);
   if (code < 0) return;
   await Promise.all([drained(process.stdout), drained(process.stderr)]);
   process.exit(code);

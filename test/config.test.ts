@@ -557,19 +557,29 @@ test("--help on a server command prints its usage and does nothing else", async 
     assert.equal(result.code, 0, `${command}: ${result.stderr}`);
     assert.match(result.stdout, new RegExp(`^Usage: secrets-server ${command}`));
   }
-  // Commands that read their own arguments: a help flag anywhere is their usage, on stdout.
+  // Commands that read their own arguments: a help flag first, or after a subcommand, is their usage, on stdout.
   for (const [args, usage] of [
     [["audit", "verify", "--help"], /^Usage: secrets-server audit verify/],
     [["audit", "-h"], /^Usage: secrets-server audit verify/],
     [["rotate-key", "--help"], /^Usage: secrets-server rotate-key/],
-    [["rotate-key", "--batch-size", "10", "-h"], /^Usage: secrets-server rotate-key/],
     [["users", "-h"], /^ {2}add EMAIL \[--name N\]/m],
-    [["users", "add", "new@example.com", "--help"], /^ {2}add EMAIL \[--name N\]/m],
-    [["copy-database", "--to", "postgres://db.example.test/secrets", "--help"], /^Usage: secrets-server copy-database/],
+    [["users", "add", "--help"], /^ {2}add EMAIL \[--name N\]/m],
+    [["copy-database", "--help"], /^Usage: secrets-server copy-database/],
   ] as const) {
     const result = await runMain([...args], env, { cwd });
     assert.deepEqual([result.code, result.stderr], [0, ""], args.join(" "));
     assert.match(result.stdout, usage, args.join(" "));
+  }
+  // Later, a help flag may be a value ("$N", "$NAME"): refused as such, never the usage and exit 0.
+  for (const args of [
+    ["rotate-key", "--batch-size", "-h"],
+    ["users", "add", "new@example.com", "--name", "-h"],
+    ["users", "reset-password", "--", "--help"],
+    ["copy-database", "--to", "postgres://db.example.test/secrets", "--help"],
+  ]) {
+    const result = await runMain(args, env, { cwd });
+    assert.equal(result.code, 2, `${args.join(" ")}: ${result.stderr}`);
+    assert.equal(result.stdout, "", args.join(" "));
   }
   assert.deepEqual(fs.readdirSync(cwd), [], "no backup file named --help, no database");
 
