@@ -181,9 +181,13 @@ export function startGroupCommit(sqlite: Database.Database, walFile: string, opt
       });
     },
     durableWithOthers() {
-      // One more mark than the last write: only a sync that starts from now on reaches it.
-      writes += 1;
-      return this.durable();
+      if (failure !== undefined) return Promise.reject(failure);
+      if (closed) return Promise.reject(new Error("the database is closed"));
+      // A waiter of the next batch: its sync starts after this call, whatever this process wrote.
+      return new Promise((resolve, reject) => {
+        next.push({ resolve, reject });
+        if (!inFlight) start();
+      });
     },
     async close() {
       closed = true;
