@@ -74,7 +74,7 @@ test("a write transaction commits through db() and client(); the statement timeo
   assert.equal(setting.rows[0]?.statement_timeout, "7s");
 });
 
-test("a write transaction commits with synchronous_commit on, whatever the database or role says", async () => {
+test("a write transaction waits for PostgreSQL's disk even where the database turned synchronous_commit off", async () => {
   const url = await createDatabase();
   const relaxed = await open(url);
   const database = (await relaxed.client().query<{ db: string }>("SELECT current_database() AS db")).rows[0]!.db;
@@ -85,7 +85,14 @@ test("a write transaction commits with synchronous_commit on, whatever the datab
   const inside = await pgWriteTransaction(store, async () => {
     return (await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit;
   });
-  assert.equal(inside, "on");
+  assert.equal(inside, "local");
+  // Any other setting is left as it is (a standby setup's remote_apply, say).
+  await relaxed.client().query(`ALTER DATABASE "${database}" SET synchronous_commit = remote_apply`);
+  const standby = await open(url);
+  const kept = await pgWriteTransaction(standby, async () => {
+    return (await standby.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit;
+  });
+  assert.equal(kept, "remote_apply");
 });
 
 test("a write transaction that throws rolls back, and the rollback listeners run", async () => {
