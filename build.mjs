@@ -103,12 +103,7 @@ module.exports = new Proxy({}, { get: (_, key) => load()[key], has: (_, key) => 
   },
 };
 
-/**
- * env-schema compiles JSON Schema's meta-schema as it loads and our schema at its first
- * call (50-60 ms of every start, code made at run time that no code cache keeps). The
- * server bundle gets it compiled here instead, for src/core/config.ts's schema: see
- * src/dev/env-schema-precompiled.ts.
- */
+/** env-schema, compiled here for src/core/config.ts's schema: see src/dev/env-schema-precompiled.ts. */
 const envSchemaPrecompiled = {
   name: "env-schema-precompiled",
   setup(build) {

@@ -5,7 +5,7 @@ import crypto from "node:crypto";
 import { type TestContext, test } from "node:test";
 import { SignJWT, UnsecuredJWT } from "jose";
 import { dropStale, makeRoom } from "../src/core/bounded-map.ts";
-import { isAllowedIssuerUrl, isAllowedKeySetUrl } from "../src/core/trust-rules.ts";
+import { isAllowedIssuerUrl, isAllowedKeySetUrl } from "../src/core/service-account-rules.ts";
 import { ISSUER_DOCUMENT_MAX_BYTES } from "../src/service-accounts/workload-identity.service.ts";
 import { auditEvents, type Client, freePort, startServer, type TestServer } from "./helpers.ts";
 import { createSecret, envPath } from "./secrets-helpers.ts";

@@ -6,8 +6,8 @@ import { Environment, Ok, ProjectParams, SECURITY, Timestamp } from "../core/api
 import { type Auth, WORKLOAD_EXCHANGE_ROUTE } from "../core/auth.ts";
 import { perNetwork } from "../core/client-address.ts";
 import { HttpError } from "../core/errors.ts";
+import { isAllowedIssuerUrl, TRUST_TEXT_MAX } from "../core/service-account-rules.ts";
 import { fitsUnits, isPlainText, isSingleLine, isVisibleName, looksLikeToken } from "../core/text.ts";
-import { isAllowedIssuerUrl, TRUST_TEXT_MAX } from "../core/trust-rules.ts";
 import { parseCidr, type ServiceAccountsService } from "./service-accounts.service.ts";
 import { IDENTITY_TOKEN_REFUSED, type WorkloadIdentityService } from "./workload-identity.service.ts";
 

@@ -9,11 +9,11 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError, INVALID_FIELDS } from "../core/errors.ts";
 import type { LostRights } from "../core/lost-rights.ts";
+import { SERVICE_ACCOUNT_NOT_FOUND } from "../core/service-account-rules.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
 import { nameKey } from "../core/text.ts";
 import type { ServiceAccountRow, ServiceAccountsRepo, ServiceTokenRow, TrustRow, WithCreator } from "./service-accounts.repo.ts";
 
-const ACCOUNT_NOT_FOUND = "Service account not found.";
 const TOKEN_NOT_FOUND = "Token not found.";
 const TRUST_NOT_FOUND = "Trust not found.";
 const ACCOUNT_NAME_TAKEN = "A service account with this name already exists.";
@@ -214,7 +214,7 @@ export function createServiceAccountsService({ db, repo, projects, access, audit
 
   async function findOrFail(projectId: string, id: string): Promise<ServiceAccountRow & WithCreator> {
     const row = await repo.findAccount(projectId, id);
-    if (!row) throw new HttpError(404, ACCOUNT_NOT_FOUND);
+    if (!row) throw new HttpError(404, SERVICE_ACCOUNT_NOT_FOUND);
     return row;
   }
 

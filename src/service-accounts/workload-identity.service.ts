@@ -7,9 +7,9 @@ import type { Clock } from "../core/clock.ts";
 import { hashToken, randomToken } from "../core/crypto.ts";
 import { HttpError } from "../core/errors.ts";
 import { failureReason, httpRequest } from "../core/http-client.ts";
+import { isAllowedKeySetUrl } from "../core/service-account-rules.ts";
 import { type Store, writeTransaction } from "../core/store.ts";
 import { UUID } from "../core/text.ts";
-import { isAllowedKeySetUrl } from "../core/trust-rules.ts";
 import type { ServiceAccountsRepo, TrustRow } from "./service-accounts.repo.ts";
 import { accountCaller, WORKLOAD_TOKEN_PREFIX } from "./service-accounts.service.ts";
 

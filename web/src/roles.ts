@@ -17,6 +17,5 @@ export const withArticle = (role: string) => `${/^[aeiou]/.test(role) ? "an" : "
  * (src/lost-rights.ts): said before it is done, as a CI job's token stops working.
  */
 export function adminLosses(who: "they" | "you"): string {
-  const their = who === "you" ? "you" : "they";
-  return `Service tokens ${their} created are revoked, invitations ${their} sent are voided, and a Vercel sync that uses ${who === "you" ? "your" : "their"} token is paused.`;
+  return `Service tokens ${who} created are revoked, invitations ${who} sent are voided, and a Vercel sync that uses ${who === "you" ? "your" : "their"} token is paused.`;
 }

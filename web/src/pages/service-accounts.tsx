@@ -3,7 +3,7 @@
 // created it, and lives only in that dialog's state: closing the dialog or leaving the page
 // drops it, and nothing else (no list, no cache, no URL) ever holds it.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { isAllowedIssuerUrl, TRUST_TEXT_MAX } from "../../../src/core/trust-rules.ts";
+import { isAllowedIssuerUrl, SERVICE_ACCOUNT_NOT_FOUND, TRUST_TEXT_MAX } from "../../../src/core/service-account-rules.ts";
 import {
   ApiError,
   del,
@@ -225,7 +225,7 @@ function AccountPage({ project, accountId }: { project: Project; accountId: stri
   const url = `${apiBase(project.id)}/${encodeURIComponent(accountId)}`;
   const account = useLoad(() => get<{ serviceAccount: ServiceAccount }>(url).then((r) => r.serviceAccount), [url]);
   // Only the account's own 404: a "Project not found." (removed from the project meanwhile) is said as such.
-  if (account.error instanceof ApiError && account.error.status === 404 && account.error.message === "Service account not found.") {
+  if (account.error instanceof ApiError && account.error.status === 404 && account.error.message === SERVICE_ACCOUNT_NOT_FOUND) {
     return (
       <div class="stack">
         <h2>Service account not found</h2>
@@ -726,7 +726,6 @@ function ShownOnce({ created, onDone }: { created: ServiceTokenCreated; onDone()
   );
 }
 
-/** Whether a trust's issuer can be accepted: https, or http on this machine only (as the server checks). */
 function NewTrust({ url, onClose, onAdded }: { url: string; onClose(): void; onAdded(trust: Trust): Promise<void> }) {
   const [issuer, setIssuer] = useState("");
   const [audience, setAudience] = useState("");

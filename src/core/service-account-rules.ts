@@ -1,8 +1,10 @@
-// What a workload identity trust may hold, for the server (the trust's check, the key set
-// it fetches) and the web UI's form alike: one rule, so the form refuses what the server
-// would, with its own sentence.
+// Service accounts' rules for the server and the web UI alike: what a workload identity
+// trust may hold (the trust's check, the key set it fetches), so that the form refuses what
+// the server would, with its own sentence; and the answer the account page tells apart.
 import { isLoopbackHost } from "./loopback.ts";
 import { isSingleLine } from "./text.ts";
+
+export const SERVICE_ACCOUNT_NOT_FOUND = "Service account not found.";
 
 /** The most characters (UTF-16 units) of a trust's issuer, audience, subject and each claim's value. */
 export const TRUST_TEXT_MAX = 500;
