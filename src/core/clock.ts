@@ -5,7 +5,7 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => new Date() };
 
-/** A clock the tests advance; it starts at the real time and only ever moves by hand. */
+/** A clock the tests advance: the real time, plus every jump they made (it keeps ticking between them). */
 export class ManualClock implements Clock {
   private offsetMs = 0;
   now(): Date {
