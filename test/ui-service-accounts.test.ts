@@ -47,7 +47,12 @@ describe("service accounts in Chromium", () => {
     await dialog.getByLabel("Name").fill("deploy-bot");
     await dialog.getByLabel("Description (optional)").fill("Deploys the shop from CI");
     await dialog.getByLabel("Member: reads").check();
+    // Saving with no environment says so, announced, and takes the focus to the first choice.
+    await dialog.getByRole("button", { name: "Create service account" }).click();
+    await dialog.getByRole("alert").filter({ hasText: "Choose at least one environment." }).waitFor();
+    await assertFocus(page, "the first environment", () => (document.activeElement as HTMLInputElement | null)?.type === "checkbox");
     await dialog.getByLabel("Production").check();
+    assert.equal(await dialog.getByRole("alert").count(), 0, "the message goes once one is chosen");
     await check(tab, "service-account-create");
     await dialog.getByRole("button", { name: "Create service account" }).click();
     await page.waitForURL(/\/service-accounts\/[0-9a-f-]{36}$/);

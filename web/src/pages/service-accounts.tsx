@@ -147,6 +147,9 @@ function AccountForm({
   const action = useAction();
   const nameCheck = useNameCheck(name);
   const chosen = ENVIRONMENTS.filter((env) => environments.includes(env));
+  // Saving with none chosen says so (announced) and takes the focus to the choices.
+  const [noEnvironment, setNoEnvironment] = useState(false);
+  const environmentChoices = useRef<HTMLFieldSetElement>(null);
 
   let body: Record<string, unknown>;
   if (!account) {
@@ -167,8 +170,13 @@ function AccountForm({
         noValidate
         onSubmit={async (e) => {
           e.preventDefault();
-          if (!changed || chosen.length === 0) return;
+          if (!changed) return;
           if (!nameCheck.passes()) return;
+          if (chosen.length === 0) {
+            setNoEnvironment(true);
+            environmentChoices.current?.querySelector("input")?.focus();
+            return;
+          }
           const result = await action.run(() =>
             account
               ? patch<{ serviceAccount: ServiceAccount }>(`${apiBase(project.id)}/${account.id}`, body)
@@ -191,7 +199,7 @@ function AccountForm({
             </label>
           ))}
         </fieldset>
-        <fieldset aria-describedby="service-account-envs-hint">
+        <fieldset ref={environmentChoices} aria-describedby="service-account-envs-hint">
           <legend>Environments it may use</legend>
           {project.environments.map((env) => (
             <label key={env} class="check">
@@ -206,6 +214,7 @@ function AccountForm({
           <p id="service-account-envs-hint" class={`small ${chosen.length === 0 ? "error-text" : "muted"}`}>
             Choose at least one. Give it only the environments its job needs.
           </p>
+          <ErrorText error={noEnvironment && chosen.length === 0 ? "Choose at least one environment." : undefined} />
         </fieldset>
         {account && <p class="muted small">Changes apply from the account's next request.</p>}
         <ErrorText error={action.error} />
@@ -213,7 +222,7 @@ function AccountForm({
           label={account ? "Save" : "Create service account"}
           busyLabel={account ? "Saving…" : "Creating…"}
           busy={action.busy}
-          unavailable={!changed || chosen.length === 0}
+          unavailable={!changed}
           onCancel={onClose}
         />
       </form>
