@@ -81,11 +81,26 @@ test("a write transaction waits for PostgreSQL's disk even where the database tu
   await relaxed.client().query(`ALTER DATABASE "${database}" SET synchronous_commit = off`);
   // A new pool, whose connections take the database's setting.
   const store = await open(url);
-  assert.equal((await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit, "off");
+  // The database's own setting, as another client sees it.
+  assert.equal(
+    (
+      await relaxed
+        .client()
+        .query<{ s: string }>(
+          "SELECT setting AS s FROM pg_db_role_setting, unnest(setconfig) AS setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND setting LIKE 'synchronous_commit=%'",
+        )
+    ).rows[0]?.s,
+    "synchronous_commit=off",
+  );
   const inside = await pgWriteTransaction(store, async () => {
     return (await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit;
   });
   assert.equal(inside, "local");
+  // Outside a transaction too (a sign-out's DELETE, a session's touch).
+  assert.equal(
+    (await store.client().query<{ synchronous_commit: string }>("SHOW synchronous_commit")).rows[0]?.synchronous_commit,
+    "local",
+  );
   // Any other setting is left as it is (a standby setup's remote_apply, say).
   await relaxed.client().query(`ALTER DATABASE "${database}" SET synchronous_commit = remote_apply`);
   const standby = await open(url);

@@ -204,7 +204,17 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   // reported here; without a listener it would end the process. The pool has already
   // dropped it, and the next statement opens a fresh one.
   pool.on("error", () => {});
-  pool.on("connect", (client) => convertQueryErrors(client));
+  pool.on("connect", (client) => {
+    convertQueryErrors(client);
+    // synchronous_commit off (for the cluster, the database or the role) becomes local, for
+    // the connection's life: a write is answered, and a value shown after its audit event,
+    // only once COMMIT has reached PostgreSQL's disk (with it off, COMMIT returns first, and
+    // a crash loses both). Any other setting is left as it is: on, or what a standby setup
+    // asks for. Queued before anything the pool's user sends on the new connection.
+    client
+      .query("SELECT set_config('synchronous_commit', 'local', false) WHERE current_setting('synchronous_commit') = 'off'")
+      .catch(() => {});
+  });
   convertQueryErrors(pool);
 
   let routed: PgDb;
@@ -402,15 +412,10 @@ async function topLevelTransaction<T>(store: PgStore, write: boolean, fn: () => 
       // The write lock is waited for only what is left of the write's time (its turn in the
       // queue and the connection took the rest; at least a millisecond, as 0 would mean no
       // limit); the row locks after it get the whole timeout again.
-      //
-      // synchronous_commit off (for the cluster, the database or the role) becomes local: a
-      // write is answered, and a value shown after its audit event, only once COMMIT has
-      // reached PostgreSQL's disk (with it off, COMMIT returns first, and a crash loses
-      // both). Any other setting is left as it is: on, or what a standby setup asks for.
       const timeout = writeLockTimeouts.get(store) ?? BUSY_TIMEOUT_MS;
       const left = Math.max(1, Math.ceil((deadline ?? Date.now() + timeout) - Date.now()));
       await client.query(
-        `BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config('synchronous_commit', 'local', true) WHERE current_setting('synchronous_commit') = 'off'; SET LOCAL lock_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK}); SET LOCAL lock_timeout = ${timeout}`,
+        `BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = ${left}; SET LOCAL idle_in_transaction_session_timeout = ${timeout}; SELECT pg_advisory_xact_lock(${LOCK_CLASS}, ${WRITE_LOCK}); SET LOCAL lock_timeout = ${timeout}`,
       );
     } else {
       await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
