@@ -414,6 +414,15 @@ test("backup finishes while another connection commits between its steps", async
   }
 });
 
+test("OIDC_ALLOWED_DOMAINS folds ASCII capitals only: a domain written with the Kelvin sign stays another domain", () => {
+  const oidc = { AUTH_PROVIDER: "oidc", OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "c", OIDC_CLIENT_SECRET: "s" };
+  // toLowerCase would make the first kexample.com, and let x@kexample.com in.
+  assert.deepEqual(loadConfig({ ...oidc, OIDC_ALLOWED_DOMAINS: "\u212Aexample.com, KExample.COM ,," }).oidc?.allowedDomains, [
+    "\u212Aexample.com",
+    "kexample.com",
+  ]);
+});
+
 test("a variable with a fixed set of values names them", () => {
   assert.equal(configError({ LOG_LEVEL: "loud" }), "LOG_LEVEL must be one of: fatal, error, warn, info, debug, trace, silent.");
   assert.equal(configError({ NODE_ENV: "prod" }), "NODE_ENV must be one of: development, production, test.");

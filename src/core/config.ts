@@ -4,7 +4,7 @@ import path from "node:path";
 import { envSchema } from "env-schema";
 import { DEFAULT_IPV6_PREFIX } from "./client-address.ts";
 import { isLoopbackHost } from "./loopback.ts";
-import { foldAsciiCase } from "./text.ts";
+import { foldEmail } from "./text.ts";
 
 // Every variable of the README's "Configuration" section. The executable checks them with
 // this schema compiled by the build (src/dev/env-schema-precompiled.ts), not at each start.
@@ -213,7 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         .split(",")
         // Folded as the addresses they are compared with (foldEmail): a domain's other
         // letters are compared as written, or a look-alike domain would pass.
-        .map((d) => foldAsciiCase(d.trim()))
+        .map(foldEmail)
         .filter(Boolean),
     };
   }

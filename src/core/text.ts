@@ -65,7 +65,7 @@ export function foldEmail(email: string): string {
 }
 
 /** ASCII letters in lower case, every other character as it is (see foldEmail). */
-export function foldAsciiCase(text: string): string {
+function foldAsciiCase(text: string): string {
   return text.replace(/[A-Z]+/g, (letters) => letters.toLowerCase());
 }
 
