@@ -58,6 +58,7 @@ test("a usage error is said before the link file, the sign-in or the server; no 
   for (const args of [
     ["secrets", "get", ...target],
     ["secrets", "get", "", ...target],
+    ["secrets", "list", "", ...target],
     ["secrets", "frobnicate", "K", ...target],
     ["secrets", "list", "EXTRA", ...target],
     ["secrets", "get", "K", "V", ...target],

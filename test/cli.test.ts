@@ -492,7 +492,9 @@ test("a link file another user owns (planted in a shared folder above) is not fo
   fs.renameSync(link, path.join(shared, "work", "home", "mine.json"));
   fs.symlinkSync(path.join(shared, "work", "home", "mine.json"), link);
   fs.lchownSync(link, 4242, 4242);
-  assert.equal((await runAs(me)).code, 2);
+  const linked = await runAs(me);
+  assert.deepEqual([linked.code, linked.stdout], [2, ""]);
+  assert.match(linked.stderr, /\.secrets-server\.json belongs to another user \(uid 4242\): it is not used\./);
 
   // Root works in checkouts another uid owns (a container job): it follows them.
   const asRoot = await runAs(undefined);

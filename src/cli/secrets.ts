@@ -137,7 +137,8 @@ export async function secrets(args: string[]): Promise<number> {
   if (action === "set" || action === "import" || action === "delete")
     return writeSecrets(action, values, positionals.slice(1), SECRETS_USAGE);
   // A wrong action or a missing key is said at once, before the link file, the sign-in and the server.
-  const isList = action === "list" && !key;
+  // An empty key (an unset "$KEY") is a usage error for both, not a list.
+  const isList = action === "list" && key === undefined;
   const isGet = action === "get" && !!key && value === undefined;
   if (!isList && !isGet) throw new CliError(SECRETS_USAGE, EXIT.usage);
   const target = resolveTarget(values);
