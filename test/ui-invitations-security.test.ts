@@ -294,7 +294,10 @@ describe("invitations in Chromium", () => {
     assert.equal(await inviteStatus.textContent(), "");
     await page.getByLabel("E-mail address").fill("dave@example.test");
     await page.getByRole("button", { name: "Send invitation" }).click();
-    const daveBox = page.getByRole("status").filter({ hasText: "Invitation created for dave@example.test." });
+    // The same region, now filled: the form still holds one status region.
+    const daveBox = inviteStatus.filter({ hasText: "Invitation created for dave@example.test." });
+    await daveBox.waitFor();
+    assert.equal(await inviteStatus.count(), 1);
     const daveLink = await daveBox.getByLabel("Invitation link").inputValue();
     await page.getByRole("button", { name: "New link for the invitation of bob@example.test" }).click();
     const dialog = page.getByRole("dialog", { name: "A new link for bob@example.test?" });

@@ -31,14 +31,11 @@ add and reset-password need AUTH_PROVIDER=local. Links are printed for you to ha
 type Command = (args: string[]) => Promise<number>;
 
 /**
- * `creates`: the command may make the first database of a new install (setup-link, users
- * add before the first start); the others only read or change an existing one, and refuse
- * a DATA_DIR that holds none (a typo would otherwise list or change nothing, "successfully").
- */
-/**
  * Runs fn on the database. `creates`: the command may make the first database of a new
- * install. `localCommand`: the command is for local accounts, and refuses another
- * AUTH_PROVIDER before anything is opened, created or migrated.
+ * install (setup-link, users add before the first start); the others only read or change an
+ * existing one, and refuse a DATA_DIR that holds none (a typo would otherwise list or change
+ * nothing, "successfully"). `localCommand`: the command is for local accounts, and refuses
+ * another AUTH_PROVIDER before anything is opened, created or migrated.
  */
 async function withDatabase<T>(
   fn: (db: Store, config: Config) => Promise<T>,

@@ -518,13 +518,7 @@ export function AuditPage({ project }: { project: Project }) {
       )}
       {/* Kept while the next page loads (a new filter clears the cursor first): a button that vanished under the focus would drop it to the page's top. */}
       {cursor && (
-        <button
-          type="button"
-          aria-disabled={loading}
-          onClick={() => {
-            if (!loading) void load(filters, cursor);
-          }}
-        >
+        <button type="button" {...whileBusy(loading, () => void load(filters, cursor))}>
           {loading ? "Loading more…" : "Load more"}
         </button>
       )}

@@ -34,6 +34,7 @@ import {
   Time,
   useAction,
   useLoad,
+  whileBusy,
 } from "../ui.tsx";
 import { EnvironmentGrants, useGrants } from "./access.tsx";
 
@@ -240,7 +241,7 @@ function RoleChoice(props: { label: string; member: Member; busy: boolean; onCha
       </select>
       {pending && (
         <span class="role-actions">
-          <button type="button" class="primary" aria-label={`Change role of ${label} to ${chosen}`} aria-disabled={busy} onClick={save}>
+          <button type="button" class="primary" aria-label={`Change role of ${label} to ${chosen}`} {...whileBusy(busy, save)}>
             Change role
           </button>
           <button
