@@ -199,22 +199,21 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     query_timeout: statementTimeoutMs + connectionTimeoutMs,
     keepAlive: true,
     types,
+    // synchronous_commit off (for the cluster, the database or the role) becomes local, for
+    // the connection's life: a write is answered, and a value shown after its audit event,
+    // only once COMMIT has reached PostgreSQL's disk (with it off, COMMIT returns first, and
+    // a crash loses both). Any other setting is left as it is: on, or what a standby setup
+    // asks for. The pool hands the connection out only once this has answered (a query
+    // queued behind it would be one pg deprecates).
+    onConnect: async (client) => {
+      await client.query("SELECT set_config('synchronous_commit', 'local', false) WHERE current_setting('synchronous_commit') = 'off'");
+    },
   });
   // A connection that breaks while idle in the pool (PostgreSQL restarted, a failover) is
   // reported here; without a listener it would end the process. The pool has already
   // dropped it, and the next statement opens a fresh one.
   pool.on("error", () => {});
-  pool.on("connect", (client) => {
-    convertQueryErrors(client);
-    // synchronous_commit off (for the cluster, the database or the role) becomes local, for
-    // the connection's life: a write is answered, and a value shown after its audit event,
-    // only once COMMIT has reached PostgreSQL's disk (with it off, COMMIT returns first, and
-    // a crash loses both). Any other setting is left as it is: on, or what a standby setup
-    // asks for. Queued before anything the pool's user sends on the new connection.
-    client
-      .query("SELECT set_config('synchronous_commit', 'local', false) WHERE current_setting('synchronous_commit') = 'off'")
-      .catch(() => {});
-  });
+  pool.on("connect", (client) => convertQueryErrors(client));
   convertQueryErrors(pool);
 
   let routed: PgDb;
